@@ -1,0 +1,103 @@
+"""API function: collections and documents. Each route parses, calls one service method, shapes the response."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from aws_lambda_powertools import Logger
+from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
+from aws_lambda_powertools.event_handler.openapi.params import Query
+from pydantic import BaseModel
+
+from kindex.api.http import json_response, path_param, precheck, principal, register_error_handlers, require_admin
+from kindex.domain.models import Collection, CollectionInput, Document, DocumentInput, PageRequest
+from kindex.wiring import container
+
+logger = Logger(service="kindex-api")
+app = APIGatewayRestResolver(enable_validation=True)
+app.enable_swagger(path="/docs", title="kindex", version="1", description="Knowledge index for RAG")
+register_error_handlers(app)
+
+
+class CollectionList(BaseModel):
+    collections: list[str]
+    next_cursor: str | None = None
+
+
+class DocumentList(BaseModel):
+    documents: list[str]
+    next_cursor: str | None = None
+
+
+class DocumentOut(Document):
+    content: str | None = None
+
+
+def _page(start: int, number: int, cursor: str | None) -> PageRequest:
+    return PageRequest(start=start, number=number, cursor=cursor or None)
+
+
+@app.get("/v1/openapi.json", include_in_schema=False)
+def openapi_document():
+    return json_response(200, app.get_openapi_json_schema(title="kindex", version="1"))
+
+
+@app.get("/v1/collections")
+def list_collections(start: Annotated[int, Query(ge=0)] = 0, number: Annotated[int, Query(ge=-1)] = -1,
+                     cursor: Annotated[str | None, Query()] = None) -> CollectionList:
+    page = container().catalog.list_collections(principal(app).tenant, _page(start, number, cursor))
+    return CollectionList(collections=page.ids, next_cursor=page.next_cursor)
+
+
+@app.get("/v1/collections/<collection>")
+def get_collection(collection: str) -> Collection:
+    return container().catalog.get_collection(principal(app).tenant, path_param(collection))
+
+
+@app.put("/v1/collections/<collection>")
+def put_collection(collection: str, body: CollectionInput) -> Response[Collection]:
+    tenant = require_admin(app).tenant
+    stored, created = container().catalog.put_collection(tenant, path_param(collection), body)
+    return Response(status_code=201 if created else 200, content_type="application/json", body=stored)
+
+
+@app.delete("/v1/collections/<collection>", responses={204: {"description": "Deleted with all its documents"}})
+def delete_collection(collection: str):
+    container().catalog.delete_collection(require_admin(app).tenant, path_param(collection))
+    return Response(status_code=204)
+
+
+@app.get("/v1/collections/<collection>/documents")
+def list_documents(collection: str, start: Annotated[int, Query(ge=0)] = 0,
+                   number: Annotated[int, Query(ge=-1)] = -1,
+                   cursor: Annotated[str | None, Query()] = None) -> DocumentList:
+    page = container().catalog.list_documents(principal(app).tenant, path_param(collection),
+                                              _page(start, number, cursor))
+    return DocumentList(documents=page.ids, next_cursor=page.next_cursor)
+
+
+@app.get("/v1/collections/<collection>/documents/<document>")
+def get_document(collection: str, document: str) -> DocumentOut:
+    stored, content = container().catalog.get_document(principal(app).tenant, path_param(collection),
+                                                       path_param(document))
+    return DocumentOut(**stored.model_dump(), content=content)
+
+
+@app.put("/v1/collections/<collection>/documents/<document>")
+def put_document(collection: str, document: str, body: DocumentInput) -> Response[DocumentOut]:
+    tenant = require_admin(app).tenant
+    stored, created = container().catalog.put_document(tenant, path_param(collection), path_param(document), body)
+    return Response(status_code=201 if created else 200, content_type="application/json",
+                    body=DocumentOut(**stored.model_dump()))
+
+
+@app.delete("/v1/collections/<collection>/documents/<document>", responses={204: {"description": "Deleted everywhere"}})
+def delete_document(collection: str, document: str):
+    container().catalog.delete_document(require_admin(app).tenant, path_param(collection), path_param(document))
+    return Response(status_code=204)
+
+
+@logger.inject_lambda_context(clear_state=True)
+def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    rejected = precheck(event, container().settings.max_body_bytes)
+    return rejected if rejected is not None else app.resolve(event, context)

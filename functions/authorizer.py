@@ -1,0 +1,41 @@
+"""Authorizer function: resolves `Authorization: Bearer <key>` to a tenant and role (REQUEST authorizer).
+
+API Gateway caches the result per key; the local server calls this same handler on every request."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kindex.domain.errors import Unauthorized
+from kindex.wiring import container
+
+
+def _bearer(event: dict[str, Any]) -> str | None:
+    headers = {k.lower(): v for k, v in (event.get("headers") or {}).items()}
+    value = headers.get("authorization") or event.get("authorizationToken") or ""
+    scheme, _, token = value.partition(" ")
+    return token.strip() if scheme.lower() == "bearer" and token.strip() else None
+
+
+def _api_wide(method_arn: str | None) -> str:
+    """The cached policy must cover every route of the API, not only the one that was called first."""
+    if not method_arn:
+        return "*"
+    api_arn, _, _ = method_arn.partition("/")
+    stage = method_arn.split("/")[1] if method_arn.count("/") >= 1 else "*"
+    return f"{api_arn}/{stage}/*/*"
+
+
+def handler(event: dict[str, Any], context: Any, keys=None) -> dict[str, Any]:
+    """Allow with the principal as context, or raise Exception('Unauthorized'), which API Gateway turns into 401."""
+    keys = keys or container().keys
+    try:
+        caller = keys.authenticate(_bearer(event))
+    except Unauthorized as error:
+        raise Exception("Unauthorized") from error  # the exact text API Gateway maps to 401
+    return {
+        "principalId": f"{caller.tenant}/{caller.key_id}",
+        "policyDocument": {"Version": "2012-10-17", "Statement": [
+            {"Action": "execute-api:Invoke", "Effect": "Allow", "Resource": _api_wide(event.get("methodArn"))}]},
+        "context": {"tenant": caller.tenant, "role": caller.role.value, "key_id": caller.key_id},
+    }

@@ -1,0 +1,1 @@
+"""kindex: a multi-tenant knowledge index for retrieval-augmented generation."""

@@ -1,0 +1,76 @@
+"""Blob store on a local folder: each key is a relative path (key parts are URL-encoded, so they are safe names)."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+from kindex.domain.errors import InvalidInput, NotFound
+
+
+class FolderBlobStore:
+    """Implements BlobStore over a directory. Writes are atomic (temp file + rename) so readers never see half a file."""
+
+    def __init__(self, root: Path | str):
+        self.root = Path(root).resolve()
+        self.root.mkdir(parents=True, exist_ok=True)
+
+    def _path(self, key: str) -> Path:
+        path = (self.root / key).resolve()
+        if self.root not in path.parents:
+            raise InvalidInput("blob key escapes the store")
+        return path
+
+    def put_blob(self, key: str, data: bytes, content_type: str) -> None:
+        path = self._path(key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+    def get_blob(self, key: str) -> bytes:
+        try:
+            return self._path(key).read_bytes()
+        except (FileNotFoundError, IsADirectoryError) as error:
+            raise NotFound(f"blob {key!r} does not exist") from error
+
+    def delete_blob(self, key: str) -> None:
+        path = self._path(key)
+        path.unlink(missing_ok=True)
+        self._prune(path.parent)
+
+    def delete_prefix(self, prefix: str) -> int:
+        keys = self.list_blobs(prefix)
+        for key in keys:
+            self._path(key).unlink(missing_ok=True)
+        for key in keys:
+            self._prune(self._path(key).parent)
+        return len(keys)
+
+    def list_blobs(self, prefix: str) -> list[str]:
+        keys = []
+        # Walk only the folder the prefix points into, not the whole store.
+        start = self._path(prefix.rsplit("/", 1)[0]) if "/" in prefix else self.root
+        for dirpath, _, filenames in os.walk(start):
+            for name in filenames:
+                if name.startswith(".tmp-"):
+                    continue
+                key = Path(dirpath, name).relative_to(self.root).as_posix()
+                if key.startswith(prefix):
+                    keys.append(key)
+        return sorted(keys)
+
+    def _prune(self, directory: Path) -> None:
+        """Remove empty parent folders so a deleted document leaves nothing behind."""
+        while directory != self.root and self.root in directory.parents:
+            try:
+                directory.rmdir()
+            except OSError:
+                return
+            directory = directory.parent

@@ -1,0 +1,136 @@
+"""The one place where domain errors become HTTP responses, plus the checks every API function runs first."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import logging
+from typing import Any
+from urllib.parse import unquote
+
+from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
+from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
+
+from kindex.domain import errors
+from kindex.domain.models import Principal, Role
+from kindex.services.validation import describe
+
+logger = logging.getLogger(__name__)
+
+MAX_BODY_BYTES = 10 * 1024 * 1024
+
+STATUS_BY_ERROR: dict[type[errors.KindexError], int] = {
+    errors.BadRequest: 400,
+    errors.Unauthorized: 401,
+    errors.Forbidden: 403,
+    errors.NotFound: 404,
+    errors.Conflict: 409,
+    errors.PayloadTooLarge: 413,
+    errors.InvalidInput: 422,
+    errors.IngestError: 422,
+    errors.DependencyFailed: 502,
+}
+
+
+def status_for(error: errors.KindexError) -> int:
+    for cls in type(error).__mro__:
+        if cls in STATUS_BY_ERROR:
+            return STATUS_BY_ERROR[cls]
+    return 500
+
+
+def error_body(code: str, message: str) -> str:
+    return json.dumps({"error": code, "message": message})
+
+
+def error_response(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> dict[str, Any]:
+    """A complete API Gateway proxy response with our error body (for paths that run before the resolver)."""
+    return {"statusCode": status, "headers": {"Content-Type": "application/json", **(headers or {})},
+            "body": error_body(code, message), "isBase64Encoded": False}
+
+
+def precheck(event: dict[str, Any], max_body_bytes: int = MAX_BODY_BYTES) -> dict[str, Any] | None:
+    """Reject what the resolver should never see: oversized bodies (413) and malformed JSON (400)."""
+    body = event.get("body")
+    if body is None or body == "":
+        return None
+    raw: bytes
+    if event.get("isBase64Encoded"):
+        try:
+            raw = base64.b64decode(body, validate=True)
+        except (binascii.Error, ValueError):
+            return error_response(400, "bad_request", "request body is not valid base64")
+    else:
+        raw = body.encode("utf-8", "surrogatepass") if isinstance(body, str) else body
+    if len(raw) > max_body_bytes:
+        return error_response(413, "payload_too_large", f"request body exceeds {max_body_bytes} bytes")
+    try:
+        json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as error:
+        return error_response(400, "bad_request", f"request body is not valid JSON: {error}".splitlines()[0][:300])
+    _declare_json(event)
+    return None
+
+
+def _declare_json(event: dict[str, Any]) -> None:
+    """Every body of this API is JSON: read it as JSON whatever Content-Type the client declared (curl -d sends
+    form encoding), so the resolver's validation never takes a JSON body for a form."""
+    for section in ("headers", "multiValueHeaders"):
+        headers = event.get(section) or {}
+        for name in [n for n in headers if n.lower() == "content-type"]:
+            del headers[name]
+        headers["content-type"] = "application/json" if section == "headers" else ["application/json"]
+        event[section] = headers
+
+
+def path_param(value: str) -> str:
+    """Path parameters arrive percent-encoded (as API Gateway REST delivers them); ids are compared decoded."""
+    return unquote(value)
+
+
+def principal(app: APIGatewayRestResolver) -> Principal:
+    """The caller, as the authorizer resolved it. No authorizer context means no access (fail closed)."""
+    context = (app.current_event.raw_event.get("requestContext") or {}).get("authorizer") or {}
+    try:
+        return Principal(tenant=context["tenant"], role=context["role"], key_id=context.get("key_id", ""))
+    except (KeyError, ValueError) as error:
+        raise errors.Unauthorized("missing or invalid API key") from error
+
+
+def require_admin(app: APIGatewayRestResolver) -> Principal:
+    caller = principal(app)
+    if caller.role is not Role.ADMIN:
+        raise errors.Forbidden("this API key may only query")
+    return caller
+
+
+def json_response(status: int, body: str) -> Response:
+    return Response(status_code=status, content_type="application/json", body=body)
+
+
+def register_error_handlers(app: APIGatewayRestResolver) -> None:
+    """Map domain errors, validation errors, unknown routes and our own faults to `{"error", "message"}`."""
+
+    @app.exception_handler(errors.KindexError)
+    def _domain_error(error: errors.KindexError) -> Response:
+        status = status_for(error)
+        if status >= 500:
+            logger.warning("dependency failure", extra={"error_code": error.code, "error_type": type(error).__name__})
+        return json_response(status, error_body(error.code, error.message))
+
+    @app.exception_handler(RequestValidationError)
+    def _validation_error(error: RequestValidationError) -> Response:
+        details = list(error.errors())
+        if any(detail.get("type") == "json_invalid" for detail in details):
+            return json_response(400, error_body("bad_request", "request body is not valid JSON"))
+        return json_response(422, error_body("invalid_input", describe(details, skip_prefix=("body", "query", "path"))))
+
+    @app.not_found
+    def _not_found(_: Exception) -> Response:
+        return json_response(404, error_body("not_found", "no such route"))
+
+    @app.exception_handler(Exception)
+    def _unexpected(error: Exception) -> Response:
+        logger.exception("unhandled error", extra={"error_type": type(error).__name__})
+        return json_response(500, error_body("internal_error", "internal error"))

@@ -1,0 +1,105 @@
+"""The `kindex` command: serve locally, manage API keys."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+from kindex.settings import SettingsError, load_settings
+
+
+def _settings(args: argparse.Namespace):
+    return load_settings(data_dir=getattr(args, "data_dir", None), port=getattr(args, "port", None),
+                         host=getattr(args, "host", None))
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from kindex.local.app import start
+
+    server = start(_settings(args))
+    host, port = server.address
+    print(f"kindex listening on http://{host}:{port} (docs: http://{host}:{port}/docs)", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.shutdown()
+    return 0
+
+
+def _keys(args: argparse.Namespace):
+    from kindex.local.app import export_settings
+    from kindex.wiring import container
+
+    settings = _settings(args)
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    export_settings(settings)
+    container.cache_clear()
+    return container().keys
+
+
+def cmd_keys_create(args: argparse.Namespace) -> int:
+    key, token = _keys(args).create(args.tenant, args.role, args.description or "")
+    print(f"Created {key.role.value} key {key.key_id} for tenant '{key.tenant}'. It is shown once:")
+    print(token)
+    return 0
+
+
+def cmd_keys_list(args: argparse.Namespace) -> int:
+    for key in _keys(args).list(args.tenant):
+        state = "revoked" if key.revoked else "active"
+        print(f"{key.key_id}\t{key.tenant}\t{key.role.value}\t{state}\t{key.created_at.isoformat()}\t{key.description}")
+    return 0
+
+
+def cmd_keys_revoke(args: argparse.Namespace) -> int:
+    _keys(args).revoke(args.key_id)
+    print(f"Revoked key {args.key_id}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="kindex", description="Knowledge index for retrieval-augmented generation")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def with_data_dir(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+        p.add_argument("--data-dir", type=Path, help="data directory (default ./.kindex or $KINDEX_DATA_DIR)")
+        return p
+
+    serve = with_data_dir(sub.add_parser("serve", help="run the local server and its worker"))
+    serve.add_argument("--port", type=int, help="port (default 8080 or $KINDEX_PORT; 0 picks a free one)")
+    serve.add_argument("--host", help="interface (default 127.0.0.1)")
+    serve.set_defaults(func=cmd_serve)
+
+    keys = sub.add_parser("keys", help="manage API keys").add_subparsers(dest="keys_command", required=True)
+    create = with_data_dir(keys.add_parser("create", help="create a key; prints it once, alone on the last line"))
+    create.add_argument("--tenant", required=True)
+    create.add_argument("--role", required=True, choices=["admin", "query"])
+    create.add_argument("--description")
+    create.set_defaults(func=cmd_keys_create)
+    listing = with_data_dir(keys.add_parser("list", help="list keys (never their secrets)"))
+    listing.add_argument("--tenant")
+    listing.set_defaults(func=cmd_keys_list)
+    revoke = with_data_dir(keys.add_parser("revoke", help="revoke a key by id"))
+    revoke.add_argument("key_id")
+    revoke.set_defaults(func=cmd_keys_revoke)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s %(message)s")
+    args = build_parser().parse_args(argv)
+    from kindex.domain.errors import KindexError
+
+    try:
+        return args.func(args)
+    except (SettingsError, KindexError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

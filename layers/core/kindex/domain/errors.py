@@ -1,0 +1,95 @@
+"""Domain errors. Each maps to exactly one HTTP status in `kindex.api.errors`; nothing branches on message text."""
+
+
+class KindexError(Exception):
+    """Base of every error the domain raises on purpose. `code` is the stable machine-readable name."""
+
+    code = "internal_error"
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.message = message
+
+
+class InvalidInput(KindexError):
+    """The request is well-formed but a value is not acceptable (HTTP 422)."""
+
+    code = "invalid_input"
+
+
+class BadRequest(KindexError):
+    """The request cannot be parsed at all, for example malformed JSON (HTTP 400)."""
+
+    code = "bad_request"
+
+
+class Unauthorized(KindexError):
+    """No credentials, or credentials that do not resolve to a live key (HTTP 401)."""
+
+    code = "unauthorized"
+
+
+class Forbidden(KindexError):
+    """The caller is known but may not do this (HTTP 403)."""
+
+    code = "forbidden"
+
+
+class NotFound(KindexError):
+    """The resource does not exist for this tenant; another tenant's resource is also 'not found' (HTTP 404)."""
+
+    code = "not_found"
+
+
+class Conflict(KindexError):
+    """A conditional write lost a race or the resource is in a conflicting state (HTTP 409)."""
+
+    code = "conflict"
+
+
+class PayloadTooLarge(KindexError):
+    """The request body or file exceeds a configured limit (HTTP 413)."""
+
+    code = "payload_too_large"
+
+
+class DependencyFailed(KindexError):
+    """A dependency we rely on (embedding provider, search cluster) failed; retryable (HTTP 502)."""
+
+    code = "dependency_failed"
+
+
+class IngestError(KindexError):
+    """A document cannot be indexed. `kind` names the failure class in `failure_reason` ("{kind}: {message}").
+
+    `retryable` tells the reindex job whether trying again later may help (provider outage: yes; corrupt PDF: no).
+    """
+
+    code = "ingest_failed"
+    kind = "IngestError"
+    retryable = False
+
+
+class UnsupportedType(IngestError):
+    kind = "UnsupportedType"
+
+
+class CorruptFile(IngestError):
+    kind = "CorruptFile"
+
+
+class EncryptedFile(IngestError):
+    kind = "EncryptedFile"
+
+
+class EmptyText(IngestError):
+    kind = "EmptyText"
+
+
+class LimitExceeded(IngestError):
+    kind = "LimitExceeded"
+
+
+class EmbeddingFailed(IngestError):
+    kind = "EmbeddingFailed"
+    retryable = True

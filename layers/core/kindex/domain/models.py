@@ -1,0 +1,239 @@
+"""Collections, documents and keys: the resources of the v1 API, with XWiki index field names."""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from datetime import datetime, timezone
+from enum import Enum
+from typing import Annotated, Any, Literal
+from urllib.parse import urlparse
+
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+
+ID_MAX_LENGTH = 255
+RIGHTS_CHECK_METHODS = ("public", "external")
+
+
+def utc_now() -> datetime:
+    return datetime.now(timezone.utc).replace(microsecond=0)
+
+
+def check_id(value: str) -> str:
+    """Ids are 1-255 characters, with no control characters and no '/': they travel URL-encoded in paths."""
+    if not 1 <= len(value) <= ID_MAX_LENGTH:
+        raise ValueError(f"must be 1 to {ID_MAX_LENGTH} characters")
+    if "/" in value:
+        raise ValueError("must not contain '/'")
+    if any(unicodedata.category(ch) == "Cc" for ch in value):
+        raise ValueError("must not contain control characters")
+    return value
+
+
+ResourceId = Annotated[str, AfterValidator(check_id)]
+
+
+def _split_groups(value: Any) -> Any:
+    """`query_groups` may come as a comma-separated string (XWiki form) or a list."""
+    if isinstance(value, str):
+        return [part.strip() for part in value.split(",") if part.strip()]
+    return value
+
+
+GroupList = Annotated[list[Annotated[str, Field(min_length=1, max_length=255)]], BeforeValidator(_split_groups)]
+
+
+class ChunkingMethod(str, Enum):
+    MAX_CHARS = "maxChars"
+    TOKENS = "tokens"
+
+
+CHUNKING_DEFAULTS = {
+    ChunkingMethod.MAX_CHARS: {"chunking_max_size": 2000, "chunking_overlap_offset": 0},
+    ChunkingMethod.TOKENS: {"chunking_max_size": 800, "chunking_overlap_offset": 400},
+}
+
+EMBEDDING_MODEL_PATTERN = re.compile(r"^(local|openai|hash):[A-Za-z0-9._@?=\-]{1,120}$")
+
+
+class DocumentStatus(str, Enum):
+    PENDING = "pending"
+    IN_PROGRESS = "in_progress"
+    INDEXED = "indexed"
+    FAILED = "failed"
+
+
+class Role(str, Enum):
+    ADMIN = "admin"
+    QUERY = "query"
+
+
+class Collection(BaseModel):
+    """A stored collection. Cross-field rules hold for every stored value (creation and after each update)."""
+
+    model_config = ConfigDict(extra="forbid", use_enum_values=False)
+
+    id: ResourceId
+    title: str = Field(default="", max_length=1024)
+    embedding_model: str
+    chunking_method: ChunkingMethod = ChunkingMethod.MAX_CHARS
+    chunking_max_size: int = 2000
+    chunking_overlap_offset: int = 0
+    document_spaces: list[Annotated[str, Field(max_length=1024)]] = Field(default_factory=list)
+    allow_guests: bool = False
+    query_groups: GroupList = Field(default_factory=list)
+    rights_check_method: str = "public"
+    rights_check_method_configuration: dict[str, Any] = Field(default_factory=dict)
+    created_at: datetime = Field(default_factory=utc_now)
+    updated_at: datetime = Field(default_factory=utc_now)
+    document_count: int = 0
+    config_version: int = 1
+
+    @model_validator(mode="after")
+    def _check_rules(self) -> "Collection":
+        if not EMBEDDING_MODEL_PATTERN.match(self.embedding_model):
+            raise ValueError("embedding_model must look like 'local:<name>', 'openai:<name>' or 'hash:<dims>'")
+        size, overlap = self.chunking_max_size, self.chunking_overlap_offset
+        if self.chunking_method is ChunkingMethod.MAX_CHARS:
+            if size < 10:
+                raise ValueError("chunking_max_size must be at least 10 characters for maxChars")
+            if not 0 <= overlap < size / 2:
+                raise ValueError("chunking_overlap_offset must be at least 0 and less than half of chunking_max_size")
+        else:
+            if not 100 <= size <= 8192:
+                raise ValueError("chunking_max_size must be between 100 and 8192 tokens for tokens")
+            if not 0 <= overlap <= size / 2:
+                raise ValueError("chunking_overlap_offset must be between 0 and half of chunking_max_size")
+        if self.rights_check_method not in RIGHTS_CHECK_METHODS:
+            raise ValueError(f"rights_check_method must be one of {', '.join(RIGHTS_CHECK_METHODS)}")
+        if self.rights_check_method == "external":
+            url = self.rights_check_method_configuration.get("url")
+            parsed = urlparse(url) if isinstance(url, str) else None
+            if parsed is None or parsed.scheme not in ("http", "https") or not parsed.netloc:
+                raise ValueError("rights_check_method_configuration.url must be an http(s) URL for the external method")
+        return self
+
+
+COLLECTION_READ_ONLY = frozenset({"created_at", "updated_at", "document_count", "config_version"})
+COLLECTION_CONFIG_FIELDS = frozenset({"embedding_model", "chunking_method", "chunking_max_size", "chunking_overlap_offset"})
+
+
+class CollectionInput(BaseModel):
+    """Body of `PUT /v1/collections/{c}`: every field optional, only present ones change, read-only ones ignored."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str | None = None
+    title: str | None = None
+    embedding_model: str | None = None
+    chunking_method: ChunkingMethod | None = None
+    chunking_max_size: int | None = None
+    chunking_overlap_offset: int | None = None
+    document_spaces: list[str] | None = None
+    allow_guests: bool | None = None
+    query_groups: GroupList | None = None
+    rights_check_method: str | None = None
+    rights_check_method_configuration: dict[str, Any] | None = None
+    # Read-only: accepted so that a GET body can be PUT back, then ignored.
+    created_at: Any = None
+    updated_at: Any = None
+    document_count: Any = None
+    config_version: Any = None
+
+    def changes(self) -> dict[str, Any]:
+        """The writable fields present in the body (explicit nulls of writable fields are rejected by validation later)."""
+        return {name: getattr(self, name) for name in self.model_fields_set - COLLECTION_READ_ONLY - {"id"}}
+
+
+class Document(BaseModel):
+    """A stored document's metadata. Its text lives in the blob store, not here."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: ResourceId
+    collection: ResourceId
+    title: str = Field(default="", max_length=1024)
+    language: str = Field(default="", max_length=64)
+    url: str = Field(default="", max_length=4096)
+    mimetype: str = Field(default="", max_length=255)
+    status: DocumentStatus = DocumentStatus.PENDING
+    failure_reason: str | None = None
+    chunk_count: int = 0
+    content_sha256: str | None = None
+    content_length: int = 0
+    source: str | None = None
+    version: int = 0
+    indexed_version: int = 0
+    indexed_at: datetime | None = None
+    created_at: datetime = Field(default_factory=utc_now)
+    updated_at: datetime = Field(default_factory=utc_now)
+
+
+DOCUMENT_READ_ONLY = frozenset({
+    "status", "failure_reason", "chunk_count", "content_sha256", "content_length", "source", "version",
+    "indexed_version", "indexed_at", "created_at", "updated_at",
+})
+
+
+class DocumentInput(BaseModel):
+    """Body of `PUT /v1/collections/{c}/documents/{d}`: only present fields change; read-only ones are ignored."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str | None = None
+    collection: str | None = None
+    title: str | None = Field(default=None, max_length=1024)
+    language: str | None = Field(default=None, max_length=64)
+    url: str | None = Field(default=None, max_length=4096)
+    mimetype: str | None = Field(default=None, max_length=255)
+    content: str | None = None
+    status: Any = None
+    failure_reason: Any = None
+    chunk_count: Any = None
+    content_sha256: Any = None
+    content_length: Any = None
+    source: Any = None
+    version: Any = None
+    indexed_version: Any = None
+    indexed_at: Any = None
+    created_at: Any = None
+    updated_at: Any = None
+
+    def changes(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self.model_fields_set - DOCUMENT_READ_ONLY - {"id", "collection"}}
+
+
+class ApiKey(BaseModel):
+    """An API key's stored form: the secret itself is never stored, only its SHA-256."""
+
+    key_id: str
+    tenant: ResourceId
+    role: Role
+    secret_sha256: str
+    created_at: datetime = Field(default_factory=utc_now)
+    revoked: bool = False
+    description: str = ""
+
+
+class Principal(BaseModel):
+    """Who is calling: resolved from the API key by the authorizer."""
+
+    tenant: str
+    role: Role
+    key_id: str
+
+
+class PageRequest(BaseModel):
+    """XWiki paging (`start`, `number`, -1 = all) or an opaque cursor from a previous page."""
+
+    start: int = Field(default=0, ge=0)
+    number: int = Field(default=-1, ge=-1)
+    cursor: str | None = None
+
+
+class Page(BaseModel):
+    ids: list[str]
+    next_cursor: str | None = None
+
+
+SortOrder = Literal["id"]

@@ -1,0 +1,128 @@
+"""Ports: the small protocols the services depend on. Every port has a local and an AWS adapter and one
+shared contract test suite (`tests/contract/`) that runs against both."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Protocol
+
+from kindex.domain.types import IndexRecord, SearchFilters, SearchHit
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from kindex.domain.models import ApiKey, Collection, Document
+
+
+class Embedder(Protocol):
+    """Turns texts into vectors with one fixed model.
+
+    `model` is the collection-facing name (`local:all-MiniLM-L6-v2`, `openai:text-embedding-3-small`,
+    `hash:384`); `dimensions` is the vector length. `embed` returns one L2-normalised float32 row per
+    input, in input order, batching remote calls itself; it raises `EmbeddingFailed` when the provider
+    cannot answer after retries. It does no caching: the embedding cache wraps it.
+    """
+
+    model: str
+    dimensions: int
+
+    def embed(self, texts: Sequence[str]) -> "np.ndarray": ...
+
+
+class SearchIndex(Protocol):
+    """Vector (k-NN) and keyword (BM25) search over chunks, partitioned by embedding model.
+
+    Every call names the tenant; no call can reach another tenant's records. Records are keyed by
+    `chunk_id`: writing the same chunk id again replaces it (idempotent). Deleting missing records is
+    not an error. Searches return ids and scores only, best first.
+    """
+
+    def upsert(self, model: str, records: Sequence[IndexRecord]) -> None:
+        """Insert or replace records (one batched write)."""
+
+    def delete(self, model: str, tenant: str, collection: str, *, document_ids: Sequence[str] | None = None,
+               chunk_ids: Sequence[str] | None = None) -> None:
+        """Delete the given chunks, or all chunks of the given documents, or (both None) the whole collection."""
+
+    def knn_search(self, model: str, tenant: str, collections: Sequence[str], vector: Sequence[float], k: int,
+                   filters: SearchFilters | None = None) -> list[SearchHit]:
+        """The k nearest chunks by cosine similarity within the tenant's collections (and filters)."""
+
+    def keyword_search(self, model: str, tenant: str, collections: Sequence[str], query: str, k: int,
+                       filters: SearchFilters | None = None) -> list[SearchHit]:
+        """The k best chunks by BM25 on their text within the tenant's collections (and filters)."""
+
+    def chunk_ids(self, model: str, tenant: str, collection: str) -> set[str]:
+        """Every chunk id stored for the collection under this model (drift repair and tests)."""
+
+
+class CollectionStore(Protocol):
+    """Collections of one tenant. Listing is by id (code point order), stable across calls."""
+
+    def get_collection(self, tenant: str, collection_id: str) -> "Collection | None":
+        """The collection, or None when it does not exist for this tenant."""
+
+    def put_collection(self, tenant: str, collection: "Collection", *, create: bool) -> None:
+        """Write the collection. create=True fails with Conflict if it exists; create=False with NotFound if it does not."""
+
+    def delete_collection(self, tenant: str, collection_id: str) -> bool:
+        """Delete the collection and all its document records; False when it did not exist."""
+
+    def list_collections(self, tenant: str, *, after: str | None, offset: int, limit: int | None) -> list[str]:
+        """Ids in order, strictly after `after` (if given), skipping `offset`, at most `limit` (None = all)."""
+
+
+class DocumentStore(Protocol):
+    """Document records of one tenant's collection. Same ordering and conditional-write rules as collections."""
+
+    def get_document(self, tenant: str, collection_id: str, document_id: str) -> "Document | None":
+        """The document, or None when it does not exist."""
+
+    def put_document(self, tenant: str, document: "Document", *, create: bool, expected_version: int | None = None) -> None:
+        """Write the document. create=True fails with Conflict if it exists; create=False with NotFound if it does not.
+        With `expected_version`, the write fails with Conflict unless the stored version still equals it."""
+
+    def delete_document(self, tenant: str, collection_id: str, document_id: str) -> bool:
+        """Delete the record; False when it did not exist."""
+
+    def list_documents(self, tenant: str, collection_id: str, *, after: str | None, offset: int,
+                       limit: int | None) -> list[str]:
+        """Ids in order, as `list_collections`."""
+
+    def count_documents(self, tenant: str, collection_id: str) -> int:
+        """How many documents the collection holds."""
+
+
+class KeyStore(Protocol):
+    """API keys, looked up by their public key id. Only hashes of secrets are stored."""
+
+    def put_key(self, key: "ApiKey") -> None:
+        """Store a new key (key ids are random; an existing id is a Conflict)."""
+
+    def get_key(self, key_id: str) -> "ApiKey | None":
+        """The key record, revoked or not, or None."""
+
+    def list_keys(self, tenant: str | None = None) -> list["ApiKey"]:
+        """All keys (of one tenant if given), oldest first."""
+
+    def revoke_key(self, key_id: str) -> bool:
+        """Mark the key revoked; False when it does not exist."""
+
+
+class BlobStore(Protocol):
+    """Raw files by key (a folder locally, S3 on AWS). Keys are built by `kindex.domain.keys`."""
+
+    def put_blob(self, key: str, data: bytes, content_type: str) -> None:
+        """Write (or overwrite) the object."""
+
+    def get_blob(self, key: str) -> bytes:
+        """The object's bytes; NotFound when missing."""
+
+    def delete_blob(self, key: str) -> None:
+        """Delete the object; deleting a missing object is not an error."""
+
+    def delete_prefix(self, prefix: str) -> int:
+        """Delete every object under the prefix; returns how many were deleted."""
+
+    def list_blobs(self, prefix: str) -> list[str]:
+        """Keys under the prefix, in order."""

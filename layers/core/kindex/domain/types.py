@@ -1,0 +1,71 @@
+"""Value types shared by the ingestion pipeline, the embedders and the search index ports."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, slots=True)
+class PageSpan:
+    """Page `number` (1-based) starts at character `start` of the extracted text."""
+
+    start: int
+    number: int
+
+
+@dataclass(frozen=True, slots=True)
+class ExtractedText:
+    """Text extracted from a file. `pages` is None for formats without pages (txt, md, html, docx)."""
+
+    text: str
+    pages: tuple[PageSpan, ...] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TextChunk:
+    """One chunk: `text == source[start:end]` of the extracted text; pages are 1-based and None without pages."""
+
+    index: int
+    start: int
+    end: int
+    text: str
+    page_start: int | None = None
+    page_end: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SearchFilters:
+    """Optional narrowing of a search; None means 'no constraint'."""
+
+    document_ids: tuple[str, ...] | None = None
+    language: str | None = None
+    mimetype: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class IndexRecord:
+    """What the search index holds for one chunk: ids and filter fields, the vector, and text for BM25.
+
+    The text is indexed for keyword search but never returned by the index: the metadata store is the
+    single source of truth for chunk text.
+    """
+
+    tenant: str
+    collection: str
+    document_id: str
+    chunk_id: str
+    vector: tuple[float, ...] | list[float]
+    text: str
+    language: str | None = None
+    mimetype: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SearchHit:
+    """One ranked result of a search: ids and a score (higher is better), never text."""
+
+    chunk_id: str
+    document_id: str
+    collection: str
+    score: float
+    extra: dict = field(default_factory=dict, compare=False)

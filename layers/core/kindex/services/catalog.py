@@ -1,0 +1,197 @@
+"""Collections and documents: create-or-partial-update, read, list with paging, delete everywhere."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from typing import Any
+
+from kindex.domain import keys
+from kindex.domain.errors import InvalidInput, NotFound
+from kindex.domain.models import (
+    CHUNKING_DEFAULTS,
+    COLLECTION_CONFIG_FIELDS,
+    ChunkingMethod,
+    Collection,
+    CollectionInput,
+    Document,
+    DocumentInput,
+    DocumentStatus,
+    Page,
+    PageRequest,
+    check_id,
+    utc_now,
+)
+from kindex.domain.ports import BlobStore, CollectionStore, DocumentStore
+from kindex.services.validation import validated
+
+CONTENT_FILENAME = "content.txt"
+TEXT_MIMETYPE = "text/plain"
+
+
+def _checked_id(kind: str, value: str) -> str:
+    try:
+        return check_id(value)
+    except ValueError as error:
+        raise InvalidInput(f"{kind} id {error}") from error
+
+
+def _page(fetch: Callable[..., list[str]], page: PageRequest) -> Page:
+    after = keys.decode_cursor(page.cursor) if page.cursor else None
+    offset = 0 if page.cursor else page.start
+    limit = None if page.number < 0 else page.number
+    ids = fetch(after=after, offset=offset, limit=None if limit is None else limit + 1)
+    if limit is not None and len(ids) > limit:
+        ids = ids[:limit]
+        return Page(ids=ids, next_cursor=keys.encode_cursor(ids[-1]) if ids else None)
+    return Page(ids=ids)
+
+
+def merge_collection(existing: Collection | None, collection_id: str, changes: dict[str, Any],
+                     default_model: str) -> Collection:
+    """The collection after applying `changes`. A change of chunking method resets the sizes that were not
+    given to the new method's defaults; a change to chunking or model bumps `config_version`."""
+    if existing is None:
+        data: dict[str, Any] = {"id": collection_id, "embedding_model": default_model}
+        method = changes.get("chunking_method") or ChunkingMethod.MAX_CHARS
+    else:
+        data = existing.model_dump()
+        method = changes.get("chunking_method") or existing.chunking_method
+        if method != existing.chunking_method:
+            data.update(CHUNKING_DEFAULTS[ChunkingMethod(method)])
+    if existing is None:
+        data.update(CHUNKING_DEFAULTS[ChunkingMethod(method)])
+    data.update(changes)
+    if existing is not None:
+        data["updated_at"] = utc_now()
+        if any(data[name] != getattr(existing, name) for name in COLLECTION_CONFIG_FIELDS):
+            data["config_version"] = existing.config_version + 1
+    return validated(lambda: Collection.model_validate(data))
+
+
+class CatalogService:
+    """Owns collection and document records and their source blobs. `on_document_removed` lets the indexing
+    side drop chunks and vectors of a deleted document or collection, so nothing is left behind."""
+
+    def __init__(self, collections: CollectionStore, documents: DocumentStore, blobs: BlobStore, *,
+                 default_embedding_model: str,
+                 on_content_written: Callable[[str, Document, str], None] | None = None,
+                 on_collection_removed: Callable[[str, Collection], None] | None = None,
+                 on_document_removed: Callable[[str, Document, Collection], None] | None = None):
+        self.collections = collections
+        self.documents = documents
+        self.blobs = blobs
+        self.default_embedding_model = default_embedding_model
+        self.on_content_written = on_content_written
+        self.on_collection_removed = on_collection_removed
+        self.on_document_removed = on_document_removed
+
+    # Collections
+    def get_collection(self, tenant: str, collection_id: str) -> Collection:
+        collection = self.collections.get_collection(tenant, collection_id)
+        if collection is None:
+            raise NotFound(f"collection {collection_id!r} does not exist")
+        return collection.model_copy(update={"document_count": self.documents.count_documents(tenant, collection_id)})
+
+    def put_collection(self, tenant: str, collection_id: str, body: CollectionInput) -> tuple[Collection, bool]:
+        """Create (True) or partially update (False) the collection."""
+        _checked_id("collection", collection_id)
+        if body.id is not None and body.id != collection_id:
+            raise InvalidInput("id in the body must match the collection id in the path")
+        existing = self.collections.get_collection(tenant, collection_id)
+        collection = merge_collection(existing, collection_id, body.changes(), self.default_embedding_model)
+        self.collections.put_collection(tenant, collection, create=existing is None)
+        count = 0 if existing is None else self.documents.count_documents(tenant, collection_id)
+        return collection.model_copy(update={"document_count": count}), existing is None
+
+    def delete_collection(self, tenant: str, collection_id: str) -> None:
+        collection = self.collections.get_collection(tenant, collection_id)
+        if collection is None:
+            raise NotFound(f"collection {collection_id!r} does not exist")
+        if self.on_collection_removed:
+            self.on_collection_removed(tenant, collection)
+        self.blobs.delete_prefix(keys.collection_prefix(tenant, collection_id))
+        self.collections.delete_collection(tenant, collection_id)
+
+    def list_collections(self, tenant: str, page: PageRequest) -> Page:
+        return _page(lambda **kw: self.collections.list_collections(tenant, **kw), page)
+
+    # Documents
+    def get_document(self, tenant: str, collection_id: str, document_id: str) -> tuple[Document, str | None]:
+        """The document and its text content when it came in as text (None for uploaded files)."""
+        self.get_collection(tenant, collection_id)
+        document = self._document(tenant, collection_id, document_id)
+        content = None
+        if document.source and document.source.endswith("/" + CONTENT_FILENAME):
+            try:
+                content = self.blobs.get_blob(document.source).decode("utf-8")
+            except NotFound:
+                content = None
+        return document, content
+
+    def put_document(self, tenant: str, collection_id: str, document_id: str,
+                     body: DocumentInput) -> tuple[Document, bool]:
+        """Create (True) or partially update (False). New content is stored as a blob and makes the document
+        pending with a new version; unchanged content changes nothing."""
+        _checked_id("document", document_id)
+        if body.id is not None and body.id != document_id:
+            raise InvalidInput("id in the body must match the document id in the path")
+        if body.collection is not None and body.collection != collection_id:
+            raise InvalidInput("collection in the body must match the collection id in the path")
+        self.get_collection(tenant, collection_id)
+        existing = self.documents.get_document(tenant, collection_id, document_id)
+        changes = body.changes()
+        content = changes.pop("content", None)
+        for name, value in changes.items():
+            if value is None:
+                raise InvalidInput(f"{name}: must not be null")
+        now = utc_now()
+        if existing is None:
+            document = validated(lambda: Document(id=document_id, collection=collection_id, **changes))
+        else:
+            document = existing.model_copy(update={**changes, "updated_at": now})
+        data = None
+        if content is not None:
+            data = content.replace("\x00", "").encode("utf-8")
+            digest = hashlib.sha256(data).hexdigest()
+            if existing is not None and digest == existing.content_sha256 and existing.source:
+                data = None
+            else:
+                source = keys.blob_key(tenant, collection_id, document_id, CONTENT_FILENAME)
+                document = document.model_copy(update={
+                    "content_sha256": digest, "content_length": len(data), "source": source,
+                    "version": document.version + 1, "status": DocumentStatus.PENDING, "failure_reason": None,
+                    "mimetype": document.mimetype or TEXT_MIMETYPE,
+                })
+        if data is not None:
+            self._replace_source_blob(tenant, document, data)
+        self.documents.put_document(tenant, document, create=existing is None,
+                                    expected_version=None if existing is None else existing.version)
+        if data is not None and self.on_content_written:
+            self.on_content_written(tenant, document, document.source)
+        return document, existing is None
+
+    def _replace_source_blob(self, tenant: str, document: Document, data: bytes) -> None:
+        prefix = keys.document_prefix(tenant, document.collection, document.id)
+        for key in self.blobs.list_blobs(prefix):
+            if key != document.source:
+                self.blobs.delete_blob(key)
+        self.blobs.put_blob(document.source, data, document.mimetype or TEXT_MIMETYPE)
+
+    def delete_document(self, tenant: str, collection_id: str, document_id: str) -> None:
+        collection = self.get_collection(tenant, collection_id)
+        document = self._document(tenant, collection_id, document_id)
+        if self.on_document_removed:
+            self.on_document_removed(tenant, document, collection)
+        self.blobs.delete_prefix(keys.document_prefix(tenant, collection_id, document_id))
+        self.documents.delete_document(tenant, collection_id, document_id)
+
+    def list_documents(self, tenant: str, collection_id: str, page: PageRequest) -> Page:
+        self.get_collection(tenant, collection_id)
+        return _page(lambda **kw: self.documents.list_documents(tenant, collection_id, **kw), page)
+
+    def _document(self, tenant: str, collection_id: str, document_id: str) -> Document:
+        document = self.documents.get_document(tenant, collection_id, document_id)
+        if document is None:
+            raise NotFound(f"document {document_id!r} does not exist in collection {collection_id!r}")
+        return document

@@ -1,0 +1,32 @@
+"""Turning pydantic validation errors into one-line domain errors that name the field."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TypeVar
+
+from pydantic import ValidationError
+
+from kindex.domain.errors import InvalidInput
+
+T = TypeVar("T")
+
+
+def describe(error: ValidationError | list[dict], *, skip_prefix: tuple[str, ...] = ()) -> str:
+    """'field: problem; other: problem' from pydantic error details."""
+    details = error.errors(include_url=False, include_input=False) if isinstance(error, ValidationError) else error
+    parts = []
+    for detail in details:
+        loc = [str(p) for p in detail.get("loc", ()) if str(p) not in skip_prefix]
+        message = str(detail.get("msg", "invalid value")).removeprefix("Value error, ")
+        if detail.get("type") == "extra_forbidden":
+            message = "unknown field"
+        parts.append(f"{'.'.join(loc)}: {message}" if loc else message)
+    return "; ".join(parts) or "invalid input"
+
+
+def validated(build: Callable[[], T]) -> T:
+    try:
+        return build()
+    except ValidationError as error:
+        raise InvalidInput(describe(error)) from error

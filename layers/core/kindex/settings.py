@@ -1,0 +1,66 @@
+"""One settings model for every entry point, read from the environment once, validated at cold start."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field, ValidationError
+
+LOCAL_DEFAULT_MODEL = "local:all-MiniLM-L6-v2"
+AWS_DEFAULT_MODEL = "openai:text-embedding-3-small"
+
+
+class Settings(BaseModel):
+    """Deployment settings. Local mode needs only `data_dir`; AWS mode needs the resource names."""
+
+    backend: Literal["local", "aws"] = "local"
+    data_dir: Path = Path(".kindex")
+    host: str = "127.0.0.1"
+    port: int = Field(default=8080, ge=0, le=65535)
+    default_embedding_model: str | None = None
+    max_body_bytes: int = Field(default=10 * 1024 * 1024, gt=0)
+    max_file_bytes: int = Field(default=50 * 1024 * 1024, gt=0)
+    max_chunks_per_document: int = Field(default=20_000, gt=0)
+    table_name: str | None = None
+    bucket_name: str | None = None
+    bootstrap_tenant: str = "default"
+
+    @property
+    def embedding_model(self) -> str:
+        if self.default_embedding_model:
+            return self.default_embedding_model
+        return LOCAL_DEFAULT_MODEL if self.backend == "local" else AWS_DEFAULT_MODEL
+
+
+ENV_NAMES = {
+    "backend": "KINDEX_BACKEND",
+    "data_dir": "KINDEX_DATA_DIR",
+    "host": "KINDEX_HOST",
+    "port": "KINDEX_PORT",
+    "default_embedding_model": "KINDEX_DEFAULT_EMBEDDING_MODEL",
+    "max_body_bytes": "KINDEX_MAX_BODY_BYTES",
+    "max_file_bytes": "KINDEX_MAX_FILE_BYTES",
+    "max_chunks_per_document": "KINDEX_MAX_CHUNKS_PER_DOCUMENT",
+    "table_name": "KINDEX_TABLE_NAME",
+    "bucket_name": "KINDEX_BUCKET_NAME",
+    "bootstrap_tenant": "KINDEX_BOOTSTRAP_TENANT",
+}
+
+
+class SettingsError(Exception):
+    """The environment does not describe a usable deployment."""
+
+
+def load_settings(environ: dict[str, str] | None = None, **overrides) -> Settings:
+    environ = os.environ if environ is None else environ
+    values = {field: environ[name] for field, name in ENV_NAMES.items() if environ.get(name)}
+    values.update({k: v for k, v in overrides.items() if v is not None})
+    try:
+        settings = Settings.model_validate(values)
+    except ValidationError as error:
+        raise SettingsError(str(error)) from error
+    if settings.backend == "aws" and not (settings.table_name and settings.bucket_name):
+        raise SettingsError("aws backend needs KINDEX_TABLE_NAME and KINDEX_BUCKET_NAME")
+    return settings
