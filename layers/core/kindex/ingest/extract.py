@@ -149,6 +149,7 @@ _HTML_BLOCK_TAGS = frozenset(
 )
 _HTML_HIDDEN_STYLE = re.compile(r"display\s*:\s*none", re.IGNORECASE)
 _LINE_BREAK = object()
+_LIST_ITEM = object()
 
 
 def _html_parser_name() -> str:
@@ -199,19 +200,20 @@ def _render_html(soup) -> str:
     def flush() -> None:
         if not inline:
             return
+        is_list_item = inline[0] is _LIST_ITEM
         lines: list[str] = []
         current: list[str] = []
         for piece in inline:
             if piece is _LINE_BREAK:
                 lines.append(_collapse("".join(current)))
                 current = []
-            else:
+            elif piece is not _LIST_ITEM:
                 current.append(piece)  # type: ignore[arg-type]
         lines.append(_collapse("".join(current)))
         inline.clear()
         paragraph = "\n".join(line for line in lines if line)
         if paragraph:
-            blocks.append(paragraph)
+            blocks.append("- " + paragraph if is_list_item else paragraph)
 
     # An explicit stack instead of recursion: real pages nest deeper than Python's recursion limit.
     stack: list[tuple[object, bool]] = [(soup, False)]
@@ -253,7 +255,7 @@ def _render_html(soup) -> str:
             flush()
             stack.append((node, True))
             if name == "li":
-                inline.append("- ")
+                inline.append(_LIST_ITEM)
         stack.extend((child, False) for child in reversed(node.contents))
     flush()
     return "\n\n".join(blocks)

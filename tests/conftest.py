@@ -1,0 +1,91 @@
+"""Fixtures shared by every test layer: an isolated local deployment, and the real server over HTTP."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import requests
+
+REPO = Path(__file__).resolve().parents[1]
+EVENTS = Path(__file__).resolve().parent / "events"
+SHARED_DATA = REPO.parent / "shared" / "data"
+
+
+def load_event(name: str) -> dict:
+    return json.loads((EVENTS / name).read_text())
+
+
+@pytest.fixture
+def local_container(tmp_path, monkeypatch):
+    """A fresh local deployment (SQLite + folder) in a temp dir, wired exactly as `kindex serve` wires it."""
+    from kindex.wiring import container
+
+    monkeypatch.setenv("KINDEX_BACKEND", "local")
+    monkeypatch.setenv("KINDEX_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("KINDEX_DEFAULT_EMBEDDING_MODEL", "hash:384")
+    container.cache_clear()
+    yield container()
+    container.cache_clear()
+
+
+@dataclass
+class RunningServer:
+    base_url: str
+    data_dir: Path
+    admin_key: str
+    process: subprocess.Popen
+    output: list[str]
+
+    def session(self, key: str | None = None) -> requests.Session:
+        session = requests.Session()
+        if key is not None:
+            session.headers["Authorization"] = f"Bearer {key}"
+        return session
+
+    def url(self, path: str) -> str:
+        return self.base_url + path
+
+    def create_key(self, tenant: str, role: str) -> str:
+        out = subprocess.run([sys.executable, "-m", "kindex.cli", "keys", "create", "--tenant", tenant, "--role", role,
+                              "--data-dir", str(self.data_dir)], capture_output=True, text=True, check=True)
+        return out.stdout.strip().splitlines()[-1]
+
+
+def start_server(data_dir: Path, extra_env: dict[str, str] | None = None) -> RunningServer:
+    env = {**os.environ, "KINDEX_DEFAULT_EMBEDDING_MODEL": "hash:384", **(extra_env or {})}
+    env.pop("KINDEX_PORT", None)
+    process = subprocess.Popen([sys.executable, "-m", "kindex.cli", "serve", "--port", "0", "--data-dir", str(data_dir)],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    lines = []
+    for line in process.stdout:
+        lines.append(line)
+        match = re.search(r"listening on (http://\S+)", line)
+        if match:
+            break
+    else:
+        raise RuntimeError("kindex serve did not start:\n" + "".join(lines))
+    # Keep draining the server's output so a chatty server can never block on a full pipe.
+    threading.Thread(target=lambda: lines.extend(process.stdout), daemon=True).start()
+    admin_key = (data_dir / "admin-key").read_text().strip()
+    return RunningServer(match.group(1), data_dir, admin_key, process, lines)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory) -> Iterator[RunningServer]:
+    """`kindex serve` on a free port with its own data directory, for the whole test module."""
+    running = start_server(tmp_path_factory.mktemp("kindex-data"))
+    yield running
+    running.process.terminate()
+    try:
+        running.process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        running.process.kill()

@@ -1,0 +1,129 @@
+"""Collection and document validation, partial-update merging, keys and cursors."""
+
+import pytest
+
+from kindex.domain import keys
+from kindex.domain.errors import InvalidInput
+from kindex.domain.models import Collection, CollectionInput, check_id
+from kindex.services.catalog import merge_collection
+
+pytestmark = pytest.mark.unit
+
+MODEL = "local:all-MiniLM-L6-v2"
+
+
+@pytest.mark.parametrize("value", ["a", "My Document", "déjà vu", "x" * 255, "a#b%c", "日本語", "emoji 😀"])
+def test_valid_ids(value):
+    assert check_id(value) == value
+
+
+@pytest.mark.parametrize("value", ["", "x" * 256, "a/b", "tab\there", "nl\n", "nul\x00", "del\x7f"])
+def test_invalid_ids(value):
+    with pytest.raises(ValueError):
+        check_id(value)
+
+
+def test_new_collection_gets_deployment_default_model_and_maxchars_defaults():
+    # Given an empty body, When the collection is created
+    collection = merge_collection(None, "c", {}, MODEL)
+    # Then XWiki defaults apply
+    assert (collection.embedding_model, collection.chunking_method.value) == (MODEL, "maxChars")
+    assert (collection.chunking_max_size, collection.chunking_overlap_offset) == (2000, 0)
+    assert collection.rights_check_method == "public" and collection.config_version == 1
+
+
+def test_tokens_method_defaults_and_limits():
+    collection = merge_collection(None, "c", {"chunking_method": "tokens"}, MODEL)
+    assert (collection.chunking_max_size, collection.chunking_overlap_offset) == (800, 400)
+    for size in (99, 8193):
+        with pytest.raises(InvalidInput, match="between 100 and 8192"):
+            merge_collection(None, "c", {"chunking_method": "tokens", "chunking_max_size": size,
+                                         "chunking_overlap_offset": 0}, MODEL)
+    with pytest.raises(InvalidInput, match="half"):
+        merge_collection(None, "c", {"chunking_method": "tokens", "chunking_max_size": 200,
+                                     "chunking_overlap_offset": 101}, MODEL)
+    # overlap may be exactly half for tokens
+    assert merge_collection(None, "c", {"chunking_method": "tokens", "chunking_max_size": 200,
+                                        "chunking_overlap_offset": 100}, MODEL).chunking_overlap_offset == 100
+
+
+def test_maxchars_limits():
+    with pytest.raises(InvalidInput, match="at least 10"):
+        merge_collection(None, "c", {"chunking_max_size": 9}, MODEL)
+    with pytest.raises(InvalidInput, match="less than half"):
+        merge_collection(None, "c", {"chunking_max_size": 100, "chunking_overlap_offset": 50}, MODEL)
+    assert merge_collection(None, "c", {"chunking_max_size": 100, "chunking_overlap_offset": 49},
+                            MODEL).chunking_overlap_offset == 49
+
+
+def test_external_rights_check_needs_http_url():
+    for config in ({}, {"url": "ftp://x"}, {"url": "not a url"}, {"url": 5}):
+        with pytest.raises(InvalidInput, match="url"):
+            merge_collection(None, "c", {"rights_check_method": "external",
+                                         "rights_check_method_configuration": config}, MODEL)
+    ok = merge_collection(None, "c", {"rights_check_method": "external",
+                                      "rights_check_method_configuration": {"url": "https://rights.example/check"}}, MODEL)
+    assert ok.rights_check_method == "external"
+    with pytest.raises(InvalidInput, match="rights_check_method"):
+        merge_collection(None, "c", {"rights_check_method": "magic"}, MODEL)
+
+
+def test_query_groups_accept_comma_separated_string():
+    body = CollectionInput.model_validate({"query_groups": " admins, , readers "})
+    assert merge_collection(None, "c", body.changes(), MODEL).query_groups == ["admins", "readers"]
+
+
+def test_unknown_field_rejected_and_read_only_fields_ignored():
+    with pytest.raises(Exception, match="bogus"):
+        CollectionInput.model_validate({"bogus": 1})
+    body = CollectionInput.model_validate({"title": "t", "document_count": 99, "config_version": 7,
+                                           "created_at": "whenever"})
+    assert body.changes() == {"title": "t"}
+
+
+def test_partial_update_changes_only_present_fields_and_bumps_config_version_on_config_change():
+    # Given a collection with a title and groups
+    original = merge_collection(None, "c", {"title": "T", "query_groups": ["g"]}, MODEL)
+    # When only the title changes
+    renamed = merge_collection(original, "c", {"title": "U"}, MODEL)
+    # Then nothing else changes and the config version stays
+    assert renamed.query_groups == ["g"] and renamed.config_version == 1 and renamed.title == "U"
+    # When the chunking size changes, the config version is bumped
+    rechunked = merge_collection(renamed, "c", {"chunking_max_size": 500}, MODEL)
+    assert rechunked.config_version == 2 and rechunked.title == "U"
+    # When the method changes without sizes, the new method's defaults apply
+    tokens = merge_collection(rechunked, "c", {"chunking_method": "tokens"}, MODEL)
+    assert (tokens.chunking_max_size, tokens.chunking_overlap_offset, tokens.config_version) == (800, 400, 3)
+
+
+def test_null_for_a_writable_field_is_invalid():
+    with pytest.raises(InvalidInput, match="title"):
+        merge_collection(None, "c", {"title": None}, MODEL)
+
+
+def test_embedding_model_shape_checked():
+    with pytest.raises(InvalidInput, match="embedding_model"):
+        merge_collection(None, "c", {"embedding_model": "gpt"}, MODEL)
+    assert merge_collection(None, "c", {"embedding_model": "openai:text-embedding-3-small"}, MODEL)
+
+
+def test_blob_keys_round_trip_and_s3_event_decoding():
+    key = keys.blob_key("t 1", "My Coll", "déjà/vu?", "report 2024.pdf")
+    assert key == "tenants/t%201/collections/My%20Coll/documents/d%C3%A9j%C3%A0%2Fvu%3F/report%202024.pdf"
+    assert keys.parse_blob_key(key) == ("t 1", "My Coll", "déjà/vu?", "report 2024.pdf")
+    # S3 notifications form-encode the key: '%' becomes %25 and spaces would be '+'
+    as_in_event = key.replace("%", "%25").replace("/", "%2F")
+    assert keys.decode_s3_event_key(as_in_event) == key
+    assert keys.parse_blob_key("tenants/x/other") is None
+
+
+def test_cursor_round_trip_and_garbage():
+    assert keys.decode_cursor(keys.encode_cursor("déjà vu")) == "déjà vu"
+    for garbage in ("!!!", "eyJ4IjogMX0", ""):
+        with pytest.raises(InvalidInput):
+            keys.decode_cursor(garbage)
+
+
+def test_collection_model_rejects_unknown_fields_at_storage_level():
+    with pytest.raises(Exception):
+        Collection.model_validate({"id": "c", "embedding_model": MODEL, "nope": 1})
