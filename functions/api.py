@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated, Any
 
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 from aws_lambda_powertools.event_handler.openapi.params import Query
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict, Field
 
 from kindex.api.http import json_response, path_param, precheck, principal, register_error_handlers, require_admin
 from kindex.domain.models import Collection, CollectionInput, Document, DocumentInput, PageRequest
@@ -95,6 +96,50 @@ def put_document(collection: str, document: str, body: DocumentInput) -> Respons
 def delete_document(collection: str, document: str):
     container().catalog.delete_document(require_admin(app).tenant, path_param(collection), path_param(document))
     return Response(status_code=204)
+
+
+class UploadRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    filename: str = Field(min_length=1, max_length=255)
+    mimetype: str | None = Field(default=None, max_length=255)
+
+
+class UploadResponse(BaseModel):
+    url: str
+    method: str
+    headers: dict[str, str]
+    expires_at: datetime
+    document: DocumentOut
+
+
+class ChunkOut(BaseModel):
+    chunk_id: str
+    index: int
+    start: int
+    end: int
+    page_start: int | None
+    page_end: int | None
+    text: str
+
+
+class ChunkList(BaseModel):
+    chunks: list[ChunkOut]
+
+
+@app.post("/v1/collections/<collection>/documents/<document>/upload")
+def prepare_upload(collection: str, document: str, body: UploadRequest) -> UploadResponse:
+    ticket = container().catalog.prepare_upload(require_admin(app).tenant, path_param(collection),
+                                                path_param(document), body.filename, body.mimetype)
+    return UploadResponse(url=ticket.url, method=ticket.method, headers=ticket.headers, expires_at=ticket.expires_at,
+                          document=DocumentOut(**ticket.document.model_dump()))
+
+
+@app.get("/v1/collections/<collection>/documents/<document>/chunks")
+def list_chunks(collection: str, document: str) -> ChunkList:
+    chunks = container().catalog.list_chunks(principal(app).tenant, path_param(collection), path_param(document))
+    return ChunkList(chunks=[ChunkOut(chunk_id=c.chunk_id, index=c.index, start=c.start, end=c.end,
+                                      page_start=c.page_start, page_end=c.page_end, text=c.text) for c in chunks])
 
 
 @logger.inject_lambda_context(clear_state=True)

@@ -105,7 +105,9 @@ class OpenAIStub:
         # Port 0: the OS picks a free port, so parallel test runs never collide.
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, name="openai-stub", daemon=True)
+        # A short poll interval keeps stop() (which waits for the serve loop to notice) fast.
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
+                                        name="openai-stub", daemon=True)
         self._thread.start()
         return self
 

@@ -23,6 +23,10 @@ class Settings(BaseModel):
     max_body_bytes: int = Field(default=10 * 1024 * 1024, gt=0)
     max_file_bytes: int = Field(default=50 * 1024 * 1024, gt=0)
     max_chunks_per_document: int = Field(default=20_000, gt=0)
+    openai_api_key: str | None = Field(default=None, repr=False)
+    openai_base_url: str | None = None
+    opensearch_endpoint: str | None = None
+    public_url: str | None = None
     table_name: str | None = None
     bucket_name: str | None = None
     bootstrap_tenant: str = "default"
@@ -43,6 +47,10 @@ ENV_NAMES = {
     "max_body_bytes": "KINDEX_MAX_BODY_BYTES",
     "max_file_bytes": "KINDEX_MAX_FILE_BYTES",
     "max_chunks_per_document": "KINDEX_MAX_CHUNKS_PER_DOCUMENT",
+    "openai_api_key": "OPENAI_API_KEY",
+    "openai_base_url": "OPENAI_BASE_URL",
+    "opensearch_endpoint": "KINDEX_OPENSEARCH_ENDPOINT",
+    "public_url": "KINDEX_PUBLIC_URL",
     "table_name": "KINDEX_TABLE_NAME",
     "bucket_name": "KINDEX_BUCKET_NAME",
     "bootstrap_tenant": "KINDEX_BOOTSTRAP_TENANT",

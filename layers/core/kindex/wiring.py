@@ -5,8 +5,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 
-from kindex.domain.ports import BlobStore, CollectionStore, DocumentStore, KeyStore
+from kindex.domain.ports import (
+    BlobStore,
+    ChunkStore,
+    CollectionStore,
+    DocumentStore,
+    Embedder,
+    EmbeddingCache,
+    KeyStore,
+    SearchIndex,
+)
 from kindex.services.catalog import CatalogService
+from kindex.services.embedding import EmbeddingService
+from kindex.services.ingest import IngestLimits, IngestService
 from kindex.services.keys import KeyService
 from kindex.settings import Settings, load_settings
 
@@ -34,14 +45,80 @@ class Container:
         return DynamoDbMetadataStore(self.settings.table_name)
 
     @cached_property
+    def queue(self):
+        """Local mode only: the durable queue that stands in for S3 notifications -> SQS."""
+        from kindex.adapters.sqlite_chunks import SqliteQueue
+
+        return SqliteQueue(self._local_db)
+
+    @cached_property
     def blobs(self) -> BlobStore:
         if self.settings.backend == "local":
             from kindex.adapters.folder_blobs import FolderBlobStore
+            from kindex.local.events import QueueNotifier
 
-            return FolderBlobStore(self.settings.data_dir / "blobs")
+            return FolderBlobStore(self.settings.data_dir / "blobs", notify=QueueNotifier(self.queue))
         from kindex.adapters.s3_blobs import S3BlobStore
 
         return S3BlobStore(self.settings.bucket_name)
+
+    @cached_property
+    def chunks(self) -> ChunkStore:
+        if self.settings.backend == "local":
+            from kindex.adapters.sqlite_chunks import SqliteChunkStore
+
+            return SqliteChunkStore(self._local_db)
+        from kindex.adapters.dynamodb_chunks import DynamoDbChunkStore
+
+        return DynamoDbChunkStore(self.settings.table_name)
+
+    @cached_property
+    def embedding_cache(self) -> EmbeddingCache:
+        if self.settings.backend == "local":
+            from kindex.adapters.sqlite_chunks import SqliteEmbeddingCache
+
+            return SqliteEmbeddingCache(self._local_db)
+        from kindex.adapters.dynamodb_chunks import DynamoDbEmbeddingCache
+
+        return DynamoDbEmbeddingCache(self.settings.table_name)
+
+    @cached_property
+    def search_index(self) -> SearchIndex:
+        if self.settings.backend == "local":
+            from kindex.adapters.search_local import LocalSearchIndex
+
+            return LocalSearchIndex(self.settings.data_dir / "index")
+        from kindex.adapters.search_opensearch import OpenSearchIndex, opensearch_client
+
+        return OpenSearchIndex(opensearch_client(self.settings.opensearch_endpoint))
+
+    def embedder(self, model: str) -> Embedder:
+        from kindex.embedding.registry import create_embedder
+
+        return create_embedder(model, openai_api_key=self.settings.openai_api_key,
+                               openai_base_url=self.settings.openai_base_url)
+
+    @cached_property
+    def embeddings(self) -> EmbeddingService:
+        return EmbeddingService(self.embedding_cache, self.embedder)
+
+    @cached_property
+    def ingest(self) -> IngestService:
+        limits = IngestLimits(max_file_bytes=self.settings.max_file_bytes,
+                              max_chunks_per_document=self.settings.max_chunks_per_document)
+        return IngestService(self.metadata, self.metadata, self.blobs, self.chunks, self.search_index,
+                             self.embeddings, limits)
+
+    @cached_property
+    def uploads(self):
+        """Signs upload URLs: the local server's own (HMAC) or S3 presigned PUTs."""
+        if self.settings.backend == "local":
+            from kindex.local.uploads import LocalUploadSigner, load_or_create_secret
+
+            secret = load_or_create_secret(self.settings.data_dir / "upload-secret")
+            base_url = self.settings.public_url or f"http://{self.settings.host}:{self.settings.port}"
+            return LocalUploadSigner(secret, base_url)
+        return self.blobs
 
     @cached_property
     def keys(self) -> KeyService:
@@ -50,7 +127,10 @@ class Container:
     @cached_property
     def catalog(self) -> CatalogService:
         return CatalogService(self.metadata, self.metadata, self.blobs,
-                              default_embedding_model=self.settings.embedding_model)
+                              default_embedding_model=self.settings.embedding_model,
+                              on_collection_removed=lambda tenant, c: self.ingest.remove_collection(tenant, c),
+                              on_document_removed=lambda tenant, d, c: self.ingest.remove_document(tenant, d, c),
+                              presigner=self.uploads, chunks=self.chunks)
 
 
 @lru_cache(maxsize=1)

@@ -4,17 +4,21 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from kindex.domain.errors import InvalidInput, NotFound
 
 
 class FolderBlobStore:
-    """Implements BlobStore over a directory. Writes are atomic (temp file + rename) so readers never see half a file."""
+    """Implements BlobStore over a directory. Writes are atomic (temp file + rename) so readers never see half a file.
 
-    def __init__(self, root: Path | str):
+    `notify(event_name, key, size)` is called after each write and delete, as S3 notifies its bucket's queue."""
+
+    def __init__(self, root: Path | str, notify: Callable[[str, str, int], None] | None = None):
         self.root = Path(root).resolve()
         self.root.mkdir(parents=True, exist_ok=True)
+        self.notify = notify
 
     def _path(self, key: str) -> Path:
         path = (self.root / key).resolve()
@@ -33,6 +37,8 @@ class FolderBlobStore:
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
+        if self.notify:
+            self.notify("ObjectCreated:Put", key, len(data))
 
     def get_blob(self, key: str) -> bytes:
         try:
@@ -42,15 +48,18 @@ class FolderBlobStore:
 
     def delete_blob(self, key: str) -> None:
         path = self._path(key)
-        path.unlink(missing_ok=True)
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            return
         self._prune(path.parent)
+        if self.notify:
+            self.notify("ObjectRemoved:Delete", key, 0)
 
     def delete_prefix(self, prefix: str) -> int:
         keys = self.list_blobs(prefix)
         for key in keys:
-            self._path(key).unlink(missing_ok=True)
-        for key in keys:
-            self._prune(self._path(key).parent)
+            self.delete_blob(key)
         return len(keys)
 
     def list_blobs(self, prefix: str) -> list[str]:

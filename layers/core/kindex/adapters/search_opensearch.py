@@ -221,7 +221,9 @@ def build_chunk_ids_query(tenant: str, collection: str, *, page_size: int = CHUN
     body: dict[str, Any] = {
         "size": page_size,
         "_source": ["chunk_id"],
-        "sort": [{"chunk_id": {"order": "asc"}}],
+        # The bare field name (ascending by default): the spec's `oneOf` for sort entries matches an object form
+        # like {"chunk_id": {"order": "asc"}} twice and so rejects it, although OpenSearch accepts both.
+        "sort": ["chunk_id"],
         "query": {"bool": {"filter": [{"term": {"tenant": tenant}}, {"term": {"collection": collection}}]}},
     }
     if search_after is not None:

@@ -164,14 +164,18 @@ class Document(BaseModel):
     source: str | None = None
     version: int = 0
     indexed_version: int = 0
+    indexed_model: str | None = None
+    indexed_config_version: int = 0
     indexed_at: datetime | None = None
+    failure_retryable: bool = False
     created_at: datetime = Field(default_factory=utc_now)
     updated_at: datetime = Field(default_factory=utc_now)
 
 
 DOCUMENT_READ_ONLY = frozenset({
     "status", "failure_reason", "chunk_count", "content_sha256", "content_length", "source", "version",
-    "indexed_version", "indexed_at", "created_at", "updated_at",
+    "indexed_version", "indexed_model", "indexed_config_version", "indexed_at", "failure_retryable",
+    "created_at", "updated_at",
 })
 
 
@@ -195,7 +199,10 @@ class DocumentInput(BaseModel):
     source: Any = None
     version: Any = None
     indexed_version: Any = None
+    indexed_model: Any = None
+    indexed_config_version: Any = None
     indexed_at: Any = None
+    failure_retryable: Any = None
     created_at: Any = None
     updated_at: Any = None
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
 
-from kindex.domain.types import IndexRecord, SearchFilters, SearchHit
+from kindex.domain.types import ChunkRef, IndexRecord, QueueMessage, SearchFilters, SearchHit, StoredChunk
 
 if TYPE_CHECKING:
     import numpy as np
@@ -126,3 +126,50 @@ class BlobStore(Protocol):
 
     def list_blobs(self, prefix: str) -> list[str]:
         """Keys under the prefix, in order."""
+
+
+class ChunkStore(Protocol):
+    """Chunk texts and offsets, per tenant, collection and document. Writes are idempotent by chunk id."""
+
+    def put_chunks(self, tenant: str, chunks: Sequence["StoredChunk"]) -> None:
+        """Insert or replace the chunks (batched)."""
+
+    def get_chunks(self, tenant: str, refs: Sequence["ChunkRef"]) -> dict[str, "StoredChunk"]:
+        """The chunks that exist among `refs`, by chunk id, in one batched read; missing ones are absent."""
+
+    def list_chunks(self, tenant: str, collection: str, document_id: str) -> list["StoredChunk"]:
+        """The document's chunks ordered by index."""
+
+    def delete_chunks(self, tenant: str, collection: str, *, document_id: str | None = None,
+                      chunk_ids: Sequence[str] | None = None) -> None:
+        """Delete the given chunks of a document, all of a document's chunks, or (document None) the collection's."""
+
+
+class EmbeddingCache(Protocol):
+    """Vectors by (model, sha256 of the text): a text is embedded once per model, across documents."""
+
+    def get_vectors(self, model: str, text_hashes: Sequence[str]) -> dict[str, "np.ndarray"]:
+        """The cached vectors among the hashes (float32); absent hashes are simply missing."""
+
+    def put_vectors(self, model: str, vectors: dict[str, "np.ndarray"]) -> None:
+        """Store vectors; storing an existing hash again is harmless."""
+
+
+class MessageQueue(Protocol):
+    """An at-least-once queue with SQS semantics (local mode's stand-in for S3 -> SQS)."""
+
+    def send(self, body: str) -> None:
+        """Enqueue a message durably."""
+
+    def receive(self, max_messages: int, visibility_timeout: float) -> list["QueueMessage"]:
+        """Claim up to `max_messages` visible messages; unacknowledged ones reappear after the timeout."""
+
+    def acknowledge(self, message_id: str) -> None:
+        """Delete a processed message."""
+
+    def retry_later(self, message_id: str, delay: float, max_receives: int) -> bool:
+        """Make a failed message visible again after `delay`, or dead-letter it once it was received
+        `max_receives` times; True when it was dead-lettered."""
+
+    def redrive(self) -> int:
+        """Move every dead-lettered message back to the queue; returns how many."""

@@ -69,3 +69,36 @@ class SearchHit:
     collection: str
     score: float
     extra: dict = field(default_factory=dict, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class StoredChunk:
+    """A chunk as the metadata store keeps it: the single source of truth for chunk text."""
+
+    chunk_id: str
+    collection: str
+    document_id: str
+    index: int
+    start: int
+    end: int
+    text: str
+    page_start: int | None = None
+    page_end: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkRef:
+    """Enough to find one stored chunk (search hits carry all three)."""
+
+    collection: str
+    document_id: str
+    chunk_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class QueueMessage:
+    """A message received from a queue; `receive_count` counts deliveries including this one."""
+
+    message_id: str
+    body: str
+    receive_count: int

@@ -189,18 +189,23 @@ def _token_splitter(max_tokens: int, overlap_tokens: int):
 
 def _token_spans(text: str, max_tokens: int, overlap_tokens: int) -> list[tuple[int, int]]:
     pieces = _token_splitter(max_tokens, overlap_tokens).split_text(text)
+    # The splitter returns stripped substrings of `text`, in order, without offsets; find each one. A
+    # plain forward search can land on an earlier copy of a repeated passage, so use what the splitter
+    # guarantees: without overlap a chunk starts at or after the previous end; with overlap it starts
+    # after the previous start, inside the previous chunk (its kept tail) or, if nothing was kept, after it.
     spans: list[tuple[int, int]] = []
-    search_from = 0
-    previous: str | None = None
+    previous_start, previous_end = -1, 0
     for piece in pieces:
-        # The splitter returns substrings (stripped) in order; consecutive chunks overlap, so the next one
-        # starts at or after the previous start. An identical repeated chunk must be a later occurrence.
-        start = text.find(piece, search_from + 1 if piece == previous else search_from)
+        start = -1
+        if overlap_tokens > 0 and spans:
+            # The latest copy that starts inside the previous chunk is the kept tail, not an earlier repeat.
+            start = text.rfind(piece, previous_start + 1, previous_end + len(piece))
         if start < 0:
-            start = text.find(piece)
+            start = text.find(piece, previous_end)
+        if start < 0:  # not expected; keep offsets exact rather than fail the document
+            start = text.find(piece, previous_start + 1)
         if start < 0:
             raise ValueError("token splitter returned text that is not part of the source")
         spans.append((start, start + len(piece)))
-        search_from = start
-        previous = piece
+        previous_start, previous_end = start, start + len(piece)
     return spans

@@ -7,7 +7,6 @@ import base64
 import json
 import logging
 import re
-import threading
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -38,10 +37,14 @@ class LambdaContext:
 
 @dataclass
 class Route:
+    """`public` routes skip the authorizer (docs, and presigned uploads which carry their own signature)."""
+
     method: str | None
     pattern: re.Pattern
     function_name: str
     handler: Handler
+    public: bool = False
+    max_body_bytes: int | None = None
 
 
 class Gateway:
@@ -77,11 +80,15 @@ class Gateway:
             "isBase64Encoded": is_base64,
         }
 
+    def body_limit(self, method: str, path: str) -> int:
+        route = self._route(method, path)
+        return route.max_body_bytes if route and route.max_body_bytes else self.max_body_bytes
+
     def dispatch(self, event: dict[str, Any]) -> dict[str, Any]:
         route = self._route(event["httpMethod"], event["path"])
         if route is None:
             return _error(404, "not_found", "no such route")
-        if event["path"] not in PUBLIC_PATHS:
+        if not route.public and event["path"] not in PUBLIC_PATHS:
             auth_event = {**event, "type": "REQUEST",
                           "methodArn": f"arn:aws:execute-api:local:000000000000:kindex/local/{event['httpMethod']}{event['path']}"}
             try:
@@ -123,10 +130,10 @@ def make_request_handler(gateway: Gateway) -> type[BaseHTTPRequestHandler]:
             except ValueError:
                 self._write(_error(400, "bad_request", "invalid Content-Length"), close=True)
                 return
-            if length > gateway.max_body_bytes:
+            limit = gateway.body_limit(self.command, parts.path)
+            if length > limit:
                 # Do not read (or buffer) what we are going to refuse anyway.
-                self._write(_error(413, "payload_too_large", f"request body exceeds {gateway.max_body_bytes} bytes"),
-                            close=True)
+                self._write(_error(413, "payload_too_large", f"request body exceeds {limit} bytes"), close=True)
                 return
             body = self.rfile.read(length) if length else b""
             headers = {k: v for k, v in self.headers.items()}
@@ -167,7 +174,8 @@ class LocalServer:
     def __init__(self, gateway: Gateway, host: str, port: int):
         self.httpd = ThreadingHTTPServer((host, port), make_request_handler(gateway))
         self.httpd.daemon_threads = True
-        self.background: list[threading.Thread] = []
+        self.background: list = []  # things with stop(), stopped on shutdown (the worker)
+        self.lock = None
 
     @property
     def address(self) -> tuple[str, int]:
@@ -179,3 +187,5 @@ class LocalServer:
     def shutdown(self) -> None:
         self.httpd.shutdown()
         self.httpd.server_close()
+        for item in self.background:
+            item.stop()

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
-from typing import Any
+from datetime import datetime, timezone
+from typing import Any, Protocol
+
+from pydantic import BaseModel
 
 from kindex.domain import keys
 from kindex.domain.errors import InvalidInput, NotFound
@@ -22,10 +25,26 @@ from kindex.domain.models import (
     check_id,
     utc_now,
 )
-from kindex.domain.ports import BlobStore, CollectionStore, DocumentStore
+from kindex.domain.ports import BlobStore, ChunkStore, CollectionStore, DocumentStore
+from kindex.domain.types import StoredChunk
 from kindex.services.validation import validated
 
 CONTENT_FILENAME = "content.txt"
+
+
+class Presigner(Protocol):
+    """Signs a PUT of one blob key (S3 presigned URL, or the local server's own signed URL)."""
+
+    def presign_put(self, key: str, content_type: str, expires_in: int) -> tuple[str, dict[str, str], int]:
+        """(url, headers the client must send, expiry in unix seconds)."""
+
+
+class UploadTicket(BaseModel):
+    url: str
+    method: str
+    headers: dict[str, str]
+    expires_at: datetime
+    document: Document
 TEXT_MIMETYPE = "text/plain"
 
 
@@ -77,7 +96,8 @@ class CatalogService:
                  default_embedding_model: str,
                  on_content_written: Callable[[str, Document, str], None] | None = None,
                  on_collection_removed: Callable[[str, Collection], None] | None = None,
-                 on_document_removed: Callable[[str, Document, Collection], None] | None = None):
+                 on_document_removed: Callable[[str, Document, Collection], None] | None = None,
+                 presigner: Presigner | None = None, upload_url_ttl: int = 900, chunks: ChunkStore | None = None):
         self.collections = collections
         self.documents = documents
         self.blobs = blobs
@@ -85,6 +105,9 @@ class CatalogService:
         self.on_content_written = on_content_written
         self.on_collection_removed = on_collection_removed
         self.on_document_removed = on_document_removed
+        self.presigner = presigner
+        self.chunks = chunks
+        self.upload_url_ttl = upload_url_ttl
 
     # Collections
     def get_collection(self, tenant: str, collection_id: str) -> Collection:
@@ -177,6 +200,42 @@ class CatalogService:
             if key != document.source:
                 self.blobs.delete_blob(key)
         self.blobs.put_blob(document.source, data, document.mimetype or TEXT_MIMETYPE)
+
+    def prepare_upload(self, tenant: str, collection_id: str, document_id: str, filename: str,
+                       mimetype: str | None) -> UploadTicket:
+        """Create the document if missing (titled after the file), point it at the file's blob key and sign a PUT
+        for that key. The upload itself triggers indexing, through the blob store's event."""
+        from kindex.ingest.extract import guess_mimetype
+
+        _checked_id("document", document_id)
+        try:
+            check_id(filename)
+        except ValueError as error:
+            raise InvalidInput(f"filename {error}") from error
+        if "\\" in filename or filename in (".", ".."):
+            raise InvalidInput("filename must be a plain file name")
+        if self.presigner is None:
+            raise InvalidInput("uploads are not configured for this deployment")
+        self.get_collection(tenant, collection_id)
+        content_type = mimetype or guess_mimetype(filename) or "application/octet-stream"
+        key = keys.blob_key(tenant, collection_id, document_id, filename)
+        existing = self.documents.get_document(tenant, collection_id, document_id)
+        base = existing or Document(id=document_id, collection=collection_id, title=filename)
+        document = base.model_copy(update={"source": key, "mimetype": content_type, "status": DocumentStatus.PENDING,
+                                           "failure_reason": None, "updated_at": utc_now()})
+        self.documents.put_document(tenant, document, create=existing is None,
+                                    expected_version=None if existing is None else existing.version)
+        for other in self.blobs.list_blobs(keys.document_prefix(tenant, collection_id, document_id)):
+            if other != key:
+                self.blobs.delete_blob(other)
+        url, headers, expires = self.presigner.presign_put(key, content_type, self.upload_url_ttl)
+        return UploadTicket(url=url, method="PUT", headers=headers,
+                            expires_at=datetime.fromtimestamp(expires, timezone.utc), document=document)
+
+    def list_chunks(self, tenant: str, collection_id: str, document_id: str) -> list[StoredChunk]:
+        self.get_collection(tenant, collection_id)
+        self._document(tenant, collection_id, document_id)
+        return self.chunks.list_chunks(tenant, collection_id, document_id) if self.chunks else []
 
     def delete_document(self, tenant: str, collection_id: str, document_id: str) -> None:
         collection = self.get_collection(tenant, collection_id)

@@ -1,0 +1,159 @@
+"""S3 adapter of the `BlobStore` port.
+
+The production bucket is versioned. A plain DeleteObject there only stacks a delete marker on top of the old
+versions, which would leave the file recoverable (and billed) after a user deleted it. Deletes here therefore remove
+every version and delete marker of the affected keys, so "deleted" means gone. Overwrites keep the previous version
+as a noncurrent one; expiring those is the bucket's lifecycle rule's job, not this adapter's.
+
+Request building is pure (`build_*` functions); `S3BlobStore._call` is the one place where botocore errors become
+domain errors.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from functools import lru_cache
+from typing import Any
+
+from kindex.domain.errors import DependencyFailed, NotFound
+
+logger = logging.getLogger(__name__)
+
+SERVER_SIDE_ENCRYPTION = "AES256"
+# DeleteObjects accepts at most 1,000 keys per request.
+DELETE_BATCH_MAX = 1000
+MISSING_CODES = frozenset({"NoSuchKey", "404", "NotFound"})
+
+
+@lru_cache(maxsize=1)
+def s3_client() -> Any:
+    """The shared boto3 S3 client, created on first use (boto3 is imported here to keep cold starts short).
+
+    SigV4 explicitly: presigned URLs must work in every region and with SSE headers.
+    """
+    import boto3
+    from botocore.config import Config
+
+    return boto3.client("s3", config=Config(signature_version="s3v4", retries={"mode": "standard", "max_attempts": 5}))
+
+
+def build_put_request(bucket: str, key: str, data: bytes, content_type: str) -> dict[str, Any]:
+    return {"Bucket": bucket, "Key": key, "Body": data, "ContentType": content_type,
+            "ServerSideEncryption": SERVER_SIDE_ENCRYPTION}
+
+
+def build_presign_params(bucket: str, key: str, content_type: str) -> tuple[dict[str, Any], dict[str, str]]:
+    """PutObject parameters to sign, and the headers the uploader must send with exactly those values."""
+    params = {"Bucket": bucket, "Key": key, "ContentType": content_type, "ServerSideEncryption": SERVER_SIDE_ENCRYPTION}
+    headers = {"Content-Type": content_type, "x-amz-server-side-encryption": SERVER_SIDE_ENCRYPTION}
+    return params, headers
+
+
+def build_delete_batches(bucket: str, versions: list[dict[str, str]]) -> Iterator[dict[str, Any]]:
+    """DeleteObjects requests for (Key, VersionId) pairs, at most 1,000 per request."""
+    for start in range(0, len(versions), DELETE_BATCH_MAX):
+        yield {"Bucket": bucket, "Delete": {"Objects": versions[start:start + DELETE_BATCH_MAX], "Quiet": True}}
+
+
+class S3BlobStore:
+    """Implements BlobStore over one S3 bucket (versioned or not). `client` is a boto3 S3 client, created lazily."""
+
+    def __init__(self, bucket: str, *, client: Any = None):
+        self.bucket = bucket
+        self._client = client
+
+    @property
+    def client(self) -> Any:
+        if self._client is None:
+            self._client = s3_client()
+        return self._client
+
+    def put_blob(self, key: str, data: bytes, content_type: str) -> None:
+        self._call("put_object", build_put_request(self.bucket, key, data, content_type), key=key)
+
+    def get_blob(self, key: str) -> bytes:
+        response = self._call("get_object", {"Bucket": self.bucket, "Key": key}, key=key)
+        body = response["Body"]
+        try:
+            return body.read()
+        except Exception as error:  # a connection dropped mid-body surfaces as urllib3/botocore errors
+            logger.error("s3 body read failed", extra={"bucket": self.bucket, "error_type": type(error).__name__})
+            raise DependencyFailed("blob store read failed") from error
+        finally:
+            body.close()
+
+    def delete_blob(self, key: str) -> None:
+        versions, _ = self._versions(key, exact=True)
+        self._delete_versions(versions)
+
+    def delete_prefix(self, prefix: str) -> int:
+        versions, live_keys = self._versions(prefix, exact=False)
+        self._delete_versions(versions)
+        logger.info("blob prefix deleted", extra={"bucket": self.bucket, "prefix": prefix, "objects": live_keys,
+                                                  "versions": len(versions)})
+        return live_keys
+
+    def list_blobs(self, prefix: str) -> list[str]:
+        keys = []
+        for page in self._pages("list_objects_v2", {"Bucket": self.bucket, "Prefix": prefix}):
+            keys.extend(obj["Key"] for obj in page.get("Contents", []))
+        # S3 already lists in UTF-8 byte order, which is code point order; sorting states the contract, not a fix.
+        return sorted(keys)
+
+    def presign_put(self, key: str, content_type: str, expires_in: int) -> tuple[str, dict[str, str]]:
+        """A URL the caller can PUT the file to directly, and the headers that upload must carry."""
+        params, headers = build_presign_params(self.bucket, key, content_type)
+        url = self._call("generate_presigned_url", {"ClientMethod": "put_object", "Params": params,
+                                                    "ExpiresIn": int(expires_in)}, key=key)
+        return url, headers
+
+    # Internals
+    def _versions(self, prefix: str, *, exact: bool) -> tuple[list[dict[str, str]], int]:
+        """Every version and delete marker under the prefix (or of exactly that key), and how many keys are live."""
+        versions: list[dict[str, str]] = []
+        live = 0
+        for page in self._pages("list_object_versions", {"Bucket": self.bucket, "Prefix": prefix}):
+            for entry in page.get("Versions", []) + page.get("DeleteMarkers", []):
+                if exact and entry["Key"] != prefix:
+                    continue
+                versions.append({"Key": entry["Key"], "VersionId": entry["VersionId"]})
+            live += sum(1 for entry in page.get("Versions", [])
+                        if entry.get("IsLatest") and (not exact or entry["Key"] == prefix))
+        return versions, live
+
+    def _delete_versions(self, versions: list[dict[str, str]]) -> None:
+        for request in build_delete_batches(self.bucket, versions):
+            response = self._call("delete_objects", request)
+            errors = response.get("Errors") or []
+            if errors:
+                logger.error("s3 delete left objects", extra={"bucket": self.bucket, "failed": len(errors),
+                                                              "error_code": errors[0].get("Code")})
+                raise DependencyFailed("blob store could not delete every object")
+
+    def _pages(self, operation: str, request: dict[str, Any]) -> Iterator[dict[str, Any]]:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            yield from self.client.get_paginator(operation).paginate(**request)
+        except (ClientError, BotoCoreError) as error:
+            raise self._translate(error, operation, key=None) from error
+
+    def _call(self, operation: str, request: dict[str, Any], *, key: str | None = None) -> Any:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            return getattr(self.client, operation)(**request)
+        except (ClientError, BotoCoreError) as error:
+            raise self._translate(error, operation, key=key) from error
+
+    def _translate(self, error: Exception, operation: str, *, key: str | None) -> Exception:
+        """The single mapping from botocore errors to domain errors."""
+        from botocore.exceptions import ClientError
+
+        code = error.response.get("Error", {}).get("Code", "") if isinstance(error, ClientError) else ""
+        if operation == "get_object" and code in MISSING_CODES:
+            return NotFound(f"blob {key!r} does not exist")
+        logger.error("s3 request failed", extra={"operation": operation, "bucket": self.bucket, "error_code": code,
+                                                 "error_type": type(error).__name__})
+        return DependencyFailed("blob store request failed")

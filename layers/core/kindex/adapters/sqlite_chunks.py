@@ -1,0 +1,161 @@
+"""Chunk texts, the embedding cache and the durable local queue, in the same SQLite file as the metadata."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Sequence
+
+import numpy as np
+
+from kindex.adapters.sqlite_store import SqliteDatabase
+from kindex.domain.types import ChunkRef, QueueMessage, StoredChunk
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS chunks (
+    tenant TEXT NOT NULL, collection TEXT NOT NULL, document_id TEXT NOT NULL, chunk_id TEXT NOT NULL,
+    idx INTEGER NOT NULL, start_offset INTEGER NOT NULL, end_offset INTEGER NOT NULL,
+    page_start INTEGER, page_end INTEGER, text TEXT NOT NULL,
+    PRIMARY KEY (tenant, collection, document_id, chunk_id)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS embedding_cache (
+    model TEXT NOT NULL, text_sha256 TEXT NOT NULL, vector BLOB NOT NULL,
+    PRIMARY KEY (model, text_sha256)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS queue (
+    message_id TEXT PRIMARY KEY, body TEXT NOT NULL, receive_count INTEGER NOT NULL DEFAULT 0,
+    visible_at REAL NOT NULL, dead INTEGER NOT NULL DEFAULT 0, sent_at REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS queue_visible ON queue (dead, visible_at);
+"""
+
+_CHUNK_COLUMNS = "chunk_id, collection, document_id, idx, start_offset, end_offset, text, page_start, page_end"
+_BATCH = 400  # stay well under SQLite's bound-parameter limit
+
+
+def _chunk(row) -> StoredChunk:
+    return StoredChunk(chunk_id=row[0], collection=row[1], document_id=row[2], index=row[3], start=row[4], end=row[5],
+                       text=row[6], page_start=row[7], page_end=row[8])
+
+
+class SqliteChunkStore:
+    """Implements ChunkStore."""
+
+    def __init__(self, db: SqliteDatabase):
+        self.db = db
+        db.add_schema(SCHEMA)
+
+    def put_chunks(self, tenant: str, chunks: Sequence[StoredChunk]) -> None:
+        rows = [(tenant, c.collection, c.document_id, c.chunk_id, c.index, c.start, c.end, c.page_start, c.page_end,
+                 c.text) for c in chunks]
+        with self.db.write() as conn:
+            conn.executemany(
+                "INSERT OR REPLACE INTO chunks (tenant, collection, document_id, chunk_id, idx, start_offset, end_offset,"
+                " page_start, page_end, text) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+
+    def get_chunks(self, tenant: str, refs: Sequence[ChunkRef]) -> dict[str, StoredChunk]:
+        found: dict[str, StoredChunk] = {}
+        conn = self.db.connection()
+        for i in range(0, len(refs), _BATCH):
+            batch = refs[i:i + _BATCH]
+            placeholders = ",".join("(?, ?, ?)" for _ in batch)
+            params = [tenant] + [v for r in batch for v in (r.collection, r.document_id, r.chunk_id)]
+            sql = (f"SELECT {_CHUNK_COLUMNS} FROM chunks WHERE tenant = ? AND (collection, document_id, chunk_id)"
+                   f" IN (VALUES {placeholders})")
+            for row in conn.execute(sql, params):
+                found[row[0]] = _chunk(row)
+        return found
+
+    def list_chunks(self, tenant: str, collection: str, document_id: str) -> list[StoredChunk]:
+        rows = self.db.connection().execute(
+            f"SELECT {_CHUNK_COLUMNS} FROM chunks WHERE tenant = ? AND collection = ? AND document_id = ? ORDER BY idx",
+            (tenant, collection, document_id))
+        return [_chunk(row) for row in rows]
+
+    def delete_chunks(self, tenant: str, collection: str, *, document_id: str | None = None,
+                      chunk_ids: Sequence[str] | None = None) -> None:
+        with self.db.write() as conn:
+            if document_id is None:
+                conn.execute("DELETE FROM chunks WHERE tenant = ? AND collection = ?", (tenant, collection))
+            elif chunk_ids is None:
+                conn.execute("DELETE FROM chunks WHERE tenant = ? AND collection = ? AND document_id = ?",
+                             (tenant, collection, document_id))
+            else:
+                conn.executemany("DELETE FROM chunks WHERE tenant = ? AND collection = ? AND document_id = ? AND chunk_id = ?",
+                                 [(tenant, collection, document_id, cid) for cid in chunk_ids])
+
+
+class SqliteEmbeddingCache:
+    """Implements EmbeddingCache; vectors are stored as raw float32 bytes."""
+
+    def __init__(self, db: SqliteDatabase):
+        self.db = db
+        db.add_schema(SCHEMA)
+
+    def get_vectors(self, model: str, text_hashes: Sequence[str]) -> dict[str, np.ndarray]:
+        found: dict[str, np.ndarray] = {}
+        conn = self.db.connection()
+        unique = list(dict.fromkeys(text_hashes))
+        for i in range(0, len(unique), _BATCH):
+            batch = unique[i:i + _BATCH]
+            sql = (f"SELECT text_sha256, vector FROM embedding_cache WHERE model = ? AND text_sha256 IN"
+                   f" ({','.join('?' * len(batch))})")
+            for digest, blob in conn.execute(sql, [model, *batch]):
+                found[digest] = np.frombuffer(blob, dtype=np.float32)
+        return found
+
+    def put_vectors(self, model: str, vectors: dict[str, np.ndarray]) -> None:
+        rows = [(model, digest, np.asarray(vec, dtype=np.float32).tobytes()) for digest, vec in vectors.items()]
+        with self.db.write() as conn:
+            conn.executemany("INSERT OR IGNORE INTO embedding_cache (model, text_sha256, vector) VALUES (?, ?, ?)", rows)
+
+
+class SqliteQueue:
+    """Implements MessageQueue with SQS semantics: visibility timeout, receive count, dead-lettering, redrive.
+    Safe across processes: claiming is one UPDATE ... RETURNING inside an immediate transaction."""
+
+    def __init__(self, db: SqliteDatabase, clock=time.time):
+        self.db = db
+        self.clock = clock
+        db.add_schema(SCHEMA)
+
+    def send(self, body: str) -> None:
+        now = self.clock()
+        with self.db.write() as conn:
+            conn.execute("INSERT INTO queue (message_id, body, visible_at, sent_at) VALUES (?, ?, ?, ?)",
+                         (uuid.uuid4().hex, body, now, now))
+
+    def receive(self, max_messages: int, visibility_timeout: float) -> list[QueueMessage]:
+        now = self.clock()
+        with self.db.write() as conn:
+            rows = conn.execute(
+                "UPDATE queue SET receive_count = receive_count + 1, visible_at = ? WHERE message_id IN ("
+                " SELECT message_id FROM queue WHERE dead = 0 AND visible_at <= ? ORDER BY sent_at LIMIT ?)"
+                " RETURNING message_id, body, receive_count, sent_at",
+                (now + visibility_timeout, now, max_messages)).fetchall()
+        rows.sort(key=lambda row: row[3])
+        return [QueueMessage(message_id=r[0], body=r[1], receive_count=r[2]) for r in rows]
+
+    def acknowledge(self, message_id: str) -> None:
+        with self.db.write() as conn:
+            conn.execute("DELETE FROM queue WHERE message_id = ?", (message_id,))
+
+    def retry_later(self, message_id: str, delay: float, max_receives: int) -> bool:
+        with self.db.write() as conn:
+            row = conn.execute("SELECT receive_count FROM queue WHERE message_id = ?", (message_id,)).fetchone()
+            if row is None:
+                return False
+            dead = row[0] >= max_receives
+            conn.execute("UPDATE queue SET dead = ?, visible_at = ? WHERE message_id = ?",
+                         (int(dead), self.clock() + delay, message_id))
+            return dead
+
+    def redrive(self) -> int:
+        with self.db.write() as conn:
+            return conn.execute("UPDATE queue SET dead = 0, receive_count = 0, visible_at = ? WHERE dead = 1",
+                                (self.clock(),)).rowcount
+
+    def depth(self) -> tuple[int, int]:
+        """(messages waiting or in flight, dead-lettered messages)."""
+        row = self.db.connection().execute("SELECT SUM(dead = 0), SUM(dead = 1) FROM queue").fetchone()
+        return int(row[0] or 0), int(row[1] or 0)

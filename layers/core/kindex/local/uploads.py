@@ -1,0 +1,53 @@
+"""Presigned uploads in local mode: HMAC-signed, expiring PUT URLs that the local server itself accepts,
+as S3 accepts its presigned URLs on AWS."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+import secrets
+import time
+from pathlib import Path
+from urllib.parse import quote, urlencode
+
+UPLOAD_PATH = "/uploads/"
+
+
+def load_or_create_secret(path: Path) -> bytes:
+    """The signing secret of this data directory (created once, mode 0600)."""
+    try:
+        return bytes.fromhex(path.read_text().strip())
+    except FileNotFoundError:
+        pass
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(secrets.token_hex(32))
+    return bytes.fromhex(path.read_text().strip())
+
+
+class LocalUploadSigner:
+    """Signs `PUT /uploads/{blob key}` for one key, content type and expiry; verifies in constant time."""
+
+    def __init__(self, secret: bytes, base_url: str, clock=time.time):
+        self.secret = secret
+        self.base_url = base_url.rstrip("/")
+        self.clock = clock
+
+    def _signature(self, key: str, content_type: str, expires: int) -> str:
+        message = "\n".join(("PUT", key, content_type, str(expires))).encode("utf-8")
+        return hmac.new(self.secret, message, hashlib.sha256).hexdigest()
+
+    def presign_put(self, key: str, content_type: str, expires_in: int) -> tuple[str, dict[str, str], int]:
+        """(url, headers the client must send, expiry as unix seconds)."""
+        expires = int(self.clock()) + expires_in
+        query = urlencode({"expires": expires, "signature": self._signature(key, content_type, expires)})
+        return f"{self.base_url}{UPLOAD_PATH}{quote(key, safe='/')}?{query}", {"Content-Type": content_type}, expires
+
+    def verify(self, key: str, content_type: str, expires: str, signature: str) -> bool:
+        try:
+            expires_at = int(expires)
+        except ValueError:
+            return False
+        expected = self._signature(key, content_type, expires_at)
+        return hmac.compare_digest(expected, signature) and self.clock() <= expires_at

@@ -1,0 +1,49 @@
+"""Embedding through the cache: a text is embedded at most once per model, across documents and re-ingests."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from kindex.domain.ports import Embedder, EmbeddingCache
+
+logger = logging.getLogger(__name__)
+
+
+def text_sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+class EmbeddingService:
+    """Looks vectors up by (model, sha256(text)), embeds only the missing unique texts in one call, stores them."""
+
+    def __init__(self, cache: EmbeddingCache, embedder_for: Callable[[str], Embedder]):
+        self.cache = cache
+        self.embedder_for = embedder_for
+        self.calls = 0
+        self.texts_embedded = 0
+
+    def embed(self, model: str, texts: Sequence[str]) -> np.ndarray:
+        embedder = self.embedder_for(model)
+        if not texts:
+            return np.zeros((0, embedder.dimensions), dtype=np.float32)
+        hashes = [text_sha256(t) for t in texts]
+        known = self.cache.get_vectors(model, hashes)
+        missing = {h: t for h, t in zip(hashes, texts) if h not in known}
+        if missing:
+            fresh = embedder.embed(list(missing.values()))
+            self.calls += 1
+            self.texts_embedded += len(missing)
+            new_vectors = dict(zip(missing.keys(), fresh))
+            self.cache.put_vectors(model, new_vectors)
+            known.update(new_vectors)
+        logger.info("embedded", extra={"model": model, "texts": len(texts), "cache_hits": len(texts) - len(missing),
+                                       "embedded": len(missing)})
+        return np.vstack([known[h] for h in hashes]).astype(np.float32, copy=False)
+
+    def embed_query(self, model: str, text: str) -> np.ndarray:
+        """Queries skip the cache on write: they rarely repeat and would only grow the table."""
+        return self.embedder_for(model).embed([text])[0]

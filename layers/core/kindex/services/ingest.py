@@ -1,0 +1,204 @@
+"""Ingestion: a blob event in, an indexed (or honestly failed) document out.
+
+blob -> extract -> chunk -> embed (through the cache) -> write chunk texts and vectors -> delete the chunks
+that are gone -> status. Events are at-least-once and may come out of order: every event re-reads the
+object's current bytes, so duplicates and stale events converge to the latest write."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from kindex.domain import keys
+from kindex.domain.errors import Conflict, DependencyFailed, IngestError, LimitExceeded, NotFound
+from kindex.domain.models import Collection, Document, DocumentStatus, utc_now
+from kindex.domain.ports import BlobStore, ChunkStore, CollectionStore, DocumentStore, SearchIndex
+from kindex.domain.types import IndexRecord, StoredChunk
+from kindex.services.embedding import EmbeddingService, text_sha256
+
+logger = logging.getLogger(__name__)
+
+MAX_REASON = 500
+
+
+class RetryableIngestFailure(Exception):
+    """Raised to the queue consumer so the message is retried (and dead-lettered after the last attempt)."""
+
+
+def chunk_id(tenant: str, collection: str, document: str, index: int, text_hash: str) -> str:
+    """Deterministic: the same chunk of the same content always gets the same id, never a random one."""
+    material = "\x1f".join((tenant, collection, document, str(index), text_hash))
+    return hashlib.sha256(material.encode("utf-8")).hexdigest()[:32]
+
+
+def failure_reason(error: Exception) -> str:
+    kind = getattr(error, "kind", None) or ("DependencyFailed" if isinstance(error, DependencyFailed) else "Error")
+    message = " ".join(str(getattr(error, "message", error)).split())
+    return f"{kind}: {message}"[:MAX_REASON]
+
+
+@dataclass
+class IngestLimits:
+    max_file_bytes: int = 50 * 1024 * 1024
+    max_chunks_per_document: int = 20_000
+
+
+class IngestService:
+    """Processes blob created/removed events for document blobs and keeps chunks and vectors in step."""
+
+    def __init__(self, collections: CollectionStore, documents: DocumentStore, blobs: BlobStore, chunks: ChunkStore,
+                 index: SearchIndex, embeddings: EmbeddingService, limits: IngestLimits | None = None,
+                 extract: Callable | None = None, chunk: Callable | None = None):
+        self.collections = collections
+        self.documents = documents
+        self.blobs = blobs
+        self.chunks = chunks
+        self.index = index
+        self.embeddings = embeddings
+        self.limits = limits or IngestLimits()
+        self._extract = extract
+        self._chunk = chunk
+
+    # Events
+    def object_created(self, key: str) -> Document | None:
+        """Index the document whose blob was written. Returns the document's final state, None if ignored."""
+        parsed = keys.parse_blob_key(key)
+        if parsed is None:
+            logger.warning("ignoring blob outside the document layout", extra={"key": key})
+            return None
+        tenant, collection_id, document_id, filename = parsed
+        collection = self.collections.get_collection(tenant, collection_id)
+        if collection is None:
+            logger.warning("ignoring blob of a missing collection", extra={"tenant": tenant, "collection": collection_id})
+            return None
+        try:
+            data = self.blobs.get_blob(key)
+        except NotFound:
+            return None  # deleted since; its removal event follows
+        document = self._document_for(tenant, collection_id, document_id, filename, key)
+        if document is None:
+            return None
+        return self._index(tenant, collection, document, data, filename)
+
+    def object_removed(self, key: str) -> None:
+        """A document's source blob was deleted (API or S3 directly): delete the document everywhere."""
+        parsed = keys.parse_blob_key(key)
+        if parsed is None:
+            return
+        tenant, collection_id, document_id, _ = parsed
+        document = self.documents.get_document(tenant, collection_id, document_id)
+        collection = self.collections.get_collection(tenant, collection_id)
+        if document is None or collection is None or document.source != key:
+            return
+        try:
+            self.blobs.get_blob(key)
+            return  # written again since the removal: the object exists, keep the document
+        except NotFound:
+            pass
+        self.remove_document(tenant, document, collection)
+        self.documents.delete_document(tenant, collection_id, document_id)
+
+    # Deletion hooks used by the catalog
+    def remove_document(self, tenant: str, document: Document, collection: Collection) -> None:
+        for model in {collection.embedding_model, document.indexed_model} - {None}:
+            self.index.delete(model, tenant, collection.id, document_ids=[document.id])
+        self.chunks.delete_chunks(tenant, collection.id, document_id=document.id)
+
+    def remove_collection(self, tenant: str, collection: Collection) -> None:
+        self.index.delete(collection.embedding_model, tenant, collection.id)
+        self.chunks.delete_chunks(tenant, collection.id)
+
+    # Internals
+    def _document_for(self, tenant: str, collection_id: str, document_id: str, filename: str, key: str) -> Document | None:
+        from kindex.ingest.extract import guess_mimetype
+
+        document = self.documents.get_document(tenant, collection_id, document_id)
+        if document is None:
+            # A file dropped straight into the tenant's prefix: it becomes a document.
+            document = Document(id=document_id, collection=collection_id, title=filename, source=key,
+                                mimetype=guess_mimetype(filename) or "")
+            try:
+                self.documents.put_document(tenant, document, create=True)
+            except Conflict:
+                document = self.documents.get_document(tenant, collection_id, document_id)
+            return document
+        if document.source == key:
+            return document
+        if document.source:
+            try:
+                self.blobs.get_blob(document.source)
+                return None  # the document's current source is another, existing blob: this event is stale
+            except NotFound:
+                pass
+        return document.model_copy(update={"source": key, "mimetype": guess_mimetype(filename) or document.mimetype})
+
+    def _index(self, tenant: str, collection: Collection, document: Document, data: bytes, filename: str) -> Document:
+        digest = hashlib.sha256(data).hexdigest()
+        model = collection.embedding_model
+        if (digest == document.content_sha256 and document.status is DocumentStatus.INDEXED
+                and document.indexed_version == document.version and document.indexed_model == model
+                and document.indexed_config_version == collection.config_version):
+            return document  # duplicate event: nothing changed
+        expected = document.version
+        if digest != document.content_sha256:
+            document = document.model_copy(update={"version": document.version + 1, "content_sha256": digest,
+                                                   "content_length": len(data)})
+        working = document.model_copy(update={"status": DocumentStatus.IN_PROGRESS, "failure_reason": None,
+                                              "updated_at": utc_now()})
+        self._save(tenant, working, expected)
+        try:
+            chunk_count = self._write_chunks(tenant, collection, working, data, filename)
+        except (IngestError, DependencyFailed) as error:
+            retryable = isinstance(error, DependencyFailed) or error.retryable
+            failed = working.model_copy(update={"status": DocumentStatus.FAILED, "failure_reason": failure_reason(error),
+                                                "failure_retryable": retryable, "updated_at": utc_now()})
+            self._save(tenant, failed, working.version)
+            logger.warning("document failed", extra={"tenant": tenant, "collection": collection.id,
+                                                      "document": document.id, "reason": failed.failure_reason})
+            if retryable:
+                raise RetryableIngestFailure(failed.failure_reason) from error
+            return failed
+        indexed = working.model_copy(update={
+            "status": DocumentStatus.INDEXED, "chunk_count": chunk_count, "indexed_at": utc_now(),
+            "indexed_version": working.version, "indexed_model": model,
+            "indexed_config_version": collection.config_version, "failure_reason": None, "failure_retryable": False,
+            "updated_at": utc_now()})
+        self._save(tenant, indexed, working.version)
+        logger.info("document indexed", extra={"tenant": tenant, "collection": collection.id, "document": document.id,
+                                               "chunks": chunk_count})
+        return indexed
+
+    def _save(self, tenant: str, document: Document, expected_version: int) -> None:
+        self.documents.put_document(tenant, document, create=False, expected_version=expected_version)
+
+    def _write_chunks(self, tenant: str, collection: Collection, document: Document, data: bytes, filename: str) -> int:
+        from kindex.ingest.chunking import chunk_text
+        from kindex.ingest.extract import extract
+
+        extracted = (self._extract or extract)(data, mimetype=document.mimetype or None, filename=filename,
+                                               max_bytes=self.limits.max_file_bytes)
+        pieces = (self._chunk or chunk_text)(extracted.text, method=collection.chunking_method.value,
+                                             max_size=collection.chunking_max_size,
+                                             overlap=collection.chunking_overlap_offset, pages=extracted.pages)
+        if len(pieces) > self.limits.max_chunks_per_document:
+            raise LimitExceeded(f"Document has {len(pieces)} chunks; the limit is {self.limits.max_chunks_per_document}")
+        model = collection.embedding_model
+        vectors = self.embeddings.embed(model, [p.text for p in pieces])
+        stored = [StoredChunk(chunk_id=chunk_id(tenant, collection.id, document.id, p.index, text_sha256(p.text)),
+                              collection=collection.id, document_id=document.id, index=p.index, start=p.start, end=p.end,
+                              text=p.text, page_start=p.page_start, page_end=p.page_end) for p in pieces]
+        previous = {c.chunk_id for c in self.chunks.list_chunks(tenant, collection.id, document.id)}
+        self.chunks.put_chunks(tenant, stored)
+        self.index.upsert(model, [IndexRecord(tenant=tenant, collection=collection.id, document_id=document.id,
+                                              chunk_id=c.chunk_id, vector=vec, text=c.text,
+                                              language=document.language or None, mimetype=document.mimetype or None)
+                                  for c, vec in zip(stored, vectors)])
+        gone = sorted(previous - {c.chunk_id for c in stored})
+        if gone:
+            self.index.delete(model, tenant, collection.id, chunk_ids=gone)
+            self.chunks.delete_chunks(tenant, collection.id, document_id=document.id, chunk_ids=gone)
+        if document.indexed_model and document.indexed_model != model:
+            self.index.delete(document.indexed_model, tenant, collection.id, document_ids=[document.id])
+        return len(stored)

@@ -1,0 +1,362 @@
+"""Embedders: the hashing fake, local MiniLM (ONNX int8), the registry, and OpenAI's pure helpers."""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+import struct
+import subprocess
+import sys
+import zipfile
+from datetime import datetime, timedelta, timezone
+from email.utils import format_datetime
+
+import numpy as np
+import pytest
+
+from kindex.domain.errors import EmbeddingFailed, InvalidInput
+from kindex.embedding import clear_embedder_cache, create_embedder, validate_model_name
+from kindex.embedding.hashing import HashEmbedder
+from kindex.embedding.openai_embedder import (
+    MAX_INPUT_TOKENS,
+    OpenAIEmbedder,
+    build_embedding_request,
+    parse_embedding_data,
+    plan_batches,
+    retry_delay,
+)
+
+pytestmark = pytest.mark.unit
+
+
+def cosine(a: np.ndarray, b: np.ndarray) -> float:
+    return float(np.dot(a, b) / (np.linalg.norm(a) * np.linalg.norm(b)))
+
+
+def assert_unit_rows(vectors: np.ndarray, count: int, dimensions: int) -> None:
+    assert vectors.dtype == np.float32
+    assert vectors.shape == (count, dimensions)
+    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+
+
+# --- HashEmbedder -------------------------------------------------------------------------------------
+
+
+def test_hash_embedder_returns_unit_float32_rows_named_by_dimensions():
+    # Given a 64-dimension hash embedder
+    embedder = HashEmbedder(64)
+    # When three texts are embedded, one of them without any word
+    vectors = embedder.embed(["alpha beta", "gamma", "?!"])
+    # Then each gets a unit row and the model name carries the dimensions
+    assert_unit_rows(vectors, 3, 64)
+    assert (embedder.model, embedder.dimensions) == ("hash:64", 64)
+
+
+def test_hash_embedder_empty_input_gives_empty_matrix():
+    assert HashEmbedder(32).embed([]).shape == (0, 32)
+
+
+def test_texts_sharing_words_are_closer_than_unrelated_texts():
+    # Given a query and two candidates, one sharing its words
+    embedder = HashEmbedder(384)
+    query, related, unrelated = embedder.embed([
+        "how to reset the account password",
+        "password reset steps for your account",
+        "mitochondria produce energy in cells",
+    ])
+    # Then the related text is clearly closer
+    assert cosine(query, related) > cosine(query, unrelated) + 0.3
+
+
+def test_hash_embedding_ignores_case_and_punctuation():
+    first, second = HashEmbedder(128).embed(["Hello, World!", "hello world"])
+    np.testing.assert_allclose(first, second)
+
+
+def test_hash_embedding_is_stable_across_processes():
+    # Given the vector computed here and in two interpreters with different hash seeds
+    script = ("import sys; from kindex.embedding.hashing import HashEmbedder; "
+              "sys.stdout.write(HashEmbedder(48).embed(['stable across processes']).tobytes().hex())")
+    outputs = {
+        subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,
+                       env={"PYTHONHASHSEED": seed, "PATH": ""}).stdout
+        for seed in ("1", "2")
+    }
+    # Then all three are byte-identical (Python's salted hash() would differ)
+    assert outputs == {HashEmbedder(48).embed(["stable across processes"]).tobytes().hex()}
+
+
+def test_hash_embedding_is_pinned():
+    # Stored vectors must not move between releases: this pins the feature scheme and the hash.
+    vector = HashEmbedder(16).embed(["hello world"])[0]
+    expected = [0, 0, 0, 0, 0, 0, -0.6396, 0, 0, 0.4264, 0.2132, 0, 0, 0.4264, 0, 0.4264]
+    np.testing.assert_allclose(vector, expected, atol=1e-4)
+
+
+@pytest.mark.parametrize("dimensions", [0, 7, 100_000])
+def test_hash_embedder_rejects_unreasonable_dimensions(dimensions):
+    with pytest.raises(InvalidInput):
+        HashEmbedder(dimensions)
+
+
+# --- MiniLM (ONNX int8) -------------------------------------------------------------------------------
+
+
+@pytest.fixture(autouse=True)
+def _no_hub(monkeypatch):
+    # Nothing here may reach Hugging Face: the models come from installed packages.
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("TRANSFORMERS_OFFLINE", "1")
+
+
+@pytest.fixture(scope="module")
+def minilm():
+    from kindex.embedding.local_minilm import MiniLMEmbedder
+
+    return MiniLMEmbedder(batch_size=2)
+
+
+SBERT_SENTENCES = ["The weather is lovely today.", "It's so sunny outside!", "He drove to the stadium."]
+
+
+def test_minilm_embeds_unit_rows_of_384(minilm):
+    vectors = minilm.embed(["one", "two words", ""])
+    assert_unit_rows(vectors, 3, 384)
+    assert (minilm.model, minilm.dimensions) == ("local:all-MiniLM-L6-v2", 384)
+    assert minilm.embed([]).shape == (0, 384)
+
+
+def test_minilm_is_semantic(minilm):
+    # Given a question, a paraphrase sharing few words, and an unrelated sentence
+    question, paraphrase, unrelated = minilm.embed([
+        "How do I reset my password?",
+        "Steps to change your account password",
+        "The mitochondria is the powerhouse of the cell",
+    ])
+    # Then the paraphrase is much closer
+    assert cosine(question, paraphrase) > 0.6
+    assert cosine(question, unrelated) < 0.25
+
+
+def test_minilm_matches_published_similarities(minilm):
+    # The sentence-transformers quickstart publishes these similarities for all-MiniLM-L6-v2 (fp32):
+    # 0.6660, 0.1046, 0.1411. int8 weights may drift slightly.
+    vectors = minilm.embed(SBERT_SENTENCES)
+    similarities = vectors @ vectors.T
+    np.testing.assert_allclose([similarities[0, 1], similarities[0, 2], similarities[1, 2]],
+                               [0.6660, 0.1046, 0.1411], atol=0.02)
+
+
+def test_minilm_returns_input_order_despite_length_sorted_batches(minilm):
+    # Given texts of very different lengths, embedded in batches of two sorted by length
+    texts = ["a long sentence about databases, indexes and the queries that use them " * 5,
+             "short", "a medium sentence about cats", "tiny text", "another fairly long sentence " * 8]
+    batched = minilm.embed(texts)
+    # Then row i is text i (int8 activations are quantised per batch, so allow a little drift)
+    for text, row in zip(texts, batched):
+        assert cosine(minilm.embed([text])[0], row) > 0.99
+
+
+def test_minilm_truncates_to_256_word_pieces(minilm):
+    # Given a long text and the same text with a different ending past the 256th word piece
+    head = " ".join(f"word{i % 50}" for i in range(400))
+    first, second = minilm.embed([head + " cats and dogs", head + " quantum chromodynamics"])
+    # Then the endings are ignored
+    assert cosine(first, second) > 0.999
+
+
+def _read_safetensors(blob: bytes) -> dict[str, np.ndarray]:
+    header_size = struct.unpack("<Q", blob[:8])[0]
+    header = json.loads(blob[8:8 + header_size])
+    start = 8 + header_size
+    tensors = {}
+    for name, info in header.items():
+        if name == "__metadata__" or info["dtype"] != "F32":
+            continue
+        begin, end = info["data_offsets"]
+        tensors[name] = np.frombuffer(blob[start + begin:start + end], dtype="<f4").reshape(info["shape"])
+    return tensors
+
+
+def _fp32_bert_sentence_embedding(ids: list[int], weights: dict[str, np.ndarray]) -> np.ndarray:
+    """A plain numpy BERT forward pass over the original fp32 weights: the reference for the int8 graph."""
+    erf = np.vectorize(math.erf)
+
+    def layer_norm(x, prefix):
+        mean = x.mean(-1, keepdims=True)
+        variance = ((x - mean) ** 2).mean(-1, keepdims=True)
+        return (x - mean) / np.sqrt(variance + 1e-12) * weights[prefix + ".weight"] + weights[prefix + ".bias"]
+
+    def dense(x, prefix):
+        return x @ weights[prefix + ".weight"].T + weights[prefix + ".bias"]
+
+    length, heads, head_size = len(ids), 12, 32
+    x = (weights["embeddings.word_embeddings.weight"][ids] + weights["embeddings.position_embeddings.weight"][:length]
+         + weights["embeddings.token_type_embeddings.weight"][0])
+    x = layer_norm(x, "embeddings.LayerNorm")
+    for layer in range(6):
+        p = f"encoder.layer.{layer}."
+        q, k, v = (dense(x, p + f"attention.self.{n}").reshape(length, heads, head_size).transpose(1, 0, 2)
+                   for n in ("query", "key", "value"))
+        scores = q @ k.transpose(0, 2, 1) / math.sqrt(head_size)
+        scores = np.exp(scores - scores.max(-1, keepdims=True))
+        context = (scores / scores.sum(-1, keepdims=True)) @ v
+        x = layer_norm(x + dense(context.transpose(1, 0, 2).reshape(length, -1), p + "attention.output.dense"),
+                       p + "attention.output.LayerNorm")
+        hidden = dense(x, p + "intermediate.dense")
+        hidden = 0.5 * hidden * (1 + erf(hidden / math.sqrt(2)))
+        x = layer_norm(x + dense(hidden, p + "output.dense"), p + "output.LayerNorm")
+    pooled = x.mean(axis=0)
+    return pooled / np.linalg.norm(pooled)
+
+
+def test_minilm_int8_agrees_with_original_fp32_weights(minilm):
+    # Given the original fp32 weights shipped in model.zip, run through a reference forward pass
+    from kindex.embedding.local_minilm import _tokenizer, model_zip_path
+
+    with zipfile.ZipFile(model_zip_path()) as archive:
+        weights = _read_safetensors(archive.read("model.safetensors"))
+    sentences = SBERT_SENTENCES + ["How do I reset my password?"]
+    reference = np.stack([_fp32_bert_sentence_embedding(_tokenizer().encode(s).ids, weights) for s in sentences])
+    # When the int8 ONNX embedder embeds the same sentences
+    vectors = minilm.embed(sentences)
+    # Then each vector points the same way, and the reference reproduces the published similarity
+    for got, want in zip(vectors, reference):
+        assert cosine(got, want) >= 0.995  # measured 0.9995
+    assert cosine(reference[0], reference[1]) == pytest.approx(0.6660, abs=0.001)
+
+
+# --- registry -----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("given", "canonical"), [
+    ("hash:384", "hash:384"),
+    ("hash:0064", "hash:64"),
+    ("local:all-MiniLM-L6-v2", "local:all-MiniLM-L6-v2"),
+    ("openai:text-embedding-3-small", "openai:text-embedding-3-small"),
+    ("openai:text-embedding-3-small@1536", "openai:text-embedding-3-small"),
+    ("openai:text-embedding-3-large@1024", "openai:text-embedding-3-large@1024"),
+    ("openai:text-embedding-ada-002", "openai:text-embedding-ada-002"),
+    ("openai:my-compatible-model@768", "openai:my-compatible-model@768"),
+])
+def test_valid_model_names_are_canonicalised(given, canonical):
+    assert validate_model_name(given) == canonical
+
+
+@pytest.mark.parametrize("model", [
+    "", "hash:", "hash:4", "hash:x", "local:all-MiniLM-L12-v2", "LOCAL:all-MiniLM-L6-v2", "openai:",
+    "openai:unknown-model", "openai:text-embedding-ada-002@512", "openai:text-embedding-3-small@4096",
+    "openai:text-embedding-3-small@0", "openai:text-embedding-3-small?dimensions=512", "cohere:embed", "x" * 500,
+])
+def test_unknown_or_impossible_model_names_are_invalid_input(model):
+    with pytest.raises(InvalidInput):
+        validate_model_name(model)
+
+
+def test_validating_a_model_name_loads_no_model_runtime():
+    # Given a fresh interpreter, When every family of name is validated
+    script = ("import sys; from kindex.embedding import validate_model_name as v; "
+              "[v(m) for m in ('hash:8', 'local:all-MiniLM-L6-v2', 'openai:text-embedding-3-small')]; "
+              "print(sorted(m for m in ('onnxruntime', 'openai', 'tiktoken', 'tokenizers') if m in sys.modules))")
+    loaded = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
+    # Then no runtime or SDK was imported
+    assert loaded.strip() == "[]"
+
+
+def test_create_embedder_builds_and_caches_per_model_key_and_url():
+    clear_embedder_cache()
+    # Given the same model asked twice and with another key
+    first = create_embedder("openai:text-embedding-3-large@256", openai_api_key="sk-one")
+    again = create_embedder("openai:text-embedding-3-large@256", openai_api_key="sk-one")
+    other_key = create_embedder("openai:text-embedding-3-large@256", openai_api_key="sk-two")
+    # Then one instance per (model, key, url), named canonically, with the requested size
+    assert first is again and first is not other_key
+    assert isinstance(first, OpenAIEmbedder)
+    assert (first.model, first.dimensions) == ("openai:text-embedding-3-large@256", 256)
+    hashed = create_embedder("hash:0032")
+    assert isinstance(hashed, HashEmbedder) and hashed.model == "hash:32"
+    assert create_embedder("local:all-MiniLM-L6-v2").dimensions == 384
+    clear_embedder_cache()
+
+
+def test_create_embedder_rejects_unknown_models():
+    with pytest.raises(InvalidInput):
+        create_embedder("sentence-transformers/all-MiniLM-L6-v2")
+
+
+# --- OpenAI helpers (no I/O) --------------------------------------------------------------------------
+
+
+def test_batches_respect_the_input_count_limit():
+    batches = plan_batches([3] * 2500, max_inputs=2048, max_tokens=300_000)
+    assert [len(b) for b in batches] == [2048, 452]
+    assert batches[1].start == 2048
+
+
+def test_batches_respect_the_token_limit_and_keep_order():
+    # Given token counts whose running sum crosses the limit twice
+    batches = plan_batches([60, 50, 10, 90, 5, 100], max_inputs=10, max_tokens=120)
+    # Then each batch stays at or under 120 tokens, in input order
+    assert [list(b) for b in batches] == [[0, 1, 2], [3, 4], [5]]
+
+
+def test_an_input_at_the_token_limit_gets_a_batch_of_its_own():
+    assert [list(b) for b in plan_batches([10, 120, 10], max_inputs=10, max_tokens=120)] == [[0], [1], [2]]
+    assert plan_batches([], max_inputs=10, max_tokens=120) == []
+
+
+def test_request_asks_for_base64_and_sends_dimensions_only_when_shortening_a_v3_model():
+    small = build_embedding_request("text-embedding-3-small", ["a"], 1536)
+    short = build_embedding_request("text-embedding-3-small", ["a"], 512)
+    custom = build_embedding_request("my-model", ["a", "b"], 768)
+    assert small == {"model": "text-embedding-3-small", "input": ["a"], "encoding_format": "base64"}
+    assert short["dimensions"] == 512
+    assert "dimensions" not in custom and custom["input"] == ["a", "b"]
+
+
+def test_retry_delay_honours_retry_after_headers_with_a_cap():
+    assert retry_delay(0, {"retry-after-ms": "1500"}, base_delay=0.5, max_delay=20) == 1.5
+    assert retry_delay(0, {"Retry-After": "3"}, base_delay=0.5, max_delay=20) == 3.0
+    assert retry_delay(0, {"retry-after": "600"}, base_delay=0.5, max_delay=20) == 20.0
+    now = datetime(2025, 1, 1, tzinfo=timezone.utc)
+    dated = {"retry-after": format_datetime(now + timedelta(seconds=7), usegmt=True)}
+    assert retry_delay(0, dated, base_delay=0.5, max_delay=20, now=lambda: now) == pytest.approx(7.0)
+
+
+def test_retry_delay_backs_off_exponentially_with_jitter_and_a_cap():
+    # Without a hint: between half and all of base * 2^attempt, never above the cap
+    assert retry_delay(0, None, base_delay=1, max_delay=20, jitter=lambda: 0.0) == 0.5
+    assert retry_delay(3, {}, base_delay=1, max_delay=20, jitter=lambda: 1.0) == 8.0
+    assert retry_delay(10, None, base_delay=1, max_delay=20, jitter=lambda: 1.0) == 20.0
+
+
+def test_response_rows_follow_the_index_field_and_are_normalised():
+    # Given a shuffled response, one row as floats and one as base64 float32
+    items = [{"index": 1, "embedding": base64.b64encode(np.array([0, 2], dtype="<f4").tobytes()).decode()},
+             {"index": 0, "embedding": [3.0, 4.0]}]
+    vectors = parse_embedding_data(items, expected_count=2, dimensions=2)
+    np.testing.assert_allclose(vectors, [[0.6, 0.8], [0.0, 1.0]])
+
+
+@pytest.mark.parametrize("items", [
+    [{"index": 0, "embedding": [1.0, 0.0]}],
+    [{"index": 0, "embedding": [1.0, 0.0]}, {"index": 0, "embedding": [0.0, 1.0]}],
+    [{"index": 0, "embedding": [1.0, 0.0]}, {"index": 1, "embedding": [1.0, 0.0, 0.0]}],
+])
+def test_malformed_responses_fail_the_embedding(items):
+    with pytest.raises(EmbeddingFailed):
+        parse_embedding_data(items, expected_count=2, dimensions=2)
+
+
+def test_overlong_text_is_truncated_to_the_model_limit(caplog):
+    # Given a text of ~12,000 tokens among short ones
+    embedder = OpenAIEmbedder("text-embedding-3-small", api_key="sk-unused")
+    long_text = " ".join(f"token{i}" for i in range(6000))
+    # When inputs are fitted
+    inputs, counts = embedder._fit_inputs(["short", long_text, "also short"])
+    # Then only the long one is cut, to at most 8,191 tokens, and it is logged
+    assert inputs[0] == "short" and inputs[2] == "also short"
+    assert MAX_INPUT_TOKENS - 8 <= counts[1] <= MAX_INPUT_TOKENS
+    assert long_text.startswith(inputs[1]) and len(inputs[1]) < len(long_text)
+    assert any(getattr(r, "input_index", None) == 1 for r in caplog.records)

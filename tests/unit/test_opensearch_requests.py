@@ -1,0 +1,376 @@
+"""The OpenSearch adapter's pure request builders, checked against the OpenSearch API spec, and the adapter's
+wire behaviour (batching, routing, index creation, error translation) observed through the OpenSearch double."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from opensearchpy.exceptions import OpenSearchException, RequestError
+from opensearchpy.helpers.actions import expand_action
+
+from kindex.adapters.search_opensearch import (
+    OpenSearchIndex,
+    build_bulk_actions,
+    build_chunk_ids_query,
+    build_delete_query,
+    build_index_body,
+    build_keyword_query,
+    build_knn_query,
+    concrete_index,
+    cosine_from_score,
+    document_id,
+    index_alias,
+    model_slug,
+)
+from kindex.domain.errors import DependencyFailed, InvalidInput
+from kindex.domain.types import IndexRecord, SearchFilters
+from tests.support.opensearch_double import OpenSearchDouble, spec_checker
+
+pytestmark = pytest.mark.unit
+
+MODEL = "local:all-MiniLM-L6-v2"
+ALIAS = "kindex-local-all-minilm-l6-v2-4"
+FILTERS = SearchFilters(document_ids=("d-1", "d-2"), language="en", mimetype="application/pdf")
+
+
+def record(chunk_id: str, vector=(3.0, 0.0, 4.0, 0.0), *, tenant: str = "acme", collection: str = "handbook",
+           text: str = "some words") -> IndexRecord:
+    return IndexRecord(tenant=tenant, collection=collection, document_id="d-1", chunk_id=chunk_id,
+                       vector=vector, text=text, language="en", mimetype="text/plain")
+
+
+def unit_vectors(count: int, dims: int = 4, seed: int = 3) -> np.ndarray:
+    matrix = np.random.RandomState(seed).normal(size=(count, dims))
+    return matrix / np.linalg.norm(matrix, axis=1, keepdims=True)
+
+
+# -- names and ids -----------------------------------------------------------------------------------------------
+
+
+def test_alias_and_concrete_index_names_are_lowercase_slugs_with_dimensions():
+    # Given model names with colons, capitals and dots
+    # When naming their indices
+    # Then they become valid lowercase index names keyed by dimension, behind a versioned concrete index
+    assert index_alias("kindex", MODEL, 384) == "kindex-local-all-minilm-l6-v2-384"
+    assert index_alias("kindex", "openai:text-embedding-3-small", 1536) == "kindex-openai-text-embedding-3-small-1536"
+    assert model_slug("hash:384") == "hash-384"
+    assert concrete_index("kindex-hash-384-384") == "kindex-hash-384-384-v1"
+    with pytest.raises(InvalidInput):
+        model_slug("::")
+
+
+def test_document_ids_differ_per_tenant_and_collection_and_stay_within_the_limit():
+    # Given the same chunk id under different tenants and collections, and ambiguous-looking names
+    ids = {document_id("acme", "handbook", "c-1"), document_id("globex", "handbook", "c-1"),
+           document_id("acme", "wiki", "c-1"), document_id("a/1:b", "c", "d"), document_id("a", "1:b/c", "d")}
+    # Then every combination has its own _id
+    assert len(ids) == 5
+    # And an over-long combination falls back to a hash under OpenSearch's 512-byte limit
+    long_id = document_id("t" * 300, "c" * 300, "x")
+    assert long_id.startswith("sha256:") and len(long_id.encode()) <= 512
+
+
+@pytest.mark.parametrize("dot", [-1.0, -0.5, -0.01, 0.0, 0.3, 0.99, 1.0])
+def test_cosine_from_score_inverts_the_faiss_innerproduct_score(dot):
+    # Given the score OpenSearch reports for a dot product (faiss innerproduct)
+    score = 1 + dot if dot >= 0 else 1 / (1 - dot)
+    # When converting back / Then the cosine of normalised vectors is recovered
+    assert cosine_from_score(score) == pytest.approx(dot)
+
+
+# -- request bodies ----------------------------------------------------------------------------------------------
+
+
+def test_index_body_maps_a_faiss_hnsw_innerproduct_vector_and_hides_text():
+    # When building the index body for 384 dimensions
+    body = build_index_body(384, alias=ALIAS, number_of_shards=2, number_of_replicas=1, ef_construction=256, m=24)
+    # Then k-NN is on, the vector is faiss HNSW in innerproduct space with our parameters
+    assert body["settings"]["index"]["knn"] is True
+    assert body["settings"]["index"]["number_of_shards"] == 2
+    vector = body["mappings"]["properties"]["vector"]
+    assert vector == {"type": "knn_vector", "dimension": 384,
+                      "method": {"name": "hnsw", "engine": "faiss", "space_type": "innerproduct",
+                                 "parameters": {"ef_construction": 256, "m": 24}}}
+    # And text is an indexed text field excluded from _source, the ids and filters are keywords
+    assert body["mappings"]["properties"]["text"] == {"type": "text"}
+    assert body["mappings"]["_source"] == {"excludes": ["text"]}
+    for name in ("tenant", "collection", "document_id", "chunk_id", "language", "mimetype"):
+        assert body["mappings"]["properties"][name] == {"type": "keyword"}
+    assert body["mappings"]["dynamic"] == "strict"
+    assert body["aliases"] == {ALIAS: {}}
+
+
+def test_knn_query_uses_an_efficient_filter_on_tenant_collections_and_filters():
+    # When building a k-NN query with filters
+    body = build_knn_query("acme", ["handbook", "wiki"], [3.0, 0.0, 4.0, 0.0], 7, FILTERS)
+    # Then the filter sits inside the knn clause (applied before the k nearest are chosen), size is k
+    knn = body["query"]["knn"]["vector"]
+    assert body["size"] == 7 and knn["k"] == 7
+    assert knn["vector"] == pytest.approx([0.6, 0.0, 0.8, 0.0])  # normalised: inner product == cosine
+    assert knn["filter"] == {"bool": {"filter": [
+        {"term": {"tenant": "acme"}},
+        {"terms": {"collection": ["handbook", "wiki"]}},
+        {"terms": {"document_id": ["d-1", "d-2"]}},
+        {"term": {"language": "en"}},
+        {"term": {"mimetype": "application/pdf"}},
+    ]}}
+    # And only ids come back
+    assert body["_source"] == ["chunk_id", "document_id", "collection"]
+
+
+def test_keyword_query_matches_text_within_the_same_filters():
+    # When building a keyword query
+    body = build_keyword_query("acme", ["handbook"], 'budget "AND" (review)', 5, SearchFilters(language="de"))
+    # Then the raw text goes into a match query (no query-string syntax) and the filters are terms
+    assert body["size"] == 5
+    assert body["query"]["bool"]["must"] == [{"match": {"text": {"query": 'budget "AND" (review)'}}}]
+    assert body["query"]["bool"]["filter"] == [{"term": {"tenant": "acme"}}, {"terms": {"collection": ["handbook"]}},
+                                               {"term": {"language": "de"}}]
+    assert body["_source"] == ["chunk_id", "document_id", "collection"]
+
+
+def test_bulk_actions_route_by_tenant_normalise_vectors_and_keep_the_last_write():
+    # Given a batch where chunk c-1 appears twice
+    records = [record("c-1", text="old"), record("c-2"), record("c-1", vector=(0.0, 2.0, 0.0, 0.0), text="new")]
+    # When building bulk actions
+    actions = build_bulk_actions(ALIAS, records)
+    # Then there is one index action per chunk, routed by tenant, keyed by tenant/collection/chunk
+    assert [a["_id"] for a in actions] == [document_id("acme", "handbook", "c-2"),
+                                           document_id("acme", "handbook", "c-1")]
+    newest = actions[1]
+    assert newest["_op_type"] == "index" and newest["_index"] == ALIAS and newest["_routing"] == "acme"
+    assert newest["_source"]["vector"] == [0.0, 1.0, 0.0, 0.0]
+    assert newest["_source"]["text"] == "new"  # sent for indexing; the mapping keeps it out of _source
+    assert newest["_source"]["chunk_id"] == "c-1" and newest["_source"]["tenant"] == "acme"
+
+
+@pytest.mark.parametrize("kwargs, extra", [
+    ({}, []),
+    ({"document_ids": ["d-1"]}, [{"terms": {"document_id": ["d-1"]}}]),
+    ({"chunk_ids": ["c-1", "c-2"]}, [{"terms": {"chunk_id": ["c-1", "c-2"]}}]),
+])
+def test_delete_query_is_scoped_to_tenant_and_collection(kwargs, extra):
+    # When building a delete query
+    body = build_delete_query("acme", "handbook", **kwargs)
+    # Then it always filters by tenant and collection, plus the ids given
+    assert body == {"query": {"bool": {"filter": [{"term": {"tenant": "acme"}}, {"term": {"collection": "handbook"}},
+                                                  *extra]}}}
+
+
+def test_chunk_ids_query_pages_with_search_after_on_the_chunk_id():
+    # When building the first and a later page
+    first = build_chunk_ids_query("acme", "handbook", page_size=100)
+    later = build_chunk_ids_query("acme", "handbook", page_size=100, search_after=["c-099"])
+    # Then pages are sorted by chunk id and continue after the last one seen
+    assert first["sort"] == ["chunk_id"] and "search_after" not in first and first["size"] == 100
+    assert later["search_after"] == ["c-099"]
+    assert later["query"]["bool"]["filter"][0] == {"term": {"tenant": "acme"}}
+
+
+@pytest.mark.parametrize("method, template, body", [
+    ("PUT", "/{index}", build_index_body(384, alias=ALIAS)),
+    ("POST", "/{index}/_search", build_knn_query("acme", ["handbook"], [0.1] * 4, 3, FILTERS)),
+    ("POST", "/{index}/_search", build_keyword_query("acme", ["handbook"], "q", 3, FILTERS)),
+    ("POST", "/{index}/_search", build_chunk_ids_query("acme", "handbook", search_after=["x"])),
+    ("POST", "/{index}/_delete_by_query", build_delete_query("acme", "handbook", chunk_ids=["c"], document_ids=["d"])),
+])
+def test_every_request_body_is_valid_against_the_opensearch_api_spec(method, template, body):
+    # Given a body one of the builders produced
+    # When validated against the OpenSearch 2.19 REST API spec
+    # Then the spec accepts it
+    assert spec_checker().body_errors(method, template, body) == []
+
+
+def test_bulk_ndjson_is_valid_against_the_opensearch_api_spec():
+    # Given the NDJSON lines opensearch-py makes from our actions
+    lines = []
+    for action in build_bulk_actions(ALIAS, [record("c-1"), record("c-2", tenant="globex")]):
+        meta, source = expand_action(action)
+        lines += [meta, source]
+    # Then the spec accepts every action line, and each carries the tenant routing
+    import json
+    parsed = [json.loads(line) if isinstance(line, str) else line for line in lines]
+    assert spec_checker().body_errors("POST", "/_bulk", parsed) == []
+    assert [parsed[0]["index"]["routing"], parsed[2]["index"]["routing"]] == ["acme", "globex"]
+
+
+def test_the_spec_check_rejects_a_malformed_knn_query():
+    # Given a k-NN query without a vector and with a non-integer k (the spec folder's own bad example)
+    bad = {"query": {"knn": {"vector": {"k": "five", "filter": {"term": {"tenant": "acme"}}}}}}
+    # Then the validator reports both problems
+    errors = spec_checker().body_errors("POST", "/{index}/_search", bad)
+    assert any("'vector' is a required property" in e for e in errors)
+    assert any("five" in e for e in errors)
+
+
+# -- the adapter on the double -----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def double() -> OpenSearchDouble:
+    return OpenSearchDouble()
+
+
+def many_records(count: int, tenant: str = "acme") -> list[IndexRecord]:
+    vectors = unit_vectors(count)
+    return [record(f"c-{i:04d}", tuple(vectors[i]), tenant=tenant) for i in range(count)]
+
+
+def test_a_thousand_records_go_out_in_a_bounded_number_of_routed_bulk_requests(double):
+    # Given an adapter sending at most 200 actions per bulk request
+    index = OpenSearchIndex(double.client(), bulk_chunk_size=200)
+    # When upserting 1,000 records
+    index.upsert(MODEL, many_records(1000))
+    # Then 5 bulk requests carried them, every action routed by tenant, all valid per spec
+    bulks = double.requests_to("_bulk")
+    assert len(bulks) == 5
+    actions = [line["index"] for bulk in bulks for line in bulk.body if "index" in line]
+    assert len(actions) == 1000 and {action["routing"] for action in actions} == {"acme"}
+    assert all(bulk.params.get("refresh") == "wait_for" for bulk in bulks)
+    assert len(index.chunk_ids(MODEL, "acme", "handbook")) == 1000
+    assert double.spec_violations == []
+
+
+def test_the_index_is_created_once_behind_its_alias(double):
+    # Given an adapter
+    index = OpenSearchIndex(double.client(), number_of_shards=3, number_of_replicas=0)
+    # When upserting several batches
+    for batch in range(3):
+        index.upsert(MODEL, [record(f"c-{batch}")])
+    # Then one index was created, with the mapping, and the alias points to it
+    creates = [r for r in double.requests if r.method == "PUT"]
+    assert [r.path for r in creates] == [f"/{ALIAS}-v1"]
+    assert double.aliases == {ALIAS: f"{ALIAS}-v1"}
+    assert creates[0].body["settings"]["index"]["number_of_shards"] == 3
+
+
+def test_every_search_and_delete_is_routed_by_tenant(double):
+    # Given data under one tenant
+    index = OpenSearchIndex(double.client())
+    index.upsert(MODEL, many_records(5))
+    # When searching, listing and deleting
+    index.knn_search(MODEL, "acme", ["handbook"], [1, 0, 0, 0], 3)
+    index.keyword_search(MODEL, "acme", ["handbook"], "words", 3)
+    index.chunk_ids(MODEL, "acme", "handbook")
+    index.delete(MODEL, "acme", "handbook", chunk_ids=["c-0001"])
+    index.delete(MODEL, "acme", "handbook")
+    # Then each of those requests carried routing=tenant
+    data_requests = double.requests_to("_search") + double.requests_to("_delete_by_query")
+    assert len(data_requests) == 5
+    assert all(request.params.get("routing") == "acme" for request in data_requests)
+
+
+def test_the_cluster_never_stores_or_returns_chunk_text(double):
+    # Given a chunk indexed through the adapter
+    client = double.client()
+    OpenSearchIndex(client).upsert(MODEL, [record("c-1", text="bluebird merger")])
+    # When anyone reads the full _source
+    response = client.search(index=ALIAS, body={"query": {"match": {"text": "bluebird"}}, "_source": True})
+    # Then the text was searchable but is not in the stored _source
+    (hit,) = response["hits"]["hits"]
+    assert hit["_source"]["chunk_id"] == "c-1" and "text" not in hit["_source"]
+
+
+def test_losing_the_index_creation_race_is_fine(double):
+    # Given another process that creates the index between our exists check and our create
+    def create_first(method, path):
+        if method == "PUT" and path == f"/{ALIAS}-v1" and ALIAS not in double.aliases:
+            double._create_index(f"{ALIAS}-v1", build_index_body(4, alias=ALIAS))
+
+    double.before_request = create_first
+    index = OpenSearchIndex(double.client())
+    # When upserting
+    index.upsert(MODEL, [record("c-1")])
+    # Then the resource_already_exists answer is ignored and the write lands
+    assert index.chunk_ids(MODEL, "acme", "handbook") == {"c-1"}
+
+
+@pytest.mark.parametrize("failure", [503, 429, 500, "connection"])
+@pytest.mark.parametrize("operation", ["upsert", "knn", "keyword", "delete", "chunk_ids"])
+def test_cluster_failures_become_dependency_failed(double, failure, operation):
+    # Given an index with data, and a cluster that fails the next request
+    index = OpenSearchIndex(double.client())
+    index.upsert(MODEL, [record("c-1")])
+    double.fail_next(status=failure)
+    calls = {
+        "upsert": lambda: index.upsert(MODEL, [record("c-2")]),
+        "knn": lambda: index.knn_search(MODEL, "acme", ["handbook"], [1, 0, 0, 0], 3),
+        "keyword": lambda: index.keyword_search(MODEL, "acme", ["handbook"], "words", 3),
+        "delete": lambda: index.delete(MODEL, "acme", "handbook"),
+        "chunk_ids": lambda: index.chunk_ids(MODEL, "acme", "handbook"),
+    }
+    # When the operation runs / Then the domain error surfaces, never an opensearch-py exception
+    with pytest.raises(DependencyFailed) as caught:
+        calls[operation]()
+    assert not isinstance(caught.value, OpenSearchException)
+
+
+def test_a_rejected_index_creation_is_a_dependency_failure(double):
+    # Given a cluster that answers the create with a 400 other than "already exists"
+    double.before_request = lambda method, path: double.fail_next(status=400) if method == "PUT" else None
+    # When upserting / Then it is DependencyFailed
+    with pytest.raises(DependencyFailed):
+        OpenSearchIndex(double.client()).upsert(MODEL, [record("c-1")])
+
+
+def test_large_deletes_are_split_into_bounded_requests(double):
+    # Given 2,500 chunks
+    index = OpenSearchIndex(double.client())
+    index.upsert(MODEL, many_records(2500))
+    # When deleting 2,400 of them by id
+    index.delete(MODEL, "acme", "handbook", chunk_ids=[f"c-{i:04d}" for i in range(2400)])
+    # Then the terms lists stayed bounded (3 requests) and exactly 100 remain
+    assert len(double.requests_to("_delete_by_query")) == 3
+    assert len(index.chunk_ids(MODEL, "acme", "handbook")) == 100
+
+
+# -- the double itself -------------------------------------------------------------------------------------------
+
+
+def test_the_double_rejects_requests_the_spec_rejects(double):
+    # Given a real opensearch-py client on the double
+    client = double.client()
+    client.indices.create(index="probe", body=build_index_body(4))
+    # When sending a k-NN query with k as a string, or an unknown query parameter
+    with pytest.raises(RequestError):
+        client.search(index="probe", body={"query": {"knn": {"vector": {"vector": [0, 0, 0, 1], "k": "five"}}}})
+    with pytest.raises(RequestError):
+        client.search(index="probe", body={"query": {"match_all": {}}}, params={"routingg": "x"})
+    # Then both failed like OpenSearch would and were recorded as spec violations
+    assert len(double.spec_violations) == 2
+    assert "'five' is not of type 'integer'" in double.spec_violations[0]
+    assert "unknown query parameter [routingg]" in double.spec_violations[1]
+
+
+def test_the_double_filters_before_choosing_the_k_nearest(double):
+    # Given ten documents, only the farthest of which matches the filter
+    client = double.client()
+    client.indices.create(index="probe", body=build_index_body(2))
+    for i in range(10):
+        angle = i * 0.1
+        client.index(index="probe", id=str(i), refresh=True,
+                     body={"tenant": "t", "chunk_id": str(i), "vector": [math.cos(angle), math.sin(angle)],
+                           "language": "de" if i == 9 else "en"})
+    # When asking for the single nearest with an efficient filter
+    body = {"size": 1, "query": {"knn": {"vector": {"vector": [1.0, 0.0], "k": 1,
+                                                    "filter": {"term": {"language": "de"}}}}}}
+    (hit,) = client.search(index="probe", body=body)["hits"]["hits"]
+    # Then the filtered document is returned, scored 1 + dot as faiss innerproduct does
+    assert hit["_id"] == "9"
+    assert hit["_score"] == pytest.approx(1 + math.cos(0.9))
+
+
+def test_the_double_shows_writes_only_after_a_refresh_and_only_to_their_routing(double):
+    # Given documents written without refresh under two routing values
+    client = double.client()
+    client.indices.create(index="probe", body=build_index_body(2))
+    client.index(index="probe", id="a", routing="t1", body={"tenant": "t1", "vector": [1.0, 0.0]})
+    client.index(index="probe", id="a", routing="t2", body={"tenant": "t2", "vector": [0.0, 1.0]})
+    # Then nothing is searchable until a refresh
+    assert client.search(index="probe", body={"query": {"match_all": {}}})["hits"]["hits"] == []
+    client.indices.refresh(index="probe")
+    # And a routed search sees only that routing's document
+    hits = client.search(index="probe", body={"query": {"match_all": {}}}, routing="t2")["hits"]["hits"]
+    assert [(h["_id"], h["_routing"]) for h in hits] == [("a", "t2")]
