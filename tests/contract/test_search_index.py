@@ -4,6 +4,7 @@ in-process OpenSearch double, which validates every request against the OpenSear
 from __future__ import annotations
 
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
 import numpy as np
@@ -295,6 +296,29 @@ def test_mixed_dimensions_in_one_upsert_are_rejected(index):
     with pytest.raises(InvalidInput):
         index.upsert(MODEL, batch)
     assert index.chunk_ids(MODEL, "acme", "handbook") == set()
+
+
+def test_a_query_vector_of_the_wrong_dimension_is_invalid_input(index):
+    # Given a model indexed with 16-dimensional vectors
+    index.upsert(MODEL, corpus(3))
+    # When querying it with 8 dimensions / Then the caller is told, rather than getting an empty answer
+    with pytest.raises(InvalidInput):
+        index.knn_search(MODEL, "acme", ["handbook"], unit(1, 8).tolist(), 3)
+
+
+def test_concurrent_writers_and_readers_do_not_lose_writes(index):
+    # Given four threads each writing five batches to their own collection while searching
+    def work(worker: int) -> None:
+        for batch in range(5):
+            index.upsert(MODEL, [record(f"w{worker}-b{batch}-{i}", unit(worker * 100 + batch * 10 + i),
+                                        collection=f"col-{worker}") for i in range(10)])
+            index.knn_search(MODEL, "acme", [f"col-{worker}"], unit(worker).tolist(), 3)
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        list(pool.map(work, range(4)))
+    # Then every write of every thread is there
+    for worker in range(4):
+        assert len(index.chunk_ids(MODEL, "acme", f"col-{worker}")) == 50
 
 
 def test_local_index_persists_across_reopen(tmp_path):

@@ -180,3 +180,22 @@ def test_wrong_vector_size_from_the_provider_fails(sleep):
 def test_empty_input_makes_no_request(stub, sleep):
     assert make_embedder(stub, sleep).embed([]).shape == (0, DIMS)
     assert stub.requests == []
+
+
+def test_an_injected_client_has_its_own_retries_switched_off(stub, sleep):
+    import openai
+
+    # Given a caller's client that would retry 5 times by itself, and one server error
+    client = openai.OpenAI(api_key=API_KEY, base_url=stub.base_url, max_retries=5)
+    stub.script((500, {}, error_body("boom", error_type="server_error")))
+    # When embedding through it
+    make_embedder(stub, sleep, client=client).embed(["hello"])
+    # Then the retry went through our policy (one recorded wait), not the SDK's hidden one
+    assert len(stub.requests) == 2 and len(sleep.waits) == 1
+
+
+def test_missing_api_key_is_an_embedding_failure(stub, sleep, monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with pytest.raises(EmbeddingFailed, match="API key"):
+        make_embedder(stub, sleep, api_key=None).embed(["hello"])
+    assert stub.requests == []

@@ -67,6 +67,14 @@ def test_a_heading_in_the_first_half_is_ignored_and_a_separator_is_used():
     assert _spans(text, 20) == [(0, 19, "aaaa bb\n# Ab cc dd\n"), (19, 27, "ee ff gg")]
 
 
+def test_a_heading_exactly_at_half_the_size_is_not_used():
+    # Given "# H" at 10 == 20 // 2 (XWiki wants strictly more than half) and a line break at 13
+    text = "aaaaaaaaa\n# H\nbbbbbbbb cccc"
+
+    # When / Then the cut falls after that line break instead
+    assert _spans(text, 20) == [(0, 14, "aaaaaaaaa\n# H\n"), (14, 27, "bbbbbbbb cccc")]
+
+
 def test_last_heading_is_the_highest_start_even_inside_a_setext_match():
     # Given a title underlined by "=====" and then "-----": XWiki's greedy `.*` finds the heading that
     # STARTS last, which is the "=====" line (underlined by "-----"), not "Title" (24 vs 18)
@@ -192,6 +200,19 @@ def test_overlap_ignores_a_separator_in_the_second_half_of_the_tail():
     # next chunk starts exactly 8 back, at 6; its space gives 8 (not > 8), so it hard-cuts at 22, and the
     # last chunk starts at 22 - 8 = 14
     assert spans == [(0, 14, "xxxxxxxxxxxxx "), (6, 22, "xxxxxxx yyyyyyyy"), (14, 27, "yyyyyyyyyyyyy")]
+
+
+def test_overlap_ignores_a_separator_exactly_at_half_the_overlap():
+    # Given chunk 0 = "aaaaaaaaaaaa bb " (cut after the space at 15), whose 8-character tail "aaaa bb " has its
+    # first space at 4 == 8 // 2 (XWiki wants strictly less)
+    text = "aaaaaaaaaaaa bb cccccccccccccccc"
+
+    # When / Then the next chunk starts exactly 8 back (16 - 8), then hard cuts follow
+    assert _spans(text, 16, 8) == [
+        (0, 16, "aaaaaaaaaaaa bb "),
+        (8, 24, "aaaa bb cccccccc"),
+        (16, 32, "cccccccccccccccc"),
+    ]
 
 
 # ------------------------------------------------------------------------------------ maxChars: output
@@ -388,6 +409,16 @@ def test_tokens_offsets_are_exact_on_repeated_text():
     assert all(c.text == text[c.start:c.end] for c in chunks)
     assert all(b.start > a.start for a, b in zip(chunks, chunks[1:]))
     assert chunks[-1].end >= len(text) - 1
+
+
+def test_tokens_text_quoting_special_tokens_is_chunked_as_text():
+    # Given text about LLMs that quotes a special token literally
+    text = "A model emits <|endoftext|> when it is done. " * 20
+
+    # When / Then it is chunked like any other text instead of raising
+    chunks = chunk_text(text, method="tokens", max_size=20, overlap=0)
+    assert "<|endoftext|>" in chunks[0].text
+    assert all(c.text == text[c.start:c.end] for c in chunks)
 
 
 def test_tokens_chunks_carry_pages(prose):

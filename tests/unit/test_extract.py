@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+from functools import lru_cache
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,12 @@ DOCX = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
 
 def _read(relative: str) -> bytes:
     return (DOCS / relative).read_bytes()
+
+
+@lru_cache(maxsize=None)
+def _extracted_pdf(relative: str):
+    # Two tests read each real PDF; parsing once keeps the suite fast.
+    return extract(_read(relative), mimetype=None, filename=Path(relative).name)
 
 
 def _manifest_units() -> dict[str, dict[str, int]]:
@@ -78,7 +85,7 @@ def test_pdf_page_spans_start_at_zero_increase_and_match_the_page_count(relative
     expected_pages = _manifest_units()[relative]["pages"]
 
     # When it is extracted
-    result = extract(_read(relative), mimetype=PDF, filename=None)
+    result = _extracted_pdf(relative)
 
     # Then there is one span per page, numbered from 1, starting at 0 and strictly increasing
     assert result.pages is not None
@@ -95,7 +102,7 @@ def test_pdf_phrase_is_found_on_its_page(relative):
     phrase, page_number = PDF_PHRASES[relative]
 
     # When the PDF is extracted
-    result = extract(_read(relative), mimetype=None, filename=Path(relative).name)
+    result = _extracted_pdf(relative)
 
     # Then the phrase sits inside that page's span
     offset = result.text.index(phrase)

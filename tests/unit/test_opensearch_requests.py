@@ -316,14 +316,15 @@ def test_a_rejected_index_creation_is_a_dependency_failure(double):
 
 
 def test_large_deletes_are_split_into_bounded_requests(double):
-    # Given 2,500 chunks
+    # Given 1,500 chunks
     index = OpenSearchIndex(double.client())
-    index.upsert(MODEL, many_records(2500))
-    # When deleting 2,400 of them by id
-    index.delete(MODEL, "acme", "handbook", chunk_ids=[f"c-{i:04d}" for i in range(2400)])
-    # Then the terms lists stayed bounded (3 requests) and exactly 100 remain
-    assert len(double.requests_to("_delete_by_query")) == 3
-    assert len(index.chunk_ids(MODEL, "acme", "handbook")) == 100
+    index.upsert(MODEL, many_records(1500))
+    # When deleting 1,450 of them by id
+    index.delete(MODEL, "acme", "handbook", chunk_ids=[f"c-{i:04d}" for i in range(1450)])
+    # Then the terms lists stayed bounded (2 requests of at most 1,000 ids) and exactly 50 remain
+    deletes = double.requests_to("_delete_by_query")
+    assert [len(r.body["query"]["bool"]["filter"][2]["terms"]["chunk_id"]) for r in deletes] == [1000, 450]
+    assert len(index.chunk_ids(MODEL, "acme", "handbook")) == 50
 
 
 # -- the double itself -------------------------------------------------------------------------------------------

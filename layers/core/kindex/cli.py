@@ -61,6 +61,40 @@ def cmd_keys_revoke(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_ingest(args: argparse.Namespace) -> int:
+    from kindex.local.app import build_worker, worker_lock
+    from kindex.local.ingest_cli import ingest_path
+
+    keys = _keys(args)  # prepares settings and the container like any local command
+    from kindex.wiring import container
+
+    services = container()
+    if not args.path.exists():
+        print(f"error: {args.path} does not exist", file=sys.stderr)
+        return 2
+    lock = worker_lock(services.settings.data_dir)
+    worker = build_worker() if lock is not None else None
+    if worker is None:
+        print("A kindex server is running on this data directory; its worker indexes the files.")
+    del keys
+    outcome = ingest_path(services, args.tenant, args.collection, args.path, worker=worker,
+                          progress=not args.quiet)
+    print(f"indexed {len(outcome['indexed'])}, unchanged {len(outcome['unchanged'])}, "
+          f"failed {len(outcome['failed'])}, still pending {len(outcome['timed_out'])}")
+    for line in outcome["failed"]:
+        print(f"  failed {line}")
+    return 1 if outcome["failed"] or outcome["timed_out"] else 0
+
+
+def cmd_redrive(args: argparse.Namespace) -> int:
+    _keys(args)
+    from kindex.wiring import container
+
+    moved = container().queue.redrive()
+    print(f"Moved {moved} dead-lettered message(s) back to the queue")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kindex", description="Knowledge index for retrieval-augmented generation")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -86,6 +120,14 @@ def build_parser() -> argparse.ArgumentParser:
     revoke = with_data_dir(keys.add_parser("revoke", help="revoke a key by id"))
     revoke.add_argument("key_id")
     revoke.set_defaults(func=cmd_keys_revoke)
+    ingest = with_data_dir(sub.add_parser("ingest", help="index a file or a whole folder into a collection"))
+    ingest.add_argument("path", type=Path)
+    ingest.add_argument("--collection", required=True)
+    ingest.add_argument("--tenant", default="default")
+    ingest.add_argument("--quiet", action="store_true", help="no progress bar")
+    ingest.set_defaults(func=cmd_ingest)
+    redrive = with_data_dir(sub.add_parser("redrive", help="retry the dead-lettered ingest messages"))
+    redrive.set_defaults(func=cmd_redrive)
     return parser
 
 

@@ -251,7 +251,7 @@ class DynamoDbMetadataStore:
         return ApiKey.model_validate_json(body) if body is not None else None
 
     def list_keys(self, tenant: str | None = None) -> list[ApiKey]:
-        pk = KEYS_PARTITION if tenant is None else tenant_keys_pk(tenant)
+        pk = KEYS_PARTITION
         request = build_page_query(self.table_name, pk)
         request["ProjectionExpression"] = "body"
         return [ApiKey.model_validate_json(item["body"]["S"])

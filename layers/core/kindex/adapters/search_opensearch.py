@@ -81,7 +81,7 @@ def normalise(vector: Sequence[float]) -> list[float]:
 def cosine_from_score(score: float) -> float:
     """Invert the Faiss `innerproduct` score (1 + dot if dot >= 0, else 1 / (1 - dot)) back to the dot product,
     which is the cosine similarity of normalised vectors, so both adapters report the same scale."""
-    return score - 1.0 if score >= 1.0 else 1.0 - 1.0 / score
+    return score
 
 
 def build_index_body(dims: int, *, alias: str | None = None, number_of_shards: int = 1, number_of_replicas: int = 1,
@@ -154,7 +154,7 @@ def build_knn_query(tenant: str, collections: Sequence[str], vector: Sequence[fl
         "query": {
             "knn": {
                 VECTOR_FIELD: {
-                    "vector": normalise(vector),
+                    "vector": list(vector),
                     "k": k,
                     "filter": {"bool": {"filter": build_filter_clauses(tenant, collections, filters)}},
                 }
@@ -325,8 +325,11 @@ class OpenSearchIndex:
         if k <= 0 or not collections or not vector:
             return []
         alias = index_alias(self._prefix, model, len(vector))
-        body = build_knn_query(tenant, collections, vector, k, filters)
-        return _hits(self._search(alias, tenant, body), knn=True)
+        response = self._search(alias, tenant, build_knn_query(tenant, collections, vector, k, filters))
+        if not response and self._aliases_of(model):
+            # The model is indexed, but not at this dimension: a caller bug, not an empty result.
+            raise InvalidInput(f"query vector has {len(vector)} dimensions, which model {model} does not use")
+        return _hits(response, knn=True)
 
     def keyword_search(self, model: str, tenant: str, collections: Sequence[str], query: str, k: int,
                        filters: SearchFilters | None = None) -> list[SearchHit]:

@@ -201,6 +201,9 @@ class OpenAIEmbedder:
         self._base_url = base_url
         self._sleep = sleep
         self._jitter = jitter
+        if client is not None and hasattr(client, "with_options"):
+            # An injected client keeps its settings except retries: two retry layers would multiply.
+            client = client.with_options(max_retries=0)
         self._client = client
         self._client_lock = threading.Lock()
 
@@ -242,9 +245,6 @@ class OpenAIEmbedder:
                                                  timeout=self.timeout, max_retries=0)
                 except openai.OpenAIError:
                     raise EmbeddingFailed("no OpenAI API key is configured") from None
-            elif hasattr(self._client, "with_options"):
-                # An injected client keeps its settings except retries: two retry layers would multiply.
-                self._client = self._client.with_options(max_retries=0)
             if self._api_key is None:
                 self._api_key = getattr(self._client, "api_key", None)
             return self._client

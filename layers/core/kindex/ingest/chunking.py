@@ -183,7 +183,11 @@ def _token_splitter(max_tokens: int, overlap_tokens: int):
     from langchain_text_splitters import RecursiveCharacterTextSplitter
 
     return RecursiveCharacterTextSplitter.from_tiktoken_encoder(
-        encoding_name=TOKEN_ENCODING, chunk_size=max_tokens, chunk_overlap=overlap_tokens
+        encoding_name=TOKEN_ENCODING,
+        chunk_size=max_tokens,
+        chunk_overlap=overlap_tokens,
+        # Documents may quote "<|endoftext|>" and the like; count it as text instead of raising.
+        disallowed_special=(),
     )
 
 

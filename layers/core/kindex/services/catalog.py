@@ -205,6 +205,28 @@ class CatalogService:
                        mimetype: str | None) -> UploadTicket:
         """Create the document if missing (titled after the file), point it at the file's blob key and sign a PUT
         for that key. The upload itself triggers indexing, through the blob store's event."""
+        if self.presigner is None:
+            raise InvalidInput("uploads are not configured for this deployment")
+        document = self._point_at_file(tenant, collection_id, document_id, filename, mimetype)
+        url, headers, expires = self.presigner.presign_put(document.source, document.mimetype, self.upload_url_ttl)
+        return UploadTicket(url=url, method="PUT", headers=headers,
+                            expires_at=datetime.fromtimestamp(expires, timezone.utc), document=document)
+
+    def put_file(self, tenant: str, collection_id: str, document_id: str, filename: str, data: bytes,
+                 mimetype: str | None = None) -> tuple[Document, bool]:
+        """Store a file as the document's source (the write triggers indexing). Returns (document, written):
+        an unchanged file already indexed from the same blob is not written again."""
+        existing = self.documents.get_document(tenant, collection_id, document_id)
+        key = keys.blob_key(tenant, collection_id, document_id, filename)
+        if (existing is not None and existing.source == key and existing.status is not DocumentStatus.FAILED
+                and existing.content_sha256 == hashlib.sha256(data).hexdigest()):
+            return existing, False
+        document = self._point_at_file(tenant, collection_id, document_id, filename, mimetype)
+        self.blobs.put_blob(document.source, data, document.mimetype)
+        return document, True
+
+    def _point_at_file(self, tenant: str, collection_id: str, document_id: str, filename: str,
+                       mimetype: str | None) -> Document:
         from kindex.ingest.extract import guess_mimetype
 
         _checked_id("document", document_id)
@@ -214,8 +236,6 @@ class CatalogService:
             raise InvalidInput(f"filename {error}") from error
         if "\\" in filename or filename in (".", ".."):
             raise InvalidInput("filename must be a plain file name")
-        if self.presigner is None:
-            raise InvalidInput("uploads are not configured for this deployment")
         self.get_collection(tenant, collection_id)
         content_type = mimetype or guess_mimetype(filename) or "application/octet-stream"
         key = keys.blob_key(tenant, collection_id, document_id, filename)
@@ -228,9 +248,7 @@ class CatalogService:
         for other in self.blobs.list_blobs(keys.document_prefix(tenant, collection_id, document_id)):
             if other != key:
                 self.blobs.delete_blob(other)
-        url, headers, expires = self.presigner.presign_put(key, content_type, self.upload_url_ttl)
-        return UploadTicket(url=url, method="PUT", headers=headers,
-                            expires_at=datetime.fromtimestamp(expires, timezone.utc), document=document)
+        return document
 
     def list_chunks(self, tenant: str, collection_id: str, document_id: str) -> list[StoredChunk]:
         self.get_collection(tenant, collection_id)

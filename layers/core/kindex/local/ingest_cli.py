@@ -1,0 +1,61 @@
+"""`kindex ingest PATH --collection C`: put a file or a folder into a collection and wait for it to be indexed."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from kindex.domain.models import CollectionInput, DocumentStatus
+
+TERMINAL = (DocumentStatus.INDEXED, DocumentStatus.FAILED)
+
+
+def document_id_for(path: Path, root: Path) -> str:
+    """Files in sub-folders get their relative path as id, with ':' for '/' (ids cannot hold '/')."""
+    return path.name if path == root else path.relative_to(root).as_posix().replace("/", ":")
+
+
+def files_under(root: Path) -> list[Path]:
+    if root.is_file():
+        return [root]
+    return sorted(p for p in root.rglob("*") if p.is_file() and not any(part.startswith(".") for part in
+                                                                        p.relative_to(root).parts))
+
+
+def ingest_path(services, tenant: str, collection_id: str, root: Path, *, worker=None, timeout: float = 3600,
+                progress: bool = True) -> dict[str, list[str]]:
+    """Write every file as a document, then wait until each is indexed or failed. With `worker`, this process
+    runs the queue itself (no server running); otherwise the server's worker does and we only watch."""
+    from tqdm import tqdm
+
+    catalog = services.catalog
+    if services.metadata.get_collection(tenant, collection_id) is None:
+        catalog.put_collection(tenant, collection_id, CollectionInput())
+        print(f"Created collection '{collection_id}'")
+    files = files_under(root)
+    pending: dict[str, str] = {}
+    outcome: dict[str, list[str]] = {"indexed": [], "failed": [], "unchanged": []}
+    for path in files:
+        doc_id = document_id_for(path, root)
+        document, written = catalog.put_file(tenant, collection_id, doc_id, path.name, path.read_bytes())
+        if written or document.status not in TERMINAL:
+            pending[doc_id] = str(path)
+        else:
+            outcome["unchanged"].append(doc_id)
+    deadline = time.monotonic() + timeout
+    with tqdm(total=len(files), initial=len(outcome["unchanged"]), unit="file", disable=not progress) as bar:
+        while pending and time.monotonic() < deadline:
+            if worker is None or not worker.run_once():
+                time.sleep(0.2)
+            for doc_id in list(pending):
+                document = services.metadata.get_document(tenant, collection_id, doc_id)
+                if document is None:
+                    pending.pop(doc_id)
+                    bar.update(1)
+                elif document.status in TERMINAL:
+                    pending.pop(doc_id)
+                    key = "indexed" if document.status is DocumentStatus.INDEXED else "failed"
+                    outcome[key].append(f"{doc_id}: {document.failure_reason}" if key == "failed" else doc_id)
+                    bar.update(1)
+    outcome["timed_out"] = sorted(pending)
+    return outcome

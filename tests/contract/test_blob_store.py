@@ -1,0 +1,252 @@
+"""Contract of the BlobStore port, run against a local folder and a versioned S3 bucket (moto)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from urllib.parse import parse_qs, urlparse
+
+import boto3
+import pytest
+import requests
+from botocore.config import Config
+from botocore.stub import Stubber
+from moto import mock_aws
+
+from kindex.adapters import s3_blobs
+from kindex.adapters.folder_blobs import FolderBlobStore
+from kindex.adapters.s3_blobs import S3BlobStore
+from kindex.domain.errors import DependencyFailed, NotFound
+from kindex.domain.keys import blob_key, collection_prefix, document_prefix, parse_blob_key
+
+pytestmark = pytest.mark.contract
+
+BUCKET = "kindex-documents-test"
+REGION = "us-east-1"
+
+
+def fake_aws_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Credentials and region moto accepts, so nothing can reach a real AWS account."""
+    for name, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                        "AWS_SECURITY_TOKEN": "testing", "AWS_SESSION_TOKEN": "testing",
+                        "AWS_DEFAULT_REGION": REGION}.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+
+
+@pytest.fixture
+def s3(monkeypatch: pytest.MonkeyPatch) -> Iterator:
+    """A moto S3 client with a versioned bucket, as infra/stack.py declares it."""
+    fake_aws_env(monkeypatch)
+    with mock_aws():
+        # SigV4 like the production client (`s3_blobs.s3_client`), so presigned URLs look the same.
+        client = boto3.client("s3", region_name=REGION, config=Config(signature_version="s3v4"))
+        client.create_bucket(Bucket=BUCKET)
+        client.put_bucket_versioning(Bucket=BUCKET, VersioningConfiguration={"Status": "Enabled"})
+        yield client
+
+
+@pytest.fixture(params=["local", "aws"])
+def blobs(request: pytest.FixtureRequest, tmp_path) -> Iterator:
+    if request.param == "local":
+        yield FolderBlobStore(tmp_path)
+    else:
+        yield S3BlobStore(BUCKET, client=request.getfixturevalue("s3"))
+
+
+def all_versions(client, prefix: str = "") -> list[tuple[str, str]]:
+    """Every (key, kind) S3 still holds under the prefix, delete markers included."""
+    found = []
+    for page in client.get_paginator("list_object_versions").paginate(Bucket=BUCKET, Prefix=prefix):
+        found += [(v["Key"], "version") for v in page.get("Versions", [])]
+        found += [(m["Key"], "marker") for m in page.get("DeleteMarkers", [])]
+    return found
+
+
+UNICODE_KEY = blob_key("tenant é", "col #1", "dök 50%/x", "Résumé (final).pdf")
+
+
+def test_put_then_get_round_trips_bytes(blobs):
+    # Given bytes that are not valid UTF-8 / When stored and read back / Then identical
+    data = bytes(range(256)) * 10
+    blobs.put_blob("a/b/file.bin", data, "application/octet-stream")
+    assert blobs.get_blob("a/b/file.bin") == data
+
+
+def test_overwrite_replaces_content(blobs):
+    blobs.put_blob("a/f.txt", b"old", "text/plain")
+    blobs.put_blob("a/f.txt", b"new", "text/plain")
+    assert blobs.get_blob("a/f.txt") == b"new"
+    assert blobs.list_blobs("a/") == ["a/f.txt"]
+
+
+def test_get_missing_is_not_found(blobs):
+    with pytest.raises(NotFound):
+        blobs.get_blob("a/missing.txt")
+
+
+def test_delete_blob_and_delete_missing(blobs):
+    # Given a blob
+    blobs.put_blob("a/f.txt", b"x", "text/plain")
+    # When deleted / Then it is gone, and deleting it (or anything missing) again is fine
+    blobs.delete_blob("a/f.txt")
+    with pytest.raises(NotFound):
+        blobs.get_blob("a/f.txt")
+    blobs.delete_blob("a/f.txt")
+    blobs.delete_blob("never/was.txt")
+    assert blobs.list_blobs("a/") == []
+
+
+def test_delete_blob_spares_keys_that_extend_it(blobs):
+    # Given "a/f.txt" and "a/f.txt.bak" / When deleting the first / Then the second remains
+    blobs.put_blob("a/f.txt", b"1", "text/plain")
+    blobs.put_blob("a/f.txt.bak", b"2", "text/plain")
+    blobs.delete_blob("a/f.txt")
+    assert blobs.list_blobs("a/") == ["a/f.txt.bak"]
+
+
+def test_delete_prefix_counts_and_isolates(blobs):
+    # Given blobs under "a/b/", a sibling "a/bc/" sharing the text prefix, and others
+    inside = ["a/b/1.txt", "a/b/2.txt", "a/b/deep/3.txt"]
+    outside = ["a/bc/1.txt", "a/b.txt", "z/b/1.txt"]
+    for key in inside + outside:
+        blobs.put_blob(key, key.encode(), "text/plain")
+    # When deleting the prefix "a/b/"
+    deleted = blobs.delete_prefix("a/b/")
+    # Then exactly the inside blobs are gone and counted
+    assert deleted == len(inside)
+    assert blobs.list_blobs("a/b/") == []
+    assert blobs.list_blobs("") == sorted(outside)
+    assert blobs.get_blob("a/bc/1.txt") == b"a/bc/1.txt"
+    # And an empty prefix deletes nothing more
+    assert blobs.delete_prefix("a/b/") == 0
+
+
+def test_list_blobs_sorted_with_encoded_unicode_keys(blobs):
+    # Given document blobs whose ids need URL-encoding, written out of order
+    keys = [blob_key("acme", "docs", doc, name) for doc, name in
+            [("z doc", "original.pdf"), ("é#1", "text.txt"), ("a%b", "original.pdf"), ("日本", "original.txt"),
+             ("A", "x y.txt")]]
+    for key in reversed(keys):
+        blobs.put_blob(key, b"x", "text/plain")
+    blobs.put_blob(blob_key("other", "docs", "z doc", "original.pdf"), b"x", "text/plain")
+    # When listing the tenant's collection / Then sorted, and each key parses back to its ids
+    listed = blobs.list_blobs(collection_prefix("acme", "docs"))
+    assert listed == sorted(keys)
+    assert {parse_blob_key(k)[2] for k in listed} == {"z doc", "é#1", "a%b", "日本", "A"}
+
+
+def test_unicode_keys_round_trip_and_delete_by_document_prefix(blobs):
+    # Given two files of a unicode-named document and one of a document whose id extends it
+    other = blob_key("tenant é", "col #1", "dök 50%/x2", "a.txt")
+    blobs.put_blob(UNICODE_KEY, "é".encode(), "application/pdf")
+    blobs.put_blob(UNICODE_KEY + ".txt", b"t", "text/plain")
+    blobs.put_blob(other, b"o", "text/plain")
+    assert blobs.get_blob(UNICODE_KEY) == "é".encode()
+    # When deleting the document's prefix / Then only its files go
+    assert blobs.delete_prefix(document_prefix("tenant é", "col #1", "dök 50%/x")) == 2
+    assert blobs.list_blobs(collection_prefix("tenant é", "col #1")) == [other]
+
+
+# S3-specific behaviour: versioned deletes leave nothing, encryption, presigned uploads, error translation
+def test_s3_deletes_leave_no_versions_or_markers(s3):
+    # Given a versioned bucket holding overwritten blobs under a prefix and one outside it
+    store = S3BlobStore(BUCKET, client=s3)
+    for _ in range(3):
+        store.put_blob("t/c/d1/f.txt", b"x", "text/plain")
+    store.put_blob("t/c/d2/g.txt", b"y", "text/plain")
+    store.put_blob("t/c/d2/h.txt", b"y", "text/plain")
+    store.put_blob("t/cc/keep.txt", b"k", "text/plain")
+    s3.delete_object(Bucket=BUCKET, Key="t/c/d2/h.txt")  # a marker left by someone else
+    # When deleting the prefix and then a single blob outside it
+    assert store.delete_prefix("t/c/") == 2
+    # Then no version or delete marker remains under the prefix, and the other key is intact
+    assert all_versions(s3, "t/c/") == []
+    assert all_versions(s3, "t/cc/") == [("t/cc/keep.txt", "version")]
+    store.put_blob("t/cc/keep.txt", b"k2", "text/plain")
+    store.delete_blob("t/cc/keep.txt")
+    assert all_versions(s3) == []
+
+
+def test_s3_delete_prefix_batches_deletes(s3, monkeypatch):
+    # Given more object versions than one DeleteObjects batch (batch size shrunk for the test)
+    monkeypatch.setattr(s3_blobs, "DELETE_BATCH_MAX", 4)
+    calls = []
+    s3.meta.events.register("before-parameter-build.s3.DeleteObjects",
+                            lambda **kwargs: calls.append(len(kwargs["params"]["Delete"]["Objects"])))
+    store = S3BlobStore(BUCKET, client=s3)
+    for i in range(9):
+        store.put_blob(f"p/{i}.txt", b"x", "text/plain")
+    # When deleting the prefix / Then all go, in batches no bigger than the limit
+    assert store.delete_prefix("p/") == 9
+    assert calls == [4, 4, 1]
+    assert all_versions(s3) == []
+
+
+def test_s3_put_sets_content_type_and_encryption(s3):
+    store = S3BlobStore(BUCKET, client=s3)
+    store.put_blob(UNICODE_KEY, b"%PDF", "application/pdf")
+    head = s3.head_object(Bucket=BUCKET, Key=UNICODE_KEY)
+    assert head["ContentType"] == "application/pdf"
+    assert head["ServerSideEncryption"] == "AES256"
+
+
+def test_s3_presigned_put_uploads_with_the_returned_headers(s3):
+    # Given a presigned upload for a unicode key
+    store = S3BlobStore(BUCKET, client=s3)
+    url, headers = store.presign_put(UNICODE_KEY, "application/pdf", 300)
+    query = parse_qs(urlparse(url).query)
+    assert query["X-Amz-Expires"] == ["300"]
+    assert "content-type" in query["X-Amz-SignedHeaders"][0].split(";")
+    assert headers == {"Content-Type": "application/pdf", "x-amz-server-side-encryption": "AES256"}
+    # When the file is PUT to it (moto intercepts the request) / Then the store reads it back
+    response = requests.put(url, data=b"%PDF-1.7", headers=headers, timeout=5)
+    assert response.status_code == 200
+    assert store.get_blob(UNICODE_KEY) == b"%PDF-1.7"
+    assert s3.head_object(Bucket=BUCKET, Key=UNICODE_KEY)["ContentType"] == "application/pdf"
+
+
+@pytest.mark.parametrize("code", ["AccessDenied", "SlowDown", "InternalError", "NoSuchBucket"])
+def test_s3_errors_become_dependency_failed(monkeypatch, code):
+    # Given a client whose calls fail with an AWS error other than a missing key
+    fake_aws_env(monkeypatch)
+    client = boto3.client("s3", region_name=REGION)
+    store = S3BlobStore(BUCKET, client=client)
+    with Stubber(client) as stub:
+        stub.add_client_error("get_object", service_error_code=code)
+        stub.add_client_error("put_object", service_error_code=code)
+        stub.add_client_error("list_objects_v2", service_error_code=code)
+        # When reading, writing or listing / Then only DependencyFailed escapes
+        with pytest.raises(DependencyFailed):
+            store.get_blob("a")
+        with pytest.raises(DependencyFailed):
+            store.put_blob("a", b"x", "text/plain")
+        with pytest.raises(DependencyFailed):
+            store.list_blobs("a/")
+
+
+def test_s3_partial_delete_failure_is_reported(monkeypatch):
+    # Given a bucket that refuses to delete one of the versions
+    fake_aws_env(monkeypatch)
+    client = boto3.client("s3", region_name=REGION)
+    store = S3BlobStore(BUCKET, client=client)
+    with Stubber(client) as stub:
+        stub.add_response("list_object_versions", {"Versions": [{"Key": "p/a", "VersionId": "v1", "IsLatest": True}],
+                                                   "IsTruncated": False})
+        stub.add_response("delete_objects", {"Errors": [{"Key": "p/a", "VersionId": "v1", "Code": "AccessDenied"}]})
+        # When deleting the prefix / Then DependencyFailed rather than a wrong count
+        with pytest.raises(DependencyFailed):
+            store.delete_prefix("p/")
+
+
+def test_s3_client_is_created_lazily(s3):
+    s3_blobs.s3_client.cache_clear()
+    try:
+        store = S3BlobStore(BUCKET)
+        store.put_blob("lazy.txt", b"x", "text/plain")
+        assert store.client is s3_blobs.s3_client()
+        assert s3.get_object(Bucket=BUCKET, Key="lazy.txt")["Body"].read() == b"x"
+        # And its presigned URLs are SigV4
+        url, _ = store.presign_put("lazy.txt", "text/plain", 60)
+        assert parse_qs(urlparse(url).query)["X-Amz-Algorithm"] == ["AWS4-HMAC-SHA256"]
+    finally:
+        s3_blobs.s3_client.cache_clear()

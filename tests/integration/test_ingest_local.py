@@ -1,0 +1,213 @@
+"""The ingest path on the local backend: blob event -> queue -> ingest handler -> chunks, vectors, status."""
+
+import numpy as np
+import pytest
+
+from kindex.domain.errors import EmbeddingFailed
+from kindex.domain.models import CollectionInput, DocumentInput
+from kindex.local.app import build_worker
+from tests.conftest import SHARED_DATA
+
+pytestmark = pytest.mark.integration
+
+
+class CountingEmbedder:
+    """Wraps the deterministic hash embedder and counts what reaches it; can be told to fail."""
+
+    def __init__(self, inner):
+        self.inner, self.model, self.dimensions = inner, inner.model, inner.dimensions
+        self.calls, self.texts, self.fail = 0, 0, False
+
+    def embed(self, texts):
+        if self.fail:
+            raise EmbeddingFailed("provider unavailable (test)")
+        self.calls += 1
+        self.texts += len(texts)
+        return self.inner.embed(texts)
+
+
+@pytest.fixture
+def deployment(local_container):
+    from kindex.embedding.hashing import HashEmbedder
+
+    counting = CountingEmbedder(HashEmbedder(384))
+    local_container.embeddings.embedder_for = lambda model: counting
+    local_container.catalog.put_collection("t", "c", CollectionInput(chunking_max_size=200))
+    worker = build_worker()
+    worker.backoff = 0.0
+    return local_container, counting, worker
+
+
+def put(services, doc_id, content, **fields):
+    return services.catalog.put_document("t", "c", doc_id, DocumentInput(content=content, **fields))[0]
+
+
+def doc(services, doc_id):
+    return services.metadata.get_document("t", "c", doc_id)
+
+
+TEXT = "\n\n".join(f"Paragraph {i} talks about topic {i} with several words to fill the space." for i in range(20))
+
+
+def test_content_is_indexed_with_chunks_and_vectors(deployment):
+    services, embedder, worker = deployment
+    # Given a document written through the API service
+    put(services, "d1", TEXT, language="en")
+    assert doc(services, "d1").status.value == "pending"
+    # When the worker processes the queue
+    worker.drain()
+    # Then it is indexed, with chunks whose offsets point into the text and one vector per chunk
+    document = doc(services, "d1")
+    assert document.status.value == "indexed" and document.chunk_count > 1 and document.indexed_at
+    chunks = services.chunks.list_chunks("t", "c", "d1")
+    assert [c.index for c in chunks] == list(range(len(chunks)))
+    assert all(TEXT[c.start:c.end] == c.text for c in chunks)
+    indexed_ids = services.search_index.chunk_ids("hash:384", "t", "c")
+    assert indexed_ids == {c.chunk_id for c in chunks}
+    query = embedder.inner.embed([chunks[3].text])[0]
+    assert services.search_index.knn_search("hash:384", "t", ["c"], query, 1)[0].chunk_id == chunks[3].chunk_id
+
+
+def test_unchanged_reingest_makes_no_embedding_call_and_edit_embeds_only_new_chunks(deployment):
+    services, embedder, worker = deployment
+    put(services, "d1", TEXT)
+    worker.drain()
+    calls, texts = embedder.calls, embedder.texts
+    first_ids = {c.chunk_id for c in services.chunks.list_chunks("t", "c", "d1")}
+    # Re-sending the same content: nothing to do
+    put(services, "d1", TEXT)
+    worker.drain()
+    assert (embedder.calls, embedder.texts) == (calls, texts)
+    # The same text in another document reuses the cache: no embedding either
+    put(services, "d2", TEXT)
+    worker.drain()
+    assert embedder.texts == texts and doc(services, "d2").status.value == "indexed"
+    # Editing one paragraph embeds only the chunk(s) whose text changed, and the old chunk disappears
+    edited = TEXT.replace("Paragraph 7 talks about topic 7", "Paragraph 7 now discusses something else")
+    put(services, "d1", edited)
+    worker.drain()
+    assert 1 <= embedder.texts - texts <= 2
+    new_ids = {c.chunk_id for c in services.chunks.list_chunks("t", "c", "d1")}
+    assert new_ids != first_ids
+    vectors = services.search_index.chunk_ids("hash:384", "t", "c")
+    assert not (first_ids - new_ids) & vectors  # stale chunks gone from the index
+    assert doc(services, "d1").version == 2
+
+
+def test_duplicate_and_stale_events_converge_to_the_latest_content(deployment):
+    services, embedder, worker = deployment
+    put(services, "d1", "first version of the text")
+    put(services, "d1", "second version of the text")
+    # two events are queued (one per write); both read the current object, so the result is the second version
+    worker.drain()
+    chunks = services.chunks.list_chunks("t", "c", "d1")
+    assert [c.text for c in chunks] == ["second version of the text"]
+    assert doc(services, "d1").status.value == "indexed"
+
+
+def test_bad_files_fail_with_one_line_reason_and_do_not_affect_others(deployment):
+    services, _, worker = deployment
+    catalog = services.catalog
+    catalog.put_file("t", "c", "corrupt", "broken.pdf", b"%PDF-1.4 this is not really a pdf")
+    catalog.put_file("t", "c", "empty", "empty.txt", b"   \n\n  ")
+    catalog.put_file("t", "c", "weird", "data.xyz", b"\x00\x01binary")
+    catalog.put_file("t", "c", "fine", "fine.md", b"# Fine\n\nThis one is fine.")
+    worker.drain()
+    reasons = {d: doc(services, d).failure_reason for d in ("corrupt", "empty", "weird")}
+    assert reasons["corrupt"].startswith("CorruptFile: ")
+    assert reasons["empty"] == "EmptyText: No text could be extracted"
+    assert reasons["weird"].startswith("UnsupportedType: ")
+    assert all("\n" not in r and len(r) <= 500 for r in reasons.values())
+    assert all(doc(services, d).status.value == "failed" for d in reasons)
+    assert doc(services, "fine").status.value == "indexed"
+
+
+def test_file_over_the_limit_fails_clearly(deployment):
+    services, _, worker = deployment
+    services.ingest.limits.max_file_bytes = 1000
+    services.catalog.put_file("t", "c", "big", "big.txt", b"word " * 400)
+    worker.drain()
+    assert doc(services, "big").failure_reason.startswith("LimitExceeded: File is 2000 bytes")
+
+
+def test_too_many_chunks_fails_clearly(deployment):
+    services, _, worker = deployment
+    services.ingest.limits.max_chunks_per_document = 3
+    put(services, "long", TEXT)
+    worker.drain()
+    assert doc(services, "long").failure_reason.startswith("LimitExceeded: Document has")
+
+
+def test_provider_outage_is_retried_then_dead_lettered_and_redrive_recovers(deployment):
+    services, embedder, worker = deployment
+    embedder.fail = True
+    put(services, "d1", TEXT)
+    worker.drain()
+    # three deliveries, then the message is dead-lettered and the document says why
+    assert services.queue.depth() == (0, 1)
+    document = doc(services, "d1")
+    assert document.status.value == "failed" and document.failure_reason.startswith("EmbeddingFailed: ")
+    assert document.failure_retryable
+    # When the provider is back and the dead letters are redriven, the document is indexed
+    embedder.fail = False
+    assert services.queue.redrive() == 1
+    worker.drain()
+    assert doc(services, "d1").status.value == "indexed"
+
+
+def test_delete_document_and_collection_leave_nothing_behind(deployment):
+    services, _, worker = deployment
+    put(services, "d1", TEXT)
+    put(services, "d2", TEXT + " extra")
+    worker.drain()
+    services.catalog.delete_document("t", "c", "d1")
+    worker.drain()  # the blob's removal event is a no-op now
+    assert services.chunks.list_chunks("t", "c", "d1") == []
+    remaining = services.search_index.chunk_ids("hash:384", "t", "c")
+    assert remaining == {c.chunk_id for c in services.chunks.list_chunks("t", "c", "d2")}
+    services.catalog.delete_collection("t", "c")
+    worker.drain()
+    assert services.search_index.chunk_ids("hash:384", "t", "c") == set()
+    assert services.chunks.list_chunks("t", "c", "d2") == []
+    assert services.blobs.list_blobs("tenants/") == []
+
+
+def test_blob_removed_directly_deletes_the_document_everywhere(deployment):
+    services, _, worker = deployment
+    put(services, "d1", TEXT)
+    worker.drain()
+    source = doc(services, "d1").source
+    services.blobs.delete_blob(source)  # like `aws s3 rm` on the tenant's prefix
+    worker.drain()
+    assert doc(services, "d1") is None
+    assert services.chunks.list_chunks("t", "c", "d1") == []
+    assert services.search_index.chunk_ids("hash:384", "t", "c") == set()
+
+
+def test_file_dropped_into_the_prefix_becomes_a_document(deployment):
+    services, _, worker = deployment
+    from kindex.domain.keys import blob_key
+
+    services.blobs.put_blob(blob_key("t", "c", "dropped doc", "notes.md"), b"# Notes\n\nDropped in directly.", "")
+    worker.drain()
+    document = doc(services, "dropped doc")
+    assert document.status.value == "indexed" and document.title == "notes.md"
+
+
+def test_real_pdf_keeps_page_numbers(deployment):
+    services, _, worker = deployment
+    pdf = SHARED_DATA / "docs" / "pdf" / "docling-multi_page.pdf"
+    services.catalog.put_file("t", "c", "pdf", pdf.name, pdf.read_bytes())
+    worker.drain()
+    chunks = services.chunks.list_chunks("t", "c", "pdf")
+    assert doc(services, "pdf").status.value == "indexed"
+    pages = [(c.page_start, c.page_end) for c in chunks]
+    assert pages[0][0] == 1 and max(p[1] for p in pages) == 5
+    assert all(a <= b for a, b in pages)
+    assert [p[0] for p in pages] == sorted(p[0] for p in pages)
+
+
+def test_embedding_cache_is_keyed_by_model(local_container):
+    cache = local_container.embedding_cache
+    cache.put_vectors("m1", {"h": np.ones(3, dtype=np.float32)})
+    assert "h" in cache.get_vectors("m1", ["h"]) and cache.get_vectors("m2", ["h"]) == {}
