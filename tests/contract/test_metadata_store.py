@@ -305,6 +305,7 @@ PAGING_CASES = [
     ("doc-051", 0, 20),          # `after` falls between ids
     ("doc-051", 13, 9), ("doc-100", 3, None), ("doc-238", 0, None), ("", 0, 4), ("\U0010FFFF", 0, None),
     ("a", 0, None), ("#", 2, 2), (None, 123, None), (None, 0, len(PAGED_IDS) + 10), (None, 7, 7), (None, 6, 8),
+    ("doc-050" + "\U0001F600" * 300, 0, 3),  # longer than any key DynamoDB can hold
 ]
 
 
@@ -461,7 +462,8 @@ def test_dynamodb_unprocessed_batch_items_are_retried(monkeypatch):
     with Stubber(client) as stub:
         stub.add_response("query", {"Items": [{"sk": {"S": "d1"}}, {"sk": {"S": "d2"}}], "Count": 2})
         stub.add_response("batch_write_item", {"UnprocessedItems": {TABLE: [second]}})
-        stub.add_response("batch_write_item", {"UnprocessedItems": {}}, expected_params={"RequestItems": {TABLE: [second]}})
+        stub.add_response("batch_write_item", {"UnprocessedItems": {}},
+                          expected_params={"RequestItems": {TABLE: [second]}})
         stub.add_response("delete_item", {"Attributes": {"pk": {"S": "T#acme#COLLECTIONS"}}})
         # When deleting the collection / Then the unprocessed item is sent again and the delete succeeds
         assert store.delete_collection("acme", "docs") is True

@@ -168,6 +168,18 @@ def test_overlap_moves_to_a_heading_before_an_earlier_separator():
     ]
 
 
+def test_overlap_ignores_a_heading_exactly_at_half_the_overlap():
+    # Given chunk 0 cut at the "# K" heading (30), its 13-character tail "z\n\nbb\n# H\nkk\n" has the
+    # heading "# H" at 6 == 13 // 2 (not used) and "\n\n" at 1
+    text = "intro words here z\n\nbb\n# H\nkk\n# K\nmore text at the end of it"
+
+    # When / Then the blank line decides: the next chunk starts at 30 - 13 + 3 = 20
+    assert _spans(text, 40, 13) == [
+        (0, 30, "intro words here z\n\nbb\n# H\nkk\n"),
+        (20, 60, "bb\n# H\nkk\n# K\nmore text at the end of it"),
+    ]
+
+
 def test_overlap_with_a_heading_and_separators_over_several_chunks():
     # Given max 20, overlap 8 (half 4): chunk 0 ends at the "# B" heading (13); its tail "bb\n# A\n\n" has
     # the heading "# A" at 3; chunk 1 ends after the space at 25; its tail "c dd ee " has a space at 1

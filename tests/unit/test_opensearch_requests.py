@@ -3,6 +3,7 @@ wire behaviour (batching, routing, index creation, error translation) observed t
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -190,7 +191,6 @@ def test_bulk_ndjson_is_valid_against_the_opensearch_api_spec():
         meta, source = expand_action(action)
         lines += [meta, source]
     # Then the spec accepts every action line, and each carries the tenant routing
-    import json
     parsed = [json.loads(line) if isinstance(line, str) else line for line in lines]
     assert spec_checker().body_errors("POST", "/_bulk", parsed) == []
     assert [parsed[0]["index"]["routing"], parsed[2]["index"]["routing"]] == ["acme", "globex"]

@@ -1,4 +1,4 @@
-"""DynamoDB adapter of the metadata ports (CollectionStore, DocumentStore, KeyStore): one on-demand table, keys `pk`/`sk`.
+"""DynamoDB adapter of the metadata ports (CollectionStore, DocumentStore, KeyStore): one on-demand table, `pk`/`sk`.
 
 Item layout (every item carries the model's JSON in `body`; documents also carry `version`, a number):
 
@@ -98,6 +98,16 @@ def addressable(pk: str, sk: str) -> bool:
     return bool(sk) and len(pk.encode("utf-8")) <= MAX_PK_BYTES and len(sk.encode("utf-8")) <= MAX_SK_BYTES
 
 
+def fit_sort_key(after: str) -> str:
+    """`after` cut to the longest prefix DynamoDB accepts as a key value, which selects exactly the same items.
+
+    Every stored sort key is at most 1,024 bytes, so none can extend the cut part into a longer prefix of `after`:
+    `sk > after` holds exactly when `sk > cut`.
+    """
+    cut = after.encode("utf-8")[:MAX_SK_BYTES]
+    return cut.decode("utf-8", errors="ignore")
+
+
 def build_item(pk: str, sk: str, body: str, *, version: int | None = None) -> dict[str, dict[str, str]]:
     item = {**item_key(pk, sk), "body": {"S": body}}
     if version is not None:
@@ -129,7 +139,7 @@ def build_page_query(table: str, pk: str, *, after: str | None = None, count: bo
     values = {":pk": {"S": pk}}
     if after:  # an empty `after` excludes nothing, and DynamoDB refuses empty key values
         condition += " AND sk > :after"
-        values[":after"] = {"S": after}
+        values[":after"] = {"S": fit_sort_key(after)}
     request: dict[str, Any] = {"TableName": table, "KeyConditionExpression": condition,
                                "ExpressionAttributeValues": values, "ConsistentRead": True}
     if count:
@@ -251,7 +261,7 @@ class DynamoDbMetadataStore:
         return ApiKey.model_validate_json(body) if body is not None else None
 
     def list_keys(self, tenant: str | None = None) -> list[ApiKey]:
-        pk = KEYS_PARTITION
+        pk = KEYS_PARTITION if tenant is None else tenant_keys_pk(tenant)
         request = build_page_query(self.table_name, pk)
         request["ProjectionExpression"] = "body"
         return [ApiKey.model_validate_json(item["body"]["S"])
@@ -287,7 +297,8 @@ class DynamoDbMetadataStore:
         item = response.get("Item")
         return item["body"]["S"] if item else None
 
-    def _query_pages(self, request: dict[str, Any], needed: Callable[[], int | None] = lambda: None) -> Iterator[dict]:
+    def _query_pages(self, request: dict[str, Any],
+                     needed: Callable[[], int | None] = lambda: None) -> Iterator[dict]:
         """Every page of a Query, following LastEvaluatedKey; `needed` bounds the next page's size when known."""
         request = dict(request)
         while True:

@@ -73,13 +73,14 @@ class S3BlobStore:
         self._call("put_object", build_put_request(self.bucket, key, data, content_type), key=key)
 
     def get_blob(self, key: str) -> bytes:
+        from botocore.exceptions import BotoCoreError
+
         response = self._call("get_object", {"Bucket": self.bucket, "Key": key}, key=key)
         body = response["Body"]
         try:
             return body.read()
-        except Exception as error:  # a connection dropped mid-body surfaces as urllib3/botocore errors
-            logger.error("s3 body read failed", extra={"bucket": self.bucket, "error_type": type(error).__name__})
-            raise DependencyFailed("blob store read failed") from error
+        except BotoCoreError as error:  # the connection dropped or timed out mid-body, after the call itself succeeded
+            raise self._translate(error, "get_object_body", key=key) from error
         finally:
             body.close()
 

@@ -81,7 +81,7 @@ def normalise(vector: Sequence[float]) -> list[float]:
 def cosine_from_score(score: float) -> float:
     """Invert the Faiss `innerproduct` score (1 + dot if dot >= 0, else 1 / (1 - dot)) back to the dot product,
     which is the cosine similarity of normalised vectors, so both adapters report the same scale."""
-    return score
+    return score - 1.0 if score >= 1.0 else 1.0 - 1.0 / score
 
 
 def build_index_body(dims: int, *, alias: str | None = None, number_of_shards: int = 1, number_of_replicas: int = 1,
@@ -154,7 +154,7 @@ def build_knn_query(tenant: str, collections: Sequence[str], vector: Sequence[fl
         "query": {
             "knn": {
                 VECTOR_FIELD: {
-                    "vector": list(vector),
+                    "vector": normalise(vector),
                     "k": k,
                     "filter": {"bool": {"filter": build_filter_clauses(tenant, collections, filters)}},
                 }

@@ -111,6 +111,9 @@ class Collection(BaseModel):
             parsed = urlparse(url) if isinstance(url, str) else None
             if parsed is None or parsed.scheme not in ("http", "https") or not parsed.netloc:
                 raise ValueError("rights_check_method_configuration.url must be an http(s) URL for the external method")
+            timeout = self.rights_check_method_configuration.get("timeout", 2)
+            if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout <= 10:
+                raise ValueError("rights_check_method_configuration.timeout must be a number of seconds in (0, 10]")
         return self
 
 

@@ -173,3 +173,23 @@ class MessageQueue(Protocol):
 
     def redrive(self) -> int:
         """Move every dead-lettered message back to the queue; returns how many."""
+
+
+class SecretStore(Protocol):
+    """Small secrets (signing keys) by name: files readable only by the owner locally, Secrets Manager on AWS."""
+
+    def put_secret(self, name: str, value: bytes) -> None:
+        """Create or replace the secret."""
+
+    def get_secret(self, name: str) -> bytes | None:
+        """The secret, or None when it was never set."""
+
+
+class QueryLog(Protocol):
+    """The documents a recent query returned, so `POST /v1/citations` can refer to it by `query_id`."""
+
+    def put_query(self, tenant: str, query_id: str, documents: list[dict], ttl_seconds: int) -> None:
+        """Remember the query's documents for `ttl_seconds`."""
+
+    def get_query(self, tenant: str, query_id: str) -> list[dict] | None:
+        """The documents, or None when unknown or expired (or another tenant's)."""

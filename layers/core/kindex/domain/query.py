@@ -1,0 +1,97 @@
+"""Query request and response models (the API contract of `POST .../query`)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class QueryFilters(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    document_ids: list[str] | None = Field(default=None, max_length=1000)
+    language: str | None = None
+    mimetype: str | None = None
+
+
+class QueryRequest(BaseModel):
+    """Who asks (the tenant's end user, vouched for by the tenant's backend) and what."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    query: str = Field(min_length=1, max_length=8000)
+    k: int = Field(default=10, ge=1, le=100)
+    user: str | None = Field(default=None, max_length=1024)
+    groups: list[str] = Field(default_factory=list, max_length=1000)
+    mode: Literal["vector", "keyword", "hybrid"] = "hybrid"
+    filters: QueryFilters | None = None
+    min_score: float | None = None
+
+
+class MultiQueryRequest(QueryRequest):
+    collections: list[str] = Field(min_length=1, max_length=50)
+
+
+class QueryResult(BaseModel):
+    chunk_id: str
+    document_id: str
+    collection: str
+    title: str
+    url: str | None
+    page_start: int | None
+    page_end: int | None
+    content: str
+    score: float
+    citation: int
+
+
+class Citation(BaseModel):
+    n: int
+    document_id: str
+    collection: str
+    title: str
+    url: str | None
+
+
+class QueryResponse(BaseModel):
+    query_id: str
+    results: list[QueryResult]
+    citations: list[Citation]
+    context: str
+    denied_count: int
+    denied_collections: list[str] = Field(default_factory=list)
+    timing_ms: dict[str, float]
+
+
+class CitationDocument(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    document_id: str
+    title: str | None = None
+    url: str | None = None
+    collection: str | None = None
+    pages: list[int] = Field(default_factory=list)
+
+
+class CitationsRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    text: str = Field(max_length=200_000)
+    documents: list[CitationDocument] | None = None
+    query_id: str | None = None
+
+
+class CitationReference(BaseModel):
+    n: int
+    document_id: str
+    title: str
+    url: str | None
+    collection: str | None
+    pages: list[int]
+
+
+class CitationsResponse(BaseModel):
+    markdown: str
+    html: str
+    references: list[CitationReference]
