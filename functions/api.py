@@ -10,7 +10,9 @@ from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 from aws_lambda_powertools.event_handler.openapi.params import Query
 from pydantic import BaseModel, ConfigDict, Field
 
+from kindex.api.query_routes import router as query_router
 from kindex.api.http import json_response, path_param, precheck, principal, register_error_handlers, require_admin
+from kindex.domain.query import CitationsRequest, CitationsResponse
 from kindex.domain.models import Collection, CollectionInput, Document, DocumentInput, PageRequest
 from kindex.wiring import container
 
@@ -18,6 +20,7 @@ logger = Logger(service="kindex-api")
 app = APIGatewayRestResolver(enable_validation=True)
 app.enable_swagger(path="/docs", title="kindex", version="1", description="Knowledge index for RAG")
 register_error_handlers(app)
+app.include_router(query_router)  # served by the query function; included so the OpenAPI document is complete
 
 
 class CollectionList(BaseModel):
@@ -140,6 +143,25 @@ def list_chunks(collection: str, document: str) -> ChunkList:
     chunks = container().catalog.list_chunks(principal(app).tenant, path_param(collection), path_param(document))
     return ChunkList(chunks=[ChunkOut(chunk_id=c.chunk_id, index=c.index, start=c.start, end=c.end,
                                       page_start=c.page_start, page_end=c.page_end, text=c.text) for c in chunks])
+
+
+class RightsSecret(BaseModel):
+    secret: str
+    header: str
+    signature_format: str
+
+
+@app.post("/v1/rights-check-secret")
+def rotate_rights_secret() -> RightsSecret:
+    """Create or replace the tenant's signing secret for external rights checks; it is shown only in this answer."""
+    secret = container().rights_secrets.rotate(require_admin(app).tenant)
+    return RightsSecret(secret=secret, header="X-Kindex-Signature",
+                        signature_format='t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<raw body>">')
+
+
+@app.post("/v1/citations")
+def render_citations(body: CitationsRequest) -> CitationsResponse:
+    return container().citations.render(principal(app).tenant, body)
 
 
 @logger.inject_lambda_context(clear_state=True)

@@ -27,6 +27,7 @@ class Settings(BaseModel):
     openai_base_url: str | None = None
     opensearch_endpoint: str | None = None
     public_url: str | None = None
+    secrets_prefix: str = "kindex"
     table_name: str | None = None
     bucket_name: str | None = None
     bootstrap_tenant: str = "default"
@@ -51,6 +52,7 @@ ENV_NAMES = {
     "openai_base_url": "OPENAI_BASE_URL",
     "opensearch_endpoint": "KINDEX_OPENSEARCH_ENDPOINT",
     "public_url": "KINDEX_PUBLIC_URL",
+    "secrets_prefix": "KINDEX_SECRETS_PREFIX",
     "table_name": "KINDEX_TABLE_NAME",
     "bucket_name": "KINDEX_BUCKET_NAME",
     "bootstrap_tenant": "KINDEX_BOOTSTRAP_TENANT",

@@ -121,6 +121,45 @@ class Container:
         return self.blobs
 
     @cached_property
+    def secrets(self):
+        if self.settings.backend == "local":
+            from kindex.adapters.local_secrets import FileSecretStore
+
+            return FileSecretStore(self.settings.data_dir / "secrets")
+        from kindex.adapters.aws_secrets import SecretsManagerStore
+
+        return SecretsManagerStore(self.settings.secrets_prefix)
+
+    @cached_property
+    def query_log(self):
+        if self.settings.backend == "local":
+            from kindex.adapters.sqlite_chunks import SqliteQueryLog
+
+            return SqliteQueryLog(self._local_db)
+        from kindex.adapters.dynamodb_chunks import DynamoDbQueryLog
+
+        return DynamoDbQueryLog(self.settings.table_name)
+
+    @cached_property
+    def query(self):
+        from kindex.services.query import QueryService
+
+        return QueryService(self.metadata, self.metadata, self.chunks, self.search_index, self.embeddings,
+                            self.secrets, self.query_log)
+
+    @cached_property
+    def citations(self):
+        from kindex.services.citations import CitationService
+
+        return CitationService(self.query_log)
+
+    @cached_property
+    def rights_secrets(self):
+        from kindex.services.rights import RightsSecretService
+
+        return RightsSecretService(self.secrets)
+
+    @cached_property
     def keys(self) -> KeyService:
         return KeyService(self.metadata)
 

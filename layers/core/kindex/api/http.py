@@ -89,7 +89,7 @@ def path_param(value: str) -> str:
     return unquote(value)
 
 
-def principal(app: APIGatewayRestResolver) -> Principal:
+def principal(app) -> Principal:
     """The caller, as the authorizer resolved it. No authorizer context means no access (fail closed)."""
     context = (app.current_event.raw_event.get("requestContext") or {}).get("authorizer") or {}
     try:
@@ -98,7 +98,7 @@ def principal(app: APIGatewayRestResolver) -> Principal:
         raise errors.Unauthorized("missing or invalid API key") from error
 
 
-def require_admin(app: APIGatewayRestResolver) -> Principal:
+def require_admin(app) -> Principal:
     caller = principal(app)
     if caller.role is not Role.ADMIN:
         raise errors.Forbidden("this API key may only query")

@@ -48,9 +48,11 @@ def upload_route(settings: Settings) -> Route:
 
 
 def build_gateway(settings: Settings) -> Gateway:
-    from functions import api, authorizer
+    from functions import api, authorizer, query
 
-    routes = [upload_route(settings), Route(None, re.compile(r"/docs|/v1/.*"), "kindex-api", api.handler)]
+    routes = [upload_route(settings),
+              Route("POST", re.compile(r"/v1/query|/v1/collections/[^/]+/query"), "kindex-query", query.handler),
+              Route(None, re.compile(r"/docs|/v1/.*"), "kindex-api", api.handler)]
     return Gateway(authorizer.handler, routes, settings.max_body_bytes)
 
 

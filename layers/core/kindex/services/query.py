@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import logging
 import time
+from html import escape
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
-from kindex.domain.errors import Forbidden, InvalidInput, NotFound
+from kindex.domain.errors import Forbidden, NotFound
 from kindex.domain.models import Collection, Document, DocumentStatus
 from kindex.domain.ports import ChunkStore, CollectionStore, DocumentStore, QueryLog, SearchIndex, SecretStore
 from kindex.domain.query import Citation, QueryRequest, QueryResponse, QueryResult
@@ -58,8 +59,8 @@ def build_context(results: Sequence[QueryResult]) -> str:
     blocks = [CONTEXT_INSTRUCTIONS, ""]
     for result in results:
         page = f' page="{result.page_start}"' if result.page_start else ""
-        title = result.title.replace('"', "'")
-        blocks.append(f'<excerpt document-id="{result.document_id}" title="{title}"{page}>\n{result.content}\n</excerpt>')
+        doc_id, title = escape(result.document_id, quote=True), escape(result.title, quote=True)
+        blocks.append(f'<excerpt document-id="{doc_id}" title="{title}"{page}>\n{result.content}\n</excerpt>')
     return "\n".join(blocks)
 
 
@@ -218,7 +219,3 @@ class QueryService:
         return [{"document_id": c.document_id, "title": c.title, "url": c.url, "collection": c.collection,
                  "pages": sorted(pages.get((c.collection, c.document_id), ()))} for c in citations]
 
-
-def require_query_text(request: QueryRequest) -> None:
-    if not request.query.strip():
-        raise InvalidInput("query: must contain some text")

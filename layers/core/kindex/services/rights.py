@@ -131,3 +131,19 @@ def rights_checker_for(collection: Collection, secret: bytes | None) -> RightsCh
 class _DenyAll:
     def allowed(self, user: str | None, collection_id: str, document_ids: Sequence[str]) -> set[str]:
         return set()
+
+
+class RightsSecretService:
+    """The tenant's HMAC secret for signing rights-check requests: generated here, shown once, kept in the secret store."""
+
+    def __init__(self, secrets):
+        self.secrets = secrets
+
+    def rotate(self, tenant: str) -> str:
+        import secrets as random
+
+        from kindex.services.query import rights_secret_name
+
+        value = random.token_hex(32)
+        self.secrets.put_secret(rights_secret_name(tenant), value.encode())
+        return value

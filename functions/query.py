@@ -1,0 +1,23 @@
+"""Query function: permission-aware retrieval for one or several collections (both roles may call it)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_lambda_powertools import Logger
+from aws_lambda_powertools.event_handler import APIGatewayRestResolver
+
+from kindex.api.http import precheck, register_error_handlers
+from kindex.api.query_routes import router
+from kindex.wiring import container
+
+logger = Logger(service="kindex-query")
+app = APIGatewayRestResolver(enable_validation=True)
+app.include_router(router)
+register_error_handlers(app)
+
+
+@logger.inject_lambda_context(clear_state=True)
+def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    rejected = precheck(event, container().settings.max_body_bytes)
+    return rejected if rejected is not None else app.resolve(event, context)

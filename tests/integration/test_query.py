@@ -1,0 +1,217 @@
+"""Permission-aware retrieval on the local backend, with a real rights-check server on 127.0.0.1."""
+
+import time
+
+import pytest
+
+from kindex.domain.errors import Forbidden, NotFound
+from kindex.domain.models import CollectionInput, DocumentInput
+from kindex.domain.query import QueryRequest
+from kindex.local.app import build_worker
+from tests.support.rights_server import RightsServer
+
+pytestmark = pytest.mark.integration
+
+TOPICS = ["volcano eruption lava", "penguin colony antarctic", "violin concerto orchestra", "tax return deadline",
+          "marathon training plan", "coral reef bleaching", "quantum entanglement photon", "sourdough bread starter"]
+
+
+@pytest.fixture
+def env(local_container):
+    services = local_container
+    worker = build_worker()
+
+    def collection(name, **fields):
+        services.catalog.put_collection("t", name, CollectionInput(**fields))
+
+    def document(coll, doc_id, text, tenant="t", **fields):
+        services.catalog.put_document(tenant, coll, doc_id, DocumentInput(content=text, **fields))
+
+    def query(colls, multi=False, tenant="t", **request):
+        request.setdefault("groups", ["staff"])
+        return services.query.query(tenant, colls, QueryRequest(**request), multi=multi)
+
+    services.helpers = (collection, document, query, worker)
+    return services
+
+
+def test_collection_gate(env):
+    collection, document, query, worker = env.helpers
+    collection("guests", allow_guests=True)
+    collection("staff-only", query_groups=["staff", "hr"])
+    document("guests", "g1", "public text about volcanoes")
+    document("staff-only", "s1", "internal text about volcanoes")
+    worker.drain()
+    # guests: anyone, even with no user at all
+    assert len(query(["guests"], query="volcanoes", user=None, groups=[]).results) == 1
+    # groups must intersect query_groups
+    assert len(query(["staff-only"], query="volcanoes", user="ann", groups=["hr"]).results) == 1
+    with pytest.raises(Forbidden):
+        query(["staff-only"], query="volcanoes", user="bob", groups=["sales"])
+    with pytest.raises(NotFound):
+        query(["missing"], query="volcanoes")
+    # several collections: the ones failing the gate are left out and named
+    response = query(["guests", "staff-only"], multi=True, query="volcanoes", user="bob", groups=["sales"])
+    assert {r.document_id for r in response.results} == {"g1"}
+    assert response.denied_collections == ["staff-only"]
+
+
+def test_results_citations_and_context(env):
+    collection, document, query, worker = env.helpers
+    collection("c", query_groups=["staff"], chunking_max_size=60)
+    for i, topic in enumerate(TOPICS):
+        document("c", f"doc-{i}", f"{topic}. " * 6, title=f"Title {i}", url=f"https://example.com/{i}")
+    worker.drain()
+    response = query(["c"], query="penguin colony antarctic", k=4, mode="hybrid")
+    assert response.results[0].document_id == "doc-1"
+    first = response.results[0]
+    assert (first.title, first.url, first.collection, first.citation) == ("Title 1", "https://example.com/1", "c", 1)
+    assert first.content and "penguin" in first.content
+    # citations are numbered by first appearance of each document
+    order = list(dict.fromkeys(r.document_id for r in response.results))
+    assert [c.document_id for c in response.citations] == order
+    assert [c.n for c in response.citations] == list(range(1, len(order) + 1))
+    assert all(r.citation == order.index(r.document_id) + 1 for r in response.results)
+    assert 'document-id="doc-1"' in response.context and "<CIT document-id />" in response.context
+    assert set(response.timing_ms) == {"embed", "search", "rights", "fetch"}
+
+
+def test_only_indexed_documents_are_returned(env):
+    collection, document, query, worker = env.helpers
+    collection("c", query_groups=["staff"])
+    document("c", "d1", "penguin colony antarctic")
+    worker.drain()
+    assert [r.document_id for r in query(["c"], query="penguin").results] == ["d1"]
+    # new content not yet processed: the document is pending, its old chunks must not be served
+    document("c", "d1", "something else entirely")
+    assert query(["c"], query="penguin").results == []
+
+
+def test_filters(env):
+    collection, document, query, worker = env.helpers
+    collection("c", query_groups=["staff"])
+    document("c", "en", "penguin colony", language="en")
+    document("c", "fr", "penguin colonie", language="fr")
+    document("c", "md", "penguin notes", mimetype="text/markdown")
+    worker.drain()
+    assert {r.document_id for r in query(["c"], query="penguin", filters={"language": "fr"}).results} == {"fr"}
+    assert {r.document_id for r in query(["c"], query="penguin", filters={"document_ids": ["en", "md"]}).results} == {"en", "md"}
+    assert {r.document_id for r in query(["c"], query="penguin", filters={"mimetype": "text/markdown"}).results} == {"md"}
+
+
+def test_hybrid_finds_what_each_single_mode_misses(env):
+    collection, document, query, worker = env.helpers
+    collection("c", query_groups=["staff"])
+    # keyword-only hit: the exact words, buried in a long unrelated text (the vector is diluted)
+    filler = " ".join(f"{t}" for t in TOPICS[2:] for _ in range(3))
+    document("c", "lexical", f"{filler} running quickly {filler}")
+    # vector-only hit: different word forms, same character trigrams (no exact token for BM25)
+    document("c", "fuzzy", "runners run quick quicker")
+    # a decoy: closer to the query than "lexical" in character trigrams, without its words, so the vector
+    # top 2 misses "lexical" (vector ranks: fuzzy 0.38, decoy 0.28, lexical 0.17 with hash:384)
+    document("c", "decoy", "runnable quickie runnels")
+    for i, topic in enumerate(TOPICS):
+        document("c", f"noise-{i}", f"{topic} " * 5)
+    worker.drain()
+    relevant = {"lexical", "fuzzy"}
+
+    def found(mode):
+        return {r.document_id for r in query(["c"], query="running quickly", k=2, mode=mode).results} & relevant
+
+    keyword, vector, hybrid = found("keyword"), found("vector"), found("hybrid")
+    assert keyword == {"lexical"} and vector == {"fuzzy"}
+    assert hybrid == relevant
+
+
+def test_min_score(env):
+    collection, document, query, worker = env.helpers
+    collection("c", query_groups=["staff"])
+    document("c", "d", "penguin colony antarctic")
+    worker.drain()
+    assert query(["c"], query="penguin colony antarctic", mode="vector", min_score=0.99).results
+    assert query(["c"], query="penguin colony antarctic", mode="vector", min_score=1.01).results == []
+
+
+def test_two_tenants_never_see_each_others_chunks(env):
+    collection, document, query, worker = env.helpers
+    for tenant in ("t", "u"):
+        env.catalog.put_collection(tenant, "same", CollectionInput(query_groups=["staff"]))
+        document("same", "same-doc", f"penguin colony belonging to tenant {tenant}", tenant=tenant)
+    worker.drain()
+    for tenant in ("t", "u"):
+        for mode in ("vector", "keyword", "hybrid"):
+            response = query(["same"], tenant=tenant, query="penguin colony tenant", mode=mode, k=10)
+            assert [r.content for r in response.results] == [f"penguin colony belonging to tenant {tenant}"]
+
+
+@pytest.fixture
+def rights(env):
+    server = RightsServer()
+    secret = env.rights_secrets.rotate("t")
+    server.secret = secret.encode()
+    collection, document, query, worker = env.helpers
+    collection("ext", query_groups=["staff"], rights_check_method="external",
+               rights_check_method_configuration={"url": server.url, "timeout": 0.5})
+    for i in range(30):
+        document("ext", f"d{i:02d}", f"penguin report number {i} " + "antarctic ice " * (i % 5))
+    worker.drain()
+    yield server
+    server.close()
+
+
+def test_external_rights_allow_subset_and_signature(env, rights):
+    _, _, query, _ = env.helpers
+    rights.allowed = {"d03", "d07"}
+    response = query(["ext"], query="penguin report", user="ann", k=5)
+    assert {r.document_id for r in response.results} == {"d03", "d07"}
+    assert response.denied_count > 0
+    sent = rights.requests[0]
+    assert sent["body"]["username"] == "ann" and sent["body"]["xwiki_username"] == "ann"
+    assert sent["body"]["collection"] == "ext" and sent["headers"]["Content-Type"] == "application/json"
+    assert rights.bad_signatures == 0
+
+
+def test_overfetch_fills_k_when_early_candidates_are_denied(env, rights):
+    _, _, query, _ = env.helpers
+    # Given only the six documents ranked lowest are allowed
+    rights.mode, rights.allowed = "allow", {f"d{i:02d}" for i in range(30)}
+    everything = [r.document_id for r in query(["ext"], query="penguin antarctic ice", k=30, mode="hybrid").results]
+    rights.allowed = set(list(dict.fromkeys(everything))[-6:])
+    rights.requests.clear()
+    # When asking for k=5
+    response = query(["ext"], query="penguin antarctic ice", k=5, mode="hybrid")
+    # Then k results are still returned, over more than one round, one call per round
+    assert len(response.results) == 5 and {r.document_id for r in response.results} <= rights.allowed
+    assert 2 <= len(rights.requests) <= 3
+
+
+@pytest.mark.parametrize("mode", ["deny", "omit", "strings", "list", "error", "garbage", "hang", "bad-signature"])
+def test_rights_failures_fail_closed(env, rights, mode):
+    _, _, query, _ = env.helpers
+    rights.allowed = {"d01"} if mode == "omit" else set()
+    rights.mode = {"deny": "allow", "bad-signature": "allow"}.get(mode, mode)
+    if mode == "bad-signature":
+        rights.allowed = {f"d{i:02d}" for i in range(30)}
+        env.secrets.put_secret("tenants/t/rights-check-signing", b"not the secret the server knows")
+    started = time.monotonic()
+    response = query(["ext"], query="penguin report", user="ann", k=5)
+    elapsed = time.monotonic() - started
+    allowed = {r.document_id for r in response.results}
+    assert allowed <= ({"d01"} if mode == "omit" else set())
+    assert response.denied_count > 0
+    # the whole query, over-fetch rounds included, returns within the timeout per round plus a margin
+    assert elapsed < 3 * 0.5 + 1.0
+
+
+def test_no_secret_set_denies(env):
+    collection, document, query, worker = env.helpers
+    server = RightsServer()
+    try:
+        collection("ext2", query_groups=["staff"], rights_check_method="external",
+                   rights_check_method_configuration={"url": server.url})
+        document("ext2", "d", "penguin")
+        worker.drain()
+        assert query(["ext2"], query="penguin").results == []
+        assert server.requests == []
+    finally:
+        server.close()
