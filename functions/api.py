@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from kindex.api.query_routes import router as query_router
 from kindex.api.http import json_response, path_param, precheck, principal, register_error_handlers, require_admin
 from kindex.domain.query import CitationsRequest, CitationsResponse
-from kindex.domain.models import Collection, CollectionInput, Document, DocumentInput, PageRequest
+from kindex.domain.models import Collection, CollectionInput, Document, DocumentInput, PageRequest, ReindexJob
 from kindex.wiring import container
 
 logger = Logger(service="kindex-api")
@@ -162,6 +162,23 @@ def rotate_rights_secret() -> RightsSecret:
 @app.post("/v1/citations")
 def render_citations(body: CitationsRequest) -> CitationsResponse:
     return container().citations.render(principal(app).tenant, body)
+
+
+class ReindexRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    clean: bool = False
+
+
+@app.post("/v1/collections/<collection>/reindex")
+def start_reindex(collection: str, body: ReindexRequest) -> Response[ReindexJob]:
+    job = container().reindex.start(require_admin(app).tenant, path_param(collection), body.clean)
+    return Response(status_code=202, content_type="application/json", body=job)
+
+
+@app.get("/v1/jobs/<job>")
+def get_job(job: str) -> ReindexJob:
+    return container().reindex.get_job(principal(app).tenant, path_param(job))
 
 
 @logger.inject_lambda_context(clear_state=True)

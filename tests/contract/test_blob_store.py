@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import datetime, timezone
 from urllib.parse import parse_qs, urlparse
 
 import boto3
@@ -17,21 +18,9 @@ from kindex.adapters.folder_blobs import FolderBlobStore
 from kindex.adapters.s3_blobs import S3BlobStore
 from kindex.domain.errors import DependencyFailed, NotFound
 from kindex.domain.keys import blob_key, collection_prefix, document_prefix, parse_blob_key
+from tests.support.aws import BUCKET, REGION, create_versioned_bucket, fake_aws_env
 
 pytestmark = pytest.mark.contract
-
-BUCKET = "kindex-documents-test"
-REGION = "us-east-1"
-
-
-def fake_aws_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Credentials and region moto accepts, so nothing can reach a real AWS account."""
-    for name, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                        "AWS_SECURITY_TOKEN": "testing", "AWS_SESSION_TOKEN": "testing",
-                        "AWS_DEFAULT_REGION": REGION}.items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.delenv("AWS_PROFILE", raising=False)
-
 
 @pytest.fixture
 def s3(monkeypatch: pytest.MonkeyPatch) -> Iterator:
@@ -40,8 +29,7 @@ def s3(monkeypatch: pytest.MonkeyPatch) -> Iterator:
     with mock_aws():
         # SigV4 like the production client (`s3_blobs.s3_client`), so presigned URLs look the same.
         client = boto3.client("s3", region_name=REGION, config=Config(signature_version="s3v4"))
-        client.create_bucket(Bucket=BUCKET)
-        client.put_bucket_versioning(Bucket=BUCKET, VersioningConfiguration={"Status": "Enabled"})
+        create_versioned_bucket(client)
         yield client
 
 
@@ -193,9 +181,12 @@ def test_s3_put_sets_content_type_and_encryption(s3):
 def test_s3_presigned_put_uploads_with_the_returned_headers(s3):
     # Given a presigned upload for a unicode key
     store = S3BlobStore(BUCKET, client=s3)
-    url, headers = store.presign_put(UNICODE_KEY, "application/pdf", 300)
+    url, headers, expires_at = store.presign_put(UNICODE_KEY, "application/pdf", 300)
     query = parse_qs(urlparse(url).query)
     assert query["X-Amz-Expires"] == ["300"]
+    # And the reported expiry is the signing time plus 300 s, never later than the URL's real expiry
+    signed_at = datetime.strptime(query["X-Amz-Date"][0], "%Y%m%dT%H%M%SZ").replace(tzinfo=timezone.utc)
+    assert 0 <= signed_at.timestamp() + 300 - expires_at <= 2
     assert "content-type" in query["X-Amz-SignedHeaders"][0].split(";")
     assert headers == {"Content-Type": "application/pdf", "x-amz-server-side-encryption": "AES256"}
     # When the file is PUT to it (moto intercepts the request) / Then the store reads it back
@@ -246,7 +237,7 @@ def test_s3_client_is_created_lazily(s3):
         assert store.client is s3_blobs.s3_client()
         assert s3.get_object(Bucket=BUCKET, Key="lazy.txt")["Body"].read() == b"x"
         # And its presigned URLs are SigV4
-        url, _ = store.presign_put("lazy.txt", "text/plain", 60)
+        url, _, _ = store.presign_put("lazy.txt", "text/plain", 60)
         assert parse_qs(urlparse(url).query)["X-Amz-Algorithm"] == ["AWS4-HMAC-SHA256"]
     finally:
         s3_blobs.s3_client.cache_clear()

@@ -18,37 +18,16 @@ from kindex.adapters.dynamodb_store import DynamoDbMetadataStore
 from kindex.adapters.sqlite_store import SqliteDatabase, SqliteMetadataStore
 from kindex.domain.errors import Conflict, DependencyFailed, NotFound
 from kindex.domain.models import ApiKey, ChunkingMethod, Collection, Document, DocumentStatus, Role
+from tests.support.aws import REGION, TABLE, create_metadata_table, fake_aws_env
 
 pytestmark = pytest.mark.contract
 
-TABLE = "kindex-metadata-test"
-REGION = "us-east-1"
 SMALL_PAGE = 7
 T0 = datetime(2024, 5, 1, 12, 0, 0, tzinfo=timezone.utc)
 
 # Ascii, unicode, spaces and punctuation; U+FB01 vs U+1F600 tells code point order from UTF-16 order.
 MIXED_IDS = ["a", "B", "a b", "a#b", "a%20b", "a%b", "#a", "a#", "é", "ü x", "日本", "\ufb01", "\U0001F600",
              "z", "Z-1", "a.b", "~", "a-b", "a_b", "A", "0", "9 9", "T#x#C#y", "KEYS"]
-
-
-def fake_aws_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Credentials and region moto accepts, so nothing can reach a real AWS account."""
-    for name, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                        "AWS_SECURITY_TOKEN": "testing", "AWS_SESSION_TOKEN": "testing",
-                        "AWS_DEFAULT_REGION": REGION}.items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.delenv("AWS_PROFILE", raising=False)
-
-
-def create_metadata_table(client) -> None:
-    """The table as infra/stack.py declares it: string pk/sk, on demand."""
-    client.create_table(
-        TableName=TABLE,
-        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"},
-                              {"AttributeName": "sk", "AttributeType": "S"}],
-        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
-        BillingMode="PAY_PER_REQUEST",
-    )
 
 
 @pytest.fixture

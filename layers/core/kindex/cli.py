@@ -95,6 +95,24 @@ def cmd_redrive(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_reindex(args: argparse.Namespace) -> int:
+    from kindex.local.app import build_worker, worker_lock
+
+    _keys(args)
+    from kindex.wiring import container
+
+    services = container()
+    summary = services.reindex.run_scheduled()
+    print(f"reindex: {summary['collections']} collection(s), {summary['enqueued']} document(s) enqueued, "
+          f"{summary['switched']} model switch(es), {summary['orphan_blobs_deleted']} orphan blob(s) deleted")
+    lock = worker_lock(services.settings.data_dir)
+    if lock is not None and summary["enqueued"]:
+        build_worker().drain(timeout=3600)
+        switched = services.reindex.finish_switches()
+        print(f"processed the queue; {switched} model switch(es) completed")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kindex", description="Knowledge index for retrieval-augmented generation")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -126,6 +144,8 @@ def build_parser() -> argparse.ArgumentParser:
     ingest.add_argument("--tenant", default="default")
     ingest.add_argument("--quiet", action="store_true", help="no progress bar")
     ingest.set_defaults(func=cmd_ingest)
+    reindex = with_data_dir(sub.add_parser("reindex", help="run the reindex pass once (the server runs it hourly)"))
+    reindex.set_defaults(func=cmd_reindex)
     redrive = with_data_dir(sub.add_parser("redrive", help="retry the dead-lettered ingest messages"))
     redrive.set_defaults(func=cmd_redrive)
     return parser

@@ -28,6 +28,8 @@ class Settings(BaseModel):
     opensearch_endpoint: str | None = None
     public_url: str | None = None
     secrets_prefix: str = "kindex"
+    ingest_queue_url: str | None = None
+    reindex_interval_seconds: float = Field(default=3600.0, gt=0)
     table_name: str | None = None
     bucket_name: str | None = None
     bootstrap_tenant: str = "default"
@@ -53,6 +55,8 @@ ENV_NAMES = {
     "opensearch_endpoint": "KINDEX_OPENSEARCH_ENDPOINT",
     "public_url": "KINDEX_PUBLIC_URL",
     "secrets_prefix": "KINDEX_SECRETS_PREFIX",
+    "ingest_queue_url": "KINDEX_INGEST_QUEUE_URL",
+    "reindex_interval_seconds": "KINDEX_REINDEX_INTERVAL_SECONDS",
     "table_name": "KINDEX_TABLE_NAME",
     "bucket_name": "KINDEX_BUCKET_NAME",
     "bootstrap_tenant": "KINDEX_BOOTSTRAP_TENANT",

@@ -160,6 +160,33 @@ class Container:
         return RightsSecretService(self.secrets)
 
     @cached_property
+    def jobs(self):
+        if self.settings.backend == "local":
+            from kindex.adapters.sqlite_chunks import SqliteJobStore
+
+            return SqliteJobStore(self._local_db)
+        from kindex.adapters.dynamodb_chunks import DynamoDbJobStore
+
+        return DynamoDbJobStore(self.settings.table_name)
+
+    @cached_property
+    def ingest_trigger(self):
+        if self.settings.backend == "local":
+            from kindex.local.events import QueueNotifier
+
+            return QueueNotifier(self.queue)
+        from kindex.adapters.sqs_trigger import SqsIngestTrigger
+
+        return SqsIngestTrigger(self.settings.ingest_queue_url, self.settings.bucket_name)
+
+    @cached_property
+    def reindex(self):
+        from kindex.services.reindex import ReindexService
+
+        return ReindexService(self.metadata, self.metadata, self.blobs, self.chunks, self.search_index,
+                              self.ingest_trigger, self.jobs, self.metadata)
+
+    @cached_property
     def keys(self) -> KeyService:
         return KeyService(self.metadata)
 

@@ -12,6 +12,7 @@ domain errors.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterator
 from functools import lru_cache
 from typing import Any
@@ -102,12 +103,16 @@ class S3BlobStore:
         # S3 already lists in UTF-8 byte order, which is code point order; sorting states the contract, not a fix.
         return sorted(keys)
 
-    def presign_put(self, key: str, content_type: str, expires_in: int) -> tuple[str, dict[str, str]]:
-        """A URL the caller can PUT the file to directly, and the headers that upload must carry."""
+    def presign_put(self, key: str, content_type: str, expires_in: int) -> tuple[str, dict[str, str], int]:
+        """A URL the caller can PUT the file to directly, the headers that upload must carry, and when the URL
+        expires (unix seconds), as the catalog's `Presigner` protocol asks."""
         params, headers = build_presign_params(self.bucket, key, content_type)
+        # Read the clock before signing: the signature's own timestamp is then the same second or later, so the
+        # reported expiry is never after the real one.
+        expires_at = int(time.time()) + int(expires_in)
         url = self._call("generate_presigned_url", {"ClientMethod": "put_object", "Params": params,
                                                     "ExpiresIn": int(expires_in)}, key=key)
-        return url, headers
+        return url, headers, expires_at
 
     # Internals
     def _versions(self, prefix: str, *, exact: bool) -> tuple[list[dict[str, str]], int]:

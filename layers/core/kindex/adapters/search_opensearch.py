@@ -16,7 +16,9 @@ import re
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from functools import lru_cache
 from typing import Any
+from urllib.parse import urlsplit
 
 from opensearchpy import OpenSearch, helpers
 from opensearchpy.exceptions import NotFoundError, OpenSearchException, RequestError, TransportError
@@ -36,6 +38,54 @@ MAX_DOC_ID_BYTES = 512
 # A terms query may hold at most `index.max_terms_count` (65,536) values; stay well below per delete request.
 DELETE_IDS_PER_REQUEST = 1000
 CHUNK_IDS_PAGE_SIZE = 1000
+# Amazon OpenSearch Service domains sign with this service name (OpenSearch Serverless would be "aoss").
+SIGNING_SERVICE = "es"
+_DOMAIN_REGION = re.compile(r"\.([a-z]{2}(?:-[a-z]+)+-\d)\.es\.amazonaws\.com$")
+
+
+def build_client_options(endpoint: str) -> dict[str, Any]:
+    """opensearch-py client options for a domain endpoint (`https://host[:port]`, or a bare host meaning HTTPS).
+
+    Plain `http://` is honoured only when written out (a local cluster or a test server). The transport retries
+    timeouts and 502/503/504 (a managed domain's blue/green changes) at once; throttling is left to the caller.
+    """
+    parts = urlsplit(endpoint if "://" in endpoint else f"https://{endpoint}")
+    if parts.scheme not in ("https", "http") or not parts.hostname:
+        raise ValueError("the OpenSearch endpoint must be an http(s) URL or a host name")
+    secure = parts.scheme == "https"
+    return {
+        "hosts": [{"host": parts.hostname, "port": parts.port or (443 if secure else 80)}],
+        "use_ssl": secure,
+        "verify_certs": secure,
+        "timeout": 30,
+        "max_retries": 3,
+        "retry_on_timeout": True,
+        "http_compress": True,
+    }
+
+
+def region_of_domain(host: str) -> str | None:
+    """The region in a managed domain's host name (`search-x-abc.eu-west-1.es.amazonaws.com`), else None."""
+    match = _DOMAIN_REGION.search(host)
+    return match.group(1) if match else None
+
+
+@lru_cache(maxsize=4)
+def opensearch_client(endpoint: str) -> OpenSearch:
+    """A client for an Amazon OpenSearch Service domain, every request SigV4-signed with the process's AWS
+    credentials (refreshed as they rotate: the signer freezes them per request). boto3 is imported here to keep
+    cold starts short; the region is the process's, else the one in the endpoint's host name."""
+    import boto3
+    from opensearchpy import Urllib3AWSV4SignerAuth, Urllib3HttpConnection
+
+    options = build_client_options(endpoint)
+    session = boto3.Session()
+    credentials = session.get_credentials()
+    region = session.region_name or region_of_domain(options["hosts"][0]["host"])
+    if credentials is None or not region:
+        raise DependencyFailed("no AWS credentials or region to sign search cluster requests with")
+    return OpenSearch(http_auth=Urllib3AWSV4SignerAuth(credentials, region, SIGNING_SERVICE),
+                      connection_class=Urllib3HttpConnection, **options)
 
 
 def model_slug(model: str) -> str:
@@ -261,15 +311,20 @@ def _hits(response: dict[str, Any], *, knn: bool) -> list[SearchHit]:
 class OpenSearchIndex:
     """`SearchIndex` on an OpenSearch cluster with the k-NN plugin (Faiss HNSW, innerproduct on normalised vectors).
 
-    `client` is a configured `opensearchpy.OpenSearch` (SigV4 auth, hosts and retries are the wiring's job).
+    `client` is a configured `opensearchpy.OpenSearch`; without one, `opensearch_client(endpoint)` builds the
+    SigV4-signed client for the domain `endpoint` on first use.
     With `refresh=True` writes are searchable when the call returns (bulk `refresh=wait_for`, delete_by_query
     `refresh=true`); turn it off for bulk loads that refresh once at the end.
     """
 
-    def __init__(self, client: OpenSearch, *, index_prefix: str = "kindex", number_of_shards: int = 1,
-                 number_of_replicas: int = 1, ef_construction: int = 128, m: int = 16, ef_search: int = 100,
-                 bulk_chunk_size: int = 500, bulk_max_bytes: int = 10 * 1024 * 1024, refresh: bool = True):
-        self._client = client
+    def __init__(self, client: OpenSearch | None = None, *, endpoint: str | None = None, index_prefix: str = "kindex",
+                 number_of_shards: int = 1, number_of_replicas: int = 1, ef_construction: int = 128, m: int = 16,
+                 ef_search: int = 100, bulk_chunk_size: int = 500, bulk_max_bytes: int = 10 * 1024 * 1024,
+                 refresh: bool = True):
+        if client is None and not endpoint:
+            raise ValueError("OpenSearchIndex needs a client or an endpoint")
+        self._given_client = client
+        self._endpoint = endpoint
         self._prefix = index_prefix
         self._index_settings = {"number_of_shards": number_of_shards, "number_of_replicas": number_of_replicas,
                                 "ef_construction": ef_construction, "m": m, "ef_search": ef_search}
@@ -356,6 +411,12 @@ class OpenSearchIndex:
         return found
 
     # -- helpers ----------------------------------------------------------------------------------------------
+
+    @property
+    def _client(self) -> OpenSearch:
+        if self._given_client is None:
+            self._given_client = opensearch_client(self._endpoint)
+        return self._given_client
 
     @contextmanager
     def _translate_errors(self, operation: str, index: str) -> Iterator[None]:

@@ -20,6 +20,10 @@ def document_prefix(tenant: str, collection: str, document: str) -> str:
     return f"{BLOB_ROOT}/{_part(tenant)}/collections/{_part(collection)}/documents/{_part(document)}/"
 
 
+def tenant_collections_prefix(tenant: str) -> str:
+    return f"{BLOB_ROOT}/{_part(tenant)}/collections/"
+
+
 def collection_prefix(tenant: str, collection: str) -> str:
     return f"{BLOB_ROOT}/{_part(tenant)}/collections/{_part(collection)}/"
 

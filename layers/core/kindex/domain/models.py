@@ -88,6 +88,16 @@ class Collection(BaseModel):
     updated_at: datetime = Field(default_factory=utc_now)
     document_count: int = 0
     config_version: int = 1
+    active_embedding_model: str | None = None
+
+    @property
+    def query_model(self) -> str:
+        """The model queries use: the previous one while a model change is being built, else `embedding_model`."""
+        return self.active_embedding_model or self.embedding_model
+
+    @property
+    def switching(self) -> bool:
+        return self.query_model != self.embedding_model
 
     @model_validator(mode="after")
     def _check_rules(self) -> "Collection":
@@ -117,7 +127,8 @@ class Collection(BaseModel):
         return self
 
 
-COLLECTION_READ_ONLY = frozenset({"created_at", "updated_at", "document_count", "config_version"})
+COLLECTION_READ_ONLY = frozenset({"created_at", "updated_at", "document_count", "config_version",
+                                  "active_embedding_model"})
 COLLECTION_CONFIG_FIELDS = frozenset({"embedding_model", "chunking_method", "chunking_max_size", "chunking_overlap_offset"})
 
 
@@ -142,6 +153,7 @@ class CollectionInput(BaseModel):
     updated_at: Any = None
     document_count: Any = None
     config_version: Any = None
+    active_embedding_model: Any = None
 
     def changes(self) -> dict[str, Any]:
         """The writable fields present in the body (explicit nulls of writable fields are rejected by validation later)."""
@@ -247,3 +259,19 @@ class Page(BaseModel):
 
 
 SortOrder = Literal["id"]
+
+
+class ReindexJob(BaseModel):
+    """A reindex of one collection, as `GET /v1/jobs/{id}` shows it. Progress is recomputed from the documents."""
+
+    id: str
+    tenant: str
+    collection: str
+    clean: bool = False
+    status: Literal["running", "completed"] = "running"
+    total: int = 0
+    done: int = 0
+    enqueued: int = 0
+    repaired: dict[str, int] = Field(default_factory=dict)
+    created_at: datetime = Field(default_factory=utc_now)
+    updated_at: datetime = Field(default_factory=utc_now)

@@ -11,7 +11,7 @@ from kindex.domain.types import ChunkRef, IndexRecord, QueueMessage, SearchFilte
 if TYPE_CHECKING:
     import numpy as np
 
-    from kindex.domain.models import ApiKey, Collection, Document
+    from kindex.domain.models import ApiKey, Collection, Document, ReindexJob
 
 
 class Embedder(Protocol):
@@ -193,3 +193,20 @@ class QueryLog(Protocol):
 
     def get_query(self, tenant: str, query_id: str) -> list[dict] | None:
         """The documents, or None when unknown or expired (or another tenant's)."""
+
+
+class JobStore(Protocol):
+    """Reindex jobs, per tenant (kept for 30 days)."""
+
+    def put_job(self, job: "ReindexJob") -> None:
+        """Create or replace the job record."""
+
+    def get_job(self, tenant: str, job_id: str) -> "ReindexJob | None":
+        """The job, or None when unknown (or another tenant's)."""
+
+
+class IngestTrigger(Protocol):
+    """Asks the ingest pipeline to (re)process blobs, with the same event a fresh upload produces."""
+
+    def trigger(self, keys: Sequence[str]) -> None:
+        """Enqueue one created-event per key, in bounded batches."""

@@ -108,5 +108,10 @@ def start(settings: Settings) -> LocalServer:
     worker = build_worker()
     worker.start()
     server.background.append(worker)
+    from kindex.local.events import Scheduler
+
+    scheduler = Scheduler(services.reindex, settings.reindex_interval_seconds)
+    scheduler.start()
+    server.background.append(scheduler)
     server.lock = lock
     return server

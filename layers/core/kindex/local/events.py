@@ -34,6 +34,11 @@ class QueueNotifier:
     def __init__(self, queue: MessageQueue):
         self.queue = queue
 
+    def trigger(self, keys) -> None:
+        """IngestTrigger: re-send the created event of each key (the reindex job's way to request work)."""
+        for key in keys:
+            self("ObjectCreated:Put", key, 0)
+
     def __call__(self, event_name: str, key: str, size: int) -> None:
         if not key.startswith("tenants/"):
             return
@@ -111,3 +116,35 @@ class Worker:
             except Exception:
                 logger.exception("worker loop error")
                 self._stop.wait(1.0)
+
+
+class Scheduler:
+    """Local mode's EventBridge schedule: the reindex pass every `interval` seconds, and a cheap check every few
+    seconds that switches collections whose new embedding model is complete."""
+
+    def __init__(self, reindex, interval: float, switch_check: float = 5.0):
+        self.reindex = reindex
+        self.interval = interval
+        self.switch_check = switch_check
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._loop, name="kindex-scheduler", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread:
+            self._thread.join(timeout=30)
+
+    def _loop(self) -> None:
+        next_pass = time.monotonic() + self.interval
+        while not self._stop.wait(self.switch_check):
+            try:
+                if time.monotonic() >= next_pass:
+                    self.reindex.run_scheduled()
+                    next_pass = time.monotonic() + self.interval
+                self.reindex.finish_switches()
+            except Exception:
+                logger.exception("scheduled reindex failed")

@@ -122,9 +122,14 @@ class CatalogService:
         if body.id is not None and body.id != collection_id:
             raise InvalidInput("id in the body must match the collection id in the path")
         existing = self.collections.get_collection(tenant, collection_id)
+        if existing is not None and existing.active_embedding_model is None:
+            existing = existing.model_copy(update={"active_embedding_model": existing.embedding_model})
         collection = merge_collection(existing, collection_id, body.changes(), self.default_embedding_model)
-        self.collections.put_collection(tenant, collection, create=existing is None)
         count = 0 if existing is None else self.documents.count_documents(tenant, collection_id)
+        if count == 0:
+            # Nothing to rebuild: the new model is active at once.
+            collection = collection.model_copy(update={"active_embedding_model": collection.embedding_model})
+        self.collections.put_collection(tenant, collection, create=existing is None)
         return collection.model_copy(update={"document_count": count}), existing is None
 
     def delete_collection(self, tenant: str, collection_id: str) -> None:

@@ -102,12 +102,13 @@ class IngestService:
 
     # Deletion hooks used by the catalog
     def remove_document(self, tenant: str, document: Document, collection: Collection) -> None:
-        for model in {collection.embedding_model, document.indexed_model} - {None}:
+        for model in {collection.embedding_model, collection.query_model, document.indexed_model} - {None}:
             self.index.delete(model, tenant, collection.id, document_ids=[document.id])
         self.chunks.delete_chunks(tenant, collection.id, document_id=document.id)
 
     def remove_collection(self, tenant: str, collection: Collection) -> None:
-        self.index.delete(collection.embedding_model, tenant, collection.id)
+        for model in {collection.embedding_model, collection.query_model}:
+            self.index.delete(model, tenant, collection.id)
         self.chunks.delete_chunks(tenant, collection.id)
 
     # Internals
@@ -142,19 +143,26 @@ class IngestService:
                 and document.indexed_config_version == collection.config_version):
             return document  # duplicate event: nothing changed
         expected = document.version
+        # Same content, new chunking or model: the document stays `indexed` (queries keep using what is there)
+        # while its new chunks and vectors are built beside the old ones.
+        rebuild_only = (digest == document.content_sha256 and document.status is DocumentStatus.INDEXED
+                        and document.indexed_version == document.version)
         if digest != document.content_sha256:
             document = document.model_copy(update={"version": document.version + 1, "content_sha256": digest,
                                                    "content_length": len(data)})
-        working = document.model_copy(update={"status": DocumentStatus.IN_PROGRESS, "failure_reason": None,
-                                              "updated_at": utc_now()})
-        self._save(tenant, working, expected)
+        working = document
+        if not rebuild_only:
+            working = document.model_copy(update={"status": DocumentStatus.IN_PROGRESS, "failure_reason": None,
+                                                  "updated_at": utc_now()})
+            self._save(tenant, working, expected)
+            expected = working.version
         try:
-            chunk_count = self._write_chunks(tenant, collection, working, data, filename)
+            chunk_count = self._write_chunks(tenant, collection, working, data, filename, rebuild_only)
         except (IngestError, DependencyFailed) as error:
             retryable = isinstance(error, DependencyFailed) or error.retryable
             failed = working.model_copy(update={"status": DocumentStatus.FAILED, "failure_reason": failure_reason(error),
                                                 "failure_retryable": retryable, "updated_at": utc_now()})
-            self._save(tenant, failed, working.version)
+            self._save(tenant, failed, expected)
             logger.warning("document failed", extra={"tenant": tenant, "collection": collection.id,
                                                       "document": document.id, "reason": failed.failure_reason})
             if retryable:
@@ -165,7 +173,7 @@ class IngestService:
             "indexed_version": working.version, "indexed_model": model,
             "indexed_config_version": collection.config_version, "failure_reason": None, "failure_retryable": False,
             "updated_at": utc_now()})
-        self._save(tenant, indexed, working.version)
+        self._save(tenant, indexed, expected)
         logger.info("document indexed", extra={"tenant": tenant, "collection": collection.id, "document": document.id,
                                                "chunks": chunk_count})
         return indexed
@@ -173,7 +181,11 @@ class IngestService:
     def _save(self, tenant: str, document: Document, expected_version: int) -> None:
         self.documents.put_document(tenant, document, create=False, expected_version=expected_version)
 
-    def _write_chunks(self, tenant: str, collection: Collection, document: Document, data: bytes, filename: str) -> int:
+    def _write_chunks(self, tenant: str, collection: Collection, document: Document, data: bytes, filename: str,
+                      rebuild_only: bool) -> int:
+        """Write chunk texts and vectors. While a model change is being built (`collection.switching`), a rebuild
+        writes only the new model's vectors and keeps the previous chunks, which the active model still serves;
+        new content is written under both models so queries never serve stale text."""
         from kindex.ingest.chunking import chunk_text
         from kindex.ingest.extract import extract
 
@@ -184,21 +196,24 @@ class IngestService:
                                              overlap=collection.chunking_overlap_offset, pages=extracted.pages)
         if len(pieces) > self.limits.max_chunks_per_document:
             raise LimitExceeded(f"Document has {len(pieces)} chunks; the limit is {self.limits.max_chunks_per_document}")
-        model = collection.embedding_model
-        vectors = self.embeddings.embed(model, [p.text for p in pieces])
+        models = [collection.embedding_model]
+        if collection.switching and not rebuild_only:
+            models.append(collection.query_model)
         stored = [StoredChunk(chunk_id=chunk_id(tenant, collection.id, document.id, p.index, text_sha256(p.text)),
                               collection=collection.id, document_id=document.id, index=p.index, start=p.start, end=p.end,
                               text=p.text, page_start=p.page_start, page_end=p.page_end) for p in pieces]
         previous = {c.chunk_id for c in self.chunks.list_chunks(tenant, collection.id, document.id)}
         self.chunks.put_chunks(tenant, stored)
-        self.index.upsert(model, [IndexRecord(tenant=tenant, collection=collection.id, document_id=document.id,
-                                              chunk_id=c.chunk_id, vector=vec, text=c.text,
-                                              language=document.language or None, mimetype=document.mimetype or None)
-                                  for c, vec in zip(stored, vectors)])
+        for model in models:
+            vectors = self.embeddings.embed(model, [c.text for c in stored])
+            self.index.upsert(model, [IndexRecord(tenant=tenant, collection=collection.id, document_id=document.id,
+                                                  chunk_id=c.chunk_id, vector=vec, text=c.text,
+                                                  language=document.language or None,
+                                                  mimetype=document.mimetype or None)
+                                      for c, vec in zip(stored, vectors)])
         gone = sorted(previous - {c.chunk_id for c in stored})
-        if gone:
-            self.index.delete(model, tenant, collection.id, chunk_ids=gone)
+        if gone and not (collection.switching and rebuild_only):
+            for model in models:
+                self.index.delete(model, tenant, collection.id, chunk_ids=gone)
             self.chunks.delete_chunks(tenant, collection.id, document_id=document.id, chunk_ids=gone)
-        if document.indexed_model and document.indexed_model != model:
-            self.index.delete(document.indexed_model, tenant, collection.id, document_ids=[document.id])
         return len(stored)

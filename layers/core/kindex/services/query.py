@@ -84,7 +84,7 @@ class QueryService:
         allowed_collections, denied_collections = self._gate(tenant, collection_ids, request, multi)
         by_model: dict[str, list[Collection]] = {}
         for collection in allowed_collections:
-            by_model.setdefault(collection.embedding_model, []).append(collection)
+            by_model.setdefault(collection.query_model, []).append(collection)
         vectors = {}
         if request.mode != "keyword":
             started = time.perf_counter()

@@ -1,0 +1,19 @@
+"""Reindex function: invoked by the EventBridge schedule; one pass over every tenant's collections."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_lambda_powertools import Logger
+
+from kindex.wiring import container
+
+logger = Logger(service="kindex-reindex")
+
+
+@logger.inject_lambda_context(clear_state=True)
+def handler(event: dict[str, Any], context: Any, service=None) -> dict[str, Any]:
+    service = service or container().reindex
+    summary = service.run_scheduled()
+    summary["switched_late"] = service.finish_switches()
+    return summary

@@ -1,0 +1,122 @@
+"""HTTPS API: API Gateway REST API with a cached Lambda REQUEST authorizer in front of the api and query functions."""
+
+from __future__ import annotations
+
+import json
+
+from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import aws_apigateway as apigw
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from constructs import Construct
+
+from infra.config import StackConfig
+
+AUTHORIZER_CACHE = Duration.seconds(300)
+# (resource path, methods, target function): every route of functions/api.py and kindex.api.query_routes.
+ROUTES: list[tuple[str, tuple[str, ...], str]] = [
+    ("v1/collections", ("GET",), "api"),
+    ("v1/collections/{collection}", ("GET", "PUT", "DELETE"), "api"),
+    ("v1/collections/{collection}/documents", ("GET",), "api"),
+    ("v1/collections/{collection}/documents/{document}", ("GET", "PUT", "DELETE"), "api"),
+    ("v1/collections/{collection}/documents/{document}/upload", ("POST",), "api"),
+    ("v1/collections/{collection}/documents/{document}/chunks", ("GET",), "api"),
+    ("v1/collections/{collection}/reindex", ("POST",), "api"),
+    ("v1/collections/{collection}/query", ("POST",), "query"),
+    ("v1/query", ("POST",), "query"),
+    ("v1/citations", ("POST",), "api"),
+    ("v1/rights-check-secret", ("POST",), "api"),
+    ("v1/jobs/{job}", ("GET",), "api"),
+]
+# The API description and its browsable page carry no tenant data, so they are served without a key.
+PUBLIC_ROUTES: list[tuple[str, tuple[str, ...], str]] = [
+    ("v1/openapi.json", ("GET",), "api"),
+    ("docs", ("GET",), "api"),
+]
+ACCESS_LOG_FORMAT = {
+    "requestId": "$context.requestId", "ip": "$context.identity.sourceIp", "method": "$context.httpMethod",
+    "resource": "$context.resourcePath", "status": "$context.status", "latencyMs": "$context.responseLatency",
+    "tenant": "$context.authorizer.tenant", "keyId": "$context.authorizer.key_id",
+    "error": "$context.error.message", "authorizerError": "$context.authorizer.error",
+}
+# Gateway-made errors in the API's own shape: {"error": code, "message": text}.
+GATEWAY_ERRORS = [
+    (apigw.ResponseType.UNAUTHORIZED, "401", "unauthorized", "missing or invalid API key"),
+    (apigw.ResponseType.ACCESS_DENIED, "403", "forbidden", "this API key may not call this route"),
+    (apigw.ResponseType.THROTTLED, "429", "throttled", "too many requests"),
+    (apigw.ResponseType.REQUEST_TOO_LARGE, "413", "too_large", "request body too large"),
+    (apigw.ResponseType.MISSING_AUTHENTICATION_TOKEN, "404", "not_found", "no such route"),
+]
+
+
+class Api(Construct):
+    """REST API `kindex-<stage>`: key check by the authorizer function (results cached per Authorization header),
+    routes to the api and query functions, stage and usage-plan throttling, JSON access logs.
+
+    Body size: API Gateway itself refuses bodies over 10 MB (a hard limit a request validator cannot lower: it
+    checks parameters and JSON schemas, not sizes), and the functions refuse bodies over `max_body_bytes`
+    (KINDEX_MAX_BODY_BYTES) with 413 before parsing them. Files never pass through here: they go to S3 with a
+    presigned upload URL. The request validator requires the Authorization header on every keyed route.
+    """
+
+    def __init__(self, scope: Construct, construct_id: str, *, config: StackConfig,
+                 targets: dict[str, lambda_.IFunction], authorizer: lambda_.IFunction) -> None:
+        super().__init__(scope, construct_id)
+        self.access_logs = logs.LogGroup(self, "AccessLogs", retention=logs.RetentionDays.THREE_MONTHS,
+                                         removal_policy=RemovalPolicy.DESTROY)
+        self.rest_api = apigw.RestApi(
+            self, "RestApi",
+            rest_api_name=f"kindex-{config.stage}",
+            description="kindex: multi-tenant knowledge index for retrieval-augmented generation",
+            endpoint_types=[apigw.EndpointType.REGIONAL],
+            cloud_watch_role=True,  # execution logging (logging_level below) needs the account's CloudWatch role
+            deploy_options=apigw.StageOptions(
+                stage_name=config.stage,
+                throttling_rate_limit=config.api_rate_limit,
+                throttling_burst_limit=config.api_burst_limit,
+                logging_level=apigw.MethodLoggingLevel.ERROR,
+                data_trace_enabled=False,  # bodies may hold tenant documents: never log them
+                metrics_enabled=True,
+                tracing_enabled=True,
+                access_log_destination=apigw.LogGroupLogDestination(self.access_logs),
+                access_log_format=apigw.AccessLogFormat.custom(json.dumps(ACCESS_LOG_FORMAT)),
+            ),
+        )
+        self.authorizer = apigw.RequestAuthorizer(
+            self, "KeyAuthorizer",
+            handler=authorizer,
+            identity_sources=[apigw.IdentitySource.header("Authorization")],
+            results_cache_ttl=AUTHORIZER_CACHE,
+        )
+        self.validator = self.rest_api.add_request_validator("RequireKeyHeader", validate_request_parameters=True)
+        integrations = {name: apigw.LambdaIntegration(fn, allow_test_invoke=False) for name, fn in targets.items()}
+        for path, methods, target in ROUTES:
+            for method in methods:
+                self._resource(path).add_method(
+                    method, integrations[target],
+                    authorizer=self.authorizer,
+                    authorization_type=apigw.AuthorizationType.CUSTOM,
+                    request_validator=self.validator,
+                    request_parameters={"method.request.header.Authorization": True},
+                )
+        self.public_methods = [self._resource(path).add_method(method, integrations[target],
+                                                               authorization_type=apigw.AuthorizationType.NONE)
+                               for path, methods, target in PUBLIC_ROUTES for method in methods]
+        for response_type, status, code, message in GATEWAY_ERRORS:
+            self.rest_api.add_gateway_response(
+                f"{code.title().replace('_', '')}{status}", type=response_type, status_code=status,
+                templates={"application/json": json.dumps({"error": code, "message": message})},
+            )
+        self.usage_plan = self.rest_api.add_usage_plan(
+            "UsagePlan",
+            name=f"kindex-{config.stage}",
+            description="Default throttling for every caller; add per-tenant plans with API Gateway keys if needed",
+            throttle=apigw.ThrottleSettings(rate_limit=config.api_rate_limit, burst_limit=config.api_burst_limit),
+            api_stages=[apigw.UsagePlanPerApiStage(api=self.rest_api, stage=self.rest_api.deployment_stage)],
+        )
+
+    def _resource(self, path: str) -> apigw.IResource:
+        resource: apigw.IResource = self.rest_api.root
+        for part in path.split("/"):
+            resource = resource.get_resource(part) or resource.add_resource(part)
+        return resource

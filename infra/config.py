@@ -1,0 +1,116 @@
+"""Stack configuration: every knob comes from cdk.json context, validated once before any construct is built."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_LAYER_BUILD_DIR = REPO_ROOT / "build" / "layers"
+
+# API Gateway passes at most 10 MB, and a synchronous Lambda invocation carries at most 6 MB of event:
+# below that the functions answer 413 themselves (KINDEX_MAX_BODY_BYTES) instead of failing with a 502.
+DEFAULT_MAX_BODY_BYTES = 5 * 1024 * 1024
+
+CONTEXT_DEFAULTS: dict[str, Any] = {
+    "stage": "dev",
+    "opensearch_instance_type": "t3.small.search",
+    "opensearch_instance_count": 1,
+    "opensearch_volume_gib": 10,
+    "opensearch_engine_version": "2.19",
+    "opensearch_existing_endpoint": "",
+    "opensearch_existing_domain_arn": "",
+    "reindex_schedule": "rate(1 hour)",
+    "api_rate_limit": 50,
+    "api_burst_limit": 100,
+    "max_body_bytes": DEFAULT_MAX_BODY_BYTES,
+    "alarm_email": "",
+    "layer_build_dir": "",
+}
+
+
+class ConfigError(ValueError):
+    """The cdk.json context does not describe a deployable stack."""
+
+
+@dataclass(frozen=True)
+class StackConfig:
+    """Validated context values (see docs/aws.md for what each one does)."""
+
+    stage: str
+    opensearch_instance_type: str
+    opensearch_instance_count: int
+    opensearch_volume_gib: int
+    opensearch_engine_version: str
+    opensearch_existing_endpoint: str
+    opensearch_existing_domain_arn: str
+    reindex_schedule: str
+    api_rate_limit: int
+    api_burst_limit: int
+    max_body_bytes: int
+    alarm_email: str
+    layer_build_dir: Path
+
+    @property
+    def secrets_prefix(self) -> str:
+        """Every secret the stack or the functions create is named under this prefix."""
+        return f"kindex-{self.stage}"
+
+    @property
+    def uses_existing_domain(self) -> bool:
+        return bool(self.opensearch_existing_endpoint)
+
+    @classmethod
+    def from_context(cls, lookup) -> StackConfig:
+        """`lookup` is `node.try_get_context`; missing keys take CONTEXT_DEFAULTS."""
+        raw = {key: _or_default(lookup(key), default) for key, default in CONTEXT_DEFAULTS.items()}
+        stage = str(raw["stage"])
+        if not re.fullmatch(r"[a-z][a-z0-9-]{0,19}", stage):
+            raise ConfigError("stage must be 1-20 lowercase letters, digits or dashes, starting with a letter")
+        endpoint = str(raw["opensearch_existing_endpoint"]).strip()
+        if endpoint and not endpoint.startswith("https://"):
+            endpoint = "https://" + endpoint.removeprefix("http://")
+        domain_arn = str(raw["opensearch_existing_domain_arn"]).strip()
+        if endpoint and not re.fullmatch(r"arn:aws[a-z-]*:es:[a-z0-9-]+:\d{12}:domain/[a-z][a-z0-9-]{2,27}", domain_arn):
+            raise ConfigError("opensearch_existing_endpoint needs opensearch_existing_domain_arn "
+                              "(arn:aws:es:<region>:<account>:domain/<name>) to scope the functions' permissions")
+        schedule = str(raw["reindex_schedule"]).strip()
+        if not re.fullmatch(r"(rate|cron|at)\(.+\)", schedule):
+            raise ConfigError("reindex_schedule must be an EventBridge Scheduler expression: rate(...), cron(...) or at(...)")
+        layer_dir = Path(raw["layer_build_dir"]) if raw["layer_build_dir"] else DEFAULT_LAYER_BUILD_DIR
+        if not layer_dir.is_absolute():
+            layer_dir = REPO_ROOT / layer_dir
+        config = cls(
+            stage=stage,
+            opensearch_instance_type=str(raw["opensearch_instance_type"]),
+            opensearch_instance_count=_positive_int(raw, "opensearch_instance_count"),
+            opensearch_volume_gib=_positive_int(raw, "opensearch_volume_gib"),
+            opensearch_engine_version=str(raw["opensearch_engine_version"]),
+            opensearch_existing_endpoint=endpoint,
+            opensearch_existing_domain_arn=domain_arn,
+            reindex_schedule=schedule,
+            api_rate_limit=_positive_int(raw, "api_rate_limit"),
+            api_burst_limit=_positive_int(raw, "api_burst_limit"),
+            max_body_bytes=_positive_int(raw, "max_body_bytes"),
+            alarm_email=str(raw["alarm_email"]).strip(),
+            layer_build_dir=layer_dir,
+        )
+        if config.max_body_bytes > 6 * 1024 * 1024:
+            raise ConfigError("max_body_bytes above 6 MB cannot reach a synchronously invoked Lambda function")
+        return config
+
+
+def _or_default(value: Any, default: Any) -> Any:
+    return default if value is None else value
+
+
+def _positive_int(raw: dict[str, Any], key: str) -> int:
+    try:
+        value = int(raw[key])
+    except (TypeError, ValueError) as error:
+        raise ConfigError(f"{key} must be an integer") from error
+    if value <= 0:
+        raise ConfigError(f"{key} must be positive")
+    return value

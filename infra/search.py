@@ -1,0 +1,71 @@
+"""Search: the OpenSearch Service domain holding the k-NN indexes, or an existing domain named in the context."""
+
+from __future__ import annotations
+
+from aws_cdk import ArnFormat, RemovalPolicy, Stack
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_opensearchservice as opensearch
+from constructs import Construct
+
+from infra.config import StackConfig
+
+
+class Search(Construct):
+    """An OpenSearch domain (k-NN is built into OpenSearch Service) or a reference to an existing one.
+
+    Encryption at rest and node to node, HTTPS only with TLS 1.2, slow and application logs to CloudWatch.
+    Access is IAM only: the domain's resource policy names the function roles and nobody else, and each
+    role's own policy narrows the HTTP methods it may use (the query role can only read). The domain keeps
+    derived data only (every vector can be rebuilt from S3 by a reindex), so it is destroyed with the stack.
+    """
+
+    def __init__(self, scope: Construct, construct_id: str, *, config: StackConfig) -> None:
+        super().__init__(scope, construct_id)
+        self.domain: opensearch.Domain | None = None
+        if config.uses_existing_domain:
+            self.endpoint = config.opensearch_existing_endpoint
+            self.domain_arn = config.opensearch_existing_domain_arn
+            return
+        # An explicit name lets the resource policy name the domain's ARN without a circular reference.
+        domain_name = f"kindex-{config.stage}"
+        self.domain_arn = Stack.of(self).format_arn(service="es", resource="domain", resource_name=domain_name,
+                                                    arn_format=ArnFormat.SLASH_RESOURCE_NAME)
+        count = config.opensearch_instance_count
+        spread = count >= 2 and count % 2 == 0  # two zones need an even number of data nodes
+        self.domain = opensearch.Domain(
+            self, "Domain",
+            domain_name=domain_name,
+            version=opensearch.EngineVersion.open_search(config.opensearch_engine_version),
+            capacity=opensearch.CapacityConfig(
+                data_nodes=count,
+                data_node_instance_type=config.opensearch_instance_type,
+                multi_az_with_standby_enabled=False,
+            ),
+            ebs=opensearch.EbsOptions(volume_size=config.opensearch_volume_gib, volume_type=ec2.EbsDeviceVolumeType.GP3),
+            zone_awareness=opensearch.ZoneAwarenessConfig(enabled=spread, availability_zone_count=2 if spread else None),
+            encryption_at_rest=opensearch.EncryptionAtRestOptions(enabled=True),
+            node_to_node_encryption=True,
+            enforce_https=True,
+            tls_security_policy=opensearch.TLSSecurityPolicy.TLS_1_2,
+            logging=opensearch.LoggingOptions(slow_search_log_enabled=True, slow_index_log_enabled=True,
+                                              app_log_enabled=True),
+            removal_policy=RemovalPolicy.DESTROY,
+        )
+        self.endpoint = "https://" + self.domain.domain_endpoint
+
+    def http_resources(self) -> list[str]:
+        return [self.domain_arn, f"{self.domain_arn}/*"]
+
+    def allow(self, roles: list[iam.IRole]) -> None:
+        """Resource policy: only these roles may send HTTP requests to the domain (no anonymous access)."""
+        if self.domain is None:
+            return  # an existing domain's policy is its owner's: docs/aws.md says which roles to allow
+        policy = iam.PolicyDocument(statements=[iam.PolicyStatement(
+            effect=iam.Effect.ALLOW,
+            principals=[iam.ArnPrincipal(role.role_arn) for role in roles],
+            actions=["es:ESHttp*"],
+            resources=[f"{self.domain_arn}/*"],
+        )])
+        self.domain.node.default_child.add_property_override("AccessPolicies", policy.to_json())
+

@@ -1,0 +1,324 @@
+"""DynamoDB adapters of ChunkStore, EmbeddingCache and QueryLog, in the metadata table (`pk`/`sk` strings).
+
+Item layout (key parts escaped with `dynamodb_store.escape_part`, sort keys raw; see that module's docstring):
+
+| item                          | pk                                      | sk             | attributes                      |
+|-------------------------------|-----------------------------------------|----------------|---------------------------------|
+| chunk                         | `T#{tenant}#C#{collection}#D#{document}` | `{chunk_id}`   | idx, start, end, text, pages... |
+| chunked document (marker)     | `T#{tenant}#C#{collection}#CHUNKDOCS`    | `{document_id}`| -                               |
+| cached vector                 | `EMB#{model}`                            | `{sha256}`     | vector (B, float32 LE)          |
+| query log entry               | `T#{tenant}#Q#{query_id}`                | `Q`            | body (JSON), expires_at (TTL)   |
+
+Chunks. One partition per document, so listing a document's chunks is one Query and a read by (collection,
+document, chunk id) is a direct key: search hits carry exactly those, so `get_chunks` is one BatchGetItem per 100
+refs. The sort key is the chunk id (not the index) for that reason; `list_chunks` sorts by the `idx` attribute.
+Escaped ids can make a key longer than DynamoDB's 2,048-byte partition key limit (a 255-character id of 4-byte
+characters is 1,020 bytes), so a partition key that would be too long is replaced by `H#{sha256 of it}`; every
+readable key starts with `T#` or `EMB#`, so the two forms never meet. Each item also carries its collection and document id, so an
+item read back never depends on decoding its key.
+
+Deleting a collection's chunks must find every chunked document without a Scan: `put_chunks` first writes one
+marker item per document into the collection's `CHUNKDOCS` partition, and deletes remove the marker last. Markers
+are kept by the chunk store itself rather than derived from the document records, so chunks whose document record
+is already gone (or not yet written) are still found.
+
+Embedding cache. One partition per model; sha256 sort keys spread evenly, which lets DynamoDB split a hot partition.
+
+Query log. One item per query (its own partition, so a tenant's busy query traffic spreads). `expires_at` is the
+table's TTL attribute; TTL deletion is lazy (up to days late), so reads check the expiry themselves.
+
+Requests are built by the pure functions below; `_DynamoDbTable._call` is the one place where botocore errors
+become domain errors (as in `DynamoDbMetadataStore._call`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+from kindex.adapters.dynamodb_store import (
+    BATCH_WRITE_ATTEMPTS,
+    BATCH_WRITE_MAX,
+    MAX_PK_BYTES,
+    _pause,
+    addressable,
+    dynamodb_client,
+    escape_part,
+    item_key,
+)
+from kindex.domain.errors import DependencyFailed
+from kindex.domain.types import ChunkRef, StoredChunk
+
+logger = logging.getLogger(__name__)
+
+BATCH_GET_MAX = 100
+BATCH_GET_ATTEMPTS = 8
+TTL_ATTRIBUTE = "expires_at"
+QUERY_ITEM_SK = "Q"
+VECTOR_DTYPE = "<f4"  # float32, little-endian whatever the host: the bytes are portable between Lambda and laptops
+
+
+# Pure key and request building
+def fit_partition_key(readable: str) -> str:
+    """`readable`, or `H#{its sha256}` when it is longer than DynamoDB accepts (readable keys start with `T#` or
+    `EMB#`, never `H#`, and different readable keys hash differently, so no two partitions can meet)."""
+    if len(readable.encode("utf-8")) <= MAX_PK_BYTES:
+        return readable
+    return "H#" + hashlib.sha256(readable.encode("utf-8")).hexdigest()
+
+
+def chunks_pk(tenant: str, collection: str, document_id: str) -> str:
+    """The partition holding one document's chunks."""
+    return fit_partition_key(f"T#{escape_part(tenant)}#C#{escape_part(collection)}#D#{escape_part(document_id)}")
+
+
+def chunked_documents_pk(tenant: str, collection: str) -> str:
+    """The partition of marker items naming every document of the collection that has chunks."""
+    return fit_partition_key(f"T#{escape_part(tenant)}#C#{escape_part(collection)}#CHUNKDOCS")
+
+
+def embedding_pk(model: str) -> str:
+    return fit_partition_key(f"EMB#{escape_part(model)}")
+
+
+def query_pk(tenant: str, query_id: str) -> str:
+    return fit_partition_key(f"T#{escape_part(tenant)}#Q#{escape_part(query_id)}")
+
+
+def build_chunk_item(tenant: str, chunk: StoredChunk) -> dict[str, dict[str, Any]]:
+    item: dict[str, dict[str, Any]] = {
+        **item_key(chunks_pk(tenant, chunk.collection, chunk.document_id), chunk.chunk_id),
+        "collection": {"S": chunk.collection}, "document_id": {"S": chunk.document_id},
+        "idx": {"N": str(chunk.index)}, "start": {"N": str(chunk.start)}, "end": {"N": str(chunk.end)},
+        "text": {"S": chunk.text},
+    }
+    if chunk.page_start is not None:
+        item["page_start"] = {"N": str(chunk.page_start)}
+    if chunk.page_end is not None:
+        item["page_end"] = {"N": str(chunk.page_end)}
+    return item
+
+
+def parse_chunk_item(item: dict[str, dict[str, Any]]) -> StoredChunk:
+    def number(name: str) -> int | None:
+        return int(item[name]["N"]) if name in item else None
+
+    return StoredChunk(chunk_id=item["sk"]["S"], collection=item["collection"]["S"],
+                       document_id=item["document_id"]["S"], index=int(item["idx"]["N"]),
+                       start=int(item["start"]["N"]), end=int(item["end"]["N"]), text=item["text"]["S"],
+                       page_start=number("page_start"), page_end=number("page_end"))
+
+
+def build_vector_item(model: str, text_hash: str, vector: np.ndarray) -> dict[str, dict[str, Any]]:
+    return {**item_key(embedding_pk(model), text_hash),
+            "vector": {"B": np.asarray(vector, dtype=VECTOR_DTYPE).tobytes()}}
+
+
+def parse_vector(item: dict[str, dict[str, Any]]) -> np.ndarray:
+    return np.frombuffer(item["vector"]["B"], dtype=VECTOR_DTYPE).astype(np.float32)
+
+
+def build_query_item(tenant: str, query_id: str, documents: list[dict], expires_at: int) -> dict[str, dict[str, Any]]:
+    return {**item_key(query_pk(tenant, query_id), QUERY_ITEM_SK), "body": {"S": json.dumps(documents)},
+            TTL_ATTRIBUTE: {"N": str(expires_at)}}
+
+
+def build_batch_get_requests(table: str, keys: Sequence[dict], *, projection: str | None = None,
+                             consistent: bool = False) -> Iterator[dict[str, Any]]:
+    """BatchGetItem requests for the keys, at most 100 per request (DynamoDB's limit)."""
+    for start in range(0, len(keys), BATCH_GET_MAX):
+        entry: dict[str, Any] = {"Keys": list(keys[start:start + BATCH_GET_MAX]), "ConsistentRead": consistent}
+        if projection:
+            entry["ProjectionExpression"] = projection
+        yield {"RequestItems": {table: entry}}
+
+
+def build_batch_write_requests(table: str, puts: Sequence[dict] = (), deletes: Sequence[dict] = ()
+                               ) -> Iterator[dict[str, Any]]:
+    """BatchWriteItem requests putting items and deleting keys, at most 25 per request (DynamoDB's limit)."""
+    writes = [{"PutRequest": {"Item": item}} for item in puts] + [{"DeleteRequest": {"Key": key}} for key in deletes]
+    for start in range(0, len(writes), BATCH_WRITE_MAX):
+        yield {"RequestItems": {table: writes[start:start + BATCH_WRITE_MAX]}}
+
+
+def _unique(values: Iterable[Any], key: Callable[[Any], Any]) -> list[Any]:
+    """First occurrence of each key, in order: a batch request must not name one item twice."""
+    seen: dict[Any, Any] = {}
+    for value in values:
+        seen.setdefault(key(value), value)
+    return list(seen.values())
+
+
+class _DynamoDbTable:
+    """The I/O shared by the adapters of this module: batched reads and writes with retries, paged queries,
+    and the one translation of botocore errors into domain errors."""
+
+    def __init__(self, table_name: str, *, client: Any = None):
+        self.table_name = table_name
+        self._client = client
+
+    @property
+    def client(self) -> Any:
+        if self._client is None:
+            self._client = dynamodb_client()
+        return self._client
+
+    def _batch_get(self, keys: Sequence[dict], *, projection: str | None = None,
+                   consistent: bool = False) -> Iterator[dict]:
+        """Every existing item among the keys: one BatchGetItem per 100 keys, re-sending UnprocessedKeys (which
+        DynamoDB returns when throttled or over 16 MB per response) until none are left."""
+        for request in build_batch_get_requests(self.table_name, keys, projection=projection, consistent=consistent):
+            for attempt in range(BATCH_GET_ATTEMPTS):
+                response = self._call("batch_get_item", request)
+                yield from response.get("Responses", {}).get(self.table_name, [])
+                unprocessed = response.get("UnprocessedKeys") or {}
+                if not unprocessed:
+                    break
+                request = {"RequestItems": unprocessed}
+                _pause(attempt)
+            else:
+                logger.error("batch read left unprocessed keys", extra={"table": self.table_name,
+                                                                         "attempts": BATCH_GET_ATTEMPTS})
+                raise DependencyFailed("metadata store is throttling reads; try again later")
+
+    def _batch_write(self, puts: Sequence[dict] = (), deletes: Sequence[dict] = ()) -> None:
+        for request in build_batch_write_requests(self.table_name, puts, deletes):
+            for attempt in range(BATCH_WRITE_ATTEMPTS):
+                unprocessed = self._call("batch_write_item", request).get("UnprocessedItems") or {}
+                if not unprocessed:
+                    break
+                request = {"RequestItems": unprocessed}
+                _pause(attempt)
+            else:
+                logger.error("batch write left unprocessed items", extra={"table": self.table_name,
+                                                                           "attempts": BATCH_WRITE_ATTEMPTS})
+                raise DependencyFailed("metadata store is throttling writes; try again later")
+
+    def _query_items(self, pk: str, *, projection: str | None = None) -> Iterator[dict]:
+        """Every item of one partition in sort-key order (strongly consistent), following LastEvaluatedKey."""
+        request: dict[str, Any] = {"TableName": self.table_name, "KeyConditionExpression": "pk = :pk",
+                                   "ExpressionAttributeValues": {":pk": {"S": pk}}, "ConsistentRead": True}
+        if projection:
+            request["ProjectionExpression"] = projection
+        while True:
+            page = self._call("query", request)
+            yield from page.get("Items", [])
+            if not page.get("LastEvaluatedKey"):
+                return
+            request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    def _call(self, operation: str, request: dict[str, Any]) -> dict[str, Any]:
+        """Send one request; the single place where botocore errors become domain errors (DependencyFailed)."""
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            return getattr(self.client, operation)(**request)
+        except ClientError as error:
+            code = error.response.get("Error", {}).get("Code", "")
+            logger.error("dynamodb request failed", extra={"operation": operation, "error_code": code,
+                                                           "table": self.table_name})
+            raise DependencyFailed("metadata store request failed") from error
+        except BotoCoreError as error:
+            logger.error("dynamodb unreachable", extra={"operation": operation, "error_type": type(error).__name__,
+                                                        "table": self.table_name})
+            raise DependencyFailed("metadata store is unreachable") from error
+
+
+class DynamoDbChunkStore(_DynamoDbTable):
+    """Implements ChunkStore in the metadata table (layout in the module docstring).
+
+    `get_chunks` reads eventually consistently: it serves queries, whose hits come from vectors written after the
+    chunk texts (and made searchable only after an index refresh), so the texts are older than any hit. Listing,
+    which ingestion uses to find the chunks that are gone, reads strongly consistently.
+    """
+
+    def put_chunks(self, tenant: str, chunks: Sequence[StoredChunk]) -> None:
+        chunks = _unique(chunks, key=lambda c: (c.collection, c.document_id, c.chunk_id))
+        if not chunks:
+            return
+        documents = _unique(((c.collection, c.document_id) for c in chunks), key=lambda pair: pair)
+        # Markers first: chunks must never exist without the marker that lets a collection delete find them.
+        self._batch_write(puts=[item_key(chunked_documents_pk(tenant, collection), document_id)
+                                for collection, document_id in documents])
+        self._batch_write(puts=[build_chunk_item(tenant, chunk) for chunk in chunks])
+
+    def get_chunks(self, tenant: str, refs: Sequence[ChunkRef]) -> dict[str, StoredChunk]:
+        keys = _unique((key for key in (item_key(chunks_pk(tenant, r.collection, r.document_id), r.chunk_id)
+                                        for r in refs) if addressable(key["pk"]["S"], key["sk"]["S"])),
+                       key=lambda key: (key["pk"]["S"], key["sk"]["S"]))
+        found: dict[str, StoredChunk] = {}
+        for item in self._batch_get(keys):
+            chunk = parse_chunk_item(item)
+            found[chunk.chunk_id] = chunk
+        return found
+
+    def list_chunks(self, tenant: str, collection: str, document_id: str) -> list[StoredChunk]:
+        chunks = [parse_chunk_item(item) for item in self._query_items(chunks_pk(tenant, collection, document_id))]
+        return sorted(chunks, key=lambda c: (c.index, c.chunk_id))
+
+    def delete_chunks(self, tenant: str, collection: str, *, document_id: str | None = None,
+                      chunk_ids: Sequence[str] | None = None) -> None:
+        if document_id is None:
+            marker_pk = chunked_documents_pk(tenant, collection)
+            documents = [item["sk"]["S"] for item in self._query_items(marker_pk, projection="sk")]
+            for each in documents:
+                self._delete_document_chunks(tenant, collection, each)
+            logger.info("collection chunks deleted", extra={"tenant": tenant, "collection": collection,
+                                                            "documents": len(documents)})
+        elif chunk_ids is None:
+            self._delete_document_chunks(tenant, collection, document_id)
+        else:
+            pk = chunks_pk(tenant, collection, document_id)
+            self._batch_write(deletes=[item_key(pk, cid) for cid in dict.fromkeys(chunk_ids) if addressable(pk, cid)])
+
+    def _delete_document_chunks(self, tenant: str, collection: str, document_id: str) -> None:
+        pk = chunks_pk(tenant, collection, document_id)
+        keys = [item_key(pk, item["sk"]["S"]) for item in self._query_items(pk, projection="sk")]
+        self._batch_write(deletes=keys)
+        marker = item_key(chunked_documents_pk(tenant, collection), document_id)
+        if addressable(marker["pk"]["S"], document_id):
+            self._call("delete_item", {"TableName": self.table_name, "Key": marker})
+
+
+class DynamoDbEmbeddingCache(_DynamoDbTable):
+    """Implements EmbeddingCache: vectors as float32 bytes by (model, sha256 of the text)."""
+
+    def get_vectors(self, model: str, text_hashes: Sequence[str]) -> dict[str, np.ndarray]:
+        pk = embedding_pk(model)
+        keys = [item_key(pk, digest) for digest in dict.fromkeys(text_hashes) if addressable(pk, digest)]
+        return {item["sk"]["S"]: parse_vector(item) for item in self._batch_get(keys, projection="sk, vector")}
+
+    def put_vectors(self, model: str, vectors: dict[str, np.ndarray]) -> None:
+        self._batch_write(puts=[build_vector_item(model, digest, vector) for digest, vector in vectors.items()])
+
+
+class DynamoDbQueryLog(_DynamoDbTable):
+    """Implements QueryLog: one item per query, expiring through the table's TTL on `expires_at`."""
+
+    def __init__(self, table_name: str, *, client: Any = None, clock: Callable[[], float] = time.time):
+        super().__init__(table_name, client=client)
+        self.clock = clock
+
+    def put_query(self, tenant: str, query_id: str, documents: list[dict], ttl_seconds: int) -> None:
+        # Whole seconds, rounded up: TTL wants epoch seconds, and rounding down could end the entry early.
+        expires_at = math.ceil(self.clock() + ttl_seconds)
+        self._call("put_item", {"TableName": self.table_name,
+                                "Item": build_query_item(tenant, query_id, documents, expires_at)})
+
+    def get_query(self, tenant: str, query_id: str) -> list[dict] | None:
+        pk = query_pk(tenant, query_id)
+        if not addressable(pk, QUERY_ITEM_SK):
+            return None
+        item = self._call("get_item", {"TableName": self.table_name, "Key": item_key(pk, QUERY_ITEM_SK),
+                                       "ConsistentRead": True}).get("Item")
+        # TTL deletes expired items lazily (typically within days), so an item may outlive its expiry.
+        if item is None or float(item[TTL_ATTRIBUTE]["N"]) < self.clock():
+            return None
+        return json.loads(item["body"]["S"])

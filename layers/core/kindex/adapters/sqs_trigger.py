@@ -1,0 +1,62 @@
+"""Re-sends ingest work on AWS: an S3-shaped notification per key on the ingest queue, ten per SendMessageBatch."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from functools import lru_cache
+from typing import Any
+from urllib.parse import quote_plus
+
+from kindex.domain.errors import DependencyFailed
+
+BATCH = 10
+
+
+@lru_cache(maxsize=1)
+def sqs_client() -> Any:
+    import boto3
+
+    return boto3.client("sqs")
+
+
+def build_entries(bucket: str, keys: Sequence[str]) -> list[dict]:
+    """SendMessageBatch entries whose bodies look exactly like S3's ObjectCreated notifications."""
+    entries = []
+    for i, key in enumerate(keys):
+        record = {"eventVersion": "2.1", "eventSource": "aws:s3", "eventName": "ObjectCreated:Put",
+                  "eventTime": time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime()),
+                  "s3": {"bucket": {"name": bucket}, "object": {"key": quote_plus(key, safe=""), "size": 0,
+                                                                 "sequencer": f"{time.time_ns():020X}"}}}
+        entries.append({"Id": str(i), "MessageBody": json.dumps({"Records": [record]})})
+    return entries
+
+
+class SqsIngestTrigger:
+    """Implements IngestTrigger for AWS."""
+
+    def __init__(self, queue_url: str | None, bucket: str | None, *, client=None):
+        self.queue_url = queue_url
+        self.bucket = bucket or ""
+        self._client = client
+
+    @property
+    def client(self):
+        return self._client or sqs_client()
+
+    def trigger(self, keys: Sequence[str]) -> None:
+        if not keys:
+            return
+        if not self.queue_url:
+            raise DependencyFailed("KINDEX_INGEST_QUEUE_URL is not set")
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        for start in range(0, len(keys), BATCH):
+            entries = build_entries(self.bucket, keys[start:start + BATCH])
+            try:
+                response = self.client.send_message_batch(QueueUrl=self.queue_url, Entries=entries)
+            except (BotoCoreError, ClientError) as error:
+                raise DependencyFailed(f"could not enqueue ingest work: {type(error).__name__}") from error
+            if response.get("Failed"):
+                raise DependencyFailed(f"could not enqueue {len(response['Failed'])} ingest message(s)")

@@ -1,0 +1,142 @@
+"""Reindex on the local backend: config change, zero-downtime model switch, drift repair, jobs."""
+
+import pytest
+
+from kindex.domain.keys import blob_key
+from kindex.domain.models import CollectionInput, DocumentInput, DocumentStatus
+from kindex.domain.query import QueryRequest
+from kindex.local.app import build_worker
+
+pytestmark = pytest.mark.integration
+
+DOCS = {f"d{i}": f"Document {i} is about {topic}. " * 4 for i, topic in
+        enumerate(["volcanoes", "penguins", "violins", "taxes", "marathons", "reefs"])}
+
+
+@pytest.fixture
+def setup(local_container):
+    services = local_container
+    services.keys.create("t", "admin")  # the scheduled pass finds tenants through their keys
+    services.catalog.put_collection("t", "c", CollectionInput(allow_guests=True, chunking_max_size=60))
+    for doc_id, text in DOCS.items():
+        services.catalog.put_document("t", "c", doc_id, DocumentInput(content=text))
+    worker = build_worker()
+    worker.drain()
+    return services, worker
+
+
+def ask(services, text="penguins"):
+    return services.query.query("t", ["c"], QueryRequest(query=text, k=3), multi=False)
+
+
+def test_chunking_change_reindexes_every_document(setup):
+    services, worker = setup
+    before = {d: services.metadata.get_document("t", "c", d).chunk_count for d in DOCS}
+    services.catalog.put_collection("t", "c", CollectionInput(chunking_max_size=2000))
+    job = services.reindex.start("t", "c", clean=False)
+    assert job.enqueued == len(DOCS) and job.status == "running"
+    worker.drain()
+    job = services.reindex.get_job("t", job.id)
+    assert job.status == "completed" and job.done == job.total == len(DOCS)
+    for doc_id in DOCS:
+        document = services.metadata.get_document("t", "c", doc_id)
+        assert document.indexed_config_version == 2 and document.chunk_count == 1 < before[doc_id]
+    ids = {c.chunk_id for d in DOCS for c in services.chunks.list_chunks("t", "c", d)}
+    assert services.search_index.chunk_ids("hash:384", "t", "c") == ids
+
+
+def test_model_change_keeps_queries_answering_then_switches(setup):
+    services, worker = setup
+    # When the model changes, the old model keeps answering
+    collection, _ = services.catalog.put_collection("t", "c", CollectionInput(embedding_model="hash:256"))
+    assert collection.query_model == "hash:384" and collection.switching
+    assert ask(services).results[0].document_id == "d1"
+    services.reindex.start("t", "c", clean=False)
+    worker.batch_size = 1
+    # Throughout the rebuild, every query answers with content from the old model
+    while worker.run_once():
+        response = ask(services)
+        assert response.results and response.results[0].document_id == "d1" and response.results[0].content
+        assert services.metadata.get_collection("t", "c").query_model == "hash:384"
+    # The scheduler's check switches once every document is done
+    assert services.reindex.finish_switches() == 1
+    collection = services.metadata.get_collection("t", "c")
+    assert collection.query_model == "hash:256" and not collection.switching
+    assert services.search_index.chunk_ids("hash:384", "t", "c") == set()
+    assert ask(services).results[0].document_id == "d1"
+    live = services.search_index.chunk_ids("hash:256", "t", "c")
+    assert live == {c.chunk_id for d in DOCS for c in services.chunks.list_chunks("t", "c", d)}
+
+
+def test_model_and_chunking_change_together_switch_cleanly(setup):
+    services, worker = setup
+    services.catalog.put_collection("t", "c", CollectionInput(embedding_model="hash:256", chunking_max_size=2000))
+    services.reindex.run_scheduled()
+    worker.batch_size = 1
+    while worker.run_once():
+        assert ask(services).results[0].content  # old chunks still there for the old model
+    services.reindex.run_scheduled()  # the scheduled pass switches too
+    assert services.metadata.get_collection("t", "c").query_model == "hash:256"
+    assert all(len(services.chunks.list_chunks("t", "c", d)) == 1 for d in DOCS)  # old chunks collected
+    assert ask(services).results[0].document_id == "d1"
+
+
+def test_drift_is_repaired(setup):
+    services, worker = setup
+    # vectors without chunks: a vector of a document that does not exist
+    from kindex.domain.types import IndexRecord
+
+    services.search_index.upsert("hash:384", [IndexRecord(tenant="t", collection="c", document_id="ghost",
+                                                          chunk_id="ghost-chunk", vector=[1.0] * 384, text="ghost")])
+    # a document that lost a chunk text (its vector is then an orphan, and the document incomplete)
+    victim = services.chunks.list_chunks("t", "c", "d2")[0]
+    services.chunks.delete_chunks("t", "c", document_id="d2", chunk_ids=[victim.chunk_id])
+    # a document without its vectors
+    services.search_index.delete("hash:384", "t", "c", document_ids=["d3"])
+    # a blob without a document (its event was lost), and a blob of a collection that no longer exists
+    services.blobs.notify = None  # as if the events were lost
+    services.blobs.put_blob(blob_key("t", "c", "lost", "lost.md"), b"# Lost\n\nA lost upload.", "text/markdown")
+    services.blobs.put_blob(blob_key("t", "gone", "x", "x.txt"), b"orphan", "text/plain")
+    from kindex.local.events import QueueNotifier
+
+    services.blobs.notify = QueueNotifier(services.queue)
+    summary = services.reindex.run_scheduled()
+    assert summary["orphan_blobs_deleted"] == 1
+    worker.drain()
+    indexed = services.search_index.chunk_ids("hash:384", "t", "c")
+    assert "ghost-chunk" not in indexed
+    # d2 was rebuilt: its chunk text and vector are both back
+    assert victim in services.chunks.list_chunks("t", "c", "d2") and victim.chunk_id in indexed
+    d3 = {c.chunk_id for c in services.chunks.list_chunks("t", "c", "d3")}
+    assert d3 and d3 <= services.search_index.chunk_ids("hash:384", "t", "c")
+    assert services.metadata.get_document("t", "c", "lost").status.value == "indexed"
+    assert services.blobs.list_blobs("tenants/t/collections/gone/") == []
+
+
+def test_failed_retryable_documents_are_retried(setup):
+    services, worker = setup
+    document = services.metadata.get_document("t", "c", "d0")
+    services.metadata.put_document("t", document.model_copy(update={
+        "status": DocumentStatus.FAILED, "failure_reason": "EmbeddingFailed: outage", "failure_retryable": True}), create=False)
+    services.reindex.run_scheduled()
+    worker.drain()
+    assert services.metadata.get_document("t", "c", "d0").status.value == "indexed"
+
+
+def test_clean_reindex_rebuilds_from_scratch(setup):
+    services, worker = setup
+    job = services.reindex.start("t", "c", clean=True)
+    assert job.enqueued == len(DOCS)
+    assert services.search_index.chunk_ids("hash:384", "t", "c") == set()
+    worker.drain()
+    assert services.reindex.get_job("t", job.id).status == "completed"
+    assert len(ask(services).results) == 3
+
+
+def test_jobs_are_tenant_scoped(setup):
+    services, _ = setup
+    job = services.reindex.start("t", "c", clean=False)
+    from kindex.domain.errors import NotFound
+
+    with pytest.raises(NotFound):
+        services.reindex.get_job("other", job.id)

@@ -1,0 +1,89 @@
+"""Shared moto helpers: fake credentials, and the table, bucket and queues as the infrastructure declares them."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+REGION = "us-east-1"
+TABLE = "kindex-metadata-test"
+BUCKET = "kindex-documents-test"
+QUEUE = "kindex-ingest-test"
+DEAD_LETTER_QUEUE = "kindex-ingest-dlq-test"
+MAX_RECEIVES = 3
+TTL_ATTRIBUTE = "expires_at"
+
+
+def fake_aws_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Credentials and region moto accepts, so nothing can reach a real AWS account."""
+    for name, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                        "AWS_SECURITY_TOKEN": "testing", "AWS_SESSION_TOKEN": "testing",
+                        "AWS_DEFAULT_REGION": REGION}.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+
+
+def create_metadata_table(client, name: str = TABLE) -> None:
+    """The table as infra/stack.py declares it: string pk/sk, on demand, TTL on `expires_at`."""
+    client.create_table(
+        TableName=name,
+        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"},
+                              {"AttributeName": "sk", "AttributeType": "S"}],
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    client.update_time_to_live(TableName=name, TimeToLiveSpecification={"Enabled": True,
+                                                                        "AttributeName": TTL_ATTRIBUTE})
+
+
+def create_versioned_bucket(client, name: str = BUCKET) -> None:
+    """The documents bucket: versioned, as infra/stack.py declares it."""
+    client.create_bucket(Bucket=name)
+    client.put_bucket_versioning(Bucket=name, VersioningConfiguration={"Status": "Enabled"})
+
+
+def create_ingest_queues(sqs) -> tuple[str, str, str]:
+    """The ingest queue and its dead-letter queue (a message is dead-lettered after MAX_RECEIVES receives).
+
+    Returns (queue url, queue arn, dead-letter queue url).
+    """
+    dlq_url = sqs.create_queue(QueueName=DEAD_LETTER_QUEUE)["QueueUrl"]
+    dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    redrive = json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": str(MAX_RECEIVES)})
+    queue_url = sqs.create_queue(QueueName=QUEUE, Attributes={"RedrivePolicy": redrive})["QueueUrl"]
+    queue_arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    return queue_url, queue_arn, dlq_url
+
+
+def notify_queue_of_documents(s3, queue_arn: str, bucket: str = BUCKET) -> None:
+    """S3 -> SQS for every object created or removed under `tenants/` (S3 then sends an `s3:TestEvent`)."""
+    s3.put_bucket_notification_configuration(Bucket=bucket, NotificationConfiguration={"QueueConfigurations": [{
+        "Id": "documents-to-ingest",
+        "QueueArn": queue_arn,
+        "Events": ["s3:ObjectCreated:*", "s3:ObjectRemoved:*"],
+        "Filter": {"Key": {"FilterRules": [{"Name": "prefix", "Value": "tenants/"}]}},
+    }]})
+
+
+def sqs_lambda_event(messages: list[dict[str, Any]], queue_arn: str) -> dict[str, Any]:
+    """The event Lambda's SQS event source mapping builds from received messages (ReceiveMessage with
+    AttributeNames=["All"])."""
+    return {"Records": [{
+        "messageId": m["MessageId"], "receiptHandle": m["ReceiptHandle"], "body": m["Body"],
+        "attributes": dict(m.get("Attributes", {})), "messageAttributes": {}, "md5OfBody": m["MD5OfBody"],
+        "eventSource": "aws:sqs", "eventSourceARN": queue_arn, "awsRegion": REGION,
+    } for m in messages]}
+
+
+class LambdaContext:
+    """Enough of the Lambda context object for Powertools' `inject_lambda_context`."""
+
+    function_name = "kindex-ingest"
+    memory_limit_in_mb = 1024
+    invoked_function_arn = f"arn:aws:lambda:{REGION}:123456789012:function:kindex-ingest"
+    aws_request_id = "req-test"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 300_000
