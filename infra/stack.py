@@ -1,31 +1,93 @@
-"""The kindex stack. For now: the storage every backend-AWS adapter expects (the full stack is issue 5)."""
+"""The kindex stack: composes one construct per capability and wires the functions between them."""
 
-from aws_cdk import RemovalPolicy, Stack
-from aws_cdk import aws_dynamodb as dynamodb
-from aws_cdk import aws_s3 as s3
+from __future__ import annotations
+
+from aws_cdk import CfnOutput, Duration, Stack
 from constructs import Construct
+
+from infra.api import Api
+from infra.config import StackConfig
+from infra.functions import KindexFunction, SharedLayers
+from infra.ingest import IngestPipeline
+from infra.monitoring import Monitoring
+from infra.nag import acknowledge_findings
+from infra.permissions import grant_least_privilege
+from infra.reindex import ReindexSchedule
+from infra.search import Search
+from infra.secrets import Secrets
+from infra.storage import Storage
+
+INGEST_TIMEOUT = Duration.minutes(5)
+# name -> (handler, timeout, memory MB, description). API Gateway gives up on an integration after 29 s.
+FUNCTIONS = {
+    "api": ("api.handler", Duration.seconds(29), 1024, "collections, documents, uploads, citations, jobs"),
+    "query": ("query.handler", Duration.seconds(29), 1024, "permission-aware retrieval"),
+    "ingest": ("ingest.handler", INGEST_TIMEOUT, 2048, "extract, chunk, embed and index uploaded documents"),
+    "authorizer": ("authorizer.handler", Duration.seconds(10), 512, "resolve API keys to tenant and role"),
+    "reindex": ("reindex.handler", Duration.minutes(15), 1024, "find stale or drifted documents, enqueue work"),
+}
+# Only the functions that embed text get the OpenAI key's name; only the HTTP ones get the body limit.
+EMBEDS = {"query", "ingest", "reindex"}
+SERVES_HTTP = {"api", "query"}
 
 
 class KindexStack(Stack):
-    """Composes one construct per capability; today the metadata table and the document bucket."""
+    """Storage, secrets, search, the ingest pipeline, five functions, the API, the reindex schedule, monitoring."""
 
-    def __init__(self, scope: Construct, construct_id: str, **kwargs) -> None:
+    def __init__(self, scope: Construct, construct_id: str, *, config: StackConfig, **kwargs) -> None:
         super().__init__(scope, construct_id, **kwargs)
-        self.table = dynamodb.Table(
-            self, "Metadata",
-            partition_key=dynamodb.Attribute(name="pk", type=dynamodb.AttributeType.STRING),
-            sort_key=dynamodb.Attribute(name="sk", type=dynamodb.AttributeType.STRING),
-            billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
-            point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
-                point_in_time_recovery_enabled=True),
-            time_to_live_attribute="expires_at",
-            removal_policy=RemovalPolicy.RETAIN,
-        )
-        self.bucket = s3.Bucket(
-            self, "Documents",
-            encryption=s3.BucketEncryption.S3_MANAGED,
-            enforce_ssl=True,
-            versioned=True,
-            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
-            removal_policy=RemovalPolicy.RETAIN,
-        )
+        self.config = config
+        self.storage = Storage(self, "Storage")
+        self.secrets = Secrets(self, "Secrets", prefix=config.secrets_prefix)
+        self.search = Search(self, "Search", config=config)
+        self.ingest_pipeline = IngestPipeline(self, "Ingest", bucket=self.storage.bucket, function_timeout=INGEST_TIMEOUT)
+        layers = SharedLayers(self, "Layers", build_dir=config.layer_build_dir)
+
+        common = {
+            "KINDEX_BACKEND": "aws",
+            "KINDEX_TABLE_NAME": self.storage.table.table_name,
+            "KINDEX_BUCKET_NAME": self.storage.bucket.bucket_name,
+            "KINDEX_OPENSEARCH_ENDPOINT": self.search.endpoint,
+            "KINDEX_SECRETS_PREFIX": config.secrets_prefix,
+        }
+        self.functions: dict[str, KindexFunction] = {}
+        for name, (handler, timeout, memory_mb, description) in FUNCTIONS.items():
+            environment = dict(common)
+            if name in EMBEDS:
+                environment["KINDEX_OPENAI_SECRET_NAME"] = self.secrets.openai_key.secret_name
+            if name in SERVES_HTTP:
+                environment["KINDEX_MAX_BODY_BYTES"] = str(config.max_body_bytes)
+            if name == "reindex":
+                environment["KINDEX_INGEST_QUEUE_URL"] = self.ingest_pipeline.queue.queue_url
+            self.functions[name] = KindexFunction(
+                self, f"{name.title()}Function", handler=handler, service=f"kindex-{name}", layers=layers,
+                environment=environment, timeout=timeout, memory_mb=memory_mb, description=f"kindex {name}: {description}")
+
+        grant_least_privilege(self.functions, storage=self.storage, search=self.search, secrets=self.secrets,
+                              ingest_queue=self.ingest_pipeline.queue)
+        self.search.allow([fn.role for fn in self.functions.values() if fn is not self.functions["authorizer"]])
+        self.ingest_pipeline.attach(self.functions["ingest"].function)
+
+        self.api = Api(self, "Api", config=config,
+                       targets={"api": self.functions["api"].function, "query": self.functions["query"].function},
+                       authorizer=self.functions["authorizer"].function)
+        self.reindex_schedule = ReindexSchedule(self, "Reindex", function=self.functions["reindex"].function,
+                                                expression=config.reindex_schedule)
+
+        self.monitoring = Monitoring(self, "Monitoring", alarm_email=config.alarm_email)
+        self.monitoring.dead_letters("IngestDeadLetters", self.ingest_pipeline.dead_letter_queue, "a document")
+        self.monitoring.dead_letters("ReindexDeadLetters", self.reindex_schedule.dead_letter_queue, "a scheduled reindex")
+        for name, fn in self.functions.items():
+            self.monitoring.function_errors(f"{name.title()}Errors", fn.function, name)
+
+        acknowledge_findings(self)
+        self._outputs()
+
+    def _outputs(self) -> None:
+        CfnOutput(self, "ApiUrl", value=self.api.rest_api.url)
+        CfnOutput(self, "TableName", value=self.storage.table.table_name)
+        CfnOutput(self, "BucketName", value=self.storage.bucket.bucket_name)
+        CfnOutput(self, "OpenAiSecretName", value=self.secrets.openai_key.secret_name)
+        CfnOutput(self, "OpenSearchEndpoint", value=self.search.endpoint)
+        CfnOutput(self, "IngestDeadLetterQueueUrl", value=self.ingest_pipeline.dead_letter_queue.queue_url)
+        CfnOutput(self, "AlarmTopicArn", value=self.monitoring.topic.topic_arn)

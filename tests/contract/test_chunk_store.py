@@ -182,7 +182,7 @@ def count_calls(client, operation: str) -> list[int]:
         (entry,) = params["RequestItems"].values()
         sizes.append(len(entry["Keys"]) if isinstance(entry, dict) else len(entry))
 
-    client.meta.events.register(f"before-call.dynamodb.{operation}", record)
+    client.meta.events.register(f"before-parameter-build.dynamodb.{operation}", record)
     return sizes
 
 
