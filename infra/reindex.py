@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from aws_cdk import Duration
+from aws_cdk import Duration, Stack
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_scheduler as scheduler
 from aws_cdk import aws_scheduler_targets as targets
@@ -22,6 +23,9 @@ class ReindexSchedule(Construct):
         # Its own queue: these are scheduler events, which must never be redriven into the ingest queue.
         self.dead_letter_queue = sqs.Queue(self, "DeadLetters", retention_period=Duration.days(14),
                                            encryption=sqs.QueueEncryption.SQS_MANAGED, enforce_ssl=True)
+        # Our own role (instead of the one CDK would share across schedules), trusted only from this account.
+        self.role = iam.Role(self, "InvokeRole", assumed_by=iam.ServicePrincipal(
+            "scheduler.amazonaws.com", conditions={"StringEquals": {"aws:SourceAccount": Stack.of(self).account}}))
         self.schedule = scheduler.Schedule(
             self, "Schedule",
             schedule=scheduler.ScheduleExpression.expression(expression),
@@ -32,5 +36,6 @@ class ReindexSchedule(Construct):
                 retry_attempts=2,
                 max_event_age=Duration.hours(1),
                 dead_letter_queue=self.dead_letter_queue,
+                role=self.role,
             ),
         )

@@ -77,16 +77,19 @@ class SecretsManagerStore:
 
     def put_secret(self, name: str, value: bytes) -> None:
         secret_id = secret_name(self.prefix, name)
+        # InvalidRequestException from create or put means the secret is scheduled for deletion: restore it first.
         _, code = self._call("create_secret", {"Name": secret_id, "SecretBinary": value},
                              tolerate={"ResourceExistsException", "InvalidRequestException"})
+        created = code is None
+        if code == "ResourceExistsException":
+            _, code = self._call("put_secret_value", {"SecretId": secret_id, "SecretBinary": value},
+                                 tolerate={"InvalidRequestException"})
         if code == "InvalidRequestException":
-            # The name belongs to a secret scheduled for deletion: bring it back, then give it the new value.
             self._call("restore_secret", {"SecretId": secret_id})
-        if code is not None:
             self._call("put_secret_value", {"SecretId": secret_id, "SecretBinary": value})
         with self._lock:
             self._cache[secret_id] = (self.clock() + self.cache_seconds, value)
-        logger.info("secret written", extra={"secret": secret_id, "created": code is None})
+        logger.info("secret written", extra={"secret": secret_id, "created": created})
 
     def get_secret(self, name: str) -> bytes | None:
         secret_id = secret_name(self.prefix, name)

@@ -121,6 +121,8 @@ def make_request_handler(gateway: Gateway) -> type[BaseHTTPRequestHandler]:
     class RequestHandler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
         server_version = "kindex"
+        # Headers and body go out in two writes; with Nagle on, a keep-alive client waits ~40 ms (delayed ACK).
+        disable_nagle_algorithm = True
 
         def _handle(self) -> None:
             parts = urlsplit(self.path)

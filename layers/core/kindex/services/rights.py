@@ -66,13 +66,16 @@ _pool = ThreadPoolExecutor(max_workers=16, thread_name_prefix="rights-check")
 
 
 class ExternalRights:
-    """POSTs the candidates to the tenant's endpoint, signed with the tenant's secret, within a total deadline."""
+    """POSTs the candidates to the tenant's endpoint, signed with the tenant's secret. One instance serves one
+    query: `timeout` is the total budget of all its calls (over-fetch rounds included), so a slow endpoint can
+    never hold a query longer than the timeout."""
 
     def __init__(self, url: str, secret: bytes | None, timeout: float = DEFAULT_TIMEOUT, clock=time.time):
         self.url = url
         self.secret = secret
         self.timeout = min(max(timeout, 0.05), MAX_TIMEOUT)
         self.clock = clock
+        self._deadline: float | None = None
 
     def allowed(self, user: str | None, collection_id: str, document_ids: Sequence[str]) -> set[str]:
         if not document_ids:
@@ -80,10 +83,16 @@ class ExternalRights:
         if self.secret is None:
             logger.warning("rights check denied: no signing secret set for the tenant", extra={"collection": collection_id})
             return set()
+        if self._deadline is None:
+            self._deadline = time.monotonic() + self.timeout
+        remaining = self._deadline - time.monotonic()
+        if remaining <= 0:
+            logger.warning("rights check denied: the query's time budget is spent", extra={"collection": collection_id})
+            return set()
         body, headers = build_rights_request(user, collection_id, document_ids, self.secret, int(self.clock()))
-        future = _pool.submit(self._post, body, headers)
+        future = _pool.submit(self._post, body, headers, remaining)
         try:
-            status, payload = future.result(timeout=self.timeout)
+            status, payload = future.result(timeout=remaining)
         except FutureTimeout:
             logger.warning("rights check timed out", extra={"collection": collection_id, "timeout_s": self.timeout})
             return set()
@@ -95,10 +104,10 @@ class ExternalRights:
             logger.warning("rights check refused", extra={"collection": collection_id, "status": status})
         return allowed
 
-    def _post(self, body: bytes, headers: dict[str, str]) -> tuple[int, bytes]:
+    def _post(self, body: bytes, headers: dict[str, str], timeout: float) -> tuple[int, bytes]:
         import httpx
 
-        response = httpx.post(self.url, content=body, headers=headers, timeout=self.timeout, follow_redirects=False)
+        response = httpx.post(self.url, content=body, headers=headers, timeout=timeout, follow_redirects=False)
         return response.status_code, response.content
 
 
