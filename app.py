@@ -1,7 +1,8 @@
 """CDK entry point: builds the kindex stack from `infra/`, configured only by cdk.json context.
 
-`python app.py [--outdir DIR]` synthesizes without the CDK CLI (cdk.json's context is read here);
-under `cdk synth/deploy` the CLI passes cdk.json and `-c` values itself, and they take precedence.
+`python app.py [--outdir DIR]` synthesizes without the CDK CLI (cdk.json's context is read here) and exits 1
+when cdk-nag reports an unsuppressed finding; under `cdk synth/deploy` the CLI passes cdk.json and `-c`
+values itself (they take precedence) and prints the findings.
 """
 
 from __future__ import annotations
@@ -9,6 +10,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
+import time
 from pathlib import Path
 
 from infra import build_app
@@ -16,15 +19,23 @@ from infra import build_app
 CDK_JSON = Path(__file__).resolve().parent / "cdk.json"
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--outdir", default=os.environ.get("CDK_OUTDIR") or "cdk.out",
                         help="cloud assembly directory (default: cdk.out)")
     args = parser.parse_args()
+    started = time.monotonic()
     context = json.loads(CDK_JSON.read_text())["context"]
-    app, _ = build_app(context=context, outdir=args.outdir)
-    app.synth()
+    app, stack = build_app(context=context, outdir=args.outdir)
+    assembly = app.synth()
+    messages = assembly.get_stack_artifact(stack.artifact_id).messages
+    findings = [m for m in messages if m.level.name in ("ERROR", "WARNING") and "AwsSolutions-" in str(m.entry.data)]
+    for message in findings:
+        print(f"{message.level.name} {message.id}: {str(message.entry.data).splitlines()[0]}", file=sys.stderr)
+    print(f"synthesized {stack.stack_name} into {assembly.directory} in {time.monotonic() - started:.1f} s",
+          file=sys.stderr)
+    return 1 if findings else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

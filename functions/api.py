@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any
 
-from aws_lambda_powertools import Logger
+from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 from aws_lambda_powertools.event_handler.openapi.params import Query
 from pydantic import BaseModel, ConfigDict, Field
@@ -17,6 +17,7 @@ from kindex.domain.models import Collection, CollectionInput, Document, Document
 from kindex.wiring import container
 
 logger = Logger(service="kindex-api")
+metrics = Metrics(namespace="kindex")  # shares its metric set with the services' recorder; flushed per invocation
 app = APIGatewayRestResolver(enable_validation=True)
 app.enable_swagger(path="/docs", title="kindex", version="1", description="Knowledge index for RAG")
 register_error_handlers(app)
@@ -181,6 +182,7 @@ def get_job(job: str) -> ReindexJob:
     return container().reindex.get_job(principal(app).tenant, path_param(job))
 
 
+@metrics.log_metrics
 @logger.inject_lambda_context(clear_state=True)
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     rejected = precheck(event, container().settings.max_body_bytes)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from aws_lambda_powertools import Logger
+from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
@@ -13,6 +13,7 @@ from kindex.domain.keys import decode_s3_event_key
 from kindex.wiring import container
 
 logger = Logger(service="kindex-ingest")
+metrics = Metrics(namespace="kindex")  # shares its metric set with the services' recorder; flushed per invocation
 processor = BatchProcessor(event_type=EventType.SQS)
 
 
@@ -30,6 +31,7 @@ def record_handler(record: SQSRecord, service=None) -> None:
             service.object_created(key)
 
 
+@metrics.log_metrics
 @logger.inject_lambda_context(clear_state=True)
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     return process_partial_response(event=event, record_handler=record_handler, processor=processor, context=context)

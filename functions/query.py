@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_lambda_powertools import Logger
+from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver
 
 from kindex.api.http import precheck, register_error_handlers
@@ -12,11 +12,13 @@ from kindex.api.query_routes import router
 from kindex.wiring import container
 
 logger = Logger(service="kindex-query")
+metrics = Metrics(namespace="kindex")  # shares its metric set with the services' recorder; flushed per invocation
 app = APIGatewayRestResolver(enable_validation=True)
 app.include_router(router)
 register_error_handlers(app)
 
 
+@metrics.log_metrics
 @logger.inject_lambda_context(clear_state=True)
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     rejected = precheck(event, container().settings.max_body_bytes)

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_lambda_powertools import Logger
+from aws_lambda_powertools import Logger, Metrics
 
 from kindex.wiring import container
 
 logger = Logger(service="kindex-reindex")
+metrics = Metrics(namespace="kindex")  # shares its metric set with the services' recorder; flushed per invocation
 
 
+@metrics.log_metrics
 @logger.inject_lambda_context(clear_state=True)
 def handler(event: dict[str, Any], context: Any, service=None) -> dict[str, Any]:
     service = service or container().reindex

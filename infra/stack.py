@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from aws_cdk import CfnOutput, Duration, Stack
+from aws_cdk import CfnOutput, Duration, Fn, Stack
 from constructs import Construct
 
 from infra.api import Api
@@ -91,3 +91,7 @@ class KindexStack(Stack):
         CfnOutput(self, "OpenSearchEndpoint", value=self.search.endpoint)
         CfnOutput(self, "IngestDeadLetterQueueUrl", value=self.ingest_pipeline.dead_letter_queue.queue_url)
         CfnOutput(self, "AlarmTopicArn", value=self.monitoring.topic.topic_arn)
+        if self.search.domain is None:
+            # An existing domain's access policy must admit these roles (its owner adds them).
+            CfnOutput(self, "SearchRoleArns", value=Fn.join(",", [fn.role.role_arn for name, fn in self.functions.items()
+                                                                   if name != "authorizer"]))

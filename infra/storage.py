@@ -37,7 +37,7 @@ class Storage(Construct):
             encryption=s3.BucketEncryption.S3_MANAGED,  # the log delivery service only writes to SSE-S3 buckets
             enforce_ssl=True,
             block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
-            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_PREFERRED,
+            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,  # log delivery is granted by bucket policy
             lifecycle_rules=[s3.LifecycleRule(id="expire-access-logs", expiration=Duration.days(90))],
             removal_policy=RemovalPolicy.RETAIN,
         )

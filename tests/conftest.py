@@ -32,6 +32,7 @@ def local_container(tmp_path, monkeypatch):
     monkeypatch.setenv("KINDEX_BACKEND", "local")
     monkeypatch.setenv("KINDEX_DATA_DIR", str(tmp_path / "data"))
     monkeypatch.setenv("KINDEX_DEFAULT_EMBEDDING_MODEL", "hash:384")
+    monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "true")  # as `kindex serve` sets it (export_settings)
     container.cache_clear()
     yield container()
     container.cache_clear()

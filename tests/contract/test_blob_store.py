@@ -6,7 +6,6 @@ from collections.abc import Iterator
 from datetime import datetime, timezone
 from urllib.parse import parse_qs, urlparse
 
-import boto3
 import pytest
 import requests
 from botocore.config import Config
@@ -18,7 +17,7 @@ from kindex.adapters.folder_blobs import FolderBlobStore
 from kindex.adapters.s3_blobs import S3BlobStore
 from kindex.domain.errors import DependencyFailed, NotFound
 from kindex.domain.keys import blob_key, collection_prefix, document_prefix, parse_blob_key
-from tests.support.aws import BUCKET, REGION, create_versioned_bucket, fake_aws_env
+from tests.support.aws import BUCKET, create_versioned_bucket, fake_aws_env, moto_client
 
 pytestmark = pytest.mark.contract
 
@@ -28,7 +27,7 @@ def s3(monkeypatch: pytest.MonkeyPatch) -> Iterator:
     fake_aws_env(monkeypatch)
     with mock_aws():
         # SigV4 like the production client (`s3_blobs.s3_client`), so presigned URLs look the same.
-        client = boto3.client("s3", region_name=REGION, config=Config(signature_version="s3v4"))
+        client = moto_client("s3", config=Config(signature_version="s3v4"))
         create_versioned_bucket(client)
         yield client
 
@@ -200,7 +199,7 @@ def test_s3_presigned_put_uploads_with_the_returned_headers(s3):
 def test_s3_errors_become_dependency_failed(monkeypatch, code):
     # Given a client whose calls fail with an AWS error other than a missing key
     fake_aws_env(monkeypatch)
-    client = boto3.client("s3", region_name=REGION)
+    client = moto_client("s3")
     store = S3BlobStore(BUCKET, client=client)
     with Stubber(client) as stub:
         stub.add_client_error("get_object", service_error_code=code)
@@ -218,7 +217,7 @@ def test_s3_errors_become_dependency_failed(monkeypatch, code):
 def test_s3_partial_delete_failure_is_reported(monkeypatch):
     # Given a bucket that refuses to delete one of the versions
     fake_aws_env(monkeypatch)
-    client = boto3.client("s3", region_name=REGION)
+    client = moto_client("s3")
     store = S3BlobStore(BUCKET, client=client)
     with Stubber(client) as stub:
         stub.add_response("list_object_versions", {"Versions": [{"Key": "p/a", "VersionId": "v1", "IsLatest": True}],

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-import boto3
 import pytest
 from botocore.stub import Stubber
 from moto import mock_aws
@@ -15,7 +14,7 @@ from kindex.adapters.sqlite_chunks import SqliteChunkStore
 from kindex.adapters.sqlite_store import SqliteDatabase
 from kindex.domain.errors import DependencyFailed
 from kindex.domain.types import ChunkRef, StoredChunk
-from tests.support.aws import REGION, TABLE, create_metadata_table, fake_aws_env
+from tests.support.aws import TABLE, create_metadata_table, fake_aws_env, moto_client
 
 pytestmark = pytest.mark.contract
 
@@ -27,7 +26,7 @@ AWKWARD = ["a#b", "a%23b", "T#x#C#y", "é 日本", "D", "\U0001F600" * 255]
 def dynamodb(monkeypatch: pytest.MonkeyPatch) -> Iterator:
     fake_aws_env(monkeypatch)
     with mock_aws():
-        client = boto3.client("dynamodb", region_name=REGION)
+        client = moto_client("dynamodb")
         create_metadata_table(client)
         yield client
 
@@ -276,7 +275,7 @@ def test_dynamodb_unprocessed_keys_and_items_are_retried(dynamodb, monkeypatch):
 def test_dynamodb_errors_become_dependency_failed(monkeypatch):
     # Given a client whose calls fail with AWS errors
     fake_aws_env(monkeypatch)
-    client = boto3.client("dynamodb", region_name=REGION)
+    client = moto_client("dynamodb")
     store = DynamoDbChunkStore(TABLE, client=client)
     with Stubber(client) as stub:
         stub.add_client_error("batch_get_item", service_error_code="ProvisionedThroughputExceededException")

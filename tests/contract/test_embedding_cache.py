@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterator
 
-import boto3
 import numpy as np
 import pytest
 from moto import mock_aws
@@ -13,7 +12,7 @@ from moto import mock_aws
 from kindex.adapters.dynamodb_chunks import DynamoDbEmbeddingCache
 from kindex.adapters.sqlite_chunks import SqliteEmbeddingCache
 from kindex.adapters.sqlite_store import SqliteDatabase
-from tests.support.aws import REGION, TABLE, create_metadata_table, fake_aws_env
+from tests.support.aws import TABLE, create_metadata_table, fake_aws_env, moto_client
 
 pytestmark = pytest.mark.contract
 
@@ -22,7 +21,7 @@ pytestmark = pytest.mark.contract
 def dynamodb(monkeypatch: pytest.MonkeyPatch) -> Iterator:
     fake_aws_env(monkeypatch)
     with mock_aws():
-        client = boto3.client("dynamodb", region_name=REGION)
+        client = moto_client("dynamodb")
         create_metadata_table(client)
         yield client
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 
-import boto3
 import pytest
 from botocore.stub import Stubber
 from moto import mock_aws
@@ -18,7 +17,7 @@ from kindex.adapters.dynamodb_store import DynamoDbMetadataStore
 from kindex.adapters.sqlite_store import SqliteDatabase, SqliteMetadataStore
 from kindex.domain.errors import Conflict, DependencyFailed, NotFound
 from kindex.domain.models import ApiKey, ChunkingMethod, Collection, Document, DocumentStatus, Role
-from tests.support.aws import REGION, TABLE, create_metadata_table, fake_aws_env
+from tests.support.aws import TABLE, create_metadata_table, fake_aws_env, moto_client
 
 pytestmark = pytest.mark.contract
 
@@ -34,7 +33,7 @@ MIXED_IDS = ["a", "B", "a b", "a#b", "a%20b", "a%b", "#a", "a#", "é", "ü x", "
 def aws_client(monkeypatch: pytest.MonkeyPatch) -> Iterator:
     fake_aws_env(monkeypatch)
     with mock_aws():
-        client = boto3.client("dynamodb", region_name=REGION)
+        client = moto_client("dynamodb")
         create_metadata_table(client)
         yield client
 
@@ -418,7 +417,7 @@ def test_dynamodb_item_layout(aws_client):
 def test_dynamodb_errors_become_dependency_failed(monkeypatch, code):
     # Given a client whose calls fail with an AWS error
     fake_aws_env(monkeypatch)
-    client = boto3.client("dynamodb", region_name=REGION)
+    client = moto_client("dynamodb")
     store = DynamoDbMetadataStore(TABLE, client=client)
     with Stubber(client) as stub:
         stub.add_client_error("get_item", service_error_code=code)
@@ -434,7 +433,7 @@ def test_dynamodb_unprocessed_batch_items_are_retried(monkeypatch):
     # Given a collection of two documents whose first batch delete is partly throttled
     fake_aws_env(monkeypatch)
     monkeypatch.setattr(dynamodb_store, "_pause", lambda attempt: None)
-    client = boto3.client("dynamodb", region_name=REGION)
+    client = moto_client("dynamodb")
     store = DynamoDbMetadataStore(TABLE, client=client)
     pk = "T#acme#C#docs"
     second = {"DeleteRequest": {"Key": {"pk": {"S": pk}, "sk": {"S": "d2"}}}}
@@ -453,7 +452,7 @@ def test_dynamodb_batch_delete_gives_up_with_dependency_failed(monkeypatch):
     # Given a table that never processes the batch
     fake_aws_env(monkeypatch)
     monkeypatch.setattr(dynamodb_store, "_pause", lambda attempt: None)
-    client = boto3.client("dynamodb", region_name=REGION)
+    client = moto_client("dynamodb")
     store = DynamoDbMetadataStore(TABLE, client=client)
     stuck = {TABLE: [{"DeleteRequest": {"Key": {"pk": {"S": "T#acme#C#docs"}, "sk": {"S": "d1"}}}}]}
     with Stubber(client) as stub:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 
-import boto3
 import pytest
 from botocore.stub import Stubber
 from moto import mock_aws
@@ -17,7 +16,7 @@ from kindex.adapters.local_secrets import FileSecretStore
 from kindex.adapters.sqlite_chunks import SqliteQueryLog
 from kindex.adapters.sqlite_store import SqliteDatabase
 from kindex.domain.errors import DependencyFailed
-from tests.support.aws import REGION, TABLE, create_metadata_table, fake_aws_env
+from tests.support.aws import TABLE, create_metadata_table, fake_aws_env, moto_client
 
 pytestmark = pytest.mark.contract
 
@@ -39,9 +38,9 @@ class Clock:
 def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict]:
     fake_aws_env(monkeypatch)
     with mock_aws():
-        dynamodb = boto3.client("dynamodb", region_name=REGION)
+        dynamodb = moto_client("dynamodb")
         create_metadata_table(dynamodb)
-        yield {"dynamodb": dynamodb, "secretsmanager": boto3.client("secretsmanager", region_name=REGION)}
+        yield {"dynamodb": dynamodb, "secretsmanager": moto_client("secretsmanager")}
 
 
 @pytest.fixture
@@ -214,7 +213,7 @@ def test_secret_scheduled_for_deletion_reads_as_none(aws):
 def test_writing_a_secret_scheduled_for_deletion_restores_it(monkeypatch, refused):
     # Given Secrets Manager refusing the write as AWS does for a secret scheduled for deletion (moto does not)
     fake_aws_env(monkeypatch)
-    client = boto3.client("secretsmanager", region_name=REGION)
+    client = moto_client("secretsmanager")
     name = f"{PREFIX}/s"
     with Stubber(client) as stub:
         if refused == "create_secret":
@@ -235,7 +234,7 @@ def test_writing_a_secret_scheduled_for_deletion_restores_it(monkeypatch, refuse
 def test_errors_become_dependency_failed_and_never_reveal_the_value(monkeypatch, caplog):
     # Given a client that is denied everything
     fake_aws_env(monkeypatch)
-    client = boto3.client("secretsmanager", region_name=REGION)
+    client = moto_client("secretsmanager")
     store = SecretsManagerStore(PREFIX, client=client)
     caplog.set_level(logging.DEBUG, logger="kindex")
     with Stubber(client) as stub:

@@ -211,3 +211,34 @@ def test_embedding_cache_is_keyed_by_model(local_container):
     cache = local_container.embedding_cache
     cache.put_vectors("m1", {"h": np.ones(3, dtype=np.float32)})
     assert "h" in cache.get_vectors("m1", ["h"]) and cache.get_vectors("m2", ["h"]) == {}
+
+
+def test_document_deleted_while_an_event_is_in_flight_is_not_resurrected(deployment):
+    services, _, worker = deployment
+    put(services, "d1", TEXT)
+    worker.drain()
+    # Given a created event still queued for a document that is then deleted
+    put(services, "d1", TEXT + " changed")
+    services.catalog.delete_document("t", "c", "d1")
+    # When the stale events are processed
+    worker.drain()
+    # Then the document stays deleted and nothing of it is left
+    assert doc(services, "d1") is None
+    assert services.chunks.list_chunks("t", "c", "d1") == []
+    assert services.search_index.chunk_ids("hash:384", "t", "c") == set()
+
+
+def test_deletion_during_indexing_leaves_nothing_behind(deployment):
+    services, embedder, worker = deployment
+    put(services, "d1", TEXT)
+    original = embedder.embed
+
+    def delete_midway(texts):
+        services.catalog.delete_document("t", "c", "d1")  # the API deletes while the worker embeds
+        return original(texts)
+
+    embedder.embed = delete_midway
+    worker.drain()
+    assert doc(services, "d1") is None
+    assert services.chunks.list_chunks("t", "c", "d1") == []
+    assert services.search_index.chunk_ids("hash:384", "t", "c") == set()

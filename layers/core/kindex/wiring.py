@@ -99,15 +99,25 @@ class Container:
                                openai_base_url=self.settings.openai_base_url)
 
     @cached_property
+    def metrics(self):
+        if self.settings.backend == "local":
+            from kindex.adapters.metrics import LogMetrics
+
+            return LogMetrics()
+        from kindex.adapters.metrics import PowertoolsMetrics
+
+        return PowertoolsMetrics("kindex")
+
+    @cached_property
     def embeddings(self) -> EmbeddingService:
-        return EmbeddingService(self.embedding_cache, self.embedder)
+        return EmbeddingService(self.embedding_cache, self.embedder, self.metrics)
 
     @cached_property
     def ingest(self) -> IngestService:
         limits = IngestLimits(max_file_bytes=self.settings.max_file_bytes,
                               max_chunks_per_document=self.settings.max_chunks_per_document)
         return IngestService(self.metadata, self.metadata, self.blobs, self.chunks, self.search_index,
-                             self.embeddings, limits)
+                             self.embeddings, limits, metrics=self.metrics)
 
     @cached_property
     def uploads(self):
@@ -145,7 +155,7 @@ class Container:
         from kindex.services.query import QueryService
 
         return QueryService(self.metadata, self.metadata, self.chunks, self.search_index, self.embeddings,
-                            self.secrets, self.query_log)
+                            self.secrets, self.query_log, metrics=self.metrics)
 
     @cached_property
     def citations(self):

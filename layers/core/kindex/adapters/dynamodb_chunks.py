@@ -2,20 +2,20 @@
 
 Item layout (key parts escaped with `dynamodb_store.escape_part`, sort keys raw; see that module's docstring):
 
-| item                          | pk                                      | sk             | attributes                      |
-|-------------------------------|-----------------------------------------|----------------|---------------------------------|
-| chunk                         | `T#{tenant}#C#{collection}#D#{document}` | `{chunk_id}`   | idx, start, end, text, pages... |
-| chunked document (marker)     | `T#{tenant}#C#{collection}#CHUNKDOCS`    | `{document_id}`| -                               |
-| cached vector                 | `EMB#{model}`                            | `{sha256}`     | vector (B, float32 LE)          |
-| query log entry               | `T#{tenant}#Q#{query_id}`                | `Q`            | body (JSON), expires_at (TTL)   |
+| item                      | pk                                       | sk              | attributes             |
+|---------------------------|------------------------------------------|-----------------|------------------------|
+| chunk                     | `T#{tenant}#C#{collection}#D#{document}` | `{chunk_id}`    | idx, start, end, text  |
+| chunked document (marker) | `T#{tenant}#C#{collection}#CHUNKDOCS`    | `{document_id}` | -                      |
+| cached vector             | `EMB#{model}`                            | `{sha256}`      | vector (float32 LE)    |
+| query log entry           | `T#{tenant}#Q#{query_id}`                | `Q`             | body, expires_at (TTL) |
 
 Chunks. One partition per document, so listing a document's chunks is one Query and a read by (collection,
 document, chunk id) is a direct key: search hits carry exactly those, so `get_chunks` is one BatchGetItem per 100
 refs. The sort key is the chunk id (not the index) for that reason; `list_chunks` sorts by the `idx` attribute.
 Escaped ids can make a key longer than DynamoDB's 2,048-byte partition key limit (a 255-character id of 4-byte
 characters is 1,020 bytes), so a partition key that would be too long is replaced by `H#{sha256 of it}`; every
-readable key starts with `T#` or `EMB#`, so the two forms never meet. Each item also carries its collection and document id, so an
-item read back never depends on decoding its key.
+readable key starts with `T#` or `EMB#`, so the two forms never meet. Each chunk item also carries its collection
+and document id (and its pages when it has them), so an item read back never depends on decoding its key.
 
 Deleting a collection's chunks must find every chunked document without a Scan: `put_chunks` first writes one
 marker item per document into the collection's `CHUNKDOCS` partition, and deletes remove the marker last. Markers

@@ -377,7 +377,7 @@ class OpenSearchIndex:
 
     def knn_search(self, model: str, tenant: str, collections: Sequence[str], vector: Sequence[float], k: int,
                    filters: SearchFilters | None = None) -> list[SearchHit]:
-        if k <= 0 or not collections or not vector:
+        if k <= 0 or not collections or len(vector) == 0:  # len(): query vectors arrive as numpy arrays
             return []
         alias = index_alias(self._prefix, model, len(vector))
         response = self._search(alias, tenant, build_knn_query(tenant, collections, vector, k, filters))

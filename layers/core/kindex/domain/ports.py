@@ -210,3 +210,10 @@ class IngestTrigger(Protocol):
 
     def trigger(self, keys: Sequence[str]) -> None:
         """Enqueue one created-event per key, in bounded batches."""
+
+
+class MetricsRecorder(Protocol):
+    """One metric per business event (documents indexed, chunks embedded, rights denials)."""
+
+    def count(self, name: str, value: float = 1) -> None:
+        """Add `value` to the counter `name` for the current invocation."""

@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from kindex.domain.ports import Embedder, EmbeddingCache
+from kindex.domain.ports import Embedder, EmbeddingCache, MetricsRecorder
 
 logger = logging.getLogger(__name__)
 
@@ -20,9 +20,11 @@ def text_sha256(text: str) -> str:
 class EmbeddingService:
     """Looks vectors up by (model, sha256(text)), embeds only the missing unique texts in one call, stores them."""
 
-    def __init__(self, cache: EmbeddingCache, embedder_for: Callable[[str], Embedder]):
+    def __init__(self, cache: EmbeddingCache, embedder_for: Callable[[str], Embedder],
+                 metrics: MetricsRecorder | None = None):
         self.cache = cache
         self.embedder_for = embedder_for
+        self.metrics = metrics
         self.calls = 0
         self.texts_embedded = 0
 
@@ -40,6 +42,8 @@ class EmbeddingService:
             new_vectors = dict(zip(missing.keys(), fresh))
             self.cache.put_vectors(model, new_vectors)
             known.update(new_vectors)
+            if self.metrics:
+                self.metrics.count("ChunksEmbedded", len(missing))
         logger.info("embedded", extra={"model": model, "texts": len(texts), "cache_hits": len(texts) - len(missing),
                                        "embedded": len(missing)})
         return np.vstack([known[h] for h in hashes]).astype(np.float32, copy=False)

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from kindex.domain import keys
 from kindex.domain.errors import Conflict, DependencyFailed, IngestError, LimitExceeded, NotFound
 from kindex.domain.models import Collection, Document, DocumentStatus, utc_now
-from kindex.domain.ports import BlobStore, ChunkStore, CollectionStore, DocumentStore, SearchIndex
+from kindex.adapters.metrics import LogMetrics
+from kindex.domain.ports import BlobStore, ChunkStore, CollectionStore, DocumentStore, MetricsRecorder, SearchIndex
 from kindex.domain.types import IndexRecord, StoredChunk
 from kindex.services.embedding import EmbeddingService, text_sha256
 
@@ -50,7 +51,7 @@ class IngestService:
 
     def __init__(self, collections: CollectionStore, documents: DocumentStore, blobs: BlobStore, chunks: ChunkStore,
                  index: SearchIndex, embeddings: EmbeddingService, limits: IngestLimits | None = None,
-                 extract: Callable | None = None, chunk: Callable | None = None):
+                 extract: Callable | None = None, chunk: Callable | None = None, metrics: MetricsRecorder | None = None):
         self.collections = collections
         self.documents = documents
         self.blobs = blobs
@@ -60,6 +61,7 @@ class IngestService:
         self.limits = limits or IngestLimits()
         self._extract = extract
         self._chunk = chunk
+        self.metrics = metrics or LogMetrics()
 
     # Events
     def object_created(self, key: str) -> Document | None:
@@ -80,7 +82,12 @@ class IngestService:
         document = self._document_for(tenant, collection_id, document_id, filename, key)
         if document is None:
             return None
-        return self._index(tenant, collection, document, data, filename)
+        try:
+            return self._index(tenant, collection, document, data, filename)
+        except NotFound:
+            # The document was deleted while we worked: remove what we wrote, so nothing is left behind.
+            self.remove_document(tenant, document, collection)
+            return None
 
     def object_removed(self, key: str) -> None:
         """A document's source blob was deleted (API or S3 directly): delete the document everywhere."""
@@ -123,7 +130,13 @@ class IngestService:
             try:
                 self.documents.put_document(tenant, document, create=True)
             except Conflict:
-                document = self.documents.get_document(tenant, collection_id, document_id)
+                return self.documents.get_document(tenant, collection_id, document_id)
+            try:
+                self.blobs.get_blob(key)
+            except NotFound:
+                # The document was deleted (blob first) while this event was in flight: do not resurrect it.
+                self.documents.delete_document(tenant, collection_id, document_id)
+                return None
             return document
         if document.source == key:
             return document
@@ -163,6 +176,7 @@ class IngestService:
             failed = working.model_copy(update={"status": DocumentStatus.FAILED, "failure_reason": failure_reason(error),
                                                 "failure_retryable": retryable, "updated_at": utc_now()})
             self._save(tenant, failed, expected)
+            self.metrics.count("DocumentsFailed")
             logger.warning("document failed", extra={"tenant": tenant, "collection": collection.id,
                                                       "document": document.id, "reason": failed.failure_reason})
             if retryable:
@@ -174,6 +188,7 @@ class IngestService:
             "indexed_config_version": collection.config_version, "failure_reason": None, "failure_retryable": False,
             "updated_at": utc_now()})
         self._save(tenant, indexed, expected)
+        self.metrics.count("DocumentsIndexed")
         logger.info("document indexed", extra={"tenant": tenant, "collection": collection.id, "document": document.id,
                                                "chunks": chunk_count})
         return indexed

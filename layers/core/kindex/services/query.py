@@ -12,7 +12,15 @@ from dataclasses import replace
 
 from kindex.domain.errors import Forbidden, NotFound
 from kindex.domain.models import Collection, Document, DocumentStatus
-from kindex.domain.ports import ChunkStore, CollectionStore, DocumentStore, QueryLog, SearchIndex, SecretStore
+from kindex.domain.ports import (
+    ChunkStore,
+    CollectionStore,
+    DocumentStore,
+    MetricsRecorder,
+    QueryLog,
+    SearchIndex,
+    SecretStore,
+)
 from kindex.domain.query import Citation, QueryRequest, QueryResponse, QueryResult
 from kindex.domain.types import ChunkRef, SearchFilters, SearchHit
 from kindex.services.embedding import EmbeddingService
@@ -69,7 +77,8 @@ class QueryService:
 
     def __init__(self, collections: CollectionStore, documents: DocumentStore, chunks: ChunkStore, index: SearchIndex,
                  embeddings: EmbeddingService, secrets: SecretStore, query_log: QueryLog,
-                 rights_for: Callable[[Collection, bytes | None], RightsChecker] = rights_checker_for):
+                 rights_for: Callable[[Collection, bytes | None], RightsChecker] = rights_checker_for,
+                 metrics: MetricsRecorder | None = None):
         self.collections = collections
         self.documents = documents
         self.chunks = chunks
@@ -78,6 +87,7 @@ class QueryService:
         self.secrets = secrets
         self.query_log = query_log
         self.rights_for = rights_for
+        self.metrics = metrics
 
     def query(self, tenant: str, collection_ids: Sequence[str], request: QueryRequest, *, multi: bool) -> QueryResponse:
         timing = {"embed": 0.0, "search": 0.0, "rights": 0.0, "fetch": 0.0}
@@ -98,6 +108,10 @@ class QueryService:
         results, citations = self._shape(survivors, texts, documents)
         query_id = uuid.uuid4().hex
         self.query_log.put_query(tenant, query_id, self._cited(results, citations), QUERY_LOG_TTL)
+        if self.metrics:
+            self.metrics.count("Queries")
+            if denied_count:
+                self.metrics.count("RightsDenials", denied_count)
         logger.info("query", extra={"tenant": tenant, "collections": len(allowed_collections), "mode": request.mode,
                                     "results": len(results), "denied_count": denied_count})
         return QueryResponse(query_id=query_id, results=results, citations=citations, context=build_context(results),

@@ -1,0 +1,305 @@
+"""What every benchmark shares: paths, the figure record, percentiles, machine and version facts, the local
+server as a subprocess, and text read in place from ../shared/data (never copied into the repo)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import platform
+import re
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from functools import lru_cache
+from importlib import metadata
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+BENCH_DIR = REPO / "bench"
+SHARED_DATA = REPO.parent / "shared" / "data"
+SCIFACT_DIR = SHARED_DATA / "scifact"
+KNN_TESTDATA = SHARED_DATA / "knn-examples" / "knn-plugin-testdata" / "src" / "test" / "resources" / "data"
+RESULTS_PATH = BENCH_DIR / "results.json"
+# Written by `make eval` (python -m bench.eval_scifact); `make bench` folds it into results.json.
+SCIFACT_RESULTS_PATH = BENCH_DIR / "scifact_results.json"
+
+VERSIONED_PACKAGES = ("kindex", "numpy", "onnxruntime", "tokenizers", "tiktoken", "pydantic", "aws-lambda-powertools",
+                      "boto3", "langchain-text-splitters", "semantic-text-splitter", "ir-measures",
+                      "pytrec-eval-terrier", "matplotlib", "httpx", "requests", "openai")
+
+
+@dataclass
+class Figure:
+    """One measured number, with the reference measured in the same run (ratio = value / reference)."""
+
+    name: str
+    value: float | None
+    unit: str
+    reference_name: str | None = None
+    reference_value: float | None = None
+    ratio: float | None = None
+    section: str = ""
+    notes: str = ""
+    details: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.value is not None:
+            self.value = round(float(self.value), 6)
+        if self.reference_value is not None:
+            self.reference_value = round(float(self.reference_value), 6)
+        if self.ratio is None and self.value is not None and self.reference_value:
+            self.ratio = round(self.value / self.reference_value, 4)
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def percentile(samples: Sequence[float], q: float) -> float:
+    """Linear-interpolated percentile (numpy's default), without importing numpy for it."""
+    ordered = sorted(samples)
+    if not ordered:
+        return float("nan")
+    position = (len(ordered) - 1) * q / 100.0
+    low = int(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def median(values: Sequence[float]) -> float:
+    return statistics.median(values)
+
+
+def timed(fn: Callable[[], object]) -> float:
+    started = time.perf_counter()
+    fn()
+    return time.perf_counter() - started
+
+
+def log(message: str) -> None:
+    print(f"[bench {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+# -- machine and versions -----------------------------------------------------------------------------------------
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _memory_gib() -> float | None:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return round(int(line.split()[1]) / 1024 / 1024, 1)
+    except OSError:
+        pass
+    return None
+
+
+def machine_info() -> dict:
+    load = os.getloadavg() if hasattr(os, "getloadavg") else None
+    return {"cpu_model": _cpu_model(), "cores": os.cpu_count(), "memory_gib": _memory_gib(),
+            "python": platform.python_version(), "implementation": platform.python_implementation(),
+            "os": platform.platform(), "machine": platform.machine(),
+            "load_average_at_start": [round(x, 2) for x in load] if load else None}
+
+
+def versions() -> dict:
+    found = {}
+    for package in VERSIONED_PACKAGES:
+        try:
+            found[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            found[package] = None
+    import sqlite3
+
+    found["sqlite"] = sqlite3.sqlite_version
+    try:
+        found["git_commit"] = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True,
+                                             text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain"], cwd=REPO, capture_output=True, text=True).stdout
+        found["git_dirty"] = bool(dirty.strip())
+    except (OSError, subprocess.CalledProcessError):
+        found["git_commit"] = None
+    return found
+
+
+# -- text read in place -------------------------------------------------------------------------------------------
+
+
+@lru_cache(maxsize=1)
+def scifact_corpus() -> list[dict]:
+    """The SciFact corpus ({_id, title, text}), read from ../shared/data in place."""
+    path = SCIFACT_DIR / "corpus.jsonl"
+    opener = open if path.exists() else None
+    if opener is None:
+        path = SCIFACT_DIR / "corpus.jsonl.gz"
+    with (open(path, encoding="utf-8") if path.suffix == ".jsonl" else gzip.open(path, "rt", encoding="utf-8")) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+@lru_cache(maxsize=1)
+def real_sentences() -> tuple[str, ...]:
+    """Real English sentences (SciFact abstracts), the raw material of the synthetic corpora."""
+    splitter = re.compile(r"(?<=[.!?])\s+(?=[A-Z(])")
+    sentences = []
+    for doc in scifact_corpus():
+        sentences.extend(s.strip() for s in splitter.split(doc["text"]) if 20 <= len(s.strip()) <= 400)
+    return tuple(sentences)
+
+
+def real_text(megabytes: float) -> str:
+    """About `megabytes` MB (UTF-8) of real text shaped like documents: each SciFact abstract under a Markdown
+    heading made of its title, paragraphs split every few sentences."""
+    limit = int(megabytes * 1_000_000)
+    parts: list[str] = []
+    size = 0
+    splitter = re.compile(r"(?<=[.!?])\s+(?=[A-Z(])")
+    while size < limit:
+        for doc in scifact_corpus():
+            sentences = splitter.split(doc["text"])
+            paragraphs = [" ".join(sentences[i:i + 4]) for i in range(0, len(sentences), 4)]
+            block = f"# {doc['title'].strip()}\n\n" + "\n\n".join(paragraphs) + "\n\n"
+            parts.append(block)
+            size += len(block.encode("utf-8"))
+            if size >= limit:
+                break
+    text = "".join(parts)
+    return text.encode("utf-8")[:limit].decode("utf-8", errors="ignore")
+
+
+class SyntheticCorpus:
+    """Synthetic but realistic documents: real sentences in a seeded random order, grouped in paragraphs under
+    headings. Deterministic for a seed."""
+
+    def __init__(self, seed: int = 7):
+        import random
+
+        self.random = random.Random(seed)
+        self.sentences = real_sentences()
+        self.words = [w for s in self.sentences[:5000] for w in re.findall(r"[A-Za-z]{5,}", s)]
+
+    def paragraph(self, approx_chars: int) -> str:
+        out: list[str] = []
+        size = 0
+        while size < approx_chars:
+            sentence = self.random.choice(self.sentences)
+            out.append(sentence)
+            size += len(sentence) + 1
+        return " ".join(out)
+
+    def document(self, approx_chars: int, paragraph_chars: int = 450) -> str:
+        blocks = [f"# {self.title()}"]
+        size = 0
+        while size < approx_chars:
+            if blocks and self.random.random() < 0.15:
+                blocks.append(f"## {self.title()}")
+            paragraph = self.paragraph(paragraph_chars)
+            blocks.append(paragraph)
+            size += len(paragraph) + 2
+        return "\n\n".join(blocks) + "\n"
+
+    def title(self) -> str:
+        return " ".join(self.random.choice(self.words) for _ in range(self.random.randint(2, 5))).capitalize()
+
+    def query(self) -> str:
+        """A question-like query: a few content words of a real sentence."""
+        words = re.findall(r"[A-Za-z]{4,}", self.random.choice(self.sentences))
+        picked = self.random.sample(words, min(len(words), self.random.randint(3, 6))) if words else ["protein"]
+        return " ".join(picked)
+
+
+# -- the local server ---------------------------------------------------------------------------------------------
+
+
+@contextmanager
+def running_server(data_dir: Path, extra_env: dict[str, str] | None = None) -> Iterator:
+    """`kindex serve --port 0 --data-dir D` as a subprocess (hash:384 by default), stopped on exit."""
+    if str(REPO) not in sys.path:
+        sys.path.insert(0, str(REPO))
+    from tests.conftest import start_server
+
+    server = start_server(data_dir, extra_env)
+    try:
+        yield server
+    finally:
+        server.process.terminate()
+        try:
+            server.process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            server.process.kill()
+            server.process.wait(timeout=5)
+
+
+def wait_indexed(session, collection_url: str, document_ids: Sequence[str], timeout: float = 600.0,
+                 poll: float = 0.5) -> dict[str, str]:
+    """Poll the documents' statuses until none is pending or in progress."""
+    deadline = time.monotonic() + timeout
+    remaining = list(document_ids)
+    statuses: dict[str, str] = {}
+    while remaining and time.monotonic() < deadline:
+        still = []
+        for document_id in remaining:
+            status = session.get(f"{collection_url}/documents/{document_id}").json()["status"]
+            statuses[document_id] = status
+            if status not in ("indexed", "failed"):
+                still.append(document_id)
+                break  # documents are processed in order: no need to ask about the later ones yet
+        if still:
+            index = remaining.index(still[0])
+            remaining = remaining[index:]
+            time.sleep(poll)
+        else:
+            remaining = []
+    if remaining:
+        raise TimeoutError(f"{len(remaining)} documents still not indexed")
+    return statuses
+
+
+# -- an in-process local deployment -------------------------------------------------------------------------------
+
+
+@contextmanager
+def local_deployment(data_dir: Path, model: str, extra_env: dict[str, str] | None = None) -> Iterator:
+    """The container `kindex serve` would build for `data_dir` (SQLite + folder + local index), in this process.
+
+    Entry points (the ingest function, the worker) read the process-wide container, so the environment is
+    set the way `kindex serve` sets it, and restored afterwards."""
+    from kindex.wiring import container
+
+    env = {"KINDEX_BACKEND": "local", "KINDEX_DATA_DIR": str(data_dir), "KINDEX_DEFAULT_EMBEDDING_MODEL": model,
+           **(extra_env or {})}
+    saved = {name: os.environ.get(name) for name in env}
+    os.environ.update(env)
+    container.cache_clear()
+    data_dir.mkdir(parents=True, exist_ok=True)
+    services = container()
+    try:
+        yield services
+    finally:
+        if "search_index" in services.__dict__:
+            services.search_index.close()
+        container.cache_clear()
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def drain_worker(timeout: float = 3600.0) -> None:
+    """Run the local ingest worker (the ingest function behind the durable queue) until the queue is empty."""
+    from kindex.local.app import build_worker
+
+    build_worker().drain(timeout=timeout)

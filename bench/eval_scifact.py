@@ -1,0 +1,204 @@
+"""Retrieval quality on BEIR SciFact (test split, 300 queries), beside the published figures.
+
+`python -m bench.eval_scifact` (what `make eval` runs):
+1. puts every corpus document into a collection of a fresh local data dir through the real ingest path
+   (catalog -> blob -> durable queue -> ingest function: extract, chunk, embed, index, status), content
+   `title + "\\n\\n" + text`, the collection's default chunking (maxChars 2000, no overlap);
+2. asks every test query through `QueryService` in keyword, vector and hybrid mode (k = 100 chunks, the API's
+   maximum), turns the chunk ranking into a document ranking (first occurrence wins);
+3. scores nDCG@10 and recall@100 with ir-measures (pytrec_eval underneath), never by hand.
+
+With the local MiniLM model always; with `openai:text-embedding-3-small` too when OPENAI_API_KEY is set.
+The data is read in place from ../shared/data/scifact (CC BY-NC: never copied into the repo); the index
+lives in a temp dir that is deleted afterwards. Writes bench/scifact_results.json, which `make bench` folds
+into bench/results.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+
+from bench.common import (SCIFACT_DIR, SCIFACT_RESULTS_PATH, SHARED_DATA, Figure, drain_worker, local_deployment,
+                          log, machine_info, median, percentile, scifact_corpus, versions)
+
+TENANT = "default"
+COLLECTION = "scifact"
+MODES = ("keyword", "vector", "hybrid")
+LOCAL_MODEL = "local:all-MiniLM-L6-v2"
+OPENAI_MODEL = "openai:text-embedding-3-small"
+K_CHUNKS = 100
+MTEB_DIR = SHARED_DATA / "reference_scores" / "mteb_results"
+# ../shared/data/reference_scores/SCORES.md: BEIR paper Table 2 (BM25, Elasticsearch multifield) and the
+# Anserini regression (BM25 flat, R@100). The MTEB figures are read from the result files beside it.
+BEIR_BM25_NDCG10 = 0.665
+ANSERINI_BM25_FLAT_RECALL100 = 0.9253
+
+
+def mteb_reference(filename: str, metric: str) -> float | None:
+    path = MTEB_DIR / filename
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    scores = data["scores"]["test"][0] if "scores" in data else data.get("test", {})
+    value = scores.get(metric)
+    return float(value) if value is not None else None
+
+
+def references(model: str) -> dict[tuple[str, str], tuple[str, float | None]]:
+    """(mode, metric) -> (reference name, published value) for the figures of one embedding model."""
+    if model == LOCAL_MODEL:
+        dense = ("all-MiniLM-L6-v2 (MTEB)", "sentence-transformers__all-MiniLM-L6-v2__SciFact.json")
+    else:
+        dense = ("text-embedding-3-small (MTEB)", "openai__text-embedding-3-small__SciFact.json")
+    dense_ndcg = mteb_reference(dense[1], "ndcg_at_10")
+    dense_recall = mteb_reference(dense[1], "recall_at_100")
+    refs = {
+        ("keyword", "ndcg10"): ("BM25 (BEIR paper)", BEIR_BM25_NDCG10),
+        ("keyword", "recall100"): ("BM25 flat (Anserini)", ANSERINI_BM25_FLAT_RECALL100),
+        ("vector", "ndcg10"): (dense[0], dense_ndcg),
+        ("vector", "recall100"): (dense[0], dense_recall),
+        # No published hybrid figure: compare with the stronger of the two single published baselines.
+        ("hybrid", "ndcg10"): max([("BM25 (BEIR paper)", BEIR_BM25_NDCG10), (dense[0], dense_ndcg)],
+                                   key=lambda item: item[1] or 0.0),
+        ("hybrid", "recall100"): ("BM25 flat (Anserini)", ANSERINI_BM25_FLAT_RECALL100),
+    }
+    return refs
+
+
+def load_test_queries() -> tuple[dict[str, str], list]:
+    import ir_measures
+
+    qrels = []
+    with open(SCIFACT_DIR / "qrels" / "test.tsv", encoding="utf-8") as handle:
+        for row in csv.DictReader(handle, delimiter="\t"):
+            qrels.append(ir_measures.Qrel(row["query-id"], row["corpus-id"], int(row["score"])))
+    wanted = {qrel.query_id for qrel in qrels}
+    queries = {}
+    with open(SCIFACT_DIR / "queries.jsonl", encoding="utf-8") as handle:
+        for line in handle:
+            item = json.loads(line)
+            if item["_id"] in wanted:
+                queries[item["_id"]] = item["text"]
+    return queries, qrels
+
+
+def index_corpus(services, model: str, limit: int | None) -> dict:
+    """Every corpus document through the real ingest path; returns counts and timings."""
+    from kindex.domain.models import CollectionInput, DocumentInput
+
+    corpus = scifact_corpus()[:limit] if limit else scifact_corpus()
+    services.catalog.put_collection(TENANT, COLLECTION, CollectionInput(title="BEIR SciFact", allow_guests=True,
+                                                                       embedding_model=model))
+    started = time.perf_counter()
+    for doc in corpus:
+        services.catalog.put_document(TENANT, COLLECTION, doc["_id"], DocumentInput(
+            title=doc["title"], content=doc["title"] + "\n\n" + doc["text"]))
+    put_seconds = time.perf_counter() - started
+    drain_worker()
+    seconds = time.perf_counter() - started
+    statuses: dict[str, int] = {}
+    chunks = 0
+    for doc in corpus:
+        document = services.metadata.get_document(TENANT, COLLECTION, doc["_id"])
+        statuses[document.status.value] = statuses.get(document.status.value, 0) + 1
+        chunks += document.chunk_count or 0
+    return {"documents": len(corpus), "chunks": chunks, "statuses": statuses, "put_seconds": round(put_seconds, 2),
+            "ingest_seconds": round(seconds, 2), "chunks_per_s": round(chunks / seconds, 2),
+            "embedding_calls": services.embeddings.calls, "texts_embedded": services.embeddings.texts_embedded}
+
+
+def run_queries(services, queries: dict[str, str], mode: str) -> tuple[list, list[float]]:
+    import ir_measures
+
+    from kindex.domain.query import QueryRequest
+
+    run = []
+    latencies = []
+    for query_id, text in queries.items():
+        started = time.perf_counter()
+        response = services.query.query(TENANT, [COLLECTION], QueryRequest(query=text[:8000], k=K_CHUNKS, mode=mode),
+                                        multi=False)
+        latencies.append((time.perf_counter() - started) * 1000)
+        seen: list[str] = []
+        for result in response.results:
+            if result.document_id not in seen:
+                seen.append(result.document_id)
+        # Rank-derived scores keep the service's order exactly (ir-measures sorts by score).
+        run += [ir_measures.ScoredDoc(query_id, doc_id, float(len(seen) - rank)) for rank, doc_id in enumerate(seen)]
+    return run, latencies
+
+
+def evaluate(model: str, limit: int | None = None, extra_env: dict[str, str] | None = None) -> tuple[list[Figure], dict]:
+    import ir_measures
+    from ir_measures import R, nDCG
+
+    queries, qrels = load_test_queries()
+    suffix = "local" if model == LOCAL_MODEL else "openai"
+    refs = references(model)
+    figures: list[Figure] = []
+    with tempfile.TemporaryDirectory(prefix="kindex-scifact-") as tmp:
+        with local_deployment(Path(tmp) / "data", model, extra_env) as services:
+            log(f"scifact: indexing the corpus with {model}")
+            ingest = index_corpus(services, model, limit)
+            log(f"scifact: indexed {ingest['documents']} documents, {ingest['chunks']} chunks in "
+                f"{ingest['ingest_seconds']} s")
+            details = {"model": model, "ingest": ingest, "queries": len(queries), "modes": {}}
+            for mode in MODES:
+                if mode == "keyword" and model != LOCAL_MODEL:
+                    continue  # BM25 does not depend on the embedding model
+                run, latencies = run_queries(services, queries, mode)
+                scores = ir_measures.calc_aggregate([nDCG @ 10, R @ 100], qrels, run)
+                ndcg, recall = scores[nDCG @ 10], scores[R @ 100]
+                details["modes"][mode] = {"ndcg10": ndcg, "recall100": recall,
+                                          "query_ms_p50": round(median(latencies), 2),
+                                          "query_ms_p95": round(percentile(latencies, 95), 2)}
+                log(f"scifact {model} {mode}: nDCG@10 {ndcg:.4f} R@100 {recall:.4f}")
+                name_suffix = "" if mode == "keyword" else f"_{suffix}"
+                notes = (f"{len(queries)} test queries; {ingest['documents']} documents indexed through the ingest "
+                         f"path ({ingest['chunks']} chunks, maxChars 2000); k={K_CHUNKS} chunks -> documents by first "
+                         "occurrence; ir-measures")
+                for metric, value in (("ndcg10", ndcg), ("recall100", recall)):
+                    ref_name, ref_value = refs[(mode, metric)]
+                    figures.append(Figure(f"scifact_{metric}_{mode}{name_suffix}", value, "score", ref_name, ref_value,
+                                          section="retrieval quality (make eval)", notes=notes))
+    return figures, details
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--limit", type=int, help="index only the first N corpus documents (a quick smoke run)")
+    parser.add_argument("--output", type=Path, default=SCIFACT_RESULTS_PATH)
+    args = parser.parse_args(argv)
+    started = time.perf_counter()
+    figures, details = evaluate(LOCAL_MODEL, args.limit)
+    all_details = [details]
+    if os.environ.get("OPENAI_API_KEY"):
+        openai_figures, openai_details = evaluate(OPENAI_MODEL, args.limit,
+                                                  {"OPENAI_API_KEY": os.environ["OPENAI_API_KEY"]})
+        figures += openai_figures
+        all_details.append(openai_details)
+    else:
+        log("scifact: OPENAI_API_KEY is not set, skipping openai:text-embedding-3-small")
+    wall = time.perf_counter() - started
+    result = {"produced_by": "make eval (python -m bench.eval_scifact" + (f" --limit {args.limit}" if args.limit else "")
+              + ")", "generated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+              "wall_seconds": round(wall, 1), "machine": machine_info(), "versions": versions(),
+              "figures": [f.to_json() for f in figures], "details": all_details}
+    args.output.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"{'figure':34} {'value':>8} {'reference':>10}  reference name")
+    for f in figures:
+        ref = f"{f.reference_value:.4f}" if f.reference_value is not None else "-"
+        print(f"{f.name:34} {f.value:8.4f} {ref:>10}  {f.reference_name or ''}")
+    print(f"wrote {args.output} in {wall:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

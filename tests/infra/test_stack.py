@@ -1,0 +1,404 @@
+"""Synthesized-template tests: wiring and least-privilege permissions, cdk-nag, cfn-lint.
+
+The stack is synthesized once per module, with the layers read from small placeholder directories
+(`layer_build_dir` context) so these tests never need the real layer build, pip, Docker or network.
+aws-cdk-lib is a hard requirement here: without it (requirements-infra.txt) this module fails, never skips.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from aws_cdk.assertions import Annotations, Match, Template
+
+from infra import build_app
+from infra.config import ConfigError, StackConfig
+
+pytestmark = pytest.mark.infra
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+HANDLERS = {"api": "api.handler", "query": "query.handler", "ingest": "ingest.handler",
+            "authorizer": "authorizer.handler", "reindex": "reindex.handler"}
+OBSERVABILITY_ACTIONS = {"logs:CreateLogStream", "logs:PutLogEvents", "xray:PutTraceSegments", "xray:PutTelemetryRecords"}
+
+
+def cdk_json_context() -> dict:
+    return json.loads((REPO_ROOT / "cdk.json").read_text())["context"]
+
+
+def placeholder_layers(root: Path) -> Path:
+    (root / "core" / "python" / "kindex").mkdir(parents=True)
+    (root / "core" / "python" / "kindex" / "__init__.py").write_text("")
+    (root / "deps" / "python").mkdir(parents=True)
+    (root / "deps" / "python" / "PLACEHOLDER").write_text("test layer\n")
+    return root
+
+
+@pytest.fixture(scope="module")
+def synthesized(tmp_path_factory):
+    root = tmp_path_factory.mktemp("infra")
+    context = {**cdk_json_context(), "layer_build_dir": str(placeholder_layers(root / "layers"))}
+    app, stack = build_app(context=context, outdir=str(root / "cdk.out"))
+    assembly = app.synth()
+    template = Template.from_stack(stack)
+    return stack, template, template.to_json(), Path(assembly.directory)
+
+
+@pytest.fixture(scope="module")
+def resources(synthesized):
+    return synthesized[2]["Resources"]
+
+
+def of_type(resources: dict, cfn_type: str) -> dict[str, dict]:
+    return {lid: r for lid, r in resources.items() if r["Type"] == cfn_type}
+
+
+def function_id(resources: dict, name: str) -> str:
+    [lid] = [lid for lid, r in of_type(resources, "AWS::Lambda::Function").items()
+             if r["Properties"].get("Handler") == HANDLERS[name]]
+    return lid
+
+
+def role_id(resources: dict, name: str) -> str:
+    return resources[function_id(resources, name)]["Properties"]["Role"]["Fn::GetAtt"][0]
+
+
+def statements(resources: dict, name: str) -> list[dict]:
+    """Every statement of every policy attached to the function's role (inline and AWS::IAM::Policy)."""
+    role = role_id(resources, name)
+    found = [s for p in resources[role]["Properties"].get("Policies", []) for s in p["PolicyDocument"]["Statement"]]
+    for policy in of_type(resources, "AWS::IAM::Policy").values():
+        if {"Ref": role} in policy["Properties"]["Roles"]:
+            found.extend(policy["Properties"]["PolicyDocument"]["Statement"])
+    return found
+
+
+def openai_secret_id(resources: dict) -> str:
+    [lid] = of_type(resources, "AWS::SecretsManager::Secret")
+    return lid
+
+
+def as_list(value) -> list:
+    return value if isinstance(value, list) else [value]
+
+
+def actions(resources: dict, name: str, service: str | None = None) -> set[str]:
+    every = {a for s in statements(resources, name) for a in as_list(s["Action"])}
+    return {a for a in every if service is None or a.startswith(service + ":")}
+
+
+def resources_for(resources: dict, name: str, action: str) -> list:
+    return [r for s in statements(resources, name) if action in as_list(s["Action"]) for r in as_list(s["Resource"])]
+
+
+def text(value) -> str:
+    return json.dumps(value)
+
+
+# --- functions -------------------------------------------------------------------------------------------------
+
+def test_every_function_runs_python312_arm64_traced_with_both_layers_and_aws_settings(resources):
+    for name in HANDLERS:
+        # Given the function for this entry point
+        props = resources[function_id(resources, name)]["Properties"]
+        env = props["Environment"]["Variables"]
+        # Then it is configured for the AWS backend
+        assert (props["Runtime"], props["Architectures"], props["TracingConfig"]) == ("python3.12", ["arm64"], {"Mode": "Active"})
+        assert len(props["Layers"]) == 2
+        assert env["KINDEX_BACKEND"] == "aws"
+        assert env["POWERTOOLS_SERVICE_NAME"] == f"kindex-{name}" and env["POWERTOOLS_METRICS_NAMESPACE"] == "kindex"
+        assert {"KINDEX_TABLE_NAME", "KINDEX_BUCKET_NAME", "KINDEX_OPENSEARCH_ENDPOINT", "KINDEX_SECRETS_PREFIX"} <= set(env)
+        assert env["KINDEX_SECRETS_PREFIX"] == "kindex-dev"
+
+
+def test_only_embedding_functions_know_the_openai_secret_and_reindex_knows_the_queue(resources):
+    # Given each function's environment
+    env = {name: resources[function_id(resources, name)]["Properties"]["Environment"]["Variables"] for name in HANDLERS}
+    # Then the OpenAI secret name goes exactly to the functions that embed text
+    assert {n for n, e in env.items() if "KINDEX_OPENAI_SECRET_NAME" in e} == {"query", "ingest", "reindex"}
+    assert "KINDEX_INGEST_QUEUE_URL" in env["reindex"]
+    assert env["api"]["KINDEX_MAX_BODY_BYTES"] == env["query"]["KINDEX_MAX_BODY_BYTES"] == str(5 * 1024 * 1024)
+
+
+def test_each_function_has_its_own_role_without_managed_policies(resources):
+    # Given the roles of the five functions
+    roles = {name: role_id(resources, name) for name in HANDLERS}
+    # Then no two share a role and none carries an AWS managed policy
+    assert len(set(roles.values())) == len(HANDLERS)
+    for role in roles.values():
+        assert "ManagedPolicyArns" not in resources[role]["Properties"]
+
+
+def test_wildcard_resources_are_only_for_xray(resources):
+    for name in HANDLERS:
+        # Given every statement of the function's role
+        for statement in statements(resources, name):
+            # Then a bare "*" resource only ever appears with the X-Ray actions, which have no resource ARNs
+            if "*" in as_list(statement["Resource"]):
+                assert set(as_list(statement["Action"])) <= {"xray:PutTraceSegments", "xray:PutTelemetryRecords"}
+
+
+def test_authorizer_can_only_get_items_from_the_table(resources):
+    # When the authorizer's actions are listed without logging and tracing
+    data_actions = actions(resources, "authorizer") - OBSERVABILITY_ACTIONS
+    # Then reading one key item is all it can do
+    assert data_actions == {"dynamodb:GetItem"}
+    assert text(resources_for(resources, "authorizer", "dynamodb:GetItem")).count("Metadata") == 1
+
+
+def test_query_function_cannot_touch_s3_and_only_reads_search_and_secrets(resources):
+    # Given the query role's actions
+    granted = actions(resources, "query")
+    # Then: no S3 at all, DynamoDB reads plus the query-log PutItem, OpenSearch reads, secrets read-only
+    assert actions(resources, "query", "s3") == set()
+    assert actions(resources, "query", "dynamodb") - {"dynamodb:PutItem"} <= {
+        "dynamodb:BatchGetItem", "dynamodb:GetRecords", "dynamodb:GetShardIterator", "dynamodb:Query",
+        "dynamodb:GetItem", "dynamodb:Scan", "dynamodb:ConditionCheckItem", "dynamodb:DescribeTable"}
+    assert not {"dynamodb:DeleteItem", "dynamodb:UpdateItem", "dynamodb:BatchWriteItem"} & granted
+    assert actions(resources, "query", "es") == {"es:ESHttpGet", "es:ESHttpHead", "es:ESHttpPost"}
+    assert actions(resources, "query", "secretsmanager") == {"secretsmanager:GetSecretValue"}
+    assert "kindex-dev/tenants/*" in text(resources_for(resources, "query", "secretsmanager:GetSecretValue"))
+
+
+def test_api_function_manages_documents_uploads_and_tenant_secrets(resources):
+    # Then the api can write document blobs under tenants/ only, and create or rotate tenant signing secrets
+    assert {"s3:PutObject", "s3:GetObject", "s3:DeleteObject", "s3:DeleteObjectVersion", "s3:ListBucket",
+            "s3:ListBucketVersions"} == actions(resources, "api", "s3") - {"s3:GetObjectVersion"}
+    assert "/tenants/*" in text(resources_for(resources, "api", "s3:PutObject"))
+    assert actions(resources, "api", "secretsmanager") == {
+        "secretsmanager:GetSecretValue", "secretsmanager:CreateSecret", "secretsmanager:PutSecretValue"}
+    secret_resources = text(resources_for(resources, "api", "secretsmanager:CreateSecret"))
+    assert "secret:kindex-dev/tenants/*" in secret_resources and "openai" not in secret_resources
+    assert {"es:ESHttpGet", "es:ESHttpPost", "es:ESHttpPut", "es:ESHttpDelete"} <= actions(resources, "api", "es")
+    assert "dynamodb:PutItem" in actions(resources, "api") and "dynamodb:DeleteItem" in actions(resources, "api")
+
+
+def test_ingest_reads_blobs_deletes_versions_writes_index_and_never_writes_s3(resources):
+    s3_actions = actions(resources, "ingest", "s3")
+    assert {"s3:GetObject", "s3:DeleteObjectVersion", "s3:ListBucketVersions"} <= s3_actions
+    assert "s3:PutObject" not in s3_actions
+    assert {"es:ESHttpPut", "es:ESHttpDelete", "es:ESHttpPost"} <= actions(resources, "ingest", "es")
+    assert {"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility"} <= actions(resources, "ingest", "sqs")
+    assert resources_for(resources, "ingest", "secretsmanager:GetSecretValue") == [{"Ref": openai_secret_id(resources)}]
+
+
+def test_reindex_reads_blobs_and_enqueues_to_the_ingest_queue(resources):
+    [queue] = [lid for lid, r in of_type(resources, "AWS::SQS::Queue").items() if "RedrivePolicy" in r["Properties"]]
+    assert {"Fn::GetAtt": [queue, "Arn"]} in resources_for(resources, "reindex", "sqs:SendMessage")
+    assert actions(resources, "reindex", "s3") == {"s3:GetObject", "s3:GetObjectVersion", "s3:ListBucket",
+                                                   "s3:ListBucketVersions"}
+    assert {"es:ESHttpPut", "es:ESHttpPost"} <= actions(resources, "reindex", "es")
+
+
+def test_no_role_but_the_ingest_role_consumes_the_queue(resources):
+    for name in set(HANDLERS) - {"ingest"}:
+        assert "sqs:ReceiveMessage" not in actions(resources, name)
+
+
+# --- ingest pipeline -------------------------------------------------------------------------------------------
+
+def test_bucket_notifies_the_queue_of_created_and_removed_objects_under_tenants(resources):
+    # Given the bucket's notification configuration and the ingest queue
+    [notifications] = of_type(resources, "Custom::S3BucketNotifications").values()
+    configs = notifications["Properties"]["NotificationConfiguration"]["QueueConfigurations"]
+    [queue] = [lid for lid, r in of_type(resources, "AWS::SQS::Queue").items() if "RedrivePolicy" in r["Properties"]]
+    # Then both event types, and only keys under tenants/, reach the ingest queue
+    assert sorted(e for c in configs for e in c["Events"]) == ["s3:ObjectCreated:*", "s3:ObjectRemoved:*"]
+    for config in configs:
+        assert config["Filter"]["Key"]["FilterRules"] == [{"Name": "prefix", "Value": "tenants/"}]
+        assert config["QueueArn"] == {"Fn::GetAtt": [queue, "Arn"]}
+
+
+def test_queue_redrives_to_dlq_after_three_receives_and_outlasts_six_function_timeouts(resources):
+    [(queue_id, queue)] = [(lid, r) for lid, r in of_type(resources, "AWS::SQS::Queue").items()
+                           if "RedrivePolicy" in r["Properties"]]
+    assert queue["Properties"]["RedrivePolicy"]["maxReceiveCount"] == 3
+    timeout = resources[function_id(resources, "ingest")]["Properties"]["Timeout"]
+    assert queue["Properties"]["VisibilityTimeout"] >= 6 * timeout
+    [mapping] = of_type(resources, "AWS::Lambda::EventSourceMapping").values()
+    assert mapping["Properties"]["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+    assert mapping["Properties"]["EventSourceArn"] == {"Fn::GetAtt": [queue_id, "Arn"]}
+    assert mapping["Properties"]["FunctionName"] == {"Ref": function_id(resources, "ingest")}
+
+
+def test_alarms_fire_on_any_dead_letter_and_on_function_errors(resources):
+    alarms = list(of_type(resources, "AWS::CloudWatch::Alarm").values())
+    dlq_id = resources[[lid for lid, r in of_type(resources, "AWS::SQS::Queue").items()
+                        if "RedrivePolicy" in r["Properties"]][0]]["Properties"]["RedrivePolicy"]["deadLetterTargetArn"]["Fn::GetAtt"][0]
+    on_dlq = [a["Properties"] for a in alarms if a["Properties"]["MetricName"] == "ApproximateNumberOfMessagesVisible"
+              and {"Name": "QueueName", "Value": {"Fn::GetAtt": [dlq_id, "QueueName"]}} in a["Properties"]["Dimensions"]]
+    assert len(on_dlq) == 1
+    assert (on_dlq[0]["Threshold"], on_dlq[0]["ComparisonOperator"]) == (0, "GreaterThanThreshold")
+    assert on_dlq[0]["AlarmActions"]
+    errored = {a["Properties"]["Dimensions"][0]["Value"]["Ref"] for a in alarms if a["Properties"]["MetricName"] == "Errors"}
+    assert errored == {function_id(resources, name) for name in HANDLERS}
+
+
+# --- storage, search, secrets ----------------------------------------------------------------------------------
+
+def test_document_bucket_is_encrypted_versioned_private_tls_only_and_logged(synthesized, resources):
+    _, template, _, _ = synthesized
+    [(bucket_id, bucket)] = [(lid, r) for lid, r in of_type(resources, "AWS::S3::Bucket").items()
+                             if lid.startswith("StorageDocuments")]
+    props = bucket["Properties"]
+    assert props["VersioningConfiguration"] == {"Status": "Enabled"}
+    assert props["BucketEncryption"]["ServerSideEncryptionConfiguration"][0]["ServerSideEncryptionByDefault"]["SSEAlgorithm"] == "AES256"
+    assert props["PublicAccessBlockConfiguration"] == {"BlockPublicAcls": True, "BlockPublicPolicy": True,
+                                                       "IgnorePublicAcls": True, "RestrictPublicBuckets": True}
+    assert "LoggingConfiguration" in props
+    assert any(r.get("NoncurrentVersionExpiration", {}).get("NoncurrentDays") == 7
+               for r in props["LifecycleConfiguration"]["Rules"])
+    assert bucket["DeletionPolicy"] == "Retain"
+    template.has_resource_properties("AWS::S3::BucketPolicy", {
+        "Bucket": {"Ref": bucket_id},
+        "PolicyDocument": {"Statement": Match.array_with([Match.object_like({
+            "Effect": "Deny", "Condition": {"Bool": {"aws:SecureTransport": "false"}}})])},
+    })
+
+
+def test_table_is_on_demand_with_pitr_ttl_and_retained(resources):
+    [table] = of_type(resources, "AWS::DynamoDB::Table").values()
+    props = table["Properties"]
+    assert props["BillingMode"] == "PAY_PER_REQUEST"
+    assert props["PointInTimeRecoverySpecification"]["PointInTimeRecoveryEnabled"] is True
+    assert props["TimeToLiveSpecification"] == {"AttributeName": "expires_at", "Enabled": True}
+    assert table["DeletionPolicy"] == "Retain"
+
+
+def test_opensearch_domain_is_encrypted_https_only_and_open_to_the_data_roles_only(resources):
+    [domain] = of_type(resources, "AWS::OpenSearchService::Domain").values()
+    props = domain["Properties"]
+    assert props["EncryptionAtRestOptions"]["Enabled"] is True
+    assert props["NodeToNodeEncryptionOptions"]["Enabled"] is True
+    assert props["DomainEndpointOptions"]["EnforceHTTPS"] is True
+    assert props["DomainEndpointOptions"]["TLSSecurityPolicy"] == "Policy-Min-TLS-1-2-2019-07"
+    assert props["ClusterConfig"]["ZoneAwarenessEnabled"] is False and props["ClusterConfig"]["InstanceCount"] == 1
+    [statement] = props["AccessPolicies"]["Statement"]
+    principals = {p["Fn::GetAtt"][0] for p in as_list(statement["Principal"]["AWS"])}
+    assert principals == {role_id(resources, n) for n in ("api", "query", "ingest", "reindex")}
+
+
+def test_openai_secret_is_a_generated_placeholder_not_a_value_in_the_template(resources):
+    [secret] = of_type(resources, "AWS::SecretsManager::Secret").values()
+    assert secret["Properties"]["Name"] == "kindex-dev/openai-api-key"
+    assert "SecretString" not in secret["Properties"] and "GenerateSecretString" in secret["Properties"]
+
+
+# --- schedule and API ------------------------------------------------------------------------------------------
+
+def test_schedule_invokes_the_reindex_function_hourly(resources):
+    [schedule] = of_type(resources, "AWS::Scheduler::Schedule").values()
+    assert schedule["Properties"]["ScheduleExpression"] == "rate(1 hour)"
+    assert schedule["Properties"]["Target"]["Arn"] == {"Fn::GetAtt": [function_id(resources, "reindex"), "Arn"]}
+    assert "DeadLetterConfig" in schedule["Properties"]["Target"]
+
+
+def test_authorizer_is_a_cached_request_authorizer_on_the_authorization_header(resources):
+    [authorizer] = of_type(resources, "AWS::ApiGateway::Authorizer").values()
+    props = authorizer["Properties"]
+    assert props["Type"] == "REQUEST"
+    assert props["IdentitySource"] == "method.request.header.Authorization"
+    assert props["AuthorizerResultTtlInSeconds"] == 300
+    assert function_id(resources, "authorizer") in text(props["AuthorizerUri"])
+
+
+def _methods(resources: dict) -> dict[str, dict]:
+    """'METHOD /path' -> method properties, the path rebuilt from the resource tree."""
+    paths = {}
+    api_resources = of_type(resources, "AWS::ApiGateway::Resource")
+
+    def path_of(ref) -> str:
+        if isinstance(ref, dict) and "Ref" in ref and ref["Ref"] in api_resources:
+            props = api_resources[ref["Ref"]]["Properties"]
+            return path_of(props["ParentId"]) + "/" + props["PathPart"]
+        return ""
+
+    for method in of_type(resources, "AWS::ApiGateway::Method").values():
+        props = method["Properties"]
+        paths[f"{props['HttpMethod']} {path_of(props['ResourceId']) or '/'}"] = props
+    return paths
+
+
+def test_routes_go_to_the_right_function_and_only_the_api_description_is_public(resources):
+    methods = _methods(resources)
+    query_fn, api_fn = function_id(resources, "query"), function_id(resources, "api")
+    for route in ("POST /v1/collections/{collection}/query", "POST /v1/query"):
+        assert query_fn in text(methods[route]["Integration"]["Uri"])
+    for route in ("GET /v1/collections", "PUT /v1/collections/{collection}", "POST /v1/citations",
+                  "POST /v1/collections/{collection}/documents/{document}/upload", "GET /v1/jobs/{job}",
+                  "POST /v1/collections/{collection}/reindex", "POST /v1/rights-check-secret",
+                  "GET /v1/collections/{collection}/documents/{document}/chunks"):
+        assert api_fn in text(methods[route]["Integration"]["Uri"])
+    public = {route for route, props in methods.items() if props["AuthorizationType"] == "NONE"}
+    assert public == {"GET /v1/openapi.json", "GET /docs"}
+    assert all(props["AuthorizationType"] == "CUSTOM" for route, props in methods.items() if route not in public)
+
+
+def test_stage_throttles_logs_access_and_a_usage_plan_throttles_callers(resources):
+    [stage] = of_type(resources, "AWS::ApiGateway::Stage").values()
+    assert "DestinationArn" in stage["Properties"]["AccessLogSetting"]
+    assert "$context.authorizer.tenant" in stage["Properties"]["AccessLogSetting"]["Format"]
+    [settings] = stage["Properties"]["MethodSettings"]
+    assert settings["ThrottlingRateLimit"] == 50 and settings["DataTraceEnabled"] is False
+    [plan] = of_type(resources, "AWS::ApiGateway::UsagePlan").values()
+    assert plan["Properties"]["Throttle"] == {"BurstLimit": 100, "RateLimit": 50}
+
+
+# --- checks ----------------------------------------------------------------------------------------------------
+
+def test_cdk_nag_aws_solutions_has_no_unsuppressed_finding(synthesized):
+    stack = synthesized[0]
+    annotations = Annotations.from_stack(stack)
+    findings = [f"{m.id}: {m.entry.data}"[:300] for m in
+                annotations.find_error("*", Match.string_like_regexp("AwsSolutions-.*"))
+                + annotations.find_warning("*", Match.string_like_regexp("AwsSolutions-.*"))]
+    assert findings == []
+
+
+def test_every_nag_suppression_carries_a_reason(resources):
+    suppressions = [rule for r in resources.values()
+                    for rule in r.get("Metadata", {}).get("cdk_nag", {}).get("rules_to_suppress", [])]
+    assert suppressions, "expected the documented suppressions in the template metadata"
+    assert all(len(rule.get("reason", "")) >= 40 for rule in suppressions)
+
+
+def test_cfn_lint_is_clean_apart_from_cdk_redundant_dependencies(synthesized):
+    from cfnlint.api import ManualArgs, lint
+
+    template_file = synthesized[3] / f"{synthesized[0].stack_name}.template.json"
+    matches = lint(template_file.read_text(), config=ManualArgs(regions=["us-east-1"], ignore_checks=["W3005"]))
+    assert [str(m) for m in matches] == []
+
+
+# --- configuration ---------------------------------------------------------------------------------------------
+
+def test_existing_opensearch_endpoint_replaces_the_domain(tmp_path):
+    # Given an existing domain in the context
+    context = {**cdk_json_context(), "layer_build_dir": str(placeholder_layers(tmp_path / "layers")),
+               "opensearch_existing_endpoint": "search-shared-abc.eu-west-1.es.amazonaws.com",
+               "opensearch_existing_domain_arn": "arn:aws:es:eu-west-1:123456789012:domain/shared"}
+    # When the stack is built (without cdk-nag: the main fixture covers it)
+    _, stack = build_app(context=context, outdir=str(tmp_path / "out"), checks=False)
+    resources = Template.from_stack(stack).to_json()["Resources"]
+    # Then no domain is created, and the functions use and may only reach the given one
+    assert of_type(resources, "AWS::OpenSearchService::Domain") == {}
+    env = resources[function_id(resources, "query")]["Properties"]["Environment"]["Variables"]
+    assert env["KINDEX_OPENSEARCH_ENDPOINT"] == "https://search-shared-abc.eu-west-1.es.amazonaws.com"
+    assert resources_for(resources, "query", "es:ESHttpGet") == [
+        "arn:aws:es:eu-west-1:123456789012:domain/shared", "arn:aws:es:eu-west-1:123456789012:domain/shared/*"]
+
+
+def test_existing_endpoint_without_domain_arn_is_refused():
+    context = {**cdk_json_context(), "opensearch_existing_endpoint": "search-x.eu-west-1.es.amazonaws.com"}
+    with pytest.raises(ConfigError, match="opensearch_existing_domain_arn"):
+        StackConfig.from_context(context.get)
+
+
+def test_missing_layer_build_is_reported_with_the_command_to_run(tmp_path):
+    from infra.functions import LayersMissing
+
+    context = {**cdk_json_context(), "layer_build_dir": str(tmp_path / "nothing-built")}
+    with pytest.raises(LayersMissing, match="build_layers.py"):
+        build_app(context=context, outdir=str(tmp_path / "out"), checks=False)
