@@ -18,19 +18,23 @@ ES_READ = ["es:ESHttpGet", "es:ESHttpHead", "es:ESHttpPost"]  # searches are POS
 ES_WRITE = ES_READ + ["es:ESHttpPut", "es:ESHttpDelete"]
 S3_READ_OBJECTS = ["s3:GetObject", "s3:GetObjectVersion"]
 S3_LIST = ["s3:ListBucket", "s3:ListBucketVersions"]
+# Removing a blob removes every version of it (DeleteObjects with version ids), not just a delete marker.
+S3_DELETE = ["s3:DeleteObject", "s3:DeleteObjectVersion"]
 
 
 def grant_least_privilege(functions: dict[str, KindexFunction], *, storage: Storage, search: Search,
                           secrets: Secrets, ingest_queue: sqs.IQueue) -> None:
-    """api: documents CRUD and uploads; query: read-only except its query log, no S3 at all; ingest: turn blobs
-    into vectors and remove deleted ones; authorizer: read a key item; reindex: read everything, enqueue work."""
+    """api: documents CRUD, uploads, and POST .../reindex (which runs one collection's pass inline, so it enqueues
+    too); query: read-only except its query log, no S3 at all; ingest: turn blobs into vectors and remove deleted
+    ones; authorizer: read a key item; reindex: read everything, enqueue work, delete blobs of deleted collections."""
     table = storage.table
     api, query, ingest = functions["api"], functions["query"], functions["ingest"]
     authorizer, reindex = functions["authorizer"], functions["reindex"]
 
     table.grant_read_write_data(api.role)
+    ingest_queue.grant_send_messages(api.role)
     api.add_to_role(
-        _s3_objects(storage, S3_READ_OBJECTS + ["s3:PutObject", "s3:DeleteObject", "s3:DeleteObjectVersion"]),
+        _s3_objects(storage, S3_READ_OBJECTS + ["s3:PutObject"] + S3_DELETE),
         _s3_list(storage),
         _es(search, ES_WRITE),
         _secrets(secrets.tenant_secrets_arn(), ["secretsmanager:GetSecretValue", "secretsmanager:CreateSecret",
@@ -47,7 +51,7 @@ def grant_least_privilege(functions: dict[str, KindexFunction], *, storage: Stor
 
     table.grant_read_write_data(ingest.role)
     ingest.add_to_role(
-        _s3_objects(storage, S3_READ_OBJECTS + ["s3:DeleteObjectVersion"]),
+        _s3_objects(storage, S3_READ_OBJECTS + S3_DELETE),
         _s3_list(storage),
         _es(search, ES_WRITE),
         _secrets(secrets.openai_key.secret_arn, ["secretsmanager:GetSecretValue"]),
@@ -58,7 +62,7 @@ def grant_least_privilege(functions: dict[str, KindexFunction], *, storage: Stor
     table.grant_read_write_data(reindex.role)
     ingest_queue.grant_send_messages(reindex.role)
     reindex.add_to_role(
-        _s3_objects(storage, S3_READ_OBJECTS),
+        _s3_objects(storage, S3_READ_OBJECTS + S3_DELETE),
         _s3_list(storage),
         _es(search, ES_WRITE),
         _secrets(secrets.openai_key.secret_arn, ["secretsmanager:GetSecretValue"]),

@@ -29,6 +29,8 @@ FUNCTIONS = {
 # Only the functions that embed text get the OpenAI key's name; only the HTTP ones get the body limit.
 EMBEDS = {"query", "ingest", "reindex"}
 SERVES_HTTP = {"api", "query"}
+# The reindex pass (scheduled, or one collection's from POST .../reindex in the api function) enqueues documents.
+ENQUEUES = {"api", "reindex"}
 
 
 class KindexStack(Stack):
@@ -57,7 +59,7 @@ class KindexStack(Stack):
                 environment["KINDEX_OPENAI_SECRET_NAME"] = self.secrets.openai_key.secret_name
             if name in SERVES_HTTP:
                 environment["KINDEX_MAX_BODY_BYTES"] = str(config.max_body_bytes)
-            if name == "reindex":
+            if name in ENQUEUES:
                 environment["KINDEX_INGEST_QUEUE_URL"] = self.ingest_pipeline.queue.queue_url
             self.functions[name] = KindexFunction(
                 self, f"{name.title()}Function", handler=handler, service=f"kindex-{name}", layers=layers,

@@ -15,6 +15,9 @@ from pathlib import Path
 import pytest
 import requests
 
+# The functions build their Powertools Metrics at import; no CloudWatch in tests, as in local mode.
+os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
+
 REPO = Path(__file__).resolve().parents[1]
 EVENTS = Path(__file__).resolve().parent / "events"
 SHARED_DATA = REPO.parent / "shared" / "data"
@@ -32,7 +35,6 @@ def local_container(tmp_path, monkeypatch):
     monkeypatch.setenv("KINDEX_BACKEND", "local")
     monkeypatch.setenv("KINDEX_DATA_DIR", str(tmp_path / "data"))
     monkeypatch.setenv("KINDEX_DEFAULT_EMBEDDING_MODEL", "hash:384")
-    monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "true")  # as `kindex serve` sets it (export_settings)
     container.cache_clear()
     yield container()
     container.cache_clear()

@@ -118,7 +118,7 @@ def test_only_embedding_functions_know_the_openai_secret_and_reindex_knows_the_q
     env = {name: resources[function_id(resources, name)]["Properties"]["Environment"]["Variables"] for name in HANDLERS}
     # Then the OpenAI secret name goes exactly to the functions that embed text
     assert {n for n, e in env.items() if "KINDEX_OPENAI_SECRET_NAME" in e} == {"query", "ingest", "reindex"}
-    assert "KINDEX_INGEST_QUEUE_URL" in env["reindex"]
+    assert {n for n, e in env.items() if "KINDEX_INGEST_QUEUE_URL" in e} == {"api", "reindex"}
     assert env["api"]["KINDEX_MAX_BODY_BYTES"] == env["query"]["KINDEX_MAX_BODY_BYTES"] == str(5 * 1024 * 1024)
 
 
@@ -184,11 +184,18 @@ def test_ingest_reads_blobs_deletes_versions_writes_index_and_never_writes_s3(re
     assert resources_for(resources, "ingest", "secretsmanager:GetSecretValue") == [{"Ref": openai_secret_id(resources)}]
 
 
-def test_reindex_reads_blobs_and_enqueues_to_the_ingest_queue(resources):
+def test_reindex_and_api_enqueue_to_the_ingest_queue_and_nobody_else_does(resources):
+    # Given the ingest queue
     [queue] = [lid for lid, r in of_type(resources, "AWS::SQS::Queue").items() if "RedrivePolicy" in r["Properties"]]
-    assert {"Fn::GetAtt": [queue, "Arn"]} in resources_for(resources, "reindex", "sqs:SendMessage")
+    # Then the two functions that run reindex passes may send to it, and no other function may
+    for name in ("reindex", "api"):
+        assert {"Fn::GetAtt": [queue, "Arn"]} in resources_for(resources, name, "sqs:SendMessage")
+    assert {n for n in HANDLERS if "sqs:SendMessage" in actions(resources, n)} == {"reindex", "api"}
+
+
+def test_reindex_reads_and_deletes_blobs_but_never_writes_them(resources):
     assert actions(resources, "reindex", "s3") == {"s3:GetObject", "s3:GetObjectVersion", "s3:ListBucket",
-                                                   "s3:ListBucketVersions"}
+                                                   "s3:ListBucketVersions", "s3:DeleteObject", "s3:DeleteObjectVersion"}
     assert {"es:ESHttpPut", "es:ESHttpPost"} <= actions(resources, "reindex", "es")
 
 

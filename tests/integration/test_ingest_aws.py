@@ -12,10 +12,12 @@ import json
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
+import requests
 from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingError
 from moto import mock_aws
 
@@ -236,6 +238,23 @@ def test_content_written_through_the_catalog_lands_in_s3_and_is_indexed(deployme
     assert hits[0].chunk_id == chunks[2].chunk_id
     found = d.services.chunks.get_chunks("t", [_ref(hits[0])])
     assert found[hits[0].chunk_id].text == chunks[2].text
+
+
+def test_presigned_upload_to_s3_is_indexed(deployment):
+    d = deployment
+    # Given an upload ticket from the catalog (an S3 presigned PUT)
+    ticket = d.services.catalog.prepare_upload("t", "c", "up load", "notes.md", None)
+    assert ticket.method == "PUT" and ticket.headers["Content-Type"] == "text/markdown"
+    assert 890 <= (ticket.expires_at - datetime.now(timezone.utc)).total_seconds() <= 900
+    # When the file is PUT to the URL with the ticket's headers (moto answers for S3) and the queue is drained
+    response = requests.put(ticket.url, data=("# Uploaded\n\n" + TEXT).encode(), headers=ticket.headers, timeout=5)
+    assert response.status_code == 200
+    deliveries = d.drain()
+    # Then the upload's notification indexed the document the ticket created
+    assert all(not delivery.failed_ids for delivery in deliveries)
+    document = d.document("up load")
+    assert document.status.value == "indexed" and document.source == ticket.document.source
+    assert d.s3.head_object(Bucket=BUCKET, Key=document.source)["ServerSideEncryption"] == "AES256"
 
 
 def _ref(hit):

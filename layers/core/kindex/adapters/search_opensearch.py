@@ -49,6 +49,8 @@ def build_client_options(endpoint: str) -> dict[str, Any]:
     Plain `http://` is honoured only when written out (a local cluster or a test server). The transport retries
     timeouts and 502/503/504 (a managed domain's blue/green changes) at once; throttling is left to the caller.
     """
+    if not endpoint:
+        raise ValueError("no OpenSearch endpoint is configured")
     parts = urlsplit(endpoint if "://" in endpoint else f"https://{endpoint}")
     if parts.scheme not in ("https", "http") or not parts.hostname:
         raise ValueError("the OpenSearch endpoint must be an http(s) URL or a host name")
