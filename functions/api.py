@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from datetime import datetime
 from typing import Annotated, Any
 
@@ -18,6 +19,8 @@ from kindex.wiring import container
 
 logger = Logger(service="kindex-api")
 metrics = Metrics(namespace="kindex")  # shares its metric set with the services' recorder; flushed per invocation
+# An invocation without a business event (a 404, say) has nothing to publish; that is not worth a warning.
+warnings.filterwarnings("ignore", message="No application metrics to publish")
 app = APIGatewayRestResolver(enable_validation=True)
 app.enable_swagger(path="/docs", title="kindex", version="1", description="Knowledge index for RAG")
 register_error_handlers(app)

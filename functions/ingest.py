@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import warnings
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics
@@ -14,6 +15,8 @@ from kindex.wiring import container
 
 logger = Logger(service="kindex-ingest")
 metrics = Metrics(namespace="kindex")  # shares its metric set with the services' recorder; flushed per invocation
+# An invocation without a business event (a 404, say) has nothing to publish; that is not worth a warning.
+warnings.filterwarnings("ignore", message="No application metrics to publish")
 processor = BatchProcessor(event_type=EventType.SQS)
 
 

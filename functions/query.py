@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics
@@ -13,6 +14,8 @@ from kindex.wiring import container
 
 logger = Logger(service="kindex-query")
 metrics = Metrics(namespace="kindex")  # shares its metric set with the services' recorder; flushed per invocation
+# An invocation without a business event (a 404, say) has nothing to publish; that is not worth a warning.
+warnings.filterwarnings("ignore", message="No application metrics to publish")
 app = APIGatewayRestResolver(enable_validation=True)
 app.include_router(router)
 register_error_handlers(app)

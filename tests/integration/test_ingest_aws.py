@@ -27,6 +27,7 @@ from kindex.adapters.dynamodb_chunks import DynamoDbChunkStore, chunks_pk, embed
 from kindex.adapters.search_opensearch import OpenSearchIndex, build_client_options, opensearch_client
 from kindex.domain.keys import blob_key
 from kindex.domain.models import CollectionInput, DocumentInput
+from kindex.domain.types import ChunkRef
 from kindex.embedding.registry import clear_embedder_cache
 from kindex.wiring import Container, container
 from tests.support.aws import (
@@ -236,7 +237,7 @@ def test_content_written_through_the_catalog_lands_in_s3_and_is_indexed(deployme
     query = d.services.embeddings.embed_query("hash:384", chunks[2].text)
     hits = d.services.search_index.knn_search("hash:384", "t", ["c"], query, 1)
     assert hits[0].chunk_id == chunks[2].chunk_id
-    found = d.services.chunks.get_chunks("t", [_ref(hits[0])])
+    found = d.services.chunks.get_chunks("t", [ChunkRef("c", "d1", hits[0].chunk_id)])
     assert found[hits[0].chunk_id].text == chunks[2].text
 
 
@@ -255,12 +256,6 @@ def test_presigned_upload_to_s3_is_indexed(deployment):
     document = d.document("up load")
     assert document.status.value == "indexed" and document.source == ticket.document.source
     assert d.s3.head_object(Bucket=BUCKET, Key=document.source)["ServerSideEncryption"] == "AES256"
-
-
-def _ref(hit):
-    from kindex.domain.types import ChunkRef
-
-    return ChunkRef(hit.collection, hit.document_id, hit.chunk_id)
 
 
 def test_object_deleted_in_s3_removes_document_chunks_and_vectors(deployment):

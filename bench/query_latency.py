@@ -1,0 +1,220 @@
+"""Query latency over HTTP against `kindex serve` (a subprocess, hash:384), at 10k and 100k chunks.
+
+- 10k: documents PUT over HTTP and indexed by the server's own worker (the real ingest path).
+- 100k: written straight into the data dir's stores before the server starts (chunk texts into the ChunkStore,
+  vectors and text into the SearchIndex, `indexed` document records), because embedding 100k chunks through
+  the pipeline would not fit the time budget. Each chunk's vector is the normalised sum of the hash:384
+  vectors of its sentences (hash:384 of the chunk up to per-sentence weighting), so only the ~40k distinct
+  sentences are embedded.
+
+For each size: vector, keyword and hybrid mode, with the collection `public` and then with an `external`
+rights check (a RightsServer on 127.0.0.1 that verifies the HMAC signature and denies every 10th document,
+so the over-fetch path runs too). Each configuration: warm-up requests, then a fixed number of timed
+requests from one client over a kept-alive connection; p50/p95/p99 of the wall time per request.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from bench.common import (REPO, Figure, SyntheticCorpus, log, median, percentile, running_server, wait_indexed)
+
+TENANT = "default"
+COLLECTION = "bench"
+MODEL = "hash:384"
+MODES = ("vector", "keyword", "hybrid")
+RIGHTS = ("public", "external")
+CHUNK_CHARS = 1000
+CHUNKS_PER_DOCUMENT = 10
+REQUESTS = 200
+WARMUP = 15
+
+
+def _queries(count: int) -> list[str]:
+    corpus = SyntheticCorpus(seed=99)
+    return [corpus.query() for _ in range(count)]
+
+
+# -- building the data ------------------------------------------------------------------------------------------
+
+
+def ingest_over_http(server, documents: int) -> dict:
+    admin = server.session(server.admin_key)
+    url = server.url(f"/v1/collections/{COLLECTION}")
+    response = admin.put(url, json={"allow_guests": True, "chunking_max_size": CHUNK_CHARS,
+                                    "chunking_overlap_offset": 0})
+    response.raise_for_status()
+    corpus = SyntheticCorpus(seed=5)
+    ids = [f"doc-{i:05d}" for i in range(documents)]
+    started = time.perf_counter()
+    for document_id in ids:
+        # ~9.5k characters -> ~10 chunks of at most 1000 characters
+        admin.put(f"{url}/documents/{document_id}", json={"title": document_id, "content": corpus.document(9300)}
+                  ).raise_for_status()
+    statuses = wait_indexed(admin, url, ids, timeout=900)
+    seconds = time.perf_counter() - started
+    chunks = sum(admin.get(f"{url}/documents/{d}").json()["chunk_count"] for d in ids)
+    return {"documents": documents, "chunks": chunks, "failed": sum(s == "failed" for s in statuses.values()),
+            "ingest_seconds": round(seconds, 1), "chunks_per_s": round(chunks / seconds, 1)}
+
+
+def write_directly(data_dir: Path, documents: int) -> dict:
+    """Fill a data dir through the stores (not the pipeline); the server is started on it afterwards."""
+    from bench.common import local_deployment
+    from kindex.domain.models import CollectionInput, Document, DocumentStatus
+    from kindex.domain.types import IndexRecord, StoredChunk
+    from kindex.embedding.hashing import HashEmbedder
+    from kindex.services.ingest import chunk_id
+
+    started = time.perf_counter()
+    corpus = SyntheticCorpus(seed=6)
+    sentences = corpus.sentences
+    rng = np.random.default_rng(6)
+    # Each chunk: consecutive picks of real sentences up to ~CHUNK_CHARS - 100 characters.
+    plans: list[list[int]] = []
+    for _ in range(documents * CHUNKS_PER_DOCUMENT):
+        picked, size = [], 0
+        while size < CHUNK_CHARS - 150:
+            index = int(rng.integers(len(sentences)))
+            picked.append(index)
+            size += len(sentences[index]) + 1
+        plans.append(picked)
+    used = sorted({i for plan in plans for i in plan})
+    position = {sentence: row for row, sentence in enumerate(used)}
+    sentence_vectors = HashEmbedder(384).embed([sentences[i] for i in used])
+    with local_deployment(data_dir, MODEL) as services:
+        services.catalog.put_collection(TENANT, COLLECTION, CollectionInput(
+            allow_guests=True, chunking_max_size=CHUNK_CHARS, chunking_overlap_offset=0))
+        pending: list[IndexRecord] = []
+        for d in range(documents):
+            document_id = f"doc-{d:06d}"
+            rows = plans[d * CHUNKS_PER_DOCUMENT:(d + 1) * CHUNKS_PER_DOCUMENT]
+            texts = [" ".join(sentences[i] for i in plan) for plan in rows]
+            stored = []
+            offset = 0
+            for index, text in enumerate(texts):
+                digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
+                stored.append(StoredChunk(chunk_id=chunk_id(TENANT, COLLECTION, document_id, index, digest),
+                                          collection=COLLECTION, document_id=document_id, index=index, start=offset,
+                                          end=offset + len(text), text=text))
+                offset += len(text) + 2
+            services.chunks.put_chunks(TENANT, stored)
+            vectors = np.stack([sentence_vectors[[position[i] for i in plan]].sum(axis=0) for plan in rows])
+            pending += [IndexRecord(tenant=TENANT, collection=COLLECTION, document_id=document_id,
+                                    chunk_id=c.chunk_id, vector=v, text=c.text) for c, v in zip(stored, vectors)]
+            if len(pending) >= 20_000 or d == documents - 1:
+                services.search_index.upsert(MODEL, pending)
+                pending = []
+            services.metadata.put_document(TENANT, Document(
+                id=document_id, collection=COLLECTION, title=f"Document {d}", mimetype="text/plain",
+                status=DocumentStatus.INDEXED, chunk_count=len(stored), version=1, indexed_version=1,
+                indexed_model=MODEL, indexed_config_version=1), create=True)
+    seconds = time.perf_counter() - started
+    return {"documents": documents, "chunks": documents * CHUNKS_PER_DOCUMENT, "build_seconds": round(seconds, 1),
+            "distinct_sentences_embedded": len(used)}
+
+
+# -- measuring --------------------------------------------------------------------------------------------------
+
+
+def measure(server, queries: list[str], rights_server, allowed: set[str]) -> dict:
+    """{(rights, mode): {"ms": [...], "timing": {...}}} for every configuration."""
+    admin = server.session(server.admin_key)
+    url = server.url(f"/v1/collections/{COLLECTION}")
+    results = {}
+    for rights in RIGHTS:
+        if rights == "external":
+            secret = admin.post(server.url("/v1/rights-check-secret"))
+            secret.raise_for_status()
+            rights_server.secret = secret.json()["secret"].encode()
+            rights_server.allowed = allowed
+            admin.put(url, json={"rights_check_method": "external",
+                                 "rights_check_method_configuration": {"url": rights_server.url, "timeout": 2}}
+                      ).raise_for_status()
+        else:
+            admin.put(url, json={"rights_check_method": "public"}).raise_for_status()
+        for mode in MODES:
+            session = server.session(server.admin_key)
+            for query in queries[:WARMUP]:
+                session.post(f"{url}/query", json={"query": query, "k": 10, "mode": mode, "user": "ann"})
+            samples, parts, empty = [], {}, 0
+            for query in queries[WARMUP:WARMUP + REQUESTS]:
+                started = time.perf_counter()
+                response = session.post(f"{url}/query", json={"query": query, "k": 10, "mode": mode, "user": "ann"})
+                samples.append((time.perf_counter() - started) * 1000)
+                if response.status_code != 200:
+                    raise RuntimeError(f"query failed: {response.status_code} {response.text[:300]}")
+                body = response.json()
+                empty += not body["results"]
+                for name, value in body["timing_ms"].items():
+                    parts.setdefault(name, []).append(value)
+            results[(rights, mode)] = {"ms": samples, "server_timing_ms_p50": {k: round(median(v), 2)
+                                                                               for k, v in parts.items()},
+                                       "empty_results": empty}
+            log(f"query {rights} {mode}: p50 {median(samples):.1f} ms, p99 {percentile(samples, 99):.1f} ms")
+    if rights_server.bad_signatures:
+        raise RuntimeError("the rights server saw bad signatures")
+    return results
+
+
+def _figures(size: str, results: dict, build: dict) -> list[Figure]:
+    figures = []
+    how = ("documents PUT over HTTP, indexed by the server's worker" if size == "10k" else
+           "written straight into the ChunkStore/SearchIndex (not through the pipeline; hash:384 sentence-sum vectors)")
+    for (rights, mode), data in results.items():
+        samples = data["ms"]
+        suffix = f"{size}_{mode}" if rights == "public" else f"{size}_{mode}_external"
+        notes = (f"{build['chunks']} chunks ({how}); {len(samples)} requests after {WARMUP} warm-up, one client, "
+                 f"keep-alive, k=10, hash:384; rights {rights}"
+                 + ("; RightsServer denies every 10th document" if rights == "external" else ""))
+        details = {"server_timing_ms_p50": data["server_timing_ms_p50"], "empty_results": data["empty_results"]}
+        for q in (50, 95, 99):
+            figures.append(Figure(f"query_p{q}_ms_{suffix}", percentile(samples, q), "ms", section="query latency",
+                                  notes=notes, details=details if q == 50 else {}))
+    return figures
+
+
+def run(sizes: dict[str, int] | None = None) -> tuple[list[Figure], dict]:
+    """`sizes`: label -> documents of ~10 chunks (defaults: 10k = 1,000 documents, 100k = 10,000)."""
+    if str(REPO) not in sys.path:
+        sys.path.insert(0, str(REPO))
+    from tests.support.rights_server import RightsServer
+
+    sizes = sizes or {"10k": 1_000, "100k": 10_000}
+    queries = _queries(WARMUP + REQUESTS)
+    figures: list[Figure] = []
+    raw: dict = {}
+    rights_server = RightsServer()
+    try:
+        for label, documents in sizes.items():
+            with tempfile.TemporaryDirectory(prefix=f"kindex-bench-query-{label}-") as tmp:
+                data_dir = Path(tmp) / "data"
+                if label == "10k":
+                    with running_server(data_dir) as server:
+                        build = ingest_over_http(server, documents)
+                        log(f"query {label}: ingested over HTTP {build}")
+                        allowed = {f"doc-{i:05d}" for i in range(documents) if i % 10}
+                        results = measure(server, queries, rights_server, allowed)
+                else:
+                    build = write_directly(data_dir, documents)
+                    log(f"query {label}: built {build}")
+                    with running_server(data_dir) as server:
+                        allowed = {f"doc-{i:06d}" for i in range(documents) if i % 10}
+                        results = measure(server, queries, rights_server, allowed)
+                figures += _figures(label, results, build)
+                raw[label] = {"build": build, "samples_ms": {f"{r}/{m}": [round(x, 3) for x in v["ms"]]
+                                                             for (r, m), v in results.items()}}
+                if label == "10k":
+                    figures.append(Figure("ingest_http_chunks_per_s_hash", build["chunks_per_s"], "chunks/s",
+                                          section="ingest throughput",
+                                          notes=f"{build['documents']} documents, {build['chunks']} chunks PUT over "
+                                                "HTTP into one collection until all indexed (hash:384)"))
+    finally:
+        rights_server.close()
+    return figures, raw
