@@ -17,7 +17,8 @@ logger = Logger(service="kindex-ingest")
 metrics = Metrics(namespace="kindex")  # shares its metric set with the services' recorder; flushed per invocation
 # An invocation without a business event (a 404, say) has nothing to publish; that is not worth a warning.
 warnings.filterwarnings("ignore", message="No application metrics to publish")
-processor = BatchProcessor(event_type=EventType.SQS)
+# A batch where every record failed still reports them as item failures, rather than as a Lambda error.
+processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
 
 
 def record_handler(record: SQSRecord, service=None) -> None:

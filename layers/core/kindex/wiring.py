@@ -88,9 +88,9 @@ class Container:
             from kindex.adapters.search_local import LocalSearchIndex
 
             return LocalSearchIndex(self.settings.data_dir / "index")
-        from kindex.adapters.search_opensearch import OpenSearchIndex, opensearch_client
+        from kindex.adapters.search_opensearch import OpenSearchIndex
 
-        return OpenSearchIndex(opensearch_client(self.settings.opensearch_endpoint))
+        return OpenSearchIndex(endpoint=self.settings.opensearch_endpoint)
 
     def embedder(self, model: str) -> Embedder:
         from kindex.embedding.registry import create_embedder

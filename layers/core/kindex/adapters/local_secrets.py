@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 from pathlib import Path
 from urllib.parse import quote
@@ -15,7 +16,10 @@ class FileSecretStore:
         self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
 
     def _path(self, name: str) -> Path:
-        return self.root / quote(name, safe="")
+        encoded = quote(name, safe="")
+        if len(encoded.encode()) > 200:  # file names are limited to 255 bytes; long names become their digest
+            encoded = "sha256-" + hashlib.sha256(name.encode()).hexdigest()
+        return self.root / encoded
 
     def put_secret(self, name: str, value: bytes) -> None:
         path = self._path(name)
