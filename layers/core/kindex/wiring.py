@@ -5,21 +5,25 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 
-from kindex.domain.ports import (
-    BlobStore,
-    ChunkStore,
-    CollectionStore,
-    DocumentStore,
-    Embedder,
-    EmbeddingCache,
-    KeyStore,
-    SearchIndex,
-)
-from kindex.services.catalog import CatalogService
-from kindex.services.embedding import EmbeddingService
-from kindex.services.ingest import IngestLimits, IngestService
-from kindex.services.keys import KeyService
+from typing import TYPE_CHECKING
+
 from kindex.settings import Settings, load_settings
+
+if TYPE_CHECKING:  # imports stay inside the properties: each function loads only what it uses (cold start)
+    from kindex.domain.ports import (
+        BlobStore,
+        ChunkStore,
+        CollectionStore,
+        DocumentStore,
+        Embedder,
+        EmbeddingCache,
+        KeyStore,
+        SearchIndex,
+    )
+    from kindex.services.catalog import CatalogService
+    from kindex.services.embedding import EmbeddingService
+    from kindex.services.ingest import IngestService
+    from kindex.services.keys import KeyService
 
 
 @dataclass
@@ -120,10 +124,14 @@ class Container:
 
     @cached_property
     def embeddings(self) -> EmbeddingService:
+        from kindex.services.embedding import EmbeddingService
+
         return EmbeddingService(self.embedding_cache, self.embedder, self.metrics)
 
     @cached_property
     def ingest(self) -> IngestService:
+        from kindex.services.ingest import IngestLimits, IngestService
+
         limits = IngestLimits(max_file_bytes=self.settings.max_file_bytes,
                               max_chunks_per_document=self.settings.max_chunks_per_document)
         return IngestService(self.metadata, self.metadata, self.blobs, self.chunks, self.search_index,
@@ -208,10 +216,14 @@ class Container:
 
     @cached_property
     def keys(self) -> KeyService:
+        from kindex.services.keys import KeyService
+
         return KeyService(self.metadata)
 
     @cached_property
     def catalog(self) -> CatalogService:
+        from kindex.services.catalog import CatalogService
+
         return CatalogService(self.metadata, self.metadata, self.blobs,
                               default_embedding_model=self.settings.embedding_model,
                               on_collection_removed=lambda tenant, c: self.ingest.remove_collection(tenant, c),

@@ -1,0 +1,57 @@
+"""Cold start: import time of each Lambda function's entry module, in a fresh interpreter per sample
+(`python -X importtime -c "import <module>"`, median of 5), beside a bare `import boto3` and a bare Powertools
+import. The figure is the sum of the cumulative times of the statement's top-level imports (the module and
+its parent package), as -X importtime reports them; interpreter start-up (site) is excluded."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+
+from bench.common import REPO, Figure, log, median
+
+REPEATS = 5
+FUNCTIONS = ("api", "authorizer", "ingest", "query", "reindex")
+REFERENCES = {"boto3": "import boto3", "aws_lambda_powertools": "import aws_lambda_powertools"}
+_LINE = re.compile(r"import time:\s+(\d+)\s+\|\s+(\d+)\s+\|(\s*)(\S+)")
+
+
+def import_ms(module: str) -> float:
+    """Milliseconds to import `module` (and its parents) in a fresh process."""
+    env = {**os.environ, "KINDEX_BACKEND": "local", "POWERTOOLS_METRICS_DISABLED": os.environ.get(
+        "POWERTOOLS_METRICS_DISABLED", "false")}
+    done = subprocess.run([sys.executable, "-X", "importtime", "-c", f"import {module}"], cwd=REPO, env=env,
+                          capture_output=True, text=True, check=True)
+    top_level = {}
+    for line in done.stderr.splitlines():
+        match = _LINE.match(line)
+        if match and match.group(3) == " ":  # one space: a top-level import, not a nested one
+            top_level[match.group(4)] = int(match.group(2))
+    parts = module.split(".")
+    wanted = {".".join(parts[:i]) for i in range(1, len(parts) + 1)}
+    if module not in top_level:
+        raise RuntimeError(f"no importtime line for {module} in:\n{done.stderr[-2000:]}")
+    # A parent package appears on its own line only when it was not already imported at start-up.
+    return sum(top_level[name] for name in wanted if name in top_level) / 1000.0
+
+
+def run(repeats: int = REPEATS) -> list[Figure]:
+    references = {name: median([import_ms(name) for _ in range(repeats)]) for name in REFERENCES}
+    log("cold start references: " + ", ".join(f"{n} {v:.0f} ms" for n, v in references.items()))
+    figures = []
+    for function in FUNCTIONS:
+        samples = [import_ms(f"functions.{function}") for _ in range(repeats)]
+        value = median(samples)
+        log(f"cold start functions.{function}: {value:.0f} ms")
+        notes = (f"python -X importtime -c 'import functions.{function}', fresh process, median of {repeats} "
+                 f"(samples {', '.join(f'{s:.0f}' for s in samples)} ms); bare import aws_lambda_powertools "
+                 f"{references['aws_lambda_powertools']:.0f} ms")
+        figures.append(Figure(f"cold_import_ms_{function}", value, "ms", "import boto3", references["boto3"],
+                              section="cold start", notes=notes))
+    figures.append(Figure("cold_import_ms_boto3", references["boto3"], "ms", section="cold start",
+                          notes=f"bare import boto3, median of {repeats}"))
+    figures.append(Figure("cold_import_ms_powertools", references["aws_lambda_powertools"], "ms", section="cold start",
+                          notes=f"bare import aws_lambda_powertools, median of {repeats}"))
+    return figures
