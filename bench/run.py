@@ -1,0 +1,157 @@
+"""`make bench`: every benchmark in one run, a table on stdout, bench/results.json and bench/*.png.
+
+    python -m bench.run [--only ingest,query,vector,chunking,cold,economy] [--quick]
+
+The SciFact figures come from `make eval` (python -m bench.eval_scifact), which takes longer than this whole
+run on 2 cores: when bench/scifact_results.json exists its figures are folded in, marked as produced by
+`make eval` with that run's date; otherwise they are listed as missing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import time
+import warnings
+
+from bench.common import RESULTS_PATH, SCIFACT_RESULTS_PATH, Figure, log, machine_info, versions
+
+SECTIONS = ("ingest", "query", "vector", "chunking", "cold", "economy")
+REQUIRED = ("ingest_ratio_minilm", "query_p50_ms_100k_hybrid", "query_p99_ms_100k_hybrid", "vector_recall10_100k",
+            "maxchars_mb_per_s", "cold_import_ms_query", "reembed_calls_unchanged", "scifact_ndcg10_hybrid_local",
+            "scifact_ndcg10_vector_local", "scifact_ndcg10_keyword")
+
+
+def _quiet() -> None:
+    # Benchmarks print their own progress; per-document INFO logs and Powertools' empty-metrics warnings
+    # would only bury it (and cost time).
+    logging.basicConfig(level=logging.WARNING)
+    os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
+    os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
+    warnings.filterwarnings("ignore", message="No application metrics to publish")
+
+
+def run_sections(sections: tuple[str, ...], quick: bool) -> tuple[list[Figure], dict, dict]:
+    figures: list[Figure] = []
+    raw: dict = {}
+    seconds: dict[str, float] = {}
+    for section in sections:
+        started = time.perf_counter()
+        log(f"section {section}")
+        if section == "ingest":
+            from bench import ingest
+
+            if quick:
+                ingest.WORKLOADS["hash:384"].update(documents=30, repeats=1)
+                ingest.WORKLOADS["local:all-MiniLM-L6-v2"].update(documents=2, repeats=1)
+            figures += ingest.run()
+        elif section == "query":
+            from bench import query_latency
+
+            if quick:
+                query_latency.REQUESTS = 20
+            found, raw["query_latency"] = query_latency.run({"10k": 50, "100k": 500} if quick else None)
+            figures += found
+        elif section == "vector":
+            from bench import vector_index
+
+            figures += vector_index.knn_testdata()
+            figures += vector_index.random_100k(count=10_000 if quick else 100_000, queries=50 if quick else 200)
+        elif section == "chunking":
+            from bench import chunking
+
+            figures += chunking.run(megabytes=0.5 if quick else 5.0, repeats=1 if quick else 3)
+        elif section == "cold":
+            from bench import cold_start
+
+            figures += cold_start.run(repeats=1 if quick else 5)
+        elif section == "economy":
+            from bench import economy
+
+            figures += economy.run()
+        seconds[section] = round(time.perf_counter() - started, 1)
+        log(f"section {section} took {seconds[section]} s")
+    return figures, raw, seconds
+
+
+def scifact_figures() -> tuple[list[dict], dict | None]:
+    """The last `make eval` results, marked as such; none when it has not been run."""
+    if not SCIFACT_RESULTS_PATH.exists():
+        return [], None
+    data = json.loads(SCIFACT_RESULTS_PATH.read_text())
+    provenance = {"produced_by": data.get("produced_by"), "generated_at": data.get("generated_at"),
+                  "wall_seconds": data.get("wall_seconds"), "machine": data.get("machine"),
+                  "details": data.get("details")}
+    figures = []
+    for figure in data["figures"]:
+        figure = dict(figure)
+        figure["notes"] = f"from `make eval` at {data.get('generated_at')}; " + figure.get("notes", "")
+        figures.append(figure)
+    return figures, provenance
+
+
+def _fmt(value) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, float) and value != int(value) or abs(value) < 10:
+        return f"{value:.3f}" if abs(value) < 10 else f"{value:.1f}"
+    return f"{int(value)}"
+
+
+def markdown_table(figures: list[dict]) -> str:
+    lines = ["| figure | value | unit | reference | reference value | ratio |", "|---|---:|---|---|---:|---:|"]
+    for f in figures:
+        lines.append(f"| `{f['name']}` | {_fmt(f['value'])} | {f['unit']} | {f['reference_name'] or ''} | "
+                     f"{_fmt(f['reference_value'])} | {_fmt(f['ratio'])} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="kindex benchmarks")
+    parser.add_argument("--only", help="comma-separated sections: " + ",".join(SECTIONS))
+    parser.add_argument("--quick", action="store_true", help="tiny workloads (a smoke run; figures not meaningful)")
+    parser.add_argument("--output", default=str(RESULTS_PATH))
+    args = parser.parse_args(argv)
+    _quiet()
+    sections = tuple(args.only.split(",")) if args.only else SECTIONS
+    unknown = set(sections) - set(SECTIONS)
+    if unknown:
+        parser.error(f"unknown sections {sorted(unknown)}")
+    started = time.perf_counter()
+    machine = machine_info()
+    measured, raw, seconds = run_sections(sections, args.quick)
+    figures = [f.to_json() for f in measured]
+    eval_figures, eval_provenance = scifact_figures()
+    figures += eval_figures
+    wall = time.perf_counter() - started
+    load = os.getloadavg() if hasattr(os, "getloadavg") else None
+    machine["load_average_at_end"] = [round(x, 2) for x in load] if load else None
+    missing = [name for name in REQUIRED if name not in {f["name"] for f in figures}]
+    results = {
+        "produced_by": "make bench (python -m bench.run" + (" --quick" if args.quick else "")
+                       + (f" --only {args.only}" if args.only else "") + ")",
+        "generated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "wall_seconds": round(wall, 1), "section_seconds": seconds,
+        "machine": machine, "versions": versions(), "figures": figures,
+        "scifact_source": eval_provenance, "missing_required": missing, "raw": raw,
+    }
+    with open(args.output, "w") as handle:
+        json.dump(results, handle, indent=2)
+        handle.write("\n")
+    from bench.plots import write_plots
+
+    plots = write_plots(results)
+    print(markdown_table(figures))
+    print()
+    print(f"wrote {args.output} and {', '.join(p.name for p in plots)} in {wall:.0f} s")
+    if missing:
+        print(f"missing required figures: {', '.join(missing)}"
+              + (" (run `make eval` for the SciFact ones)" if any(m.startswith("scifact") for m in missing) else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
