@@ -1,20 +1,31 @@
-"""API function: collections and documents. Each route parses, calls one service method, shapes the response."""
+"""API function: collections, documents, uploads, chunks, citations, reindex jobs and the OpenAPI document.
+Each route parses, calls one service method and shapes the response."""
 
 from __future__ import annotations
 
 import warnings
-from datetime import datetime
 from typing import Annotated, Any
 
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
+from aws_lambda_powertools.event_handler.openapi.models import HTTPBearer
 from aws_lambda_powertools.event_handler.openapi.params import Query
-from pydantic import BaseModel, ConfigDict, Field
 
+from kindex.api.models import (
+    ChunkList,
+    ChunkOut,
+    CollectionList,
+    DocumentList,
+    DocumentOut,
+    ReindexRequest,
+    RightsSecret,
+    UploadRequest,
+    UploadResponse,
+)
 from kindex.api.query_routes import router as query_router
 from kindex.api.http import json_response, path_param, precheck, principal, register_error_handlers, require_admin
 from kindex.domain.query import CitationsRequest, CitationsResponse
-from kindex.domain.models import Collection, CollectionInput, Document, DocumentInput, PageRequest, ReindexJob
+from kindex.domain.models import Collection, CollectionInput, DocumentInput, PageRequest, ReindexJob
 from kindex.wiring import container
 
 logger = Logger(service="kindex-api")
@@ -22,23 +33,11 @@ metrics = Metrics(namespace="kindex")  # shares its metric set with the services
 # An invocation without a business event (a 404, say) has nothing to publish; that is not worth a warning.
 warnings.filterwarnings("ignore", message="No application metrics to publish")
 app = APIGatewayRestResolver(enable_validation=True)
-app.enable_swagger(path="/docs", title="kindex", version="1", description="Knowledge index for RAG")
+OPENAPI = {"title": "kindex", "version": "1", "description": "Knowledge index for retrieval-augmented generation",
+           "security_schemes": {"apiKey": HTTPBearer(description="kindex API key")}, "security": [{"apiKey": []}]}
+app.enable_swagger(path="/docs", **OPENAPI)
 register_error_handlers(app)
 app.include_router(query_router)  # served by the query function; included so the OpenAPI document is complete
-
-
-class CollectionList(BaseModel):
-    collections: list[str]
-    next_cursor: str | None = None
-
-
-class DocumentList(BaseModel):
-    documents: list[str]
-    next_cursor: str | None = None
-
-
-class DocumentOut(Document):
-    content: str | None = None
 
 
 def _page(start: int, number: int, cursor: str | None) -> PageRequest:
@@ -47,7 +46,7 @@ def _page(start: int, number: int, cursor: str | None) -> PageRequest:
 
 @app.get("/v1/openapi.json", include_in_schema=False)
 def openapi_document():
-    return json_response(200, app.get_openapi_json_schema(title="kindex", version="1"))
+    return json_response(200, app.get_openapi_json_schema(**OPENAPI))
 
 
 @app.get("/v1/collections")
@@ -105,35 +104,6 @@ def delete_document(collection: str, document: str):
     return Response(status_code=204)
 
 
-class UploadRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    filename: str = Field(min_length=1, max_length=255)
-    mimetype: str | None = Field(default=None, max_length=255)
-
-
-class UploadResponse(BaseModel):
-    url: str
-    method: str
-    headers: dict[str, str]
-    expires_at: datetime
-    document: DocumentOut
-
-
-class ChunkOut(BaseModel):
-    chunk_id: str
-    index: int
-    start: int
-    end: int
-    page_start: int | None
-    page_end: int | None
-    text: str
-
-
-class ChunkList(BaseModel):
-    chunks: list[ChunkOut]
-
-
 @app.post("/v1/collections/<collection>/documents/<document>/upload")
 def prepare_upload(collection: str, document: str, body: UploadRequest) -> UploadResponse:
     ticket = container().catalog.prepare_upload(require_admin(app).tenant, path_param(collection),
@@ -149,12 +119,6 @@ def list_chunks(collection: str, document: str) -> ChunkList:
                                       page_start=c.page_start, page_end=c.page_end, text=c.text) for c in chunks])
 
 
-class RightsSecret(BaseModel):
-    secret: str
-    header: str
-    signature_format: str
-
-
 @app.post("/v1/rights-check-secret")
 def rotate_rights_secret() -> RightsSecret:
     """Create or replace the tenant's signing secret for external rights checks; it is shown only in this answer."""
@@ -166,12 +130,6 @@ def rotate_rights_secret() -> RightsSecret:
 @app.post("/v1/citations")
 def render_citations(body: CitationsRequest) -> CitationsResponse:
     return container().citations.render(principal(app).tenant, body)
-
-
-class ReindexRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    clean: bool = False
 
 
 @app.post("/v1/collections/<collection>/reindex")

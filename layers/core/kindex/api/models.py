@@ -1,0 +1,64 @@
+"""Request and response bodies of the API function that are not domain models (the OpenAPI contract)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from kindex.domain.models import Document
+
+
+class CollectionList(BaseModel):
+    collections: list[str]
+    next_cursor: str | None = None
+
+
+class DocumentList(BaseModel):
+    documents: list[str]
+    next_cursor: str | None = None
+
+
+class DocumentOut(Document):
+    content: str | None = None
+
+
+class UploadRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    filename: str = Field(min_length=1, max_length=255)
+    mimetype: str | None = Field(default=None, max_length=255)
+
+
+class UploadResponse(BaseModel):
+    url: str
+    method: str
+    headers: dict[str, str]
+    expires_at: datetime
+    document: DocumentOut
+
+
+class ChunkOut(BaseModel):
+    chunk_id: str
+    index: int
+    start: int
+    end: int
+    page_start: int | None
+    page_end: int | None
+    text: str
+
+
+class ChunkList(BaseModel):
+    chunks: list[ChunkOut]
+
+
+class RightsSecret(BaseModel):
+    secret: str
+    header: str
+    signature_format: str
+
+
+class ReindexRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    clean: bool = False
