@@ -18,8 +18,8 @@ TENANT = "default"
 CHUNK_CHARS = 1000
 # Sized so one MiniLM repeat takes ~20-40 s on 2 cores: about 10 chunks of ~220 word pieces per document.
 WORKLOADS = {
-    "hash:384": {"documents": 200, "doc_chars": 9500, "repeats": 3},
-    "local:all-MiniLM-L6-v2": {"documents": 12, "doc_chars": 9500, "repeats": 3},
+    "hash:384": {"documents": 200, "doc_chars": 6400, "repeats": 3},
+    "local:all-MiniLM-L6-v2": {"documents": 16, "doc_chars": 6400, "repeats": 3},
 }
 SHORT = {"hash:384": "hash", "local:all-MiniLM-L6-v2": "minilm"}
 

@@ -93,15 +93,31 @@ def scifact_figures() -> tuple[list[dict], dict | None]:
     return figures, provenance
 
 
+SUMMARY = ("ingest_ratio_minilm", "ingest_chunks_per_s_minilm", "ingest_chunks_per_s_hash", "query_p50_ms_10k_hybrid",
+           "query_p50_ms_100k_hybrid", "query_p99_ms_100k_hybrid", "query_p50_ms_100k_hybrid_external",
+           "query_p99_ms_100k_hybrid_external", "vector_recall10_100k", "vector_p50_ms_100k", "maxchars_mb_per_s",
+           "tokens_mb_per_s", "cold_import_ms_query", "cold_import_ms_api", "reembed_calls_unchanged",
+           "reembed_texts_edit_1pct", "openai_requests_per_2048_chunks", "scifact_ndcg10_keyword",
+           "scifact_ndcg10_vector_local", "scifact_ndcg10_hybrid_local", "scifact_recall100_hybrid_local")
+
+
 def _fmt(value) -> str:
     if value is None:
         return "–"
-    if isinstance(value, float) and value != int(value) or abs(value) < 10:
-        return f"{value:.3f}" if abs(value) < 10 else f"{value:.1f}"
-    return f"{int(value)}"
+    value = float(value)
+    if value.is_integer() and abs(value) >= 10:
+        return f"{int(value)}"
+    if abs(value) >= 100:
+        return f"{value:.0f}"
+    if abs(value) >= 10:
+        return f"{value:.1f}"
+    return f"{value:.3f}" if not value.is_integer() else f"{int(value)}"
 
 
-def markdown_table(figures: list[dict]) -> str:
+def markdown_table(figures: list[dict], names: tuple[str, ...] | None = None) -> str:
+    if names is not None:
+        by_name = {f["name"]: f for f in figures}
+        figures = [by_name[n] for n in names if n in by_name]
     lines = ["| figure | value | unit | reference | reference value | ratio |", "|---|---:|---|---|---:|---:|"]
     for f in figures:
         lines.append(f"| `{f['name']}` | {_fmt(f['value'])} | {f['unit']} | {f['reference_name'] or ''} | "
@@ -145,6 +161,9 @@ def main(argv: list[str] | None = None) -> int:
 
     plots = write_plots(results)
     print(markdown_table(figures))
+    print()
+    print("Summary (the README table):")
+    print(markdown_table(figures, SUMMARY))
     print()
     print(f"wrote {args.output} and {', '.join(p.name for p in plots)} in {wall:.0f} s")
     if missing:

@@ -162,6 +162,9 @@ def test_dynamodb_over_long_job_id_is_none_without_a_request(aws):
     aws.meta.events.register("before-call.dynamodb.GetItem", lambda **_: calls.append("get"))
     assert store.get_job("acme", "x" * 1025) is None
     assert calls == []
+    # (while an ordinary id is looked up)
+    assert store.get_job("acme", "x" * 1024) is None
+    assert calls == ["get"]
 
 
 def test_dynamodb_errors_become_dependency_failed(monkeypatch, caplog):

@@ -193,7 +193,7 @@ class Container:
             from kindex.adapters.sqlite_chunks import SqliteJobStore
 
             return SqliteJobStore(self._local_db)
-        from kindex.adapters.dynamodb_chunks import DynamoDbJobStore
+        from kindex.adapters.dynamodb_jobs import DynamoDbJobStore
 
         return DynamoDbJobStore(self.settings.table_name)
 

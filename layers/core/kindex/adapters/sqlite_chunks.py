@@ -222,6 +222,6 @@ class SqliteJobStore:
     def get_job(self, tenant: str, job_id: str):
         from kindex.domain.models import ReindexJob
 
-        row = self.db.connection().execute("SELECT body FROM jobs WHERE tenant = ? AND job_id = ?",
-                                           (tenant, job_id)).fetchone()
+        row = self.db.connection().execute("SELECT body FROM jobs WHERE tenant = ? AND job_id = ? AND expires_at >= ?",
+                                           (tenant, job_id, self.clock())).fetchone()
         return ReindexJob.model_validate_json(row[0]) if row else None

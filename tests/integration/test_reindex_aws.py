@@ -1,0 +1,212 @@
+"""Reindex on the AWS backend under moto: jobs in DynamoDB, reindex work sent by SqsIngestTrigger to the ingest
+queue that S3 notifies, drained through the ingest function; vectors in the OpenSearch double. Mirrors
+test_reindex_local.py: config change, zero-downtime model switch, drift repair, and the scheduled function."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from functions import reindex as reindex_function
+from kindex.adapters.dynamodb_jobs import DynamoDbJobStore, jobs_pk
+from kindex.domain.errors import NotFound
+from kindex.domain.keys import blob_key, decode_s3_event_key
+from kindex.domain.models import CollectionInput, DocumentInput, DocumentStatus
+from kindex.domain.query import QueryRequest
+from kindex.domain.types import IndexRecord
+from tests.support.aws import BUCKET, TABLE, LambdaContext
+from tests.support.aws_deployment import AwsStack, aws_stack, created_keys
+
+pytestmark = pytest.mark.integration
+
+DOCS = {f"d{i}": f"Document {i} is about {topic}. " * 4 for i, topic in
+        enumerate(["volcanoes", "penguins", "violins", "taxes", "marathons", "reefs"])}
+# What EventBridge Scheduler delivers to the reindex function (its payload is not read).
+SCHEDULED_EVENT = {"version": "0", "id": "0d9c7f4e-1e7a-4b8f-9f59-0a1f3d6d2a11", "detail-type": "Scheduled Event",
+                   "source": "aws.scheduler", "account": "123456789012", "time": "2024-05-01T12:00:00Z",
+                   "region": "us-east-1", "resources": [], "detail": {}}
+
+
+@pytest.fixture
+def stack(monkeypatch: pytest.MonkeyPatch) -> Iterator[AwsStack]:
+    """A tenant with an admin key (the scheduled pass finds tenants through keys) and six indexed documents."""
+    with aws_stack(monkeypatch) as stack:
+        services = stack.services
+        services.keys.create("t", "admin")
+        services.catalog.put_collection("t", "c", CollectionInput(allow_guests=True, chunking_max_size=60))
+        for doc_id, text in DOCS.items():
+            services.catalog.put_document("t", "c", doc_id, DocumentInput(content=text))
+        stack.drain()
+        assert all(document(stack, d).status is DocumentStatus.INDEXED for d in DOCS)
+        yield stack
+
+
+def document(stack: AwsStack, doc_id: str):
+    return stack.services.metadata.get_document("t", "c", doc_id)
+
+
+def ask(stack: AwsStack, mode: str, text: str = "penguins"):
+    return stack.services.query.query("t", ["c"], QueryRequest(query=text, k=3, mode=mode), multi=False)
+
+
+def stored_chunk_ids(stack: AwsStack) -> set[str]:
+    return {c.chunk_id for d in DOCS for c in stack.services.chunks.list_chunks("t", "c", d)}
+
+
+def vectors_in_double(stack: AwsStack, model: str) -> int:
+    """Tenant t's documents in every physical index of the double that serves `model` (read past the adapter)."""
+    slug = model.replace(":", "-")
+    return sum(1 for name, state in stack.double.indices.items() if f"-{slug}-" in name
+               for doc in state.live.values() if doc.source.get("tenant") == "t")
+
+
+def test_config_change_reindexes_every_document_through_the_queue(stack):
+    services = stack.services
+    before = {d: document(stack, d).chunk_count for d in DOCS}
+    # Given the collection's chunking changes (config_version 2)
+    services.catalog.put_collection("t", "c", CollectionInput(chunking_max_size=2000))
+    # When a reindex job starts
+    job = services.reindex.start("t", "c", clean=False)
+    # Then it is running with every document enqueued, and stored in the tenant's partition for 30 days
+    assert job.enqueued == len(DOCS) and job.status == "running"
+    assert isinstance(services.jobs, DynamoDbJobStore)
+    item = stack.dynamodb.get_item(TableName=TABLE, Key={"pk": {"S": jobs_pk("t")}, "sk": {"S": job.id}})["Item"]
+    assert int(item["expires_at"]["N"]) > 0
+    # When the ingest function drains the queue
+    bodies = stack.drain()
+    # Then the queue carried one S3-shaped created-event per document source, on this bucket
+    assert sorted(decode_s3_event_key(k) for k in created_keys(bodies)) == sorted(
+        document(stack, d).source for d in DOCS)
+    assert {r["s3"]["bucket"]["name"] for b in bodies for r in b["Records"]} == {BUCKET}
+    # And the job is completed and every document re-chunked under config 2, chunks and vectors in step
+    job = services.reindex.get_job("t", job.id)
+    assert job.status == "completed" and job.done == job.total == len(DOCS)
+    for doc_id in DOCS:
+        rebuilt = document(stack, doc_id)
+        assert rebuilt.indexed_config_version == 2 and rebuilt.chunk_count == 1 < before[doc_id]
+    assert services.search_index.chunk_ids("hash:384", "t", "c") == stored_chunk_ids(stack)
+    # And another tenant cannot read the job
+    with pytest.raises(NotFound):
+        services.reindex.get_job("other", job.id)
+
+
+def test_model_change_keeps_queries_answering_then_switches(stack):
+    services = stack.services
+    old_vectors = vectors_in_double(stack, "hash:384")
+    assert old_vectors == len(stored_chunk_ids(stack)) > len(DOCS)
+    # Given the model changes: the old model keeps answering
+    collection, _ = services.catalog.put_collection("t", "c", CollectionInput(embedding_model="hash:256"))
+    assert collection.query_model == "hash:384" and collection.switching
+    job = services.reindex.start("t", "c", clean=False)
+    assert job.enqueued == len(DOCS)
+    answered = []
+
+    def queries_answer_with_the_old_model():
+        for mode in ("vector", "hybrid"):
+            response = ask(stack, mode)
+            assert response.results and response.results[0].document_id == "d1"
+            assert all(r.content for r in response.results)
+        assert services.metadata.get_collection("t", "c").query_model == "hash:384"
+        answered.append(True)
+
+    # When the queue is processed one message at a time, queries are asked after every message
+    stack.drain(batch_size=1, after_each=queries_answer_with_the_old_model)
+    assert len(answered) == len(DOCS)
+    # And the new vectors were built beside the old ones
+    assert vectors_in_double(stack, "hash:384") == old_vectors
+    assert services.search_index.chunk_ids("hash:256", "t", "c") == stored_chunk_ids(stack)
+    # When the job is looked at after the last document
+    job = services.reindex.get_job("t", job.id)
+    # Then it switched the collection, and the old model's vectors are gone from OpenSearch
+    assert job.status == "completed" and job.done == job.total == len(DOCS)
+    collection = services.metadata.get_collection("t", "c")
+    assert collection.query_model == "hash:256" and not collection.switching
+    assert services.search_index.chunk_ids("hash:384", "t", "c") == set()
+    assert vectors_in_double(stack, "hash:384") == 0
+    # And queries answer from the new model
+    for mode in ("vector", "hybrid"):
+        response = ask(stack, mode)
+        assert response.results[0].document_id == "d1" and response.results[0].content
+    assert services.reindex.finish_switches() == 0
+
+
+def test_scheduled_function_rebuilds_model_and_chunking_change_then_switches(stack):
+    services = stack.services
+    # Given a model and chunking change together
+    services.catalog.put_collection("t", "c", CollectionInput(embedding_model="hash:256", chunking_max_size=2000))
+    # When the scheduled function runs
+    summary = reindex_function.handler(SCHEDULED_EVENT, LambdaContext())
+    # Then it enqueued every document and switched nothing yet
+    assert summary == {"collections": 1, "enqueued": len(DOCS), "switched": 0, "orphan_blobs_deleted": 0,
+                       "switched_late": 0}
+    # And while the work is processed, the old chunks still serve the old model
+    def old_chunks_answer():
+        top = ask(stack, "hybrid").results[0]
+        assert top.document_id == "d1" and top.content
+
+    stack.drain(batch_size=2, after_each=old_chunks_answer)
+    assert services.metadata.get_collection("t", "c").query_model == "hash:384"
+    # When the scheduled function runs again
+    summary = reindex_function.handler(SCHEDULED_EVENT, LambdaContext())
+    # Then it switched the collection and collected the old chunks and vectors
+    assert summary["switched"] == 1 and summary["enqueued"] == 0
+    assert services.metadata.get_collection("t", "c").query_model == "hash:256"
+    assert all(len(services.chunks.list_chunks("t", "c", d)) == 1 for d in DOCS)
+    assert services.search_index.chunk_ids("hash:256", "t", "c") == stored_chunk_ids(stack)
+    assert vectors_in_double(stack, "hash:384") == 0
+    assert ask(stack, "vector").results[0].document_id == "d1"
+
+
+def test_drift_is_repaired_by_the_scheduled_function(stack):
+    services = stack.services
+    # Given a vector without a chunk (of a document that does not exist)
+    services.search_index.upsert("hash:384", [IndexRecord(tenant="t", collection="c", document_id="ghost",
+                                                          chunk_id="ghost-chunk", vector=[1.0] * 384, text="ghost")])
+    # And a document that lost a chunk text in DynamoDB (its vector is then an orphan, the document incomplete)
+    victim = services.chunks.list_chunks("t", "c", "d2")[0]
+    services.chunks.delete_chunks("t", "c", document_id="d2", chunk_ids=[victim.chunk_id])
+    # And a document without its vectors
+    services.search_index.delete("hash:384", "t", "c", document_ids=["d3"])
+    # And a blob without a document, and a blob of a collection that no longer exists, whose events were lost
+    lost_key = blob_key("t", "c", "lost", "lost.md")
+    gone_key = blob_key("t", "gone", "x", "x.txt")
+    stack.s3.put_object(Bucket=BUCKET, Key=lost_key, Body=b"# Lost\n\nA lost upload.")
+    stack.s3.put_object(Bucket=BUCKET, Key=gone_key, Body=b"orphan")
+    assert stack.lose_events() == 2
+    # When the scheduled function runs
+    summary = reindex_function.handler(SCHEDULED_EVENT, LambdaContext())
+    # Then it deleted the orphan blob and enqueued d2, d3 and the lost blob
+    assert summary == {"collections": 1, "enqueued": 3, "switched": 0, "orphan_blobs_deleted": 1,
+                       "switched_late": 0}
+    bodies = stack.drain()
+    assert sorted(decode_s3_event_key(k) for k in created_keys(bodies)) == sorted(
+        [document(stack, "d2").source, document(stack, "d3").source, lost_key])
+    # And the orphan vectors are gone, d2 and d3 are whole again, and the lost upload became a document
+    indexed = services.search_index.chunk_ids("hash:384", "t", "c")
+    assert "ghost-chunk" not in indexed
+    assert victim in services.chunks.list_chunks("t", "c", "d2") and victim.chunk_id in indexed
+    assert indexed == stored_chunk_ids(stack) | {c.chunk_id for c in services.chunks.list_chunks("t", "c", "lost")}
+    lost = document(stack, "lost")
+    assert lost.status is DocumentStatus.INDEXED and lost.title == "lost.md" and lost.chunk_count == 1
+    # And no version of the dead collection's blob is left in the versioned bucket
+    assert stack.s3.list_object_versions(Bucket=BUCKET, Prefix="tenants/t/collections/gone/").get("Versions") is None
+
+
+def test_failed_retryable_document_is_retried_and_clean_job_rebuilds(stack):
+    services = stack.services
+    # Given a document that failed for a reason worth retrying
+    failed = document(stack, "d0").model_copy(update={
+        "status": DocumentStatus.FAILED, "failure_reason": "EmbeddingFailed: outage", "failure_retryable": True})
+    services.metadata.put_document("t", failed, create=False)
+    # When the scheduled function runs and the queue drains / Then it is indexed again
+    assert reindex_function.handler(SCHEDULED_EVENT, LambdaContext())["enqueued"] == 1
+    stack.drain()
+    assert document(stack, "d0").status is DocumentStatus.INDEXED
+    # When a clean reindex starts / Then the vectors are gone at once, and back after the queue drains
+    job = services.reindex.start("t", "c", clean=True)
+    assert job.enqueued == len(DOCS) and services.search_index.chunk_ids("hash:384", "t", "c") == set()
+    stack.drain()
+    assert services.reindex.get_job("t", job.id).status == "completed"
+    assert services.search_index.chunk_ids("hash:384", "t", "c") == stored_chunk_ids(stack)
+    assert len(ask(stack, "hybrid").results) == 3

@@ -1,0 +1,130 @@
+"""The AWS backend wired as the Lambdas wire it, under moto: DynamoDB table, versioned bucket notifying the ingest
+queue (with its DLQ), Secrets Manager, the OpenSearch double, and KINDEX_INGEST_QUEUE_URL pointing at that same
+queue so reindex work and S3 notifications meet where the ingest function reads them.
+
+The queue is drained as Lambda's SQS event source mapping does it: received messages become one
+`functions.ingest.handler` call, and the messages it did not report in `batchItemFailures` are deleted.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from moto import mock_aws
+
+from functions import ingest as ingest_function
+from kindex.adapters import aws_secrets, dynamodb_store, s3_blobs, sqs_trigger
+from kindex.adapters.search_opensearch import OpenSearchIndex
+from kindex.embedding.registry import clear_embedder_cache
+from kindex.wiring import Container, container
+from tests.support.aws import (
+    BUCKET,
+    TABLE,
+    LambdaContext,
+    create_ingest_queues,
+    create_metadata_table,
+    create_versioned_bucket,
+    fake_aws_env,
+    moto_client,
+    notify_queue_of_documents,
+    sqs_lambda_event,
+)
+from tests.support.opensearch_double import OpenSearchDouble
+
+
+def reset_process_caches() -> None:
+    """What a fresh Lambda container starts without: the wired container, SDK clients and embedders."""
+    container.cache_clear()
+    dynamodb_store.dynamodb_client.cache_clear()
+    s3_blobs.s3_client.cache_clear()
+    aws_secrets.secretsmanager_client.cache_clear()
+    sqs_trigger.sqs_client.cache_clear()
+    clear_embedder_cache()
+
+
+@dataclass
+class AwsStack:
+    services: Container
+    double: OpenSearchDouble
+    dynamodb: Any
+    s3: Any
+    sqs: Any
+    queue_url: str
+    queue_arn: str
+    dlq_url: str
+
+    def receive(self, max_messages: int = 10) -> list[dict]:
+        return self.sqs.receive_message(QueueUrl=self.queue_url, MaxNumberOfMessages=max_messages,
+                                        AttributeNames=["All"], VisibilityTimeout=0).get("Messages", [])
+
+    def handle(self, messages: list[dict]) -> set[str]:
+        """One ingest invocation for these messages; deletes those that succeeded, returns the failed ids."""
+        response = ingest_function.handler(sqs_lambda_event(messages, self.queue_arn), LambdaContext())
+        failed = {f["itemIdentifier"] for f in response["batchItemFailures"]}
+        for message in messages:
+            if message["MessageId"] not in failed:
+                self.sqs.delete_message(QueueUrl=self.queue_url, ReceiptHandle=message["ReceiptHandle"])
+        return failed
+
+    def drain(self, batch_size: int = 10, after_each: Callable[[], None] | None = None,
+              max_batches: int = 100) -> list[dict]:
+        """Deliver until the queue is empty (every delivery must succeed); returns the bodies delivered."""
+        bodies: list[dict] = []
+        for _ in range(max_batches):
+            messages = self.receive(batch_size)
+            if not messages:
+                return bodies
+            assert self.handle(messages) == set(), "an ingest message failed"
+            bodies.extend(json.loads(m["Body"]) for m in messages)
+            if after_each is not None:
+                after_each()
+        raise AssertionError("the queue did not drain")
+
+    def lose_events(self) -> int:
+        """Receive and delete every waiting message unprocessed, as if the notifications had been lost."""
+        lost = 0
+        while messages := self.receive():
+            for message in messages:
+                self.sqs.delete_message(QueueUrl=self.queue_url, ReceiptHandle=message["ReceiptHandle"])
+                lost += 1
+        return lost
+
+
+def created_keys(bodies: list[dict]) -> list[str]:
+    """The raw (still encoded) object keys of the ObjectCreated records among delivered bodies."""
+    return [record["s3"]["object"]["key"] for body in bodies for record in body.get("Records", [])
+            if record["eventName"].startswith("ObjectCreated")]
+
+
+@contextmanager
+def aws_stack(monkeypatch: pytest.MonkeyPatch, extra_env: dict[str, str] | None = None) -> Iterator[AwsStack]:
+    """Create the resources under moto and wire the container like a Lambda cold start (search index = double)."""
+    fake_aws_env(monkeypatch)
+    with mock_aws():
+        dynamodb, s3, sqs = moto_client("dynamodb"), moto_client("s3"), moto_client("sqs")
+        create_metadata_table(dynamodb)
+        create_versioned_bucket(s3)
+        queue_url, queue_arn, dlq_url = create_ingest_queues(sqs)
+        notify_queue_of_documents(s3, queue_arn)
+        env = {"KINDEX_BACKEND": "aws", "KINDEX_TABLE_NAME": TABLE, "KINDEX_BUCKET_NAME": BUCKET,
+               "KINDEX_DEFAULT_EMBEDDING_MODEL": "hash:384", "KINDEX_INGEST_QUEUE_URL": queue_url,
+               **(extra_env or {})}
+        for name, value in env.items():
+            monkeypatch.setenv(name, value)
+        reset_process_caches()
+        services = container()
+        double = OpenSearchDouble()
+        services.__dict__["search_index"] = OpenSearchIndex(double.client())
+        stack = AwsStack(services, double, dynamodb, s3, sqs, queue_url, queue_arn, dlq_url)
+        # S3 sends a test event when the notification is configured; it is no document's.
+        stack.lose_events()
+        try:
+            yield stack
+        finally:
+            reset_process_caches()
+        assert double.spec_violations == []
