@@ -258,7 +258,6 @@ class Unprocessed:
 
 def test_dynamodb_unprocessed_keys_and_items_are_retried(dynamodb, monkeypatch):
     monkeypatch.setattr(dynamodb_store, "_pause", lambda attempt: None)
-    monkeypatch.setattr("kindex.adapters.dynamodb_chunks._pause", lambda attempt: None)
     chunks = [chunk("d1", i) for i in range(20)]
     # Given a table that leaves half of the first batch write unprocessed
     writer = Unprocessed(dynamodb)

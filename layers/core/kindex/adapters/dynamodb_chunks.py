@@ -27,7 +27,7 @@ Embedding cache. One partition per model; sha256 sort keys spread evenly, which 
 Query log. One item per query (its own partition, so a tenant's busy query traffic spreads). `expires_at` is the
 table's TTL attribute; TTL deletion is lazy (up to days late), so reads check the expiry themselves.
 
-Requests are built by the pure functions below; `_DynamoDbTable._call` is the one place where botocore errors
+Requests are built by the pure functions below; `DynamoDbTable._call` is the one place where botocore errors
 become domain errors (as in `DynamoDbMetadataStore._call`).
 """
 
@@ -38,28 +38,22 @@ import json
 import logging
 import math
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
 
 from kindex.adapters.dynamodb_store import (
-    BATCH_WRITE_ATTEMPTS,
-    BATCH_WRITE_MAX,
     MAX_PK_BYTES,
-    _pause,
+    DynamoDbTable,
     addressable,
-    dynamodb_client,
     escape_part,
     item_key,
 )
-from kindex.domain.errors import DependencyFailed
 from kindex.domain.types import ChunkRef, StoredChunk
 
 logger = logging.getLogger(__name__)
 
-BATCH_GET_MAX = 100
-BATCH_GET_ATTEMPTS = 8
 TTL_ATTRIBUTE = "expires_at"
 QUERY_ITEM_SK = "Q"
 VECTOR_DTYPE = "<f4"  # float32, little-endian whatever the host: the bytes are portable between Lambda and laptops
@@ -130,24 +124,6 @@ def build_query_item(tenant: str, query_id: str, documents: list[dict], expires_
             TTL_ATTRIBUTE: {"N": str(expires_at)}}
 
 
-def build_batch_get_requests(table: str, keys: Sequence[dict], *, projection: str | None = None,
-                             consistent: bool = False) -> Iterator[dict[str, Any]]:
-    """BatchGetItem requests for the keys, at most 100 per request (DynamoDB's limit)."""
-    for start in range(0, len(keys), BATCH_GET_MAX):
-        entry: dict[str, Any] = {"Keys": list(keys[start:start + BATCH_GET_MAX]), "ConsistentRead": consistent}
-        if projection:
-            entry["ProjectionExpression"] = projection
-        yield {"RequestItems": {table: entry}}
-
-
-def build_batch_write_requests(table: str, puts: Sequence[dict] = (), deletes: Sequence[dict] = ()
-                               ) -> Iterator[dict[str, Any]]:
-    """BatchWriteItem requests putting items and deleting keys, at most 25 per request (DynamoDB's limit)."""
-    writes = [{"PutRequest": {"Item": item}} for item in puts] + [{"DeleteRequest": {"Key": key}} for key in deletes]
-    for start in range(0, len(writes), BATCH_WRITE_MAX):
-        yield {"RequestItems": {table: writes[start:start + BATCH_WRITE_MAX]}}
-
-
 def _unique(values: Iterable[Any], key: Callable[[Any], Any]) -> list[Any]:
     """First occurrence of each key, in order: a batch request must not name one item twice."""
     seen: dict[Any, Any] = {}
@@ -156,82 +132,7 @@ def _unique(values: Iterable[Any], key: Callable[[Any], Any]) -> list[Any]:
     return list(seen.values())
 
 
-class _DynamoDbTable:
-    """The I/O shared by the adapters of this module: batched reads and writes with retries, paged queries,
-    and the one translation of botocore errors into domain errors."""
-
-    def __init__(self, table_name: str, *, client: Any = None):
-        self.table_name = table_name
-        self._client = client
-
-    @property
-    def client(self) -> Any:
-        if self._client is None:
-            self._client = dynamodb_client()
-        return self._client
-
-    def _batch_get(self, keys: Sequence[dict], *, projection: str | None = None,
-                   consistent: bool = False) -> Iterator[dict]:
-        """Every existing item among the keys: one BatchGetItem per 100 keys, re-sending UnprocessedKeys (which
-        DynamoDB returns when throttled or over 16 MB per response) until none are left."""
-        for request in build_batch_get_requests(self.table_name, keys, projection=projection, consistent=consistent):
-            for attempt in range(BATCH_GET_ATTEMPTS):
-                response = self._call("batch_get_item", request)
-                yield from response.get("Responses", {}).get(self.table_name, [])
-                unprocessed = response.get("UnprocessedKeys") or {}
-                if not unprocessed:
-                    break
-                request = {"RequestItems": unprocessed}
-                _pause(attempt)
-            else:
-                logger.error("batch read left unprocessed keys", extra={"table": self.table_name,
-                                                                         "attempts": BATCH_GET_ATTEMPTS})
-                raise DependencyFailed("metadata store is throttling reads; try again later")
-
-    def _batch_write(self, puts: Sequence[dict] = (), deletes: Sequence[dict] = ()) -> None:
-        for request in build_batch_write_requests(self.table_name, puts, deletes):
-            for attempt in range(BATCH_WRITE_ATTEMPTS):
-                unprocessed = self._call("batch_write_item", request).get("UnprocessedItems") or {}
-                if not unprocessed:
-                    break
-                request = {"RequestItems": unprocessed}
-                _pause(attempt)
-            else:
-                logger.error("batch write left unprocessed items", extra={"table": self.table_name,
-                                                                           "attempts": BATCH_WRITE_ATTEMPTS})
-                raise DependencyFailed("metadata store is throttling writes; try again later")
-
-    def _query_items(self, pk: str, *, projection: str | None = None) -> Iterator[dict]:
-        """Every item of one partition in sort-key order (strongly consistent), following LastEvaluatedKey."""
-        request: dict[str, Any] = {"TableName": self.table_name, "KeyConditionExpression": "pk = :pk",
-                                   "ExpressionAttributeValues": {":pk": {"S": pk}}, "ConsistentRead": True}
-        if projection:
-            request["ProjectionExpression"] = projection
-        while True:
-            page = self._call("query", request)
-            yield from page.get("Items", [])
-            if not page.get("LastEvaluatedKey"):
-                return
-            request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
-
-    def _call(self, operation: str, request: dict[str, Any]) -> dict[str, Any]:
-        """Send one request; the single place where botocore errors become domain errors (DependencyFailed)."""
-        from botocore.exceptions import BotoCoreError, ClientError
-
-        try:
-            return getattr(self.client, operation)(**request)
-        except ClientError as error:
-            code = error.response.get("Error", {}).get("Code", "")
-            logger.error("dynamodb request failed", extra={"operation": operation, "error_code": code,
-                                                           "table": self.table_name})
-            raise DependencyFailed("metadata store request failed") from error
-        except BotoCoreError as error:
-            logger.error("dynamodb unreachable", extra={"operation": operation, "error_type": type(error).__name__,
-                                                        "table": self.table_name})
-            raise DependencyFailed("metadata store is unreachable") from error
-
-
-class DynamoDbChunkStore(_DynamoDbTable):
+class DynamoDbChunkStore(DynamoDbTable):
     """Implements ChunkStore in the metadata table (layout in the module docstring).
 
     `get_chunks` reads eventually consistently: it serves queries, whose hits come from vectors written after the
@@ -287,7 +188,7 @@ class DynamoDbChunkStore(_DynamoDbTable):
             self._call("delete_item", {"TableName": self.table_name, "Key": marker})
 
 
-class DynamoDbEmbeddingCache(_DynamoDbTable):
+class DynamoDbEmbeddingCache(DynamoDbTable):
     """Implements EmbeddingCache: vectors as float32 bytes by (model, sha256 of the text)."""
 
     def get_vectors(self, model: str, text_hashes: Sequence[str]) -> dict[str, np.ndarray]:
@@ -299,7 +200,7 @@ class DynamoDbEmbeddingCache(_DynamoDbTable):
         self._batch_write(puts=[build_vector_item(model, digest, vector) for digest, vector in vectors.items()])
 
 
-class DynamoDbQueryLog(_DynamoDbTable):
+class DynamoDbQueryLog(DynamoDbTable):
     """Implements QueryLog: one item per query, expiring through the table's TTL on `expires_at`."""
 
     def __init__(self, table_name: str, *, client: Any = None, clock: Callable[[], float] = time.time):

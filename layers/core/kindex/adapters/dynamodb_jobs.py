@@ -12,7 +12,7 @@ checked against the one asked for, so a key collision could never leak a job.
 
 Jobs are kept for 30 days: every write sets `expires_at` (the table's TTL attribute, epoch seconds) to 30 days
 after it. TTL deletion is lazy (typically within days), so reads treat an item past its expiry as gone.
-Requests are built by the pure functions below; `_DynamoDbTable._call` turns botocore errors into
+Requests are built by the pure functions below; `DynamoDbTable._call` turns botocore errors into
 `DependencyFailed`.
 """
 
@@ -23,8 +23,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from kindex.adapters.dynamodb_chunks import TTL_ATTRIBUTE, _DynamoDbTable, fit_partition_key
-from kindex.adapters.dynamodb_store import addressable, escape_part, item_key
+from kindex.adapters.dynamodb_chunks import TTL_ATTRIBUTE, fit_partition_key
+from kindex.adapters.dynamodb_store import DynamoDbTable, addressable, escape_part, item_key
 from kindex.domain.models import ReindexJob
 
 JOB_TTL_SECONDS = 30 * 24 * 3600
@@ -45,7 +45,7 @@ def build_get_job_request(table: str, tenant: str, job_id: str) -> dict[str, Any
     return {"TableName": table, "Key": item_key(jobs_pk(tenant), job_id), "ConsistentRead": True}
 
 
-class DynamoDbJobStore(_DynamoDbTable):
+class DynamoDbJobStore(DynamoDbTable):
     """Implements JobStore: one item per job in its tenant's partition, expiring 30 days after its last write.
 
     `client` is a boto3 DynamoDB client (the shared one, created lazily, when omitted); `clock` gives epoch

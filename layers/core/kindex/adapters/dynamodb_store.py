@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from functools import lru_cache
 from typing import Any
 
@@ -47,6 +47,8 @@ KEYS_PARTITION = "KEYS"
 KEY_ITEM_SK = "KEY"
 BATCH_WRITE_MAX = 25
 BATCH_WRITE_ATTEMPTS = 8
+BATCH_GET_MAX = 100
+BATCH_GET_ATTEMPTS = 8
 # DynamoDB rejects key values longer than this; such ids cannot exist, so lookups answer "missing" without a call.
 MAX_PK_BYTES = 2048
 MAX_SK_BYTES = 1024
@@ -149,11 +151,6 @@ def build_page_query(table: str, pk: str, *, after: str | None = None, count: bo
     return request
 
 
-def build_delete_batches(table: str, keys: list[dict]) -> Iterator[dict[str, Any]]:
-    """BatchWriteItem requests deleting the given item keys, at most 25 per request."""
-    for start in range(0, len(keys), BATCH_WRITE_MAX):
-        chunk = keys[start:start + BATCH_WRITE_MAX]
-        yield {"RequestItems": {table: [{"DeleteRequest": {"Key": key}} for key in chunk]}}
 
 
 def _pause(attempt: int) -> None:
@@ -161,7 +158,115 @@ def _pause(attempt: int) -> None:
     time.sleep(min(0.05 * 2 ** attempt, 2.0))
 
 
-class DynamoDbMetadataStore:
+def build_batch_get_requests(table: str, keys: Sequence[dict], *, projection: str | None = None,
+                             consistent: bool = False) -> Iterator[dict[str, Any]]:
+    """BatchGetItem requests for the keys, at most 100 per request (DynamoDB's limit)."""
+    for start in range(0, len(keys), BATCH_GET_MAX):
+        entry: dict[str, Any] = {"Keys": list(keys[start:start + BATCH_GET_MAX]), "ConsistentRead": consistent}
+        if projection:
+            entry["ProjectionExpression"] = projection
+        yield {"RequestItems": {table: entry}}
+
+
+def build_batch_write_requests(table: str, puts: Sequence[dict] = (), deletes: Sequence[dict] = ()
+                               ) -> Iterator[dict[str, Any]]:
+    """BatchWriteItem requests putting items and deleting keys, at most 25 per request (DynamoDB's limit)."""
+    writes = [{"PutRequest": {"Item": item}} for item in puts] + [{"DeleteRequest": {"Key": key}} for key in deletes]
+    for start in range(0, len(writes), BATCH_WRITE_MAX):
+        yield {"RequestItems": {table: writes[start:start + BATCH_WRITE_MAX]}}
+
+
+
+class DynamoDbTable:
+    """The I/O every DynamoDB adapter shares: batched reads and writes with retries, paged queries, and the one
+    translation of botocore errors into domain errors."""
+
+    def __init__(self, table_name: str, *, client: Any = None):
+        self.table_name = table_name
+        self._client = client
+
+    @property
+    def client(self) -> Any:
+        if self._client is None:
+            self._client = dynamodb_client()
+        return self._client
+
+    def _batch_get(self, keys: Sequence[dict], *, projection: str | None = None,
+                   consistent: bool = False) -> Iterator[dict]:
+        """Every existing item among the keys: one BatchGetItem per 100 keys, re-sending UnprocessedKeys (which
+        DynamoDB returns when throttled or over 16 MB per response) until none are left."""
+        for request in build_batch_get_requests(self.table_name, keys, projection=projection, consistent=consistent):
+            for attempt in range(BATCH_GET_ATTEMPTS):
+                response = self._call("batch_get_item", request)
+                yield from response.get("Responses", {}).get(self.table_name, [])
+                unprocessed = response.get("UnprocessedKeys") or {}
+                if not unprocessed:
+                    break
+                request = {"RequestItems": unprocessed}
+                _pause(attempt)
+            else:
+                logger.error("batch read left unprocessed keys", extra={"table": self.table_name,
+                                                                         "attempts": BATCH_GET_ATTEMPTS})
+                raise DependencyFailed("metadata store is throttling reads; try again later")
+
+    def _batch_write(self, puts: Sequence[dict] = (), deletes: Sequence[dict] = ()) -> None:
+        for request in build_batch_write_requests(self.table_name, puts, deletes):
+            for attempt in range(BATCH_WRITE_ATTEMPTS):
+                unprocessed = self._call("batch_write_item", request).get("UnprocessedItems") or {}
+                if not unprocessed:
+                    break
+                request = {"RequestItems": unprocessed}
+                _pause(attempt)
+            else:
+                logger.error("batch write left unprocessed items", extra={"table": self.table_name,
+                                                                           "attempts": BATCH_WRITE_ATTEMPTS})
+                raise DependencyFailed("metadata store is throttling writes; try again later")
+
+    def _query_items(self, pk: str, *, projection: str | None = None) -> Iterator[dict]:
+        """Every item of one partition in sort-key order (strongly consistent), following LastEvaluatedKey."""
+        request: dict[str, Any] = {"TableName": self.table_name, "KeyConditionExpression": "pk = :pk",
+                                   "ExpressionAttributeValues": {":pk": {"S": pk}}, "ConsistentRead": True}
+        if projection:
+            request["ProjectionExpression"] = projection
+        while True:
+            page = self._call("query", request)
+            yield from page.get("Items", [])
+            if not page.get("LastEvaluatedKey"):
+                return
+            request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    def _call(self, operation: str, request: dict[str, Any], *,
+              on_condition_failed: ConditionFailed | None = None) -> dict[str, Any]:
+        """Send one request; the single place where botocore errors become domain errors.
+
+        A failed write condition becomes whatever `on_condition_failed` makes of the item as it was (None when it
+        did not exist); throttling, missing tables, network trouble and everything else become DependencyFailed.
+        """
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            return getattr(self.client, operation)(**request)
+        except ClientError as error:
+            code = error.response.get("Error", {}).get("Code", "")
+            if on_condition_failed is not None and code == "ConditionalCheckFailedException":
+                raise on_condition_failed(error.response.get("Item") or None) from error
+            if on_condition_failed is not None and code == "TransactionCanceledException":
+                reasons = error.response.get("CancellationReasons") or []
+                failed = [r for r in reasons if r.get("Code") == "ConditionalCheckFailed"]
+                if failed:
+                    raise on_condition_failed(failed[0].get("Item") or None) from error
+                if any(r.get("Code") == "TransactionConflict" for r in reasons):
+                    raise Conflict("a concurrent write touched the same item; try again") from error
+            logger.error("dynamodb request failed", extra={"operation": operation, "error_code": code,
+                                                           "table": self.table_name})
+            raise DependencyFailed("metadata store request failed") from error
+        except BotoCoreError as error:
+            logger.error("dynamodb unreachable", extra={"operation": operation, "error_type": type(error).__name__,
+                                                        "table": self.table_name})
+            raise DependencyFailed("metadata store is unreachable") from error
+
+
+class DynamoDbMetadataStore(DynamoDbTable):
     """Collections, documents and API keys in one DynamoDB table (implements CollectionStore, DocumentStore, KeyStore).
 
     `client` is a boto3 DynamoDB client (created lazily when omitted). `page_size`, when set, caps the items per Query
@@ -169,15 +274,8 @@ class DynamoDbMetadataStore:
     """
 
     def __init__(self, table_name: str, *, client: Any = None, page_size: int | None = None):
-        self.table_name = table_name
-        self._client = client
+        super().__init__(table_name, client=client)
         self.page_size = page_size
-
-    @property
-    def client(self) -> Any:
-        if self._client is None:
-            self._client = dynamodb_client()
-        return self._client
 
     # Collections
     def get_collection(self, tenant: str, collection_id: str) -> Collection | None:
@@ -202,9 +300,9 @@ class DynamoDbMetadataStore:
         for sort_key in self._sort_keys(doc_pk, after=None):
             pending.append(item_key(doc_pk, sort_key))
             if len(pending) == BATCH_WRITE_MAX:
-                self._batch_delete(pending)
+                self._batch_write(deletes=pending)
                 deleted, pending = deleted + len(pending), []
-        self._batch_delete(pending)
+        self._batch_write(deletes=pending)
         deleted += len(pending)
         response = self._call("delete_item", {"TableName": self.table_name, "Key": item_key(pk, collection_id),
                                               "ReturnValues": "ALL_OLD"})
@@ -338,46 +436,3 @@ class DynamoDbMetadataStore:
                 if limit is not None and len(ids) >= limit:
                     return ids
         return ids
-
-    def _batch_delete(self, keys: list[dict]) -> None:
-        for request in build_delete_batches(self.table_name, keys):
-            for attempt in range(BATCH_WRITE_ATTEMPTS):
-                unprocessed = self._call("batch_write_item", request).get("UnprocessedItems") or {}
-                if not unprocessed:
-                    break
-                request = {"RequestItems": unprocessed}
-                _pause(attempt)
-            else:
-                logger.error("batch delete left unprocessed items", extra={"table": self.table_name,
-                                                                           "attempts": BATCH_WRITE_ATTEMPTS})
-                raise DependencyFailed("metadata store is throttling deletes; try again later")
-
-    def _call(self, operation: str, request: dict[str, Any], *,
-              on_condition_failed: ConditionFailed | None = None) -> dict[str, Any]:
-        """Send one request; the single place where botocore errors become domain errors.
-
-        A failed write condition becomes whatever `on_condition_failed` makes of the item as it was (None when it
-        did not exist); throttling, missing tables, network trouble and everything else become DependencyFailed.
-        """
-        from botocore.exceptions import BotoCoreError, ClientError
-
-        try:
-            return getattr(self.client, operation)(**request)
-        except ClientError as error:
-            code = error.response.get("Error", {}).get("Code", "")
-            if on_condition_failed is not None and code == "ConditionalCheckFailedException":
-                raise on_condition_failed(error.response.get("Item") or None) from error
-            if on_condition_failed is not None and code == "TransactionCanceledException":
-                reasons = error.response.get("CancellationReasons") or []
-                failed = [r for r in reasons if r.get("Code") == "ConditionalCheckFailed"]
-                if failed:
-                    raise on_condition_failed(failed[0].get("Item") or None) from error
-                if any(r.get("Code") == "TransactionConflict" for r in reasons):
-                    raise Conflict("a concurrent write touched the same item; try again") from error
-            logger.error("dynamodb request failed", extra={"operation": operation, "error_code": code,
-                                                           "table": self.table_name})
-            raise DependencyFailed("metadata store request failed") from error
-        except BotoCoreError as error:
-            logger.error("dynamodb unreachable", extra={"operation": operation, "error_type": type(error).__name__,
-                                                        "table": self.table_name})
-            raise DependencyFailed("metadata store is unreachable") from error
