@@ -6,7 +6,6 @@ from collections.abc import Iterator
 
 import pytest
 from botocore.stub import Stubber
-from moto import mock_aws
 
 from kindex.adapters import dynamodb_store
 from kindex.adapters.dynamodb_chunks import DynamoDbChunkStore, chunks_pk
@@ -14,21 +13,13 @@ from kindex.adapters.sqlite_chunks import SqliteChunkStore
 from kindex.adapters.sqlite_store import SqliteDatabase
 from kindex.domain.errors import DependencyFailed
 from kindex.domain.types import ChunkRef, StoredChunk
-from tests.support.aws import TABLE, create_metadata_table, fake_aws_env, moto_client
+from tests.support.aws import TABLE, fake_aws_env, moto_client
 
 pytestmark = pytest.mark.contract
 
 # Ids that stress key building: separators, escapes, spaces, unicode, and the longest ids the API accepts.
 AWKWARD = ["a#b", "a%23b", "T#x#C#y", "é 日本", "D", "\U0001F600" * 255]
 
-
-@pytest.fixture
-def dynamodb(monkeypatch: pytest.MonkeyPatch) -> Iterator:
-    fake_aws_env(monkeypatch)
-    with mock_aws():
-        client = moto_client("dynamodb")
-        create_metadata_table(client)
-        yield client
 
 
 @pytest.fixture(params=["local", "aws"])

@@ -7,23 +7,14 @@ from collections.abc import Iterator
 
 import numpy as np
 import pytest
-from moto import mock_aws
 
 from kindex.adapters.dynamodb_chunks import DynamoDbEmbeddingCache
 from kindex.adapters.sqlite_chunks import SqliteEmbeddingCache
 from kindex.adapters.sqlite_store import SqliteDatabase
-from tests.support.aws import TABLE, create_metadata_table, fake_aws_env, moto_client
+from tests.support.aws import TABLE
 
 pytestmark = pytest.mark.contract
 
-
-@pytest.fixture
-def dynamodb(monkeypatch: pytest.MonkeyPatch) -> Iterator:
-    fake_aws_env(monkeypatch)
-    with mock_aws():
-        client = moto_client("dynamodb")
-        create_metadata_table(client)
-        yield client
 
 
 @pytest.fixture(params=["local", "aws"])

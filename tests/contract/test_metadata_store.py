@@ -10,14 +10,13 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 from botocore.stub import Stubber
-from moto import mock_aws
 
 from kindex.adapters import dynamodb_store
 from kindex.adapters.dynamodb_store import DynamoDbMetadataStore
 from kindex.adapters.sqlite_store import SqliteDatabase, SqliteMetadataStore
 from kindex.domain.errors import Conflict, DependencyFailed, NotFound
 from kindex.domain.models import ApiKey, ChunkingMethod, Collection, Document, DocumentStatus, Role
-from tests.support.aws import TABLE, create_metadata_table, fake_aws_env, moto_client
+from tests.support.aws import TABLE, fake_aws_env, moto_client
 
 pytestmark = pytest.mark.contract
 
@@ -29,21 +28,13 @@ MIXED_IDS = ["a", "B", "a b", "a#b", "a%20b", "a%b", "#a", "a#", "é", "ü x", "
              "z", "Z-1", "a.b", "~", "a-b", "a_b", "A", "0", "9 9", "T#x#C#y", "KEYS"]
 
 
-@pytest.fixture
-def aws_client(monkeypatch: pytest.MonkeyPatch) -> Iterator:
-    fake_aws_env(monkeypatch)
-    with mock_aws():
-        client = moto_client("dynamodb")
-        create_metadata_table(client)
-        yield client
-
 
 @pytest.fixture(params=["local", "aws"])
 def store(request: pytest.FixtureRequest, tmp_path) -> Iterator:
     if request.param == "local":
         yield SqliteMetadataStore(SqliteDatabase(tmp_path / "x.sqlite3"))
     else:
-        yield DynamoDbMetadataStore(TABLE, client=request.getfixturevalue("aws_client"), page_size=SMALL_PAGE)
+        yield DynamoDbMetadataStore(TABLE, client=request.getfixturevalue("dynamodb"), page_size=SMALL_PAGE)
 
 
 def make_collection(collection_id: str = "docs", **changes) -> Collection:
@@ -370,12 +361,12 @@ def test_revoke_key(store):
 
 
 # DynamoDB-specific behaviour (paging really happens, error translation, retries, layout)
-def test_dynamodb_listing_really_spans_pages(aws_client):
+def test_dynamodb_listing_really_spans_pages(dynamodb):
     # Given 30 documents and a store counting its Query calls
     calls = []
-    aws_client.meta.events.register("before-parameter-build.dynamodb.Query",
+    dynamodb.meta.events.register("before-parameter-build.dynamodb.Query",
                                     lambda **kwargs: calls.append(dict(kwargs["params"])))
-    store = DynamoDbMetadataStore(TABLE, client=aws_client, page_size=4)
+    store = DynamoDbMetadataStore(TABLE, client=dynamodb, page_size=4)
     for i in range(30):
         store.put_document("acme", make_document("docs", f"d{i:02d}"), create=True)
     # When listing all / Then several pages were read and joined in order
@@ -387,11 +378,11 @@ def test_dynamodb_listing_really_spans_pages(aws_client):
     assert [c["Limit"] for c in calls] == [3]
 
 
-def test_dynamodb_one_megabyte_pages_are_followed(aws_client):
+def test_dynamodb_one_megabyte_pages_are_followed(dynamodb):
     # Given documents big enough that DynamoDB splits a query into 1 MB pages, and no page size of our own
-    store = DynamoDbMetadataStore(TABLE, client=aws_client)
+    store = DynamoDbMetadataStore(TABLE, client=dynamodb)
     pages = []
-    aws_client.meta.events.register("after-call.dynamodb.Query",
+    dynamodb.meta.events.register("after-call.dynamodb.Query",
                                     lambda **kwargs: pages.append(kwargs["parsed"].get("Count")))
     for i in range(120):
         store.put_document("acme", make_document("docs", f"d{i:03d}", failure_reason="x" * 10_000), create=True)
@@ -402,12 +393,12 @@ def test_dynamodb_one_megabyte_pages_are_followed(aws_client):
     assert len(pages) >= 4
 
 
-def test_dynamodb_item_layout(aws_client):
+def test_dynamodb_item_layout(dynamodb):
     # Given a document written by the store
-    store = DynamoDbMetadataStore(TABLE, client=aws_client)
+    store = DynamoDbMetadataStore(TABLE, client=dynamodb)
     store.put_document("a#b", make_document("c%d", "x#y", version=7), create=True)
     # When reading the raw item / Then keys are escaped in pk, raw in sk, with body and a numeric version
-    item = aws_client.get_item(TableName=TABLE, Key={"pk": {"S": "T#a%23b#C#c%25d"}, "sk": {"S": "x#y"}})["Item"]
+    item = dynamodb.get_item(TableName=TABLE, Key={"pk": {"S": "T#a%23b#C#c%25d"}, "sk": {"S": "x#y"}})["Item"]
     assert item["version"] == {"N": "7"}
     assert Document.model_validate_json(item["body"]["S"]).id == "x#y"
 
@@ -464,7 +455,7 @@ def test_dynamodb_batch_delete_gives_up_with_dependency_failed(monkeypatch):
             store.delete_collection("acme", "docs")
 
 
-def test_dynamodb_client_is_created_lazily(aws_client):
+def test_dynamodb_client_is_created_lazily(dynamodb):
     # Given a store without a client / When it is first used / Then the shared factory's client serves it
     dynamodb_store.dynamodb_client.cache_clear()
     try:
@@ -472,6 +463,6 @@ def test_dynamodb_client_is_created_lazily(aws_client):
         assert store._client is None
         store.put_collection("acme", make_collection(), create=True)
         assert store.client is dynamodb_store.dynamodb_client()
-        assert DynamoDbMetadataStore(TABLE, client=aws_client).get_collection("acme", "docs") is not None
+        assert DynamoDbMetadataStore(TABLE, client=dynamodb).get_collection("acme", "docs") is not None
     finally:
         dynamodb_store.dynamodb_client.cache_clear()
