@@ -154,3 +154,13 @@ def test_two_tenants_are_isolated(server):
     assert globex.put(server.url(path("shared-name")), json={"title": "globex's"}).status_code == 201
     assert acme.get(server.url(path("shared-name"))).json()["title"] == "acme's"
     assert acme.get(server.url(path("shared-name", "documents", "d1"))).json()["content"] == "acme secret"
+
+
+def test_a_second_server_on_the_same_port_or_data_dir_fails_clearly(server, tmp_path):
+    port = server.base_url.rsplit(":", 1)[1]
+    busy_port = subprocess.run([sys.executable, "-m", "kindex.cli", "serve", "--port", port, "--data-dir",
+                                str(tmp_path / "other")], capture_output=True, text=True, timeout=60)
+    assert busy_port.returncode == 2 and "cannot listen" in busy_port.stderr
+    same_dir = subprocess.run([sys.executable, "-m", "kindex.cli", "serve", "--port", "0", "--data-dir",
+                               str(server.data_dir)], capture_output=True, text=True, timeout=60)
+    assert same_dir.returncode == 2 and "another kindex process" in same_dir.stderr

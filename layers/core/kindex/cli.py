@@ -18,7 +18,12 @@ def _settings(args: argparse.Namespace):
 def cmd_serve(args: argparse.Namespace) -> int:
     from kindex.local.app import start
 
-    server = start(_settings(args))
+    settings = _settings(args)
+    try:
+        server = start(settings)
+    except OSError as error:
+        print(f"error: cannot listen on {settings.host}:{settings.port}: {error.strerror}", file=sys.stderr)
+        return 2
     host, port = server.address
     print(f"kindex listening on http://{host}:{port} (docs: http://{host}:{port}/docs)", flush=True)
     try:

@@ -155,6 +155,13 @@ class SqliteQueue:
             return conn.execute("UPDATE queue SET dead = 0, receive_count = 0, visible_at = ? WHERE dead = 1",
                                 (self.clock(),)).rowcount
 
+    def recover_in_flight(self) -> int:
+        """After a crash or restart: messages claimed by the dead worker become visible now, not after their timeout.
+        Only call while holding the data directory's worker lock (no other worker can be mid-message)."""
+        now = self.clock()
+        with self.db.write() as conn:
+            return conn.execute("UPDATE queue SET visible_at = ? WHERE dead = 0 AND visible_at > ?", (now, now)).rowcount
+
     def depth(self) -> tuple[int, int]:
         """(messages waiting or in flight, dead-lettered messages)."""
         row = self.db.connection().execute("SELECT SUM(dead = 0), SUM(dead = 1) FROM queue").fetchone()

@@ -107,6 +107,9 @@ def start(settings: Settings) -> LocalServer:
         path = write_admin_key(settings.data_dir, token)
         print(f"Created tenant '{settings.bootstrap_tenant}' with an admin API key (shown once, also in {path}):")
         print(token, flush=True)
+    recovered = services.queue.recover_in_flight()
+    if recovered:
+        logger.warning("recovered in-flight messages from a previous run", extra={"messages": recovered})
     worker = build_worker()
     worker.start()
     server.background.append(worker)
