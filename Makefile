@@ -4,7 +4,9 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install serve test synth clean
+BENCH_STAMP := $(VENV)/.bench-installed
+
+.PHONY: install serve test synth bench eval clean
 
 $(STAMP): pyproject.toml requirements-infra.txt
 	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
@@ -22,6 +24,18 @@ serve: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest -q
+
+$(BENCH_STAMP): $(STAMP) requirements-bench.txt
+	$(PY) -m pip install --quiet -r requirements-bench.txt
+	touch $(BENCH_STAMP)
+
+# Benchmarks (< 15 min on 2 cores): bench/results.json and bench/*.png; figures beside their references.
+bench: $(BENCH_STAMP)
+	$(PY) -m bench.run
+
+# Retrieval quality on BEIR SciFact, read in place from ../shared/data (about 15 min on 2 cores).
+eval: $(BENCH_STAMP)
+	$(PY) -m bench.eval_scifact
 
 # CloudFormation template in cdk.out/, offline; builds the two Lambda layers first (prints their sizes).
 synth: $(STAMP)

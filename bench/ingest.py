@@ -19,7 +19,7 @@ CHUNK_CHARS = 1000
 # Sized so one MiniLM repeat takes ~20-40 s on 2 cores: about 10 chunks of ~220 word pieces per document.
 WORKLOADS = {
     "hash:384": {"documents": 200, "doc_chars": 6400, "repeats": 3},
-    "local:all-MiniLM-L6-v2": {"documents": 16, "doc_chars": 6400, "repeats": 3},
+    "local:all-MiniLM-L6-v2": {"documents": 16, "doc_chars": 6400, "repeats": 5},
 }
 SHORT = {"hash:384": "hash", "local:all-MiniLM-L6-v2": "minilm"}
 
@@ -89,7 +89,8 @@ def run(models: tuple[str, ...] = tuple(WORKLOADS)) -> list[Figure]:
         figures.append(Figure(f"ingest_ratio_{short}", e2e / raw, "ratio", "goal", 0.9 if short == "minilm" else None,
                               section="ingest throughput",
                               notes="end-to-end chunks/s / raw embedder chunks/s (medians); the goal applies to MiniLM;"
-                                    f" paired per-repeat ratios {', '.join(f'{p:.3f}' for p in paired)}"))
+                                    f" paired per-repeat ratios {', '.join(f'{p:.3f}' for p in paired)}; raw embedder "
+                                    f"called once per document as the pipeline does: {raw_per_doc:.1f} chunks/s"))
         log(f"ingest {model}: e2e {e2e:.1f} chunks/s, raw {raw:.1f} chunks/s (per document {raw_per_doc:.1f}), "
             f"ratio {e2e / raw:.3f}")
     return figures

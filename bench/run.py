@@ -16,6 +16,7 @@ import os
 import sys
 import time
 import warnings
+from pathlib import Path
 
 from bench.common import RESULTS_PATH, SCIFACT_RESULTS_PATH, Figure, log, machine_info, versions
 
@@ -52,7 +53,7 @@ def run_sections(sections: tuple[str, ...], quick: bool) -> tuple[list[Figure], 
             from bench import query_latency
 
             if quick:
-                query_latency.REQUESTS = 20
+                query_latency.REQUESTS = {"10k": 20, "100k": 20}
             found, raw["query_latency"] = query_latency.run({"10k": 50, "100k": 500} if quick else None)
             figures += found
         elif section == "vector":
@@ -159,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
         handle.write("\n")
     from bench.plots import write_plots
 
-    plots = write_plots(results)
+    plots = write_plots(results, Path(args.output).resolve().parent)
     print(markdown_table(figures))
     print()
     print("Summary (the README table):")

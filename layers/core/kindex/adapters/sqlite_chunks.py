@@ -59,9 +59,12 @@ class SqliteChunkStore:
         for i in range(0, len(refs), _BATCH):
             batch = refs[i:i + _BATCH]
             placeholders = ",".join("(?, ?, ?)" for _ in batch)
-            params = [tenant] + [v for r in batch for v in (r.collection, r.document_id, r.chunk_id)]
-            sql = (f"SELECT {_CHUNK_COLUMNS} FROM chunks WHERE tenant = ? AND (collection, document_id, chunk_id)"
-                   f" IN (VALUES {placeholders})")
+            params = [v for r in batch for v in (r.collection, r.document_id, r.chunk_id)] + [tenant]
+            # Join on the VALUES list so SQLite probes the primary key per ref (an IN over a row value scanned
+            # every chunk of the tenant: 60 ms at 100k chunks against 0.1 ms).
+            columns = ", ".join(f"c.{name}" for name in _CHUNK_COLUMNS.split(", "))
+            sql = (f"SELECT {columns} FROM (VALUES {placeholders}) AS v JOIN chunks AS c ON c.tenant = ?"
+                   f" AND c.collection = v.column1 AND c.document_id = v.column2 AND c.chunk_id = v.column3")
             for row in conn.execute(sql, params):
                 found[row[0]] = _chunk(row)
         return found
