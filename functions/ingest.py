@@ -35,7 +35,27 @@ def record_handler(record: SQSRecord, service=None) -> None:
             service.object_created(key)
 
 
+def created_keys(event: dict[str, Any]) -> list[str]:
+    """The object keys this batch creates (to embed all their chunks together before the per-record pass)."""
+    found = []
+    for record in event.get("Records", []):
+        try:
+            notification = json.loads(record["body"])
+        except (KeyError, TypeError, ValueError):
+            continue  # the per-record pass reports it
+        for s3_record in notification.get("Records", []) if isinstance(notification, dict) else []:
+            if str(s3_record.get("eventName", "")).startswith("ObjectCreated"):
+                found.append(decode_s3_event_key(s3_record["s3"]["object"]["key"]))
+    return found
+
+
 @metrics.log_metrics
 @logger.inject_lambda_context(clear_state=True)
-def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    return process_partial_response(event=event, record_handler=record_handler, processor=processor, context=context)
+def handler(event: dict[str, Any], context: Any, service=None) -> dict[str, Any]:
+    service = service or container().ingest
+    service.prefetch(created_keys(event))
+    try:
+        return process_partial_response(event=event, record_handler=record_handler, processor=processor,
+                                        context=context)
+    finally:
+        service.end_batch()

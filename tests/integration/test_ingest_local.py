@@ -242,3 +242,36 @@ def test_deletion_during_indexing_leaves_nothing_behind(deployment):
     assert doc(services, "d1") is None
     assert services.chunks.list_chunks("t", "c", "d1") == []
     assert services.search_index.chunk_ids("hash:384", "t", "c") == set()
+
+
+def test_a_batch_of_small_documents_is_embedded_in_one_call(deployment):
+    services, embedder, worker = deployment
+    # Given ten small documents queued together
+    for i in range(10):
+        put(services, f"small-{i}", f"Small document number {i} about topic {i}.")
+    # When the worker takes them as one SQS-sized batch
+    worker.drain()
+    # Then their chunks reached the embedder in one call, and every document is indexed
+    assert embedder.calls == 1 and embedder.texts == 10
+    assert all(doc(services, f"small-{i}").status.value == "indexed" for i in range(10))
+
+
+def test_an_outage_costs_one_retry_sequence_per_batch_not_per_document(deployment):
+    services, embedder, worker = deployment
+    put(services, "cached", "Text that is embedded already.")
+    worker.drain()
+    attempts = []
+
+    def failing(texts):
+        attempts.append(len(texts))
+        raise EmbeddingFailed("provider unavailable (test)")
+
+    embedder.embed = failing
+    for i in range(3):
+        put(services, f"new-{i}", f"New text {i} that needs embedding.")
+    put(services, "copy", "Text that is embedded already.")  # its only chunk is cached
+    worker.max_receives = 1
+    worker.drain()
+    assert attempts == [3]  # one provider call for the whole batch, none per document
+    assert all(doc(services, f"new-{i}").failure_reason.startswith("EmbeddingFailed") for i in range(3))
+    assert doc(services, "copy").status.value == "indexed"

@@ -48,6 +48,16 @@ class EmbeddingService:
                                        "embedded": len(missing)})
         return np.vstack([known[h] for h in hashes]).astype(np.float32, copy=False)
 
+    def cached(self, model: str, texts: Sequence[str]) -> np.ndarray | None:
+        """The vectors when every text is in the cache already, else None (no provider call)."""
+        hashes = [text_sha256(t) for t in texts]
+        known = self.cache.get_vectors(model, hashes)
+        if any(h not in known for h in hashes):
+            return None
+        if not hashes:
+            return np.zeros((0, self.embedder_for(model).dimensions), dtype=np.float32)
+        return np.vstack([known[h] for h in hashes]).astype(np.float32, copy=False)
+
     def embed_query(self, model: str, text: str) -> np.ndarray:
         """Queries skip the cache on write: they rarely repeat and would only grow the table."""
         return self.embedder_for(model).embed([text])[0]

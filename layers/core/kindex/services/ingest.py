@@ -62,8 +62,60 @@ class IngestService:
         self._extract = extract
         self._chunk = chunk
         self.metrics = metrics or LogMetrics()
+        # Chunks prepared by `prefetch` for the current batch, by (blob key, sha256, config version, mimetype).
+        self._prepared: dict[tuple[str, str, int, str | None], list] = {}
+        self._failed_models: dict[str, Exception] = {}
 
     # Events
+    def prefetch(self, created_keys: list[str]) -> None:
+        """Before a batch: extract and chunk every created object, then embed all their chunks in ONE call per
+        model (filling the embedding cache), so a batch of small documents makes full embedder batches. The
+        per-record pass then finds its vectors in the cache. Best effort: any failure here is left for the
+        per-record pass to report on its own document."""
+        self.end_batch()
+        texts_by_model: dict[str, list[str]] = {}
+        for key in dict.fromkeys(created_keys):
+            try:
+                prepared = self._prepare(key)
+            except Exception:  # the per-record pass reports it, with the right status and retry semantics
+                continue
+            if prepared is not None:
+                collection, pieces = prepared
+                for model in {collection.embedding_model, collection.query_model}:
+                    texts_by_model.setdefault(model, []).extend(p.text for p in pieces)
+        for model, texts in texts_by_model.items():
+            try:
+                self.embeddings.embed(model, texts)
+            except (IngestError, DependencyFailed) as error:
+                # The provider already had its retries: the batch's documents fail with this error rather than
+                # each trying again (an outage would otherwise cost one full retry sequence per document).
+                self._failed_models[model] = error
+                logger.warning("batch embedding failed", extra={"model": model, "error_type": type(error).__name__})
+
+    def end_batch(self) -> None:
+        self._prepared.clear()
+        self._failed_models.clear()
+
+    def _prepare(self, key: str):
+        parsed = keys.parse_blob_key(key)
+        if parsed is None:
+            return None
+        tenant, collection_id, document_id, filename = parsed
+        collection = self.collections.get_collection(tenant, collection_id)
+        if collection is None:
+            return None
+        document = self.documents.get_document(tenant, collection_id, document_id)
+        data = self.blobs.get_blob(key)
+        digest = hashlib.sha256(data).hexdigest()
+        if document is not None and (document.content_sha256 == digest and document.status is DocumentStatus.INDEXED
+                                     and document.indexed_model == collection.embedding_model
+                                     and document.indexed_config_version == collection.config_version):
+            return None  # a duplicate event: nothing to embed
+        mimetype = (document.mimetype if document else None) or None
+        pieces = self._pieces(collection, data, filename, mimetype)
+        self._prepared[(key, digest, collection.config_version, mimetype)] = pieces
+        return collection, pieces
+
     def object_created(self, key: str) -> Document | None:
         """Index the document whose blob was written. Returns the document's final state, None if ignored."""
         parsed = keys.parse_blob_key(key)
@@ -196,21 +248,28 @@ class IngestService:
     def _save(self, tenant: str, document: Document, expected_version: int) -> None:
         self.documents.put_document(tenant, document, create=False, expected_version=expected_version)
 
-    def _write_chunks(self, tenant: str, collection: Collection, document: Document, data: bytes, filename: str,
-                      rebuild_only: bool) -> int:
-        """Write chunk texts and vectors. While a model change is being built (`collection.switching`), a rebuild
-        writes only the new model's vectors and keeps the previous chunks, which the active model still serves;
-        new content is written under both models so queries never serve stale text."""
+    def _pieces(self, collection: Collection, data: bytes, filename: str, mimetype: str | None) -> list:
         from kindex.ingest.chunking import chunk_text
         from kindex.ingest.extract import extract
 
-        extracted = (self._extract or extract)(data, mimetype=document.mimetype or None, filename=filename,
+        extracted = (self._extract or extract)(data, mimetype=mimetype, filename=filename,
                                                max_bytes=self.limits.max_file_bytes)
         pieces = (self._chunk or chunk_text)(extracted.text, method=collection.chunking_method.value,
                                              max_size=collection.chunking_max_size,
                                              overlap=collection.chunking_overlap_offset, pages=extracted.pages)
         if len(pieces) > self.limits.max_chunks_per_document:
             raise LimitExceeded(f"Document has {len(pieces)} chunks; the limit is {self.limits.max_chunks_per_document}")
+        return pieces
+
+    def _write_chunks(self, tenant: str, collection: Collection, document: Document, data: bytes, filename: str,
+                      rebuild_only: bool) -> int:
+        """Write chunk texts and vectors. While a model change is being built (`collection.switching`), a rebuild
+        writes only the new model's vectors and keeps the previous chunks, which the active model still serves;
+        new content is written under both models so queries never serve stale text."""
+        mimetype = document.mimetype or None
+        memo = self._prepared.get((document.source or "", hashlib.sha256(data).hexdigest(), collection.config_version,
+                                   mimetype))
+        pieces = memo if memo is not None else self._pieces(collection, data, filename, mimetype)
         models = [collection.embedding_model]
         if collection.switching and not rebuild_only:
             models.append(collection.query_model)
@@ -220,7 +279,12 @@ class IngestService:
         previous = {c.chunk_id for c in self.chunks.list_chunks(tenant, collection.id, document.id)}
         self.chunks.put_chunks(tenant, stored)
         for model in models:
-            vectors = self.embeddings.embed(model, [c.text for c in stored])
+            texts = [c.text for c in stored]
+            vectors = self.embeddings.cached(model, texts) if model in self._failed_models else None
+            if model in self._failed_models and vectors is None:
+                raise self._failed_models[model]
+            if vectors is None:
+                vectors = self.embeddings.embed(model, texts)
             self.index.upsert(model, [IndexRecord(tenant=tenant, collection=collection.id, document_id=document.id,
                                                   chunk_id=c.chunk_id, vector=vec, text=c.text,
                                                   language=document.language or None,
