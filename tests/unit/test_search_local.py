@@ -7,7 +7,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from kindex.adapters import search_local
 from kindex.adapters.search_local import LocalSearchIndex
 from kindex.domain.types import IndexRecord, SearchFilters
