@@ -291,7 +291,10 @@ class LocalSearchIndex:
         self.root = Path(root)
         self._vector_dir = self.root / "vectors"
         self._vector_dir.mkdir(parents=True, exist_ok=True)
+        # Two locks, so a hybrid query's vector and keyword halves can run at the same time (numpy and SQLite both
+        # release the GIL); writers take both, always vectors first.
         self._lock = threading.RLock()
+        self._keyword_lock = threading.RLock()
         self._partitions: dict[tuple[str, str, str], _Partition | None] = {}
         self._db = sqlite3.connect(self.root / "keyword.sqlite", isolation_level=None, check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")
@@ -301,7 +304,7 @@ class LocalSearchIndex:
 
     def close(self) -> None:
         """Close the SQLite connection; the folder can then be reopened by a new instance."""
-        with self._lock:
+        with self._lock, self._keyword_lock:
             self._db.close()
 
     # -- port -------------------------------------------------------------------------------------------------
@@ -334,7 +337,8 @@ class LocalSearchIndex:
                                        f"{partition.dims}")
             for (tenant, collection), rows in groups.items():
                 self._upsert_vectors((model, tenant, collection), [recs[row] for row in rows], matrix[rows])
-            self._upsert_keywords(model, recs)
+            with self._keyword_lock:
+                self._upsert_keywords(model, recs)
         logger.info("search index upsert", extra={"model": model, "records": len(recs), "partitions": len(groups)})
 
     def delete(self, model: str, tenant: str, collection: str, *, document_ids: Sequence[str] | None = None,
@@ -342,7 +346,7 @@ class LocalSearchIndex:
         # An empty list means "nothing", never "everything": only (None, None) deletes the whole collection.
         if (document_ids is not None and not document_ids) or (chunk_ids is not None and not chunk_ids):
             return
-        with self._lock:
+        with self._lock, self._keyword_lock:
             removed = self._delete_vectors((model, tenant, collection), document_ids, chunk_ids)
             self._delete_keywords(model, tenant, collection, document_ids, chunk_ids)
         logger.info("search index delete", extra={"model": model, "tenant": tenant, "collection": collection,
@@ -392,14 +396,14 @@ class LocalSearchIndex:
             args.append(filters.mimetype)
         sql.append("ORDER BY rank, c.chunk_id LIMIT ?")
         args.append(k)
-        with self._lock:
+        with self._keyword_lock:
             rows = self._db.execute(" ".join(sql), args).fetchall()
         # bm25() is lower-is-better; the port wants higher-is-better.
         return [SearchHit(chunk_id=chunk_id, document_id=document_id, collection=collection, score=-rank)
                 for chunk_id, document_id, collection, rank in rows]
 
     def chunk_ids(self, model: str, tenant: str, collection: str) -> set[str]:
-        with self._lock:
+        with self._lock, self._keyword_lock:
             partition = self._partition(model, tenant, collection)
             found = set(partition.chunk_ids) if partition is not None else set()
             rows = self._db.execute("SELECT chunk_id FROM chunk WHERE model = ? AND tenant = ? AND collection = ?",

@@ -7,6 +7,7 @@ import logging
 import time
 from html import escape
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
@@ -27,6 +28,8 @@ from kindex.services.embedding import EmbeddingService
 from kindex.services.rights import RightsChecker, rights_checker_for
 
 logger = logging.getLogger(__name__)
+
+_search_pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="keyword-search")
 
 RRF_K = 60
 MAX_ROUNDS = 3
@@ -173,9 +176,15 @@ class QueryService:
         for model, collections in by_model.items():
             ids = [c.id for c in collections]
             rankings = []
-            if request.mode in ("vector", "hybrid"):
+            if request.mode == "hybrid":
+                # The two halves are independent: run the keyword search while the vector search runs.
+                keyword = _search_pool.submit(self.index.keyword_search, model, tenant, ids, request.query, wanted,
+                                              filters)
                 rankings.append(self.index.knn_search(model, tenant, ids, vectors[model], wanted, filters))
-            if request.mode in ("keyword", "hybrid"):
+                rankings.append(keyword.result())
+            elif request.mode == "vector":
+                rankings.append(self.index.knn_search(model, tenant, ids, vectors[model], wanted, filters))
+            else:
                 rankings.append(self.index.keyword_search(model, tenant, ids, request.query, wanted, filters))
             exhausted = exhausted and all(len(r) < wanted for r in rankings)
             per_model.append(rankings[0] if len(rankings) == 1 else reciprocal_rank_fusion(rankings))
