@@ -6,7 +6,7 @@ import json
 import warnings
 from typing import Any
 
-from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
@@ -14,6 +14,7 @@ from kindex.domain.keys import decode_s3_event_key
 from kindex.wiring import container
 
 logger = Logger(service="kindex-ingest")
+tracer = Tracer(service="kindex-ingest")  # X-Ray segments; only in the asynchronous functions (decisions.md)
 metrics = Metrics(namespace="kindex")  # shares its metric set with the services' recorder; flushed per invocation
 # An invocation without a business event (a 404, say) has nothing to publish; that is not worth a warning.
 warnings.filterwarnings("ignore", message="No application metrics to publish")
@@ -49,6 +50,7 @@ def created_keys(event: dict[str, Any]) -> list[str]:
     return found
 
 
+@tracer.capture_lambda_handler
 @metrics.log_metrics
 @logger.inject_lambda_context(clear_state=True)
 def handler(event: dict[str, Any], context: Any, service=None) -> dict[str, Any]:

@@ -17,6 +17,7 @@ import requests
 
 # The functions build their Powertools Metrics at import; no CloudWatch in tests, as in local mode.
 os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
+os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "true")
 
 REPO = Path(__file__).resolve().parents[1]
 EVENTS = Path(__file__).resolve().parent / "events"

@@ -21,6 +21,7 @@ def export_settings(settings: Settings) -> None:
     """Hand the settings to the functions the way Lambda does: through their environment."""
     # No CloudWatch here: the services log their metrics instead of printing EMF documents.
     os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
+    os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "true")  # no X-Ray daemon here
     for field, name in ENV_NAMES.items():
         value = getattr(settings, field)
         if value is not None:
