@@ -35,7 +35,7 @@ bench: $(BENCH_STAMP)
 
 # Retrieval quality on BEIR SciFact, read in place from ../shared/data (about 15 min on 2 cores).
 eval: $(BENCH_STAMP)
-	$(PY) -m bench.eval_scifact
+	$(PY) -m bench.eval_retrieval
 
 # CloudFormation template in cdk.out/, offline; builds the two Lambda layers first (prints their sizes).
 synth: $(STAMP)

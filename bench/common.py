@@ -25,8 +25,8 @@ SHARED_DATA = REPO.parent / "shared" / "data"
 SCIFACT_DIR = SHARED_DATA / "scifact"
 KNN_TESTDATA = SHARED_DATA / "knn-examples" / "knn-plugin-testdata" / "src" / "test" / "resources" / "data"
 RESULTS_PATH = BENCH_DIR / "results.json"
-# Written by `make eval` (python -m bench.eval_scifact); `make bench` folds it into results.json.
-SCIFACT_RESULTS_PATH = BENCH_DIR / "scifact_results.json"
+# Written by `make eval` (python -m bench.eval_retrieval); `make bench` folds it into results.json.
+SCIFACT_RESULTS_PATH = BENCH_DIR / "retrieval_results.json"
 
 VERSIONED_PACKAGES = ("kindex", "numpy", "onnxruntime", "tokenizers", "tiktoken", "pydantic", "aws-lambda-powertools",
                       "boto3", "langchain-text-splitters", "semantic-text-splitter", "ir-measures",

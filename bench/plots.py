@@ -119,7 +119,7 @@ def write_plots(results: dict, directory: Path = BENCH_DIR) -> list[Path]:
     figures = _by_name(results)
     written = []
     for name, draw in (("latency.png", latency_plot), ("throughput_ratios.png", throughput_plot),
-                       ("scifact_ndcg.png", ndcg_plot)):
+                       ("retrieval_ndcg.png", ndcg_plot)):
         if draw(figures, directory / name):
             written.append(directory / name)
     return written

@@ -2,8 +2,8 @@
 
     python -m bench.run [--only ingest,query,vector,chunking,cold,economy] [--quick]
 
-The SciFact figures come from `make eval` (python -m bench.eval_scifact), which takes longer than this whole
-run on 2 cores: when bench/scifact_results.json exists its figures are folded in, marked as produced by
+The SciFact figures come from `make eval` (python -m bench.eval_retrieval), which takes longer than this whole
+run on 2 cores: when bench/retrieval_results.json exists its figures are folded in, marked as produced by
 `make eval` with that run's date; otherwise they are listed as missing.
 """
 

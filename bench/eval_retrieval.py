@@ -1,6 +1,6 @@
 """Retrieval quality on BEIR SciFact (test split, 300 queries), beside the published figures.
 
-`python -m bench.eval_scifact` (what `make eval` runs):
+`python -m bench.eval_retrieval` (what `make eval` runs):
 1. puts every corpus document into a collection of a fresh local data dir through the real ingest path
    (catalog -> blob -> durable queue -> ingest function: extract, chunk, embed, index, status), content
    `title + "\\n\\n" + text`, the collection's default chunking (maxChars 2000, no overlap);
@@ -10,7 +10,7 @@
 
 With the local MiniLM model always; with `openai:text-embedding-3-small` too when OPENAI_API_KEY is set.
 The data is read in place from ../shared/data/scifact (CC BY-NC: never copied into the repo); the index
-lives in a temp dir that is deleted afterwards. Writes bench/scifact_results.json, which `make bench` folds
+lives in a temp dir that is deleted afterwards. Writes bench/retrieval_results.json, which `make bench` folds
 into bench/results.json.
 """
 
@@ -187,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         log("scifact: OPENAI_API_KEY is not set, skipping openai:text-embedding-3-small")
     wall = time.perf_counter() - started
-    result = {"produced_by": "make eval (python -m bench.eval_scifact" + (f" --limit {args.limit}" if args.limit else "")
+    result = {"produced_by": "make eval (python -m bench.eval_retrieval" + (f" --limit {args.limit}" if args.limit else "")
               + ")", "generated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
               "wall_seconds": round(wall, 1), "machine": machine_info(), "versions": versions(),
               "figures": [f.to_json() for f in figures], "details": all_details}
