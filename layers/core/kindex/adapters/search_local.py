@@ -84,10 +84,18 @@ CREATE VIRTUAL TABLE IF NOT EXISTS chunk_fts USING fts5(
 """
 
 
+# Lucene's classic English stop set. They carry almost no BM25 weight, yet OR-ing them in makes FTS5 score
+# nearly every chunk: leaving them out of the query keeps keyword search proportional to the rare terms.
+STOPWORDS = frozenset("a an and are as at be but by for if in into is it no not of on or such that the their then "
+                      "there these they this to was will with".split())
+
+
 def fts_query(query: str) -> str | None:
     """An FTS5 MATCH expression for free text: each word quoted (so AND/OR/NOT/NEAR, `*`, `^`, `:`, `-`, quotes
-    and parentheses are plain text, never syntax), OR-ed like a BM25 `match` query. None when there is no word."""
-    terms = list(dict.fromkeys(_WORD.findall(query)))[:MAX_QUERY_TERMS]
+    and parentheses are plain text, never syntax), OR-ed like a BM25 `match` query, stopwords left out unless the
+    query has nothing else. None when there is no word."""
+    words = list(dict.fromkeys(_WORD.findall(query)))
+    terms = ([w for w in words if w.lower() not in STOPWORDS] or words)[:MAX_QUERY_TERMS]
     if not terms:
         return None
     return " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
