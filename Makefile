@@ -40,7 +40,7 @@ $(BENCH_STAMP): $(STAMP) requirements-bench.txt
 bench: $(BENCH_STAMP)
 	$(PY) -m bench.run
 
-# Retrieval quality on BEIR SciFact, read in place from ../shared/data (about 15 min on 2 cores).
+# Retrieval quality on BEIR SciFact, read in place from ../shared/data (about 8 min on 2 cores).
 eval: $(BENCH_STAMP)
 	$(PY) -m bench.eval_retrieval
 
