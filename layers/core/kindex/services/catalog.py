@@ -94,7 +94,6 @@ class CatalogService:
 
     def __init__(self, collections: CollectionStore, documents: DocumentStore, blobs: BlobStore, *,
                  default_embedding_model: str,
-                 on_content_written: Callable[[str, Document, str], None] | None = None,
                  on_collection_removed: Callable[[str, Collection], None] | None = None,
                  on_document_removed: Callable[[str, Document, Collection], None] | None = None,
                  presigner: Presigner | None = None, upload_url_ttl: int = 900, chunks: ChunkStore | None = None):
@@ -102,7 +101,6 @@ class CatalogService:
         self.documents = documents
         self.blobs = blobs
         self.default_embedding_model = default_embedding_model
-        self.on_content_written = on_content_written
         self.on_collection_removed = on_collection_removed
         self.on_document_removed = on_document_removed
         self.presigner = presigner
@@ -111,10 +109,15 @@ class CatalogService:
 
     # Collections
     def get_collection(self, tenant: str, collection_id: str) -> Collection:
+        """The collection with its `document_count` (one count query: only for reading the collection itself)."""
+        collection = self._collection(tenant, collection_id)
+        return collection.model_copy(update={"document_count": self.documents.count_documents(tenant, collection_id)})
+
+    def _collection(self, tenant: str, collection_id: str) -> Collection:
         collection = self.collections.get_collection(tenant, collection_id)
         if collection is None:
             raise NotFound(f"collection {collection_id!r} does not exist")
-        return collection.model_copy(update={"document_count": self.documents.count_documents(tenant, collection_id)})
+        return collection
 
     def put_collection(self, tenant: str, collection_id: str, body: CollectionInput) -> tuple[Collection, bool]:
         """Create (True) or partially update (False) the collection."""
@@ -133,9 +136,7 @@ class CatalogService:
         return collection.model_copy(update={"document_count": count}), existing is None
 
     def delete_collection(self, tenant: str, collection_id: str) -> None:
-        collection = self.collections.get_collection(tenant, collection_id)
-        if collection is None:
-            raise NotFound(f"collection {collection_id!r} does not exist")
+        collection = self._collection(tenant, collection_id)
         if self.on_collection_removed:
             self.on_collection_removed(tenant, collection)
         self.blobs.delete_prefix(keys.collection_prefix(tenant, collection_id))
@@ -147,7 +148,7 @@ class CatalogService:
     # Documents
     def get_document(self, tenant: str, collection_id: str, document_id: str) -> tuple[Document, str | None]:
         """The document and its text content when it came in as text (None for uploaded files)."""
-        self.get_collection(tenant, collection_id)
+        self._collection(tenant, collection_id)
         document = self._document(tenant, collection_id, document_id)
         content = None
         if document.source and document.source.endswith("/" + CONTENT_FILENAME):
@@ -166,7 +167,7 @@ class CatalogService:
             raise InvalidInput("id in the body must match the document id in the path")
         if body.collection is not None and body.collection != collection_id:
             raise InvalidInput("collection in the body must match the collection id in the path")
-        self.get_collection(tenant, collection_id)
+        self._collection(tenant, collection_id)
         existing = self.documents.get_document(tenant, collection_id, document_id)
         changes = body.changes()
         content = changes.pop("content", None)
@@ -195,8 +196,6 @@ class CatalogService:
             self._replace_source_blob(tenant, document, data)
         self.documents.put_document(tenant, document, create=existing is None,
                                     expected_version=None if existing is None else existing.version)
-        if data is not None and self.on_content_written:
-            self.on_content_written(tenant, document, document.source)
         return document, existing is None
 
     def _replace_source_blob(self, tenant: str, document: Document, data: bytes) -> None:
@@ -241,7 +240,7 @@ class CatalogService:
             raise InvalidInput(f"filename {error}") from error
         if "\\" in filename or filename in (".", ".."):
             raise InvalidInput("filename must be a plain file name")
-        self.get_collection(tenant, collection_id)
+        self._collection(tenant, collection_id)
         content_type = mimetype or guess_mimetype(filename) or "application/octet-stream"
         key = keys.blob_key(tenant, collection_id, document_id, filename)
         existing = self.documents.get_document(tenant, collection_id, document_id)
@@ -256,12 +255,12 @@ class CatalogService:
         return document
 
     def list_chunks(self, tenant: str, collection_id: str, document_id: str) -> list[StoredChunk]:
-        self.get_collection(tenant, collection_id)
+        self._collection(tenant, collection_id)
         self._document(tenant, collection_id, document_id)
         return self.chunks.list_chunks(tenant, collection_id, document_id) if self.chunks else []
 
     def delete_document(self, tenant: str, collection_id: str, document_id: str) -> None:
-        collection = self.get_collection(tenant, collection_id)
+        collection = self._collection(tenant, collection_id)
         document = self._document(tenant, collection_id, document_id)
         if self.on_document_removed:
             self.on_document_removed(tenant, document, collection)
@@ -269,7 +268,7 @@ class CatalogService:
         self.documents.delete_document(tenant, collection_id, document_id)
 
     def list_documents(self, tenant: str, collection_id: str, page: PageRequest) -> Page:
-        self.get_collection(tenant, collection_id)
+        self._collection(tenant, collection_id)
         return _page(lambda **kw: self.documents.list_documents(tenant, collection_id, **kw), page)
 
     def _document(self, tenant: str, collection_id: str, document_id: str) -> Document:
