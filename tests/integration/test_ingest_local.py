@@ -275,3 +275,14 @@ def test_an_outage_costs_one_retry_sequence_per_batch_not_per_document(deploymen
     assert attempts == [3]  # one provider call for the whole batch, none per document
     assert all(doc(services, f"new-{i}").failure_reason.startswith("EmbeddingFailed") for i in range(3))
     assert doc(services, "copy").status.value == "indexed"
+
+
+def test_each_object_is_read_once_per_batch(deployment, monkeypatch):
+    services, _, worker = deployment
+    put(services, "once", TEXT)
+    reads = []
+    original = services.blobs.get_blob
+    monkeypatch.setattr(services.blobs, "get_blob", lambda key: reads.append(key) or original(key))
+    worker.drain()
+    source = doc(services, "once").source
+    assert doc(services, "once").status.value == "indexed" and reads.count(source) == 1

@@ -65,6 +65,8 @@ class IngestService:
         # Chunks prepared by `prefetch` for the current batch, by (blob key, sha256, config version, mimetype).
         self._prepared: dict[tuple[str, str, int, str | None], list] = {}
         self._failed_models: dict[str, Exception] = {}
+        # The bytes `prefetch` read, so the per-record pass does not fetch the same object again.
+        self._fetched: dict[str, bytes] = {}
 
     # Events
     def prefetch(self, created_keys: list[str]) -> None:
@@ -95,6 +97,7 @@ class IngestService:
     def end_batch(self) -> None:
         self._prepared.clear()
         self._failed_models.clear()
+        self._fetched.clear()
 
     def _prepare(self, key: str):
         parsed = keys.parse_blob_key(key)
@@ -106,6 +109,7 @@ class IngestService:
             return None
         document = self.documents.get_document(tenant, collection_id, document_id)
         data = self.blobs.get_blob(key)
+        self._fetched[key] = data
         digest = hashlib.sha256(data).hexdigest()
         if document is not None and (document.content_sha256 == digest and document.status is DocumentStatus.INDEXED
                                      and document.indexed_model == collection.embedding_model
@@ -127,10 +131,12 @@ class IngestService:
         if collection is None:
             logger.warning("ignoring blob of a missing collection", extra={"tenant": tenant, "collection": collection_id})
             return None
-        try:
-            data = self.blobs.get_blob(key)
-        except NotFound:
-            return None  # deleted since; its removal event follows
+        data = self._fetched.pop(key, None)  # read moments ago by `prefetch`, in this same batch
+        if data is None:
+            try:
+                data = self.blobs.get_blob(key)
+            except NotFound:
+                return None  # deleted since; its removal event follows
         document = self._document_for(tenant, collection_id, document_id, filename, key)
         if document is None:
             return None
