@@ -131,9 +131,11 @@ class ReindexService:
         model = collection.embedding_model
         indexed_ids = self.index.chunk_ids(model, tenant, collection.id)
         stored_ids: set[str] = set()
+        document_ids: set[str] = set()
         to_send: list[str] = []
         now = utc_now()
         for document in self._documents(tenant, collection.id):
+            document_ids.add(document.id)
             report.total += 1
             chunk_ids = {c.chunk_id for c in self.chunks.list_chunks(tenant, collection.id, document.id)}
             stored_ids |= chunk_ids
@@ -163,7 +165,7 @@ class ReindexService:
             report.repaired["vectors_without_chunks"] = len(orphans)
         for key in self.blobs.list_blobs(keys.collection_prefix(tenant, collection.id)):
             parsed = keys.parse_blob_key(key)
-            if parsed and self.documents.get_document(tenant, collection.id, parsed[2]) is None:
+            if parsed and parsed[2] not in document_ids:
                 report.repaired["blobs_without_documents"] += 1
                 to_send.append(key)
         batch, report.remaining = to_send[:self.max_enqueue], max(0, len(to_send) - self.max_enqueue)
@@ -210,7 +212,7 @@ class ReindexService:
     def _documents(self, tenant: str, collection_id: str):
         after = None
         while True:
-            ids = self.collections_documents(tenant, collection_id, after)
+            ids = self.documents.list_documents(tenant, collection_id, after=after, offset=0, limit=500)
             if not ids:
                 return
             for document_id in ids:
@@ -218,9 +220,6 @@ class ReindexService:
                 if document is not None:
                     yield document
             after = ids[-1]
-
-    def collections_documents(self, tenant: str, collection_id: str, after: str | None) -> list[str]:
-        return self.documents.list_documents(tenant, collection_id, after=after, offset=0, limit=500)
 
     def _clear(self, tenant: str, collection: Collection, document: Document) -> Document:
         for model in {collection.embedding_model, collection.query_model}:
