@@ -258,8 +258,6 @@ class Page(BaseModel):
     next_cursor: str | None = None
 
 
-SortOrder = Literal["id"]
-
 
 class ReindexJob(BaseModel):
     """A reindex of one collection, as `GET /v1/jobs/{id}` shows it. Progress is recomputed from the documents."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,7 +68,6 @@ class SearchHit:
     document_id: str
     collection: str
     score: float
-    extra: dict = field(default_factory=dict, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
