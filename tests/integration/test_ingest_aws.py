@@ -19,17 +19,19 @@ from typing import Any
 import pytest
 import requests
 from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingError
-from moto import mock_aws
-
-from functions import ingest as ingest_function
-from kindex.adapters import aws_secrets, dynamodb_store, s3_blobs
 from kindex.adapters.dynamodb_chunks import DynamoDbChunkStore, chunks_pk, embedding_pk
-from kindex.adapters.search_opensearch import OpenSearchIndex, build_client_options, opensearch_client
+from kindex.adapters.search_opensearch import (
+    OpenSearchIndex,
+    build_client_options,
+    opensearch_client,
+)
 from kindex.domain.keys import blob_key
 from kindex.domain.models import CollectionInput, DocumentInput
 from kindex.domain.types import ChunkRef
-from kindex.embedding.registry import clear_embedder_cache
 from kindex.wiring import Container, container
+from moto import mock_aws
+
+from functions import ingest as ingest_function
 from tests.support.aws import (
     BUCKET,
     REGION,
@@ -43,6 +45,7 @@ from tests.support.aws import (
     notify_queue_of_documents,
     sqs_lambda_event,
 )
+from tests.support.aws_deployment import reset_process_caches
 from tests.support.openai_stub import OpenAIStub, error_body
 from tests.support.opensearch_double import OpenSearchDouble
 
@@ -127,15 +130,6 @@ class Deployment:
         attributes = self.sqs.get_queue_attributes(QueueUrl=self.dlq_url,
                                                    AttributeNames=["ApproximateNumberOfMessages"])["Attributes"]
         return int(attributes["ApproximateNumberOfMessages"])
-
-
-def reset_process_caches() -> None:
-    """What a fresh Lambda container starts without: the wired container, SDK clients and embedders."""
-    container.cache_clear()
-    dynamodb_store.dynamodb_client.cache_clear()
-    s3_blobs.s3_client.cache_clear()
-    aws_secrets.secretsmanager_client.cache_clear()
-    clear_embedder_cache()
 
 
 @pytest.fixture

@@ -11,7 +11,8 @@ import re
 from pathlib import Path
 from urllib.parse import unquote
 
-from kindex.local.server import Gateway, LocalServer, Route, _error
+from kindex.api.http import error_response
+from kindex.local.server import Gateway, LocalServer, Route
 from kindex.settings import ENV_NAMES, Settings, SettingsError
 
 logger = logging.getLogger(__name__)
@@ -40,7 +41,7 @@ def upload_route(settings: Settings) -> Route:
         headers = {k.lower(): v for k, v in (event.get("headers") or {}).items()}
         content_type = headers.get("content-type", "")
         if not container().uploads.verify(key, content_type, query.get("expires", ""), query.get("signature", "")):
-            return _error(403, "forbidden", "the upload URL is invalid or expired, or Content-Type differs from the signed one")
+            return error_response(403, "forbidden", "the upload URL is invalid or expired, or Content-Type differs from the signed one")
         body = event.get("body") or ""
         data = base64.b64decode(body) if event.get("isBase64Encoded") else body.encode("utf-8")
         container().blobs.put_blob(key, data, content_type)

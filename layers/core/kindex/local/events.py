@@ -54,13 +54,38 @@ def sqs_event(messages) -> dict[str, Any]:
     } for m in messages]}
 
 
-class Worker:
+class BackgroundLoop:
+    """A daemon thread running `_loop` until `stop()`; the worker and the scheduler are two of them."""
+
+    name = "kindex-background"
+
+    def __init__(self):
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._loop, name=self.name, daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread:
+            self._thread.join(timeout=30)
+
+    def _loop(self) -> None:
+        raise NotImplementedError
+
+
+class Worker(BackgroundLoop):
     """Polls the queue and runs the ingest handler; failed messages are retried with backoff and dead-lettered
     after `max_receives` deliveries (the DLQ of local mode; `kindex redrive` brings them back)."""
+
+    name = "kindex-worker"
 
     def __init__(self, queue: MessageQueue, handler: Callable[[dict, Any], dict], *, batch_size: int = 10,
                  visibility_timeout: float = 300.0, max_receives: int = 3, poll_interval: float = 0.2,
                  backoff: float = 1.0):
+        super().__init__()
         self.queue = queue
         self.handler = handler
         self.batch_size = batch_size
@@ -68,8 +93,6 @@ class Worker:
         self.max_receives = max_receives
         self.poll_interval = poll_interval
         self.backoff = backoff
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
 
     def run_once(self) -> int:
         """Process one batch; returns how many messages were received."""
@@ -99,15 +122,6 @@ class Worker:
         while time.monotonic() < deadline and self.run_once():
             pass
 
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._loop, name="kindex-worker", daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread:
-            self._thread.join(timeout=30)
-
     def _loop(self) -> None:
         while not self._stop.is_set():
             try:
@@ -118,25 +132,17 @@ class Worker:
                 self._stop.wait(1.0)
 
 
-class Scheduler:
+class Scheduler(BackgroundLoop):
     """Local mode's EventBridge schedule: the reindex pass every `interval` seconds, and a cheap check every few
     seconds that switches collections whose new embedding model is complete."""
 
+    name = "kindex-scheduler"
+
     def __init__(self, reindex, interval: float, switch_check: float = 5.0):
+        super().__init__()
         self.reindex = reindex
         self.interval = interval
         self.switch_check = switch_check
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._loop, name="kindex-scheduler", daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread:
-            self._thread.join(timeout=30)
 
     def _loop(self) -> None:
         next_pass = time.monotonic() + self.interval

@@ -4,7 +4,6 @@ authorizer function and then the same Lambda handler that runs on AWS, and write
 from __future__ import annotations
 
 import base64
-import json
 import logging
 import re
 import uuid
@@ -13,6 +12,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
+
+from kindex.api.http import error_response
 
 logger = logging.getLogger(__name__)
 
@@ -87,7 +88,7 @@ class Gateway:
     def dispatch(self, event: dict[str, Any]) -> dict[str, Any]:
         route = self._route(event["httpMethod"], event["path"])
         if route is None:
-            return _error(404, "not_found", "no such route")
+            return error_response(404, "not_found", "no such route")
         if not route.public and event["path"] not in PUBLIC_PATHS:
             auth_event = {**event, "type": "REQUEST",
                           "methodArn": f"arn:aws:execute-api:local:000000000000:kindex/local/{event['httpMethod']}{event['path']}"}
@@ -95,26 +96,21 @@ class Gateway:
                 policy = self.authorizer(auth_event, LambdaContext("kindex-authorizer"))
             except Exception as error:  # API Gateway's contract: an authorizer that raises 'Unauthorized' means 401
                 if str(error) == "Unauthorized":
-                    return _error(401, "unauthorized", "missing or invalid API key")
+                    return error_response(401, "unauthorized", "missing or invalid API key")
                 logger.exception("authorizer failed")
-                return _error(500, "internal_error", "internal error")
+                return error_response(500, "internal_error", "internal error")
             event["requestContext"]["authorizer"] = {**policy.get("context", {}), "principalId": policy["principalId"]}
         try:
             return route.handler(event, LambdaContext(route.function_name))
         except Exception:
             logger.exception("handler failed", extra={"function": route.function_name})
-            return _error(502, "bad_gateway", "the function failed")
+            return error_response(502, "bad_gateway", "the function failed")
 
     def _route(self, method: str, path: str) -> Route | None:
         for route in self.routes:
             if (route.method is None or route.method == method) and route.pattern.fullmatch(path):
                 return route
         return None
-
-
-def _error(status: int, code: str, message: str) -> dict[str, Any]:
-    return {"statusCode": status, "headers": {"Content-Type": "application/json"},
-            "body": json.dumps({"error": code, "message": message})}
 
 
 def make_request_handler(gateway: Gateway) -> type[BaseHTTPRequestHandler]:
@@ -130,12 +126,12 @@ def make_request_handler(gateway: Gateway) -> type[BaseHTTPRequestHandler]:
             try:
                 length = int(length_header) if length_header else 0
             except ValueError:
-                self._write(_error(400, "bad_request", "invalid Content-Length"), close=True)
+                self._write(error_response(400, "bad_request", "invalid Content-Length"), close=True)
                 return
             limit = gateway.body_limit(self.command, parts.path)
             if length > limit:
                 # Do not read (or buffer) what we are going to refuse anyway.
-                self._write(_error(413, "payload_too_large", f"request body exceeds {limit} bytes"), close=True)
+                self._write(error_response(413, "payload_too_large", f"request body exceeds {limit} bytes"), close=True)
                 return
             body = self.rfile.read(length) if length else b""
             headers = {k: v for k, v in self.headers.items()}
