@@ -7,7 +7,7 @@ import warnings
 from typing import Annotated, Any
 
 from aws_lambda_powertools import Logger, Metrics
-from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
+from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.openapi.models import HTTPBearer
 from aws_lambda_powertools.event_handler.openapi.params import Query
 
@@ -23,6 +23,7 @@ from kindex.api.models import (
     UploadResponse,
 )
 from kindex.api.query_routes import router as query_router
+from kindex.api.resolver import IsolatedRestResolver
 from kindex.api.http import json_response, path_param, precheck, principal, register_error_handlers, require_admin
 from kindex.domain.query import CitationsRequest, CitationsResponse
 from kindex.domain.models import Collection, CollectionInput, DocumentInput, PageRequest, ReindexJob
@@ -32,7 +33,7 @@ logger = Logger(service="kindex-api")
 metrics = Metrics(namespace="kindex")  # shares its metric set with the services' recorder; flushed per invocation
 # An invocation without a business event (a 404, say) has nothing to publish; that is not worth a warning.
 warnings.filterwarnings("ignore", message="No application metrics to publish")
-app = APIGatewayRestResolver(enable_validation=True)
+app = IsolatedRestResolver(enable_validation=True)  # request state per request (local server threads)
 OPENAPI = {"title": "kindex", "version": "1", "description": "Knowledge index for retrieval-augmented generation",
            "security_schemes": {"apiKey": HTTPBearer(description="kindex API key")}, "security": [{"apiKey": []}]}
 app.enable_swagger(path="/docs", **OPENAPI)

@@ -6,8 +6,8 @@ import warnings
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics
-from aws_lambda_powertools.event_handler import APIGatewayRestResolver
 
+from kindex.api.resolver import IsolatedRestResolver
 from kindex.api.http import precheck, register_error_handlers
 from kindex.api.query_routes import router
 from kindex.wiring import container
@@ -16,7 +16,7 @@ logger = Logger(service="kindex-query")
 metrics = Metrics(namespace="kindex")  # shares its metric set with the services' recorder; flushed per invocation
 # An invocation without a business event (a 404, say) has nothing to publish; that is not worth a warning.
 warnings.filterwarnings("ignore", message="No application metrics to publish")
-app = APIGatewayRestResolver(enable_validation=True)
+app = IsolatedRestResolver(enable_validation=True)  # request state per request (local server threads)
 app.include_router(router)
 register_error_handlers(app)
 
