@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import base64
 import fcntl
 import hashlib
 import logging
@@ -29,35 +28,45 @@ def export_settings(settings: Settings) -> None:
             os.environ[name] = str(value.resolve() if isinstance(value, Path) else value)
 
 
-def upload_route(settings: Settings) -> Route:
-    """What S3 does for presigned PUTs: check the signature, store the bytes; the blob store's notification
-    then queues the ingest event."""
-    from kindex.local.uploads import UPLOAD_PATH
-    from kindex.wiring import container
+class UploadRoute:
+    """What S3 does for presigned PUTs: check the signature before reading the body, store the bytes; the blob
+    store's notification then queues the ingest event."""
 
-    def handle(event: dict, _context) -> dict:
-        key = unquote(event["path"][len(UPLOAD_PATH):])
-        query = event.get("queryStringParameters") or {}
-        headers = {k.lower(): v for k, v in (event.get("headers") or {}).items()}
-        content_type = headers.get("content-type", "")
-        if not container().uploads.verify(key, content_type, query.get("expires", ""), query.get("signature", "")):
-            return error_response(403, "forbidden", "the upload URL is invalid or expired, or Content-Type differs from the signed one")
-        body = event.get("body") or ""
-        data = base64.b64decode(body) if event.get("isBase64Encoded") else body.encode("utf-8")
-        container().blobs.put_blob(key, data, content_type)
-        return {"statusCode": 200, "headers": {"ETag": f'"{hashlib.md5(data).hexdigest()}"'}, "body": ""}
+    method = "PUT"
 
-    return Route("PUT", re.compile(re.escape(UPLOAD_PATH) + ".+"), "local-upload", handle, public=True,
-                 max_body_bytes=settings.max_file_bytes)
+    def __init__(self, max_body_bytes: int):
+        from kindex.local.uploads import UPLOAD_PATH
+
+        self.prefix = UPLOAD_PATH
+        self.pattern = re.compile(re.escape(UPLOAD_PATH) + ".+")
+        self.max_body_bytes = max_body_bytes
+
+    def _key(self, path: str) -> str:
+        return unquote(path[len(self.prefix):])
+
+    def admit(self, path: str, query: dict[str, str], headers: dict[str, str]) -> dict | None:
+        from kindex.wiring import container
+
+        if not container().uploads.verify(self._key(path), headers.get("content-type", ""),
+                                          query.get("expires", ""), query.get("signature", "")):
+            return error_response(403, "forbidden",
+                                  "the upload URL is invalid or expired, or Content-Type differs from the signed one")
+        return None
+
+    def handle(self, path: str, query: dict[str, str], headers: dict[str, str], body: bytes) -> dict:
+        from kindex.wiring import container
+
+        container().blobs.put_blob(self._key(path), body, headers.get("content-type", ""))
+        return {"statusCode": 200, "headers": {"ETag": f'"{hashlib.md5(body).hexdigest()}"'}, "body": ""}
 
 
 def build_gateway(settings: Settings) -> Gateway:
     from functions import api, authorizer, query
 
-    routes = [upload_route(settings),
-              Route("POST", re.compile(r"/v1/query|/v1/collections/[^/]+/query"), "kindex-query", query.handler),
+    routes = [Route("POST", re.compile(r"/v1/query|/v1/collections/[^/]+/query"), "kindex-query", query.handler),
               Route(None, re.compile(r"/docs|/v1/.*"), "kindex-api", api.handler)]
-    return Gateway(authorizer.handler, routes, settings.max_body_bytes)
+    return Gateway(authorizer.handler, routes, settings.max_body_bytes,
+                   raw_routes=[UploadRoute(settings.max_file_bytes)])
 
 
 def build_worker():

@@ -1,17 +1,22 @@
-"""The local server: a real HTTP server that turns each request into an API Gateway REST proxy event, runs the
-authorizer function and then the same Lambda handler that runs on AWS, and writes back the handler's response."""
+"""The local server: Hypercorn speaks HTTP (request parsing, chunked bodies, Content-Length, keep-alive, header and
+idle timeouts, header size limits); an ASGI app turns each request into an API Gateway REST proxy event, runs the
+authorizer function and then the same Lambda handler that runs on AWS, on a pool of threads (the function's
+concurrent instances), and writes back the handler's response. Every error answer is JSON `{"error", "message"}`,
+including the ones Hypercorn's HTTP layer produces (see `_json_protocol_errors`)."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import json
 import logging
-import re
+import socket
 import uuid
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from typing import Any, Protocol
+from urllib.parse import parse_qs
 
 from kindex.api.http import error_response
 
@@ -19,6 +24,16 @@ logger = logging.getLogger(__name__)
 
 Handler = Callable[[dict[str, Any], Any], dict[str, Any]]
 PUBLIC_PATHS = frozenset({"/docs", "/v1/openapi.json"})
+# Longest request target (path and query) we accept: ids are at most 255 characters, URL-encoded at most 765.
+MAX_TARGET_BYTES = 8192
+# Request line plus headers; larger ones get 431 from the HTTP layer.
+MAX_HEAD_BYTES = 32 * 1024
+# How long a client may take to send a whole request head, and how long an idle keep-alive connection stays open.
+HEAD_TIMEOUT_SECONDS = 5
+# A body that stalls this long between two reads ends the connection.
+READ_TIMEOUT_SECONDS = 30
+# Requests run at once: the number of warm "function instances". More requests wait for a free one.
+CONCURRENCY = 32
 
 
 @dataclass
@@ -38,22 +53,38 @@ class LambdaContext:
 
 @dataclass
 class Route:
-    """`public` routes skip the authorizer (docs, and presigned uploads which carry their own signature)."""
+    """A path served by a Lambda function; `public` routes skip the authorizer (the docs)."""
 
     method: str | None
-    pattern: re.Pattern
+    pattern: Any  # re.Pattern
     function_name: str
     handler: Handler
     public: bool = False
-    max_body_bytes: int | None = None
+
+
+class RawRoute(Protocol):
+    """A path served by the server itself, not by a function (presigned uploads, which S3 takes on AWS).
+    `admit` runs before a byte of the body is read; `handle` gets the body it admitted."""
+
+    pattern: Any
+    method: str
+    max_body_bytes: int
+
+    def admit(self, path: str, query: dict[str, str], headers: dict[str, str]) -> dict[str, Any] | None:
+        """None to go on, or the (error) response to send without reading the body."""
+
+    def handle(self, path: str, query: dict[str, str], headers: dict[str, str], body: bytes) -> dict[str, Any]:
+        """The response, as an API Gateway proxy response dict."""
 
 
 class Gateway:
     """What API Gateway does for us on AWS: route a request to a function, after the authorizer allowed it."""
 
-    def __init__(self, authorizer: Handler, routes: list[Route], max_body_bytes: int):
+    def __init__(self, authorizer: Handler, routes: list[Route], max_body_bytes: int,
+                 raw_routes: list[RawRoute] | None = None):
         self.authorizer = authorizer
         self.routes = routes
+        self.raw_routes = raw_routes or []
         self.max_body_bytes = max_body_bytes
 
     def build_event(self, method: str, raw_path: str, query: str, headers: dict[str, str], body: bytes,
@@ -81,12 +112,8 @@ class Gateway:
             "isBase64Encoded": is_base64,
         }
 
-    def body_limit(self, method: str, path: str) -> int:
-        route = self._route(method, path)
-        return route.max_body_bytes if route and route.max_body_bytes else self.max_body_bytes
-
     def dispatch(self, event: dict[str, Any]) -> dict[str, Any]:
-        route = self._route(event["httpMethod"], event["path"])
+        route = self.route(event["httpMethod"], event["path"])
         if route is None:
             return error_response(404, "not_found", "no such route")
         if not route.public and event["path"] not in PUBLIC_PATHS:
@@ -106,84 +133,232 @@ class Gateway:
             logger.exception("handler failed", extra={"function": route.function_name})
             return error_response(502, "bad_gateway", "the function failed")
 
-    def _route(self, method: str, path: str) -> Route | None:
+    def route(self, method: str, path: str) -> Route | None:
         for route in self.routes:
             if (route.method is None or route.method == method) and route.pattern.fullmatch(path):
                 return route
         return None
 
+    def raw_route(self, method: str, path: str) -> RawRoute | None:
+        for route in self.raw_routes:
+            if route.method == method and route.pattern.fullmatch(path):
+                return route
+        return None
 
-def make_request_handler(gateway: Gateway) -> type[BaseHTTPRequestHandler]:
-    class RequestHandler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-        server_version = "kindex"
-        # Headers and body go out in two writes; with Nagle on, a keep-alive client waits ~40 ms (delayed ACK).
-        disable_nagle_algorithm = True
 
-        def _handle(self) -> None:
-            parts = urlsplit(self.path)
-            length_header = self.headers.get("Content-Length")
-            try:
-                length = int(length_header) if length_header else 0
-            except ValueError:
-                self._write(error_response(400, "bad_request", "invalid Content-Length"), close=True)
+class _BodyTooLarge(Exception):
+    pass
+
+
+class AsgiGateway:
+    """The ASGI application: reads a request (bounded), runs it through the gateway on the instance pool."""
+
+    def __init__(self, gateway: Gateway, concurrency: int = CONCURRENCY):
+        self.gateway = gateway
+        self.instances = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="kindex-function")
+
+    async def __call__(self, scope: dict[str, Any], receive: Callable, send: Callable) -> None:
+        if scope["type"] == "lifespan":
+            await self._lifespan(receive, send)
+        elif scope["type"] == "http":
+            await self._http(scope, receive, send)
+
+    async def _lifespan(self, receive: Callable, send: Callable) -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                await send({"type": "lifespan.shutdown.complete"})
                 return
-            limit = gateway.body_limit(self.command, parts.path)
-            if length > limit:
-                # Do not read (or buffer) what we are going to refuse anyway.
-                self._write(error_response(413, "payload_too_large", f"request body exceeds {limit} bytes"), close=True)
+
+    async def _http(self, scope: dict[str, Any], receive: Callable, send: Callable) -> None:
+        method = scope["method"]
+        raw_path: bytes = scope.get("raw_path") or scope["path"].encode("utf-8")
+        query_bytes: bytes = scope.get("query_string", b"")
+        if len(raw_path) + len(query_bytes) > MAX_TARGET_BYTES:
+            await _send(send, error_response(414, "uri_too_long", f"request target exceeds {MAX_TARGET_BYTES} bytes"))
+            return
+        try:
+            path, query = raw_path.decode("ascii"), query_bytes.decode("ascii")
+        except UnicodeDecodeError:
+            await _send(send, error_response(400, "bad_request", "the request target must be ASCII (percent-encode it)"))
+            return
+        if sum(len(name) + len(value) + 4 for name, value in scope.get("headers", [])) > MAX_HEAD_BYTES:
+            # The HTTP layer bounds a head it has to wait for; one that arrived whole is bounded here.
+            await _send(send, error_response(431, "request_header_fields_too_large",
+                                             f"request head exceeds {MAX_HEAD_BYTES} bytes"))
+            return
+        headers = _headers(scope)
+        client = (scope.get("client") or ("", 0))[0]
+        raw_route = self.gateway.raw_route(method, path)
+        limit = raw_route.max_body_bytes if raw_route else self.gateway.max_body_bytes
+        flat_query = {k: v[-1] for k, v in parse_qs(query, keep_blank_values=True).items()}
+        if raw_route is not None:
+            refused = await self._run(raw_route.admit, path, flat_query, headers)
+            if refused is not None:
+                await _send(send, refused)
                 return
-            body = self.rfile.read(length) if length else b""
-            headers = {k: v for k, v in self.headers.items()}
-            event = gateway.build_event(self.command, parts.path, parts.query, headers, body, self.client_address[0])
-            self._write(gateway.dispatch(event))
+        declared = headers.get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > limit:
+            # Do not read (or buffer) what we are going to refuse anyway; the server closes the connection.
+            await _send(send, error_response(413, "payload_too_large", f"request body exceeds {limit} bytes"))
+            return
+        try:
+            body = await _read_body(receive, limit)
+        except _BodyTooLarge:
+            await _send(send, error_response(413, "payload_too_large", f"request body exceeds {limit} bytes"))
+            return
+        if body is None:
+            return  # the client went away
+        if raw_route is not None:
+            response = await self._run(raw_route.handle, path, flat_query, headers, body)
+        else:
+            event = self.gateway.build_event(method, path, query, headers, body, client)
+            del body
+            response = await self._run(self.gateway.dispatch, event)
+        await _send(send, response, head=method == "HEAD")
 
-        def _write(self, response: dict[str, Any], close: bool = False) -> None:
-            body = response.get("body") or ""
-            payload = base64.b64decode(body) if response.get("isBase64Encoded") else body.encode("utf-8")
-            self.send_response(response.get("statusCode", 200))
-            headers = dict(response.get("headers") or {})
-            for name, values in (response.get("multiValueHeaders") or {}).items():
-                for value in values:
-                    if name not in headers:
-                        self.send_header(name, value)
-            for name, value in headers.items():
-                if name.lower() != "content-length":
-                    self.send_header(name, value)
-            self.send_header("Content-Length", str(len(payload)))
-            if close:
-                self.send_header("Connection", "close")
-                self.close_connection = True
-            self.end_headers()
-            if self.command != "HEAD":
-                self.wfile.write(payload)
+    async def _run(self, function: Callable, *args: Any) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(self.instances, function, *args)
 
-        do_GET = do_PUT = do_POST = do_DELETE = do_PATCH = do_HEAD = do_OPTIONS = _handle
+    def close(self) -> None:
+        self.instances.shutdown(wait=False, cancel_futures=True)
 
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
-            logger.info("request", extra={"client": self.client_address[0], "line": format % args})
 
-    return RequestHandler
+def _headers(scope: dict[str, Any]) -> dict[str, str]:
+    """Header names lower-cased (as HTTP/2 and ASGI give them); repeated headers joined with ', '."""
+    headers: dict[str, str] = {}
+    for name, value in scope.get("headers", []):
+        key, text = name.decode("latin-1").lower(), value.decode("latin-1")
+        headers[key] = f"{headers[key]}, {text}" if key in headers else text
+    return headers
+
+
+async def _read_body(receive: Callable, limit: int) -> bytes | None:
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return None
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            raise _BodyTooLarge
+        if chunk:
+            chunks.append(chunk)
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
+async def _send(send: Callable, response: dict[str, Any], head: bool = False) -> None:
+    body = response.get("body") or ""
+    payload = base64.b64decode(body) if response.get("isBase64Encoded") else body.encode("utf-8")
+    headers: list[tuple[bytes, bytes]] = []
+    seen = set()
+    for name, value in (response.get("headers") or {}).items():
+        if name.lower() != "content-length":
+            headers.append((name.lower().encode("latin-1"), str(value).encode("latin-1")))
+            seen.add(name.lower())
+    for name, values in (response.get("multiValueHeaders") or {}).items():
+        if name.lower() not in seen and name.lower() != "content-length":
+            headers.extend((name.lower().encode("latin-1"), str(v).encode("latin-1")) for v in values)
+    headers.append((b"content-length", str(len(payload)).encode()))
+    await send({"type": "http.response.start", "status": response.get("statusCode", 200), "headers": headers})
+    await send({"type": "http.response.body", "body": b"" if head else payload})
+
+
+_PROTOCOL_ERRORS = {400: ("bad_request", "malformed HTTP request"),
+                    431: ("request_header_fields_too_large", f"request head exceeds {MAX_HEAD_BYTES} bytes"),
+                    501: ("not_implemented", "unsupported Transfer-Encoding")}
+
+
+def _json_protocol_errors() -> None:
+    """Hypercorn answers requests it cannot parse with an empty body; ours say what went wrong, in JSON, like every
+    other error of the API. Its H11 protocol has one method for those answers; we give it a JSON body."""
+    import h11
+    from hypercorn.protocol.h11 import H11Protocol
+
+    async def send_error_response(self, status_code: int) -> None:
+        code, message = _PROTOCOL_ERRORS.get(status_code, ("bad_request", "malformed HTTP request"))
+        body = json.dumps({"error": code, "message": message}).encode()
+        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                   (b"connection", b"close"), *self.config.response_headers("h11")]
+        await self._send_h11_event(h11.Response(status_code=status_code, headers=headers))
+        await self._send_h11_event(h11.Data(data=body))
+        await self._send_h11_event(h11.EndOfMessage())
+
+    H11Protocol._send_error_response = send_error_response
+
+
+def bind_socket(host: str, port: int) -> socket.socket:
+    """Bind before serving, so a busy port is reported at start and port 0 tells which port it got."""
+    info = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    sock = socket.socket(info[0], socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(info[4])
+    except OSError:
+        sock.close()
+        raise
+    sock.listen(1024)
+    sock.set_inheritable(True)
+    return sock
 
 
 class LocalServer:
-    """The HTTP server plus whatever background threads local mode runs beside it (the ingest worker)."""
+    """Hypercorn serving the gateway on a bound socket, plus the background threads local mode runs beside it
+    (the ingest worker, the reindex scheduler)."""
 
-    def __init__(self, gateway: Gateway, host: str, port: int):
-        self.httpd = ThreadingHTTPServer((host, port), make_request_handler(gateway))
-        self.httpd.daemon_threads = True
+    def __init__(self, gateway: Gateway, host: str, port: int, concurrency: int = CONCURRENCY):
+        self.app = AsgiGateway(gateway, concurrency)
+        self.socket = bind_socket(host, port)
         self.background: list = []  # things with stop(), stopped on shutdown (the worker)
         self.lock = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stopping: asyncio.Event | None = None
 
     @property
     def address(self) -> tuple[str, int]:
-        return self.httpd.server_address[:2]
+        return self.socket.getsockname()[:2]
+
+    def _config(self):
+        from hypercorn.config import Config
+
+        config = Config()
+        config.bind = [f"fd://{self.socket.fileno()}"]
+        config.keep_alive_timeout = HEAD_TIMEOUT_SECONDS
+        config.read_timeout = READ_TIMEOUT_SECONDS
+        config.h11_max_incomplete_size = MAX_HEAD_BYTES
+        config.include_server_header = False
+        config.accesslog = None
+        config.errorlog = logging.getLogger("kindex.http")
+        config.graceful_timeout = 5
+        return config
 
     def serve_forever(self) -> None:
-        self.httpd.serve_forever()
+        from hypercorn.asyncio import serve
+
+        _json_protocol_errors()
+
+        async def run() -> None:
+            self._loop = asyncio.get_running_loop()
+            self._stopping = asyncio.Event()
+            await serve(self.app, self._config(), shutdown_trigger=self._stopping.wait, mode="asgi")
+
+        asyncio.run(run())
 
     def shutdown(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        if self._loop is not None and self._stopping is not None and not self._loop.is_closed():
+            try:
+                self._loop.call_soon_threadsafe(self._stopping.set)
+            except RuntimeError:
+                pass  # the loop already ended
         for item in self.background:
             item.stop()
+        self.app.close()
+        try:
+            self.socket.close()
+        except OSError:
+            pass
