@@ -66,12 +66,13 @@ def ingest_over_http(server, documents: int) -> dict:
             "ingest_seconds": round(seconds, 1), "chunks_per_s": round(chunks / seconds, 1)}
 
 
-def write_directly(data_dir: Path, documents: int) -> dict:
-    """Fill a data dir through the stores (not the pipeline); the server is started on it afterwards."""
+def write_directly(data_dir: Path, documents: int, model: str = MODEL, sentence_pool: int | None = None) -> dict:
+    """Fill a data dir through the stores (not the pipeline); the server is started on it afterwards. Chunks are
+    drawn from the first `sentence_pool` sentences (all by default), each embedded once with `model`."""
     from bench.common import local_deployment
     from kindex.domain.models import CollectionInput, Document, DocumentStatus
     from kindex.domain.types import IndexRecord, StoredChunk
-    from kindex.embedding.hashing import HashEmbedder
+    from kindex.embedding.registry import create_embedder
     from kindex.services.ingest import chunk_id
 
     started = time.perf_counter()
@@ -83,14 +84,14 @@ def write_directly(data_dir: Path, documents: int) -> dict:
     for _ in range(documents * CHUNKS_PER_DOCUMENT):
         picked, size = [], 0
         while size < CHUNK_CHARS - 150:
-            index = int(rng.integers(len(sentences)))
+            index = int(rng.integers(sentence_pool or len(sentences)))
             picked.append(index)
             size += len(sentences[index]) + 1
         plans.append(picked)
     used = sorted({i for plan in plans for i in plan})
     position = {sentence: row for row, sentence in enumerate(used)}
-    sentence_vectors = HashEmbedder(384).embed([sentences[i] for i in used])
-    with local_deployment(data_dir, MODEL) as services:
+    sentence_vectors = np.asarray(create_embedder(model).embed([sentences[i] for i in used]), dtype=np.float32)
+    with local_deployment(data_dir, model) as services:
         services.catalog.put_collection(TENANT, COLLECTION, CollectionInput(
             allow_guests=True, chunking_max_size=CHUNK_CHARS, chunking_overlap_offset=0))
         pending: list[IndexRecord] = []
@@ -111,12 +112,12 @@ def write_directly(data_dir: Path, documents: int) -> dict:
             pending += [IndexRecord(tenant=TENANT, collection=COLLECTION, document_id=document_id,
                                     chunk_id=c.chunk_id, vector=v, text=c.text) for c, v in zip(stored, vectors)]
             if len(pending) >= 20_000 or d == documents - 1:
-                services.search_index.upsert(MODEL, pending)
+                services.search_index.upsert(model, pending)
                 pending = []
             services.metadata.put_document(TENANT, Document(
                 id=document_id, collection=COLLECTION, title=f"Document {d}", mimetype="text/plain",
                 status=DocumentStatus.INDEXED, chunk_count=len(stored), version=1, indexed_version=1,
-                indexed_model=MODEL, indexed_config_version=1), create=True)
+                indexed_model=model, indexed_config_version=1), create=True)
     seconds = time.perf_counter() - started
     return {"documents": documents, "chunks": documents * CHUNKS_PER_DOCUMENT, "build_seconds": round(seconds, 1),
             "distinct_sentences_embedded": len(used)}

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from bench.common import RESULTS_PATH, SCIFACT_RESULTS_PATH, Figure, log, machine_info, versions
 
-SECTIONS = ("ingest", "query", "vector", "chunking", "cold", "economy")
+SECTIONS = ("ingest", "query", "concurrency", "vector", "chunking", "cold", "economy")
 REQUIRED = ("ingest_ratio_minilm", "query_p50_ms_100k_hybrid", "query_p99_ms_100k_hybrid", "vector_recall10_100k",
             "maxchars_mb_per_s", "cold_import_ms_query", "reembed_calls_unchanged", "scifact_ndcg10_hybrid_local",
             "scifact_ndcg10_vector_local", "scifact_ndcg10_keyword")
@@ -55,6 +55,13 @@ def run_sections(sections: tuple[str, ...], quick: bool) -> tuple[list[Figure], 
             if quick:
                 query_latency.REQUESTS = {"10k": 20, "100k": 20}
             found, raw["query_latency"] = query_latency.run({"10k": 50, "100k": 500} if quick else None)
+            figures += found
+        elif section == "concurrency":
+            from bench import concurrency
+
+            if quick:
+                concurrency.DOCUMENTS, concurrency.REQUESTS, concurrency.REQUESTS_PER_CLIENT = 100, 20, 3
+            found, raw["concurrency"] = concurrency.run()
             figures += found
         elif section == "vector":
             from bench import vector_index
@@ -95,6 +102,8 @@ def scifact_figures() -> tuple[list[dict], dict | None]:
 
 
 SUMMARY = ("ingest_ratio_minilm", "ingest_chunks_per_s_minilm", "ingest_chunks_per_s_hash", "query_p50_ms_10k_hybrid",
+           "query_p99_ms_10k_hybrid", "query_p50_ms_10k_hybrid_minilm", "query_p50_ms_concurrent16",
+           "query_p99_ms_concurrent16", "queries_per_s_concurrent16",
            "query_p50_ms_100k_hybrid", "query_p99_ms_100k_hybrid", "query_p50_ms_100k_hybrid_external",
            "query_p99_ms_100k_hybrid_external", "vector_recall10_100k", "vector_p50_ms_100k", "maxchars_mb_per_s",
            "tokens_mb_per_s", "cold_import_ms_query", "cold_import_ms_api", "reembed_calls_unchanged",

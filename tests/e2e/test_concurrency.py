@@ -12,7 +12,7 @@ import pytest
 pytestmark = pytest.mark.e2e
 
 CLIENTS = 16
-REQUESTS = int(__import__("os").environ.get("KX_REQ", "2400"))
+REQUESTS = 2400
 DOCUMENTS = [f"doc-{n}" for n in range(8)]
 TENANTS = {"alpha": "ALPHA", "beta": "BETA"}
 

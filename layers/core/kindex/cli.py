@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import signal
 import sys
 from pathlib import Path
 
@@ -26,6 +27,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return 2
     host, port = server.address
     print(f"kindex listening on http://{host}:{port} (docs: http://{host}:{port}/docs)", flush=True)
+    signal.signal(signal.SIGTERM, lambda *_: server.request_stop())  # stop like Ctrl-C: finish requests, stop the worker
     try:
         server.serve_forever()
     except KeyboardInterrupt:

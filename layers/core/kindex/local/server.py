@@ -349,12 +349,16 @@ class LocalServer:
 
         asyncio.run(run())
 
-    def shutdown(self) -> None:
+    def request_stop(self) -> None:
+        """Ask `serve_forever` to return after in-flight requests finish (safe from a signal handler or a thread)."""
         if self._loop is not None and self._stopping is not None and not self._loop.is_closed():
             try:
                 self._loop.call_soon_threadsafe(self._stopping.set)
             except RuntimeError:
                 pass  # the loop already ended
+
+    def shutdown(self) -> None:
+        self.request_stop()
         for item in self.background:
             item.stop()
         self.app.close()
