@@ -13,26 +13,18 @@ from constructs import Construct
 from infra.config import StackConfig
 
 AUTHORIZER_CACHE = Duration.seconds(300)
-# (resource path, methods, target function): every route of functions/api.py and kindex.api.query_routes.
-ROUTES: list[tuple[str, tuple[str, ...], str]] = [
-    ("v1/collections", ("GET",), "api"),
-    ("v1/collections/{collection}", ("GET", "PUT", "DELETE"), "api"),
-    ("v1/collections/{collection}/documents", ("GET",), "api"),
-    ("v1/collections/{collection}/documents/{document}", ("GET", "PUT", "DELETE"), "api"),
-    ("v1/collections/{collection}/documents/{document}/upload", ("POST",), "api"),
-    ("v1/collections/{collection}/documents/{document}/chunks", ("GET",), "api"),
-    ("v1/collections/{collection}/reindex", ("POST",), "api"),
-    ("v1/collections/{collection}/query", ("POST",), "query"),
-    ("v1/query", ("POST",), "query"),
-    ("v1/citations", ("POST",), "api"),
-    ("v1/rights-check-secret", ("POST",), "api"),
-    ("v1/jobs/{job}", ("GET",), "api"),
-]
-# The API description and its browsable page carry no tenant data, so they are served without a key.
-PUBLIC_ROUTES: list[tuple[str, tuple[str, ...], str]] = [
-    ("v1/openapi.json", ("GET",), "api"),
-    ("docs", ("GET",), "api"),
-]
+
+
+def routes():
+    """Every route, derived from the functions' resolvers (kindex.api.routes): (path without the leading '/',
+    methods, target function, public). Read at synth time, so a route added to a function is deployed with it."""
+    from functions import api, query
+    from kindex.api.routes import api_routes
+
+    return [(route.path.lstrip("/"), route.methods, route.function, route.public)
+            for route in api_routes({"query": query.app, "api": api.app}, public_function="api")]
+
+
 ACCESS_LOG_FORMAT = {
     "requestId": "$context.requestId", "ip": "$context.identity.sourceIp", "method": "$context.httpMethod",
     "resource": "$context.resourcePath", "status": "$context.status", "latencyMs": "$context.responseLatency",
@@ -93,8 +85,14 @@ class Api(Construct):
         self.validator = self.rest_api.add_request_validator("RequireKeyHeader", validate_request_parameters=True,
                                                              validate_request_body=True)
         integrations = {name: apigw.LambdaIntegration(fn, allow_test_invoke=False) for name, fn in targets.items()}
-        for path, methods, target in ROUTES:
+        self.public_methods = []
+        for path, methods, target, public in routes():
             for method in methods:
+                if public:
+                    # The API description and its page carry no tenant data: served without a key.
+                    self.public_methods.append(self._resource(path).add_method(
+                        method, integrations[target], authorization_type=apigw.AuthorizationType.NONE))
+                    continue
                 self._resource(path).add_method(
                     method, integrations[target],
                     authorizer=self.authorizer,
@@ -102,9 +100,6 @@ class Api(Construct):
                     request_validator=self.validator,
                     request_parameters={"method.request.header.Authorization": True},
                 )
-        self.public_methods = [self._resource(path).add_method(method, integrations[target],
-                                                               authorization_type=apigw.AuthorizationType.NONE)
-                               for path, methods, target in PUBLIC_ROUTES for method in methods]
         for response_type, status, code, message in GATEWAY_ERRORS:
             self.rest_api.add_gateway_response(
                 f"{code.title().replace('_', '')}{status}", type=response_type, status_code=status,

@@ -409,3 +409,15 @@ def test_missing_layer_build_is_reported_with_the_command_to_run(tmp_path):
     context = {**cdk_json_context(), "layer_build_dir": str(tmp_path / "nothing-built")}
     with pytest.raises(LayersMissing, match="build_layers.py"):
         build_app(context=context, outdir=str(tmp_path / "out"), checks=False)
+
+
+def test_deployed_routes_are_exactly_the_routes_of_the_openapi_document(resources):
+    """Given the OpenAPI document the API function serves (its routes and the query function's)
+    Then API Gateway deploys exactly those methods and paths, plus the two public ones, and nothing else."""
+    from functions import api
+
+    document = api.app.get_openapi_schema()
+    expected = {f"{method.upper()} {path}" for path, item in document.paths.items()
+                for method in ("get", "put", "post", "delete", "patch") if getattr(item, method, None) is not None}
+    assert expected, "the OpenAPI document lists routes"
+    assert set(_methods(resources)) == expected | {"GET /v1/openapi.json", "GET /docs"}

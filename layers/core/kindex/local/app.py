@@ -63,8 +63,12 @@ class UploadRoute:
 def build_gateway(settings: Settings) -> Gateway:
     from functions import api, authorizer, query
 
-    routes = [Route("POST", re.compile(r"/v1/query|/v1/collections/[^/]+/query"), "kindex-query", query.handler),
-              Route(None, re.compile(r"/docs|/v1/.*"), "kindex-api", api.handler)]
+    from kindex.api.routes import api_routes
+
+    handlers = {"query": query.handler, "api": api.handler}
+    routes = [Route(method, route.pattern, f"kindex-{route.function}", handlers[route.function], public=route.public)
+              for route in api_routes({"query": query.app, "api": api.app}, public_function="api")
+              for method in route.methods]
     return Gateway(authorizer.handler, routes, settings.max_body_bytes,
                    raw_routes=[UploadRoute(settings.max_file_bytes)])
 

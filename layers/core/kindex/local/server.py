@@ -23,7 +23,6 @@ from kindex.api.http import error_response
 logger = logging.getLogger(__name__)
 
 Handler = Callable[[dict[str, Any], Any], dict[str, Any]]
-PUBLIC_PATHS = frozenset({"/docs", "/v1/openapi.json"})
 # Longest request target (path and query) we accept: ids are at most 255 characters, URL-encoded at most 765.
 MAX_TARGET_BYTES = 8192
 # Request line plus headers; larger ones get 431 from the HTTP layer.
@@ -53,7 +52,7 @@ class LambdaContext:
 
 @dataclass
 class Route:
-    """A path served by a Lambda function; `public` routes skip the authorizer (the docs)."""
+    """A method and path served by a Lambda function; `public` routes skip the authorizer (the docs)."""
 
     method: str | None
     pattern: Any  # re.Pattern
@@ -116,7 +115,7 @@ class Gateway:
         route = self.route(event["httpMethod"], event["path"])
         if route is None:
             return error_response(404, "not_found", "no such route")
-        if not route.public and event["path"] not in PUBLIC_PATHS:
+        if not route.public:
             auth_event = {**event, "type": "REQUEST",
                           "methodArn": f"arn:aws:execute-api:local:000000000000:kindex/local/{event['httpMethod']}{event['path']}"}
             try:
