@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import stat
+import time
 from collections.abc import Iterator
 from datetime import datetime, timezone
+from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
 import pytest
@@ -15,7 +19,7 @@ from moto import mock_aws
 from kindex.adapters import s3_blobs
 from kindex.adapters.folder_blobs import FolderBlobStore
 from kindex.adapters.s3_blobs import S3BlobStore
-from kindex.domain.errors import DependencyFailed, NotFound
+from kindex.domain.errors import DependencyFailed, InvalidInput, NotFound
 from kindex.domain.keys import blob_key, collection_prefix, document_prefix, parse_blob_key
 from tests.support.aws import BUCKET, create_versioned_bucket, fake_aws_env, moto_client
 
@@ -240,3 +244,137 @@ def test_s3_client_is_created_lazily(s3):
         assert parse_qs(urlparse(url).query)["X-Amz-Algorithm"] == ["AWS4-HMAC-SHA256"]
     finally:
         s3_blobs.s3_client.cache_clear()
+
+
+# Keys and files at rest: every id has its own key, nothing is hidden from the listing, the folder store keeps
+# its temp files outside the key space and its files owner-only
+AWKWARD_DOCUMENTS = [".", "..", ".tmp-x", ".tmp-abcd1234", ".hidden", "Doc", "doc", "%2E", "é",
+                     "e\u0301", "~", "%7E", "a#b", "a%23b"]
+
+
+def test_ids_that_differ_only_by_case_escaping_or_unicode_form_are_separate_blobs(blobs):
+    # Given one blob per awkward document id (each also as a file name), each with its own content
+    written = {blob_key("acme", "docs", doc, doc): doc.encode() for doc in AWKWARD_DOCUMENTS}
+    assert len(written) == len(AWKWARD_DOCUMENTS)
+    for key, data in written.items():
+        blobs.put_blob(key, data, "text/plain")
+    # When each is read and listed / Then each has its own content, in the collection's folder only
+    assert {key: blobs.get_blob(key) for key in written} == written
+    assert blobs.list_blobs(collection_prefix("acme", "docs")) == sorted(written)
+    assert blobs.list_blobs("") == sorted(written)
+    # And deleting one document's prefix removes exactly its blob
+    assert blobs.delete_prefix(document_prefix("acme", "docs", "doc")) == 1
+    assert blobs.list_blobs("") == sorted(set(written) - {blob_key("acme", "docs", "doc", "doc")})
+
+
+def test_files_named_like_temp_files_are_listed_and_deleted(blobs):
+    # Given files whose names the folder store once used for its temp files
+    prefix = document_prefix("acme", "docs", "d")
+    names = [".tmp-x", ".tmp-abcd1234", ".tmp"]
+    for name in names:
+        blobs.put_blob(prefix + name, b"x", "text/plain")
+    # When the document's prefix is listed and deleted / Then every one is seen and nothing is left
+    assert blobs.list_blobs(prefix) == sorted(prefix + name for name in names)
+    assert blobs.delete_prefix(prefix) == 3
+    assert blobs.list_blobs("") == []
+
+
+@pytest.mark.parametrize("key", ["", "a//b", "a/./b", "a/../b", "../x", "./x", "a/", "/a", "a/b\x00c",
+                                 ".tmp/x", ".tmp", "a/b/../../../outside"])
+def test_folder_refuses_keys_that_are_not_one_path_of_their_own(tmp_path, key):
+    # Given a folder store / When a key with an empty, '.' or '..' name or one inside the temp folder is used
+    store = FolderBlobStore(tmp_path / "blobs")
+    with pytest.raises(InvalidInput):
+        store.put_blob(key, b"x", "text/plain")
+    with pytest.raises(InvalidInput):
+        store.get_blob(key)
+    # Then nothing was written anywhere
+    assert [p for p in tmp_path.rglob("*") if p.is_file()] == []
+
+
+def test_folder_writes_leave_no_temp_files_even_when_they_fail(tmp_path, monkeypatch):
+    # Given a folder store and some writes
+    store = FolderBlobStore(tmp_path / "blobs")
+    for i in range(5):
+        store.put_blob(f"a/{i}.txt", b"x" * i, "text/plain")
+    # When a write fails at the final rename
+    def failing_replace(src, dst):
+        raise OSError("disk full")
+    monkeypatch.setattr("kindex.adapters.folder_blobs.os.replace", failing_replace)
+    with pytest.raises(OSError):
+        store.put_blob("a/late.txt", b"y", "text/plain")
+    # Then the temp folder is empty and the listing shows exactly the completed writes
+    assert list(store.temp.iterdir()) == []
+    assert store.list_blobs("") == [f"a/{i}.txt" for i in range(5)]
+
+
+def test_folder_write_survives_a_concurrent_prune_of_its_folder(tmp_path, monkeypatch):
+    # Given a write whose target folder is removed (emptied and pruned by a delete) just before the rename
+    store = FolderBlobStore(tmp_path / "blobs")
+    real_replace = os.replace
+    pruned = []
+
+    def replace_after_prune(src, dst):
+        if not pruned:
+            pruned.append(dst)
+            Path(dst).parent.rmdir()
+        return real_replace(src, dst)
+
+    monkeypatch.setattr("kindex.adapters.folder_blobs.os.replace", replace_after_prune)
+    # When the write goes on / Then it lands anyway
+    store.put_blob("t/c/d/f.txt", b"data", "text/plain")
+    assert pruned and store.get_blob("t/c/d/f.txt") == b"data"
+
+
+def test_folder_drops_crash_leftovers_of_the_older_layout_once(tmp_path):
+    # Given a store folder written by a version that kept temp files next to the blobs
+    root = tmp_path / "blobs"
+    folder = root / "tenants" / "t" / "collections" / "c" / "documents" / "d"
+    folder.mkdir(parents=True)
+    (folder / "f.txt").write_bytes(b"kept")
+    old, recent, lookalike = folder / ".tmp-k2j4_x9a", folder / ".tmp-zzzzzzzz", folder / ".tmp-x"
+    for path in (old, recent, lookalike):
+        path.write_bytes(b"partial")
+    os.utime(old, (time.time() - 7200, time.time() - 7200))
+    os.utime(lookalike, (time.time() - 7200, time.time() - 7200))
+    # When it is opened / Then only the old temp file is gone: a recent one may be a write in progress, and a
+    # file not named as mkstemp names is a blob
+    store = FolderBlobStore(root)
+    assert sorted(p.name for p in folder.iterdir()) == [".tmp-x", ".tmp-zzzzzzzz", "f.txt"]
+    # And once the store has its temp folder, no later start walks the blobs again
+    os.utime(recent, (time.time() - 7200, time.time() - 7200))
+    FolderBlobStore(root)
+    assert recent.exists() and store.list_blobs("tenants/t/") == sorted(
+        f"tenants/t/collections/c/documents/d/{name}" for name in (".tmp-x", ".tmp-zzzzzzzz", "f.txt"))
+
+
+def test_folder_files_are_owner_only_whatever_the_umask(tmp_path):
+    # Given a permissive umask, as a library user might have
+    previous = os.umask(0o022)
+    try:
+        # When a store writes nested blobs
+        store = FolderBlobStore(tmp_path / "data" / "blobs")
+        store.put_blob(blob_key("t", "c", "d", "f.txt"), b"secret text", "text/plain")
+        store.put_blob(blob_key("t", "c", "d", "f.txt"), b"overwritten", "text/plain")
+    finally:
+        os.umask(previous)
+    # Then every folder it made is 0700 and every file 0600
+    for path in (tmp_path / "data").rglob("*"):
+        assert stat.S_IMODE(path.stat().st_mode) == (0o700 if path.is_dir() else 0o600), path
+    assert stat.S_IMODE((tmp_path / "data").stat().st_mode) == 0o700
+
+
+def test_folder_warns_on_a_case_insensitive_file_system(tmp_path, monkeypatch, caplog):
+    # Given a file system that folds case (simulated: every upper-cased probe name "exists")
+    real_exists = Path.exists
+    monkeypatch.setattr(Path, "exists", lambda self: real_exists(self) or
+                        (self.name.startswith("CASE-PROBE-") and real_exists(self.with_name(self.name.lower()))))
+    # When a store opens / Then it says that ids differing only in case would share files
+    with caplog.at_level("WARNING", logger="kindex.adapters.folder_blobs"):
+        FolderBlobStore(tmp_path / "blobs")
+    assert "case-insensitive" in caplog.text
+    caplog.clear()
+    monkeypatch.setattr(Path, "exists", real_exists)
+    with caplog.at_level("WARNING", logger="kindex.adapters.folder_blobs"):
+        FolderBlobStore(tmp_path / "blobs2")
+    assert "case-insensitive" not in caplog.text

@@ -4,7 +4,7 @@ import pytest
 
 from kindex.domain import keys
 from kindex.domain.errors import InvalidInput
-from kindex.domain.models import Collection, CollectionInput, check_id
+from kindex.domain.models import Collection, CollectionInput, Document, check_id
 from kindex.services.catalog import merge_collection
 
 pytestmark = pytest.mark.unit
@@ -12,7 +12,8 @@ pytestmark = pytest.mark.unit
 MODEL = "local:all-MiniLM-L6-v2"
 
 
-@pytest.mark.parametrize("value", ["a", "My Document", "déjà vu", "x" * 255, "a#b%c", "日本語", "emoji 😀"])
+@pytest.mark.parametrize("value", ["a", "My Document", "déjà vu", "x" * 255, "a#b%c", "日本語", "emoji 😀", "...",
+                                   ".hidden", ".tmp-x", "%2E", "é" * 42])
 def test_valid_ids(value):
     assert check_id(value) == value
 
@@ -21,6 +22,24 @@ def test_valid_ids(value):
 def test_invalid_ids(value):
     with pytest.raises(ValueError):
         check_id(value)
+
+
+@pytest.mark.parametrize("value, message", [
+    (".", "'.' or '..'"), ("..", "'.' or '..'"),
+    ("a\ud800b", "surrogate"),
+    ("é" * 43, "258 bytes once URL-encoded, at most 255"),  # one file name per id in the folder store
+    ("a b" * 64, "at most 255"),
+])
+def test_new_ids_must_map_to_one_storage_path(value, message):
+    with pytest.raises(ValueError, match=message):
+        check_id(value)
+
+
+def test_records_stored_before_the_id_rules_tightened_still_load():
+    # Given ids a previous version accepted and stored / When their records are read back / Then they load,
+    # so a tenant's listing, reindex pass or delete never fails on them
+    assert Document(id="..", collection="é" * 100).collection == "é" * 100
+    assert Collection(id=".", embedding_model="hash:384").id == "."
 
 
 def test_new_collection_gets_deployment_default_model_and_maxchars_defaults():
@@ -108,9 +127,10 @@ def test_embedding_model_shape_checked():
 
 
 def test_blob_keys_round_trip_and_s3_event_decoding():
-    key = keys.blob_key("t 1", "My Coll", "déjà/vu?", "report 2024.pdf")
-    assert key == "tenants/t%201/collections/My%20Coll/documents/d%C3%A9j%C3%A0%2Fvu%3F/report%202024.pdf"
-    assert keys.parse_blob_key(key) == ("t 1", "My Coll", "déjà/vu?", "report 2024.pdf")
+    # ('/' cannot be in an id: `check_id` refuses it, and a key whose part decodes to one names no document)
+    key = keys.blob_key("t 1", "My Coll", "déjà#vu?", "report 2024.pdf")
+    assert key == "tenants/t%201/collections/My%20Coll/documents/d%C3%A9j%C3%A0%23vu%3F/report%202024.pdf"
+    assert keys.parse_blob_key(key) == ("t 1", "My Coll", "déjà#vu?", "report 2024.pdf")
     # S3 notifications form-encode the key: '%' becomes %25 and spaces would be '+'
     as_in_event = key.replace("%", "%25").replace("/", "%2F")
     assert keys.decode_s3_event_key(as_in_event) == key

@@ -4,14 +4,21 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 import sys
 from pathlib import Path
 
+from kindex.domain.models import Role
 from kindex.settings import SettingsError, load_settings
 
 
 def _settings(args: argparse.Namespace):
+    from kindex.adapters.private_files import PRIVATE_UMASK
+
+    # Every command opens a data directory, which holds every tenant's data: whatever it (or a library it calls)
+    # creates there is owner-only. The adapters set their modes themselves too; this covers everything else.
+    os.umask(PRIVATE_UMASK)
     return load_settings(data_dir=getattr(args, "data_dir", None), port=getattr(args, "port", None),
                          host=getattr(args, "host", None))
 
@@ -41,8 +48,10 @@ def _keys(args: argparse.Namespace):
     from kindex.local.app import export_settings
     from kindex.wiring import container
 
+    from kindex.adapters.private_files import private_data_dir
+
     settings = _settings(args)
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    private_data_dir(settings.data_dir)
     export_settings(settings)
     container.cache_clear()
     return container().keys
@@ -136,7 +145,8 @@ def build_parser() -> argparse.ArgumentParser:
     keys = sub.add_parser("keys", help="manage API keys").add_subparsers(dest="keys_command", required=True)
     create = with_data_dir(keys.add_parser("create", help="create a key; prints it once, alone on the last line"))
     create.add_argument("--tenant", required=True)
-    create.add_argument("--role", required=True, choices=["admin", "query"])
+    create.add_argument("--role", required=True, choices=[role.value for role in Role],
+                        help="admin: everything; reader: read, query and cite; query: query and cite only")
     create.add_argument("--description")
     create.set_defaults(func=cmd_keys_create)
     listing = with_data_dir(keys.add_parser("list", help="list keys (never their secrets)"))

@@ -1,13 +1,27 @@
-"""Blob store on a local folder: each key is a relative path (key parts are URL-encoded, so they are safe names)."""
+"""Blob store on a local folder: each key is a relative path (key parts are URL-encoded, so they are safe names).
+
+Temporary files live in `.tmp/` at the root, a name no key can reach (`_path` refuses it), on the same file system
+so the final `os.replace` stays atomic; every file name under the other folders is therefore a key, and the listing
+skips none. Folders are 0700 and blobs 0600.
+"""
 
 from __future__ import annotations
 
+import logging
 import os
+import re
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 
+from kindex.adapters.private_files import private_dir
 from kindex.domain.errors import InvalidInput, NotFound
+
+logger = logging.getLogger(__name__)
+
+TEMP_DIR = ".tmp"
+LEGACY_TEMP_NAME = re.compile(r"\.tmp-[a-z0-9_]{8}")  # tempfile.mkstemp(prefix=".tmp-") names
 
 
 class FolderBlobStore:
@@ -16,11 +30,20 @@ class FolderBlobStore:
     `notify(event_name, key, size)` is called after each write and delete, as S3 notifies its bucket's queue."""
 
     def __init__(self, root: Path | str, notify: Callable[[str, str, int], None] | None = None):
-        self.root = Path(root).resolve()
-        self.root.mkdir(parents=True, exist_ok=True)
+        self.root = private_dir(Path(root).resolve())
+        older_layout = not (self.root / TEMP_DIR).exists()
+        self.temp = private_dir(self.root / TEMP_DIR)
         self.notify = notify
+        if older_layout:
+            self._drop_legacy_temp_files()
+        self._warn_if_case_insensitive()
 
     def _path(self, key: str) -> Path:
+        """The file of a key. A key is '/'-separated names: none empty, '.' or '..' (each key has exactly one
+        path, and no other key's), the first not the temp folder, and the path must stay inside the root."""
+        names = key.split("/")
+        if any(name in ("", ".", "..") or "\x00" in name for name in names) or names[0] == TEMP_DIR:
+            raise InvalidInput("blob key must be '/'-separated names, none empty, '.', '..' or the temp folder")
         path = (self.root / key).resolve()
         if self.root not in path.parents:
             raise InvalidInput("blob key escapes the store")
@@ -28,12 +51,11 @@ class FolderBlobStore:
 
     def put_blob(self, key: str, data: bytes, content_type: str) -> None:
         path = self._path(key)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+        fd, tmp = tempfile.mkstemp(dir=self.temp)  # mkstemp creates the file 0600
         try:
             with os.fdopen(fd, "wb") as handle:
                 handle.write(data)
-            os.replace(tmp, path)
+            self._move_into_place(tmp, path)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
@@ -66,14 +88,53 @@ class FolderBlobStore:
         keys = []
         # Walk only the folder the prefix points into, not the whole store.
         start = self._path(prefix.rsplit("/", 1)[0]) if "/" in prefix else self.root
-        for dirpath, _, filenames in os.walk(start):
+        for dirpath, dirnames, filenames in os.walk(start):
+            if dirpath == str(self.root) and TEMP_DIR in dirnames:
+                dirnames.remove(TEMP_DIR)  # outside the key space (no key can name it), so not a blob
             for name in filenames:
-                if name.startswith(".tmp-"):
-                    continue
                 key = Path(dirpath, name).relative_to(self.root).as_posix()
                 if key.startswith(prefix):
                     keys.append(key)
         return sorted(keys)
+
+    def _move_into_place(self, tmp: str, path: Path) -> None:
+        for _ in range(2):
+            private_dir(path.parent)
+            try:
+                os.replace(tmp, path)
+                return
+            except FileNotFoundError:
+                # A delete in the same folder pruned it, empty, between its creation and the rename: create it again.
+                continue
+        private_dir(path.parent)
+        os.replace(tmp, path)
+
+    def _drop_legacy_temp_files(self) -> None:
+        """Before `.tmp/` existed, temp files were written next to the blobs as `.tmp-XXXXXXXX` and hidden from the
+        listing; one left by a crash would now list as a blob (and be indexed as a document). Remove those, once,
+        when older than an hour (never a write still in progress)."""
+        cutoff = time.time() - 3600
+        for dirpath, dirnames, filenames in os.walk(self.root):
+            if dirpath == str(self.root) and TEMP_DIR in dirnames:
+                dirnames.remove(TEMP_DIR)
+            for name in filenames:
+                path = Path(dirpath, name)
+                if LEGACY_TEMP_NAME.fullmatch(name) and path.stat().st_mtime < cutoff:
+                    path.unlink(missing_ok=True)
+                    self._prune(path.parent)
+
+    def _warn_if_case_insensitive(self) -> None:
+        """Blob keys differ in letter case ('Doc' and 'doc' are two ids). A case-insensitive file system (macOS and
+        Windows defaults) would give both one file; say so at start rather than mix them silently."""
+        fd, probe = tempfile.mkstemp(dir=self.temp, prefix="case-probe-")
+        os.close(fd)
+        try:
+            folded = Path(probe).with_name(Path(probe).name.upper())
+            if folded.exists():
+                logger.warning("the blob folder is on a case-insensitive file system: ids that differ only in "
+                               "letter case would share files; use a case-sensitive volume", extra={"root": str(self.root)})
+        finally:
+            Path(probe).unlink(missing_ok=True)
 
     def _prune(self, directory: Path) -> None:
         """Remove empty parent folders so a deleted document leaves nothing behind."""

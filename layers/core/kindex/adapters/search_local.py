@@ -39,6 +39,7 @@ from pathlib import Path
 
 import numpy as np
 
+from kindex.adapters.private_files import FILE_MODE, private_dir, restrict_sqlite, restrict_tree
 from kindex.domain.errors import InvalidInput
 from kindex.domain.types import IndexRecord, SearchFilters, SearchHit
 
@@ -297,14 +298,15 @@ class LocalSearchIndex:
 
     def __init__(self, root: Path | str):
         self.root = Path(root)
-        self._vector_dir = self.root / "vectors"
-        self._vector_dir.mkdir(parents=True, exist_ok=True)
+        self._vector_dir = private_dir(self.root / "vectors")
+        restrict_tree(self.root)  # files written by a version that did not set modes (a few per collection)
         # Two locks, so a hybrid query's vector and keyword halves can run at the same time (numpy and SQLite both
         # release the GIL); writers take both, always vectors first.
         self._lock = threading.RLock()
         self._keyword_lock = threading.RLock()
         self._partitions: dict[tuple[str, str, str], _Partition | None] = {}
         self._db = sqlite3.connect(self.root / "keyword.sqlite", isolation_level=None, check_same_thread=False)
+        restrict_sqlite(self.root / "keyword.sqlite")  # before -wal/-shm exist: they take the database's mode
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.executescript(_META_SCHEMA)
@@ -504,7 +506,7 @@ class LocalSearchIndex:
         log = self._paths(key)[1]
         # A new log is started truncated: whatever an earlier failed attempt left there is not part of it.
         flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | (os.O_TRUNC if partition.log_bytes == 0 else 0)
-        fd = os.open(log, flags, 0o644)
+        fd = os.open(log, flags, FILE_MODE)
         try:
             written = 0
             while written < len(data):
@@ -565,7 +567,7 @@ class LocalSearchIndex:
             return
         snapshot, log = self._paths(key)
         temp = snapshot.with_name(f"{snapshot.stem}.{os.getpid()}.{threading.get_ident()}.tmp")
-        with open(temp, "wb") as handle:
+        with open(temp, "wb", opener=lambda path, flags: os.open(path, flags, FILE_MODE)) as handle:
             np.savez(handle, key=np.array(list(key), dtype=str), **partition.arrays())
             handle.flush()
             os.fsync(handle.fileno())

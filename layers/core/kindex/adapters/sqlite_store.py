@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from kindex.adapters.private_files import private_dir, restrict_sqlite
 from kindex.domain.errors import Conflict, NotFound
 from kindex.domain.models import ApiKey, Collection, Document
 
@@ -32,7 +33,7 @@ class SqliteDatabase:
 
     def __init__(self, path: Path | str):
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(self.path.parent)
         self._local = threading.local()
         self.add_schema(SCHEMA)
 
@@ -40,6 +41,8 @@ class SqliteDatabase:
         conn = getattr(self._local, "conn", None)
         if conn is None:
             conn = sqlite3.connect(self.path, isolation_level=None, timeout=30, check_same_thread=False)
+            # Before the first write creates -wal and -shm: SQLite gives them the database file's mode.
+            restrict_sqlite(self.path)
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
             conn.execute("PRAGMA busy_timeout=30000")

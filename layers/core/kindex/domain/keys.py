@@ -8,12 +8,22 @@ import json
 from urllib.parse import quote, unquote, unquote_plus
 
 from kindex.domain.errors import InvalidInput
+from kindex.domain.models import check_stored_id
 
 BLOB_ROOT = "tenants"
+# S3 refuses longer keys; each part is also one file name in the folder store (ids are checked to <= 255 bytes).
+MAX_KEY_BYTES = 1024
+_DOT_SEGMENTS = {".": "%2E", "..": "%2E%2E"}
 
 
 def _part(value: str) -> str:
-    return quote(value, safe="")
+    """One id as one path segment, injectively: URL-encoding leaves only ASCII letters, digits and `_.-~`, and
+    encodes '%' itself, so different ids never give the same segment (unicode forms and letter case stay apart:
+    'é' precomposed and decomposed are different ids and different keys). The only segments with a path meaning,
+    '.' and '..', are encoded too (`quote` never writes '%2E' for anything else), so no key steps out of its folder
+    even for an id that skipped validation."""
+    encoded = quote(value, safe="")
+    return _DOT_SEGMENTS.get(encoded, encoded)
 
 
 def document_prefix(tenant: str, collection: str, document: str) -> str:
@@ -29,18 +39,36 @@ def collection_prefix(tenant: str, collection: str) -> str:
 
 
 def blob_key(tenant: str, collection: str, document: str, filename: str) -> str:
-    """`tenants/{tenant}/collections/{collection}/documents/{document}/{filename}`, each part URL-encoded."""
-    return document_prefix(tenant, collection, document) + _part(filename)
+    """`tenants/{tenant}/collections/{collection}/documents/{document}/{filename}`, each part URL-encoded.
+    InvalidInput when the whole key would be longer than S3 allows (four long ids together)."""
+    try:
+        key = document_prefix(tenant, collection, document) + _part(filename)
+    except UnicodeEncodeError as error:  # a lone surrogate: ids are checked against them, this is the backstop
+        raise InvalidInput("ids and file names must be valid unicode (no lone surrogates)") from error
+    if len(key) > MAX_KEY_BYTES:
+        raise InvalidInput(f"the storage key of this file (tenant, collection id, document id and file name "
+                           f"URL-encoded) is {len(key)} bytes, at most {MAX_KEY_BYTES}: use a shorter id or file name")
+    return key
 
 
 def parse_blob_key(key: str) -> tuple[str, str, str, str] | None:
-    """(tenant, collection, document, filename) of a blob key, or None if the key is not a document blob."""
+    """(tenant, collection, document, filename) of a blob key, or None if the key is not a document blob.
+
+    Only keys exactly as `blob_key` writes them parse (an S3 key typed by hand as `.../My Doc/...` does not), so
+    keys and documents correspond one to one: two objects can never claim the same document, and a delete of the
+    document's prefix removes every object that could have made it."""
     parts = key.split("/")
     if len(parts) != 7 or parts[0] != BLOB_ROOT or parts[2] != "collections" or parts[4] != "documents":
         return None
-    tenant, collection, document, filename = (unquote(p) for p in (parts[1], parts[3], parts[5], parts[6]))
-    if not all((tenant, collection, document, filename)):
+    try:
+        ids = tuple(unquote(p, errors="strict") for p in (parts[1], parts[3], parts[5], parts[6]))
+        for value, part in zip(ids, (parts[1], parts[3], parts[5], parts[6])):
+            check_stored_id(value)  # written before the rules for new ids tightened: such keys still parse
+            if value in _DOT_SEGMENTS or _part(value) != part:
+                return None
+    except (UnicodeDecodeError, ValueError):
         return None
+    tenant, collection, document, filename = ids
     return tenant, collection, document, filename
 
 

@@ -7,11 +7,12 @@ import unicodedata
 from datetime import datetime, timezone
 from enum import Enum
 from typing import Annotated, Any, Literal
-from urllib.parse import urlparse
+from urllib.parse import quote, urlparse
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
 ID_MAX_LENGTH = 255
+ID_MAX_ENCODED_BYTES = 255  # one file name (NAME_MAX) per id in the folder blob store
 RIGHTS_CHECK_METHODS = ("public", "external")
 
 
@@ -19,8 +20,9 @@ def utc_now() -> datetime:
     return datetime.now(timezone.utc).replace(microsecond=0)
 
 
-def check_id(value: str) -> str:
-    """Ids are 1-255 characters, with no control characters and no '/': they travel URL-encoded in paths."""
+def check_stored_id(value: str) -> str:
+    """The rule every stored id meets: 1-255 characters, no control characters and no '/' (ids travel URL-encoded
+    in paths). Records written before `check_id` tightened still load with it."""
     if not 1 <= len(value) <= ID_MAX_LENGTH:
         raise ValueError(f"must be 1 to {ID_MAX_LENGTH} characters")
     if "/" in value:
@@ -30,7 +32,23 @@ def check_id(value: str) -> str:
     return value
 
 
-ResourceId = Annotated[str, AfterValidator(check_id)]
+def check_id(value: str) -> str:
+    """A new tenant, collection or document id, or file name: the stored rule, and it must map to exactly one
+    storage path of its own. '.' and '..' are path steps, not names; a lone surrogate has no UTF-8 form, so no key;
+    a part longer than 255 bytes once URL-encoded cannot be a file name (the blob keys' parts, see domain/keys.py)."""
+    check_stored_id(value)
+    if value in (".", ".."):
+        raise ValueError("must not be '.' or '..'")
+    if any(unicodedata.category(ch) == "Cs" for ch in value):
+        raise ValueError("must not contain lone surrogates")
+    encoded = len(quote(value, safe=""))
+    if encoded > ID_MAX_ENCODED_BYTES:
+        raise ValueError(f"is {encoded} bytes once URL-encoded, at most {ID_MAX_ENCODED_BYTES} (each non-ASCII "
+                         "character counts 6 to 12)")
+    return value
+
+
+ResourceId = Annotated[str, AfterValidator(check_stored_id)]
 
 
 def _split_groups(value: Any) -> Any:

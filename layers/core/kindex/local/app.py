@@ -10,6 +10,7 @@ import re
 from pathlib import Path
 from urllib.parse import unquote
 
+from kindex.adapters.private_files import private_data_dir
 from kindex.api.http import error_response
 from kindex.local.server import Gateway, LocalServer, Route
 from kindex.settings import ENV_NAMES, Settings, SettingsError
@@ -94,7 +95,7 @@ def write_admin_key(data_dir: Path, token: str) -> Path:
 def worker_lock(data_dir: Path):
     """Only one process at a time runs the worker of a data directory (the embedded index is single-writer).
     Returns the open lock file while held, None when another process holds it."""
-    handle = open(data_dir / "worker.lock", "a+")
+    handle = open(data_dir / "worker.lock", "a+", opener=lambda path, flags: os.open(path, flags, 0o600))
     try:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -107,7 +108,7 @@ def start(settings: Settings) -> LocalServer:
     """Prepare the data directory, the first admin key, the server (bound, not yet serving) and its worker."""
     from kindex.wiring import container
 
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    private_data_dir(settings.data_dir)  # 0700, and a data directory of an older version narrowed (files 0600)
     lock = worker_lock(settings.data_dir)
     if lock is None:
         raise SettingsError(f"another kindex process is running on {settings.data_dir}")

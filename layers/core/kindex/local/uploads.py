@@ -11,13 +11,17 @@ import time
 from pathlib import Path
 from urllib.parse import quote, urlencode
 
+from kindex.adapters.private_files import restrict
+
 UPLOAD_PATH = "/uploads/"
 
 
 def load_or_create_secret(path: Path) -> bytes:
     """The signing secret of this data directory (created once, mode 0600)."""
     try:
-        return bytes.fromhex(path.read_text().strip())
+        secret = bytes.fromhex(path.read_text().strip())
+        restrict(path)  # written by an older version, possibly wider
+        return secret
     except FileNotFoundError:
         pass
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
