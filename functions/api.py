@@ -24,7 +24,15 @@ from kindex.api.models import (
 )
 from kindex.api.query_routes import router as query_router
 from kindex.api.resolver import IsolatedRestResolver
-from kindex.api.http import json_response, path_param, precheck, principal, register_error_handlers, require_admin
+from kindex.api.http import (
+    json_response,
+    path_param,
+    precheck,
+    register_error_handlers,
+    require_admin,
+    require_query,
+    require_reader,
+)
 from kindex.domain.query import CitationsRequest, CitationsResponse
 from kindex.domain.models import Collection, CollectionInput, DocumentInput, PageRequest, ReindexJob
 from kindex.wiring import container
@@ -53,13 +61,13 @@ def openapi_document():
 @app.get("/v1/collections")
 def list_collections(start: Annotated[int, Query(ge=0)] = 0, number: Annotated[int, Query(ge=-1)] = -1,
                      cursor: Annotated[str | None, Query()] = None) -> CollectionList:
-    page = container().catalog.list_collections(principal(app).tenant, _page(start, number, cursor))
+    page = container().catalog.list_collections(require_reader(app).tenant, _page(start, number, cursor))
     return CollectionList(collections=page.ids, next_cursor=page.next_cursor)
 
 
 @app.get("/v1/collections/<collection>")
 def get_collection(collection: str) -> Collection:
-    return container().catalog.get_collection(principal(app).tenant, path_param(collection))
+    return container().catalog.get_collection(require_reader(app).tenant, path_param(collection))
 
 
 @app.put("/v1/collections/<collection>")
@@ -79,14 +87,14 @@ def delete_collection(collection: str):
 def list_documents(collection: str, start: Annotated[int, Query(ge=0)] = 0,
                    number: Annotated[int, Query(ge=-1)] = -1,
                    cursor: Annotated[str | None, Query()] = None) -> DocumentList:
-    page = container().catalog.list_documents(principal(app).tenant, path_param(collection),
+    page = container().catalog.list_documents(require_reader(app).tenant, path_param(collection),
                                               _page(start, number, cursor))
     return DocumentList(documents=page.ids, next_cursor=page.next_cursor)
 
 
 @app.get("/v1/collections/<collection>/documents/<document>")
 def get_document(collection: str, document: str) -> DocumentOut:
-    stored, content = container().catalog.get_document(principal(app).tenant, path_param(collection),
+    stored, content = container().catalog.get_document(require_reader(app).tenant, path_param(collection),
                                                        path_param(document))
     return DocumentOut(**stored.model_dump(), content=content)
 
@@ -115,7 +123,7 @@ def prepare_upload(collection: str, document: str, body: UploadRequest) -> Uploa
 
 @app.get("/v1/collections/<collection>/documents/<document>/chunks")
 def list_chunks(collection: str, document: str) -> ChunkList:
-    chunks = container().catalog.list_chunks(principal(app).tenant, path_param(collection), path_param(document))
+    chunks = container().catalog.list_chunks(require_reader(app).tenant, path_param(collection), path_param(document))
     return ChunkList(chunks=[ChunkOut(chunk_id=c.chunk_id, index=c.index, start=c.start, end=c.end,
                                       page_start=c.page_start, page_end=c.page_end, text=c.text) for c in chunks])
 
@@ -130,7 +138,7 @@ def rotate_rights_secret() -> RightsSecret:
 
 @app.post("/v1/citations")
 def render_citations(body: CitationsRequest) -> CitationsResponse:
-    return container().citations.render(principal(app).tenant, body)
+    return container().citations.render(require_query(app).tenant, body)
 
 
 @app.post("/v1/collections/<collection>/reindex")
@@ -141,7 +149,7 @@ def start_reindex(collection: str, body: ReindexRequest) -> Response[ReindexJob]
 
 @app.get("/v1/jobs/<job>")
 def get_job(job: str) -> ReindexJob:
-    return container().reindex.get_job(principal(app).tenant, path_param(job))
+    return container().reindex.get_job(require_reader(app).tenant, path_param(job))
 
 
 @metrics.log_metrics

@@ -94,11 +94,12 @@ def test_documents_with_unicode_ids_paging_and_cascade_delete(server):
 def test_auth_errors(server):
     assert server.session().get(server.url("/v1/collections")).status_code == 401
     assert server.session("kdx_bogus_" + "x" * 43).get(server.url("/v1/collections")).status_code == 401
-    query_key = server.create_key("default", "query")
-    reader = server.session(query_key)
+    reader = server.session(server.create_key("default", "reader"))
     assert reader.get(server.url("/v1/collections")).status_code == 200
     denied = reader.put(server.url(path("nope")), json={})
     assert denied.status_code == 403 and denied.json()["error"] == "forbidden"
+    querier = server.session(server.create_key("default", "query"))  # may query, never list or read
+    assert querier.get(server.url("/v1/collections")).status_code == 403
     assert server.session(server.admin_key).get(server.url(path("nope"))).status_code == 404
 
 

@@ -5,8 +5,9 @@ import json
 
 import pytest
 
-from functions import api, authorizer
+from functions import api, authorizer, query
 from tests.conftest import load_event
+from tests.support.roles import REQUESTS, ROLES, ROUTE_ROLES
 
 pytestmark = pytest.mark.integration
 
@@ -37,7 +38,7 @@ def test_put_collection_event_creates_then_updates(local_container):
     assert local_container.metadata.get_collection("default", "My Collection") is None
 
 
-def test_list_documents_event_pages_for_query_role(local_container):
+def test_list_documents_event_pages_for_reader_role(local_container):
     call(load_event("api_put_collection.json"))
     for doc in ("d1", "d2", "d3", "d4"):
         put = load_event("api_put_collection.json")
@@ -46,6 +47,11 @@ def test_list_documents_event_pages_for_query_role(local_container):
         assert call(put)[0] == 201
     status, body = call(load_event("api_list_documents.json"))
     assert status == 200 and body["documents"] == ["d2", "d3"] and body["next_cursor"]
+    # while a query key, handed to an application that serves many users, may not list them
+    event = load_event("api_list_documents.json")
+    event["requestContext"]["authorizer"]["role"] = "query"
+    status, body = call(event)
+    assert status == 403 and body == {"error": "forbidden", "message": "this query key may only query and render citations"}
 
 
 def test_query_role_cannot_write(local_container):
@@ -106,3 +112,76 @@ def test_authorizer_allows_a_live_key_and_rejects_others(local_container):
         event["headers"]["Authorization"] = header
         with pytest.raises(Exception, match="^Unauthorized$"):
             authorizer.handler(event, Context())
+
+
+
+
+C, D = "/v1/collections/c", "/v1/collections/c/documents"
+
+
+def role_event(role: str, method: str, path: str, body: dict | None = None) -> dict:
+    built = load_event("api_list_documents.json")
+    built.update(httpMethod=method, path=path, body=json.dumps(body) if body is not None else None,
+                 queryStringParameters=None, multiValueQueryStringParameters=None, pathParameters=None)
+    built["requestContext"]["authorizer"] = {"tenant": "acme", "role": role, "key_id": f"{role}-key",
+                                             "principalId": f"acme/{role}-key"}
+    return built
+
+
+@pytest.fixture
+def tenant_data(local_container):
+    """Collection `c` with an indexed document `d`, targets for every role's deletes, and a reindex job."""
+    from kindex.local.events import Worker
+    from functions import ingest
+
+    assert call(role_event("admin", "PUT", C, {"allow_guests": True}))[0] == 201
+    assert call(role_event("admin", "PUT", D + "/d", {"content": "The leave policy grants 25 days."}))[0] == 201
+    for role in ROLES:
+        assert call(role_event("admin", "PUT", f"/v1/collections/gone-{role}", {}))[0] == 201
+        assert call(role_event("admin", "PUT", f"{D}/gone-{role}", {"content": "to delete"}))[0] == 201
+    Worker(local_container.queue, ingest.handler).drain(timeout=60)
+    status, job = call(role_event("admin", "POST", C + "/reindex", {"clean": False}))
+    assert status == 202
+    return {"job": job["id"]}
+
+
+def test_every_route_has_a_role_decision():
+    # Given the API's routes, as its OpenAPI document lists them / Then each one is in the role table
+    paths = api.app.get_openapi_schema().paths
+    routes = {(method.upper(), path) for path, item in paths.items()
+              for method in ("get", "put", "post", "delete", "patch") if getattr(item, method, None)}
+    assert routes == set(ROUTE_ROLES) == set(REQUESTS)
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_each_role_reaches_exactly_its_routes(local_container, tenant_data, role):
+    for route, allowed in ROUTE_ROLES.items():
+        path, body = REQUESTS[route]
+        path = path.format(role=role, job=tenant_data["job"])
+        # When the role calls the route through the API function (and the query function, which serves queries)
+        handlers = [api.handler] + ([query.handler] if route[1].endswith("query") else [])
+        for handler in handlers:
+            response = handler(role_event(role, route[0], path, body), Context())
+            got = json.loads(response["body"]) if response.get("body") else None
+            # Then an allowed call succeeds and any other is a 403 naming what the key may do
+            if role in allowed:
+                assert 200 <= response["statusCode"] < 300, (role, route, response["statusCode"], got)
+            else:
+                assert response["statusCode"] == 403, (role, route, response["statusCode"], got)
+                assert got["error"] == "forbidden" and f"this {role} key may only" in got["message"]
+    # And a refused write changed nothing
+    if role != "admin":
+        assert local_container.metadata.get_collection("acme", f"gone-{role}") is not None
+        assert local_container.metadata.get_document("acme", "c", f"gone-{role}") is not None
+        assert local_container.metadata.get_collection("acme", f"new-{role}") is None
+        assert local_container.metadata.get_document("acme", "c", f"up-{role}") is None
+
+
+@pytest.mark.parametrize("role", ["superuser", "", "ADMIN", "query "])
+def test_unknown_roles_reach_nothing(local_container, tenant_data, role):
+    # Given an authorizer context whose role this version does not know (a newer key, a corrupt item)
+    for route in ROUTE_ROLES:
+        path, body = REQUESTS[route]
+        status, got = call(role_event(role, route[0], path.format(role="x", job=tenant_data["job"]), body))
+        # When it calls any route / Then it is refused, as if it had no key
+        assert status == 401 and got["error"] == "unauthorized", (role, route, status)

@@ -48,7 +48,16 @@ def test_bootstrap_key_only_once(service):
 
 
 def test_invalid_role_or_tenant(service):
-    with pytest.raises(InvalidInput):
+    with pytest.raises(InvalidInput, match="role must be one of admin, reader, query"):
         service.create("acme", "root")
-    with pytest.raises(InvalidInput):
+    with pytest.raises(InvalidInput, match="tenant"):
         service.create("a/b", "admin")
+    for tenant in (".", ".."):
+        with pytest.raises(InvalidInput, match="tenant must not be '.' or '..'"):
+            service.create(tenant, "admin")
+    assert service.list() == []
+
+
+def test_reader_keys_authenticate_with_their_role(service):
+    _, token = service.create("acme", "reader")
+    assert service.authenticate(token).role is Role.READER

@@ -98,11 +98,35 @@ def principal(app) -> Principal:
         raise errors.Unauthorized("missing or invalid API key") from error
 
 
-def require_admin(app) -> Principal:
+# Who may call what: every route calls exactly one of the three `require_*` below (README "API keys" has the table).
+# The sets name the roles admitted, so a role missing from a set, or added to `Role` later, is refused (fail closed).
+WRITE_ROLES = frozenset({Role.ADMIN})
+READ_ROLES = frozenset({Role.ADMIN, Role.READER})
+QUERY_ROLES = frozenset({Role.ADMIN, Role.READER, Role.QUERY})
+_MAY = {Role.READER: "may only read, query and render citations", Role.QUERY: "may only query and render citations"}
+
+
+def _require(app, allowed: frozenset[Role]) -> Principal:
     caller = principal(app)
-    if caller.role is not Role.ADMIN:
-        raise errors.Forbidden("this API key may only query")
+    if caller.role not in allowed:
+        raise errors.Forbidden(f"this {caller.role.value} key {_MAY.get(caller.role, 'may not do this')}")
     return caller
+
+
+def require_admin(app) -> Principal:
+    """Writes: collections, documents, uploads, reindex jobs, the tenant's rights-check secret."""
+    return _require(app, WRITE_ROLES)
+
+
+def require_reader(app) -> Principal:
+    """Reads that bypass the per-user rights check: collection and document lists, documents with their content,
+    chunks, reindex jobs. A query key must not: it is handed to applications that serve many users."""
+    return _require(app, READ_ROLES)
+
+
+def require_query(app) -> Principal:
+    """Queries (rights-checked per user) and citation rendering (of the caller's own logged queries)."""
+    return _require(app, QUERY_ROLES)
 
 
 def json_response(status: int, body: str) -> Response:

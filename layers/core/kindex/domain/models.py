@@ -82,8 +82,11 @@ class DocumentStatus(str, Enum):
 
 
 class Role(str, Enum):
-    ADMIN = "admin"
-    QUERY = "query"
+    """What an API key may do within its tenant (each route's rule is in kindex/api/http.py `ROUTE_ROLES`)."""
+
+    ADMIN = "admin"  # everything
+    READER = "reader"  # read collections, documents, content, chunks and jobs; query; render citations
+    QUERY = "query"  # query and render citations, nothing else
 
 
 class Collection(BaseModel):

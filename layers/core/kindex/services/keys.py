@@ -27,7 +27,7 @@ def parse_token(token: str) -> str | None:
 
 
 class KeyService:
-    """Issues and checks API keys. A key belongs to one tenant and has one role."""
+    """Issues and checks API keys. A key belongs to one tenant and has one role (`Role`: admin, reader, query)."""
 
     def __init__(self, store: KeyStore):
         self.store = store
@@ -36,9 +36,12 @@ class KeyService:
         """A new key and its secret token; the token is never stored and cannot be shown again."""
         try:
             check_id(tenant)
+        except ValueError as error:
+            raise InvalidInput(f"tenant {error}") from error
+        try:
             role = Role(role)
         except ValueError as error:
-            raise InvalidInput(f"invalid tenant or role: {error}") from error
+            raise InvalidInput(f"role must be one of {', '.join(r.value for r in Role)}") from error
         key_id = secrets.token_hex(8)
         token = f"{KEY_PREFIX}_{key_id}_{secrets.token_urlsafe(32)}"
         key = ApiKey(key_id=key_id, tenant=tenant, role=role, secret_sha256=hash_secret(token), description=description)
