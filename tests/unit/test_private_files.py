@@ -110,15 +110,18 @@ def test_private_data_dir_narrows_an_older_tree_but_never_follows_links(tmp_path
     data = tmp_path / "data"
     (data / "blobs" / "a").mkdir(parents=True)
     (data / "blobs" / "a" / "f").write_text("x")
-    (data / "file-link").symlink_to(outside_file)
-    (data / "dir-link").symlink_to(outside_dir)
+    (data / "index").mkdir()
+    for name in ("kindex.sqlite3", "kindex.sqlite3-wal", "kindex.sqlite3-shm", "admin-key", "index/keyword.sqlite"):
+        (data / name).write_text("x")
+    (data / "blobs" / "file-link").symlink_to(outside_file)
+    (data / "secrets").symlink_to(outside_dir)
     for path in [data, *data.rglob("*")]:
         if not path.is_symlink():
             os.chmod(path, 0o755 if path.is_dir() else 0o644)
     # When it is opened as a data directory
     private_files.private_data_dir(data)
     # Then everything in it is owner-only, and what the links point to is unchanged
-    assert {p: m for p, m in wrong_modes(data).items() if "link" not in p} == {}
+    assert {p: m for p, m in wrong_modes(data).items() if "link" not in p and p != "secrets"} == {}
     assert stat.S_IMODE(outside_file.stat().st_mode) == 0o644
     assert stat.S_IMODE(outside_dir.stat().st_mode) == 0o755
     # And a missing data directory is created 0700 with its missing parents
@@ -126,3 +129,21 @@ def test_private_data_dir_narrows_an_older_tree_but_never_follows_links(tmp_path
     private_files.private_data_dir(fresh)
     for path in (tmp_path / "new", tmp_path / "new" / "deeper", fresh):
         assert stat.S_IMODE(path.stat().st_mode) == 0o700
+
+
+def test_a_folder_that_is_not_only_kindex_data_keeps_its_other_files(tmp_path):
+    # Given `--data-dir .` in a project folder: a script and a source folder next to kindex's files
+    project = tmp_path / "project"
+    (project / "src").mkdir(parents=True)
+    (project / "run.sh").write_text("#!/bin/sh\n")
+    os.chmod(project / "run.sh", 0o755)
+    os.chmod(project / "src", 0o755)
+    os.chmod(project, 0o755)
+    (project / "admin-key").write_text("k")
+    os.chmod(project / "admin-key", 0o644)
+    # When it is opened as a data directory / Then kindex's own files and the folder are narrowed, nothing else
+    private_files.private_data_dir(project)
+    assert stat.S_IMODE((project / "run.sh").stat().st_mode) == 0o755
+    assert stat.S_IMODE((project / "src").stat().st_mode) == 0o755
+    assert stat.S_IMODE((project / "admin-key").stat().st_mode) == 0o600
+    assert stat.S_IMODE(project.stat().st_mode) == 0o700

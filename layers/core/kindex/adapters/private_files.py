@@ -77,11 +77,26 @@ def _narrow(path: Path, mode: int) -> int:
     return 0
 
 
+# What kindex itself keeps in a data directory. Only these are narrowed: `--data-dir .` pointed at a project folder
+# must not strip the execute bits off its scripts. Anything else in a 0700 directory is out of others' reach anyway.
+DATA_DIR_ENTRIES = ("kindex.sqlite3", "admin-key", "upload-secret", "worker.lock", "blobs", "index", "secrets")
+
+
 def private_data_dir(path: Path | str) -> Path:
-    """A local data directory, 0700. One made by an older version (still wider) is narrowed with everything in it;
-    its own mode changes last, so an interrupted pass runs again at the next start."""
+    """A local data directory, 0700. One made by an older version (still wider) has kindex's own entries narrowed
+    (folders 0700, files 0600); its own mode changes last, so an interrupted pass runs again at the next start."""
     path = Path(path)
     if path.is_dir() and path.stat().st_mode & 0o077:
-        changed = restrict_tree(path)
+        changed = 0
+        for name in DATA_DIR_ENTRIES:
+            entry = path / name
+            if entry.is_symlink():
+                continue
+            if entry.is_dir():
+                changed += restrict_tree(entry)
+            elif name == "kindex.sqlite3":
+                restrict_sqlite(entry)
+            else:
+                restrict(entry)
         logger.info("data directory narrowed to owner-only", extra={"path": str(path), "entries": changed})
     return private_dir(path)
