@@ -185,3 +185,13 @@ def test_unknown_roles_reach_nothing(local_container, tenant_data, role):
         status, got = call(role_event(role, route[0], path.format(role="x", job=tenant_data["job"]), body))
         # When it calls any route / Then it is refused, as if it had no key
         assert status == 401 and got["error"] == "unauthorized", (role, route, status)
+
+
+@pytest.mark.parametrize("segment", ["%FF", "%FE", "%C3%28", "%ED%A0%80"])
+def test_path_ids_that_are_not_utf8_are_422_not_merged_into_one(local_container, segment):
+    # Given an id whose percent-encoding is not UTF-8 (decoded with replacement, '%FF' and '%FE' were one id)
+    call(role_event("admin", "PUT", C, {}))
+    # When it is used in a path / Then 422 naming the segment, and nothing was stored
+    status, body = call(role_event("admin", "PUT", f"{D}/{segment}", {"content": "x"}))
+    assert status == 422 and segment in body["message"]
+    assert local_container.metadata.list_documents("acme", "c", after=None, offset=0, limit=None) == []

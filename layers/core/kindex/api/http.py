@@ -85,8 +85,12 @@ def _declare_json(event: dict[str, Any]) -> None:
 
 
 def path_param(value: str) -> str:
-    """Path parameters arrive percent-encoded (as API Gateway REST delivers them); ids are compared decoded."""
-    return unquote(value)
+    """Path parameters arrive percent-encoded (as API Gateway REST delivers them); ids are compared decoded.
+    Bytes that are not UTF-8 are refused rather than replaced: '%FF' and '%FE' would otherwise be one id."""
+    try:
+        return unquote(value, errors="strict")
+    except UnicodeDecodeError as error:
+        raise errors.InvalidInput(f"path segment {value[:100]!r} is not UTF-8 once percent-decoded") from error
 
 
 def principal(app) -> Principal:
