@@ -45,10 +45,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def _keys(args: argparse.Namespace):
+    from kindex.adapters.private_files import private_data_dir
     from kindex.local.app import export_settings
     from kindex.wiring import container
-
-    from kindex.adapters.private_files import private_data_dir
 
     settings = _settings(args)
     private_data_dir(settings.data_dir)

@@ -2,7 +2,7 @@
 
 Folders are 0700 and files 0600 whatever the process umask, so this holds when the adapters are used as a library
 too. `kindex serve` and the CLI also set umask 077 (for anything else they write) and narrow a data directory made
-by an older version once (`restrict_tree`). Modes only ever narrow here: the umask may take away more, never add.
+by an older version once (`private_data_dir`). Modes only ever narrow here: the umask may take away more, never add.
 """
 
 from __future__ import annotations

@@ -82,7 +82,8 @@ class DocumentStatus(str, Enum):
 
 
 class Role(str, Enum):
-    """What an API key may do within its tenant (each route's rule is in kindex/api/http.py `ROUTE_ROLES`)."""
+    """What an API key may do within its tenant. Each route calls one of kindex/api/http.py's `require_*`, which
+    admit a fixed set of roles; README "API keys" has the table."""
 
     ADMIN = "admin"  # everything
     READER = "reader"  # read collections, documents, content, chunks and jobs; query; render citations
