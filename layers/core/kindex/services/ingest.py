@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -26,6 +27,16 @@ MAX_REASON = 500
 
 class RetryableIngestFailure(Exception):
     """Raised to the queue consumer so the message is retried (and dead-lettered after the last attempt)."""
+
+
+class CommitPending(RetryableIngestFailure):
+    """The event of an API write came before the write committed or gave up (its bytes are stored first); it is
+    retried later, when the write has decided."""
+
+
+# How long an event waits, in the worker, for the API write whose bytes it announces to commit or give up: that
+# takes milliseconds, so waiting here is cheaper than a queue retry (minutes on SQS).
+COMMIT_WAIT_SECONDS = 2.0
 
 
 def chunk_id(tenant: str, collection: str, document: str, index: int, text_hash: str) -> str:
@@ -108,6 +119,8 @@ class IngestService:
         if collection is None:
             return None
         document = self.documents.get_document(tenant, collection_id, document_id)
+        if keys.blob_write(key) is not None and (document is None or document.source != key):
+            return None  # not (or not yet) the document's content: the per-record pass decides
         data = self.blobs.get_blob(key)
         self._fetched[key] = data
         digest = hashlib.sha256(data).hexdigest()
@@ -181,6 +194,9 @@ class IngestService:
         from kindex.ingest.extract import guess_mimetype
 
         document = self.documents.get_document(tenant, collection_id, document_id)
+        write = keys.blob_write(key)
+        if write is not None:
+            return self._written_document(tenant, collection_id, document_id, key, write, document)
         if document is None:
             # A file dropped straight into the tenant's prefix: it becomes a document.
             document = Document(id=document_id, collection=collection_id, title=filename, source=key,
@@ -205,6 +221,28 @@ class IngestService:
             except NotFound:
                 pass
         return document.model_copy(update={"source": key, "mimetype": guess_mimetype(filename) or document.mimetype})
+
+    def _written_document(self, tenant: str, collection_id: str, document_id: str, key: str, write: keys.BlobWrite,
+                          document: Document | None) -> Document | None:
+        """The document when `key`, the blob of one API write, holds its current content; None when that write lost
+        its commit (409) or a later write superseded it. The API stores the bytes before it commits the record, so
+        the event may come first: then wait a little for the decision. Only the record decides, never the bytes."""
+        deadline = time.monotonic() + COMMIT_WAIT_SECONDS
+        pause = 0.02
+        while True:
+            if document is not None and document.source == key:
+                return document
+            if document is not None and document.version >= write.version:
+                return None  # another write of this version won, or a later one committed: stale
+            if document is None and write.version > 1:
+                return None  # the document was deleted after this write was decided
+            if key not in self.blobs.list_blobs(key):
+                return None  # the write lost and deleted its blob (or the document was deleted)
+            if time.monotonic() >= deadline:
+                raise CommitPending(f"the write of {key!r} has not committed yet")
+            time.sleep(pause)
+            pause = min(pause * 2, 0.25)
+            document = self.documents.get_document(tenant, collection_id, document_id)
 
     def _index(self, tenant: str, collection: Collection, document: Document, data: bytes, filename: str) -> Document:
         digest = hashlib.sha256(data).hexdigest()
