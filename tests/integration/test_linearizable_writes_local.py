@@ -16,34 +16,9 @@ from kindex.domain import keys
 from kindex.domain.errors import Conflict, DependencyFailed
 from kindex.domain.models import CollectionInput, DocumentInput, utc_now
 from kindex.local.app import build_worker
+from tests.support.interleave import Interleave
 
 pytestmark = pytest.mark.integration
-
-
-class Interleave:
-    """The catalog's document store, with `hook()` run once at a chosen moment of the next write:
-    `after_read` - the write has read the document and stored nothing yet;
-    `before_commit` - the write has stored its blob and not yet made its version-checked commit."""
-
-    def __init__(self, inner, hook, moment: str):
-        self.inner, self.hook, self.moment, self.fired = inner, hook, moment, False
-
-    def _fire(self, moment: str) -> None:
-        if self.moment == moment and not self.fired:
-            self.fired = True
-            self.hook()
-
-    def get_document(self, *args):
-        found = self.inner.get_document(*args)
-        self._fire("after_read")
-        return found
-
-    def put_document(self, tenant, document, **kwargs):
-        self._fire("before_commit")
-        return self.inner.put_document(tenant, document, **kwargs)
-
-    def __getattr__(self, name):
-        return getattr(self.inner, name)
 
 
 @pytest.fixture
@@ -348,3 +323,10 @@ def test_reindex_deletes_abandoned_write_blobs_and_still_adopts_dropped_files(se
     assert services.metadata.get_document("t", "c", "d").source == current.source
     # another tenant's blobs are not this collection's business
     assert other_tenant in services.blobs.list_blobs(keys.collection_prefix("u", "c"))
+
+
+def test_a_binary_file_uploaded_as_content_txt_reads_without_content(services):
+    # (the text content's file name is a legal upload name; its bytes need not be UTF-8)
+    services.catalog.put_file("t", "c", "bin", "content.txt", b"\xff\xfe\x00binary")
+    document, content = services.catalog.get_document("t", "c", "bin")
+    assert content is None and document.content_length == 9

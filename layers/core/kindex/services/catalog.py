@@ -171,6 +171,8 @@ class CatalogService:
                 return document, None
             try:
                 return document, self.blobs.get_blob(document.source).decode("utf-8")
+            except UnicodeDecodeError:
+                return document, None  # a file uploaded under the text content's name: not text to show
             except NotFound:
                 # A later write replaced the content (and deleted these bytes) between our two reads: its own
                 # bytes were stored before it committed, so reading the record again finds them.
@@ -245,8 +247,8 @@ class CatalogService:
     def _delete_superseded_blobs(self, tenant: str, document: Document) -> None:
         """Delete the blobs an earlier write of the document left (older versions, files dropped in by hand). Blobs
         of the same or a later version belong to writes still deciding: a loser deletes its own, and a later winner
-        deletes this write's blob in turn. Best effort: the write is committed whatever happens here, and reindex
-        deletes what is left."""
+        deletes this write's blob in turn. Best effort: the write is committed whatever happens here (reindex deletes
+        the blobs of API writes that no record points at)."""
         try:
             for key in self.blobs.list_blobs(keys.document_prefix(tenant, document.collection, document.id)):
                 write = keys.blob_write(key)

@@ -235,7 +235,7 @@ class IngestService:
             if document is not None and document.version >= write.version:
                 return None  # another write of this version won, or a later one committed: stale
             if document is None and write.version > 1:
-                return None  # the document was deleted after this write was decided
+                return None  # the document this write updates is gone: the write fails, or was deleted after it
             if key not in self.blobs.list_blobs(key):
                 return None  # the write lost and deleted its blob (or the document was deleted)
             if time.monotonic() >= deadline:
