@@ -330,3 +330,30 @@ def test_a_binary_file_uploaded_as_content_txt_reads_without_content(services):
     services.catalog.put_file("t", "c", "bin", "content.txt", b"\xff\xfe\x00binary")
     document, content = services.catalog.get_document("t", "c", "bin")
     assert content is None and document.content_length == 9
+
+
+def test_an_ingest_overtaken_by_a_newer_write_leaves_none_of_its_chunks(services):
+    # Given a document whose first version is being indexed (on AWS two events of one document can run at once)
+    put(services, "d", "first version " * 30)
+    source = services.metadata.get_document("t", "c", "d").source
+    chunks = services.ingest.chunks
+    original = chunks.put_chunks
+    overtaken = {}
+
+    def put_chunks(tenant, stored):
+        if not overtaken:
+            # When, before its chunks are written, a newer write commits and is indexed completely
+            overtaken["doc"], _ = put(services, "d", "second version " * 30)
+            services.ingest.object_created(overtaken["doc"].source)
+        return original(tenant, stored)
+
+    chunks.put_chunks = put_chunks
+    try:
+        with pytest.raises(Conflict):
+            services.ingest.object_created(source)  # the first version's work ends in a lost version check
+    finally:
+        chunks.put_chunks = original
+    # Then only the newer version's chunks and vectors are left
+    texts = indexed_texts(services)
+    assert texts and all("second version" in text and "first" not in text for text in texts)
+    assert services.metadata.get_document("t", "c", "d").status.value == "indexed"

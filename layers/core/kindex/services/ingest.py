@@ -159,6 +159,12 @@ class IngestService:
             # The document was deleted while we worked: remove what we wrote, so nothing is left behind.
             self.remove_document(tenant, document, collection)
             return None
+        except Conflict:
+            # A newer write committed while this content was being indexed (on AWS, two events of one document can
+            # run at once): our chunks may have landed after the newer content's ingest cleaned up. Keep only the
+            # current content's, then let the message be retried (it is stale now, and will be ignored).
+            self._keep_only_current_chunks(tenant, collection_id, document_id)
+            raise
 
     def object_removed(self, key: str) -> None:
         """A document's source blob was deleted (API or S3 directly): delete the document everywhere."""
@@ -221,6 +227,26 @@ class IngestService:
             except NotFound:
                 pass
         return document.model_copy(update={"source": key, "mimetype": guess_mimetype(filename) or document.mimetype})
+
+    def _keep_only_current_chunks(self, tenant: str, collection_id: str, document_id: str) -> None:
+        """Delete the document's chunks and vectors that do not belong to its current content (chunk ids are
+        derived from the content, so the current content's ids are known without embedding anything)."""
+        collection = self.collections.get_collection(tenant, collection_id)
+        document = self.documents.get_document(tenant, collection_id, document_id)
+        if collection is None or document is None or not document.source or collection.switching:
+            return  # gone (its removal cleans up), or a model switch keeps the old model's chunks until it ends
+        parsed = keys.parse_blob_key(document.source)
+        try:
+            pieces = self._pieces(collection, self.blobs.get_blob(document.source), parsed[3] if parsed else "",
+                                  document.mimetype or None)
+        except (NotFound, IngestError):
+            return  # replaced again, or content that cannot be indexed: its own event decides
+        current = {chunk_id(tenant, collection_id, document_id, p.index, text_sha256(p.text)) for p in pieces}
+        other = sorted({c.chunk_id for c in self.chunks.list_chunks(tenant, collection_id, document_id)} - current)
+        if other:
+            for model in {collection.embedding_model, collection.query_model}:
+                self.index.delete(model, tenant, collection_id, chunk_ids=other)
+            self.chunks.delete_chunks(tenant, collection_id, document_id=document_id, chunk_ids=other)
 
     def _written_document(self, tenant: str, collection_id: str, document_id: str, key: str, write: keys.BlobWrite,
                           document: Document | None) -> Document | None:
