@@ -208,9 +208,9 @@ class CatalogService:
             digest = hashlib.sha256(data).hexdigest()
             if existing is None or digest != existing.content_sha256 or not existing.source:
                 version = document.version + 1
+                source = keys.write_blob_key(tenant, collection_id, document_id, CONTENT_FILENAME, version=version)
                 document = document.model_copy(update={
-                    "content_sha256": digest, "content_length": len(data), "version": version,
-                    "source": keys.write_blob_key(tenant, collection_id, document_id, CONTENT_FILENAME, version=version),
+                    "content_sha256": digest, "content_length": len(data), "version": version, "source": source,
                     "status": DocumentStatus.PENDING, "failure_reason": None,
                     "mimetype": document.mimetype or TEXT_MIMETYPE,
                 })

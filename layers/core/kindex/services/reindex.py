@@ -43,8 +43,9 @@ class CollectionReport:
     enqueued: int = 0
     remaining: int = 0
     switched: bool = False
-    repaired: dict[str, int] = field(default_factory=lambda: {"blobs_without_documents": 0, "documents_without_vectors": 0,
-                                                              "vectors_without_chunks": 0, "abandoned_blobs": 0})
+    repaired: dict[str, int] = field(default_factory=lambda: {
+        "blobs_without_documents": 0, "documents_without_vectors": 0, "vectors_without_chunks": 0,
+        "abandoned_blobs": 0})
 
 
 def up_to_date(document: Document, collection: Collection) -> bool:
