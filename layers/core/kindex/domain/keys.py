@@ -5,6 +5,10 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import re
+import secrets
+from dataclasses import dataclass
+from datetime import datetime, timezone
 from urllib.parse import quote, unquote, unquote_plus
 
 from kindex.domain.errors import InvalidInput
@@ -51,18 +55,63 @@ def blob_key(tenant: str, collection: str, document: str, filename: str) -> str:
     return key
 
 
+# The file name of a blob written by the API: `v{version}.{unix ms}.{16 hex}@{encoded file name}`. `_part` encodes
+# every '@' of a file name, so the prefix cannot be confused with a name built here; a file dropped into the bucket
+# by hand under exactly this pattern would be taken for an API write (and ignored unless its document points at it).
+_WRITE_NAME = re.compile(r"^v([0-9]{1,15})\.([0-9]{1,15})\.([0-9a-f]{16})@(.+)$")
+
+
+@dataclass(frozen=True)
+class BlobWrite:
+    """What the key of a blob written by one API write says about that write."""
+
+    version: int  # the document version the write commits (its conditional metadata write expects version - 1)
+    written_at: datetime  # when the bytes were written (UTC, millisecond precision)
+    token: str  # random: two writes of the same version (a race) never share a key
+
+
+def write_blob_key(tenant: str, collection: str, document: str, filename: str, *, version: int,
+                   written_at: datetime | None = None, token: str | None = None) -> str:
+    """A key unique to one write of the document's content: the write's version, time and a random token go in the
+    file name (the key keeps the 7-part layout, so every reader of `parse_blob_key` still finds the file name).
+
+    Why: the bytes are stored before the version-checked metadata write that makes them the document's content.
+    With a key per write, a write that loses that race never overwrites the winner's bytes, and deletes only its
+    own blob."""
+    when = written_at or datetime.now(timezone.utc)
+    millis = int(when.timestamp() * 1000)
+    plain = blob_key(tenant, collection, document, filename)  # the same checks (length, unicode) as a plain key
+    prefix, _, name = plain.rpartition("/")
+    key = f"{prefix}/v{version}.{millis}.{token or secrets.token_hex(8)}@{name}"
+    if len(key) > MAX_KEY_BYTES:
+        raise InvalidInput(f"the storage key of this file (tenant, collection id, document id and file name "
+                           f"URL-encoded) is {len(key)} bytes, at most {MAX_KEY_BYTES}: use a shorter id or file name")
+    return key
+
+
+def blob_write(key: str) -> BlobWrite | None:
+    """The write a key was made for (`write_blob_key`), or None for any other key (a file dropped in by hand)."""
+    match = _WRITE_NAME.match(key.rsplit("/", 1)[-1])
+    if match is None or parse_blob_key(key) is None:
+        return None
+    version, millis, token, _ = match.groups()
+    return BlobWrite(int(version), datetime.fromtimestamp(int(millis) / 1000, timezone.utc), token)
+
+
 def parse_blob_key(key: str) -> tuple[str, str, str, str] | None:
     """(tenant, collection, document, filename) of a blob key, or None if the key is not a document blob.
-
-    Only keys exactly as `blob_key` writes them parse (an S3 key typed by hand as `.../My Doc/...` does not), so
-    keys and documents correspond one to one: two objects can never claim the same document, and a delete of the
-    document's prefix removes every object that could have made it."""
+    Only keys exactly as `blob_key` or `write_blob_key` write them parse (an S3 key typed by hand as `.../My Doc/...`
+    does not), so keys and documents correspond one to one: two objects can never claim the same document, and a
+    delete of the document's prefix removes every object that could have made it. For a key made by
+    `write_blob_key` the file name is the one given there, without the write's prefix."""
     parts = key.split("/")
     if len(parts) != 7 or parts[0] != BLOB_ROOT or parts[2] != "collections" or parts[4] != "documents":
         return None
+    match = _WRITE_NAME.match(parts[6])
+    encoded = (parts[1], parts[3], parts[5], match.group(4) if match else parts[6])
     try:
-        ids = tuple(unquote(p, errors="strict") for p in (parts[1], parts[3], parts[5], parts[6]))
-        for value, part in zip(ids, (parts[1], parts[3], parts[5], parts[6])):
+        ids = tuple(unquote(p, errors="strict") for p in encoded)
+        for value, part in zip(ids, encoded):
             check_stored_id(value)  # written before the rules for new ids tightened: such keys still parse
             if value in _DOT_SEGMENTS or _part(value) != part:
                 return None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import logging
 from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any, Protocol
@@ -10,7 +11,7 @@ from typing import Any, Protocol
 from pydantic import BaseModel
 
 from kindex.domain import keys
-from kindex.domain.errors import InvalidInput, NotFound
+from kindex.domain.errors import Conflict, InvalidInput, NotFound
 from kindex.domain.models import (
     CHUNKING_DEFAULTS,
     COLLECTION_CONFIG_FIELDS,
@@ -30,6 +31,10 @@ from kindex.domain.types import StoredChunk
 from kindex.services.validation import validated
 
 CONTENT_FILENAME = "content.txt"
+# A GET reads the record, then its content; a write in between may delete that content (after storing its own).
+READ_ATTEMPTS = 5
+
+logger = logging.getLogger(__name__)
 
 
 class Presigner(Protocol):
@@ -53,6 +58,16 @@ def _checked_id(kind: str, value: str) -> str:
         return check_id(value)
     except ValueError as error:
         raise InvalidInput(f"{kind} id {error}") from error
+
+
+def _file_name(source: str) -> str | None:
+    parsed = keys.parse_blob_key(source)
+    return parsed[3] if parsed else None
+
+
+def _is_text_content(document: Document) -> bool:
+    """The document's content came in as text (`PUT` with `content`), rather than as an uploaded file."""
+    return bool(document.source) and _file_name(document.source) == CONTENT_FILENAME
 
 
 def _page(fetch: Callable[..., list[str]], page: PageRequest) -> Page:
@@ -147,16 +162,25 @@ class CatalogService:
 
     # Documents
     def get_document(self, tenant: str, collection_id: str, document_id: str) -> tuple[Document, str | None]:
-        """The document and its text content when it came in as text (None for uploaded files)."""
+        """The document and its text content when it came in as text (None for uploaded files). The record and
+        the content shown are always those of one and the same write."""
         self._collection(tenant, collection_id)
         document = self._document(tenant, collection_id, document_id)
-        content = None
-        if document.source and document.source.endswith("/" + CONTENT_FILENAME):
+        for _ in range(READ_ATTEMPTS):
+            if not _is_text_content(document):
+                return document, None
             try:
-                content = self.blobs.get_blob(document.source).decode("utf-8")
+                return document, self.blobs.get_blob(document.source).decode("utf-8")
+            except UnicodeDecodeError:
+                return document, None  # a file uploaded under the text content's name: not text to show
             except NotFound:
-                content = None
-        return document, content
+                # A later write replaced the content (and deleted these bytes) between our two reads: its own
+                # bytes were stored before it committed, so reading the record again finds them.
+                latest = self._document(tenant, collection_id, document_id)
+                if latest.source == document.source:
+                    return latest, None  # really missing (deleted from the bucket by hand)
+                document = latest
+        return document, None
 
     def put_document(self, tenant: str, collection_id: str, document_id: str,
                      body: DocumentInput) -> tuple[Document, bool]:
@@ -179,39 +203,84 @@ class CatalogService:
             document = validated(lambda: Document(id=document_id, collection=collection_id, **changes))
         else:
             document = existing.model_copy(update={**changes, "updated_at": now})
-        data = None
         if content is not None:
             data = content.replace("\x00", "").encode("utf-8")
             digest = hashlib.sha256(data).hexdigest()
-            if existing is not None and digest == existing.content_sha256 and existing.source:
-                data = None
-            else:
-                source = keys.blob_key(tenant, collection_id, document_id, CONTENT_FILENAME)
+            if existing is None or digest != existing.content_sha256 or not existing.source:
+                version = document.version + 1
+                source = keys.write_blob_key(tenant, collection_id, document_id, CONTENT_FILENAME, version=version)
                 document = document.model_copy(update={
-                    "content_sha256": digest, "content_length": len(data), "source": source,
-                    "version": document.version + 1, "status": DocumentStatus.PENDING, "failure_reason": None,
+                    "content_sha256": digest, "content_length": len(data), "version": version, "source": source,
+                    "status": DocumentStatus.PENDING, "failure_reason": None,
                     "mimetype": document.mimetype or TEXT_MIMETYPE,
                 })
-        if data is not None:
-            self._replace_source_blob(tenant, document, data)
-        self.documents.put_document(tenant, document, create=existing is None,
-                                    expected_version=None if existing is None else existing.version)
+                self._store_and_commit(tenant, document, data, existing)
+                return document, existing is None
+        self._commit(tenant, document, existing)
         return document, existing is None
 
-    def _replace_source_blob(self, tenant: str, document: Document, data: bytes) -> None:
-        prefix = keys.document_prefix(tenant, document.collection, document.id)
-        for key in self.blobs.list_blobs(prefix):
-            if key != document.source:
-                self.blobs.delete_blob(key)
+    def _commit(self, tenant: str, document: Document, existing: Document | None) -> None:
+        """The write's decision: a create that fails if the document exists, or an update that fails with Conflict
+        if any other write committed since `existing` was read."""
+        self.documents.put_document(tenant, document, create=existing is None,
+                                    expected_version=None if existing is None else existing.version)
+
+    def _store_and_commit(self, tenant: str, document: Document, data: bytes, existing: Document | None) -> None:
+        """Store the bytes under the write's own key (`document.source`), then commit the record that points at
+        them. The bytes go first so that a committed record always finds its content (readers and ingest never
+        see a record whose blob is still to come); the key is unique to this write, so a write that loses the
+        commit only ever deletes its own bytes. After the commit, the blobs of earlier writes go."""
         self.blobs.put_blob(document.source, data, document.mimetype or TEXT_MIMETYPE)
+        try:
+            self._commit(tenant, document, existing)
+        except (Conflict, NotFound, InvalidInput):
+            self._discard_blob(document.source)  # a write that answers 4xx leaves nothing behind
+            raise
+        except Exception:
+            # An error that may hide a write that happened (a timeout): keep the bytes if the record points at them,
+            # or if that cannot be known now (reindex deletes them later if they turn out to be an orphan).
+            if self._surely_not_committed(tenant, document):
+                self._discard_blob(document.source)
+            raise
+        self._delete_superseded_blobs(tenant, document)
+
+    def _delete_superseded_blobs(self, tenant: str, document: Document) -> None:
+        """Delete the blobs an earlier write of the document left (older versions, files dropped in by hand). Blobs
+        of the same or a later version belong to writes still deciding: a loser deletes its own, and a later winner
+        deletes this write's blob in turn. Best effort: the write is committed whatever happens here (reindex deletes
+        the blobs of API writes that no record points at)."""
+        try:
+            for key in self.blobs.list_blobs(keys.document_prefix(tenant, document.collection, document.id)):
+                write = keys.blob_write(key)
+                if key != document.source and (write is None or write.version < document.version):
+                    self.blobs.delete_blob(key)
+        except Exception:
+            logger.warning("could not delete superseded blobs", extra={
+                "tenant": tenant, "collection": document.collection, "document": document.id})
+
+    def _surely_not_committed(self, tenant: str, document: Document) -> bool:
+        try:
+            current = self.documents.get_document(tenant, document.collection, document.id)
+        except Exception:
+            return False
+        return current is None or current.source != document.source
+
+    def _discard_blob(self, key: str) -> None:
+        try:
+            self.blobs.delete_blob(key)
+        except Exception:  # the caller's own error is the one to report; reindex deletes the orphan later
+            logger.warning("could not delete the blob of a failed write", extra={"key": key})
 
     def prepare_upload(self, tenant: str, collection_id: str, document_id: str, filename: str,
                        mimetype: str | None) -> UploadTicket:
-        """Create the document if missing (titled after the file), point it at the file's blob key and sign a PUT
-        for that key. The upload itself triggers indexing, through the blob store's event."""
+        """Create the document if missing (titled after the file), point it at a new blob key for the file and sign
+        a PUT for that key. The upload itself triggers indexing, through the blob store's event; an upload to the
+        key of a ticket that a later one superseded is ignored by ingest."""
         if self.presigner is None:
             raise InvalidInput("uploads are not configured for this deployment")
-        document = self._point_at_file(tenant, collection_id, document_id, filename, mimetype)
+        document, existing = self._file_document(tenant, collection_id, document_id, filename, mimetype)
+        self._commit(tenant, document, existing)
+        self._delete_superseded_blobs(tenant, document)
         url, headers, expires = self.presigner.presign_put(document.source, document.mimetype, self.upload_url_ttl)
         return UploadTicket(url=url, method="PUT", headers=headers,
                             expires_at=datetime.fromtimestamp(expires, timezone.utc), document=document)
@@ -219,18 +288,19 @@ class CatalogService:
     def put_file(self, tenant: str, collection_id: str, document_id: str, filename: str, data: bytes,
                  mimetype: str | None = None) -> tuple[Document, bool]:
         """Store a file as the document's source (the write triggers indexing). Returns (document, written):
-        an unchanged file already indexed from the same blob is not written again."""
-        existing = self.documents.get_document(tenant, collection_id, document_id)
-        key = keys.blob_key(tenant, collection_id, document_id, filename)
-        if (existing is not None and existing.source == key and existing.status is not DocumentStatus.FAILED
-                and existing.content_sha256 == hashlib.sha256(data).hexdigest()):
+        the same file (name and bytes) already indexed, or pending, is not written again."""
+        document, existing = self._file_document(tenant, collection_id, document_id, filename, mimetype)
+        digest = hashlib.sha256(data).hexdigest()
+        if (existing is not None and existing.source and _file_name(existing.source) == filename
+                and existing.status is not DocumentStatus.FAILED and existing.content_sha256 == digest):
             return existing, False
-        document = self._point_at_file(tenant, collection_id, document_id, filename, mimetype)
-        self.blobs.put_blob(document.source, data, document.mimetype)
+        document = document.model_copy(update={"content_sha256": digest, "content_length": len(data)})
+        self._store_and_commit(tenant, document, data, existing)
         return document, True
 
-    def _point_at_file(self, tenant: str, collection_id: str, document_id: str, filename: str,
-                       mimetype: str | None) -> Document:
+    def _file_document(self, tenant: str, collection_id: str, document_id: str, filename: str,
+                       mimetype: str | None) -> tuple[Document, Document | None]:
+        """(the document pointing at a new key for the file, as a write would commit it; the stored one or None)."""
         from kindex.ingest.extract import guess_mimetype
 
         _checked_id("document", document_id)
@@ -242,17 +312,14 @@ class CatalogService:
             raise InvalidInput("filename must be a plain file name")
         self._collection(tenant, collection_id)
         content_type = mimetype or guess_mimetype(filename) or "application/octet-stream"
-        key = keys.blob_key(tenant, collection_id, document_id, filename)
         existing = self.documents.get_document(tenant, collection_id, document_id)
         base = existing or Document(id=document_id, collection=collection_id, title=filename)
-        document = base.model_copy(update={"source": key, "mimetype": content_type, "status": DocumentStatus.PENDING,
-                                           "failure_reason": None, "updated_at": utc_now()})
-        self.documents.put_document(tenant, document, create=existing is None,
-                                    expected_version=None if existing is None else existing.version)
-        for other in self.blobs.list_blobs(keys.document_prefix(tenant, collection_id, document_id)):
-            if other != key:
-                self.blobs.delete_blob(other)
-        return document
+        version = base.version + 1
+        document = base.model_copy(update={
+            "source": keys.write_blob_key(tenant, collection_id, document_id, filename, version=version),
+            "version": version, "mimetype": content_type, "status": DocumentStatus.PENDING, "failure_reason": None,
+            "updated_at": utc_now()})
+        return document, existing
 
     def list_chunks(self, tenant: str, collection_id: str, document_id: str) -> list[StoredChunk]:
         self._collection(tenant, collection_id)

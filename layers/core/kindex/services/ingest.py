@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -26,6 +27,16 @@ MAX_REASON = 500
 
 class RetryableIngestFailure(Exception):
     """Raised to the queue consumer so the message is retried (and dead-lettered after the last attempt)."""
+
+
+class CommitPending(RetryableIngestFailure):
+    """The event of an API write came before the write committed or gave up (its bytes are stored first); it is
+    retried later, when the write has decided."""
+
+
+# How long an event waits, in the worker, for the API write whose bytes it announces to commit or give up: that
+# takes milliseconds, so waiting here is cheaper than a queue retry (minutes on SQS).
+COMMIT_WAIT_SECONDS = 2.0
 
 
 def chunk_id(tenant: str, collection: str, document: str, index: int, text_hash: str) -> str:
@@ -108,6 +119,8 @@ class IngestService:
         if collection is None:
             return None
         document = self.documents.get_document(tenant, collection_id, document_id)
+        if keys.blob_write(key) is not None and (document is None or document.source != key):
+            return None  # not (or not yet) the document's content: the per-record pass decides
         data = self.blobs.get_blob(key)
         self._fetched[key] = data
         digest = hashlib.sha256(data).hexdigest()
@@ -146,6 +159,12 @@ class IngestService:
             # The document was deleted while we worked: remove what we wrote, so nothing is left behind.
             self.remove_document(tenant, document, collection)
             return None
+        except Conflict:
+            # A newer write committed while this content was being indexed (on AWS, two events of one document can
+            # run at once): our chunks may have landed after the newer content's ingest cleaned up. Keep only the
+            # current content's, then let the message be retried (it is stale now, and will be ignored).
+            self._keep_only_current_chunks(tenant, collection_id, document_id)
+            raise
 
     def object_removed(self, key: str) -> None:
         """A document's source blob was deleted (API or S3 directly): delete the document everywhere."""
@@ -181,6 +200,9 @@ class IngestService:
         from kindex.ingest.extract import guess_mimetype
 
         document = self.documents.get_document(tenant, collection_id, document_id)
+        write = keys.blob_write(key)
+        if write is not None:
+            return self._written_document(tenant, collection_id, document_id, key, write, document)
         if document is None:
             # A file dropped straight into the tenant's prefix: it becomes a document.
             document = Document(id=document_id, collection=collection_id, title=filename, source=key,
@@ -205,6 +227,48 @@ class IngestService:
             except NotFound:
                 pass
         return document.model_copy(update={"source": key, "mimetype": guess_mimetype(filename) or document.mimetype})
+
+    def _keep_only_current_chunks(self, tenant: str, collection_id: str, document_id: str) -> None:
+        """Delete the document's chunks and vectors that do not belong to its current content (chunk ids are
+        derived from the content, so the current content's ids are known without embedding anything)."""
+        collection = self.collections.get_collection(tenant, collection_id)
+        document = self.documents.get_document(tenant, collection_id, document_id)
+        if collection is None or document is None or not document.source or collection.switching:
+            return  # gone (its removal cleans up), or a model switch keeps the old model's chunks until it ends
+        parsed = keys.parse_blob_key(document.source)
+        try:
+            pieces = self._pieces(collection, self.blobs.get_blob(document.source), parsed[3] if parsed else "",
+                                  document.mimetype or None)
+        except (NotFound, IngestError):
+            return  # replaced again, or content that cannot be indexed: its own event decides
+        current = {chunk_id(tenant, collection_id, document_id, p.index, text_sha256(p.text)) for p in pieces}
+        other = sorted({c.chunk_id for c in self.chunks.list_chunks(tenant, collection_id, document_id)} - current)
+        if other:
+            for model in {collection.embedding_model, collection.query_model}:
+                self.index.delete(model, tenant, collection_id, chunk_ids=other)
+            self.chunks.delete_chunks(tenant, collection_id, document_id=document_id, chunk_ids=other)
+
+    def _written_document(self, tenant: str, collection_id: str, document_id: str, key: str, write: keys.BlobWrite,
+                          document: Document | None) -> Document | None:
+        """The document when `key`, the blob of one API write, holds its current content; None when that write lost
+        its commit (409) or a later write superseded it. The API stores the bytes before it commits the record, so
+        the event may come first: then wait a little for the decision. Only the record decides, never the bytes."""
+        deadline = time.monotonic() + COMMIT_WAIT_SECONDS
+        pause = 0.02
+        while True:
+            if document is not None and document.source == key:
+                return document
+            if document is not None and document.version >= write.version:
+                return None  # another write of this version won, or a later one committed: stale
+            if document is None and write.version > 1:
+                return None  # the document this write updates is gone: the write fails, or was deleted after it
+            if key not in self.blobs.list_blobs(key):
+                return None  # the write lost and deleted its blob (or the document was deleted)
+            if time.monotonic() >= deadline:
+                raise CommitPending(f"the write of {key!r} has not committed yet")
+            time.sleep(pause)
+            pause = min(pause * 2, 0.25)
+            document = self.documents.get_document(tenant, collection_id, document_id)
 
     def _index(self, tenant: str, collection: Collection, document: Document, data: bytes, filename: str) -> Document:
         digest = hashlib.sha256(data).hexdigest()

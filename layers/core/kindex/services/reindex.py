@@ -30,6 +30,10 @@ from kindex.domain.ports import (
 logger = logging.getLogger(__name__)
 
 STUCK_AFTER = timedelta(hours=1)
+# An API write stores its blob, then commits the record that points at it (within one request: at most a Lambda's
+# 15 minutes). A blob of a write that no record points at an hour later was left by a write that lost, failed or was
+# superseded (an upload ticket replaced before its upload, say): nothing will ever read it.
+ABANDONED_AFTER = timedelta(hours=1)
 
 
 @dataclass
@@ -39,8 +43,9 @@ class CollectionReport:
     enqueued: int = 0
     remaining: int = 0
     switched: bool = False
-    repaired: dict[str, int] = field(default_factory=lambda: {"blobs_without_documents": 0, "documents_without_vectors": 0,
-                                                              "vectors_without_chunks": 0})
+    repaired: dict[str, int] = field(default_factory=lambda: {
+        "blobs_without_documents": 0, "documents_without_vectors": 0, "vectors_without_chunks": 0,
+        "abandoned_blobs": 0})
 
 
 def up_to_date(document: Document, collection: Collection) -> bool:
@@ -131,11 +136,11 @@ class ReindexService:
         model = collection.embedding_model
         indexed_ids = self.index.chunk_ids(model, tenant, collection.id)
         stored_ids: set[str] = set()
-        document_ids: set[str] = set()
+        sources: dict[str, str | None] = {}  # document id -> the blob its record points at
         to_send: list[str] = []
         now = utc_now()
         for document in self._documents(tenant, collection.id):
-            document_ids.add(document.id)
+            sources[document.id] = document.source
             report.total += 1
             chunk_ids = {c.chunk_id for c in self.chunks.list_chunks(tenant, collection.id, document.id)}
             stored_ids |= chunk_ids
@@ -165,7 +170,16 @@ class ReindexService:
             report.repaired["vectors_without_chunks"] = len(orphans)
         for key in self.blobs.list_blobs(keys.collection_prefix(tenant, collection.id)):
             parsed = keys.parse_blob_key(key)
-            if parsed and parsed[2] not in document_ids:
+            if parsed is None:
+                continue
+            write = keys.blob_write(key)
+            if write is not None:
+                # A blob of an API write becomes a document only through its record, never through reindex.
+                if sources.get(parsed[2]) != key and now - write.written_at > ABANDONED_AFTER:
+                    self.blobs.delete_blob(key)
+                    report.repaired["abandoned_blobs"] += 1
+            elif parsed[2] not in sources:
+                # A file dropped into the bucket whose event was lost: ingest makes it a document.
                 report.repaired["blobs_without_documents"] += 1
                 to_send.append(key)
         batch, report.remaining = to_send[:self.max_enqueue], max(0, len(to_send) - self.max_enqueue)

@@ -1,0 +1,149 @@
+"""Linearizable document writes through `kindex serve` over HTTP (issue 9, item 3).
+
+16 clients PUT different content to one document at the same instant, several rounds in a row. Whatever answers
+they get, the content that is stored, chunked, indexed and returned must be that of a write that answered 2xx
+(the one with the highest version), and a write that answered 409 must leave no blob, chunk or vector behind.
+A second tenant with the same collection and document ids must not be touched."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+import requests
+
+from tests.conftest import start_server
+
+pytestmark = pytest.mark.e2e
+
+WRITERS = 16
+ROUNDS = 5
+COLLECTION = "shared"
+DOCUMENT = "the doc"
+
+
+@pytest.fixture(scope="module")
+def running(tmp_path_factory):
+    server = start_server(tmp_path_factory.mktemp("kindex-writes"))
+    yield server
+    server.process.terminate()
+    server.process.wait(timeout=10)
+
+
+def marker(tenant: str, round_: int, writer: int) -> str:
+    # One word that appears in this write's content only: a keyword query for it finds this write or nothing.
+    return f"mark{tenant}r{round_}w{writer}x"
+
+
+def content_of(tenant: str, round_: int, writer: int) -> str:
+    return (f"Round {round_} writer {writer} of tenant {tenant}. " + marker(tenant, round_, writer) + " "
+            + " ".join(f"word{writer}y{n}" for n in range(40)))
+
+
+def document_blobs(data_dir: Path, tenant: str) -> list[Path]:
+    folder = data_dir / "blobs" / "tenants" / quote(tenant, safe="") / "collections" / COLLECTION / "documents" / \
+        quote(DOCUMENT, safe="")
+    return sorted(p for p in folder.iterdir() if not p.name.startswith(".tmp-")) if folder.exists() else []
+
+
+def wait_for_version(session, url: str, version: int, timeout: float = 60.0) -> dict:
+    deadline = time.monotonic() + timeout
+    body: dict = {}
+    while time.monotonic() < deadline:
+        body = session.get(url).json()
+        if body["version"] >= version and body["status"] in ("indexed", "failed"):
+            return body
+        time.sleep(0.1)
+    raise AssertionError(f"document did not reach version {version} indexed: {body}")
+
+
+def warm(session, url: str) -> None:
+    """Open the session's keep-alive connection beforehand (a GET is safe to repeat), so the barrier releases the
+    PUTs themselves, not 16 TCP handshakes."""
+    for _ in range(20):
+        try:
+            session.get(url, timeout=30)
+            return
+        except requests.ConnectionError:
+            time.sleep(0.1)
+    raise AssertionError("could not connect")
+
+
+def put_together(url: str, sessions: list, bodies: list[dict]) -> list[tuple[int, dict]]:
+    """Every PUT released by one barrier; returns (status, body) per writer."""
+    barrier = threading.Barrier(len(bodies))
+    answers: list = [None] * len(bodies)
+
+    def write(i: int) -> None:
+        warm(sessions[i], url)
+        barrier.wait()
+        try:
+            response = sessions[i].put(url, json=bodies[i], timeout=60)
+            answers[i] = (response.status_code, response.json())
+        except Exception as error:  # reported below with the others' answers
+            answers[i] = (None, repr(error))
+
+    threads = [threading.Thread(target=write, args=(i,)) for i in range(len(bodies))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    return answers
+
+
+def test_simultaneous_puts_to_one_document_keep_the_content_of_the_last_successful_write(running):
+    # Given two tenants with the same collection and document ids
+    keys = {"a": running.create_key("a", "admin"), "b": running.create_key("b", "admin")}
+    doc_path = f"/v1/collections/{COLLECTION}/documents/{quote(DOCUMENT, safe='')}"
+    for tenant, key in keys.items():
+        admin = running.session(key)
+        assert admin.put(running.url(f"/v1/collections/{COLLECTION}"), json={"allow_guests": True}).status_code == 201
+    other = running.session(keys["b"])
+    other_content = content_of("b", 0, 0)
+    assert other.put(running.url(doc_path), json={"content": other_content}).status_code == 201
+    sessions = [running.session(keys["a"]) for _ in range(WRITERS)]
+    reader = running.session(keys["a"])
+    outcomes = []
+    for round_ in range(1, ROUNDS + 1):
+        # When 16 clients PUT different content to tenant a's document at the same instant
+        bodies = [{"content": content_of("a", round_, i), "title": f"r{round_}w{i}"} for i in range(WRITERS)]
+        answers = put_together(running.url(doc_path), sessions, bodies)
+        statuses = [status for status, _ in answers]
+        assert set(statuses) <= {200, 201, 409}, (answers, "".join(running.output)[-3000:])
+        succeeded = [(body["version"], i) for i, (status, body) in enumerate(answers) if status in (200, 201)]
+        assert succeeded, answers
+        for status, body in answers:
+            if status == 409:
+                assert body["error"] == "conflict" and body["message"]
+        # Then, once the worker is done, everything shows the write with the highest version that answered 2xx
+        version, winner = max(succeeded)
+        assert len({v for v, _ in succeeded}) == len(succeeded), "two successful writes got the same version"
+        expected = content_of("a", round_, winner)
+        document = wait_for_version(reader, running.url(doc_path), version)
+        assert document["version"] == version and document["status"] == "indexed", document
+        assert document["content"] == expected and document["title"] == f"r{round_}w{winner}"
+        chunks = reader.get(running.url(doc_path + "/chunks")).json()["chunks"]
+        assert " ".join(c["text"] for c in chunks) == expected
+        hits = reader.post(running.url(f"/v1/collections/{COLLECTION}/query"),
+                           json={"query": marker("a", round_, winner), "mode": "keyword", "k": 5}).json()["results"]
+        assert [h["content"] for h in hits] == [c["text"] for c in chunks if marker("a", round_, winner) in c["text"]]
+        # And no losing (or superseded) write left a chunk or a vector that a query could find
+        for i in range(WRITERS):
+            if i != winner:
+                found = reader.post(running.url(f"/v1/collections/{COLLECTION}/query"),
+                                    json={"query": marker("a", round_, i), "mode": "keyword", "k": 5}).json()["results"]
+                assert found == [], (i, found)
+        # And the document's folder holds exactly one blob: the content it shows
+        blobs = document_blobs(running.data_dir, "a")
+        assert len(blobs) == 1 and blobs[0].read_text() == expected, blobs
+        outcomes.append((statuses.count(409), len(succeeded)))
+    # And the other tenant's document with the same ids was never touched
+    untouched = other.get(running.url(doc_path)).json()
+    assert untouched["content"] == other_content and untouched["version"] == 1
+    blobs = document_blobs(running.data_dir, "b")
+    assert len(blobs) == 1 and blobs[0].read_text() == other_content
+    # (the rounds really raced: at least one write lost somewhere, else the test proved nothing)
+    assert sum(conflicts for conflicts, _ in outcomes) > 0, outcomes
