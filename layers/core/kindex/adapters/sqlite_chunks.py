@@ -28,6 +28,8 @@ CREATE TABLE IF NOT EXISTS queue (
 );
 CREATE INDEX IF NOT EXISTS queue_visible ON queue (dead, visible_at);
 """
+# Added after the first release: `ALTER TABLE` brings an existing queue up to date (its messages get no lane/group).
+QUEUE_COLUMNS = {"lane": "TEXT NOT NULL DEFAULT ''", "grp": "TEXT NOT NULL DEFAULT ''", "receipt": "TEXT"}
 
 _CHUNK_COLUMNS = "chunk_id, collection, document_id, idx, start_offset, end_offset, text, page_start, page_end"
 _BATCH = 400  # stay well under SQLite's bound-parameter limit
@@ -115,27 +117,48 @@ class SqliteEmbeddingCache:
 
 class SqliteQueue:
     """Implements MessageQueue with SQS semantics: visibility timeout, receive count, dead-lettering, redrive.
-    Safe across processes: claiming is one UPDATE ... RETURNING inside an immediate transaction."""
+    Safe across processes: claiming is one UPDATE ... RETURNING inside an immediate transaction.
+
+    Fair rather than FIFO: messages are handed out round robin across lanes (oldest first within a lane), so a
+    tenant who queued a thousand documents cannot hold another tenant's one document back; and like an SQS FIFO
+    message group, a message is not handed out while another message of its group is in flight elsewhere."""
 
     def __init__(self, db: SqliteDatabase, clock=time.time):
         self.db = db
         self.clock = clock
         db.add_schema(SCHEMA)
+        with db.write() as conn:
+            present = {row[1] for row in conn.execute("PRAGMA table_info(queue)")}
+            for column, definition in QUEUE_COLUMNS.items():
+                if column not in present:
+                    conn.execute(f"ALTER TABLE queue ADD COLUMN {column} {definition}")
 
-    def send(self, body: str) -> None:
+    def send(self, body: str, *, lane: str = "", group: str = "") -> None:
         now = self.clock()
         with self.db.write() as conn:
-            conn.execute("INSERT INTO queue (message_id, body, visible_at, sent_at) VALUES (?, ?, ?, ?)",
-                         (uuid.uuid4().hex, body, now, now))
+            conn.execute("INSERT INTO queue (message_id, body, visible_at, sent_at, lane, grp) VALUES (?, ?, ?, ?, ?, ?)",
+                         (uuid.uuid4().hex, body, now, now, lane, group))
 
-    def receive(self, max_messages: int, visibility_timeout: float) -> list[QueueMessage]:
+    def receive(self, max_messages: int, visibility_timeout: float, *,
+                lane_limit: int | None = None) -> list[QueueMessage]:
+        """Claim up to `max_messages` visible messages, taking turns across lanes. A message whose group has a
+        message in flight is skipped; with `lane_limit`, so is every lane that already has that many receives in
+        flight (the worker pool keeps a thread free for the other lanes)."""
         now = self.clock()
         with self.db.write() as conn:
             rows = conn.execute(
-                "UPDATE queue SET receive_count = receive_count + 1, visible_at = ? WHERE message_id IN ("
-                " SELECT message_id FROM queue WHERE dead = 0 AND visible_at <= ? ORDER BY sent_at LIMIT ?)"
+                "WITH busy AS (SELECT lane, grp, receipt FROM queue"
+                "   WHERE dead = 0 AND receipt IS NOT NULL AND visible_at > :now),"
+                " full_lanes AS (SELECT lane FROM busy GROUP BY lane HAVING COUNT(DISTINCT receipt) >= :lane_limit),"
+                " ready AS (SELECT message_id, sent_at, ROW_NUMBER() OVER (PARTITION BY lane ORDER BY sent_at) AS turn"
+                "   FROM queue WHERE dead = 0 AND visible_at <= :now"
+                "   AND (grp = '' OR grp NOT IN (SELECT grp FROM busy))"
+                "   AND lane NOT IN (SELECT lane FROM full_lanes))"
+                " UPDATE queue SET receive_count = receive_count + 1, visible_at = :until, receipt = :receipt"
+                " WHERE message_id IN (SELECT message_id FROM ready ORDER BY turn, sent_at LIMIT :max)"
                 " RETURNING message_id, body, receive_count, sent_at",
-                (now + visibility_timeout, now, max_messages)).fetchall()
+                {"now": now, "until": now + visibility_timeout, "receipt": uuid.uuid4().hex, "max": max_messages,
+                 "lane_limit": lane_limit if lane_limit is not None else 2 ** 31}).fetchall()
         rows.sort(key=lambda row: row[3])
         return [QueueMessage(message_id=r[0], body=r[1], receive_count=r[2]) for r in rows]
 
@@ -149,13 +172,14 @@ class SqliteQueue:
             if row is None:
                 return False
             dead = row[0] >= max_receives
-            conn.execute("UPDATE queue SET dead = ?, visible_at = ? WHERE message_id = ?",
+            conn.execute("UPDATE queue SET dead = ?, visible_at = ?, receipt = NULL WHERE message_id = ?",
                          (int(dead), self.clock() + delay, message_id))
             return dead
 
     def redrive(self) -> int:
         with self.db.write() as conn:
-            return conn.execute("UPDATE queue SET dead = 0, receive_count = 0, visible_at = ? WHERE dead = 1",
+            return conn.execute("UPDATE queue SET dead = 0, receive_count = 0, visible_at = ?, receipt = NULL"
+                                " WHERE dead = 1",
                                 (self.clock(),)).rowcount
 
     def recover_in_flight(self) -> int:
@@ -163,7 +187,8 @@ class SqliteQueue:
         Only call while holding the data directory's worker lock (no other worker can be mid-message)."""
         now = self.clock()
         with self.db.write() as conn:
-            return conn.execute("UPDATE queue SET visible_at = ? WHERE dead = 0 AND visible_at > ?", (now, now)).rowcount
+            return conn.execute("UPDATE queue SET visible_at = ?, receipt = NULL WHERE dead = 0 AND visible_at > ?",
+                                (now, now)).rowcount
 
     def depth(self) -> tuple[int, int]:
         """(messages waiting or in flight, dead-lettered messages)."""
