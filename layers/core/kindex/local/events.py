@@ -17,10 +17,11 @@ from kindex.domain.ports import MessageQueue
 logger = logging.getLogger(__name__)
 
 BUCKET = "kindex-local"
-# No local handler is ever killed (Lambda's timeout has no equivalent here): a claim lasts until the worker reports
-# back, and a crashed process's claims are recovered at the next start. A short timeout would only hand a large
-# document, still being indexed, to a second thread.
-LOCAL_VISIBILITY_TIMEOUT = 6 * 3600.0
+# No local handler is killed by a timeout as on Lambda, so a claim normally lasts until its worker reports back (and a
+# crashed process's claims are recovered at the next start). The timeout is only a backstop for a claim whose
+# report was lost; it is long enough for the largest document (20,000 chunks at a few chunks per second), since a
+# shorter one would hand a document still being indexed to a second thread.
+LOCAL_VISIBILITY_TIMEOUT = 3600.0
 
 
 def s3_notification(event_name: str, key: str, size: int, sequencer: str) -> dict[str, Any]:
