@@ -88,6 +88,14 @@ def test_lanes_take_turns_oldest_first_within_a_lane(queue, clock):
     assert [m.body for m in queue.receive(10, 30)] == ["a2", "a3", "a4"]
 
 
+def test_between_lanes_the_oldest_message_goes_first_not_the_first_lane_name(queue, clock):
+    queue.send("from z", lane="z")
+    clock.now += 1
+    queue.send("from a", lane="a")
+    assert [m.body for m in queue.receive(1, 30)] == ["from z"]
+    assert [m.body for m in queue.receive(1, 30)] == ["from a"]
+
+
 def test_a_group_in_flight_is_not_handed_to_a_second_receive(queue, clock):
     # Given two events of one document (one group), and another document's event
     queue.send("doc-1 first", group="doc-1")

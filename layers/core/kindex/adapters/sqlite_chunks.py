@@ -30,6 +30,23 @@ CREATE INDEX IF NOT EXISTS queue_visible ON queue (dead, visible_at);
 """
 # Added after the first release: `ALTER TABLE` brings an existing queue up to date (its messages get no lane/group).
 QUEUE_COLUMNS = {"lane": "TEXT NOT NULL DEFAULT ''", "grp": "TEXT NOT NULL DEFAULT ''", "receipt": "TEXT"}
+# The lane walk below (covering, so messages waiting for a retry are skipped without reading their rows), and the
+# claimed messages (few, whatever the queue's length).
+QUEUE_INDEXES = """
+CREATE INDEX IF NOT EXISTS queue_lane ON queue (dead, lane, sent_at, visible_at, grp, message_id);
+CREATE INDEX IF NOT EXISTS queue_claimed ON queue (receipt) WHERE receipt IS NOT NULL;
+"""
+# The lanes that have live messages, one index probe per lane (SQLite has no loose index scan of its own).
+_LANES = """
+WITH RECURSIVE lanes(lane) AS (
+    SELECT MIN(lane) FROM queue INDEXED BY queue_lane WHERE dead = 0
+    UNION ALL
+    SELECT (SELECT MIN(lane) FROM queue INDEXED BY queue_lane WHERE dead = 0 AND lane > lanes.lane)
+    FROM lanes WHERE lane IS NOT NULL
+) SELECT lane FROM lanes WHERE lane IS NOT NULL
+"""
+_LANE_HEAD = ("SELECT message_id, grp, sent_at FROM queue INDEXED BY queue_lane"
+              " WHERE dead = 0 AND lane = ? AND visible_at <= ? ORDER BY sent_at")
 
 _CHUNK_COLUMNS = "chunk_id, collection, document_id, idx, start_offset, end_offset, text, page_start, page_end"
 _BATCH = 400  # stay well under SQLite's bound-parameter limit
@@ -117,7 +134,7 @@ class SqliteEmbeddingCache:
 
 class SqliteQueue:
     """Implements MessageQueue with SQS semantics: visibility timeout, receive count, dead-lettering, redrive.
-    Safe across processes: claiming is one UPDATE ... RETURNING inside an immediate transaction.
+    Safe across processes: choosing and claiming happen in one immediate transaction.
 
     Fair rather than FIFO: messages are handed out round robin across lanes (oldest first within a lane), so a
     tenant who queued a thousand documents cannot hold another tenant's one document back; and like an SQS FIFO
@@ -132,6 +149,8 @@ class SqliteQueue:
             for column, definition in QUEUE_COLUMNS.items():
                 if column not in present:
                     conn.execute(f"ALTER TABLE queue ADD COLUMN {column} {definition}")
+            for statement in filter(str.strip, QUEUE_INDEXES.split(";")):
+                conn.execute(statement)
 
     def send(self, body: str, *, lane: str = "", group: str = "") -> None:
         now = self.clock()
@@ -146,19 +165,37 @@ class SqliteQueue:
         flight (the worker pool keeps a thread free for the other lanes)."""
         now = self.clock()
         with self.db.write() as conn:
+            busy = conn.execute("SELECT lane, grp, receipt FROM queue INDEXED BY queue_claimed"
+                                " WHERE receipt IS NOT NULL AND dead = 0 AND visible_at > ?", (now,)).fetchall()
+            busy_groups = {grp for _, grp, _ in busy if grp}
+            receipts: dict[str, set[str]] = {}
+            for lane, _, receipt in busy:
+                receipts.setdefault(lane, set()).add(receipt)
+            # Each lane's oldest visible messages, then turn by turn across lanes (oldest first within a turn):
+            # cost grows with the lanes and the batch, not with the queue's length.
+            candidates: list[tuple[int, float, str]] = []
+            for (lane,) in conn.execute(_LANES).fetchall():
+                if lane_limit is not None and len(receipts.get(lane, ())) >= lane_limit:
+                    continue
+                head = conn.execute(_LANE_HEAD, (lane, now))
+                try:
+                    turn = 0
+                    for message_id, group, sent_at in head:
+                        if group and group in busy_groups:
+                            continue
+                        candidates.append((turn, sent_at, message_id))
+                        turn += 1
+                        if turn == max_messages:
+                            break
+                finally:
+                    head.close()
+            chosen = [message_id for _, _, message_id in sorted(candidates)[:max_messages]]
+            if not chosen:
+                return []
             rows = conn.execute(
-                "WITH busy AS (SELECT lane, grp, receipt FROM queue"
-                "   WHERE dead = 0 AND receipt IS NOT NULL AND visible_at > :now),"
-                " full_lanes AS (SELECT lane FROM busy GROUP BY lane HAVING COUNT(DISTINCT receipt) >= :lane_limit),"
-                " ready AS (SELECT message_id, sent_at, ROW_NUMBER() OVER (PARTITION BY lane ORDER BY sent_at) AS turn"
-                "   FROM queue WHERE dead = 0 AND visible_at <= :now"
-                "   AND (grp = '' OR grp NOT IN (SELECT grp FROM busy))"
-                "   AND lane NOT IN (SELECT lane FROM full_lanes))"
-                " UPDATE queue SET receive_count = receive_count + 1, visible_at = :until, receipt = :receipt"
-                " WHERE message_id IN (SELECT message_id FROM ready ORDER BY turn, sent_at LIMIT :max)"
-                " RETURNING message_id, body, receive_count, sent_at",
-                {"now": now, "until": now + visibility_timeout, "receipt": uuid.uuid4().hex, "max": max_messages,
-                 "lane_limit": lane_limit if lane_limit is not None else 2 ** 31}).fetchall()
+                "UPDATE queue SET receive_count = receive_count + 1, visible_at = ?, receipt = ?"
+                f" WHERE message_id IN ({','.join('?' * len(chosen))}) RETURNING message_id, body, receive_count, sent_at",
+                (now + visibility_timeout, uuid.uuid4().hex, *chosen)).fetchall()
         rows.sort(key=lambda row: row[3])
         return [QueueMessage(message_id=r[0], body=r[1], receive_count=r[2]) for r in rows]
 
