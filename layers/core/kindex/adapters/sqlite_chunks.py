@@ -136,9 +136,9 @@ class SqliteQueue:
     """Implements MessageQueue with SQS semantics: visibility timeout, receive count, dead-lettering, redrive.
     Safe across processes: choosing and claiming happen in one immediate transaction.
 
-    Fair rather than FIFO: messages are handed out round robin across lanes (oldest first within a lane), so a
-    tenant who queued a thousand documents cannot hold another tenant's one document back; and like an SQS FIFO
-    message group, a message is not handed out while another message of its group is in flight elsewhere."""
+    Fair rather than FIFO: each receive serves the lane (tenant) with the fewest receives in flight, oldest first
+    within the lane, so a tenant who queued a thousand documents cannot hold another tenant's one document back;
+    and like an SQS FIFO message group, a message is not handed out while another of its group is in flight."""
 
     def __init__(self, db: SqliteDatabase, clock=time.time):
         self.db = db
@@ -160,9 +160,11 @@ class SqliteQueue:
 
     def receive(self, max_messages: int, visibility_timeout: float, *,
                 lane_limit: int | None = None) -> list[QueueMessage]:
-        """Claim up to `max_messages` visible messages, taking turns across lanes. A message whose group has a
-        message in flight is skipped; with `lane_limit`, so is every lane that already has that many receives in
-        flight (the worker pool keeps a thread free for the other lanes)."""
+        """Claim up to `max_messages` visible messages of ONE lane: the lane with the fewest receives in flight, the
+        oldest waiting message breaking ties. A message whose group has a message in flight is skipped; with
+        `lane_limit`, so is every lane that already has that many receives in flight (the worker pool keeps a
+        thread free for the other lanes). One lane per receive, because a receive's messages are acknowledged
+        together: another lane's message in the same receive would count as busy until the slowest was done."""
         now = self.clock()
         with self.db.write() as conn:
             busy = conn.execute("SELECT lane, grp, receipt FROM queue INDEXED BY queue_claimed"
@@ -171,25 +173,26 @@ class SqliteQueue:
             receipts: dict[str, set[str]] = {}
             for lane, _, receipt in busy:
                 receipts.setdefault(lane, set()).add(receipt)
-            # Each lane's oldest visible messages, then turn by turn across lanes (oldest first within a turn):
-            # cost grows with the lanes and the batch, not with the queue's length.
-            candidates: list[tuple[int, float, str]] = []
+            # Each lane's oldest visible messages: the cost grows with the lanes and the batch, not the queue's length.
+            best: tuple[int, float] | None = None
+            chosen: list[str] = []
             for (lane,) in conn.execute(_LANES).fetchall():
-                if lane_limit is not None and len(receipts.get(lane, ())) >= lane_limit:
+                in_flight = len(receipts.get(lane, ()))
+                if lane_limit is not None and in_flight >= lane_limit:
                     continue
                 head = conn.execute(_LANE_HEAD, (lane, now))
                 try:
-                    turn = 0
+                    ready = []
                     for message_id, group, sent_at in head:
                         if group and group in busy_groups:
                             continue
-                        candidates.append((turn, sent_at, message_id))
-                        turn += 1
-                        if turn == max_messages:
+                        ready.append((sent_at, message_id))
+                        if len(ready) == max_messages:
                             break
                 finally:
                     head.close()
-            chosen = [message_id for _, _, message_id in sorted(candidates)[:max_messages]]
+                if ready and (best is None or (in_flight, ready[0][0]) < best):
+                    best, chosen = (in_flight, ready[0][0]), [message_id for _, message_id in ready]
             if not chosen:
                 return []
             rows = conn.execute(

@@ -94,9 +94,9 @@ class Worker(BackgroundLoop):
     Lambda runs concurrent instances of one function. Failed messages are retried with backoff and dead-lettered
     after `max_receives` deliveries (the DLQ of local mode; `kindex redrive` brings them back).
 
-    Fairness: the queue hands messages out round robin across tenants and never gives one document to two threads;
-    and no tenant may hold more than `threads - 1` threads, so one thread is always free for the other tenants
-    (a tenant's thousand-chunk document cannot hold another tenant's one-line document back)."""
+    Fairness: each receive serves the tenant with the fewest batches in flight, and never gives one document to two
+    threads; no tenant may hold more than `threads - 1` threads, so one is always free for the other tenants (a
+    tenant's thousand-chunk document cannot hold another tenant's one-line document back)."""
 
     name = "kindex-worker"
 

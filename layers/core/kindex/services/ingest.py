@@ -83,7 +83,7 @@ class IngestBatch:
         self.fetched: dict[str, bytes] = {}
         self.prepared: dict[Memo, list | IngestError] = {}
         self.failed_models: dict[str, Exception] = {}
-        self._costs: dict[str, int] = {}
+        self.costs: dict[str, int] = {}
         self._waiting: dict[str, list[tuple[Memo, list[str]]]] = {}
 
     def object_created(self, key: str) -> Document | None:
@@ -94,7 +94,7 @@ class IngestBatch:
 
     def cost(self, created_keys: Iterable[str]) -> int:
         """The chunks a record's created objects are expected to embed; UNKNOWN_COST for anything not measured."""
-        return sum(self._costs.get(key, UNKNOWN_COST) for key in created_keys)
+        return sum(self.costs.get(key, UNKNOWN_COST) for key in created_keys)
 
     def wait_for_embedding(self, memo: Memo, models: Iterable[str], texts: list[str]) -> None:
         for model in models:
@@ -103,7 +103,7 @@ class IngestBatch:
     def order_waiting(self) -> None:
         """Waiting texts in the order the records will run (cheapest first, like the handler sorts them)."""
         for entries in self._waiting.values():
-            entries.sort(key=lambda entry: self._costs.get(entry[0][0], UNKNOWN_COST))
+            entries.sort(key=lambda entry: self.costs.get(entry[0][0], UNKNOWN_COST))
 
     def riders(self, model: str, memo: Memo | None, room: int) -> list[str]:
         """Texts of waiting small documents to embed with `memo`'s own call, at most `room` of them; they (and
@@ -149,7 +149,7 @@ class IngestService:
         return batch
 
     def _prepare(self, batch: IngestBatch, key: str) -> None:
-        batch._costs[key] = 0  # nothing to do unless shown otherwise below
+        batch.costs[key] = 0  # nothing to do unless shown otherwise below
         parsed = keys.parse_blob_key(key)
         if parsed is None:
             return
@@ -157,7 +157,7 @@ class IngestService:
         collection = self.collections.get_collection(tenant, collection_id)
         if collection is None:
             return
-        batch._costs[key] = UNKNOWN_COST
+        batch.costs[key] = UNKNOWN_COST
         document = self.documents.get_document(tenant, collection_id, document_id)
         data = self.blobs.get_blob(key)
         if len(data) > self.limits.prepare_max_bytes:
@@ -167,7 +167,7 @@ class IngestService:
         if document is not None and (document.content_sha256 == digest and document.status is DocumentStatus.INDEXED
                                      and document.indexed_model == collection.embedding_model
                                      and document.indexed_config_version == collection.config_version):
-            batch._costs[key] = 0
+            batch.costs[key] = 0
             return  # a duplicate event: nothing to embed
         mimetype = (document.mimetype if document else None) or None
         memo = (key, digest, collection.config_version, mimetype)
@@ -175,10 +175,10 @@ class IngestService:
             pieces = self._pieces(collection, data, filename, mimetype)
         except IngestError as error:
             batch.prepared[memo] = error  # its record fails at once, without extracting again
-            batch._costs[key] = 0
+            batch.costs[key] = 0
             return
         batch.prepared[memo] = pieces
-        batch._costs[key] = len(pieces)
+        batch.costs[key] = len(pieces)
         if len(pieces) <= self.limits.embed_slice:
             batch.wait_for_embedding(memo, {collection.embedding_model, collection.query_model},
                                      [p.text for p in pieces])
