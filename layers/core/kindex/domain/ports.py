@@ -159,8 +159,8 @@ class MessageQueue(Protocol):
     """An at-least-once queue with SQS semantics (local mode's stand-in for S3 -> SQS)."""
 
     def send(self, body: str, *, lane: str = "", group: str = "") -> None:
-        """Enqueue a message durably. Receives take turns across `lane`s (local mode: the tenant); two messages of
-        one non-empty `group` (local mode: the document) are never in flight in two receives at once."""
+        """Enqueue a message durably. Each receive serves one `lane` (local mode: the tenant), the least busy first;
+        two messages of one non-empty `group` (local mode: the document) are never in flight in two receives."""
 
     def receive(self, max_messages: int, visibility_timeout: float, *,
                 lane_limit: int | None = None) -> list["QueueMessage"]:
