@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import warnings
+from functools import partial
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
@@ -18,36 +19,35 @@ tracer = Tracer(service="kindex-ingest")  # X-Ray segments; only in the asynchro
 metrics = Metrics(namespace="kindex")  # shares its metric set with the services' recorder; flushed per invocation
 # An invocation without a business event (a 404, say) has nothing to publish; that is not worth a warning.
 warnings.filterwarnings("ignore", message="No application metrics to publish")
-# A batch where every record failed still reports them as item failures, rather than as a Lambda error.
-processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
+
+
+def notification_events(body: str) -> list[tuple[str, str]]:
+    """(event name, object key) of each S3 record of a message body; none for S3's test event. Raises on a body
+    that is not an S3 notification."""
+    notification = json.loads(body)
+    if notification.get("Event") == "s3:TestEvent":
+        return []
+    return [(s3_record["eventName"], decode_s3_event_key(s3_record["s3"]["object"]["key"]))
+            for s3_record in notification.get("Records", [])]
 
 
 def record_handler(record: SQSRecord, service=None) -> None:
-    """One SQS message = one S3 notification (possibly several records). Raising fails only this message."""
+    """One SQS message = one S3 notification (possibly several records). Raising fails only this message.
+    `service` is the invocation's IngestBatch (or anything with its two calls)."""
     service = service or container().ingest
-    notification = json.loads(record.body)
-    if notification.get("Event") == "s3:TestEvent":
-        return
-    for s3_record in notification.get("Records", []):
-        key = decode_s3_event_key(s3_record["s3"]["object"]["key"])
-        if s3_record["eventName"].startswith("ObjectRemoved"):
+    for event_name, key in notification_events(record.body):
+        if event_name.startswith("ObjectRemoved"):
             service.object_removed(key)
         else:
             service.object_created(key)
 
 
-def created_keys(event: dict[str, Any]) -> list[str]:
-    """The object keys this batch creates (to embed all their chunks together before the per-record pass)."""
-    found = []
-    for record in event.get("Records", []):
-        try:
-            notification = json.loads(record["body"])
-        except (KeyError, TypeError, ValueError):
-            continue  # the per-record pass reports it
-        for s3_record in notification.get("Records", []) if isinstance(notification, dict) else []:
-            if str(s3_record.get("eventName", "")).startswith("ObjectCreated"):
-                found.append(decode_s3_event_key(s3_record["s3"]["object"]["key"]))
-    return found
+def created_keys(record: dict[str, Any]) -> list[str]:
+    """The object keys one SQS record creates; none when its body is malformed (its own pass reports that)."""
+    try:
+        return [key for name, key in notification_events(record["body"]) if name.startswith("ObjectCreated")]
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return []
 
 
 @tracer.capture_lambda_handler
@@ -55,9 +55,12 @@ def created_keys(event: dict[str, Any]) -> list[str]:
 @logger.inject_lambda_context(clear_state=True)
 def handler(event: dict[str, Any], context: Any, service=None) -> dict[str, Any]:
     service = service or container().ingest
-    service.prefetch(created_keys(event))
-    try:
-        return process_partial_response(event=event, record_handler=record_handler, processor=processor,
-                                        context=context)
-    finally:
-        service.end_batch()
+    records = event.get("Records", [])
+    batch = service.open_batch([key for record in records for key in created_keys(record)])
+    # Cheapest records first: a batch's one-line documents are not held back by a large one in the same batch.
+    ordered = {**event, "Records": sorted(records, key=lambda record: batch.cost(created_keys(record)))}
+    # One processor per invocation: it collects the batch's results (local mode runs invocations on several threads).
+    # A batch where every record failed still reports them as item failures, rather than as a Lambda error.
+    processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
+    return process_partial_response(event=ordered, record_handler=partial(record_handler, service=batch),
+                                    processor=processor, context=context)

@@ -186,7 +186,7 @@ def test_document_round_trips_every_field(store):
     document = make_document(
         "col #1 %41", "dök #2 50% ✓", title="Title", language="fr", url="https://wiki.example/x?y=1#z",
         mimetype="application/pdf", status=DocumentStatus.FAILED, failure_reason="CorruptFile: bad xref",
-        chunk_count=12, content_sha256="f" * 64, content_length=1234, source="upload", version=3,
+        chunk_count=12, chunks_done=5, content_sha256="f" * 64, content_length=1234, source="upload", version=3,
         indexed_version=2, indexed_at=T0, created_at=T0 - timedelta(days=1), updated_at=T0)
     # When created and read back / Then every field survives
     store.put_document("acme", document, create=True)
@@ -227,6 +227,26 @@ def test_expected_version_guards_updates(store):
     # And an update without expected_version overwrites whatever is there
     store.put_document("acme", make_document("docs", "d1", version=9, title="forced"), create=False)
     assert store.get_document("acme", "docs", "d1").title == "forced"
+
+
+def test_progress_writes_keep_the_version_and_lose_to_a_newer_version(store):
+    # Given a document being indexed at version 2
+    store.put_document("acme", make_document("docs", "d1", version=2, status=DocumentStatus.IN_PROGRESS,
+                                             chunk_count=300), create=True)
+    # When the ingest records progress against the version it works on / Then the count is stored, the version kept
+    store.put_document("acme", make_document("docs", "d1", version=2, status=DocumentStatus.IN_PROGRESS,
+                                             chunk_count=300, chunks_done=128), create=False, expected_version=2)
+    assert (store.get_document("acme", "docs", "d1").chunks_done, store.get_document("acme", "docs", "d1").version) \
+        == (128, 2)
+    # When new content makes it version 3 / Then the stale ingest's next progress write conflicts and changes nothing
+    store.put_document("acme", make_document("docs", "d1", version=3, title="new content"), create=False,
+                       expected_version=2)
+    with pytest.raises(Conflict):
+        store.put_document("acme", make_document("docs", "d1", version=2, status=DocumentStatus.IN_PROGRESS,
+                                                 chunk_count=300, chunks_done=256), create=False, expected_version=2)
+    stored = store.get_document("acme", "docs", "d1")
+    assert (stored.version, stored.title, stored.chunks_done, stored.status) == (3, "new content", 0,
+                                                                                 DocumentStatus.PENDING)
 
 
 def test_delete_document_reports_whether_it_existed(store):

@@ -26,7 +26,7 @@ from kindex.adapters.search_opensearch import (
     opensearch_client,
 )
 from kindex.domain.keys import blob_key
-from kindex.domain.models import CollectionInput, DocumentInput
+from kindex.domain.models import Collection, CollectionInput, DocumentInput
 from kindex.domain.types import ChunkRef
 from kindex.wiring import Container, container
 from moto import mock_aws
@@ -322,6 +322,28 @@ def test_openai_outage_retries_dead_letters_then_redrive_indexes(openai_deployme
     chunk_ids = {c.chunk_id for c in d.services.chunks.list_chunks("t", "c", "d1")}
     assert d.services.search_index.chunk_ids(OPENAI_MODEL, "t", "c") == chunk_ids
     assert d.dead_letters() == 0
+
+
+def test_an_unknown_model_fails_only_its_own_record_of_the_batch(deployment):
+    d = deployment
+    # Given a tenant whose collection names a model the registry does not know (stored before the API checked)
+    d.services.metadata.put_collection("x", Collection(id="old", embedding_model="local:foo"), create=True)
+    d.services.catalog.put_document("x", "old", "bad", DocumentInput(content="Text for an unknown model."))
+    # And another tenant's valid document, its event in the same SQS batch
+    d.services.catalog.put_document("t", "c", "good", DocumentInput(content=TEXT))
+    # When the batch is delivered
+    deliveries = d.drain()
+    first = deliveries[0]
+    bad = next(m for m in first.messages if "%2Fx%2F" in m["Body"])
+    assert any("%2Ft%2F" in m["Body"] for m in first.messages)
+    # Then only the bad record is reported failed (three receives, then the DLQ); the valid one is indexed
+    assert first.response == {"batchItemFailures": [{"itemIdentifier": bad["MessageId"]}]}
+    assert [delivery.failed_ids for delivery in deliveries] == [{bad["MessageId"]}] * 3
+    assert d.dead_letters() == 1
+    assert d.document("good").status.value == "indexed"
+    failed = d.services.metadata.get_document("x", "old", "bad")
+    assert failed.status.value == "failed" and failed.failure_retryable
+    assert failed.failure_reason.startswith("UnknownModel: unknown embedding model 'local:foo'")
 
 
 def test_duplicate_delivery_and_repeated_text_make_no_embedding_calls(openai_deployment, openai_stub):

@@ -1,11 +1,16 @@
 """The ingest path on the local backend: blob event -> queue -> ingest handler -> chunks, vectors, status."""
 
+import time
+
 import numpy as np
 import pytest
 
+from functions import ingest as ingest_function
 from kindex.domain.errors import EmbeddingFailed
-from kindex.domain.models import CollectionInput, DocumentInput
+from kindex.domain.models import Collection, CollectionInput, DocumentInput
 from kindex.local.app import build_worker
+from kindex.local.events import sqs_event
+from kindex.local.server import LambdaContext
 from tests.conftest import SHARED_DATA
 
 pytestmark = pytest.mark.integration
@@ -17,12 +22,16 @@ class CountingEmbedder:
     def __init__(self, inner):
         self.inner, self.model, self.dimensions = inner, inner.model, inner.dimensions
         self.calls, self.texts, self.fail = 0, 0, False
+        self.delay = 0.0  # seconds per text: a slow provider or a CPU-bound model
+        self.sent: list[list[str]] = []
 
     def embed(self, texts):
         if self.fail:
             raise EmbeddingFailed("provider unavailable (test)")
         self.calls += 1
         self.texts += len(texts)
+        self.sent.append(list(texts))
+        time.sleep(self.delay * len(texts))
         return self.inner.embed(texts)
 
 
@@ -286,3 +295,216 @@ def test_each_object_is_read_once_per_batch(deployment, monkeypatch):
     worker.drain()
     source = doc(services, "once").source
     assert doc(services, "once").status.value == "indexed" and reads.count(source) == 1
+
+
+# Fairness, progress and batch isolation
+
+BIG = "\n\n".join(f"Section {i} of the long report covers subject {i} in a few plain words." for i in range(1000))
+
+
+def wait_until(condition, timeout=30.0, interval=0.02):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(interval)
+    raise AssertionError("condition not reached in time")
+
+
+def write_like_a_client(write, attempts=5):
+    """A write racing the ingest of the same document may answer 409 (the API's version check); a client retries."""
+    from kindex.domain.errors import Conflict
+
+    for _ in range(attempts - 1):
+        try:
+            return write()
+        except Conflict:
+            time.sleep(0.01)
+    return write()
+
+
+def test_small_documents_are_indexed_within_seconds_while_a_large_one_runs(deployment):
+    services, embedder, _ = deployment
+    catalog = services.catalog
+    # Given two tenants, and an embedder slow enough that a 1,000-chunk document takes several seconds
+    embedder.delay = 0.005
+    for tenant in ("big-tenant", "small-tenant"):
+        catalog.put_collection(tenant, "c", CollectionInput(chunking_max_size=100))
+    pool = build_worker()  # the pool `kindex serve` runs
+    pool.threads, pool.poll_interval = 3, 0.02  # the default KINDEX_INGEST_WORKERS, whatever the environment says
+    pool.start()
+    try:
+        # When one tenant's large document is being indexed
+        write_like_a_client(lambda: catalog.put_document("big-tenant", "c", "big", DocumentInput(content=BIG)))
+        big = lambda: services.metadata.get_document("big-tenant", "c", "big")  # noqa: E731
+        wait_until(lambda: big().status.value == "in_progress")
+        # And another tenant, then the same tenant, each write a one-line document
+        started = time.monotonic()
+        for tenant, content in (("small-tenant", "One line about cats."), ("big-tenant", "One line about dogs.")):
+            write_like_a_client(lambda: catalog.put_document(tenant, "c", "one-line", DocumentInput(content=content)))
+        progress = []
+
+        def small_ones_indexed():
+            progress.append((big().status.value, big().chunks_done, big().chunk_count))
+            return all(services.metadata.get_document(t, "c", "one-line").status.value == "indexed"
+                       for t in ("small-tenant", "big-tenant"))
+
+        wait_until(small_ones_indexed, timeout=20)
+        # Then both are indexed within seconds, while the large one is still in progress, with partial progress
+        assert time.monotonic() - started < 2.0
+        assert big().status.value == "in_progress"
+
+        def big_one_indexed():
+            progress.append((big().status.value, big().chunks_done, big().chunk_count))
+            return progress[-1][0] == "indexed"
+
+        wait_until(big_one_indexed, timeout=60)
+        assert any(status == "in_progress" and 0 < done < count == 1000 for status, done, count in progress), progress
+    finally:
+        pool.stop()
+    # And once indexed, every chunk is done and searchable
+    assert (big().chunk_count, big().chunks_done) == (1000, 1000)
+    assert len(services.search_index.chunk_ids("hash:384", "big-tenant", "c")) == 1001
+
+
+def test_new_content_written_during_indexing_wins_over_the_stale_run(deployment):
+    services, embedder, worker = deployment
+    services.catalog.put_collection("t", "c", CollectionInput(chunking_max_size=100))
+    put(services, "d1", BIG)
+    original, calls = embedder.embed, []
+
+    def write_new_content_midway(texts):
+        calls.append(len(texts))
+        if len(calls) == 2:  # after the first slice and its progress write
+            put(services, "d1", "Entirely new content.")
+        return original(texts)
+
+    embedder.embed = write_new_content_midway
+    # When the worker runs the stale event (its next progress write conflicts) and the new one
+    worker.drain()
+    # Then the stored, indexed and searchable content is the new write's, and nothing of the old one is left
+    document = doc(services, "d1")
+    assert (document.status.value, document.version, document.chunk_count, document.chunks_done) == ("indexed", 2, 1, 1)
+    chunks = services.chunks.list_chunks("t", "c", "d1")
+    assert [c.text for c in chunks] == ["Entirely new content."]
+    assert services.search_index.chunk_ids("hash:384", "t", "c") == {chunks[0].chunk_id}
+    assert services.catalog.get_document("t", "c", "d1")[1] == "Entirely new content."
+
+
+def test_a_batch_runs_its_small_documents_first_and_embeds_them_together(deployment):
+    services, embedder, worker = deployment
+    services.catalog.put_collection("t", "c", CollectionInput(chunking_max_size=100))
+    # Given a large document queued before three small ones, all in one batch
+    put(services, "big", BIG)
+    for i in range(3):
+        put(services, f"small-{i}", f"Small note {i}.")
+    worker.drain()
+    # Then the small ones were embedded first, in one call, then the large one in slices of at most 128 texts
+    assert embedder.sent[0] == ["Small note 0.", "Small note 1.", "Small note 2."]
+    assert [len(call) for call in embedder.sent[1:]] == [128] * 7 + [104]
+    assert all(doc(services, d).status.value == "indexed" for d in ("big", "small-0", "small-1", "small-2"))
+
+
+def store_collection_with_unknown_model(services, tenant):
+    """A collection saved before the API checked models against the registry (written straight to the store)."""
+    services.metadata.put_collection(tenant, Collection(id="old", embedding_model="local:foo"), create=True)
+
+
+def test_an_unknown_model_fails_only_its_own_record(deployment):
+    services, _, _ = deployment
+    services.embeddings.embedder_for = services.embedder  # the real registry
+    # Given one tenant's collection with a model the registry does not know, and another tenant's valid collection
+    store_collection_with_unknown_model(services, "x")
+    services.catalog.put_collection("t", "c", CollectionInput(embedding_model="hash:384"))
+    services.catalog.put_document("x", "old", "bad", DocumentInput(content="Text for an unknown model."))
+    put(services, "good", "Text for a known model.")
+    # When both records come in one batch (locally a receive serves one tenant: two receives make the batch)
+    messages = services.queue.receive(10, 30) + services.queue.receive(10, 30)
+    bad_message = next(m for m in messages if "/x/" in m.body)
+    response = ingest_function.handler(sqs_event(messages), LambdaContext("kindex-ingest"))
+    # Then only the bad record is reported failed, and each document says what happened to it
+    assert response["batchItemFailures"] == [{"itemIdentifier": bad_message.message_id}]
+    assert doc(services, "good").status.value == "indexed"
+    bad = services.metadata.get_document("x", "old", "bad")
+    assert bad.status.value == "failed" and bad.failure_retryable
+    assert bad.failure_reason.startswith("UnknownModel: unknown embedding model 'local:foo'")
+
+
+def test_an_unexpected_error_in_one_documents_preparation_fails_only_that_record(deployment, monkeypatch):
+    services, _, _ = deployment
+    from kindex.ingest.extract import extract
+
+    def extract_that_breaks_on_one_file(data, **kwargs):
+        if b"poison" in data:
+            raise ValueError("a defect deep inside a parser")
+        return extract(data, **kwargs)
+
+    monkeypatch.setattr(services.ingest, "_extract", extract_that_breaks_on_one_file)
+    services.catalog.put_file("t", "c", "broken", "broken.txt", b"poison")
+    put(services, "fine", "Perfectly fine text.")
+    messages = services.queue.receive(10, 30)
+    broken_message = next(m for m in messages if "broken" in m.body)
+    # When the batch runs / Then only the broken record fails, its document says so without internals
+    response = ingest_function.handler(sqs_event(messages), LambdaContext("kindex-ingest"))
+    assert response["batchItemFailures"] == [{"itemIdentifier": broken_message.message_id}]
+    assert doc(services, "fine").status.value == "indexed"
+    broken = doc(services, "broken")
+    assert (broken.status.value, broken.failure_reason) == ("failed",
+                                                            "InternalError: indexing failed unexpectedly (ValueError)")
+
+
+def test_an_unreadable_blob_fails_only_its_own_record(deployment, monkeypatch):
+    services, _, _ = deployment
+    services.catalog.put_file("t", "c", "unreadable", "u.txt", b"some text")
+    put(services, "fine", "Perfectly fine text.")
+    original = services.blobs.get_blob
+
+    def flaky_storage(key):
+        if "unreadable" in key:
+            raise OSError("disk read error")
+        return original(key)
+
+    monkeypatch.setattr(services.blobs, "get_blob", flaky_storage)
+    messages = services.queue.receive(10, 30)
+    unreadable_message = next(m for m in messages if "unreadable" in m.body)
+    response = ingest_function.handler(sqs_event(messages), LambdaContext("kindex-ingest"))
+    assert response["batchItemFailures"] == [{"itemIdentifier": unreadable_message.message_id}]
+    assert doc(services, "fine").status.value == "indexed"
+
+
+def test_a_busy_pool_keeps_tenants_apart_embeds_each_text_once_and_ends_on_the_latest_writes(deployment):
+    services, embedder, _ = deployment
+    catalog = services.catalog
+    embedder.delay = 0.001
+    tenants = ("t1", "t2", "t3")
+    for tenant in tenants:
+        catalog.put_collection(tenant, "c", CollectionInput(chunking_max_size=100))
+    pool = build_worker()
+    pool.threads, pool.poll_interval = 3, 0.01
+    pool.start()
+    try:
+        # Given three tenants writing documents with the same ids and partly the same texts, while the pool runs
+        for round_ in range(4):
+            for tenant in tenants:
+                for i in range(5):
+                    content = f"Shared paragraph {i}.\n\nRound {round_} text of {tenant} document {i}."
+                    write_like_a_client(lambda: catalog.put_document(tenant, "c", f"d{i}",
+                                                                     DocumentInput(content=content)))
+        # When the queue drains
+        wait_until(lambda: services.queue.depth() == (0, 0), timeout=60)
+    finally:
+        pool.stop()
+    # Then every document holds its tenant's last write, in its chunks and in the index, and nothing else
+    for tenant in tenants:
+        indexed_ids = services.search_index.chunk_ids("hash:384", tenant, "c")
+        expected_ids = set()
+        for i in range(5):
+            document = services.metadata.get_document(tenant, "c", f"d{i}")
+            chunks = services.chunks.list_chunks(tenant, "c", f"d{i}")
+            assert document.status.value == "indexed" and document.chunks_done == document.chunk_count == len(chunks)
+            assert "".join(c.text for c in chunks).endswith(f"Round 3 text of {tenant} document {i}.")
+            expected_ids |= {c.chunk_id for c in chunks}
+        assert indexed_ids == expected_ids
+    # And no text reached the embedder twice, however the threads overlapped
+    sent = [text for call in embedder.sent for text in call]
+    assert len(sent) == len(set(sent))

@@ -31,6 +31,9 @@ class Settings(BaseModel):
     secrets_prefix: str = "kindex"
     ingest_queue_url: str | None = None
     reindex_interval_seconds: float = Field(default=3600.0, gt=0)
+    # Local mode's ingest threads. One tenant may use all but one of them, so 3 keeps both cores of a small machine
+    # busy with one tenant's work and still has a thread ready for another tenant's.
+    ingest_workers: int = Field(default=3, ge=1, le=64)
     table_name: str | None = None
     bucket_name: str | None = None
     bootstrap_tenant: str = "default"
@@ -59,6 +62,7 @@ ENV_NAMES = {
     "secrets_prefix": "KINDEX_SECRETS_PREFIX",
     "ingest_queue_url": "KINDEX_INGEST_QUEUE_URL",
     "reindex_interval_seconds": "KINDEX_REINDEX_INTERVAL_SECONDS",
+    "ingest_workers": "KINDEX_INGEST_WORKERS",
     "table_name": "KINDEX_TABLE_NAME",
     "bucket_name": "KINDEX_BUCKET_NAME",
     "bootstrap_tenant": "KINDEX_BOOTSTRAP_TENANT",

@@ -93,3 +93,11 @@ class LimitExceeded(IngestError):
 class EmbeddingFailed(IngestError):
     kind = "EmbeddingFailed"
     retryable = True
+
+
+class UnknownModel(IngestError):
+    """The collection's embedding model is not one this deployment can run. Retryable: the fix is in the
+    deployment or the collection, after which a redrive or the reindex job tries again."""
+
+    kind = "UnknownModel"
+    retryable = True

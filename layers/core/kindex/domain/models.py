@@ -196,6 +196,8 @@ class Document(BaseModel):
     status: DocumentStatus = DocumentStatus.PENDING
     failure_reason: str | None = None
     chunk_count: int = 0
+    # Progress while `in_progress`: how many of `chunk_count` chunks are embedded and indexed (equal once indexed).
+    chunks_done: int = 0
     content_sha256: str | None = None
     content_length: int = 0
     source: str | None = None
@@ -210,7 +212,7 @@ class Document(BaseModel):
 
 
 DOCUMENT_READ_ONLY = frozenset({
-    "status", "failure_reason", "chunk_count", "content_sha256", "content_length", "source", "version",
+    "status", "failure_reason", "chunk_count", "chunks_done", "content_sha256", "content_length", "source", "version",
     "indexed_version", "indexed_model", "indexed_config_version", "indexed_at", "failure_retryable",
     "created_at", "updated_at",
 })
@@ -231,6 +233,7 @@ class DocumentInput(BaseModel):
     status: Any = None
     failure_reason: Any = None
     chunk_count: Any = None
+    chunks_done: Any = None
     content_sha256: Any = None
     content_length: Any = None
     source: Any = None

@@ -158,11 +158,14 @@ class EmbeddingCache(Protocol):
 class MessageQueue(Protocol):
     """An at-least-once queue with SQS semantics (local mode's stand-in for S3 -> SQS)."""
 
-    def send(self, body: str) -> None:
-        """Enqueue a message durably."""
+    def send(self, body: str, *, lane: str = "", group: str = "") -> None:
+        """Enqueue a message durably. Each receive serves one `lane` (local mode: the tenant), the least busy first;
+        two messages of one non-empty `group` (local mode: the document) are never in flight in two receives."""
 
-    def receive(self, max_messages: int, visibility_timeout: float) -> list["QueueMessage"]:
-        """Claim up to `max_messages` visible messages; unacknowledged ones reappear after the timeout."""
+    def receive(self, max_messages: int, visibility_timeout: float, *,
+                lane_limit: int | None = None) -> list["QueueMessage"]:
+        """Claim up to `max_messages` visible messages; unacknowledged ones reappear after the timeout. With
+        `lane_limit`, lanes that already have that many receives in flight are skipped."""
 
     def acknowledge(self, message_id: str) -> None:
         """Delete a processed message."""

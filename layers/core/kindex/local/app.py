@@ -79,7 +79,8 @@ def build_worker():
     from kindex.local.events import Worker
     from kindex.wiring import container
 
-    return Worker(container().queue, ingest.handler)
+    services = container()
+    return Worker(services.queue, ingest.handler, threads=services.settings.ingest_workers)
 
 
 def write_admin_key(data_dir: Path, token: str) -> Path:

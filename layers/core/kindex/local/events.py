@@ -1,5 +1,5 @@
 """Local mode's S3 -> SQS: blob writes and deletes become S3-shaped notifications on the durable SQLite queue,
-and a worker thread feeds them, as SQS batches, to the same ingest handler Lambda runs."""
+and a pool of worker threads feeds them, as SQS batches, to the same ingest handler Lambda runs."""
 
 from __future__ import annotations
 
@@ -11,11 +11,17 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote_plus
 
+from kindex.domain.keys import document_prefix, parse_blob_key
 from kindex.domain.ports import MessageQueue
 
 logger = logging.getLogger(__name__)
 
 BUCKET = "kindex-local"
+# No local handler is killed by a timeout as on Lambda, so a claim normally lasts until its worker reports back (and a
+# crashed process's claims are recovered at the next start). The timeout is only a backstop for a claim whose
+# report was lost; it is long enough for the largest document (20,000 chunks at a few chunks per second), since a
+# shorter one would hand a document still being indexed to a second thread.
+LOCAL_VISIBILITY_TIMEOUT = 3600.0
 
 
 def s3_notification(event_name: str, key: str, size: int, sequencer: str) -> dict[str, Any]:
@@ -43,7 +49,10 @@ class QueueNotifier:
         if not key.startswith("tenants/"):
             return
         sequencer = f"{time.time_ns():020X}"
-        self.queue.send(json.dumps(s3_notification(event_name, key, size, sequencer)))
+        parsed = parse_blob_key(key)
+        # The tenant is the lane (tenants take turns); the document is the group (one worker at a time per document).
+        lane, group = ("", "") if parsed is None else (parsed[0], document_prefix(*parsed[:3]))
+        self.queue.send(json.dumps(s3_notification(event_name, key, size, sequencer)), lane=lane, group=group)
 
 
 def sqs_event(messages) -> dict[str, Any]:
@@ -55,37 +64,46 @@ def sqs_event(messages) -> dict[str, Any]:
 
 
 class BackgroundLoop:
-    """A daemon thread running `_loop` until `stop()`; the worker and the scheduler are two of them."""
+    """`threads` daemon threads running `_loop` until `stop()`; the worker pool and the scheduler are such loops."""
 
     name = "kindex-background"
 
-    def __init__(self):
+    def __init__(self, threads: int = 1):
+        self.threads = threads
         self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._threads: list[threading.Thread] = []
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._loop, name=self.name, daemon=True)
-        self._thread.start()
+        self._threads = [threading.Thread(target=self._loop, name=f"{self.name}-{i}", daemon=True)
+                         for i in range(self.threads)]
+        for thread in self._threads:
+            thread.start()
 
     def stop(self) -> None:
         self._stop.set()
-        if self._thread:
-            self._thread.join(timeout=30)
+        deadline = time.monotonic() + 30
+        for thread in self._threads:
+            thread.join(timeout=max(0.0, deadline - time.monotonic()))
 
     def _loop(self) -> None:
         raise NotImplementedError
 
 
 class Worker(BackgroundLoop):
-    """Polls the queue and runs the ingest handler; failed messages are retried with backoff and dead-lettered
-    after `max_receives` deliveries (the DLQ of local mode; `kindex redrive` brings them back)."""
+    """A pool of `threads` threads, each polling the queue and running the ingest handler on what it receives, as
+    Lambda runs concurrent instances of one function. Failed messages are retried with backoff and dead-lettered
+    after `max_receives` deliveries (the DLQ of local mode; `kindex redrive` brings them back).
+
+    Fairness: each receive serves the tenant with the fewest batches in flight, and never gives one document to two
+    threads; no tenant may hold more than `threads - 1` threads, so one is always free for the other tenants (a
+    tenant's thousand-chunk document cannot hold another tenant's one-line document back)."""
 
     name = "kindex-worker"
 
-    def __init__(self, queue: MessageQueue, handler: Callable[[dict, Any], dict], *, batch_size: int = 10,
-                 visibility_timeout: float = 300.0, max_receives: int = 3, poll_interval: float = 0.2,
-                 backoff: float = 1.0):
-        super().__init__()
+    def __init__(self, queue: MessageQueue, handler: Callable[[dict, Any], dict], *, threads: int = 1,
+                 batch_size: int = 10, visibility_timeout: float = LOCAL_VISIBILITY_TIMEOUT, max_receives: int = 3,
+                 poll_interval: float = 0.2, backoff: float = 1.0):
+        super().__init__(threads)
         self.queue = queue
         self.handler = handler
         self.batch_size = batch_size
@@ -94,11 +112,15 @@ class Worker(BackgroundLoop):
         self.poll_interval = poll_interval
         self.backoff = backoff
 
+    @property
+    def lane_limit(self) -> int | None:
+        return self.threads - 1 if self.threads > 1 else None
+
     def run_once(self) -> int:
         """Process one batch; returns how many messages were received."""
         from kindex.local.server import LambdaContext
 
-        messages = self.queue.receive(self.batch_size, self.visibility_timeout)
+        messages = self.queue.receive(self.batch_size, self.visibility_timeout, lane_limit=self.lane_limit)
         if not messages:
             return 0
         try:
@@ -117,7 +139,7 @@ class Worker(BackgroundLoop):
         return len(messages)
 
     def drain(self, timeout: float = 60.0) -> None:
-        """Process until no message is visible (used by `kindex ingest` and tests)."""
+        """Process until no message is visible, in the calling thread (used by `kindex ingest` and tests)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline and self.run_once():
             pass

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import threading
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -18,7 +19,10 @@ def text_sha256(text: str) -> str:
 
 
 class EmbeddingService:
-    """Looks vectors up by (model, sha256(text)), embeds only the missing unique texts in one call, stores them."""
+    """Looks vectors up by (model, sha256(text)), embeds only the missing unique texts in one call, stores them.
+
+    Safe for concurrent threads (local mode's worker pool): a text another thread is embedding right now is not
+    sent again; this thread waits for that vector instead (single flight per model and text)."""
 
     def __init__(self, cache: EmbeddingCache, embedder_for: Callable[[str], Embedder],
                  metrics: MetricsRecorder | None = None):
@@ -27,6 +31,8 @@ class EmbeddingService:
         self.metrics = metrics
         self.calls = 0
         self.texts_embedded = 0
+        self._lock = threading.Lock()
+        self._in_flight: dict[tuple[str, str], threading.Event] = {}
 
     def embed(self, model: str, texts: Sequence[str]) -> np.ndarray:
         embedder = self.embedder_for(model)
@@ -35,17 +41,36 @@ class EmbeddingService:
         hashes = [text_sha256(t) for t in texts]
         known = self.cache.get_vectors(model, hashes)
         missing = {h: t for h, t in zip(hashes, texts) if h not in known}
-        if missing:
-            fresh = embedder.embed(list(missing.values()))
-            self.calls += 1
-            self.texts_embedded += len(missing)
-            new_vectors = dict(zip(missing.keys(), fresh))
-            self.cache.put_vectors(model, new_vectors)
-            known.update(new_vectors)
-            if self.metrics:
-                self.metrics.count("ChunksEmbedded", len(missing))
+        with self._lock:
+            others = {h: self._in_flight[(model, h)] for h in missing if (model, h) in self._in_flight}
+            mine = {h: t for h, t in missing.items() if h not in others}
+            for h in mine:
+                self._in_flight[(model, h)] = threading.Event()
+        try:
+            if mine:
+                fresh = embedder.embed(list(mine.values()))
+                new_vectors = dict(zip(mine.keys(), fresh))
+                self.cache.put_vectors(model, new_vectors)
+                known.update(new_vectors)
+                with self._lock:
+                    self.calls += 1
+                    self.texts_embedded += len(mine)
+                if self.metrics:
+                    self.metrics.count("ChunksEmbedded", len(mine))
+        finally:
+            with self._lock:
+                for h in mine:
+                    self._in_flight.pop((model, h)).set()
+        if others:
+            # Waited for only after our own texts are done and released, so two threads never wait on each other.
+            for event in others.values():
+                event.wait()
+            known.update(self.cache.get_vectors(model, list(others)))
+            lost = [h for h in others if h not in known]
+            if lost:  # the other thread's call failed: embed them here
+                known.update(zip(lost, self.embed(model, [missing[h] for h in lost])))
         logger.info("embedded", extra={"model": model, "texts": len(texts), "cache_hits": len(texts) - len(missing),
-                                       "embedded": len(missing)})
+                                       "embedded": len(mine)})
         return np.vstack([known[h] for h in hashes]).astype(np.float32, copy=False)
 
     def cached(self, model: str, texts: Sequence[str]) -> np.ndarray | None:

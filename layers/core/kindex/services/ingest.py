@@ -1,7 +1,7 @@
 """Ingestion: a blob event in, an indexed (or honestly failed) document out.
 
-blob -> extract -> chunk -> embed (through the cache) -> write chunk texts and vectors -> delete the chunks
-that are gone -> status. Events are at-least-once and may come out of order: every event re-reads the
+blob -> extract -> chunk -> embed (through the cache, in bounded slices) -> write chunk texts and vectors -> delete
+the chunks that are gone -> status. Events are at-least-once and may come out of order: every event re-reads the
 object's current bytes, so duplicates and stale events converge to the latest write."""
 
 from __future__ import annotations
@@ -9,11 +9,19 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from kindex.domain import keys
-from kindex.domain.errors import Conflict, DependencyFailed, IngestError, LimitExceeded, NotFound
+from kindex.domain.errors import (
+    Conflict,
+    DependencyFailed,
+    IngestError,
+    InvalidInput,
+    LimitExceeded,
+    NotFound,
+    UnknownModel,
+)
 from kindex.domain.models import Collection, Document, DocumentStatus, utc_now
 from kindex.adapters.metrics import LogMetrics
 from kindex.domain.ports import BlobStore, ChunkStore, CollectionStore, DocumentStore, MetricsRecorder, SearchIndex
@@ -55,6 +63,68 @@ def failure_reason(error: Exception) -> str:
 class IngestLimits:
     max_file_bytes: int = 50 * 1024 * 1024
     max_chunks_per_document: int = 20_000
+    # Texts per embedding call. Bounds how long one document holds its worker between two progress writes, and
+    # what a batch of small documents shares in one call.
+    embed_slice: int = 128
+    # Objects up to this size are read and chunked before the batch's per-record pass (to order the batch and
+    # share embedding calls); bigger ones only in their own record, after the small ones.
+    prepare_max_bytes: int = 1024 * 1024
+
+
+# (blob key, sha256 of its bytes, collection config version, mimetype): what a chunking result depends on.
+Memo = tuple[str, str, int, "str | None"]
+UNKNOWN_COST = 1 << 40  # work not measured ahead (a big object, or one whose preparation failed unexpectedly)
+
+
+class IngestBatch:
+    """One invocation's batch of events, created by the ingest handler and never shared with another invocation
+    or thread. What was learnt before the per-record pass, so each record reuses it:
+
+    - the bytes read (one GET per object per batch) and each small object's chunks (or its extraction failure);
+    - each object's cost in chunks, so the handler runs the cheap records first;
+    - the chunk texts of small documents still to embed: the first of them takes its followers' texts along, so a
+      batch of small documents makes one embedding call per model (up to `embed_slice` texts);
+    - the models whose embedding failed in this batch: the provider already had its retries, so the batch's other
+      documents fail with that error instead of each trying again (one retry sequence per batch, not per document).
+
+    It has the record handler's two calls, so the handler passes it where it would pass the service."""
+
+    def __init__(self, service: "IngestService"):
+        self.service = service
+        self.fetched: dict[str, bytes] = {}
+        self.prepared: dict[Memo, list | IngestError] = {}
+        self.failed_models: dict[str, Exception] = {}
+        self.costs: dict[str, int] = {}
+        self._waiting: dict[str, list[tuple[Memo, list[str]]]] = {}
+
+    def object_created(self, key: str) -> Document | None:
+        return self.service.object_created(key, self)
+
+    def object_removed(self, key: str) -> None:
+        self.service.object_removed(key)
+
+    def cost(self, created_keys: Iterable[str]) -> int:
+        """The chunks a record's created objects are expected to embed; UNKNOWN_COST for anything not measured."""
+        return sum(self.costs.get(key, UNKNOWN_COST) for key in created_keys)
+
+    def wait_for_embedding(self, memo: Memo, models: Iterable[str], texts: list[str]) -> None:
+        for model in models:
+            self._waiting.setdefault(model, []).append((memo, texts))
+
+    def order_waiting(self) -> None:
+        """Waiting texts in the order the records will run (cheapest first, like the handler sorts them)."""
+        for entries in self._waiting.values():
+            entries.sort(key=lambda entry: self.costs.get(entry[0][0], UNKNOWN_COST))
+
+    def riders(self, model: str, memo: Memo | None, room: int) -> list[str]:
+        """Texts of waiting small documents to embed with `memo`'s own call, at most `room` of them; they (and
+        `memo`'s own entry) stop waiting."""
+        entries = self._waiting.get(model, [])
+        entries[:] = [entry for entry in entries if entry[0] != memo]
+        taken: list[str] = []
+        while entries and len(taken) + len(entries[0][1]) <= room:
+            taken.extend(entries.pop(0)[1])
+        return taken
 
 
 class IngestService:
@@ -73,67 +143,60 @@ class IngestService:
         self._extract = extract
         self._chunk = chunk
         self.metrics = metrics or LogMetrics()
-        # Chunks prepared by `prefetch` for the current batch, by (blob key, sha256, config version, mimetype).
-        self._prepared: dict[tuple[str, str, int, str | None], list] = {}
-        self._failed_models: dict[str, Exception] = {}
-        # The bytes `prefetch` read, so the per-record pass does not fetch the same object again.
-        self._fetched: dict[str, bytes] = {}
 
     # Events
-    def prefetch(self, created_keys: list[str]) -> None:
-        """Before a batch: extract and chunk every created object, then embed all their chunks in ONE call per
-        model (filling the embedding cache), so a batch of small documents makes full embedder batches. The
-        per-record pass then finds its vectors in the cache. Best effort: any failure here is left for the
-        per-record pass to report on its own document."""
-        self.end_batch()
-        texts_by_model: dict[str, list[str]] = {}
+    def open_batch(self, created_keys: list[str]) -> IngestBatch:
+        """Before a batch's per-record pass: read and chunk every small created object, measure what each record
+        will cost, and queue the small documents' texts to share embedding calls. Never raises: a key whose
+        preparation fails is simply not prepared, and its own record reports the failure, alone."""
+        batch = IngestBatch(self)
         for key in dict.fromkeys(created_keys):
             try:
-                prepared = self._prepare(key)
-            except Exception:  # the per-record pass reports it, with the right status and retry semantics
-                continue
-            if prepared is not None:
-                collection, pieces = prepared
-                for model in {collection.embedding_model, collection.query_model}:
-                    texts_by_model.setdefault(model, []).extend(p.text for p in pieces)
-        for model, texts in texts_by_model.items():
-            try:
-                self.embeddings.embed(model, texts)
-            except (IngestError, DependencyFailed) as error:
-                # The provider already had its retries: the batch's documents fail with this error rather than
-                # each trying again (an outage would otherwise cost one full retry sequence per document).
-                self._failed_models[model] = error
-                logger.warning("batch embedding failed", extra={"model": model, "error_type": type(error).__name__})
+                self._prepare(batch, key)
+            except Exception as error:  # its record reports it, with the right status and retry semantics
+                logger.warning("could not prepare an object ahead of its record",
+                               extra={"key": key, "error_type": type(error).__name__})
+        batch.order_waiting()
+        return batch
 
-    def end_batch(self) -> None:
-        self._prepared.clear()
-        self._failed_models.clear()
-        self._fetched.clear()
-
-    def _prepare(self, key: str):
+    def _prepare(self, batch: IngestBatch, key: str) -> None:
+        batch.costs[key] = 0  # nothing to do unless shown otherwise below
         parsed = keys.parse_blob_key(key)
         if parsed is None:
-            return None
+            return
         tenant, collection_id, document_id, filename = parsed
         collection = self.collections.get_collection(tenant, collection_id)
         if collection is None:
-            return None
+            return
+        batch.costs[key] = UNKNOWN_COST
         document = self.documents.get_document(tenant, collection_id, document_id)
         if keys.blob_write(key) is not None and (document is None or document.source != key):
             return None  # not (or not yet) the document's content: the per-record pass decides
         data = self.blobs.get_blob(key)
-        self._fetched[key] = data
+        if len(data) > self.limits.prepare_max_bytes:
+            return  # extracted in its own record, after the batch's small documents
+        batch.fetched[key] = data
         digest = hashlib.sha256(data).hexdigest()
         if document is not None and (document.content_sha256 == digest and document.status is DocumentStatus.INDEXED
                                      and document.indexed_model == collection.embedding_model
                                      and document.indexed_config_version == collection.config_version):
-            return None  # a duplicate event: nothing to embed
+            batch.costs[key] = 0
+            return  # a duplicate event: nothing to embed
         mimetype = (document.mimetype if document else None) or None
-        pieces = self._pieces(collection, data, filename, mimetype)
-        self._prepared[(key, digest, collection.config_version, mimetype)] = pieces
-        return collection, pieces
+        memo = (key, digest, collection.config_version, mimetype)
+        try:
+            pieces = self._pieces(collection, data, filename, mimetype)
+        except IngestError as error:
+            batch.prepared[memo] = error  # its record fails at once, without extracting again
+            batch.costs[key] = 0
+            return
+        batch.prepared[memo] = pieces
+        batch.costs[key] = len(pieces)
+        if len(pieces) <= self.limits.embed_slice:
+            batch.wait_for_embedding(memo, {collection.embedding_model, collection.query_model},
+                                     [p.text for p in pieces])
 
-    def object_created(self, key: str) -> Document | None:
+    def object_created(self, key: str, batch: IngestBatch | None = None) -> Document | None:
         """Index the document whose blob was written. Returns the document's final state, None if ignored."""
         parsed = keys.parse_blob_key(key)
         if parsed is None:
@@ -144,7 +207,7 @@ class IngestService:
         if collection is None:
             logger.warning("ignoring blob of a missing collection", extra={"tenant": tenant, "collection": collection_id})
             return None
-        data = self._fetched.pop(key, None)  # read moments ago by `prefetch`, in this same batch
+        data = batch.fetched.pop(key, None) if batch else None  # read moments ago by `open_batch`
         if data is None:
             try:
                 data = self.blobs.get_blob(key)
@@ -154,7 +217,7 @@ class IngestService:
         if document is None:
             return None
         try:
-            return self._index(tenant, collection, document, data, filename)
+            return self._index(tenant, collection, document, data, filename, batch or IngestBatch(self))
         except NotFound:
             # The document was deleted while we worked: remove what we wrote, so nothing is left behind.
             self.remove_document(tenant, document, collection)
@@ -270,7 +333,8 @@ class IngestService:
             pause = min(pause * 2, 0.25)
             document = self.documents.get_document(tenant, collection_id, document_id)
 
-    def _index(self, tenant: str, collection: Collection, document: Document, data: bytes, filename: str) -> Document:
+    def _index(self, tenant: str, collection: Collection, document: Document, data: bytes, filename: str,
+               batch: IngestBatch) -> Document:
         digest = hashlib.sha256(data).hexdigest()
         model = collection.embedding_model
         if (digest == document.content_sha256 and document.status is DocumentStatus.INDEXED
@@ -288,25 +352,46 @@ class IngestService:
         working = document
         if not rebuild_only:
             working = document.model_copy(update={"status": DocumentStatus.IN_PROGRESS, "failure_reason": None,
-                                                  "updated_at": utc_now()})
+                                                  "chunks_done": 0, "updated_at": utc_now()})
             self._save(tenant, working, expected)
             expected = working.version
+
+        def record_progress(done: int, total: int) -> None:
+            # Same version, checked: progress never overwrites a newer write (new content makes it a Conflict,
+            # which stops this stale work), and it costs one small metadata write per embedded slice.
+            nonlocal working
+            working = working.model_copy(update={"chunk_count": total, "chunks_done": done})
+            self._save(tenant, working, expected)
+
         try:
-            chunk_count = self._write_chunks(tenant, collection, working, data, filename, rebuild_only)
+            models = [model]
+            if collection.switching and not rebuild_only:
+                models.append(collection.query_model)
+            for name in models:
+                self._check_model(name)
+            memo = (working.source or "", digest, collection.config_version, working.mimetype or None)
+            prepared = batch.prepared.get(memo)
+            if isinstance(prepared, IngestError):
+                raise prepared
+            pieces = prepared if prepared is not None else self._pieces(collection, data, filename,
+                                                                       working.mimetype or None)
+            chunk_count = self._write_chunks(tenant, collection, working, pieces, models, rebuild_only, batch, memo,
+                                             None if rebuild_only else record_progress)
         except (IngestError, DependencyFailed) as error:
             retryable = isinstance(error, DependencyFailed) or error.retryable
-            failed = working.model_copy(update={"status": DocumentStatus.FAILED, "failure_reason": failure_reason(error),
-                                                "failure_retryable": retryable, "updated_at": utc_now()})
-            self._save(tenant, failed, expected)
-            self.metrics.count("DocumentsFailed")
-            logger.warning("document failed", extra={"tenant": tenant, "collection": collection.id,
-                                                      "document": document.id, "reason": failed.failure_reason})
-            if retryable:
-                raise RetryableIngestFailure(failed.failure_reason) from error
-            return failed
+            return self._fail(tenant, collection, working, expected, failure_reason(error), retryable, error)
+        except (Conflict, NotFound):
+            raise  # the document changed or went away meanwhile: the caller decides
+        except Exception as error:
+            # A defect or an unexpected dependency error: say so on the document (without internals) instead of
+            # leaving it `in_progress`, and let the queue retry it.
+            logger.exception("unexpected error while indexing", extra={"tenant": tenant, "collection": collection.id,
+                                                                        "document": document.id})
+            return self._fail(tenant, collection, working, expected,
+                              f"InternalError: indexing failed unexpectedly ({type(error).__name__})", True, error)
         indexed = working.model_copy(update={
-            "status": DocumentStatus.INDEXED, "chunk_count": chunk_count, "indexed_at": utc_now(),
-            "indexed_version": working.version, "indexed_model": model,
+            "status": DocumentStatus.INDEXED, "chunk_count": chunk_count, "chunks_done": chunk_count,
+            "indexed_at": utc_now(), "indexed_version": working.version, "indexed_model": model,
             "indexed_config_version": collection.config_version, "failure_reason": None, "failure_retryable": False,
             "updated_at": utc_now()})
         self._save(tenant, indexed, expected)
@@ -314,6 +399,26 @@ class IngestService:
         logger.info("document indexed", extra={"tenant": tenant, "collection": collection.id, "document": document.id,
                                                "chunks": chunk_count})
         return indexed
+
+    def _fail(self, tenant: str, collection: Collection, working: Document, expected: int, reason: str,
+              retryable: bool, error: Exception) -> Document:
+        failed = working.model_copy(update={"status": DocumentStatus.FAILED, "failure_reason": reason,
+                                            "failure_retryable": retryable, "updated_at": utc_now()})
+        self._save(tenant, failed, expected)
+        self.metrics.count("DocumentsFailed")
+        logger.warning("document failed", extra={"tenant": tenant, "collection": collection.id,
+                                                  "document": working.id, "reason": reason})
+        if retryable:
+            raise RetryableIngestFailure(reason) from error
+        return failed
+
+    def _check_model(self, model: str) -> None:
+        """A model the embedder registry does not know (stored before the API checked it, or from a newer
+        deployment) fails its own documents, before any extraction, and nothing else."""
+        try:
+            self.embeddings.embedder_for(model)
+        except InvalidInput as error:
+            raise UnknownModel(error.message) from error
 
     def _save(self, tenant: str, document: Document, expected_version: int) -> None:
         self.documents.put_document(tenant, document, create=False, expected_version=expected_version)
@@ -331,38 +436,50 @@ class IngestService:
             raise LimitExceeded(f"Document has {len(pieces)} chunks; the limit is {self.limits.max_chunks_per_document}")
         return pieces
 
-    def _write_chunks(self, tenant: str, collection: Collection, document: Document, data: bytes, filename: str,
-                      rebuild_only: bool) -> int:
-        """Write chunk texts and vectors. While a model change is being built (`collection.switching`), a rebuild
-        writes only the new model's vectors and keeps the previous chunks, which the active model still serves;
-        new content is written under both models so queries never serve stale text."""
-        mimetype = document.mimetype or None
-        memo = self._prepared.get((document.source or "", hashlib.sha256(data).hexdigest(), collection.config_version,
-                                   mimetype))
-        pieces = memo if memo is not None else self._pieces(collection, data, filename, mimetype)
-        models = [collection.embedding_model]
-        if collection.switching and not rebuild_only:
-            models.append(collection.query_model)
+    def _write_chunks(self, tenant: str, collection: Collection, document: Document, pieces: list,
+                      models: list[str], rebuild_only: bool, batch: IngestBatch, memo: Memo,
+                      record_progress: Callable[[int, int], None] | None) -> int:
+        """Write chunk texts, then embed and index them one slice at a time, recording progress after each slice
+        but the last. While a model change is being built (`collection.switching`), a rebuild writes only the new
+        model's vectors and keeps the previous chunks, which the active model still serves; new content is written
+        under both models so queries never serve stale text."""
         stored = [StoredChunk(chunk_id=chunk_id(tenant, collection.id, document.id, p.index, text_sha256(p.text)),
                               collection=collection.id, document_id=document.id, index=p.index, start=p.start, end=p.end,
                               text=p.text, page_start=p.page_start, page_end=p.page_end) for p in pieces]
         previous = {c.chunk_id for c in self.chunks.list_chunks(tenant, collection.id, document.id)}
         self.chunks.put_chunks(tenant, stored)
-        for model in models:
-            texts = [c.text for c in stored]
-            vectors = self.embeddings.cached(model, texts) if model in self._failed_models else None
-            if model in self._failed_models and vectors is None:
-                raise self._failed_models[model]
-            if vectors is None:
-                vectors = self.embeddings.embed(model, texts)
-            self.index.upsert(model, [IndexRecord(tenant=tenant, collection=collection.id, document_id=document.id,
-                                                  chunk_id=c.chunk_id, vector=vec, text=c.text,
-                                                  language=document.language or None,
-                                                  mimetype=document.mimetype or None)
-                                      for c, vec in zip(stored, vectors)])
+        step = self.limits.embed_slice
+        for start in range(0, len(stored), step):
+            part = stored[start:start + step]
+            for model in models:
+                vectors = self._embed(batch, model, [c.text for c in part], memo)
+                self.index.upsert(model, [IndexRecord(tenant=tenant, collection=collection.id, document_id=document.id,
+                                                      chunk_id=c.chunk_id, vector=vec, text=c.text,
+                                                      language=document.language or None,
+                                                      mimetype=document.mimetype or None)
+                                          for c, vec in zip(part, vectors)])
+            done = start + len(part)
+            if record_progress is not None and done < len(stored):
+                record_progress(done, len(stored))
         gone = sorted(previous - {c.chunk_id for c in stored})
         if gone and not (collection.switching and rebuild_only):
             for model in models:
                 self.index.delete(model, tenant, collection.id, chunk_ids=gone)
             self.chunks.delete_chunks(tenant, collection.id, document_id=document.id, chunk_ids=gone)
         return len(stored)
+
+    def _embed(self, batch: IngestBatch, model: str, texts: list[str], memo: Memo):
+        """One slice's vectors, in one embedding call that also carries waiting small documents' texts."""
+        failed = batch.failed_models.get(model)
+        if failed is not None:
+            vectors = self.embeddings.cached(model, texts)
+            if vectors is None:
+                raise failed
+            return vectors
+        riders = batch.riders(model, memo, self.limits.embed_slice - len(texts))
+        try:
+            return self.embeddings.embed(model, texts + riders)[:len(texts)]
+        except (IngestError, DependencyFailed) as error:
+            batch.failed_models[model] = error
+            logger.warning("embedding failed for the batch", extra={"model": model, "error_type": type(error).__name__})
+            raise

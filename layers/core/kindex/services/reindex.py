@@ -240,7 +240,8 @@ class ReindexService:
             self.index.delete(model, tenant, collection.id, document_ids=[document.id])
         self.chunks.delete_chunks(tenant, collection.id, document_id=document.id)
         cleared = document.model_copy(update={"status": DocumentStatus.PENDING, "indexed_config_version": 0,
-                                              "indexed_model": None, "chunk_count": 0, "updated_at": utc_now()})
+                                              "indexed_model": None, "chunk_count": 0, "chunks_done": 0,
+                                              "updated_at": utc_now()})
         self.documents.put_document(tenant, cleared, create=False)
         return cleared
 

@@ -1,0 +1,118 @@
+"""Fair ingest through `kindex serve`: a worker pool over a tenant-fair queue, progress while a large document is
+indexed, and one record's failure kept to itself. The embedder is the OpenAI stub made deliberately slow, so a
+large document takes seconds, as it does with a real model."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from tests.conftest import RunningServer, start_server
+from tests.support.openai_stub import OpenAIStub, hashed_vector
+
+pytestmark = pytest.mark.e2e
+
+DIMENSIONS = 64
+MODEL = f"openai:text-embedding-3-small@{DIMENSIONS}"
+SECONDS_PER_TEXT = 0.005  # a 1,000-chunk document takes about 5 s to embed
+BIG = "\n\n".join(f"Section {i} of the long report covers subject {i} in a few plain words." for i in range(1000))
+
+
+def slow_vector(text: str) -> list[float]:
+    time.sleep(SECONDS_PER_TEXT)
+    return hashed_vector(text, DIMENSIONS)
+
+
+@pytest.fixture(scope="module")
+def slow_server(tmp_path_factory) -> Iterator[RunningServer]:
+    with OpenAIStub(dimensions=DIMENSIONS, embed_fn=slow_vector) as stub:
+        running = start_server(tmp_path_factory.mktemp("kindex-fair"), {
+            "OPENAI_API_KEY": "sk-test-0123456789abcdef", "OPENAI_BASE_URL": stub.base_url,
+            "KINDEX_INGEST_WORKERS": "3"})
+        yield running
+        running.process.terminate()
+        try:
+            running.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            running.process.kill()
+
+
+def put(session, url, body) -> int:
+    """PUT like a client: a write racing the ingest of the same document may answer 409, and is retried."""
+    for _ in range(5):
+        status = session.put(url, json=body).status_code
+        if status != 409:
+            return status
+        time.sleep(0.05)
+    return status
+
+
+def document(session, server, collection, doc_id):
+    return session.get(server.url(f"/v1/collections/{collection}/documents/{doc_id}")).json()
+
+
+def wait_for(condition, timeout=30.0, interval=0.05):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(interval)
+    raise AssertionError("condition not reached in time")
+
+
+def test_another_tenants_one_line_document_is_indexed_while_a_large_one_runs(slow_server):
+    server = slow_server
+    big_tenant = server.session(server.admin_key)
+    small_tenant = server.session(server.create_key("small", "admin"))
+    for session in (big_tenant, small_tenant):
+        assert session.put(server.url("/v1/collections/reports"),
+                           json={"embedding_model": MODEL, "chunking_max_size": 100}).status_code == 201
+    # Given a 1,000-chunk document being indexed for one tenant
+    assert put(big_tenant, server.url("/v1/collections/reports/documents/big"), {"content": BIG}) in (200, 201)
+    big = lambda: document(big_tenant, server, "reports", "big")  # noqa: E731
+    wait_for(lambda: big()["status"] == "in_progress")
+    # When another tenant writes a one-line document
+    started = time.monotonic()
+    assert put(small_tenant, server.url("/v1/collections/reports/documents/note"),
+               {"content": "One line about cats."}) in (200, 201)
+    wait_for(lambda: document(small_tenant, server, "reports", "note")["status"] == "indexed", timeout=20)
+    # Then it is indexed within a few seconds, while the large one is still being worked on
+    assert time.monotonic() - started < 3.0
+    assert big()["status"] == "in_progress"
+    # And the large one shows its progress on the way, then is indexed with every chunk done
+    seen = []
+
+    def big_indexed():
+        body = big()
+        seen.append((body["status"], body["chunks_done"], body["chunk_count"]))
+        return body["status"] == "indexed"
+
+    wait_for(big_indexed, timeout=60)
+    assert any(status == "in_progress" and 0 < done < total == 1000 for status, done, total in seen), seen
+    assert (seen[-1][1], seen[-1][2]) == (1000, 1000)
+    chunks = big_tenant.get(server.url("/v1/collections/reports/documents/big/chunks")).json()["chunks"]
+    assert len(chunks) == 1000
+
+
+def test_a_collection_with_an_unknown_model_fails_alone(slow_server):
+    from kindex.adapters.sqlite_store import SqliteDatabase, SqliteMetadataStore
+    from kindex.domain.models import Collection
+
+    server = slow_server
+    legacy = server.session(server.create_key("legacy", "admin"))
+    other = server.session(server.create_key("other", "admin"))
+    # Given a collection saved (straight into the store) with a model this deployment does not know
+    store = SqliteMetadataStore(SqliteDatabase(server.data_dir / "kindex.sqlite3"))
+    store.put_collection("legacy", Collection(id="old", embedding_model="local:foo"), create=True)
+    # When a document is written there, and another tenant writes one at the same time
+    assert put(legacy, server.url("/v1/collections/old/documents/bad"), {"content": "Some text."}) in (200, 201)
+    assert other.put(server.url("/v1/collections/fine"), json={"embedding_model": MODEL}).status_code == 201
+    assert put(other, server.url("/v1/collections/fine/documents/good"), {"content": "Some text."}) in (200, 201)
+    # Then the other tenant's document is indexed, and the bad one fails with a reason naming the model
+    wait_for(lambda: document(other, server, "fine", "good")["status"] == "indexed", timeout=20)
+    wait_for(lambda: document(legacy, server, "old", "bad")["status"] == "failed", timeout=20)
+    bad = document(legacy, server, "old", "bad")
+    assert bad["failure_reason"].startswith("UnknownModel: unknown embedding model 'local:foo'")

@@ -1,0 +1,80 @@
+"""The embedding service over its cache: each text is embedded once per model, also by concurrent threads."""
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+
+from kindex.adapters.sqlite_chunks import SqliteEmbeddingCache
+from kindex.adapters.sqlite_store import SqliteDatabase
+from kindex.domain.errors import EmbeddingFailed
+from kindex.embedding.hashing import HashEmbedder
+from kindex.services.embedding import EmbeddingService
+
+pytestmark = pytest.mark.unit
+
+
+class GatedEmbedder:
+    """The hash embedder behind a gate: calls wait until the test opens it, so threads truly overlap."""
+
+    def __init__(self):
+        self.inner = HashEmbedder(16)
+        self.dimensions, self.model = self.inner.dimensions, self.inner.model
+        self.gate = threading.Event()
+        self.started = threading.Semaphore(0)
+        self.sent: list[str] = []
+        self.fail_once = False
+        self._lock = threading.Lock()
+
+    def embed(self, texts):
+        with self._lock:
+            self.sent.extend(texts)
+            fail, self.fail_once = self.fail_once, False
+        self.started.release()
+        self.gate.wait(5)
+        if fail:
+            raise EmbeddingFailed("provider unavailable (test)")
+        return self.inner.embed(texts)
+
+
+@pytest.fixture
+def service_and_embedder(tmp_path):
+    embedder = GatedEmbedder()
+    return EmbeddingService(SqliteEmbeddingCache(SqliteDatabase(tmp_path / "cache.sqlite3")), lambda m: embedder), embedder
+
+
+def test_a_text_another_thread_is_embedding_is_not_sent_twice(service_and_embedder):
+    service, embedder = service_and_embedder
+    with ThreadPoolExecutor(2) as pool:
+        # Given one thread embedding "shared" and "a", held inside the provider call
+        first = pool.submit(service.embed, "hash:16", ["shared", "a"])
+        assert embedder.started.acquire(timeout=5)
+        # When a second thread asks for "shared" and "b" meanwhile
+        second = pool.submit(service.embed, "hash:16", ["b", "shared"])
+        assert embedder.started.acquire(timeout=5)
+        embedder.gate.set()
+        vectors_first, vectors_second = first.result(5), second.result(5)
+    # Then "shared" reached the provider once, and both threads got its vector
+    assert sorted(embedder.sent) == ["a", "b", "shared"]
+    assert np.allclose(vectors_first[0], vectors_second[1])
+    assert np.allclose(vectors_second[1], embedder.inner.embed(["shared"])[0])
+
+
+def test_when_the_other_threads_call_fails_the_waiting_thread_embeds_the_text_itself(service_and_embedder):
+    service, embedder = service_and_embedder
+    embedder.fail_once = True
+    with ThreadPoolExecutor(2) as pool:
+        # Given a first thread whose provider call for "shared" will fail
+        first = pool.submit(service.embed, "hash:16", ["shared"])
+        assert embedder.started.acquire(timeout=5)
+        # When a second thread waits for "shared" (and embeds its own "b")
+        second = pool.submit(service.embed, "hash:16", ["b", "shared"])
+        assert embedder.started.acquire(timeout=5)
+        embedder.gate.set()
+        with pytest.raises(EmbeddingFailed):
+            first.result(5)
+        vectors = second.result(5)
+    # Then the second thread still gets every vector, sending "shared" again only because the first call failed
+    assert np.allclose(vectors, embedder.inner.embed(["b", "shared"]))
+    assert sorted(embedder.sent) == ["b", "shared", "shared"]
