@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
-from kindex.domain.rights_policy import IPNetwork, parse_networks
+if TYPE_CHECKING:
+    from kindex.domain.rights_policy import IPNetwork
 
 LOCAL_DEFAULT_MODEL = "local:all-MiniLM-L6-v2"
 AWS_DEFAULT_MODEL = "openai:text-embedding-3-small"
@@ -43,12 +44,17 @@ class Settings(BaseModel):
     @field_validator("rights_allowed_networks")
     @classmethod
     def _networks_parse(cls, value: str | None) -> str | None:
-        parse_networks(value)
+        if value is not None:  # imported only when set: every function reads settings at cold start
+            from kindex.domain.rights_policy import parse_networks
+
+            parse_networks(value)
         return value
 
     @property
     def rights_networks(self) -> tuple[IPNetwork, ...] | None:
         """The parsed allowlist; None when unset (the backend's default applies)."""
+        from kindex.domain.rights_policy import parse_networks
+
         return parse_networks(self.rights_allowed_networks)
 
     @property
