@@ -20,6 +20,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable
+from functools import lru_cache
 from typing import Any
 
 from kindex.domain.rights_policy import RightsCallFailed, RightsUrlPolicy, UrlRefused
@@ -102,7 +103,7 @@ class HttpRightsEndpoint:
             if self._pool is None:
                 import httpcore
 
-                context = self._ssl_context or httpcore.default_ssl_context()
+                context = self._ssl_context or _default_ssl_context()
                 # No connection cap: each tenant's concurrency is bounded above this layer, and a shared cap would
                 # let one tenant's slow endpoint queue everyone else's calls.
                 self._pool = httpcore.ConnectionPool(
@@ -123,6 +124,14 @@ class HttpRightsEndpoint:
             if self._pool is not None:
                 self._pool.close()
                 self._pool = None
+
+
+@lru_cache(maxsize=1)
+def _default_ssl_context() -> Any:
+    """certifi's roots, loaded once per process (~50-100 ms): every endpoint and connection shares the context."""
+    import httpcore
+
+    return httpcore.default_ssl_context()
 
 
 class _PinnedBackend:
