@@ -71,6 +71,7 @@ def test_external_rights_over_http(server):
         rights.allowed = {"open"}
         body = admin.post(f"{url}/query", json={"query": "quarterly numbers", "user": "ann"}).json()
         assert [r["document_id"] for r in body["results"]] == ["open"] and body["denied_count"] == 1
+        assert body["warnings"] == []
         assert rights.bad_signatures == 0
         assert "secret" not in str(body["results"]) and "secret" not in body["context"]
         # the query role cannot rotate the secret

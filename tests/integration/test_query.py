@@ -4,7 +4,7 @@ import time
 
 import pytest
 
-from kindex.domain.errors import Forbidden, NotFound
+from kindex.domain.errors import Conflict, Forbidden, NotFound
 from kindex.domain.models import CollectionInput, DocumentInput
 from kindex.domain.query import QueryRequest
 from kindex.local.app import build_worker
@@ -169,6 +169,7 @@ def test_external_rights_allow_subset_and_signature(env, rights):
     assert sent["body"]["username"] == "ann" and sent["body"]["xwiki_username"] == "ann"
     assert sent["body"]["collection"] == "ext" and sent["headers"]["Content-Type"] == "application/json"
     assert rights.bad_signatures == 0
+    assert response.warnings == []
 
 
 def test_overfetch_fills_k_when_early_candidates_are_denied(env, rights):
@@ -201,17 +202,55 @@ def test_rights_failures_fail_closed(env, rights, mode):
     assert response.denied_count > 0
     # the whole query, over-fetch rounds included, returns within the timeout (0.5 s) plus a small margin
     assert elapsed < 0.5 + 0.4
+    if mode in ("deny", "omit"):
+        # a valid answer that denies is no failure
+        assert response.warnings == []
+    else:
+        # any failure says so, and costs the whole timeout (a fast failure would tell a closed port from a slow one)
+        assert [(w.collection, w.code) for w in response.warnings] == [("ext", "rights_check_failed")]
+        assert elapsed >= 0.5 and response.timing_ms["rights"] >= 500
 
 
-def test_no_secret_set_denies(env):
+def test_external_rights_cannot_be_saved_without_the_secret(env):
+    collection, _, _, _ = env.helpers
+    server = RightsServer()
+    try:
+        # Given tenant t has no signing secret: saving an external check is refused, naming the route that fixes it
+        with pytest.raises(Conflict, match="POST /v1/rights-check-secret"):
+            collection("ext2", query_groups=["staff"], rights_check_method="external",
+                       rights_check_method_configuration={"url": server.url})
+        assert env.metadata.get_collection("t", "ext2") is None
+        # Nor can an existing collection be switched to it
+        collection("ext2", query_groups=["staff"])
+        with pytest.raises(Conflict):
+            collection("ext2", rights_check_method="external", rights_check_method_configuration={"url": server.url})
+        assert env.metadata.get_collection("t", "ext2").rights_check_method == "public"
+        # Once the secret exists it saves
+        env.rights_secrets.rotate("t")
+        collection("ext2", rights_check_method="external", rights_check_method_configuration={"url": server.url})
+    finally:
+        server.close()
+
+
+def test_no_secret_at_query_time_denies_and_says_so(env):
     collection, document, query, worker = env.helpers
     server = RightsServer()
     try:
-        collection("ext2", query_groups=["staff"], rights_check_method="external",
-                   rights_check_method_configuration={"url": server.url})
+        # Given an external collection stored while the tenant had no secret (saved before the check existed)
+        collection("ext2", query_groups=["staff"])
+        stored = env.metadata.get_collection("t", "ext2").model_copy(update={
+            "rights_check_method": "external", "rights_check_method_configuration": {"url": server.url}})
+        env.metadata.put_collection("t", stored, create=False)
+        collection("pub", query_groups=["staff"])
         document("ext2", "d", "penguin")
+        document("pub", "p", "penguin")
         worker.drain()
-        assert query(["ext2"], query="penguin").results == []
+        # When it is queried with a public collection
+        response = query(["ext2", "pub"], multi=True, query="penguin")
+        # Then its results stay denied, the public ones come back, and the response says why
+        assert [r.document_id for r in response.results] == ["p"] and response.denied_count == 1
+        assert [(w.collection, w.code) for w in response.warnings] == [("ext2", "rights_check_secret_missing")]
+        assert "POST /v1/rights-check-secret" in response.warnings[0].message
         assert server.requests == []
     finally:
         server.close()

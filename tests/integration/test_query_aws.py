@@ -14,7 +14,8 @@ import pytest
 from functions import query as query_function
 from kindex.adapters.aws_secrets import SecretsManagerStore
 from kindex.adapters.dynamodb_chunks import DynamoDbQueryLog, query_pk
-from kindex.domain.errors import Forbidden, NotFound
+from kindex.adapters.rights_http import HttpRightsEndpoint
+from kindex.domain.errors import Conflict, Forbidden, InvalidInput, NotFound
 from kindex.domain.models import CollectionInput, DocumentInput
 from kindex.domain.query import CitationsRequest, QueryRequest
 from tests.conftest import load_event
@@ -48,8 +49,18 @@ class Env:
 
 @pytest.fixture
 def env(monkeypatch: pytest.MonkeyPatch) -> Iterator[Env]:
-    with aws_stack(monkeypatch) as stack:
+    # The rights servers run on 127.0.0.1, which an AWS deployment only calls when its allowlist admits it.
+    with aws_stack(monkeypatch, {"KINDEX_RIGHTS_ALLOWED_NETWORKS": "127.0.0.0/8"}) as stack:
         yield Env(stack)
+
+
+def trusting(env: Env, server: RightsServer) -> RightsServer:
+    """AWS calls rights endpoints over https only: make the deployment trust the test server's CA."""
+    env.services.__dict__["rights_endpoint"] = HttpRightsEndpoint(env.services.rights_policy,
+                                                                  ssl_context=server.client_ssl_context())
+    env.services.__dict__.pop("rights_checks", None)
+    env.services.__dict__.pop("query", None)
+    return server
 
 
 def test_aws_adapters_serve_the_query(env):
@@ -159,7 +170,7 @@ def test_two_tenants_with_identical_ids_never_see_each_others_chunks(env):
 @pytest.fixture
 def rights(env) -> Iterator[RightsServer]:
     """A collection checked by a real rights server, which knows the secret rotated into Secrets Manager."""
-    server = RightsServer()
+    server = trusting(env, RightsServer(tls=True))
     server.secret = env.services.rights_secrets.rotate("t").encode()
     env.collection("ext", query_groups=["staff"], rights_check_method="external",
                    rights_check_method_configuration={"url": server.url, "timeout": 0.5})
@@ -185,6 +196,7 @@ def test_external_rights_allow_a_subset_with_a_valid_signature(env, rights):
     sent = rights.requests[0]
     assert sent["body"]["username"] == "ann" and sent["body"]["collection"] == "ext"
     assert rights.bad_signatures == 0 and "X-Kindex-Signature" in sent["headers"]
+    assert response.warnings == []
 
 
 def test_rights_failures_fail_closed(env, rights):
@@ -200,17 +212,48 @@ def test_rights_failures_fail_closed(env, rights):
         # When ann queries / Then nothing is returned and the candidates are counted as denied
         response = env.query(["ext"], query="penguin report", user="ann", k=5)
         assert response.results == [] and response.denied_count > 0, case
+        # And only a valid answer that denies is silent
+        expected = [] if case == "deny" else [("ext", "rights_check_failed")]
+        assert [(w.collection, w.code) for w in response.warnings] == expected, case
     assert rights.bad_signatures > 0
 
 
+def test_aws_calls_https_only_and_no_private_address_by_default(monkeypatch):
+    # Given an AWS deployment with the default allowlist (nothing private) and tenant t's signing secret
+    with aws_stack(monkeypatch) as stack:
+        env = Env(stack)
+        env.services.rights_secrets.rotate("t")
+        for url, rule in [("http://rights.example.com/check", "https"), ("https://127.0.0.1:8443/check", "private"),
+                          ("https://localhost/check", "private"), ("https://10.0.0.1/check", "private"),
+                          ("https://[::ffff:10.0.0.1]/check", "private"),
+                          ("https://169.254.169.254/latest/meta-data/", "link-local"),
+                          ("https://[fd00:ec2::254]/", "link-local"), ("https://metadata.google.internal/", "metadata")]:
+            # When a collection is saved with one of these URLs / Then it is refused, naming the rule
+            with pytest.raises(InvalidInput, match=rule):
+                env.collection("ext", query_groups=["staff"], rights_check_method="external",
+                               rights_check_method_configuration={"url": url})
+        assert env.services.metadata.get_collection("t", "ext") is None
+        env.collection("ext", query_groups=["staff"], rights_check_method="external",
+                       rights_check_method_configuration={"url": "https://rights.example.com/check"})
+
+
 def test_no_secret_in_secrets_manager_denies_without_calling(env):
-    server = RightsServer()
+    server = trusting(env, RightsServer(tls=True))
     try:
-        env.collection("ext2", query_groups=["staff"], rights_check_method="external",
-                       rights_check_method_configuration={"url": server.url})
+        # Saving is refused without the secret, naming the route that creates it
+        with pytest.raises(Conflict, match="POST /v1/rights-check-secret"):
+            env.collection("ext2", query_groups=["staff"], rights_check_method="external",
+                           rights_check_method_configuration={"url": server.url})
+        # A collection stored before that check existed: denied at query time, and the response says why
+        env.collection("ext2", query_groups=["staff"])
+        stored = env.services.metadata.get_collection("t", "ext2").model_copy(update={
+            "rights_check_method": "external", "rights_check_method_configuration": {"url": server.url}})
+        env.services.metadata.put_collection("t", stored, create=False)
         env.document("ext2", "d", "penguin")
         env.stack.drain()
-        assert env.query(["ext2"], query="penguin").results == []
+        response = env.query(["ext2"], query="penguin")
+        assert response.results == [] and response.denied_count == 1
+        assert [(w.collection, w.code) for w in response.warnings] == [("ext2", "rights_check_secret_missing")]
         assert server.requests == []
     finally:
         server.close()

@@ -1,25 +1,40 @@
 """A real rights-check endpoint on 127.0.0.1 whose behaviour each test scripts: allow some ids, deny, omit ids,
-answer 500, hang past the timeout, send garbage or non-booleans. It verifies kindex's HMAC signature like a
-tenant's server would, and records every request."""
+answer 500, hang past the timeout, send garbage or non-booleans, drip its answer one byte at a time, or send a huge
+answer. It verifies kindex's HMAC signature like a tenant's server would, and records every request. With
+`tls=True` it serves HTTPS with a certificate for 127.0.0.1 and localhost from a throw-away CA
+(`client_ssl_context()` trusts it)."""
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 import hmac
+import ipaddress
 import json
+import ssl
+import tempfile
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 
 class RightsServer:
-    def __init__(self, secret: bytes | None = None):
+    def __init__(self, secret: bytes | None = None, *, tls: bool = False):
         self.secret = secret
         self.mode = "allow"
         self.allowed: set[str] = set()
         self.hang_seconds = 5.0
+        self.drip_interval = 0.1
+        self.huge_bytes = 64 * 1024 * 1024
+        self.huge_declares_length = True
         self.requests: list[dict] = []
         self.bad_signatures = 0
+        self.sent_bytes = 0  # body bytes written in "drip" and "huge" modes, until the client hung up
+        self.active = 0  # requests being answered right now
+        self.max_active = 0
+        self._lock = threading.Lock()
+        self._cert_dir = tempfile.TemporaryDirectory(prefix="rights-tls-") if tls else None
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -27,6 +42,16 @@ class RightsServer:
             disable_nagle_algorithm = True  # as a real server would; else keep-alive requests stall ~40 ms
 
             def do_POST(self):  # noqa: N802 - stdlib name
+                with server._lock:
+                    server.active += 1
+                    server.max_active = max(server.max_active, server.active)
+                try:
+                    self.answer()
+                finally:
+                    with server._lock:
+                        server.active -= 1
+
+            def answer(self):
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 payload = json.loads(body)
                 server.requests.append({"body": payload, "headers": dict(self.headers)})
@@ -50,6 +75,10 @@ class RightsServer:
                 if mode == "hang":
                     time.sleep(server.hang_seconds)
                     return self.reply(200, json.dumps({i: True for i in ids}).encode())
+                if mode == "drip":
+                    return self.drip(json.dumps({i: True for i in ids}).encode())
+                if mode == "huge":
+                    return self.huge()
                 raise AssertionError(mode)
 
             def reply(self, status: int, body: bytes):
@@ -62,13 +91,61 @@ class RightsServer:
                 except (BrokenPipeError, ConnectionResetError):
                     pass
 
+            def drip(self, body: bytes):
+                """A valid answer, one byte every `drip_interval` seconds: no single read ever waits long."""
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body) + 100_000))
+                self.end_headers()
+                payload = body + b" " * 100_000
+                try:
+                    for i in range(len(payload)):
+                        self.wfile.write(payload[i:i + 1])
+                        self.wfile.flush()
+                        server.count_sent(1)
+                        time.sleep(server.drip_interval)
+                except (BrokenPipeError, ConnectionResetError, ssl.SSLError, OSError):
+                    self.close_connection = True
+
+            def huge(self):
+                """A 200 whose JSON object never ends (64 MiB by default), with or without a Content-Length."""
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                if server.huge_declares_length:
+                    self.send_header("Content-Length", str(server.huge_bytes))
+                else:
+                    self.send_header("Connection", "close")
+                    self.close_connection = True
+                self.end_headers()
+                piece = b'{"' + b"x" * (64 * 1024 - 2)
+                try:
+                    while server.sent_bytes < server.huge_bytes:
+                        self.wfile.write(piece)
+                        server.count_sent(len(piece))
+                except (BrokenPipeError, ConnectionResetError, ssl.SSLError, OSError):
+                    self.close_connection = True
+
             def log_message(self, *args):
                 pass
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/check"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        # Clients that hang up or refuse the certificate are part of the tests, not errors worth printing.
+        self.httpd.handle_error = lambda request, client_address: None
+        if self._cert_dir is not None:
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(*self._make_certificates(Path(self._cert_dir.name)))
+            # The handshake runs in each handler's thread, not in the accept loop.
+            self.httpd.socket = context.wrap_socket(self.httpd.socket, server_side=True,
+                                                    do_handshake_on_connect=False)
+        self.port = self.httpd.server_address[1]
+        self.url = f"{'https' if tls else 'http'}://127.0.0.1:{self.port}/check"
+        # A short poll interval: close() waits for the serve loop to notice, once per test.
+        threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+
+    def count_sent(self, n: int) -> None:
+        with self._lock:
+            self.sent_bytes += n
 
     def signature_ok(self, header: str, body: bytes) -> bool:
         try:
@@ -78,6 +155,49 @@ class RightsServer:
             return False
         return hmac.compare_digest(expected, parts["v1"]) and abs(time.time() - int(parts["t"])) < 300
 
+    def client_ssl_context(self) -> ssl.SSLContext:
+        """A client context that trusts this server's CA (and nothing else)."""
+        context = ssl.create_default_context(cafile=str(Path(self._cert_dir.name) / "ca.pem"))
+        return context
+
+    @staticmethod
+    def _make_certificates(folder: Path) -> tuple[str, str]:
+        from cryptography import x509
+        from cryptography.hazmat.primitives import hashes, serialization
+        from cryptography.hazmat.primitives.asymmetric import ec
+        from cryptography.x509.oid import NameOID
+
+        now = datetime.datetime.now(datetime.timezone.utc)
+        ca_key, leaf_key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
+        ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kindex test CA")])
+        ca = (x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name).public_key(ca_key.public_key())
+              .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
+              .not_valid_after(now + datetime.timedelta(days=1))
+              .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+              .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
+                                           content_commitment=False, key_encipherment=False, data_encipherment=False,
+                                           key_agreement=False, encipher_only=False, decipher_only=False), critical=True)
+              .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
+              .sign(ca_key, hashes.SHA256()))
+        leaf = (x509.CertificateBuilder()
+                .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")]))
+                .issuer_name(ca_name).public_key(leaf_key.public_key()).serial_number(x509.random_serial_number())
+                .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=1))
+                .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost"), x509.DNSName("rights.test"),
+                                                            x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+                               critical=False)
+                .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+                .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
+                .sign(ca_key, hashes.SHA256()))
+        pem = serialization.Encoding.PEM
+        (folder / "ca.pem").write_bytes(ca.public_bytes(pem))
+        (folder / "leaf.pem").write_bytes(leaf.public_bytes(pem))
+        (folder / "leaf.key").write_bytes(leaf_key.private_bytes(pem, serialization.PrivateFormat.PKCS8,
+                                                                 serialization.NoEncryption()))
+        return str(folder / "leaf.pem"), str(folder / "leaf.key")
+
     def close(self):
         self.httpd.shutdown()
         self.httpd.server_close()
+        if self._cert_dir is not None:
+            self._cert_dir.cleanup()

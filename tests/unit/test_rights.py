@@ -1,18 +1,27 @@
-"""Rights-check request building and response parsing: every doubt denies."""
+"""Rights checks: request building, response parsing, the per-tenant limit and one query's session (budget, failures
+that deny and warn, a failed call that costs its whole budget). The endpoint here is an in-memory double that
+records its calls; the real HTTP transport is tested against real servers in tests/integration/test_rights_http.py."""
 
 import hashlib
 import hmac
 import json
+import threading
+import time
 
 import pytest
 
+from kindex.adapters.local_secrets import FileSecretStore
+from kindex.domain.errors import Conflict, InvalidInput
 from kindex.domain.models import Collection
+from kindex.domain.rights_policy import RightsCallFailed, RightsUrlPolicy
 from kindex.services.rights import (
-    ExternalRights,
-    PublicRights,
+    CHECK_FAILED,
+    SECRET_MISSING,
+    RightsChecks,
+    TenantLimiter,
     build_rights_request,
     parse_rights_response,
-    rights_checker_for,
+    rights_secret_name,
     sign,
 )
 
@@ -30,29 +39,156 @@ def test_request_body_and_signature():
 @pytest.mark.parametrize("status, payload, allowed", [
     (200, b'{"a": true, "b": false}', {"a"}),
     (200, b'{"a": true}', {"a"}),                       # b missing -> denied
-    (200, b'{"a": "true", "b": 1}', set()),             # non-booleans deny
-    (200, b'["a", "b"]', set()),                        # not an object
-    (200, b"not json", set()),
-    (200, b"\xff\xfe", set()),
-    (500, b'{"a": true, "b": true}', set()),            # any non-200 denies, whatever the body says
-    (201, b'{"a": true, "b": true}', set()),
+    (200, b'{"a": "true", "b": 1}', None),              # non-booleans: no valid answer (denies, and warns)
+    (200, b'{"a": true, "b": null}', None),
+    (200, b'{"a": true, "zzz": "yes"}', {"a"}),         # only the requested ids' values matter
     (200, b'{"a": true, "b": true, "zzz": true}', {"a", "b"}),  # unknown ids are ignored
+    (200, b'["a", "b"]', None),                         # not an object: no valid answer
+    (200, b"not json", None),
+    (200, b"\xff\xfe", None),
+    (500, b'{"a": true, "b": true}', None),             # any non-200 is no answer, whatever the body says
+    (201, b'{"a": true, "b": true}', None),
 ])
 def test_response_parsing_fails_closed(status, payload, allowed):
     assert parse_rights_response(status, payload, ["a", "b"]) == allowed
 
 
-def test_registry_builds_checkers_and_unknown_methods_deny():
-    public = Collection(id="c", embedding_model="hash:8")
-    assert isinstance(rights_checker_for(public, None), PublicRights)
-    external = Collection(id="c", embedding_model="hash:8", rights_check_method="external",
-                          rights_check_method_configuration={"url": "http://127.0.0.1:9/x", "timeout": 3})
-    checker = rights_checker_for(external, b"s")
-    assert isinstance(checker, ExternalRights) and checker.timeout == 3
-    bogus = public.model_copy(update={"rights_check_method": "plugin-that-is-not-installed"})
-    assert rights_checker_for(bogus, None).allowed("u", "c", ["a"]) == set()
+def test_tenant_limiter_bounds_one_tenant_without_touching_another():
+    limiter = TenantLimiter(limit=2)
+    soon = time.monotonic() + 0.15
+    assert limiter.acquire("a", soon) and limiter.acquire("a", soon)
+    # Given tenant a holds both its slots, its third call waits until its deadline and gives up
+    started = time.monotonic()
+    assert limiter.acquire("a", soon) is False
+    assert 0.1 <= time.monotonic() - started < 0.5
+    # while tenant b is not affected at all
+    assert limiter.acquire("b", time.monotonic()) and limiter.in_flight("b") == 1
+    # And a released slot wakes a waiter at once
+    threading.Timer(0.05, limiter.release, args=("a",)).start()
+    assert limiter.acquire("a", time.monotonic() + 2)
+    for tenant in ("a", "a", "b"):
+        limiter.release(tenant)
+    assert limiter.in_flight("a") == 0 and limiter.in_flight("b") == 0
 
 
-def test_unreachable_endpoint_denies_quickly():
-    checker = ExternalRights("http://127.0.0.1:9/unreachable", b"s", timeout=1)
-    assert checker.allowed("u", "c", ["a", "b"]) == set()
+class RecordingEndpoint:
+    """The RightsEndpoint port in memory: answers from a script, records calls (thread-safe)."""
+
+    def __init__(self, answer):
+        self.answer = answer
+        self.calls: list[tuple[str, dict]] = []
+        self.lock = threading.Lock()
+
+    def post(self, url, body, headers, deadline):
+        with self.lock:
+            self.calls.append((url, json.loads(body)))
+        return self.answer(url, json.loads(body), deadline)
+
+
+def external(name, url="https://rights.example/check", timeout=0.3):
+    return Collection(id=name, embedding_model="hash:8", rights_check_method="external",
+                      rights_check_method_configuration={"url": url, "timeout": timeout})
+
+
+@pytest.fixture
+def secrets(tmp_path):
+    return FileSecretStore(tmp_path / "secrets")
+
+
+def checks_with(secrets, answer, sleeps=None, **kwargs):
+    sleep = time.sleep if sleeps is None else sleeps.append
+    return RightsChecks(RightsUrlPolicy.for_backend("aws", None), secrets, RecordingEndpoint(answer), sleep=sleep,
+                        **kwargs)
+
+
+def test_public_collections_need_no_call(secrets):
+    checks = checks_with(secrets, lambda *a: pytest.fail("no call expected"))
+    session = checks.session("t", [Collection(id="pub", embedding_model="hash:8")])
+    assert session.allowed("ann", {"pub": ["a", "b"]}) == {"pub": {"a", "b"}}
+    assert session.warnings == []
+
+
+def test_no_secret_denies_with_a_warning_and_no_call(secrets):
+    sleeps = []
+    checks = checks_with(secrets, lambda *a: pytest.fail("no call without a secret"), sleeps)
+    session = checks.session("t", [external("ext")])
+    assert session.allowed("ann", {"ext": ["a"]}) == {"ext": set()}
+    assert session.allowed("ann", {"ext": ["b"]}) == {"ext": set()}
+    # Then one warning names the route that creates the secret; nothing is padded (no network was touched)
+    assert [(w.collection, w.code) for w in session.warnings] == [("ext", SECRET_MISSING)]
+    assert "POST /v1/rights-check-secret" in session.warnings[0].message
+    assert sleeps == []
+
+
+@pytest.mark.parametrize("answer", [
+    lambda *a: (_ for _ in ()).throw(RightsCallFailed("connect")),
+    lambda *a: (_ for _ in ()).throw(RightsCallFailed("refused", "never")),
+    lambda *a: (500, b""),
+    lambda *a: (200, b"[]"),
+    lambda *a: (_ for _ in ()).throw(RuntimeError("anything unforeseen")),
+])
+def test_a_failed_call_denies_warns_once_and_costs_its_whole_budget(secrets, answer):
+    secrets.put_secret(rights_secret_name("t"), b"s")
+    sleeps = []
+    checks = checks_with(secrets, answer, sleeps)
+    session = checks.session("t", [external("ext", timeout=0.3)])
+    started = time.monotonic()
+    assert session.allowed("ann", {"ext": ["a", "b"]}) == {"ext": set()}
+    # Then the query is told, without any address or cause in the message
+    assert [(w.collection, w.code) for w in session.warnings] == [("ext", CHECK_FAILED)]
+    assert "rights.example" not in session.warnings[0].message
+    # And the call is padded to its deadline, so a closed port answers as late as a filtered one
+    assert len(sleeps) == 1 and 0.2 < time.monotonic() - started + sleeps[0] <= 0.35
+    # And a later over-fetch round neither calls again nor warns twice
+    calls = len(checks.endpoint.calls)
+    assert session.allowed("ann", {"ext": ["c"]}) == {"ext": set()}
+    assert len(checks.endpoint.calls) == calls and len(session.warnings) == 1
+
+
+def test_a_valid_denial_is_no_failure(secrets):
+    secrets.put_secret(rights_secret_name("t"), b"s")
+    sleeps = []
+    checks = checks_with(secrets, lambda url, body, deadline: (200, b'{"a": true, "b": false}'), sleeps)
+    session = checks.session("t", [external("ext")])
+    assert session.allowed("ann", {"ext": ["a", "b", "c"]}) == {"ext": {"a"}}
+    assert session.warnings == [] and sleeps == []
+
+
+def test_one_budget_for_the_query_and_calls_in_parallel(secrets):
+    secrets.put_secret(rights_secret_name("t"), b"s")
+
+    def slow_until_deadline(url, body, deadline):
+        time.sleep(max(0.0, deadline - time.monotonic()))
+        raise RightsCallFailed("timeout")
+
+    checks = checks_with(secrets, slow_until_deadline)
+    session = checks.session("t", [external(f"c{i}", timeout=0.4) for i in range(5)])
+    started = time.monotonic()
+    verdicts = session.allowed("ann", {f"c{i}": ["a"] for i in range(5)})
+    elapsed = time.monotonic() - started
+    # Then five slow collections cost one budget, not five
+    assert verdicts == {f"c{i}": set() for i in range(5)}
+    assert 0.35 < elapsed < 0.8
+    assert sorted(w.collection for w in session.warnings) == [f"c{i}" for i in range(5)]
+    # And a later round of the same query has no budget left: it fails at once without calling
+    fresh = checks.session("t", [external("late", timeout=0.4)])
+    fresh._started = time.monotonic() - 1
+    started = time.monotonic()
+    assert fresh.allowed("ann", {"late": ["a"]}) == {"late": set()}
+    assert time.monotonic() - started < 0.2 and fresh.warnings[0].code == CHECK_FAILED
+
+
+def test_save_checks_policy_then_secret(secrets):
+    checks = checks_with(secrets, lambda *a: pytest.fail("saving never calls"))
+    checks.check_collection("t", Collection(id="pub", embedding_model="hash:8"))  # public: nothing to check
+    with pytest.raises(InvalidInput, match=r"rights_check_method_configuration\.url: .*https"):
+        checks.check_collection("t", external("ext", url="http://rights.example/check"))
+    with pytest.raises(InvalidInput, match="link-local"):
+        checks.check_collection("t", external("ext", url="https://169.254.169.254/"))
+    with pytest.raises(Conflict, match="POST /v1/rights-check-secret"):
+        checks.check_collection("t", external("ext"))
+    secrets.put_secret(rights_secret_name("t"), b"s")
+    checks.check_collection("t", external("ext"))
+    # the secret is the tenant's own: another tenant still has none
+    with pytest.raises(Conflict):
+        checks.check_collection("u", external("ext"))

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError, field_validator
+
+if TYPE_CHECKING:
+    from kindex.domain.rights_policy import IPNetwork
 
 LOCAL_DEFAULT_MODEL = "local:all-MiniLM-L6-v2"
 AWS_DEFAULT_MODEL = "openai:text-embedding-3-small"
@@ -37,6 +40,25 @@ class Settings(BaseModel):
     table_name: str | None = None
     bucket_name: str | None = None
     bootstrap_tenant: str = "default"
+    # Loopback/private networks that rights-check URLs may reach (CIDRs, comma-separated, or "none"). Unset: loopback
+    # in local mode, none on AWS. Link-local and metadata addresses are refused whatever this says.
+    rights_allowed_networks: str | None = None
+
+    @field_validator("rights_allowed_networks")
+    @classmethod
+    def _networks_parse(cls, value: str | None) -> str | None:
+        if value is not None:  # imported only when set: every function reads settings at cold start
+            from kindex.domain.rights_policy import parse_networks
+
+            parse_networks(value)
+        return value
+
+    @property
+    def rights_networks(self) -> tuple[IPNetwork, ...] | None:
+        """The parsed allowlist; None when unset (the backend's default applies)."""
+        from kindex.domain.rights_policy import parse_networks
+
+        return parse_networks(self.rights_allowed_networks)
 
     @property
     def embedding_model(self) -> str:
@@ -66,6 +88,7 @@ ENV_NAMES = {
     "table_name": "KINDEX_TABLE_NAME",
     "bucket_name": "KINDEX_BUCKET_NAME",
     "bootstrap_tenant": "KINDEX_BOOTSTRAP_TENANT",
+    "rights_allowed_networks": "KINDEX_RIGHTS_ALLOWED_NETWORKS",
 }
 
 

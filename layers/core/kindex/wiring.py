@@ -173,7 +173,26 @@ class Container:
         from kindex.services.query import QueryService
 
         return QueryService(self.metadata, self.metadata, self.chunks, self.search_index, self.embeddings,
-                            self.secrets, self.query_log, metrics=self.metrics)
+                            self.rights_checks, self.query_log, metrics=self.metrics)
+
+    @cached_property
+    def rights_policy(self):
+        """Which rights-check URLs and addresses this deployment calls (KINDEX_RIGHTS_ALLOWED_NETWORKS)."""
+        from kindex.domain.rights_policy import RightsUrlPolicy
+
+        return RightsUrlPolicy.for_backend(self.settings.backend, self.settings.rights_networks)
+
+    @cached_property
+    def rights_endpoint(self):
+        from kindex.adapters.rights_http import HttpRightsEndpoint
+
+        return HttpRightsEndpoint(self.rights_policy)
+
+    @cached_property
+    def rights_checks(self):
+        from kindex.services.rights import RightsChecks
+
+        return RightsChecks(self.rights_policy, self.secrets, self.rights_endpoint)
 
     @cached_property
     def citations(self):
@@ -228,7 +247,8 @@ class Container:
                               default_embedding_model=self.settings.embedding_model,
                               on_collection_removed=lambda tenant, c: self.ingest.remove_collection(tenant, c),
                               on_document_removed=lambda tenant, d, c: self.ingest.remove_document(tenant, d, c),
-                              presigner=self.uploads, chunks=self.chunks)
+                              presigner=self.uploads, chunks=self.chunks,
+                              check_rights=lambda tenant, c: self.rights_checks.check_collection(tenant, c))
 
 
 @lru_cache(maxsize=1)

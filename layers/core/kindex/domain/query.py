@@ -54,6 +54,15 @@ class Citation(BaseModel):
     url: str | None
 
 
+class QueryWarning(BaseModel):
+    """Something that made the answer poorer than it should be, for example a rights check that could not run (its
+    collection's results are denied). `code` is stable; `message` says what to do and never names an address."""
+
+    collection: str
+    code: str
+    message: str
+
+
 class QueryResponse(BaseModel):
     query_id: str
     results: list[QueryResult]
@@ -62,6 +71,7 @@ class QueryResponse(BaseModel):
     denied_count: int
     denied_collections: list[str] = Field(default_factory=list)
     timing_ms: dict[str, float]
+    warnings: list[QueryWarning] = Field(default_factory=list)
 
 
 class CitationDocument(BaseModel):

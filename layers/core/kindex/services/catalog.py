@@ -111,7 +111,8 @@ class CatalogService:
                  default_embedding_model: str,
                  on_collection_removed: Callable[[str, Collection], None] | None = None,
                  on_document_removed: Callable[[str, Document, Collection], None] | None = None,
-                 presigner: Presigner | None = None, upload_url_ttl: int = 900, chunks: ChunkStore | None = None):
+                 presigner: Presigner | None = None, upload_url_ttl: int = 900, chunks: ChunkStore | None = None,
+                 check_rights: Callable[[str, Collection], None] | None = None):
         self.collections = collections
         self.documents = documents
         self.blobs = blobs
@@ -121,6 +122,7 @@ class CatalogService:
         self.presigner = presigner
         self.chunks = chunks
         self.upload_url_ttl = upload_url_ttl
+        self.check_rights = check_rights
 
     # Collections
     def get_collection(self, tenant: str, collection_id: str) -> Collection:
@@ -143,6 +145,8 @@ class CatalogService:
         if existing is not None and existing.active_embedding_model is None:
             existing = existing.model_copy(update={"active_embedding_model": existing.embedding_model})
         collection = merge_collection(existing, collection_id, body.changes(), self.default_embedding_model)
+        if self.check_rights is not None:  # the deployment's URL policy, and the signing secret an external check needs
+            self.check_rights(tenant, collection)
         count = 0 if existing is None else self.documents.count_documents(tenant, collection_id)
         if count == 0:
             # Nothing to rebuild: the new model is active at once.

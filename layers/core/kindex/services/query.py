@@ -8,7 +8,7 @@ import time
 from html import escape
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 
 from kindex.domain.errors import Forbidden, NotFound
@@ -20,12 +20,11 @@ from kindex.domain.ports import (
     MetricsRecorder,
     QueryLog,
     SearchIndex,
-    SecretStore,
 )
-from kindex.domain.query import Citation, QueryRequest, QueryResponse, QueryResult
+from kindex.domain.query import Citation, QueryRequest, QueryResponse, QueryResult, QueryWarning
 from kindex.domain.types import ChunkRef, SearchFilters, SearchHit
 from kindex.services.embedding import EmbeddingService
-from kindex.services.rights import RightsChecker, rights_checker_for
+from kindex.services.rights import RightsChecks, RightsSession
 
 logger = logging.getLogger(__name__)
 
@@ -40,10 +39,6 @@ CONTEXT_INSTRUCTIONS = (
     "document it comes from with <CIT document-id /> using the exact id given (several: <CIT id-1, id-2 />). "
     "If the excerpts do not contain the answer, say so."
 )
-
-
-def rights_secret_name(tenant: str) -> str:
-    return f"tenants/{tenant}/rights-check-signing"
 
 
 def reciprocal_rank_fusion(rankings: Sequence[Sequence[SearchHit]], k: int = RRF_K) -> list[SearchHit]:
@@ -79,17 +74,15 @@ class QueryService:
     """Answers queries for one tenant's collections on behalf of one end user."""
 
     def __init__(self, collections: CollectionStore, documents: DocumentStore, chunks: ChunkStore, index: SearchIndex,
-                 embeddings: EmbeddingService, secrets: SecretStore, query_log: QueryLog,
-                 rights_for: Callable[[Collection, bytes | None], RightsChecker] = rights_checker_for,
+                 embeddings: EmbeddingService, rights: RightsChecks, query_log: QueryLog,
                  metrics: MetricsRecorder | None = None):
         self.collections = collections
         self.documents = documents
         self.chunks = chunks
         self.index = index
         self.embeddings = embeddings
-        self.secrets = secrets
+        self.rights = rights
         self.query_log = query_log
-        self.rights_for = rights_for
         self.metrics = metrics
 
     def query(self, tenant: str, collection_ids: Sequence[str], request: QueryRequest, *, multi: bool) -> QueryResponse:
@@ -103,7 +96,7 @@ class QueryService:
             started = time.perf_counter()
             vectors = {model: self.embeddings.embed_query(model, request.query) for model in by_model}
             timing["embed"] = (time.perf_counter() - started) * 1000
-        survivors, denied_count, documents = self._retrieve(tenant, request, by_model, vectors, timing)
+        survivors, denied_count, documents, warnings = self._retrieve(tenant, request, by_model, vectors, timing)
         started = time.perf_counter()
         refs = [ChunkRef(h.collection, h.document_id, h.chunk_id) for h in survivors]
         texts = self.chunks.get_chunks(tenant, refs) if refs else {}
@@ -115,11 +108,14 @@ class QueryService:
             self.metrics.count("Queries")
             if denied_count:
                 self.metrics.count("RightsDenials", denied_count)
+            if warnings:
+                self.metrics.count("RightsCheckFailures", len(warnings))
         logger.info("query", extra={"tenant": tenant, "collections": len(allowed_collections), "mode": request.mode,
-                                    "results": len(results), "denied_count": denied_count})
+                                    "results": len(results), "denied_count": denied_count,
+                                    "warnings": [w.code for w in warnings]})
         return QueryResponse(query_id=query_id, results=results, citations=citations, context=build_context(results),
                              denied_count=denied_count, denied_collections=denied_collections,
-                             timing_ms={k: round(v, 2) for k, v in timing.items()})
+                             timing_ms={k: round(v, 2) for k, v in timing.items()}, warnings=warnings)
 
     def _gate(self, tenant: str, collection_ids: Sequence[str], request: QueryRequest,
               multi: bool) -> tuple[list[Collection], list[str]]:
@@ -137,18 +133,16 @@ class QueryService:
         return allowed, denied
 
     def _retrieve(self, tenant: str, request: QueryRequest, by_model: dict[str, list[Collection]], vectors: dict,
-                  timing: dict[str, float]) -> tuple[list[SearchHit], int, dict[tuple[str, str], Document]]:
+                  timing: dict[str, float]
+                  ) -> tuple[list[SearchHit], int, dict[tuple[str, str], Document], list[QueryWarning]]:
         if not by_model:
-            return [], 0, {}
+            return [], 0, {}, []
         filters = None
         if request.filters:
             f = request.filters
             filters = SearchFilters(document_ids=tuple(f.document_ids) if f.document_ids is not None else None,
                                     language=f.language, mimetype=f.mimetype)
-        secret = None
-        if any(c.rights_check_method != "public" for cs in by_model.values() for c in cs):
-            secret = self.secrets.get_secret(rights_secret_name(tenant))
-        checkers = {c.id: self.rights_for(c, secret) for cs in by_model.values() for c in cs}
+        rights = self.rights.session(tenant, [c for cs in by_model.values() for c in cs])
         decisions: dict[tuple[str, str], bool] = {}
         documents: dict[tuple[str, str], Document] = {}
         denied: set[tuple[str, str]] = set()
@@ -159,7 +153,7 @@ class QueryService:
             hits, exhausted = self._candidates(tenant, request, by_model, vectors, wanted, filters)
             timing["search"] += (time.perf_counter() - started) * 1000
             started = time.perf_counter()
-            self._decide(tenant, request.user, hits, checkers, decisions, documents, denied)
+            self._decide(tenant, request.user, hits, rights, decisions, documents, denied)
             timing["rights"] += (time.perf_counter() - started) * 1000
             survivors = [h for h in hits if decisions.get((h.collection, h.document_id))]
             if request.min_score is not None:
@@ -167,7 +161,7 @@ class QueryService:
             if len(survivors) >= request.k or exhausted or wanted >= MAX_CANDIDATES:
                 break
             wanted = min(wanted * 3, MAX_CANDIDATES)
-        return survivors[:request.k], len(denied), documents
+        return survivors[:request.k], len(denied), documents, rights.warnings
 
     def _candidates(self, tenant: str, request: QueryRequest, by_model: dict[str, list[Collection]], vectors: dict,
                     wanted: int, filters: SearchFilters | None) -> tuple[list[SearchHit], bool]:
@@ -191,10 +185,10 @@ class QueryService:
         fused = per_model[0] if len(per_model) == 1 else reciprocal_rank_fusion(per_model)
         return fused[:wanted], exhausted
 
-    def _decide(self, tenant: str, user: str | None, hits: Sequence[SearchHit], checkers: dict[str, RightsChecker],
+    def _decide(self, tenant: str, user: str | None, hits: Sequence[SearchHit], rights: RightsSession,
                 decisions: dict, documents: dict, denied: set) -> None:
         """Decide each new (collection, document) once: it must be indexed, then the rights check must allow it.
-        One rights call per collection per round, with all its undecided candidates."""
+        One rights call per collection per round, with all its undecided candidates; the calls run in parallel."""
         undecided: dict[str, list[str]] = {}
         for hit in hits:
             key = (hit.collection, hit.document_id)
@@ -206,8 +200,9 @@ class QueryService:
                 continue
             documents[key] = document
             undecided.setdefault(hit.collection, []).append(hit.document_id)
+        verdicts = rights.allowed(user, undecided) if undecided else {}
         for collection_id, doc_ids in undecided.items():
-            allowed = checkers[collection_id].allowed(user, collection_id, doc_ids)
+            allowed = verdicts.get(collection_id, set())
             for doc_id in doc_ids:
                 decisions[(collection_id, doc_id)] = doc_id in allowed
                 if doc_id not in allowed:
