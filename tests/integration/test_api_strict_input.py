@@ -65,7 +65,11 @@ def assert_refused(status: int, body: dict, expected_status: int, field: str) ->
     ('{"embedding_model": "local:foo"}', 422, "embedding_model"),
     ('{"embedding_model": "hash:4"}', 422, "embedding_model"),
     ('{"title": "a\\ud800"}', 422, "title"),
-    ('{"document_spaces": ' + json.dumps(["s"] * 101) + "}", 422, "document_spaces"),
+    ('{"document_spaces": ' + json.dumps(["s"] * 1001) + "}", 422, "document_spaces"),
+    # a record that could not be one DynamoDB item (400 KB) is refused as input, not failed in the store
+    ('{"query_groups": ' + json.dumps(["g" * 255] * 600) + "}", 422, "query_groups"),
+    ('{"rights_check_method_configuration": {"note": "' + "é" * 100_000 + '"}}', 422,
+     "rights_check_method_configuration"),
 ])
 def test_hostile_collection_bodies_get_4xx_naming_the_field_and_store_nothing(local_container, body, status, field):
     # When a hostile PUT /v1/collections/{c} is handled

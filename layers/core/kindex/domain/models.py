@@ -86,9 +86,11 @@ CHUNKING_DEFAULTS = {
 #: Largest `chunking_max_size` per method. maxChars: a 100,000-character chunk still fits one DynamoDB item (400 KB)
 #: in 4-byte characters, and is far beyond what any embedder reads; tokens: OpenAI's per-input limit.
 MAX_CHUNK_SIZE = {ChunkingMethod.MAX_CHARS: 100_000, ChunkingMethod.TOKENS: 8192}
-# Bounds of what one collection record may hold, so that it always fits one DynamoDB item (400 KB).
-MAX_DOCUMENT_SPACES = 100
-MAX_QUERY_GROUPS = 200
+# Bounds of what one collection record may hold: it is one DynamoDB item (at most 400 KB), so a save that could
+# not be stored is refused as input (422) rather than failing in the store (502).
+MAX_DOCUMENT_SPACES = 1000
+MAX_QUERY_GROUPS = 1000
+MAX_COLLECTION_JSON_BYTES = 128 * 1024
 
 # Validation context of a collection being saved (see Collection._check_rules_on_save).
 SAVING_KEY = "saving"
@@ -172,7 +174,6 @@ class Collection(BaseModel):
                 raise ValueError("rights_check_method_configuration.timeout must be a number of seconds in (0, 10]")
         return self
 
-
     @model_validator(mode="after")
     def _check_rules_on_save(self, info: ValidationInfo) -> "Collection":
         """Rules judged when a collection is saved (validation context SAVING), not when a stored one is read:
@@ -186,6 +187,9 @@ class Collection(BaseModel):
         largest = MAX_CHUNK_SIZE[self.chunking_method]
         if self.chunking_max_size > largest:
             raise ValueError(f"chunking_max_size must be at most {largest} for {self.chunking_method.value}")
+        if len(self.model_dump_json().encode("utf-8")) > MAX_COLLECTION_JSON_BYTES:
+            raise ValueError(f"document_spaces, query_groups, rights_check_method_configuration and title together "
+                             f"must stay under {MAX_COLLECTION_JSON_BYTES // 1024} KiB of JSON")
         return self
 
 
