@@ -113,5 +113,6 @@ def test_hostile_bodies_are_judged_in_linear_time(hostile):
         parse(hostile)
     except JsonBodyError:
         pass
-    # Then it takes well under the seconds a quadratic scan would (measured 0.03-0.5 s)
-    assert time.perf_counter() - started < 5
+    # Then it ends: measured 0.03-1.2 s (several times that on a loaded CI machine), where a quadratic scan of a
+    # million tokens would run for hours; the bound is loose so that only the latter can fail it
+    assert time.perf_counter() - started < 60
