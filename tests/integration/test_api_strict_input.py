@@ -79,6 +79,14 @@ def test_hostile_collection_bodies_get_4xx_naming_the_field_and_store_nothing(lo
     assert local_container.metadata.get_collection("acme", "My Collection") is None
 
 
+def test_the_deepest_accepted_body_is_safe_for_the_resolver_too(local_container):
+    # Given a body at the deepest nesting precheck lets through (the resolver parses it again with json.loads)
+    body = '{"title": ' + "[" * 63 + "]" * 63 + "}"
+    # When handled / Then the resolver's own validation answers, naming the field
+    status, got, _ = call(api.handler, put_collection(body))
+    assert_refused(status, got, 422, "title")
+
+
 def test_a_known_model_is_saved_in_its_canonical_form(local_container):
     status, body, _ = call(api.handler, put_collection('{"embedding_model": "hash:0256"}'))
     assert status == 201 and body["embedding_model"] == "hash:256"
