@@ -34,7 +34,17 @@ from kindex.api.http import (
     require_reader,
 )
 from kindex.domain.query import CitationsRequest, CitationsResponse
-from kindex.domain.models import Collection, CollectionInput, DocumentInput, PageRequest, ReindexJob
+from kindex.domain.models import (
+    DEFAULT_PAGE_SIZE,
+    MAX_PAGE_SIZE,
+    MAX_PAGE_START,
+    Collection,
+    CollectionInput,
+    DocumentInput,
+    PageRequest,
+    ReindexJob,
+)
+from kindex.services.validation import validated
 from kindex.wiring import container
 
 logger = Logger(service="kindex-api")
@@ -49,8 +59,15 @@ register_error_handlers(app)
 app.include_router(query_router)  # served by the query function; included so the OpenAPI document is complete
 
 
+# Every list route pages the same way; bounded so that no answer can outgrow Lambda's 6 MB response.
+PageStart = Annotated[int, Query(ge=0, le=MAX_PAGE_START, description="items to skip (ignored with a cursor)")]
+PageSize = Annotated[int, Query(ge=-1, le=MAX_PAGE_SIZE,
+                                description=f"page size, 1 to {MAX_PAGE_SIZE}; -1 (XWiki's 'all') is the largest page")]
+PageCursor = Annotated[str | None, Query(max_length=8192, description="`next_cursor` of the previous page")]
+
+
 def _page(start: int, number: int, cursor: str | None) -> PageRequest:
-    return PageRequest(start=start, number=number, cursor=cursor or None)
+    return validated(lambda: PageRequest(start=start, number=number, cursor=cursor or None))
 
 
 @app.get("/v1/openapi.json", include_in_schema=False)
@@ -59,8 +76,8 @@ def openapi_document():
 
 
 @app.get("/v1/collections")
-def list_collections(start: Annotated[int, Query(ge=0)] = 0, number: Annotated[int, Query(ge=-1)] = -1,
-                     cursor: Annotated[str | None, Query()] = None) -> CollectionList:
+def list_collections(start: PageStart = 0, number: PageSize = DEFAULT_PAGE_SIZE,
+                     cursor: PageCursor = None) -> CollectionList:
     page = container().catalog.list_collections(require_reader(app).tenant, _page(start, number, cursor))
     return CollectionList(collections=page.ids, next_cursor=page.next_cursor)
 
@@ -84,9 +101,8 @@ def delete_collection(collection: str):
 
 
 @app.get("/v1/collections/<collection>/documents")
-def list_documents(collection: str, start: Annotated[int, Query(ge=0)] = 0,
-                   number: Annotated[int, Query(ge=-1)] = -1,
-                   cursor: Annotated[str | None, Query()] = None) -> DocumentList:
+def list_documents(collection: str, start: PageStart = 0, number: PageSize = DEFAULT_PAGE_SIZE,
+                   cursor: PageCursor = None) -> DocumentList:
     page = container().catalog.list_documents(require_reader(app).tenant, path_param(collection),
                                               _page(start, number, cursor))
     return DocumentList(documents=page.ids, next_cursor=page.next_cursor)
@@ -122,10 +138,13 @@ def prepare_upload(collection: str, document: str, body: UploadRequest) -> Uploa
 
 
 @app.get("/v1/collections/<collection>/documents/<document>/chunks")
-def list_chunks(collection: str, document: str) -> ChunkList:
-    chunks = container().catalog.list_chunks(require_reader(app).tenant, path_param(collection), path_param(document))
+def list_chunks(collection: str, document: str, start: PageStart = 0, number: PageSize = DEFAULT_PAGE_SIZE,
+                cursor: PageCursor = None) -> ChunkList:
+    page = container().catalog.list_chunks(require_reader(app).tenant, path_param(collection), path_param(document),
+                                           _page(start, number, cursor))
     return ChunkList(chunks=[ChunkOut(chunk_id=c.chunk_id, index=c.index, start=c.start, end=c.end,
-                                      page_start=c.page_start, page_end=c.page_end, text=c.text) for c in chunks])
+                                      page_start=c.page_start, page_end=c.page_end, text=c.text) for c in page.chunks],
+                     next_cursor=page.next_cursor)
 
 
 @app.post("/v1/rights-check-secret")

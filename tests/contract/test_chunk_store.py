@@ -62,6 +62,41 @@ def test_list_chunks_is_in_index_order_whatever_the_ids(store):
     assert [c.index for c in store.list_chunks("t", "c", "d1")] == list(range(12))
 
 
+def test_iter_chunks_walks_index_then_id_order_from_any_position(store):
+    # Given 250 chunks (more than one read batch) written out of order, two of them sharing an index (a document
+    # being re-chunked holds old and new chunks for a moment), and a neighbouring document
+    chunks = [chunk("d1", i, chunk_id=f"id-{(7 * i) % 250:03d}") for i in range(250)]
+    twin = chunk("d1", 5, chunk_id="id-000-twin")
+    store.put_chunks("t", list(reversed(chunks)) + [twin, chunk("d2", 0)])
+    expected = sorted(chunks + [twin], key=lambda c: (c.index, c.chunk_id))
+    # When iterating from the start, from a position, from a position that no longer exists, and with an offset
+    everything = list(store.iter_chunks("t", "c", "d1"))
+    after_twin = list(store.iter_chunks("t", "c", "d1", after=(5, "id-000-twin")))
+    after_gone = list(store.iter_chunks("t", "c", "d1", after=(5, "id-000-twin-deleted")))
+    skipped = list(store.iter_chunks("t", "c", "d1", after=(5, chunks[5].chunk_id), offset=3))
+    # Then each is the same order, resumed exactly where asked, never a chunk twice or of another document
+    assert everything == expected
+    position = expected.index(twin)
+    assert after_twin == after_gone == expected[position + 1:]
+    assert skipped == expected[expected.index(chunks[5]) + 1 + 3:]
+    assert list(store.iter_chunks("t", "c", "d1", offset=251)) == []
+    assert list(store.iter_chunks("t", "c", "nope")) == [] and list(store.iter_chunks("u", "c", "d1")) == []
+
+
+def test_sqlite_iter_chunks_reads_one_batch_at_a_time(tmp_path):
+    # Given a document of 1,000 chunks of 10 KB
+    store = SqliteChunkStore(SqliteDatabase(tmp_path / "x.sqlite3"))
+    store.put_chunks("t", [chunk("d1", i, text=f"{i:05d}" + "x" * 10_000) for i in range(1000)])
+    selects: list[str] = []
+    store.db.connection().set_trace_callback(lambda sql: selects.append(sql) if sql.startswith("SELECT") else None)
+    # When a caller takes 101 chunks and stops
+    iterator = store.iter_chunks("t", "c", "d1")
+    taken = [next(iterator).index for _ in range(101)]
+    # Then two reads of 100 chunks served it, not one read of the whole 10 MB document
+    assert taken == list(range(101))
+    assert len(selects) == 2 and all("LIMIT 100" in sql for sql in selects)
+
+
 def test_put_is_idempotent_and_replaces_by_chunk_id(store):
     # Given a stored chunk
     store.put_chunks("t", [chunk("d1", 0, text="old")])
@@ -174,6 +209,19 @@ def count_calls(client, operation: str) -> list[int]:
 
     client.meta.events.register(f"before-parameter-build.dynamodb.{operation}", record)
     return sizes
+
+
+def test_dynamodb_iter_chunks_fetches_texts_one_batch_at_a_time(dynamodb):
+    # Given 250 chunks of one document
+    store = DynamoDbChunkStore(TABLE, client=dynamodb)
+    store.put_chunks("t", [chunk("d1", i) for i in range(250)])
+    gets = count_calls(dynamodb, "BatchGetItem")
+    # When a caller takes 101 chunks and stops
+    iterator = store.iter_chunks("t", "c", "d1")
+    taken = [next(iterator) for _ in range(101)]
+    # Then the texts came from two BatchGetItem calls of 100 keys, not from the whole document
+    assert [c.index for c in taken] == list(range(101))
+    assert gets == [100, 100]
 
 
 def test_dynamodb_get_chunks_is_one_batch_read_per_hundred_refs(dynamodb):

@@ -35,3 +35,29 @@ def test_random_requests_never_get_5xx(server):
         assert response.status_code < 500, (method, path, data[:200], response.status_code, response.text[:300])
         if response.status_code >= 400:
             assert set(response.json()) == {"error", "message"}, response.text
+
+
+HOSTILE_BODIES = [
+    "[" * 10_000 + "]" * 10_000, '{"title": ' + "{" * 5_000 + "}" * 5_000 + "}", '{"k": 1, "k": 2}',
+    '{"k": NaN}', '{"min_score": Infinity}', '{"chunking_max_size": -Infinity}', '{"k": 1e999}',
+    '{"chunking_max_size": ' + "9" * 4000 + "}", '{"k": ' + "9" * 5000 + "}", '{"k": "5"}', '{"k": true}',
+    '{"k": 5.0}', '{"query": "q", "k": 5.0}', '{"content": "a\\ud800"}', '{"embedding_model": "local:foo"}',
+    '{"pages": [1e400]}', '{"documents": [{"document_id": "d", "pages": ["1"]}], "text": "x"}',
+    '"' + '\\"' * 100_000,
+]
+HOSTILE_QUERIES = ["?start=" + str(2**63), "?number=" + str(2**63), "?number=-1", "?number=1001", "?number=0",
+                   "?start=" + "9" * 5000, "?cursor=" + "A" * 9000, "?start=1e3", "?number=5.0"]
+
+
+def test_hostile_shapes_never_get_5xx(server):
+    admin = server.session(server.admin_key)
+    admin.put(server.url("/v1/collections/c"), json={"allow_guests": True})
+    rng = random.Random(20261201)
+    for method, template in ROUTES:
+        for body in HOSTILE_BODIES:
+            path = template.format(id=rng.choice(IDS)) + rng.choice(HOSTILE_QUERIES)
+            response = admin.request(method, server.url(path), data=body.encode("utf-8"),
+                                     headers={"Content-Type": "application/json"})
+            assert response.status_code < 500, (method, path, body[:80], response.status_code, response.text[:300])
+            if response.status_code >= 400:
+                assert set(response.json()) == {"error", "message"}, response.text

@@ -1,10 +1,26 @@
 """Collection and document validation, partial-update merging, keys and cursors."""
 
+import subprocess
+import sys
+
 import pytest
+from pydantic import ValidationError
 
 from kindex.domain import keys
 from kindex.domain.errors import InvalidInput
-from kindex.domain.models import Collection, CollectionInput, Document, check_id
+from kindex.domain.models import (
+    DEFAULT_PAGE_SIZE,
+    MAX_CHUNK_SIZE,
+    MAX_PAGE_SIZE,
+    ChunkingMethod,
+    Collection,
+    CollectionInput,
+    Document,
+    PageRequest,
+    check_id,
+)
+from kindex.domain.query import CitationDocument, QueryRequest
+from kindex.embedding import known_model
 from kindex.services.catalog import merge_collection
 
 pytestmark = pytest.mark.unit
@@ -147,3 +163,113 @@ def test_cursor_round_trip_and_garbage():
 def test_collection_model_rejects_unknown_fields_at_storage_level():
     with pytest.raises(Exception):
         Collection.model_validate({"id": "c", "embedding_model": MODEL, "nope": 1})
+
+
+# --- strict, bounded numbers and the embedding-model value type -----------------------------------------
+
+@pytest.mark.parametrize("field", ["chunking_max_size", "chunking_overlap_offset"])
+@pytest.mark.parametrize("value", ["500", 500.0, True, [500]])
+def test_chunking_sizes_must_be_json_integers(field, value):
+    with pytest.raises(ValidationError) as caught:
+        CollectionInput.model_validate({field: value})
+    assert caught.value.errors()[0]["loc"] == (field,)
+
+
+def test_chunking_max_size_has_a_documented_maximum():
+    # Given the largest maxChars size, it is accepted; one more is refused at the edge, naming the field
+    largest = MAX_CHUNK_SIZE[ChunkingMethod.MAX_CHARS]
+    body = CollectionInput.model_validate({"chunking_max_size": largest})
+    assert merge_collection(None, "c", body.changes(), MODEL).chunking_max_size == largest
+    with pytest.raises(ValidationError, match="chunking_max_size"):
+        CollectionInput.model_validate({"chunking_max_size": largest + 1})
+    with pytest.raises(ValidationError, match="chunking_overlap_offset"):
+        CollectionInput.model_validate({"chunking_overlap_offset": largest})
+    # And a save judges the size even when it did not come through the edge
+    with pytest.raises(InvalidInput, match="chunking_max_size must be at most 100000"):
+        merge_collection(None, "c", {"chunking_max_size": 10**4000}, MODEL)
+
+
+@pytest.mark.parametrize(("given", "stored"), [
+    ("hash:0384", "hash:384"), ("local:all-MiniLM-L6-v2", "local:all-MiniLM-L6-v2"),
+    ("openai:text-embedding-3-small@1536", "openai:text-embedding-3-small"),
+])
+def test_embedding_model_is_canonicalised_at_the_edge(given, stored):
+    body = CollectionInput.model_validate({"embedding_model": given})
+    assert merge_collection(None, "c", body.changes(), MODEL).embedding_model == stored
+
+
+@pytest.mark.parametrize("model", ["local:foo", "hash:4", "openai:unknown-model", "openai:x?dimensions=5",
+                                   "gpt", "LOCAL:all-MiniLM-L6-v2"])
+def test_embedding_models_the_registry_cannot_build_are_refused_when_saved(model):
+    # The same value type the registry builds from: what passes here always builds at ingest
+    assert not known_model(model)
+    with pytest.raises(ValidationError, match="embedding_model"):
+        CollectionInput.model_validate({"embedding_model": model})
+    with pytest.raises(InvalidInput, match="embedding_model"):
+        merge_collection(None, "c", {"embedding_model": model}, MODEL)
+
+
+def test_a_stored_collection_with_a_model_that_is_now_refused_still_loads_and_is_judged_at_its_next_save():
+    # Given a collection stored before the registry check (its model passed the old pattern)
+    stored = Collection.model_validate_json(Collection(id="c", embedding_model="local:foo").model_dump_json())
+    # When it is read it loads; when it is saved again with only a new title, the save names the model
+    assert stored.embedding_model == "local:foo"
+    with pytest.raises(InvalidInput, match="embedding_model"):
+        merge_collection(stored, "c", {"title": "new"}, MODEL)
+    # And a save with a model the registry knows repairs it
+    assert merge_collection(stored, "c", {"embedding_model": "hash:384"}, MODEL).embedding_model == "hash:384"
+
+
+def test_domain_models_and_model_names_import_no_numerical_library():
+    script = ("import sys; import kindex.domain.models, kindex.domain.query; "
+              "from kindex.embedding import known_model as k; "
+              "assert all(k(m) for m in ('hash:8', 'local:all-MiniLM-L6-v2', 'openai:text-embedding-3-small')); "
+              "print(sorted(m for m in ('numpy', 'onnxruntime', 'openai', 'tiktoken') if m in sys.modules))")
+    loaded = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
+    assert loaded.strip() == "[]"
+
+
+@pytest.mark.parametrize("k", ["5", True, 5.0, 0, 101, None])
+def test_query_k_must_be_a_json_integer_within_bounds(k):
+    with pytest.raises(ValidationError) as caught:
+        QueryRequest.model_validate({"query": "q", "k": k})
+    assert caught.value.errors()[0]["loc"] == ("k",)
+
+
+@pytest.mark.parametrize("min_score", ["0.5", True, float("nan"), float("inf"), 1e7])
+def test_query_min_score_must_be_a_finite_bounded_json_number(min_score):
+    with pytest.raises(ValidationError, match="min_score"):
+        QueryRequest.model_validate({"query": "q", "min_score": min_score})
+
+
+def test_query_numbers_of_the_right_kind_pass():
+    request = QueryRequest.model_validate({"query": "q", "k": 5, "min_score": 0})
+    assert (request.k, request.min_score) == (5, 0.0)
+
+
+@pytest.mark.parametrize("pages", [["3"], [True], [1.0], [0], [10**7], list(range(1, 1002))])
+def test_cited_pages_are_bounded_json_integers(pages):
+    with pytest.raises(ValidationError, match="pages"):
+        CitationDocument.model_validate({"document_id": "d", "pages": pages})
+
+
+@pytest.mark.parametrize("field, value", [("allow_guests", "true"), ("allow_guests", 1)])
+def test_booleans_must_be_json_booleans(field, value):
+    with pytest.raises(ValidationError, match=field):
+        CollectionInput.model_validate({field: value})
+
+
+@pytest.mark.parametrize(("number", "served"), [(1, 1), (100, 100), (MAX_PAGE_SIZE, MAX_PAGE_SIZE),
+                                                (-1, MAX_PAGE_SIZE)])
+def test_page_size_is_bounded_and_minus_one_is_the_largest_page(number, served):
+    assert PageRequest(number=number).number == served
+    assert PageRequest().number == DEFAULT_PAGE_SIZE <= 100
+
+
+@pytest.mark.parametrize(("field", "value"), [("number", 0), ("number", -2), ("number", MAX_PAGE_SIZE + 1),
+                                              ("number", 2**63), ("start", -1), ("start", 10**9 + 1),
+                                              ("start", 2**63)])
+def test_page_requests_out_of_bounds_are_refused_naming_the_field(field, value):
+    with pytest.raises(ValidationError) as caught:
+        PageRequest.model_validate({field: value})
+    assert caught.value.errors()[0]["loc"] == (field,)

@@ -11,6 +11,8 @@ from pydantic import BaseModel, Field, ValidationError, field_validator
 if TYPE_CHECKING:
     from kindex.domain.rights_policy import IPNetwork
 
+from kindex.domain.embedding_models import EmbeddingModelName
+
 LOCAL_DEFAULT_MODEL = "local:all-MiniLM-L6-v2"
 AWS_DEFAULT_MODEL = "openai:text-embedding-3-small"
 
@@ -22,7 +24,7 @@ class Settings(BaseModel):
     data_dir: Path = Path(".kindex")
     host: str = "127.0.0.1"
     port: int = Field(default=8080, ge=0, le=65535)
-    default_embedding_model: str | None = None
+    default_embedding_model: EmbeddingModelName | None = None  # checked at cold start, as the API checks it
     max_body_bytes: int = Field(default=10 * 1024 * 1024, gt=0)
     max_file_bytes: int = Field(default=50 * 1024 * 1024, gt=0)
     max_chunks_per_document: int = Field(default=20_000, gt=0)

@@ -33,12 +33,13 @@ become domain errors (as in `DynamoDbMetadataStore._call`).
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import json
 import logging
 import math
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -56,6 +57,7 @@ logger = logging.getLogger(__name__)
 
 TTL_ATTRIBUTE = "expires_at"
 QUERY_ITEM_SK = "Q"
+ITER_BATCH = 100  # BatchGetItem's limit
 VECTOR_DTYPE = "<f4"  # float32, little-endian whatever the host: the bytes are portable between Lambda and laptops
 
 
@@ -163,6 +165,22 @@ class DynamoDbChunkStore(DynamoDbTable):
     def list_chunks(self, tenant: str, collection: str, document_id: str) -> list[StoredChunk]:
         chunks = [parse_chunk_item(item) for item in self._query_items(chunks_pk(tenant, collection, document_id))]
         return sorted(chunks, key=lambda c: (c.index, c.chunk_id))
+
+    def iter_chunks(self, tenant: str, collection: str, document_id: str, *, after: tuple[int, str] | None = None,
+                    offset: int = 0) -> Iterator[StoredChunk]:
+        # The partition is ordered by chunk id, not index: read every position (keys and indexes only, so the
+        # Lambda never holds a large document's texts), then fetch the texts of what the caller consumes, one
+        # BatchGetItem of ITER_BATCH keys at a time.
+        pk = chunks_pk(tenant, collection, document_id)
+        positions = sorted((int(item["idx"]["N"]), item["sk"]["S"])
+                           for item in self._query_items(pk, projection="sk, idx"))
+        start = (bisect.bisect_right(positions, after) if after is not None else 0) + max(offset, 0)
+        for first in range(start, len(positions), ITER_BATCH):
+            batch = [chunk_id for _, chunk_id in positions[first:first + ITER_BATCH]]
+            found = {item["sk"]["S"]: item
+                     for item in self._batch_get([item_key(pk, chunk_id) for chunk_id in batch], consistent=True)}
+            # A chunk deleted since the positions were read is skipped; the order is the positions' order.
+            yield from (parse_chunk_item(found[chunk_id]) for chunk_id in batch if chunk_id in found)
 
     def delete_chunks(self, tenant: str, collection: str, *, document_id: str | None = None,
                       chunk_ids: Sequence[str] | None = None) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 
@@ -50,6 +50,7 @@ _LANE_HEAD = ("SELECT message_id, grp, sent_at FROM queue INDEXED BY queue_lane"
 
 _CHUNK_COLUMNS = "chunk_id, collection, document_id, idx, start_offset, end_offset, text, page_start, page_end"
 _BATCH = 400  # stay well under SQLite's bound-parameter limit
+_ITER_BATCH = 100  # chunks per read while iterating: one page of a listing is read in a few small queries
 
 
 def _chunk(row) -> StoredChunk:
@@ -93,6 +94,24 @@ class SqliteChunkStore:
             f"SELECT {_CHUNK_COLUMNS} FROM chunks WHERE tenant = ? AND collection = ? AND document_id = ? ORDER BY idx",
             (tenant, collection, document_id))
         return [_chunk(row) for row in rows]
+
+    def iter_chunks(self, tenant: str, collection: str, document_id: str, *, after: tuple[int, str] | None = None,
+                    offset: int = 0) -> Iterator[StoredChunk]:
+        # Keyset batches rather than one open cursor: no read statement stays open while the caller works.
+        position, skip = after, offset
+        while True:
+            sql = f"SELECT {_CHUNK_COLUMNS} FROM chunks WHERE tenant = ? AND collection = ? AND document_id = ?"
+            params: list = [tenant, collection, document_id]
+            if position is not None:
+                sql += " AND (idx, chunk_id) > (?, ?)"
+                params += [position[0], position[1]]
+            rows = self.db.connection().execute(sql + " ORDER BY idx, chunk_id LIMIT ? OFFSET ?",
+                                                [*params, _ITER_BATCH, skip]).fetchall()
+            for row in rows:
+                yield _chunk(row)
+            if len(rows) < _ITER_BATCH:
+                return
+            position, skip = (rows[-1][3], rows[-1][0]), 0
 
     def delete_chunks(self, tenant: str, collection: str, *, document_id: str | None = None,
                       chunk_ids: Sequence[str] | None = None) -> None:

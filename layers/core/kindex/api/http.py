@@ -12,6 +12,7 @@ from urllib.parse import unquote
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
 
+from kindex.api import strict_json
 from kindex.domain import errors
 from kindex.domain.models import Principal, Role
 from kindex.services.validation import describe
@@ -51,7 +52,9 @@ def error_response(status: int, code: str, message: str, headers: dict[str, str]
 
 
 def precheck(event: dict[str, Any], max_body_bytes: int = MAX_BODY_BYTES) -> dict[str, Any] | None:
-    """Reject what the resolver should never see: oversized bodies (413) and malformed JSON (400)."""
+    """Reject what the resolver should never see: oversized bodies (413), malformed or too deeply nested JSON (400),
+    and JSON values no field accepts: duplicate keys, non-finite or out-of-range numbers, lone surrogates (422,
+    naming the field). What passes is safe for the resolver's own `json.loads` too (its depth is bounded)."""
     body = event.get("body")
     if body is None or body == "":
         return None
@@ -66,9 +69,15 @@ def precheck(event: dict[str, Any], max_body_bytes: int = MAX_BODY_BYTES) -> dic
     if len(raw) > max_body_bytes:
         return error_response(413, "payload_too_large", f"request body exceeds {max_body_bytes} bytes")
     try:
-        json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as error:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as error:
         return error_response(400, "bad_request", f"request body is not valid JSON: {error}".splitlines()[0][:300])
+    try:
+        strict_json.parse(text)
+    except strict_json.JsonBodyError as error:
+        if error.malformed:
+            return error_response(400, "bad_request", str(error)[:300])
+        return error_response(422, "invalid_input", str(error)[:300])
     _declare_json(event)
     return None
 

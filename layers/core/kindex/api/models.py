@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from kindex.domain.models import Document
 
@@ -50,6 +50,7 @@ class ChunkOut(BaseModel):
 
 class ChunkList(BaseModel):
     chunks: list[ChunkOut]
+    next_cursor: str | None = None
 
 
 class RightsSecret(BaseModel):
@@ -61,4 +62,4 @@ class RightsSecret(BaseModel):
 class ReindexRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    clean: bool = False
+    clean: StrictBool = False

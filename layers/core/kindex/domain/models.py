@@ -2,14 +2,26 @@
 
 from __future__ import annotations
 
-import re
 import unicodedata
 from datetime import datetime, timezone
 from enum import Enum
 from typing import Annotated, Any, Literal
 from urllib.parse import quote, urlparse
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    Strict,
+    StrictBool,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+from kindex.domain.embedding_models import EmbeddingModelName, check_embedding_model
 
 ID_MAX_LENGTH = 255
 ID_MAX_ENCODED_BYTES = 255  # one file name (NAME_MAX) per id in the folder blob store
@@ -71,7 +83,23 @@ CHUNKING_DEFAULTS = {
     ChunkingMethod.TOKENS: {"chunking_max_size": 800, "chunking_overlap_offset": 400},
 }
 
-EMBEDDING_MODEL_PATTERN = re.compile(r"^(local|openai|hash):[A-Za-z0-9._@?=\-]{1,120}$")
+#: Largest `chunking_max_size` per method. maxChars: a 100,000-character chunk still fits one DynamoDB item (400 KB)
+#: in 4-byte characters, and is far beyond what any embedder reads; tokens: OpenAI's per-input limit.
+MAX_CHUNK_SIZE = {ChunkingMethod.MAX_CHARS: 100_000, ChunkingMethod.TOKENS: 8192}
+# Bounds of what one collection record may hold: it is one DynamoDB item (at most 400 KB), so a save that could
+# not be stored is refused as input (422) rather than failing in the store (502).
+MAX_DOCUMENT_SPACES = 1000
+MAX_QUERY_GROUPS = 1000
+MAX_COLLECTION_JSON_BYTES = 128 * 1024
+
+# Validation context of a collection being saved (see Collection._check_rules_on_save).
+SAVING_KEY = "saving"
+SAVING = {SAVING_KEY: True}
+
+# Paging of every list route: a page is small enough to answer well under API Gateway's and Lambda's 6 MB.
+MAX_PAGE_START = 10**9
+DEFAULT_PAGE_SIZE = 100
+MAX_PAGE_SIZE = 1000
 
 
 class DocumentStatus(str, Enum):
@@ -123,18 +151,16 @@ class Collection(BaseModel):
 
     @model_validator(mode="after")
     def _check_rules(self) -> "Collection":
-        if not EMBEDDING_MODEL_PATTERN.match(self.embedding_model):
-            raise ValueError("embedding_model must look like 'local:<name>', 'openai:<name>' or 'hash:<dims>'")
         size, overlap = self.chunking_max_size, self.chunking_overlap_offset
         if self.chunking_method is ChunkingMethod.MAX_CHARS:
             if size < 10:
                 raise ValueError("chunking_max_size must be at least 10 characters for maxChars")
-            if not 0 <= overlap < size / 2:
+            if not 0 <= 2 * overlap < size:  # integer arithmetic: no float can overflow here
                 raise ValueError("chunking_overlap_offset must be at least 0 and less than half of chunking_max_size")
         else:
             if not 100 <= size <= 8192:
                 raise ValueError("chunking_max_size must be between 100 and 8192 tokens for tokens")
-            if not 0 <= overlap <= size / 2:
+            if not 0 <= 2 * overlap <= size:
                 raise ValueError("chunking_overlap_offset must be between 0 and half of chunking_max_size")
         if self.rights_check_method not in RIGHTS_CHECK_METHODS:
             raise ValueError(f"rights_check_method must be one of {', '.join(RIGHTS_CHECK_METHODS)}")
@@ -146,6 +172,24 @@ class Collection(BaseModel):
             timeout = self.rights_check_method_configuration.get("timeout", 2)
             if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout <= 10:
                 raise ValueError("rights_check_method_configuration.timeout must be a number of seconds in (0, 10]")
+        return self
+
+    @model_validator(mode="after")
+    def _check_rules_on_save(self, info: ValidationInfo) -> "Collection":
+        """Rules judged when a collection is saved (validation context SAVING), not when a stored one is read:
+        a record saved before a rule grew stricter stays readable, and is judged again at its next save."""
+        if not (info.context or {}).get(SAVING_KEY):
+            return self
+        try:
+            check_embedding_model(self.embedding_model)
+        except ValueError as error:
+            raise ValueError(f"embedding_model: {error}") from error
+        largest = MAX_CHUNK_SIZE[self.chunking_method]
+        if self.chunking_max_size > largest:
+            raise ValueError(f"chunking_max_size must be at most {largest} for {self.chunking_method.value}")
+        if len(self.model_dump_json().encode("utf-8")) > MAX_COLLECTION_JSON_BYTES:
+            raise ValueError(f"document_spaces, query_groups, rights_check_method_configuration and title together "
+                             f"must stay under {MAX_COLLECTION_JSON_BYTES // 1024} KiB of JSON")
         return self
 
 
@@ -161,13 +205,16 @@ class CollectionInput(BaseModel):
 
     id: str | None = None
     title: str | None = None
-    embedding_model: str | None = None
+    embedding_model: EmbeddingModelName | None = None
     chunking_method: ChunkingMethod | None = None
-    chunking_max_size: int | None = None
-    chunking_overlap_offset: int | None = None
-    document_spaces: list[str] | None = None
-    allow_guests: bool | None = None
-    query_groups: GroupList | None = None
+    # JSON integers only ("5", 5.0 and true are refused), within the largest size any method accepts; the
+    # per-method bounds are checked on the merged collection.
+    chunking_max_size: Annotated[int, Strict(), Field(ge=1, le=max(MAX_CHUNK_SIZE.values()))] | None = None
+    chunking_overlap_offset: Annotated[int, Strict(), Field(ge=0, le=max(MAX_CHUNK_SIZE.values()) // 2)] | None = None
+    document_spaces: list[Annotated[str, Field(max_length=1024)]] | None = Field(default=None,
+                                                                                 max_length=MAX_DOCUMENT_SPACES)
+    allow_guests: StrictBool | None = None
+    query_groups: Annotated[GroupList, Field(max_length=MAX_QUERY_GROUPS)] | None = None
     rights_check_method: str | None = None
     rights_check_method_configuration: dict[str, Any] | None = None
     # Read-only: accepted so that a GET body can be PUT back, then ignored.
@@ -271,11 +318,19 @@ class Principal(BaseModel):
 
 
 class PageRequest(BaseModel):
-    """XWiki paging (`start`, `number`, -1 = all) or an opaque cursor from a previous page."""
+    """XWiki paging (`start`, `number`) or an opaque cursor from a previous page. Pages are bounded: XWiki's
+    `number=-1` ("all") asks for the largest page, MAX_PAGE_SIZE; a client follows `next_cursor` for the rest."""
 
-    start: int = Field(default=0, ge=0)
-    number: int = Field(default=-1, ge=-1)
+    start: int = Field(default=0, ge=0, le=MAX_PAGE_START)
+    number: int = Field(default=DEFAULT_PAGE_SIZE, ge=-1, le=MAX_PAGE_SIZE)
     cursor: str | None = None
+
+    @field_validator("number")
+    @classmethod
+    def _largest_page_for_all(cls, number: int) -> int:
+        if number == 0:
+            raise ValueError(f"must be between 1 and {MAX_PAGE_SIZE}, or -1 for the largest page")
+        return MAX_PAGE_SIZE if number == -1 else number
 
 
 class Page(BaseModel):

@@ -3,7 +3,7 @@ shared contract test suite (`tests/contract/`) that runs against both."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from kindex.domain.types import ChunkRef, IndexRecord, QueueMessage, SearchFilters, SearchHit, StoredChunk
@@ -139,6 +139,13 @@ class ChunkStore(Protocol):
 
     def list_chunks(self, tenant: str, collection: str, document_id: str) -> list["StoredChunk"]:
         """The document's chunks ordered by index."""
+
+    def iter_chunks(self, tenant: str, collection: str, document_id: str, *, after: tuple[int, str] | None = None,
+                    offset: int = 0) -> Iterator["StoredChunk"]:
+        """The document's chunks in (index, chunk id) order, from just after the position `after` (an
+        (index, chunk id) pair, which need not exist any more), skipping `offset` more. Read lazily in batches:
+        a caller that stops early (a page is full) reads about one batch past what it used, whatever the
+        document's size."""
 
     def delete_chunks(self, tenant: str, collection: str, *, document_id: str | None = None,
                       chunk_ids: Sequence[str] | None = None) -> None:

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, Strict
+
+# Numbers in request bodies are JSON numbers of the right kind: "5", 5.0 and true are not a `k`.
+StrictCount = Annotated[int, Strict()]
+#: Scores are fused ranks (hybrid), cosine similarities (vector) or BM25 scores (keyword): all far inside this.
+MAX_ABS_MIN_SCORE = 1e6
+MAX_CITED_PAGE = 1_000_000
 
 
 class QueryFilters(BaseModel):
@@ -21,12 +27,13 @@ class QueryRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     query: str = Field(min_length=1, max_length=8000)
-    k: int = Field(default=10, ge=1, le=100)
+    k: StrictCount = Field(default=10, ge=1, le=100)
     user: str | None = Field(default=None, max_length=1024)
     groups: list[str] = Field(default_factory=list, max_length=1000)
     mode: Literal["vector", "keyword", "hybrid"] = "hybrid"
     filters: QueryFilters | None = None
-    min_score: float | None = None
+    min_score: Annotated[float, Strict(), Field(ge=-MAX_ABS_MIN_SCORE, le=MAX_ABS_MIN_SCORE,
+                                                allow_inf_nan=False)] | None = None
 
 
 class MultiQueryRequest(QueryRequest):
@@ -81,7 +88,7 @@ class CitationDocument(BaseModel):
     title: str | None = None
     url: str | None = None
     collection: str | None = None
-    pages: list[int] = Field(default_factory=list)
+    pages: list[Annotated[StrictCount, Field(ge=1, le=MAX_CITED_PAGE)]] = Field(default_factory=list, max_length=1000)
 
 
 class CitationsRequest(BaseModel):

@@ -9,6 +9,8 @@ from functools import lru_cache
 
 import numpy as np
 
+from kindex.domain.embedding_models import HASH_MAX_DIMENSIONS as MAX_DIMENSIONS
+from kindex.domain.embedding_models import HASH_MIN_DIMENSIONS as MIN_DIMENSIONS
 from kindex.domain.errors import InvalidInput
 
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -16,8 +18,6 @@ _WORD = re.compile(r"\w+", re.UNICODE)
 _TRIGRAM_WEIGHT = 0.5
 # Gives texts without any word a fixed, non-zero vector: cosine indexes reject zero vectors.
 _NO_WORDS_FEATURE = "\x00no-words"
-MIN_DIMENSIONS = 8
-MAX_DIMENSIONS = 16_384
 
 
 @lru_cache(maxsize=200_000)

@@ -20,6 +20,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+# The model table and dimension rules live with the model-name value type, which the API validates with too.
+from kindex.domain.embedding_models import OPENAI_MODEL_DIMENSIONS as KNOWN_MODEL_DIMENSIONS
+from kindex.domain.embedding_models import openai_dimensions as resolve_dimensions
+from kindex.domain.embedding_models import openai_supports_dimensions as supports_dimensions_parameter
 from kindex.domain.errors import EmbeddingFailed, InvalidInput
 
 if TYPE_CHECKING:
@@ -27,12 +31,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-#: Native output size of the models we know; other names need explicit dimensions.
-KNOWN_MODEL_DIMENSIONS: dict[str, int] = {
-    "text-embedding-3-small": 1536,
-    "text-embedding-3-large": 3072,
-    "text-embedding-ada-002": 1536,
-}
 #: The per-input limit of every OpenAI embedding model.
 MAX_INPUT_TOKENS = 8191
 # The API rejects requests over 2,048 inputs or 300,000 tokens summed over the inputs.
@@ -42,28 +40,6 @@ API_MAX_BATCH_TOKENS = 300_000
 _RETRYABLE_STATUS = frozenset({408, 409, 429})
 _KEY_PATTERN = re.compile(r"\b(sk|sess)-[A-Za-z0-9_\-*.]{4,}")
 _MAX_DETAIL_CHARS = 200
-
-
-def supports_dimensions_parameter(model_name: str) -> bool:
-    """Only the text-embedding-3 family can shorten its vectors on request."""
-    return model_name.startswith("text-embedding-3")
-
-
-def resolve_dimensions(model_name: str, dimensions: int | None) -> int:
-    """The vector size the embedder will produce, validated against what the model can do."""
-    native = KNOWN_MODEL_DIMENSIONS.get(model_name)
-    if dimensions is None:
-        if native is None:
-            raise InvalidInput(f"unknown OpenAI embedding model {model_name!r}: give its dimensions explicitly")
-        return native
-    if dimensions < 1:
-        raise InvalidInput("OpenAI embedding dimensions must be positive")
-    if native is not None and dimensions != native:
-        if not supports_dimensions_parameter(model_name):
-            raise InvalidInput(f"{model_name} always returns {native} dimensions")
-        if dimensions > native:
-            raise InvalidInput(f"{model_name} returns at most {native} dimensions")
-    return dimensions
 
 
 def build_embedding_request(model_name: str, inputs: Sequence[str], dimensions: int) -> dict[str, Any]:

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Protocol
 
@@ -23,6 +25,7 @@ from kindex.domain.models import (
     DocumentStatus,
     Page,
     PageRequest,
+    SAVING,
     check_id,
     utc_now,
 )
@@ -71,14 +74,43 @@ def _is_text_content(document: Document) -> bool:
 
 
 def _page(fetch: Callable[..., list[str]], page: PageRequest) -> Page:
+    """One page of ids: `page.number` at most (bounded by PageRequest), with a cursor when more follow."""
     after = keys.decode_cursor(page.cursor) if page.cursor else None
     offset = 0 if page.cursor else page.start
-    limit = None if page.number < 0 else page.number
-    ids = fetch(after=after, offset=offset, limit=None if limit is None else limit + 1)
-    if limit is not None and len(ids) > limit:
-        ids = ids[:limit]
-        return Page(ids=ids, next_cursor=keys.encode_cursor(ids[-1]) if ids else None)
+    ids = fetch(after=after, offset=offset, limit=page.number + 1)
+    if len(ids) > page.number:
+        ids = ids[:page.number]
+        return Page(ids=ids, next_cursor=keys.encode_cursor(ids[-1]))
     return Page(ids=ids)
+
+
+@dataclass
+class ChunkPage:
+    chunks: list[StoredChunk]
+    next_cursor: str | None = None
+
+
+#: A page of chunks ends early once its texts would pass this many bytes of JSON (as the API serialises them,
+#: escapes included), so that the largest page answers well under API Gateway's and Lambda's 6 MB.
+CHUNK_PAGE_MAX_BYTES = 4 * 1024 * 1024
+# What a chunk adds to the page besides its text: its id, the field names, offsets and pages.
+_CHUNK_OVERHEAD_BYTES = 160
+
+
+def _chunk_json_bytes(chunk: StoredChunk) -> int:
+    # json.dumps escapes exactly as the response serializer does (ASCII only: up to 12 bytes per character).
+    return len(json.dumps(chunk.text)) + len(json.dumps(chunk.chunk_id)) + _CHUNK_OVERHEAD_BYTES
+
+
+def _encode_chunk_cursor(chunk: StoredChunk) -> str:
+    return keys.encode_cursor(f"{chunk.index}:{chunk.chunk_id}")
+
+
+def _decode_chunk_cursor(cursor: str) -> tuple[int, str]:
+    index, separator, chunk_id = keys.decode_cursor(cursor).partition(":")
+    if not separator or not (index.isascii() and index.isdigit()) or len(index) > 10:
+        raise InvalidInput("cursor is not a cursor returned by this API")
+    return int(index), chunk_id
 
 
 def merge_collection(existing: Collection | None, collection_id: str, changes: dict[str, Any],
@@ -100,7 +132,7 @@ def merge_collection(existing: Collection | None, collection_id: str, changes: d
         data["updated_at"] = utc_now()
         if any(data[name] != getattr(existing, name) for name in COLLECTION_CONFIG_FIELDS):
             data["config_version"] = existing.config_version + 1
-    return validated(lambda: Collection.model_validate(data))
+    return validated(lambda: Collection.model_validate(data, context=SAVING))
 
 
 class CatalogService:
@@ -325,10 +357,24 @@ class CatalogService:
             "updated_at": utc_now()})
         return document, existing
 
-    def list_chunks(self, tenant: str, collection_id: str, document_id: str) -> list[StoredChunk]:
+    def list_chunks(self, tenant: str, collection_id: str, document_id: str, page: PageRequest) -> ChunkPage:
+        """One page of the document's chunks in index order: at most `page.number`, and no more than fit
+        CHUNK_PAGE_MAX_BYTES (a single chunk always fits), with a cursor when more follow."""
         self._collection(tenant, collection_id)
         self._document(tenant, collection_id, document_id)
-        return self.chunks.list_chunks(tenant, collection_id, document_id) if self.chunks else []
+        if self.chunks is None:
+            return ChunkPage(chunks=[])
+        after = _decode_chunk_cursor(page.cursor) if page.cursor else None
+        chunks: list[StoredChunk] = []
+        size = 0
+        for chunk in self.chunks.iter_chunks(tenant, collection_id, document_id, after=after,
+                                             offset=0 if page.cursor else page.start):
+            cost = _chunk_json_bytes(chunk)
+            if len(chunks) == page.number or (chunks and size + cost > CHUNK_PAGE_MAX_BYTES):
+                return ChunkPage(chunks=chunks, next_cursor=_encode_chunk_cursor(chunks[-1]))
+            chunks.append(chunk)
+            size += cost
+        return ChunkPage(chunks=chunks)
 
     def delete_document(self, tenant: str, collection_id: str, document_id: str) -> None:
         collection = self._collection(tenant, collection_id)

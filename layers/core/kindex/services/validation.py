@@ -11,6 +11,14 @@ from kindex.domain.errors import InvalidInput
 
 T = TypeVar("T")
 
+# Strict fields refuse other JSON types: say what is expected rather than pydantic's "valid integer", which reads
+# as if "5" were one.
+_STRICT_TYPE_MESSAGES = {
+    "int_type": "must be a JSON integer (not a string, a boolean or a number with a fraction)",
+    "float_type": "must be a JSON number (not a string or a boolean)",
+    "bool_type": "must be true or false",
+}
+
 
 def describe(error: ValidationError | list[dict], *, skip_prefix: tuple[str, ...] = ()) -> str:
     """'field: problem; other: problem' from pydantic error details."""
@@ -21,6 +29,7 @@ def describe(error: ValidationError | list[dict], *, skip_prefix: tuple[str, ...
         message = str(detail.get("msg", "invalid value")).removeprefix("Value error, ")
         if detail.get("type") == "extra_forbidden":
             message = "unknown field"
+        message = _STRICT_TYPE_MESSAGES.get(str(detail.get("type")), message)
         parts.append(f"{'.'.join(loc)}: {message}" if loc else message)
     return "; ".join(parts) or "invalid input"
 
