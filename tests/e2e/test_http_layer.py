@@ -159,9 +159,9 @@ def test_slow_head_is_cut_off_and_never_served(server, victim):
     with connect(server) as sock:
         send(sock, f"DELETE /v1/collections/victim HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {server.admin_key}\r\n")
         started = time.monotonic()
-        # Then the server closes the connection within its header timeout (5 s), long before 45 s
-        assert closed(sock, wait=15)
-        assert time.monotonic() - started < 12
+        # Then the server closes the connection within its header timeout (10 s), long before 45 s
+        assert closed(sock, wait=25)
+        assert time.monotonic() - started < 20
         with pytest.raises(OSError):
             send(sock, "Content-Length: 0\r\n\r\n")
             sock.settimeout(2)
@@ -176,7 +176,7 @@ def test_dripping_head_is_cut_off_too(server):
         send(sock, "GET /v1/collections HTTP/1.1\r\nX-Drip: ")
         started = time.monotonic()
         cut = False
-        while time.monotonic() - started < 15:
+        while time.monotonic() - started < 25:
             try:
                 send(sock, "a")
             except OSError:
@@ -191,7 +191,7 @@ def test_dripping_head_is_cut_off_too(server):
             except socket.timeout:
                 pass
     # Then the whole head had a deadline, however busy the client kept the connection
-    assert cut and time.monotonic() - started < 12
+    assert cut and time.monotonic() - started < 20
 
 
 def test_keep_alive_serves_several_requests_on_one_connection(server):

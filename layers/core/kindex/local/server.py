@@ -27,8 +27,9 @@ Handler = Callable[[dict[str, Any], Any], dict[str, Any]]
 MAX_TARGET_BYTES = 8192
 # Request line plus headers; larger ones get 431 from the HTTP layer.
 MAX_HEAD_BYTES = 32 * 1024
-# How long a client may take to send a whole request head, and how long an idle keep-alive connection stays open.
-HEAD_TIMEOUT_SECONDS = 5
+# How long a client may take to send a whole request head, and how long an idle keep-alive connection stays open
+# (one Hypercorn setting; long enough that a client reusing a pooled connection rarely races its close).
+HEAD_TIMEOUT_SECONDS = 10
 # A body that stalls this long between two reads ends the connection.
 READ_TIMEOUT_SECONDS = 30
 # Requests run at once: the number of warm "function instances". More requests wait for a free one.
