@@ -33,12 +33,20 @@ def record_handler(record: SQSRecord, service=None) -> None:
         if s3_record["eventName"].startswith("ObjectRemoved"):
             service.object_removed(key)
         else:
-            service.object_created(key)
+            service.object_created(key, object_size(s3_record))
 
 
-def created_keys(event: dict[str, Any]) -> list[str]:
-    """The object keys this batch creates (to embed all their chunks together before the per-record pass)."""
-    found = []
+def object_size(s3_record: dict[str, Any]) -> int | None:
+    """The object size S3 reports in the notification (checked against the file limit before any GET), or None
+    when the record has none a careful reader would trust."""
+    size = s3_record.get("s3", {}).get("object", {}).get("size")
+    return size if isinstance(size, int) and not isinstance(size, bool) and size >= 0 else None
+
+
+def created_objects(event: dict[str, Any]) -> dict[str, int | None]:
+    """The objects this batch creates, with their notified sizes (to embed all their chunks together before the
+    per-record pass)."""
+    found: dict[str, int | None] = {}
     for record in event.get("Records", []):
         try:
             notification = json.loads(record["body"])
@@ -46,7 +54,7 @@ def created_keys(event: dict[str, Any]) -> list[str]:
             continue  # the per-record pass reports it
         for s3_record in notification.get("Records", []) if isinstance(notification, dict) else []:
             if str(s3_record.get("eventName", "")).startswith("ObjectCreated"):
-                found.append(decode_s3_event_key(s3_record["s3"]["object"]["key"]))
+                found[decode_s3_event_key(s3_record["s3"]["object"]["key"])] = object_size(s3_record)
     return found
 
 
@@ -55,7 +63,8 @@ def created_keys(event: dict[str, Any]) -> list[str]:
 @logger.inject_lambda_context(clear_state=True)
 def handler(event: dict[str, Any], context: Any, service=None) -> dict[str, Any]:
     service = service or container().ingest
-    service.prefetch(created_keys(event))
+    created = created_objects(event)
+    service.prefetch(list(created), created)
     try:
         return process_partial_response(event=event, record_handler=record_handler, processor=processor,
                                         context=context)

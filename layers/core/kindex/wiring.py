@@ -228,7 +228,8 @@ class Container:
                               default_embedding_model=self.settings.embedding_model,
                               on_collection_removed=lambda tenant, c: self.ingest.remove_collection(tenant, c),
                               on_document_removed=lambda tenant, d, c: self.ingest.remove_document(tenant, d, c),
-                              presigner=self.uploads, chunks=self.chunks)
+                              presigner=self.uploads, chunks=self.chunks,
+                              max_file_bytes=self.settings.max_file_bytes)
 
 
 @lru_cache(maxsize=1)

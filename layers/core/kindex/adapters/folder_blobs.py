@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from kindex.domain.errors import InvalidInput, NotFound
+from kindex.domain.errors import InvalidInput, LimitExceeded, NotFound
 
 
 class FolderBlobStore:
@@ -40,11 +41,26 @@ class FolderBlobStore:
         if self.notify:
             self.notify("ObjectCreated:Put", key, len(data))
 
-    def get_blob(self, key: str) -> bytes:
+    def get_blob(self, key: str, *, max_bytes: int | None = None) -> bytes:
         try:
-            return self._path(key).read_bytes()
+            with self._path(key).open("rb") as handle:
+                if max_bytes is None:
+                    return handle.read()
+                size = os.fstat(handle.fileno()).st_size
+                # Read one byte past the limit: a file that grew after the stat still cannot be read whole.
+                data = handle.read(max_bytes + 1) if size <= max_bytes else b""
         except (FileNotFoundError, IsADirectoryError) as error:
             raise NotFound(f"blob {key!r} does not exist") from error
+        if size > max_bytes or len(data) > max_bytes:
+            raise LimitExceeded(f"File is {max(size, len(data))} bytes; the limit is {max_bytes} bytes")
+        return data
+
+    def blob_size(self, key: str) -> int | None:
+        try:
+            status = self._path(key).stat()
+        except FileNotFoundError:
+            return None
+        return status.st_size if stat.S_ISREG(status.st_mode) else None
 
     def delete_blob(self, key: str) -> None:
         path = self._path(key)

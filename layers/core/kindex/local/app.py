@@ -40,10 +40,15 @@ def upload_route(settings: Settings) -> Route:
         query = event.get("queryStringParameters") or {}
         headers = {k.lower(): v for k, v in (event.get("headers") or {}).items()}
         content_type = headers.get("content-type", "")
-        if not container().uploads.verify(key, content_type, query.get("expires", ""), query.get("signature", "")):
-            return error_response(403, "forbidden", "the upload URL is invalid or expired, or Content-Type differs from the signed one")
+        content_length = headers.get("content-length", "")
+        if not container().uploads.verify(key, content_type, content_length, query.get("expires", ""),
+                                          query.get("signature", "")):
+            return error_response(403, "forbidden", "the upload URL is invalid or expired, or Content-Type or "
+                                                    "Content-Length differs from the signed one")
         body = event.get("body") or ""
         data = base64.b64decode(body) if event.get("isBase64Encoded") else body.encode("utf-8")
+        if len(data) != int(content_length):  # the signed length is the only one S3 would store
+            return error_response(403, "forbidden", "the body's length differs from the signed Content-Length")
         container().blobs.put_blob(key, data, content_type)
         return {"statusCode": 200, "headers": {"ETag": f'"{hashlib.md5(data).hexdigest()}"'}, "body": ""}
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from kindex.domain import keys
@@ -22,6 +22,9 @@ from kindex.services.embedding import EmbeddingService, text_sha256
 logger = logging.getLogger(__name__)
 
 MAX_REASON = 500
+# `prefetch` keeps the bytes it read for the per-record pass (one GET per object) only up to this many bytes in
+# total: a batch of ten maximum-size files would otherwise sit in memory together with everything extracted.
+KEEP_FETCHED_BYTES = 64 * 1024 * 1024
 
 
 class RetryableIngestFailure(Exception):
@@ -69,16 +72,16 @@ class IngestService:
         self._fetched: dict[str, bytes] = {}
 
     # Events
-    def prefetch(self, created_keys: list[str]) -> None:
+    def prefetch(self, created_keys: list[str], sizes: Mapping[str, int | None] | None = None) -> None:
         """Before a batch: extract and chunk every created object, then embed all their chunks in ONE call per
         model (filling the embedding cache), so a batch of small documents makes full embedder batches. The
         per-record pass then finds its vectors in the cache. Best effort: any failure here is left for the
-        per-record pass to report on its own document."""
+        per-record pass to report on its own document. `sizes` are the events' object sizes, by key."""
         self.end_batch()
         texts_by_model: dict[str, list[str]] = {}
         for key in dict.fromkeys(created_keys):
             try:
-                prepared = self._prepare(key)
+                prepared = self._prepare(key, (sizes or {}).get(key))
             except Exception:  # the per-record pass reports it, with the right status and retry semantics
                 continue
             if prepared is not None:
@@ -99,7 +102,7 @@ class IngestService:
         self._failed_models.clear()
         self._fetched.clear()
 
-    def _prepare(self, key: str):
+    def _prepare(self, key: str, size: int | None):
         parsed = keys.parse_blob_key(key)
         if parsed is None:
             return None
@@ -108,8 +111,9 @@ class IngestService:
         if collection is None:
             return None
         document = self.documents.get_document(tenant, collection_id, document_id)
-        data = self.blobs.get_blob(key)
-        self._fetched[key] = data
+        data = self._read_blob(key, size)
+        if sum(map(len, self._fetched.values())) + len(data) <= KEEP_FETCHED_BYTES:
+            self._fetched[key] = data
         digest = hashlib.sha256(data).hexdigest()
         if document is not None and (document.content_sha256 == digest and document.status is DocumentStatus.INDEXED
                                      and document.indexed_model == collection.embedding_model
@@ -120,8 +124,11 @@ class IngestService:
         self._prepared[(key, digest, collection.config_version, mimetype)] = pieces
         return collection, pieces
 
-    def object_created(self, key: str) -> Document | None:
-        """Index the document whose blob was written. Returns the document's final state, None if ignored."""
+    def object_created(self, key: str, size: int | None = None) -> Document | None:
+        """Index the document whose blob was written. Returns the document's final state, None if ignored.
+
+        `size` is the event's object size: an object over the file limit fails its document (LimitExceeded)
+        without being downloaded, and never affects the other records of the batch."""
         parsed = keys.parse_blob_key(key)
         if parsed is None:
             logger.warning("ignoring blob outside the document layout", extra={"key": key})
@@ -132,15 +139,20 @@ class IngestService:
             logger.warning("ignoring blob of a missing collection", extra={"tenant": tenant, "collection": collection_id})
             return None
         data = self._fetched.pop(key, None)  # read moments ago by `prefetch`, in this same batch
+        too_large: LimitExceeded | None = None
         if data is None:
             try:
-                data = self.blobs.get_blob(key)
+                data = self._read_blob(key, size)
             except NotFound:
                 return None  # deleted since; its removal event follows
+            except LimitExceeded as error:
+                too_large = error
         document = self._document_for(tenant, collection_id, document_id, filename, key)
         if document is None:
             return None
         try:
+            if too_large is not None:
+                return self._fail(tenant, collection, document, too_large, document.version)
             return self._index(tenant, collection, document, data, filename)
         except NotFound:
             # The document was deleted while we worked: remove what we wrote, so nothing is left behind.
@@ -157,11 +169,8 @@ class IngestService:
         collection = self.collections.get_collection(tenant, collection_id)
         if document is None or collection is None or document.source != key:
             return
-        try:
-            self.blobs.get_blob(key)
+        if self.blobs.blob_size(key) is not None:
             return  # written again since the removal: the object exists, keep the document
-        except NotFound:
-            pass
         self.remove_document(tenant, document, collection)
         self.documents.delete_document(tenant, collection_id, document_id)
 
@@ -189,21 +198,15 @@ class IngestService:
                 self.documents.put_document(tenant, document, create=True)
             except Conflict:
                 return self.documents.get_document(tenant, collection_id, document_id)
-            try:
-                self.blobs.get_blob(key)
-            except NotFound:
+            if self.blobs.blob_size(key) is None:
                 # The document was deleted (blob first) while this event was in flight: do not resurrect it.
                 self.documents.delete_document(tenant, collection_id, document_id)
                 return None
             return document
         if document.source == key:
             return document
-        if document.source:
-            try:
-                self.blobs.get_blob(document.source)
-                return None  # the document's current source is another, existing blob: this event is stale
-            except NotFound:
-                pass
+        if document.source and self.blobs.blob_size(document.source) is not None:
+            return None  # the document's current source is another, existing blob: this event is stale
         return document.model_copy(update={"source": key, "mimetype": guess_mimetype(filename) or document.mimetype})
 
     def _index(self, tenant: str, collection: Collection, document: Document, data: bytes, filename: str) -> Document:
@@ -250,6 +253,34 @@ class IngestService:
         logger.info("document indexed", extra={"tenant": tenant, "collection": collection.id, "document": document.id,
                                                "chunks": chunk_count})
         return indexed
+
+    def _fail(self, tenant: str, collection: Collection, document: Document, error: IngestError | DependencyFailed,
+              expected: int) -> Document:
+        """Save the document as failed with `error` (what `_index` does on failure; used for a file that was never
+        read because it is over the limit)."""
+        retryable = isinstance(error, DependencyFailed) or error.retryable
+        failed = document.model_copy(update={"status": DocumentStatus.FAILED, "failure_reason": failure_reason(error),
+                                             "failure_retryable": retryable, "updated_at": utc_now()})
+        self._save(tenant, failed, expected)
+        self.metrics.count("DocumentsFailed")
+        logger.warning("document failed", extra={"tenant": tenant, "collection": collection.id,
+                                                  "document": document.id, "reason": failed.failure_reason})
+        if retryable:
+            raise RetryableIngestFailure(failed.failure_reason) from error
+        return failed
+
+    def _read_blob(self, key: str, size: int | None) -> bytes:
+        """The object's bytes, never more than the file limit: an event's size over the limit (or no size) is
+        confirmed by a HEAD first, since the object may have been replaced since the event (events come out of
+        order, and the current object decides); the GET itself is bounded too, for a replacement in between."""
+        limit = self.limits.max_file_bytes
+        if size is None or size > limit:
+            size = self.blobs.blob_size(key)
+            if size is None:
+                raise NotFound(f"blob {key!r} does not exist")
+            if size > limit:
+                raise LimitExceeded(f"File is {size} bytes; the limit is {limit} bytes")
+        return self.blobs.get_blob(key, max_bytes=limit)
 
     def _save(self, tenant: str, document: Document, expected_version: int) -> None:
         self.documents.put_document(tenant, document, create=False, expected_version=expected_version)
