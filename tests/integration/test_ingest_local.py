@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from kindex.domain.errors import EmbeddingFailed
+from kindex.domain.keys import blob_key
 from kindex.domain.models import CollectionInput, DocumentInput
 from kindex.local.app import build_worker
 from tests.conftest import SHARED_DATA
@@ -282,7 +283,45 @@ def test_each_object_is_read_once_per_batch(deployment, monkeypatch):
     put(services, "once", TEXT)
     reads = []
     original = services.blobs.get_blob
-    monkeypatch.setattr(services.blobs, "get_blob", lambda key: reads.append(key) or original(key))
+    monkeypatch.setattr(services.blobs, "get_blob", lambda key, **kwargs: reads.append(key) or original(key, **kwargs))
     worker.drain()
     source = doc(services, "once").source
     assert doc(services, "once").status.value == "indexed" and reads.count(source) == 1
+
+
+def test_prefetch_keeps_read_bytes_only_up_to_its_budget(deployment, monkeypatch):
+    from kindex.services import ingest as ingest_service
+
+    services, embedder, worker = deployment
+    # Given a budget for kept bytes that holds one of two documents
+    monkeypatch.setattr(ingest_service, "KEEP_FETCHED_BYTES", len(TEXT.encode()) + 10)
+    put(services, "first", TEXT)
+    put(services, "second", TEXT.replace("Paragraph", "Section"))
+    reads = []
+    original = services.blobs.get_blob
+    monkeypatch.setattr(services.blobs, "get_blob", lambda key, **kwargs: reads.append(key) or original(key, **kwargs))
+    # When one batch processes both
+    worker.drain()
+    # Then both indexed in one embedder call; the first was kept from the prefetch, the second read again
+    first, second = doc(services, "first"), doc(services, "second")
+    assert first.status.value == second.status.value == "indexed" and embedder.calls == 1
+    assert reads.count(first.source) == 1 and reads.count(second.source) == 2
+
+
+def test_file_over_the_limit_fails_alone_without_being_read(deployment, monkeypatch):
+    services, _, worker = deployment
+    # Given a file over the file limit dropped into the store next to an ordinary one
+    services.ingest.limits.max_file_bytes = 1000
+    services.blobs.put_blob(blob_key("t", "c", "big", "big.txt"), b"x" * 1001, "text/plain")
+    put(services, "small", "A small document.")
+    reads = []
+    original = services.blobs.get_blob
+    monkeypatch.setattr(services.blobs, "get_blob", lambda key, **kwargs: reads.append(key) or original(key, **kwargs))
+    # When the worker processes them
+    worker.drain()
+    # Then the big one failed with LimitExceeded and was never read; the other indexed
+    big = doc(services, "big")
+    assert big.status.value == "failed"
+    assert big.failure_reason == "LimitExceeded: File is 1001 bytes; the limit is 1000 bytes"
+    assert big.source not in reads
+    assert doc(services, "small").status.value == "indexed"

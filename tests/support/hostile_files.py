@@ -13,7 +13,9 @@ import zipfile
 import zlib
 from pathlib import Path
 
-JAPANESE = "日本語のテキストです。検索できるはずです。東京の天気は晴れです。\n"
+# "日本語" stands between punctuation, so that the keyword index (FTS5 unicode61, which splits CJK text only at
+# punctuation and spaces) has it as a word of its own.
+JAPANESE = "日本語。このテキストは検索できるはずです。東京の天気は晴れです。\n"
 
 _DOCX_RELS = (b'<?xml version="1.0" encoding="UTF-8" standalone="yes"?>\n'
               b'<Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships">'
