@@ -179,8 +179,15 @@ def test_deeply_nested_html_is_refused_before_a_tree_is_built():
 def test_html_with_too_many_elements_is_refused_before_a_tree_is_built():
     data = hostile.flat_html(DEFAULT_LIMITS.html_max_elements)
     outcome, peak, _ = measured(lambda: extract(data, mimetype=None, filename="flat.html"))
-    assert isinstance(outcome, LimitExceeded) and str(outcome) == "HTML has more than 250000 elements"
+    assert isinstance(outcome, LimitExceeded) and str(outcome) == "HTML has more than 250000 elements and comments"
     assert peak < 64 * MIB
+
+
+def test_html_comments_count_against_the_element_limit():
+    # Given one real element and more comments than the limit (BeautifulSoup keeps each as a node)
+    data = b"<p>text</p>" + b"<!--c-->" * DEFAULT_LIMITS.html_max_elements
+    with pytest.raises(LimitExceeded, match="^HTML has more than 250000 elements and comments$"):
+        extract(data, mimetype=None, filename="comments.html")
 
 
 def test_html_nesting_within_the_limit_is_read():
