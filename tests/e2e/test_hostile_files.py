@@ -76,7 +76,8 @@ def test_hostile_files_fail_alone_within_a_memory_bound_and_the_documents_behind
     server = own_server
     pid = server.process.pid
     admin = server.session(server.admin_key)
-    assert admin.put(server.url("/v1/collections/h"), json={"chunking_max_size": 500, "allow_guests": True}).status_code == 201
+    created = admin.put(server.url("/v1/collections/h"), json={"chunking_max_size": 500, "allow_guests": True})
+    assert created.status_code == 201
     japanese = hostile.JAPANESE * 30
     # Given the hostile set (what each must become), then ordinary documents queued behind it
     hostile_set = {

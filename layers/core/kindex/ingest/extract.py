@@ -263,7 +263,8 @@ def _decode_by_bom(data: bytes) -> str | None:
             try:
                 return data[len(bom):].decode(codec)
             except UnicodeDecodeError:
-                raise UnsupportedType(f"File starts with a {codec.upper()} byte-order mark but is not {codec.upper()} text") from None
+                name = codec.upper()
+                raise UnsupportedType(f"File starts with a {name} byte-order mark but is not {name} text") from None
     return None
 
 
@@ -367,9 +368,9 @@ class _HtmlTooLarge(Exception):
 
 
 class _HtmlShape:
-    """An lxml parser target that only counts: elements (and comments) and the current nesting. It is fed the markup the same
-    libxml2 HTML parser that BeautifulSoup uses will see, so its numbers are the tree BeautifulSoup would build,
-    at the cost of a streaming pass (no tree, constant memory)."""
+    """An lxml parser target that only counts: elements (and comments) and the current nesting. The same libxml2
+    HTML parser that BeautifulSoup uses sees the same markup, so its numbers are the tree BeautifulSoup would
+    build, at the cost of a streaming pass (no tree, constant memory)."""
 
     def __init__(self, limits: ExtractLimits):
         self.limits = limits
