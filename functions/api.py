@@ -132,7 +132,7 @@ def delete_document(collection: str, document: str):
 @app.post("/v1/collections/<collection>/documents/<document>/upload")
 def prepare_upload(collection: str, document: str, body: UploadRequest) -> UploadResponse:
     ticket = container().catalog.prepare_upload(require_admin(app).tenant, path_param(collection),
-                                                path_param(document), body.filename, body.mimetype)
+                                                path_param(document), body.filename, body.mimetype, size=body.size)
     return UploadResponse(url=ticket.url, method=ticket.method, headers=ticket.headers, expires_at=ticket.expires_at,
                           document=DocumentOut(**ticket.document.model_dump()))
 

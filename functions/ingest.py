@@ -21,13 +21,13 @@ metrics = Metrics(namespace="kindex")  # shares its metric set with the services
 warnings.filterwarnings("ignore", message="No application metrics to publish")
 
 
-def notification_events(body: str) -> list[tuple[str, str]]:
-    """(event name, object key) of each S3 record of a message body; none for S3's test event. Raises on a body
-    that is not an S3 notification."""
+def notification_events(body: str) -> list[tuple[str, str, int | None]]:
+    """(event name, object key, object size) of each S3 record of a message body; none for S3's test event.
+    Raises on a body that is not an S3 notification."""
     notification = json.loads(body)
     if notification.get("Event") == "s3:TestEvent":
         return []
-    return [(s3_record["eventName"], decode_s3_event_key(s3_record["s3"]["object"]["key"]))
+    return [(s3_record["eventName"], decode_s3_event_key(s3_record["s3"]["object"]["key"]), object_size(s3_record))
             for s3_record in notification.get("Records", [])]
 
 
@@ -35,19 +35,27 @@ def record_handler(record: SQSRecord, service=None) -> None:
     """One SQS message = one S3 notification (possibly several records). Raising fails only this message.
     `service` is the invocation's IngestBatch (or anything with its two calls)."""
     service = service or container().ingest
-    for event_name, key in notification_events(record.body):
+    for event_name, key, size in notification_events(record.body):
         if event_name.startswith("ObjectRemoved"):
             service.object_removed(key)
         else:
-            service.object_created(key)
+            service.object_created(key, size=size)
 
 
-def created_keys(record: dict[str, Any]) -> list[str]:
-    """The object keys one SQS record creates; none when its body is malformed (its own pass reports that)."""
+def object_size(s3_record: dict[str, Any]) -> int | None:
+    """The object size S3 reports in the notification (checked against the file limit before any GET), or None
+    when the record has none a careful reader would trust."""
+    size = s3_record.get("s3", {}).get("object", {}).get("size")
+    return size if isinstance(size, int) and not isinstance(size, bool) and size >= 0 else None
+
+
+def created_objects(record: dict[str, Any]) -> dict[str, int | None]:
+    """The objects one SQS record creates, with their notified sizes; none when its body is malformed (its own
+    pass reports that)."""
     try:
-        return [key for name, key in notification_events(record["body"]) if name.startswith("ObjectCreated")]
+        return {key: size for name, key, size in notification_events(record["body"]) if name.startswith("ObjectCreated")}
     except (KeyError, TypeError, ValueError, AttributeError):
-        return []
+        return {}
 
 
 @tracer.capture_lambda_handler
@@ -56,9 +64,10 @@ def created_keys(record: dict[str, Any]) -> list[str]:
 def handler(event: dict[str, Any], context: Any, service=None) -> dict[str, Any]:
     service = service or container().ingest
     records = event.get("Records", [])
-    batch = service.open_batch([key for record in records for key in created_keys(record)])
+    created = {key: size for record in records for key, size in created_objects(record).items()}
+    batch = service.open_batch(list(created), created)
     # Cheapest records first: a batch's one-line documents are not held back by a large one in the same batch.
-    ordered = {**event, "Records": sorted(records, key=lambda record: batch.cost(created_keys(record)))}
+    ordered = {**event, "Records": sorted(records, key=lambda record: batch.cost(created_objects(record)))}
     # One processor per invocation: it collects the batch's results (local mode runs invocations on several threads).
     # A batch where every record failed still reports them as item failures, rather than as a Lambda error.
     processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)

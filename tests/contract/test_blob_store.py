@@ -2,24 +2,28 @@
 
 from __future__ import annotations
 
+import hmac
 import os
 import stat
 import time
 from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
-from urllib.parse import parse_qs, urlparse
+from urllib.parse import parse_qs, unquote, urlparse, urlsplit
 
 import pytest
 import requests
+from botocore.auth import S3SigV4QueryAuth
+from botocore.awsrequest import AWSRequest
 from botocore.config import Config
+from botocore.credentials import Credentials
 from botocore.stub import Stubber
 from moto import mock_aws
 
 from kindex.adapters import s3_blobs
 from kindex.adapters.folder_blobs import FolderBlobStore
 from kindex.adapters.s3_blobs import S3BlobStore
-from kindex.domain.errors import DependencyFailed, InvalidInput, NotFound
+from kindex.domain.errors import DependencyFailed, InvalidInput, LimitExceeded, NotFound
 from kindex.domain.keys import blob_key, collection_prefix, document_prefix, parse_blob_key
 from tests.support.aws import BUCKET, create_versioned_bucket, fake_aws_env, moto_client
 
@@ -73,6 +77,36 @@ def test_overwrite_replaces_content(blobs):
 def test_get_missing_is_not_found(blobs):
     with pytest.raises(NotFound):
         blobs.get_blob("a/missing.txt")
+
+
+def test_blob_size_reads_the_size_without_the_body_and_none_when_missing(blobs):
+    # Given a blob, an overwritten blob and a deleted one
+    blobs.put_blob("a/f.bin", b"12345", "application/octet-stream")
+    blobs.put_blob("a/g.bin", b"1", "application/octet-stream")
+    blobs.put_blob("a/g.bin", b"123", "application/octet-stream")
+    blobs.put_blob("a/gone.bin", b"1", "application/octet-stream")
+    blobs.delete_blob("a/gone.bin")
+    # When / Then sizes are the current objects', and missing keys (or a folder-like prefix) have none
+    assert blobs.blob_size("a/f.bin") == 5
+    assert blobs.blob_size("a/g.bin") == 3
+    assert blobs.blob_size("a/gone.bin") is None
+    assert blobs.blob_size("a/never.bin") is None
+    assert blobs.blob_size("a") is None
+    blobs.put_blob("a/empty.txt", b"", "text/plain")
+    assert blobs.blob_size("a/empty.txt") == 0
+
+
+def test_get_blob_with_a_limit_refuses_larger_objects_and_reads_the_rest(blobs):
+    # Given a 10-byte blob
+    blobs.put_blob("a/f.bin", b"0123456789", "application/octet-stream")
+    # When read with a limit at or above its size / Then all of it
+    assert blobs.get_blob("a/f.bin", max_bytes=10) == b"0123456789"
+    assert blobs.get_blob("a/f.bin", max_bytes=11) == b"0123456789"
+    # And below its size / Then LimitExceeded naming both sizes, and a missing blob is still NotFound
+    with pytest.raises(LimitExceeded, match=r"^File is 10 bytes; the limit is 9 bytes$"):
+        blobs.get_blob("a/f.bin", max_bytes=9)
+    with pytest.raises(NotFound):
+        blobs.get_blob("a/missing.bin", max_bytes=9)
 
 
 def test_delete_blob_and_delete_missing(blobs):
@@ -181,22 +215,90 @@ def test_s3_put_sets_content_type_and_encryption(s3):
     assert head["ServerSideEncryption"] == "AES256"
 
 
+def presigned_put_accepts(url: str, headers: dict[str, str]) -> bool:
+    """S3's own check of a SigV4 presigned PUT, as the service does it: rebuild the canonical request from the URL
+    and the headers the client actually sends (only those the URL says are signed) and compare signatures.
+    moto does not verify presigned signatures (a PUT of any length succeeds under moto), so this stands in for it."""
+    parts = urlsplit(url)
+    query = parse_qs(parts.query)
+    unsigned_query = "&".join(p for p in parts.query.split("&") if not p.startswith("X-Amz-Signature="))
+    access_key, _, region, service, _ = unquote(query["X-Amz-Credential"][0]).split("/")
+    sent = {name.lower(): value for name, value in headers.items()}
+    signed = {name: sent.get(name, "") for name in query["X-Amz-SignedHeaders"][0].split(";") if name != "host"}
+    request = AWSRequest(method="PUT", url=f"{parts.scheme}://{parts.netloc}{parts.path}?{unsigned_query}",
+                         headers=signed)
+    request.context["timestamp"] = query["X-Amz-Date"][0]
+    auth = S3SigV4QueryAuth(Credentials(access_key, "testing", "testing"), service, region)
+    expected = auth.signature(auth.string_to_sign(request, auth.canonical_request(request)), request)
+    return hmac.compare_digest(expected, query["X-Amz-Signature"][0])
+
+
 def test_s3_presigned_put_uploads_with_the_returned_headers(s3):
-    # Given a presigned upload for a unicode key
+    # Given a presigned upload of 8 bytes for a unicode key
     store = S3BlobStore(BUCKET, client=s3)
-    url, headers, expires_at = store.presign_put(UNICODE_KEY, "application/pdf", 300)
+    url, headers, expires_at = store.presign_put(UNICODE_KEY, "application/pdf", 8, 300)
     query = parse_qs(urlparse(url).query)
     assert query["X-Amz-Expires"] == ["300"]
     # And the reported expiry is the signing time plus 300 s, never later than the URL's real expiry
     signed_at = datetime.strptime(query["X-Amz-Date"][0], "%Y%m%dT%H%M%SZ").replace(tzinfo=timezone.utc)
     assert 0 <= signed_at.timestamp() + 300 - expires_at <= 2
-    assert "content-type" in query["X-Amz-SignedHeaders"][0].split(";")
-    assert headers == {"Content-Type": "application/pdf", "x-amz-server-side-encryption": "AES256"}
+    assert {"content-type", "content-length"} <= set(query["X-Amz-SignedHeaders"][0].split(";"))
+    assert headers == {"Content-Type": "application/pdf", "Content-Length": "8",
+                       "x-amz-server-side-encryption": "AES256"}
     # When the file is PUT to it (moto intercepts the request) / Then the store reads it back
     response = requests.put(url, data=b"%PDF-1.7", headers=headers, timeout=5)
     assert response.status_code == 200
     assert store.get_blob(UNICODE_KEY) == b"%PDF-1.7"
     assert s3.head_object(Bucket=BUCKET, Key=UNICODE_KEY)["ContentType"] == "application/pdf"
+
+
+def test_s3_presigned_put_is_valid_for_its_signed_length_only(s3):
+    # Given a presigned upload of exactly 8 bytes
+    url, headers, _ = S3BlobStore(BUCKET, client=s3).presign_put(UNICODE_KEY, "application/pdf", 8, 300)
+    # When S3 checks the signature of a PUT carrying the ticket's headers / Then it matches
+    assert presigned_put_accepts(url, headers)
+    # And a PUT of any other length (or type) does not: S3 answers 403 SignatureDoesNotMatch
+    for length in ("7", "9", "52428801", "5368709120"):
+        assert not presigned_put_accepts(url, {**headers, "Content-Length": length})
+    assert not presigned_put_accepts(url, {k: v for k, v in headers.items() if k != "Content-Length"})
+    assert not presigned_put_accepts(url, {**headers, "Content-Type": "text/html"})
+
+
+def test_s3_head_of_a_missing_key_is_none_and_other_errors_fail(monkeypatch):
+    fake_aws_env(monkeypatch)
+    client = moto_client("s3")
+    store = S3BlobStore(BUCKET, client=client)
+    with Stubber(client) as stub:
+        stub.add_client_error("head_object", service_error_code="404", http_status_code=404)
+        stub.add_client_error("head_object", service_error_code="403", http_status_code=403)
+        assert store.blob_size("a") is None
+        with pytest.raises(DependencyFailed):
+            store.blob_size("a")
+
+
+def test_s3_get_with_a_limit_never_reads_the_body_of_a_larger_object(monkeypatch):
+    # Given an object whose GET response announces 5 GB
+    fake_aws_env(monkeypatch)
+    client = moto_client("s3")
+    store = S3BlobStore(BUCKET, client=client)
+
+    class Body:
+        closed = False
+        read_sizes: list = []
+
+        def read(self, amount=None):
+            self.read_sizes.append(amount)
+            return b""
+
+        def close(self):
+            Body.closed = True
+
+    with Stubber(client) as stub:
+        stub.add_response("get_object", {"Body": Body(), "ContentLength": 5 * 1024 ** 3})
+        # When read with the file limit / Then refused, the body never read, the connection closed
+        with pytest.raises(LimitExceeded, match=r"^File is 5368709120 bytes; the limit is 52428800 bytes$"):
+            store.get_blob("big", max_bytes=50 * 1024 * 1024)
+    assert Body.read_sizes == [] and Body.closed
 
 
 @pytest.mark.parametrize("code", ["AccessDenied", "SlowDown", "InternalError", "NoSuchBucket"])
@@ -240,7 +342,7 @@ def test_s3_client_is_created_lazily(s3):
         assert store.client is s3_blobs.s3_client()
         assert s3.get_object(Bucket=BUCKET, Key="lazy.txt")["Body"].read() == b"x"
         # And its presigned URLs are SigV4
-        url, _, _ = store.presign_put("lazy.txt", "text/plain", 60)
+        url, _, _ = store.presign_put("lazy.txt", "text/plain", 1, 60)
         assert parse_qs(urlparse(url).query)["X-Amz-Algorithm"] == ["AWS4-HMAC-SHA256"]
     finally:
         s3_blobs.s3_client.cache_clear()

@@ -30,14 +30,15 @@ def test_presigned_upload_of_a_real_pdf_is_indexed_with_pages(server):
     admin = server.session(server.admin_key)
     assert admin.put(server.url("/v1/collections/papers"), json={"chunking_max_size": 1000}).status_code == 201
     doc_url = server.url("/v1/collections/papers/documents/" + quote("Multi page", safe=""))
+    pdf = (SHARED_DATA / "docs" / "pdf" / "docling-multi_page.pdf").read_bytes()
     # Given an upload ticket for a document that does not exist yet
-    ticket = admin.post(doc_url + "/upload", json={"filename": "docling multi page.pdf"})
+    ticket = admin.post(doc_url + "/upload", json={"filename": "docling multi page.pdf", "size": len(pdf)})
     assert ticket.status_code == 200, ticket.text
     body = ticket.json()
-    assert body["method"] == "PUT" and body["headers"] == {"Content-Type": "application/pdf"}
+    assert body["method"] == "PUT"
+    assert body["headers"] == {"Content-Type": "application/pdf", "Content-Length": str(len(pdf))}
     assert body["document"]["title"] == "docling multi page.pdf" and body["expires_at"]
     # When the client PUTs the raw bytes with those headers (no API key needed: the URL is signed)
-    pdf = (SHARED_DATA / "docs" / "pdf" / "docling-multi_page.pdf").read_bytes()
     uploaded = requests.put(body["url"], data=pdf, headers=body["headers"])
     assert uploaded.status_code == 200
     # Then the document becomes indexed and its chunks carry page numbers
@@ -49,15 +50,34 @@ def test_presigned_upload_of_a_real_pdf_is_indexed_with_pages(server):
     assert chunks[0]["page_start"] == 1 and chunks[-1]["page_end"] == 5
 
 
-def test_upload_url_is_bound_to_its_signature_content_type_and_key(server):
+def test_upload_url_is_bound_to_its_signature_content_type_length_and_key(server):
     admin = server.session(server.admin_key)
     admin.put(server.url("/v1/collections/signed"), json={})
-    body = admin.post(server.url("/v1/collections/signed/documents/d/upload"), json={"filename": "a.txt"}).json()
-    assert requests.put(body["url"], data=b"x", headers={"Content-Type": "application/pdf"}).status_code == 403
-    assert requests.put(body["url"].replace("signature=", "signature=0"), data=b"x",
+    body = admin.post(server.url("/v1/collections/signed/documents/d/upload"),
+                      json={"filename": "a.txt", "size": 5}).json()
+    assert requests.put(body["url"], data=b"hello", headers={**body["headers"], "Content-Type": "application/pdf"}
+                        ).status_code == 403
+    assert requests.put(body["url"].replace("signature=", "signature=0"), data=b"hello",
                         headers=body["headers"]).status_code == 403
-    assert requests.put(body["url"].replace("a.txt", "b.txt"), data=b"x", headers=body["headers"]).status_code == 403
+    other_key = body["url"].replace("a.txt", "b.txt")
+    assert requests.put(other_key, data=b"hello", headers=body["headers"]).status_code == 403
+    # A body of another length than the signed one is refused (requests sends the body's real Content-Length)
+    assert requests.put(body["url"], data=b"hello world", headers=body["headers"]).status_code == 403
+    assert requests.put(body["url"], data=b"hell", headers=body["headers"]).status_code == 403
     assert requests.put(body["url"], data=b"hello", headers=body["headers"]).status_code == 200
+
+
+def test_upload_of_a_file_over_the_limit_is_refused_when_the_ticket_is_asked_for(server):
+    admin = server.session(server.admin_key)
+    admin.put(server.url("/v1/collections/big"), json={})
+    url = server.url("/v1/collections/big/documents/d/upload")
+    # When the declared size is one byte over the file limit (50 MiB by default) / Then 413, and no document
+    refused = admin.post(url, json={"filename": "a.pdf", "size": 50 * 1024 * 1024 + 1})
+    assert refused.status_code == 413 and refused.json()["error"] == "payload_too_large"
+    assert "52428801" in refused.json()["message"]
+    assert admin.get(server.url("/v1/collections/big/documents/d")).status_code == 404
+    # And at the limit a ticket is signed
+    assert admin.post(url, json={"filename": "a.pdf", "size": 50 * 1024 * 1024}).status_code == 200
 
 
 def test_content_put_goes_pending_then_indexed(server):
@@ -76,11 +96,15 @@ def test_upload_bad_requests(server):
     admin = server.session(server.admin_key)
     admin.put(server.url("/v1/collections/up"), json={})
     base = server.url("/v1/collections/up/documents/d/upload")
-    assert admin.post(base, json={"filename": "a/b.pdf"}).status_code == 422
+    assert admin.post(base, json={"filename": "a/b.pdf", "size": 1}).status_code == 422
     assert admin.post(base, json={}).status_code == 422
-    assert admin.post(server.url("/v1/collections/none/documents/d/upload"), json={"filename": "a.pdf"}).status_code == 404
+    assert admin.post(base, json={"filename": "a.pdf"}).status_code == 422  # the size is required
+    assert admin.post(base, json={"filename": "a.pdf", "size": -1}).status_code == 422
+    assert admin.post(base, json={"filename": "a.pdf", "size": "12"}).status_code == 422
+    assert admin.post(server.url("/v1/collections/none/documents/d/upload"),
+                      json={"filename": "a.pdf", "size": 1}).status_code == 404
     reader = server.session(server.create_key("default", "query"))
-    assert reader.post(base, json={"filename": "a.pdf"}).status_code == 403
+    assert reader.post(base, json={"filename": "a.pdf", "size": 1}).status_code == 403
 
 
 def test_cli_ingest_of_a_folder_while_the_server_runs(server, tmp_path):

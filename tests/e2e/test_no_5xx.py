@@ -10,7 +10,7 @@ pytestmark = pytest.mark.e2e
 VALUES = [None, True, 0, -1, 10**12, 1.5, "", "x", "x" * 5000, "ü\u202e\x00", [], [1, "a"], {}, {"a": {"b": []}}]
 FIELDS = ["title", "content", "query", "k", "mode", "filters", "groups", "user", "filename", "mimetype", "clean",
           "text", "documents", "query_id", "collections", "embedding_model", "chunking_method", "chunking_max_size",
-          "chunking_overlap_offset", "query_groups", "allow_guests", "rights_check_method",
+          "chunking_overlap_offset", "query_groups", "allow_guests", "rights_check_method", "size",
           "rights_check_method_configuration", "document_spaces", "language", "url", "min_score", "bogus"]
 IDS = ["c", "%00", "%2e%2e", "a%20b", "%F0%9F%98%80", "x" * 300, "%ZZ", "%C3%28"]
 ROUTES = [("PUT", "/v1/collections/{id}"), ("GET", "/v1/collections/{id}"), ("DELETE", "/v1/collections/{id}"),

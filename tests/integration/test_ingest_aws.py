@@ -238,11 +238,13 @@ def test_content_written_through_the_catalog_lands_in_s3_and_is_indexed(deployme
 def test_presigned_upload_to_s3_is_indexed(deployment):
     d = deployment
     # Given an upload ticket from the catalog (an S3 presigned PUT)
-    ticket = d.services.catalog.prepare_upload("t", "c", "up load", "notes.md", None)
+    content = ("# Uploaded\n\n" + TEXT).encode()
+    ticket = d.services.catalog.prepare_upload("t", "c", "up load", "notes.md", None, size=len(content))
     assert ticket.method == "PUT" and ticket.headers["Content-Type"] == "text/markdown"
+    assert ticket.headers["Content-Length"] == str(len(content))
     assert 890 <= (ticket.expires_at - datetime.now(timezone.utc)).total_seconds() <= 900
     # When the file is PUT to the URL with the ticket's headers (moto answers for S3) and the queue is drained
-    response = requests.put(ticket.url, data=("# Uploaded\n\n" + TEXT).encode(), headers=ticket.headers, timeout=5)
+    response = requests.put(ticket.url, data=content, headers=ticket.headers, timeout=5)
     assert response.status_code == 200
     deliveries = d.drain()
     # Then the upload's notification indexed the document the ticket created

@@ -7,6 +7,7 @@ import pytest
 
 from functions import ingest as ingest_function
 from kindex.domain.errors import EmbeddingFailed
+from kindex.domain.keys import blob_key
 from kindex.domain.models import Collection, CollectionInput, DocumentInput
 from kindex.local.app import build_worker
 from kindex.local.events import sqs_event
@@ -291,7 +292,7 @@ def test_each_object_is_read_once_per_batch(deployment, monkeypatch):
     put(services, "once", TEXT)
     reads = []
     original = services.blobs.get_blob
-    monkeypatch.setattr(services.blobs, "get_blob", lambda key: reads.append(key) or original(key))
+    monkeypatch.setattr(services.blobs, "get_blob", lambda key, **kwargs: reads.append(key) or original(key, **kwargs))
     worker.drain()
     source = doc(services, "once").source
     assert doc(services, "once").status.value == "indexed" and reads.count(source) == 1
@@ -459,10 +460,10 @@ def test_an_unreadable_blob_fails_only_its_own_record(deployment, monkeypatch):
     put(services, "fine", "Perfectly fine text.")
     original = services.blobs.get_blob
 
-    def flaky_storage(key):
+    def flaky_storage(key, **kwargs):
         if "unreadable" in key:
             raise OSError("disk read error")
-        return original(key)
+        return original(key, **kwargs)
 
     monkeypatch.setattr(services.blobs, "get_blob", flaky_storage)
     messages = services.queue.receive(10, 30)
@@ -508,3 +509,39 @@ def test_a_busy_pool_keeps_tenants_apart_embeds_each_text_once_and_ends_on_the_l
     # And no text reached the embedder twice, however the threads overlapped
     sent = [text for call in embedder.sent for text in call]
     assert len(sent) == len(set(sent))
+
+
+def test_a_batch_keeps_read_bytes_only_of_objects_within_its_budget(deployment, monkeypatch):
+    services, embedder, worker = deployment
+    # Given a budget for kept bytes that holds the first of two documents but not the longer second
+    services.ingest.limits.prepare_max_bytes = len(TEXT.encode()) + 10
+    put(services, "first", TEXT)
+    put(services, "second", TEXT + " And one more sentence that makes it longer than the budget.")
+    reads = []
+    original = services.blobs.get_blob
+    monkeypatch.setattr(services.blobs, "get_blob", lambda key, **kwargs: reads.append(key) or original(key, **kwargs))
+    # When one batch processes both
+    worker.drain()
+    # Then both indexed; the first was kept from the batch's first pass, the second read again in its own record
+    first, second = doc(services, "first"), doc(services, "second")
+    assert first.status.value == second.status.value == "indexed"
+    assert reads.count(first.source) == 1 and reads.count(second.source) == 2
+
+
+def test_file_over_the_limit_fails_alone_without_being_read(deployment, monkeypatch):
+    services, _, worker = deployment
+    # Given a file over the file limit dropped into the store next to an ordinary one
+    services.ingest.limits.max_file_bytes = 1000
+    services.blobs.put_blob(blob_key("t", "c", "big", "big.txt"), b"x" * 1001, "text/plain")
+    put(services, "small", "A small document.")
+    reads = []
+    original = services.blobs.get_blob
+    monkeypatch.setattr(services.blobs, "get_blob", lambda key, **kwargs: reads.append(key) or original(key, **kwargs))
+    # When the worker processes them
+    worker.drain()
+    # Then the big one failed with LimitExceeded and was never read; the other indexed
+    big = doc(services, "big")
+    assert big.status.value == "failed"
+    assert big.failure_reason == "LimitExceeded: File is 1001 bytes; the limit is 1000 bytes"
+    assert big.source not in reads
+    assert doc(services, "small").status.value == "indexed"

@@ -99,7 +99,7 @@ def test_ingest_function_reads_the_keys_back_from_the_messages(sqs):
     class Recorder:
         created: list[str] = []
 
-        def object_created(self, key: str) -> None:
+        def object_created(self, key: str, size: int | None = None) -> None:
             self.created.append(key)
 
         def object_removed(self, key: str) -> None:

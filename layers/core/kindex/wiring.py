@@ -248,7 +248,8 @@ class Container:
                               on_collection_removed=lambda tenant, c: self.ingest.remove_collection(tenant, c),
                               on_document_removed=lambda tenant, d, c: self.ingest.remove_document(tenant, d, c),
                               presigner=self.uploads, chunks=self.chunks,
-                              check_rights=lambda tenant, c: self.rights_checks.check_collection(tenant, c))
+                              check_rights=lambda tenant, c: self.rights_checks.check_collection(tenant, c),
+                              max_file_bytes=self.settings.max_file_bytes)
 
 
 @lru_cache(maxsize=1)

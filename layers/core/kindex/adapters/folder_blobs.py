@@ -10,13 +10,14 @@ from __future__ import annotations
 import logging
 import os
 import re
+import stat
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 from kindex.adapters.private_files import private_dir
-from kindex.domain.errors import InvalidInput, NotFound
+from kindex.domain.errors import InvalidInput, LimitExceeded, NotFound
 
 logger = logging.getLogger(__name__)
 
@@ -50,23 +51,39 @@ class FolderBlobStore:
         return path
 
     def put_blob(self, key: str, data: bytes, content_type: str) -> None:
-        path = self._path(key)
-        fd, tmp = tempfile.mkstemp(dir=self.temp)  # mkstemp creates the file 0600
+        writer = self.open_put(key, content_type)
         try:
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(data)
-            self._move_into_place(tmp, path)
+            writer.write(data)
         except BaseException:
-            Path(tmp).unlink(missing_ok=True)
+            writer.abort()
             raise
-        if self.notify:
-            self.notify("ObjectCreated:Put", key, len(data))
+        writer.commit()
 
-    def get_blob(self, key: str) -> bytes:
+    def open_put(self, key: str, content_type: str) -> BlobWriter:
+        """A blob written piece by piece (the local server streams uploads to disk instead of holding them in
+        memory): nothing is visible under `key` until `commit`, and `abort` leaves nothing behind."""
+        return BlobWriter(self, key)
+
+    def get_blob(self, key: str, *, max_bytes: int | None = None) -> bytes:
         try:
-            return self._path(key).read_bytes()
+            with self._path(key).open("rb") as handle:
+                if max_bytes is None:
+                    return handle.read()
+                size = os.fstat(handle.fileno()).st_size
+                # Read one byte past the limit: a file that grew after the stat still cannot be read whole.
+                data = handle.read(max_bytes + 1) if size <= max_bytes else b""
         except (FileNotFoundError, IsADirectoryError) as error:
             raise NotFound(f"blob {key!r} does not exist") from error
+        if size > max_bytes or len(data) > max_bytes:
+            raise LimitExceeded(f"File is {max(size, len(data))} bytes; the limit is {max_bytes} bytes")
+        return data
+
+    def blob_size(self, key: str) -> int | None:
+        try:
+            status = self._path(key).stat()
+        except FileNotFoundError:
+            return None
+        return status.st_size if stat.S_ISREG(status.st_mode) else None
 
     def delete_blob(self, key: str) -> None:
         path = self._path(key)
@@ -144,3 +161,33 @@ class FolderBlobStore:
             except OSError:
                 return
             directory = directory.parent
+
+
+class BlobWriter:
+    """One blob being written into the store's temp folder; `commit` moves it into place and notifies."""
+
+    def __init__(self, store: FolderBlobStore, key: str):
+        self.store = store
+        self.key = key
+        self.path = store._path(key)
+        fd, self.tmp = tempfile.mkstemp(dir=store.temp)  # mkstemp creates the file 0600
+        self.handle = os.fdopen(fd, "wb")
+        self.size = 0
+
+    def write(self, data: bytes) -> None:
+        self.handle.write(data)
+        self.size += len(data)
+
+    def commit(self) -> None:
+        try:
+            self.handle.close()
+            self.store._move_into_place(self.tmp, self.path)
+        except BaseException:
+            self.abort()
+            raise
+        if self.store.notify:
+            self.store.notify("ObjectCreated:Put", self.key, self.size)
+
+    def abort(self) -> None:
+        self.handle.close()
+        Path(self.tmp).unlink(missing_ok=True)

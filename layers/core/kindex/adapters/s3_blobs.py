@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from functools import lru_cache
 from typing import Any
 
-from kindex.domain.errors import DependencyFailed, NotFound
+from kindex.domain.errors import DependencyFailed, LimitExceeded, NotFound
 
 logger = logging.getLogger(__name__)
 
@@ -44,10 +44,16 @@ def build_put_request(bucket: str, key: str, data: bytes, content_type: str) -> 
             "ServerSideEncryption": SERVER_SIDE_ENCRYPTION}
 
 
-def build_presign_params(bucket: str, key: str, content_type: str) -> tuple[dict[str, Any], dict[str, str]]:
-    """PutObject parameters to sign, and the headers the uploader must send with exactly those values."""
-    params = {"Bucket": bucket, "Key": key, "ContentType": content_type, "ServerSideEncryption": SERVER_SIDE_ENCRYPTION}
-    headers = {"Content-Type": content_type, "x-amz-server-side-encryption": SERVER_SIDE_ENCRYPTION}
+def build_presign_params(bucket: str, key: str, content_type: str,
+                         content_length: int) -> tuple[dict[str, Any], dict[str, str]]:
+    """PutObject parameters to sign, and the headers the uploader must send with exactly those values.
+
+    Content-Length is a signed header: S3 refuses (403 SignatureDoesNotMatch) a PUT of any other length, so the
+    size the client declared, and the catalog checked against the file limit, is the only size S3 accepts."""
+    params = {"Bucket": bucket, "Key": key, "ContentType": content_type, "ContentLength": content_length,
+              "ServerSideEncryption": SERVER_SIDE_ENCRYPTION}
+    headers = {"Content-Type": content_type, "Content-Length": str(content_length),
+               "x-amz-server-side-encryption": SERVER_SIDE_ENCRYPTION}
     return params, headers
 
 
@@ -73,17 +79,32 @@ class S3BlobStore:
     def put_blob(self, key: str, data: bytes, content_type: str) -> None:
         self._call("put_object", build_put_request(self.bucket, key, data, content_type), key=key)
 
-    def get_blob(self, key: str) -> bytes:
+    def get_blob(self, key: str, *, max_bytes: int | None = None) -> bytes:
         from botocore.exceptions import BotoCoreError
 
         response = self._call("get_object", {"Bucket": self.bucket, "Key": key}, key=key)
         body = response["Body"]
         try:
-            return body.read()
+            if max_bytes is None:
+                return body.read()
+            # The length arrives with the headers: an object over the limit is refused before its body is read
+            # (closing the unread body drops the connection instead of draining it).
+            size = int(response.get("ContentLength") or 0)
+            data = body.read(max_bytes + 1) if size <= max_bytes else b""
+            if size > max_bytes or len(data) > max_bytes:
+                raise LimitExceeded(f"File is {max(size, len(data))} bytes; the limit is {max_bytes} bytes")
+            return data
         except BotoCoreError as error:  # the connection dropped or timed out mid-body, after the call itself succeeded
             raise self._translate(error, "get_object_body", key=key) from error
         finally:
             body.close()
+
+    def blob_size(self, key: str) -> int | None:
+        try:
+            response = self._call("head_object", {"Bucket": self.bucket, "Key": key}, key=key)
+        except NotFound:
+            return None
+        return int(response["ContentLength"])
 
     def delete_blob(self, key: str) -> None:
         versions, _ = self._versions(key, exact=True)
@@ -103,10 +124,11 @@ class S3BlobStore:
         # S3 already lists in UTF-8 byte order, which is code point order; sorting states the contract, not a fix.
         return sorted(keys)
 
-    def presign_put(self, key: str, content_type: str, expires_in: int) -> tuple[str, dict[str, str], int]:
-        """A URL the caller can PUT the file to directly, the headers that upload must carry, and when the URL
-        expires (unix seconds), as the catalog's `Presigner` protocol asks."""
-        params, headers = build_presign_params(self.bucket, key, content_type)
+    def presign_put(self, key: str, content_type: str, content_length: int,
+                    expires_in: int) -> tuple[str, dict[str, str], int]:
+        """A URL the caller can PUT exactly `content_length` bytes to, the headers that upload must carry, and
+        when the URL expires (unix seconds), as the catalog's `Presigner` protocol asks."""
+        params, headers = build_presign_params(self.bucket, key, content_type, content_length)
         # Read the clock before signing: the signature's own timestamp is then the same second or later, so the
         # reported expiry is never after the real one.
         expires_at = int(time.time()) + int(expires_in)
@@ -158,7 +180,7 @@ class S3BlobStore:
         from botocore.exceptions import ClientError
 
         code = error.response.get("Error", {}).get("Code", "") if isinstance(error, ClientError) else ""
-        if operation == "get_object" and code in MISSING_CODES:
+        if operation in ("get_object", "head_object") and code in MISSING_CODES:
             return NotFound(f"blob {key!r} does not exist")
         logger.error("s3 request failed", extra={"operation": operation, "bucket": self.bucket, "error_code": code,
                                                  "error_type": type(error).__name__})

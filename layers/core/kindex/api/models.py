@@ -28,6 +28,8 @@ class UploadRequest(BaseModel):
 
     filename: str = Field(min_length=1, max_length=255)
     mimetype: str | None = Field(default=None, max_length=255)
+    # The exact length of the file to upload: it is signed into the upload URL, and over the file limit is a 413.
+    size: int = Field(ge=0, le=2**53, strict=True)
 
 
 class UploadResponse(BaseModel):

@@ -110,13 +110,21 @@ class KeyStore(Protocol):
 
 
 class BlobStore(Protocol):
-    """Raw files by key (a folder locally, S3 on AWS). Keys are built by `kindex.domain.keys`."""
+    """Raw files by key (a folder locally, S3 on AWS). Keys are built by `kindex.domain.keys`.
+
+    Six methods, one over the house limit of five: `blob_size` is the HEAD that existence and size checks need
+    (downloading an object to learn that it exists, or that it is too big, was the bug), and no other method
+    can answer it without reading the bytes."""
 
     def put_blob(self, key: str, data: bytes, content_type: str) -> None:
         """Write (or overwrite) the object."""
 
-    def get_blob(self, key: str) -> bytes:
-        """The object's bytes; NotFound when missing."""
+    def get_blob(self, key: str, *, max_bytes: int | None = None) -> bytes:
+        """The object's bytes; NotFound when missing. With `max_bytes`, an object larger than that raises
+        LimitExceeded before its body is read (and at most `max_bytes + 1` bytes are ever read)."""
+
+    def blob_size(self, key: str) -> int | None:
+        """The object's size in bytes, read from its metadata without its body (a HEAD); None when missing."""
 
     def delete_blob(self, key: str) -> None:
         """Delete the object; deleting a missing object is not an error."""

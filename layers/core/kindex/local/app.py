@@ -30,8 +30,9 @@ def export_settings(settings: Settings) -> None:
 
 
 class UploadRoute:
-    """What S3 does for presigned PUTs: check the signature before reading the body, store the bytes; the blob
-    store's notification then queues the ingest event."""
+    """What S3 does for presigned PUTs: check the signature (which covers the key, Content-Type and the exact
+    Content-Length) before reading the body, stream the bytes to the blob store, keep them only when exactly the
+    signed length arrived; the blob store's notification then queues the ingest event."""
 
     method = "PUT"
 
@@ -48,17 +49,40 @@ class UploadRoute:
     def admit(self, path: str, query: dict[str, str], headers: dict[str, str]) -> dict | None:
         from kindex.wiring import container
 
+        # No Content-Length (a chunked body) never verifies: the signature covers the length as sent.
         if not container().uploads.verify(self._key(path), headers.get("content-type", ""),
-                                          query.get("expires", ""), query.get("signature", "")):
-            return error_response(403, "forbidden",
-                                  "the upload URL is invalid or expired, or Content-Type differs from the signed one")
+                                          headers.get("content-length", ""), query.get("expires", ""),
+                                          query.get("signature", "")):
+            return error_response(403, "forbidden", "the upload URL is invalid or expired, or Content-Type or "
+                                                    "Content-Length differs from the signed one")
         return None
 
-    def handle(self, path: str, query: dict[str, str], headers: dict[str, str], body: bytes) -> dict:
+    def open(self, path: str, query: dict[str, str], headers: dict[str, str]) -> _UploadSink:
         from kindex.wiring import container
 
-        container().blobs.put_blob(self._key(path), body, headers.get("content-type", ""))
-        return {"statusCode": 200, "headers": {"ETag": f'"{hashlib.md5(body).hexdigest()}"'}, "body": ""}
+        writer = container().blobs.open_put(self._key(path), headers.get("content-type", ""))
+        return _UploadSink(writer, int(headers["content-length"]))
+
+
+class _UploadSink:
+    def __init__(self, writer, expected: int):
+        self.writer = writer
+        self.expected = expected
+        self.md5 = hashlib.md5()
+
+    def write(self, data: bytes) -> None:
+        self.writer.write(data)
+        self.md5.update(data)
+
+    def finish(self) -> dict:
+        if self.writer.size != self.expected:  # the signed length is the only one S3 would store
+            self.writer.abort()
+            return error_response(403, "forbidden", "the body's length differs from the signed Content-Length")
+        self.writer.commit()
+        return {"statusCode": 200, "headers": {"ETag": f'"{self.md5.hexdigest()}"'}, "body": ""}
+
+    def abort(self) -> None:
+        self.writer.abort()
 
 
 def build_gateway(settings: Settings) -> Gateway:

@@ -32,6 +32,8 @@ MAX_HEAD_BYTES = 32 * 1024
 HEAD_TIMEOUT_SECONDS = 10
 # A body that stalls this long between two reads ends the connection.
 READ_TIMEOUT_SECONDS = 30
+# A raw route's body (uploads) is written to its sink in pieces of this size.
+STREAM_PIECE = 1 << 20
 # Requests run at once: the number of warm "function instances". More requests wait for a free one.
 CONCURRENCY = 32
 
@@ -62,9 +64,22 @@ class Route:
     public: bool = False
 
 
+class RawSink(Protocol):
+    """Where a raw route's body goes while it arrives (never held whole in memory)."""
+
+    def write(self, data: bytes) -> None:
+        """Take the next piece of the body."""
+
+    def finish(self) -> dict[str, Any]:
+        """The whole body arrived: keep it (or refuse it) and return the response."""
+
+    def abort(self) -> None:
+        """The body will not be complete (too large, or the client left): leave nothing behind."""
+
+
 class RawRoute(Protocol):
     """A path served by the server itself, not by a function (presigned uploads, which S3 takes on AWS).
-    `admit` runs before a byte of the body is read; `handle` gets the body it admitted."""
+    `admit` runs before a byte of the body is read; `open` gives the sink the body streams into."""
 
     pattern: Any
     method: str
@@ -73,8 +88,8 @@ class RawRoute(Protocol):
     def admit(self, path: str, query: dict[str, str], headers: dict[str, str]) -> dict[str, Any] | None:
         """None to go on, or the (error) response to send without reading the body."""
 
-    def handle(self, path: str, query: dict[str, str], headers: dict[str, str], body: bytes) -> dict[str, Any]:
-        """The response, as an API Gateway proxy response dict."""
+    def open(self, path: str, query: dict[str, str], headers: dict[str, str]) -> RawSink:
+        """The sink for this request's body."""
 
 
 class Gateway:
@@ -204,6 +219,9 @@ class AsgiGateway:
             # Do not read (or buffer) what we are going to refuse anyway; the server closes the connection.
             await _send(send, error_response(413, "payload_too_large", f"request body exceeds {limit} bytes"))
             return
+        if raw_route is not None:
+            await self._stream(raw_route, path, flat_query, headers, receive, send, limit)
+            return
         try:
             body = await _read_body(receive, limit)
         except _BodyTooLarge:
@@ -211,13 +229,42 @@ class AsgiGateway:
             return
         if body is None:
             return  # the client went away
-        if raw_route is not None:
-            response = await self._run(raw_route.handle, path, flat_query, headers, body)
-        else:
-            event = self.gateway.build_event(method, path, query, headers, body, client)
-            del body
-            response = await self._run(self.gateway.dispatch, event)
+        event = self.gateway.build_event(method, path, query, headers, body, client)
+        del body
+        response = await self._run(self.gateway.dispatch, event)
         await _send(send, response, head=method == "HEAD")
+
+    async def _stream(self, route: RawRoute, path: str, query: dict[str, str], headers: dict[str, str],
+                      receive: Callable, send: Callable, limit: int) -> None:
+        """A raw route's body goes to its sink in pieces of about STREAM_PIECE bytes, written off the event loop."""
+        sink = await self._run(route.open, path, query, headers)
+        pending: list[bytes] = []
+        buffered = size = 0
+        try:
+            while True:
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    await self._run(sink.abort)
+                    return
+                chunk = message.get("body", b"")
+                size += len(chunk)
+                if size > limit:
+                    await self._run(sink.abort)
+                    await _send(send, error_response(413, "payload_too_large", f"request body exceeds {limit} bytes"))
+                    return
+                if chunk:
+                    pending.append(chunk)
+                    buffered += len(chunk)
+                more = message.get("more_body", False)
+                if pending and (buffered >= STREAM_PIECE or not more):
+                    await self._run(sink.write, b"".join(pending))
+                    pending, buffered = [], 0
+                if not more:
+                    break
+        except BaseException:
+            await self._run(sink.abort)
+            raise
+        await _send(send, await self._run(sink.finish))
 
     async def _run(self, function: Callable, *args: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(self.instances, function, *args)

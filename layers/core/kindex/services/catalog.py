@@ -13,7 +13,7 @@ from typing import Any, Protocol
 from pydantic import BaseModel
 
 from kindex.domain import keys
-from kindex.domain.errors import Conflict, InvalidInput, NotFound
+from kindex.domain.errors import Conflict, InvalidInput, NotFound, PayloadTooLarge
 from kindex.domain.models import (
     CHUNKING_DEFAULTS,
     COLLECTION_CONFIG_FIELDS,
@@ -43,8 +43,10 @@ logger = logging.getLogger(__name__)
 class Presigner(Protocol):
     """Signs a PUT of one blob key (S3 presigned URL, or the local server's own signed URL)."""
 
-    def presign_put(self, key: str, content_type: str, expires_in: int) -> tuple[str, dict[str, str], int]:
-        """(url, headers the client must send, expiry in unix seconds)."""
+    def presign_put(self, key: str, content_type: str, content_length: int,
+                    expires_in: int) -> tuple[str, dict[str, str], int]:
+        """(url, headers the client must send, expiry in unix seconds). Content-Type and Content-Length are
+        signed: the upload is refused unless it sends exactly that type and exactly that many bytes."""
 
 
 class UploadTicket(BaseModel):
@@ -144,7 +146,8 @@ class CatalogService:
                  on_collection_removed: Callable[[str, Collection], None] | None = None,
                  on_document_removed: Callable[[str, Document, Collection], None] | None = None,
                  presigner: Presigner | None = None, upload_url_ttl: int = 900, chunks: ChunkStore | None = None,
-                 check_rights: Callable[[str, Collection], None] | None = None):
+                 check_rights: Callable[[str, Collection], None] | None = None,
+                 max_file_bytes: int = 50 * 1024 * 1024):
         self.collections = collections
         self.documents = documents
         self.blobs = blobs
@@ -155,6 +158,7 @@ class CatalogService:
         self.chunks = chunks
         self.upload_url_ttl = upload_url_ttl
         self.check_rights = check_rights
+        self.max_file_bytes = max_file_bytes
 
     # Collections
     def get_collection(self, tenant: str, collection_id: str) -> Collection:
@@ -308,16 +312,23 @@ class CatalogService:
             logger.warning("could not delete the blob of a failed write", extra={"key": key})
 
     def prepare_upload(self, tenant: str, collection_id: str, document_id: str, filename: str,
-                       mimetype: str | None) -> UploadTicket:
+                       mimetype: str | None, *, size: int) -> UploadTicket:
         """Create the document if missing (titled after the file), point it at a new blob key for the file and sign
-        a PUT for that key. The upload itself triggers indexing, through the blob store's event; an upload to the
-        key of a ticket that a later one superseded is ignored by ingest."""
+        a PUT of exactly `size` bytes for that key. The upload itself triggers indexing, through the blob store's
+        event; an upload to the key of a ticket that a later one superseded is ignored by ingest. A size over the
+        file limit is refused here (PayloadTooLarge), before any document changes; the signature makes the blob
+        store refuse any other size, so the limit holds without the API seeing the bytes."""
         if self.presigner is None:
             raise InvalidInput("uploads are not configured for this deployment")
+        if size < 0:
+            raise InvalidInput("size must be the file's length in bytes (0 or more)")
+        if size > self.max_file_bytes:
+            raise PayloadTooLarge(f"size {size} exceeds the file limit of {self.max_file_bytes} bytes")
         document, existing = self._file_document(tenant, collection_id, document_id, filename, mimetype)
         self._commit(tenant, document, existing)
         self._delete_superseded_blobs(tenant, document)
-        url, headers, expires = self.presigner.presign_put(document.source, document.mimetype, self.upload_url_ttl)
+        url, headers, expires = self.presigner.presign_put(document.source, document.mimetype, size,
+                                                           self.upload_url_ttl)
         return UploadTicket(url=url, method="PUT", headers=headers,
                             expires_at=datetime.fromtimestamp(expires, timezone.utc), document=document)
 

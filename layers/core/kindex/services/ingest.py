@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from kindex.domain import keys
@@ -97,8 +97,8 @@ class IngestBatch:
         self.costs: dict[str, int] = {}
         self._waiting: dict[str, list[tuple[Memo, list[str]]]] = {}
 
-    def object_created(self, key: str) -> Document | None:
-        return self.service.object_created(key, self)
+    def object_created(self, key: str, size: int | None = None) -> Document | None:
+        return self.service.object_created(key, self, size)
 
     def object_removed(self, key: str) -> None:
         self.service.object_removed(key)
@@ -145,21 +145,22 @@ class IngestService:
         self.metrics = metrics or LogMetrics()
 
     # Events
-    def open_batch(self, created_keys: list[str]) -> IngestBatch:
+    def open_batch(self, created_keys: list[str], sizes: Mapping[str, int | None] | None = None) -> IngestBatch:
         """Before a batch's per-record pass: read and chunk every small created object, measure what each record
         will cost, and queue the small documents' texts to share embedding calls. Never raises: a key whose
-        preparation fails is simply not prepared, and its own record reports the failure, alone."""
+        preparation fails is simply not prepared, and its own record reports the failure, alone. `sizes` are
+        the events' object sizes, by key (an object over the file limit is never downloaded)."""
         batch = IngestBatch(self)
         for key in dict.fromkeys(created_keys):
             try:
-                self._prepare(batch, key)
+                self._prepare(batch, key, (sizes or {}).get(key))
             except Exception as error:  # its record reports it, with the right status and retry semantics
                 logger.warning("could not prepare an object ahead of its record",
                                extra={"key": key, "error_type": type(error).__name__})
         batch.order_waiting()
         return batch
 
-    def _prepare(self, batch: IngestBatch, key: str) -> None:
+    def _prepare(self, batch: IngestBatch, key: str, size: int | None = None) -> None:
         batch.costs[key] = 0  # nothing to do unless shown otherwise below
         parsed = keys.parse_blob_key(key)
         if parsed is None:
@@ -172,7 +173,7 @@ class IngestService:
         document = self.documents.get_document(tenant, collection_id, document_id)
         if keys.blob_write(key) is not None and (document is None or document.source != key):
             return None  # not (or not yet) the document's content: the per-record pass decides
-        data = self.blobs.get_blob(key)
+        data = self._read_blob(key, size)
         if len(data) > self.limits.prepare_max_bytes:
             return  # extracted in its own record, after the batch's small documents
         batch.fetched[key] = data
@@ -196,8 +197,11 @@ class IngestService:
             batch.wait_for_embedding(memo, {collection.embedding_model, collection.query_model},
                                      [p.text for p in pieces])
 
-    def object_created(self, key: str, batch: IngestBatch | None = None) -> Document | None:
-        """Index the document whose blob was written. Returns the document's final state, None if ignored."""
+    def object_created(self, key: str, batch: IngestBatch | None = None, size: int | None = None) -> Document | None:
+        """Index the document whose blob was written. Returns the document's final state, None if ignored.
+
+        `size` is the event's object size: an object over the file limit fails its document (LimitExceeded)
+        without being downloaded, and never affects the other records of the batch."""
         parsed = keys.parse_blob_key(key)
         if parsed is None:
             logger.warning("ignoring blob outside the document layout", extra={"key": key})
@@ -208,15 +212,22 @@ class IngestService:
             logger.warning("ignoring blob of a missing collection", extra={"tenant": tenant, "collection": collection_id})
             return None
         data = batch.fetched.pop(key, None) if batch else None  # read moments ago by `open_batch`
+        too_large: LimitExceeded | None = None
         if data is None:
             try:
-                data = self.blobs.get_blob(key)
+                data = self._read_blob(key, size)
             except NotFound:
                 return None  # deleted since; its removal event follows
+            except LimitExceeded as error:
+                too_large = error
         document = self._document_for(tenant, collection_id, document_id, filename, key)
         if document is None:
             return None
         try:
+            if too_large is not None:
+                retryable = too_large.retryable
+                return self._fail(tenant, collection, document, document.version, failure_reason(too_large),
+                                  retryable, too_large)
             return self._index(tenant, collection, document, data, filename, batch or IngestBatch(self))
         except NotFound:
             # The document was deleted while we worked: remove what we wrote, so nothing is left behind.
@@ -239,11 +250,8 @@ class IngestService:
         collection = self.collections.get_collection(tenant, collection_id)
         if document is None or collection is None or document.source != key:
             return
-        try:
-            self.blobs.get_blob(key)
+        if self.blobs.blob_size(key) is not None:
             return  # written again since the removal: the object exists, keep the document
-        except NotFound:
-            pass
         self.remove_document(tenant, document, collection)
         self.documents.delete_document(tenant, collection_id, document_id)
 
@@ -274,21 +282,15 @@ class IngestService:
                 self.documents.put_document(tenant, document, create=True)
             except Conflict:
                 return self.documents.get_document(tenant, collection_id, document_id)
-            try:
-                self.blobs.get_blob(key)
-            except NotFound:
+            if self.blobs.blob_size(key) is None:
                 # The document was deleted (blob first) while this event was in flight: do not resurrect it.
                 self.documents.delete_document(tenant, collection_id, document_id)
                 return None
             return document
         if document.source == key:
             return document
-        if document.source:
-            try:
-                self.blobs.get_blob(document.source)
-                return None  # the document's current source is another, existing blob: this event is stale
-            except NotFound:
-                pass
+        if document.source and self.blobs.blob_size(document.source) is not None:
+            return None  # the document's current source is another, existing blob: this event is stale
         return document.model_copy(update={"source": key, "mimetype": guess_mimetype(filename) or document.mimetype})
 
     def _keep_only_current_chunks(self, tenant: str, collection_id: str, document_id: str) -> None:
@@ -419,6 +421,19 @@ class IngestService:
             self.embeddings.embedder_for(model)
         except InvalidInput as error:
             raise UnknownModel(error.message) from error
+
+    def _read_blob(self, key: str, size: int | None) -> bytes:
+        """The object's bytes, never more than the file limit: an event's size over the limit (or no size) is
+        confirmed by a HEAD first, since the object may have been replaced since the event (events come out of
+        order, and the current object decides); the GET itself is bounded too, for a replacement in between."""
+        limit = self.limits.max_file_bytes
+        if size is None or size > limit:
+            size = self.blobs.blob_size(key)
+            if size is None:
+                raise NotFound(f"blob {key!r} does not exist")
+            if size > limit:
+                raise LimitExceeded(f"File is {size} bytes; the limit is {limit} bytes")
+        return self.blobs.get_blob(key, max_bytes=limit)
 
     def _save(self, tenant: str, document: Document, expected_version: int) -> None:
         self.documents.put_document(tenant, document, create=False, expected_version=expected_version)

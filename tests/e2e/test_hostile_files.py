@@ -1,0 +1,147 @@
+"""The hostile file set through a real `kindex serve`: bombs, binaries named `.txt`, a PDF named `.txt`, UTF-16
+text. Each fails (or indexes) on its own, the server's memory stays within 1 GiB of its idle level, and the
+ordinary documents queued behind them still index. Every hostile file is generated here, never committed."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+import requests
+
+from tests.conftest import SHARED_DATA, RunningServer, start_server
+from tests.support import hostile_files as hostile
+
+pytestmark = pytest.mark.e2e
+
+GIB = 1024 ** 3
+MIB = 1024 ** 2
+
+
+def status_kib(pid: int, field: str) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise AssertionError(f"{field} missing from /proc/{pid}/status")
+
+
+def reset_peak_rss(pid: int) -> bool:
+    """Reset the process's VmHWM to its current RSS (Linux 4.0+, for a process we own); False if refused."""
+    try:
+        Path(f"/proc/{pid}/clear_refs").write_text("5")
+    except OSError:
+        return False
+    return True
+
+
+@pytest.fixture
+def own_server(tmp_path) -> RunningServer:
+    """A server of its own: its memory is what this test measures."""
+    running = start_server(tmp_path / "data")
+    yield running
+    running.process.terminate()
+    try:
+        running.process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        running.process.kill()
+
+
+def upload(session: requests.Session, server: RunningServer, collection: str, document: str, filename: str,
+           data: bytes) -> None:
+    url = server.url(f"/v1/collections/{collection}/documents/{quote(document, safe='')}/upload")
+    ticket = session.post(url, json={"filename": filename, "size": len(data)})
+    assert ticket.status_code == 200, ticket.text
+    body = ticket.json()
+    stored = requests.put(body["url"], data=data, headers=body["headers"], timeout=60)
+    assert stored.status_code == 200, stored.text
+
+
+def wait_terminal(session: requests.Session, server: RunningServer, collection: str, ids: list[str],
+                  timeout: float = 240.0) -> dict[str, dict]:
+    deadline = time.monotonic() + timeout
+    while True:
+        documents = {d: session.get(server.url(f"/v1/collections/{collection}/documents/{quote(d, safe='')}")).json()
+                     for d in ids}
+        if all(doc["status"] in ("indexed", "failed") for doc in documents.values()):
+            return documents
+        if time.monotonic() > deadline:
+            raise AssertionError({d: doc["status"] for d, doc in documents.items()})
+        time.sleep(0.25)
+
+
+def test_hostile_files_fail_alone_within_a_memory_bound_and_the_documents_behind_them_index(own_server):
+    server = own_server
+    pid = server.process.pid
+    admin = server.session(server.admin_key)
+    created = admin.put(server.url("/v1/collections/h"), json={"chunking_max_size": 500, "allow_guests": True})
+    assert created.status_code == 201
+    japanese = hostile.JAPANESE * 30
+    # Given the hostile set (what each must become), then ordinary documents queued behind it
+    hostile_set = {
+        "docx-bomb": ("bomb.docx", hostile.docx_bomb(1 << 30), "failed", "LimitExceeded: DOCX unpacks to "),
+        "docx-liar": ("liar.docx", hostile.docx_lying_about_its_size(), "failed", "CorruptFile: "),
+        "html-nested": ("deep.html", hostile.nested_html(2_000_000), "failed",
+                        "LimitExceeded: HTML nests deeper than 256 elements"),
+        "html-flat": ("flat.html", hostile.flat_html(300_000), "failed",
+                      "LimitExceeded: HTML has more than 250000 elements and comments"),
+        "pdf-bomb": ("bomb.pdf", hostile.pdf_stream_bomb(4, 64 * MIB), "failed", "LimitExceeded: PDF exceeds"),
+        "random": ("random.txt", hostile.random_bytes(4 * MIB), "failed", "UnsupportedType: File content is binary"),
+        "elf": ("elf.txt", hostile.elf_binary(4 * MIB), "failed", "UnsupportedType: File content is an ELF executable"),
+        "pdf-as-txt": ("report.txt", hostile.text_pdf("quarterly report"), "failed",
+                       "UnsupportedType: File content is a PDF document, not plain text"),
+        "utf16-bom": ("japan-bom.txt", ("\ufeff" + japanese).encode("utf-16-le"), "indexed", None),
+        "utf16": ("japan.txt", japanese.encode("utf-16-le"), "indexed", None),
+    }
+    ordinary = {
+        "handbook": ("handbook.docx", (SHARED_DATA / "docs/docx/handbook-872p.docx").read_bytes()),
+        "paper": ("paper.pdf", (SHARED_DATA / "docs/pdf/docling-multi_page.pdf").read_bytes()),
+        "duck": ("duck.html", (SHARED_DATA / "docs/html/wiki_duck.html").read_bytes()),
+        "notes": ("notes.md", (SHARED_DATA / "docs/md/pypdf-extract-text.md").read_bytes()),
+    }
+    time.sleep(1.0)  # let start-up settle before taking the idle baseline
+    idle_rss = status_kib(pid, "VmRSS")
+    hwm_was_reset = reset_peak_rss(pid)
+    samples = [idle_rss]
+
+    # When the hostile files are uploaded first and the ordinary ones after them
+    for document, (filename, data, _, _) in hostile_set.items():
+        upload(admin, server, "h", document, filename, data)
+        samples.append(status_kib(pid, "VmRSS"))
+    for document, (filename, data) in ordinary.items():
+        upload(admin, server, "h", document, filename, data)
+    # (sampling RSS while the worker runs, in case the kernel refused the peak reset)
+    deadline = time.monotonic() + 240
+    documents: dict[str, dict] = {}
+    while time.monotonic() < deadline:
+        samples.append(status_kib(pid, "VmRSS"))
+        documents = {d: admin.get(server.url(f"/v1/collections/h/documents/{d}")).json()
+                     for d in [*hostile_set, *ordinary]}
+        if all(doc["status"] in ("indexed", "failed") for doc in documents.values()):
+            break
+        time.sleep(0.1)
+    peak = max(samples + ([status_kib(pid, "VmHWM")] if hwm_was_reset else []))
+
+    # Then each hostile file ended as it should, with a reason that names what it is
+    outcome = {d: (doc["status"], doc["failure_reason"]) for d, doc in documents.items()}
+    for document, (_, _, status, reason) in hostile_set.items():
+        assert outcome[document][0] == status, (document, outcome[document])
+        if reason is not None:
+            assert outcome[document][1].startswith(reason), (document, outcome[document])
+    # And the ordinary documents behind them indexed
+    for document in ordinary:
+        assert outcome[document][0] == "indexed", (document, outcome[document])
+    # And the server's peak memory stayed under 1 GiB above its idle level
+    added = (peak - idle_rss) * 1024
+    print(f"\nidle RSS {idle_rss / 1024:.0f} MiB, peak {peak / 1024:.0f} MiB, added {added / MIB:.0f} MiB"
+          f" (peak from {'VmHWM' if hwm_was_reset else 'sampled VmRSS'})")
+    assert added < 1 * GIB
+    # And the UTF-16 text reads as Japanese: its chunks hold it and a search for 日本語 finds both files
+    for document in ("utf16", "utf16-bom"):
+        chunks = admin.get(server.url(f"/v1/collections/h/documents/{document}/chunks")).json()["chunks"]
+        assert chunks and chunks[0]["text"].startswith(hostile.JAPANESE)
+    found = admin.post(server.url("/v1/collections/h/query"), json={"query": "日本語", "k": 5})
+    assert found.status_code == 200, found.text
+    assert {"utf16", "utf16-bom"} <= {hit["document_id"] for hit in found.json()["results"]}
