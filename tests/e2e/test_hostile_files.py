@@ -145,3 +145,76 @@ def test_hostile_files_fail_alone_within_a_memory_bound_and_the_documents_behind
     found = admin.post(server.url("/v1/collections/h/query"), json={"query": "日本語", "k": 5})
     assert found.status_code == 200, found.text
     assert {"utf16", "utf16-bom"} <= {hit["document_id"] for hit in found.json()["results"]}
+
+
+def test_six_concurrent_maximum_uploads_stream_to_disk_within_a_small_memory_bound(own_server):
+    """Given six clients uploading 50 MiB files (the default file limit) at the same moment
+    Then the server streams them to disk: its memory grows by far less than the 300 MiB they carry together
+    (it grew by about 900 MiB when uploads were held in memory), and all six are stored whole."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    server = own_server
+    admin = server.session(server.admin_key)
+    assert admin.put(server.url("/v1/collections/up"), json={"title": "uploads"}).status_code == 201
+    pid = server.process.pid
+    size = 50 * MIB
+    tickets = []
+    for n in range(6):
+        ticket = admin.post(server.url(f"/v1/collections/up/documents/big-{n}/upload"),
+                            json={"filename": f"big-{n}.txt", "size": size})
+        assert ticket.status_code == 200, ticket.text
+        tickets.append(ticket.json())
+    time.sleep(1.0)
+    idle_rss = status_kib(pid, "VmRSS")
+    hwm_was_reset = reset_peak_rss(pid)
+
+    class GeneratedFile:
+        """A file of `size` bytes made while it is read, so the test measures the server, not itself."""
+
+        def __init__(self, n: int):
+            self.line = f"A line of upload {n}.\n".encode()
+            self.left = size
+
+        def __len__(self) -> int:
+            return self.left
+
+        def read(self, amount: int = -1) -> bytes:
+            amount = self.left if amount is None or amount < 0 else min(amount, self.left)
+            self.left -= amount
+            return (self.line * (amount // len(self.line) + 1))[:amount]
+
+    def send(n: int):
+        response = requests.put(tickets[n]["url"], data=GeneratedFile(n), headers=tickets[n]["headers"], timeout=120)
+        return response.status_code if response.status_code == 200 else (response.status_code, response.text)
+
+    with ThreadPoolExecutor(6) as pool:
+        statuses = list(pool.map(send, range(6)))
+    peak = status_kib(pid, "VmHWM") if hwm_was_reset else status_kib(pid, "VmRSS")
+    assert statuses == [200] * 6
+    added = (peak - idle_rss) * 1024
+    print(f"\nsix concurrent 50 MiB uploads: idle {idle_rss / 1024:.0f} MiB, added {added / MIB:.0f} MiB")
+    assert added < 150 * MIB
+    blobs = [p for p in (server.data_dir / "blobs").rglob("*") if p.is_file() and ".tmp" not in p.parts]
+    assert sorted(p.stat().st_size for p in blobs if "big-" in str(p)) == [size] * 6
+
+
+def test_uploads_are_kept_only_at_their_signed_length(own_server):
+    server = own_server
+    admin = server.session(server.admin_key)
+    assert admin.put(server.url("/v1/collections/up"), json={"title": "uploads"}).status_code == 201
+    ticket = admin.post(server.url("/v1/collections/up/documents/d/upload"),
+                        json={"filename": "d.txt", "size": 10}).json()
+    # A chunked body has no Content-Length, so it cannot match the signature
+    chunked = requests.put(ticket["url"], data=iter([b"0123456789"]),
+                           headers={"Content-Type": ticket["headers"]["Content-Type"]}, timeout=30)
+    assert chunked.status_code == 403 and chunked.json()["error"] == "forbidden"
+    # Another length than the signed one is refused before the body is read
+    longer = requests.put(ticket["url"], data=b"01234567890", headers={
+        "Content-Type": ticket["headers"]["Content-Type"]}, timeout=30)
+    assert longer.status_code == 403
+    # Nothing was stored; the signed length is
+    assert not [p for p in (server.data_dir / "blobs").rglob("*") if p.is_file() and ".tmp" not in p.parts]
+    exact = requests.put(ticket["url"], data=b"0123456789", headers=ticket["headers"], timeout=30)
+    assert exact.status_code == 200
+    assert [p.stat().st_size for p in (server.data_dir / "blobs").rglob("*")
+            if p.is_file() and ".tmp" not in p.parts] == [10]
