@@ -67,8 +67,10 @@ def test_every_folder_is_0700_and_every_file_0600_after_real_use(tmp_path, permi
         assert admin.put(server.url("/v1/collections/c"), json={"allow_guests": True}).status_code == 201
         assert admin.put(server.url("/v1/collections/c/documents/put"),
                          json={"content": "Tenant text about glaciers."}).status_code == 201
-        ticket = admin.post(server.url("/v1/collections/c/documents/up/upload"), json={"filename": "up.txt"}).json()
-        assert requests.put(ticket["url"], data=b"Uploaded text about moraines.", headers=ticket["headers"]
+        uploaded = b"Uploaded text about moraines."
+        ticket = admin.post(server.url("/v1/collections/c/documents/up/upload"),
+                            json={"filename": "up.txt", "size": len(uploaded)}).json()
+        assert requests.put(ticket["url"], data=uploaded, headers=ticket["headers"]
                             ).status_code == 200
         folder = tmp_path / "folder"
         folder.mkdir()

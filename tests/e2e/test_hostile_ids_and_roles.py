@@ -48,8 +48,8 @@ def test_dot_ids_are_422_naming_the_field_and_store_nothing(server, dots):
         "collection id": [admin.put(server.url(f"/v1/collections/{encoded}"), json={})],
         "document id": [admin.put(server.url(f"/v1/collections/ids/documents/{encoded}"), json={"content": "x"}),
                         admin.post(server.url(f"/v1/collections/ids/documents/{encoded}/upload"),
-                                   json={"filename": "a.txt"})],
-        "filename": [admin.post(url(server, "ids", "documents", "d", "upload"), json={"filename": dots})],
+                                   json={"filename": "a.txt", "size": 1})],
+        "filename": [admin.post(url(server, "ids", "documents", "d", "upload"), json={"filename": dots, "size": 1})],
     }
     for field, responses in encoded_cases.items():
         for response in responses:
@@ -84,8 +84,10 @@ def test_names_like_temp_files_are_indexed_and_deleted_without_leftovers(server,
     if filename is None:
         assert admin.put(doc_url, json={"content": "The glacier report mentions moraines."}).status_code == 201
     else:
-        ticket = admin.post(doc_url + "/upload", json={"filename": filename, "mimetype": "text/plain"}).json()
-        assert requests.put(ticket["url"], data=b"The glacier report mentions moraines.",
+        text = b"The glacier report mentions moraines."
+        ticket = admin.post(doc_url + "/upload", json={"filename": filename, "mimetype": "text/plain",
+                                                       "size": len(text)}).json()
+        assert requests.put(ticket["url"], data=text,
                             headers=ticket["headers"]).status_code == 200
     # When it is indexed / Then it is found by a query
     body, _ = wait_for_status(admin, doc_url)

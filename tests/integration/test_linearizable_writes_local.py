@@ -273,8 +273,8 @@ def test_an_upload_to_a_superseded_ticket_is_not_indexed(services, worker, monke
 
     catalog = services.catalog
     catalog.presigner = LocalUploadSigner(b"k" * 32, "http://localhost")
-    old = catalog.prepare_upload("t", "c", "up", "a.md", None)
-    new = catalog.prepare_upload("t", "c", "up", "b.md", None)
+    old = catalog.prepare_upload("t", "c", "up", "a.md", None, size=30)
+    new = catalog.prepare_upload("t", "c", "up", "b.md", None, size=31)
     assert new.document.version == old.document.version + 1
     # When both uploads happen, the superseded one last
     catalog.blobs.put_blob(new.document.source, b"# New\n\nfrom the current ticket", "text/markdown")

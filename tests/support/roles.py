@@ -34,7 +34,7 @@ REQUESTS = {
     ("PUT", "/v1/collections/{collection}/documents/{document}"): (D + "/new-{role}", {"content": "new text"}),
     ("DELETE", "/v1/collections/{collection}/documents/{document}"): (D + "/gone-{role}", None),
     ("POST", "/v1/collections/{collection}/documents/{document}/upload"): (D + "/up-{role}/upload",
-                                                                          {"filename": "f.txt"}),
+                                                                          {"filename": "f.txt", "size": 5}),
     ("GET", "/v1/collections/{collection}/documents/{document}/chunks"): (D + "/d/chunks", None),
     ("POST", "/v1/collections/{collection}/reindex"): (C + "/reindex", {"clean": False}),
     ("GET", "/v1/jobs/{job}"): ("/v1/jobs/{job}", None),
