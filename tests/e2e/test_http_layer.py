@@ -208,3 +208,16 @@ def test_unknown_route_and_method_are_json(server):
     assert response.status_code == 404 and response.json()["error"] == "not_found"
     response = admin.request("PATCH", server.url("/v1/collections/victim"))
     assert response.status_code in (404, 405) and response.json()["error"]
+
+
+def test_answers_given_before_the_body_is_read_close_the_connection(server):
+    """A 414 or 413 is sent without reading the body, after which the server ends the connection: the answer says
+    so (Connection: close), so a client never sends its next request into a connection that is going away."""
+    admin = server.session(server.admin_key)
+    long_url = admin.put(server.url("/v1/collections/" + "a" * 9000), data=b"{}" * 1000)
+    assert long_url.status_code == 414 and long_url.headers["connection"].lower() == "close"
+    too_big = admin.put(server.url("/v1/collections/big"), data=b" " * (11 << 20))
+    assert too_big.status_code == 413 and too_big.headers["connection"].lower() == "close"
+    # and the session goes on working on a fresh connection
+    for _ in range(3):
+        assert admin.get(server.url("/v1/collections")).status_code == 200

@@ -192,17 +192,19 @@ class AsgiGateway:
         raw_path: bytes = scope.get("raw_path") or scope["path"].encode("utf-8")
         query_bytes: bytes = scope.get("query_string", b"")
         if len(raw_path) + len(query_bytes) > MAX_TARGET_BYTES:
-            await _send(send, error_response(414, "uri_too_long", f"request target exceeds {MAX_TARGET_BYTES} bytes"))
+            await _send(send, error_response(414, "uri_too_long", f"request target exceeds {MAX_TARGET_BYTES} bytes"),
+                        close=True)
             return
         try:
             path, query = raw_path.decode("ascii"), query_bytes.decode("ascii")
         except UnicodeDecodeError:
-            await _send(send, error_response(400, "bad_request", "the request target must be ASCII (percent-encode it)"))
+            await _send(send, error_response(400, "bad_request", "the request target must be ASCII (percent-encode it)"),
+                        close=True)
             return
         if sum(len(name) + len(value) + 4 for name, value in scope.get("headers", [])) > MAX_HEAD_BYTES:
             # The HTTP layer bounds a head it has to wait for; one that arrived whole is bounded here.
             await _send(send, error_response(431, "request_header_fields_too_large",
-                                             f"request head exceeds {MAX_HEAD_BYTES} bytes"))
+                                             f"request head exceeds {MAX_HEAD_BYTES} bytes"), close=True)
             return
         headers = _headers(scope)
         client = (scope.get("client") or ("", 0))[0]
@@ -212,12 +214,13 @@ class AsgiGateway:
         if raw_route is not None:
             refused = await self._run(raw_route.admit, path, flat_query, headers)
             if refused is not None:
-                await _send(send, refused)
+                await _send(send, refused, close=True)
                 return
         declared = headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > limit:
             # Do not read (or buffer) what we are going to refuse anyway; the server closes the connection.
-            await _send(send, error_response(413, "payload_too_large", f"request body exceeds {limit} bytes"))
+            await _send(send, error_response(413, "payload_too_large", f"request body exceeds {limit} bytes"),
+                        close=True)
             return
         if raw_route is not None:
             await self._stream(raw_route, path, flat_query, headers, receive, send, limit)
@@ -225,7 +228,8 @@ class AsgiGateway:
         try:
             body = await _read_body(receive, limit)
         except _BodyTooLarge:
-            await _send(send, error_response(413, "payload_too_large", f"request body exceeds {limit} bytes"))
+            await _send(send, error_response(413, "payload_too_large", f"request body exceeds {limit} bytes"),
+                        close=True)
             return
         if body is None:
             return  # the client went away
@@ -250,7 +254,8 @@ class AsgiGateway:
                 size += len(chunk)
                 if size > limit:
                     await self._run(sink.abort)
-                    await _send(send, error_response(413, "payload_too_large", f"request body exceeds {limit} bytes"))
+                    await _send(send, error_response(413, "payload_too_large", f"request body exceeds {limit} bytes"),
+                                close=True)
                     return
                 if chunk:
                     pending.append(chunk)
@@ -299,7 +304,9 @@ async def _read_body(receive: Callable, limit: int) -> bytes | None:
             return b"".join(chunks)
 
 
-async def _send(send: Callable, response: dict[str, Any], head: bool = False) -> None:
+async def _send(send: Callable, response: dict[str, Any], head: bool = False, close: bool = False) -> None:
+    """Send a proxy response. `close` for an answer given before the request body was read: the server then ends
+    the connection, and the client must know not to reuse it (`Connection: close`)."""
     body = response.get("body") or ""
     payload = base64.b64decode(body) if response.get("isBase64Encoded") else body.encode("utf-8")
     headers: list[tuple[bytes, bytes]] = []
@@ -312,6 +319,8 @@ async def _send(send: Callable, response: dict[str, Any], head: bool = False) ->
         if name.lower() not in seen and name.lower() != "content-length":
             headers.extend((name.lower().encode("latin-1"), str(v).encode("latin-1")) for v in values)
     headers.append((b"content-length", str(len(payload)).encode()))
+    if close:
+        headers.append((b"connection", b"close"))
     await send({"type": "http.response.start", "status": response.get("statusCode", 200), "headers": headers})
     await send({"type": "http.response.body", "body": b"" if head else payload})
 
