@@ -1,5 +1,7 @@
-"""Contract of the `SearchIndex` port, run against the embedded adapter and the OpenSearch adapter (on the
-in-process OpenSearch double, which validates every request against the OpenSearch API spec)."""
+"""Contract of the `SearchIndex` port, run against the embedded adapter and the OpenSearch adapter: on the
+in-process OpenSearch double (faiss mapping; every request validated against the OpenSearch API spec), and on a
+real OpenSearch node with the k-NN plugin (lucene engine) when one is up - `make opensearch` starts one, and
+without it those cases are skipped with the reason (see tests/support/opensearch_node.py)."""
 
 from __future__ import annotations
 
@@ -11,10 +13,11 @@ import numpy as np
 import pytest
 
 from kindex.adapters.search_local import LocalSearchIndex
-from kindex.adapters.search_opensearch import OpenSearchIndex
+from kindex.adapters.search_opensearch import OpenSearchIndex, opensearch_client
 from kindex.domain.errors import InvalidInput
 from kindex.domain.types import IndexRecord, SearchFilters
 from tests.support.opensearch_double import OpenSearchDouble
+from tests.support.opensearch_node import ENGINE as NODE_ENGINE
 
 pytestmark = pytest.mark.contract
 
@@ -23,12 +26,19 @@ OTHER_MODEL = "openai:text-embedding-3-small"
 DIMS = 16
 
 
-@pytest.fixture(params=["local", "opensearch"])
+@pytest.fixture(params=["local", "opensearch-double", "opensearch-node"])
 def index(request, tmp_path) -> Iterator[object]:
     if request.param == "local":
         adapter = LocalSearchIndex(tmp_path / "search")
         yield adapter
         adapter.close()
+        return
+    if request.param == "opensearch-node":
+        node = request.getfixturevalue("opensearch_node")
+        prefix = node.new_prefix()
+        yield OpenSearchIndex(opensearch_client(node.url, sigv4=False), index_prefix=prefix, engine=NODE_ENGINE,
+                              number_of_replicas=0)
+        node.delete_indices(prefix)
         return
     double = OpenSearchDouble()
     yield OpenSearchIndex(double.client(), number_of_replicas=0)
