@@ -4,19 +4,21 @@
     python3 scripts/opensearch.py start | stop | status | install
 
 `start` downloads the artifacts once into `.opensearch/downloads/` (checked against pinned SHA-256 sums),
-assembles a node home once (`.opensearch/opensearch-<version>-knn/`), starts it on 127.0.0.1 and waits until
-the cluster is green or yellow with the k-NN plugin loaded. It is idempotent: a node already running on the
-port is left alone. `stop` stops the node this script started (and only that process). Standard library only,
-so it runs before any virtualenv exists.
+assembles a node home once (`.opensearch/opensearch-<version>-knn/`), starts it on 127.0.0.1 with an empty data
+folder and waits until the cluster is green or yellow with the k-NN plugin and the modules loaded. It is
+idempotent: a node already running on the port is left alone. `stop` stops the node this script started (and
+only that process). The node's output goes to `.opensearch/node-<port>/console.log`, its own logs to
+`.opensearch/node-<port>/logs/`. Standard library only, so it runs before any virtualenv exists.
 
 Why this assembly: no PyPI, npm or Debian package ships a real OpenSearch, and the Maven Central artifacts are
 the only route on the build machines. The integ-test zip is the core server with no module but transport-netty4,
 so three modules of the full distribution (and of every Amazon OpenSearch Service domain) are assembled from their
 Maven jars: `lang-painless`, which the k-NN plugin extends; `reindex`, which serves `_delete_by_query` and
-`_reindex`; and `analysis-common`, whose char filters and token filters the adapter's text analyzer uses. The k-NN zip on Maven carries no
-faiss/nmslib native libraries (opensearch-project/k-NN#2643), so on this node only the `lucene` engine can build
-vector indices; a faiss index is worse than an error there: the missing library is a fatal error that stops
-the node (and its recovery would stop it again, hence `start` always begins with an empty data folder).
+`_reindex`; and `analysis-common`, whose char filters and token filters the adapter's text analyzer uses. The
+k-NN zip on Maven carries no faiss/nmslib native libraries (opensearch-project/k-NN#2643), so on this node only
+the `lucene` engine can build vector indices. A faiss index is worse than an error there: the missing library
+is a fatal error that stops the node at the first refresh (and again at every restart while the index is on
+disk, hence the empty data folder).
 
 Environment:
   OPENSEARCH_PORT        HTTP port on 127.0.0.1 (default 9200); each port has its own data and logs

@@ -19,7 +19,9 @@ from tests.support.opensearch_node import ENGINE, OpenSearchNode
 
 pytestmark = pytest.mark.contract
 
-ROUTINGS = ["acme", "globex", "t1", "t2", "Ünïcode-テナント", "😀", "x" * 40]
+# Routing lists too ("a,b", ","...): a document takes one routing value, a request a comma-separated list.
+ROUTINGS = ["acme", "globex", "t1", "t2", "Ünïcode-テナント", "😀", "x" * 40, " spaced ", "a,b", ",",
+            "acme,,globex", ",acme", "acme,"]
 
 
 @pytest.fixture

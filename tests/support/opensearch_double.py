@@ -18,15 +18,17 @@ with version conflicts), and search with `query`, `size`, `from`, `_source`, `so
 Queries: bool (must/filter/should/must_not), term, terms, ids, match, match_all and a top-level knn with an
 efficient `filter` (applied before the k nearest are chosen; exact scoring with the OpenSearch score formula of
 the mapping's space: l2 1/(1+d^2); faiss innerproduct 1+dot if dot>=0 else 1/(1-dot); cosinesimil (1+cos)/2).
-`match` is BM25 (k1=1.2, b=0.75) over lowercase runs of letters and digits (close to the adapter's `kindex_text`
-analyzer without its diacritic folding; not the standard analyzer, which keeps "budget's" as one token), with corpus
-statistics over the whole index. Filter-only clauses score 0. The double is stricter than OpenSearch where
-that protects us: a bulk write to a missing index fails instead of auto-creating an unmapped index, and a
-`knn_vector` mapping needs `index.knn: true`.
-Routing as OpenSearch does it (checked against a real node): a document lives on the shard that
-murmur3(routing, else _id) selects (with the default `number_of_routing_shards`), `_id` is unique per shard, so
-the same `_id` under two routing values that land on one shard is one document; a request with `routing` searches
-the shards its values select and sees every document there, whatever its routing. Visibility: writes reach search only after a refresh (`refresh=true|wait_for` or _refresh).
+`match` is BM25 (k1=1.2, b=0.75) over lowercase runs of letters and digits (close to the adapter's
+`kindex_text` analyzer without its diacritic folding; not the standard analyzer, which keeps "budget's" as one
+token), with corpus statistics over the whole index. Filter-only clauses score 0. The double is stricter than
+OpenSearch where that protects us: a bulk write to a missing index fails instead of auto-creating an unmapped
+index, and a `knn_vector` mapping needs `index.knn: true`.
+Routing as OpenSearch does it (compared with a real node in tests/contract/test_opensearch_double.py): a
+document lives on the shard that murmur3(routing, else _id) selects (`number_of_routing_shards` and
+`routing_partition_size` included); `_id` is unique per shard, so the same `_id` under two routing values that
+land on one shard is one document; a request's `routing` is a comma-separated list, and the request searches the
+shards its values select and sees every document there, whatever its routing.
+Visibility: writes reach search only after a refresh (`refresh=true|wait_for` or _refresh).
 Every request is recorded in `requests` (method, path, params, parsed body) so tests can assert batching.
 """
 
@@ -799,7 +801,12 @@ class OpenSearchDouble:
     def _visible(self, state: IndexState, params: dict[str, str]) -> list[StoredDoc]:
         docs = list(state.searchable.values())
         if "routing" in params:
-            shards = set().union(*(state.search_shards(value) for value in params["routing"].split(",")))
+            # A comma-separated list split like Java's String.split: trailing empty parts are dropped (so ","
+            # searches no shard at all), inner ones kept (the shard of ""), nothing is trimmed.
+            values = params["routing"].split(",")
+            while values and values[-1] == "":
+                values.pop()
+            shards = set().union(*(state.search_shards(value) for value in values))
             docs = [doc for doc in docs if doc.shard in shards]
         return docs
 

@@ -27,6 +27,7 @@ from kindex.adapters.search_opensearch import (
     index_alias,
     model_slug,
     opensearch_client,
+    routing_key,
 )
 from kindex.domain.errors import DependencyFailed, InvalidInput
 from kindex.domain.types import IndexRecord, SearchFilters
@@ -335,6 +336,27 @@ def test_every_search_and_delete_is_routed_by_tenant(double):
     data_requests = double.requests_to("_search") + double.requests_to("_delete_by_query")
     assert len(data_requests) == 5
     assert all(request.params.get("routing") == "acme" for request in data_requests)
+
+
+def test_a_tenant_id_with_commas_routes_by_its_hash_in_every_request(double):
+    # Given an adapter on a 5-shard index, and a tenant whose id a routing list would split into "a" and "b"
+    index = OpenSearchIndex(double.client(), number_of_shards=5)
+    # When it writes, searches, lists and deletes
+    index.upsert(MODEL, many_records(5, tenant="a,b"))
+    found = index.knn_search(MODEL, "a,b", ["handbook"], [1, 0, 0, 0], 10)
+    listed = index.chunk_ids(MODEL, "a,b", "handbook")
+    index.delete(MODEL, "a,b", "handbook")
+    # Then every request carried one comma-free routing value, so all of them reached the shard holding its chunks
+    key = routing_key("a,b")
+    assert "," not in key and key == routing_key("a,b") != routing_key("a,c")
+    bulk_routings = {line["index"]["routing"] for bulk in double.requests_to("_bulk") for line in bulk.body
+                     if "index" in line}
+    request_routings = {r.params["routing"] for r in double.requests_to("_search") + double.requests_to(
+        "_delete_by_query")}
+    assert bulk_routings == request_routings == {key}
+    assert len(found) == 5 and len(listed) == 5 and index.chunk_ids(MODEL, "a,b", "handbook") == set()
+    # And ids without a comma route as themselves (the routing of existing documents does not change)
+    assert routing_key("acme") == "acme" and routing_key(" spaced ") == " spaced "
 
 
 def test_the_cluster_never_stores_or_returns_chunk_text(double):

@@ -1,8 +1,9 @@
 """OpenSearch adapter of the `SearchIndex` port: one k-NN index per embedding model and dimension, shared by tenants.
 
 Layout: alias `{prefix}-{slug(model)}-{dims}` -> concrete index `<alias>-v1` (the alias lets a later mapping change
-reindex into `-v2` and swap without touching callers). Every write, search and delete is routed by tenant and also
-filtered by a `tenant` term, so a tenant's requests hit one shard and can never see another tenant's chunks.
+reindex into `-v2` and swap without touching callers). Every write, search and delete is routed by tenant
+(`routing_key`) and also filtered by a `tenant` term, so a tenant's requests hit one shard and can never see
+another tenant's chunks.
 Request bodies are built by the pure `build_*` functions below; the class only sends them and turns
 opensearch-py exceptions into `DependencyFailed` in one place (`_translate_errors`).
 
@@ -155,6 +156,19 @@ def document_id(tenant: str, collection: str, chunk_id: str) -> str:
     return "sha256:" + hashlib.sha256(readable.encode("utf-8")).hexdigest()
 
 
+def routing_key(tenant: str) -> str:
+    """The `routing` value of a tenant's documents and requests: the tenant id, unless it holds a comma.
+
+    A request's `routing` is a comma-separated list (empty parts dropped) while a document's is one value, so a
+    tenant "a,b" would be written to the shard of "a,b" but searched and deleted on the shards of "a" and "b"
+    (and "," on none at all): its chunks would be invisible and undeletable. Such ids route by their hash instead.
+    Two tenants sharing a routing value only share a shard; the tenant filter still keeps them apart.
+    """
+    if "," not in tenant:
+        return tenant
+    return "sha256-" + hashlib.sha256(tenant.encode("utf-8")).hexdigest()
+
+
 def normalise(vector: Sequence[float]) -> list[float]:
     """L2-normalise so inner product equals cosine similarity (a zero vector stays zero)."""
     values = [float(x) for x in vector]
@@ -285,7 +299,7 @@ def build_bulk_actions(alias: str, records: Iterable[IndexRecord]) -> list[dict[
             "_op_type": "index",
             "_index": alias,
             "_id": doc_id,
-            "_routing": record.tenant,
+            "_routing": routing_key(record.tenant),
             "_source": {
                 "tenant": record.tenant,
                 "collection": record.collection,
@@ -384,6 +398,11 @@ class OpenSearchIndex:
         self._ready_aliases: set[str] = set()
         self._dims_by_model: dict[str, set[int]] = {}
 
+    @property
+    def engine(self) -> str:
+        """The k-NN engine new indices are created with."""
+        return self._index_settings["engine"]
+
     # -- port -------------------------------------------------------------------------------------------------
 
     def upsert(self, model: str, records: Sequence[IndexRecord]) -> None:
@@ -414,7 +433,7 @@ class OpenSearchIndex:
                 for body in bodies:
                     try:
                         params = {"refresh": "true"} if self._refresh else {}
-                        response = self._client.delete_by_query(index=alias, body=body, routing=tenant,
+                        response = self._client.delete_by_query(index=alias, body=body, routing=routing_key(tenant),
                                                                 conflicts="proceed", **params)
                     except NotFoundError as error:
                         if _error_type(error) != "index_not_found_exception":
@@ -483,7 +502,7 @@ class OpenSearchIndex:
     def _search(self, alias: str, tenant: str, body: dict[str, Any]) -> dict[str, Any]:
         with self._translate_errors("search", alias):
             try:
-                return self._client.search(index=alias, body=body, routing=tenant)
+                return self._client.search(index=alias, body=body, routing=routing_key(tenant))
             except NotFoundError as error:
                 # No index yet for this model and dimension: nothing has been written, so nothing matches.
                 if _error_type(error) == "index_not_found_exception":
