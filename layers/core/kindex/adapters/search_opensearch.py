@@ -159,9 +159,10 @@ def document_id(tenant: str, collection: str, chunk_id: str) -> str:
 def routing_key(tenant: str) -> str:
     """The `routing` value of a tenant's documents and requests: the tenant id, unless it holds a comma.
 
-    A request's `routing` is a comma-separated list (empty parts dropped) while a document's is one value, so a
-    tenant "a,b" would be written to the shard of "a,b" but searched and deleted on the shards of "a" and "b"
-    (and "," on none at all): its chunks would be invisible and undeletable. Such ids route by their hash instead.
+    A request's `routing` is a comma-separated list (split like Java's `String.split`, trailing empty parts
+    dropped) while a document's is one value, so a tenant "a,b" would be written to the shard of "a,b" but
+    searched and deleted on the shards of "a" and "b" (and "," on none at all): its chunks would be invisible and
+    undeletable. Such ids route by their hash instead.
     Two tenants sharing a routing value only share a shard; the tenant filter still keeps them apart.
     """
     if "," not in tenant:
