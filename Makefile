@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 
 BENCH_STAMP := $(VENV)/.bench-installed
 
-.PHONY: install serve test synth bench eval clean
+.PHONY: install serve test synth bench eval clean opensearch opensearch-stop
 
 # What `make serve` needs: kindex and its runtime dependencies, the local model included.
 $(RUNTIME_STAMP): pyproject.toml
@@ -51,3 +51,12 @@ synth: $(STAMP)
 
 clean:
 	rm -rf $(VENV) .kindex .pytest_cache build cdk.out
+
+# A real single-node OpenSearch 2.19.1 with the k-NN plugin on 127.0.0.1:$OPENSEARCH_PORT (default 9200), assembled
+# from Maven Central once into .opensearch/ (scripts/opensearch.py); `make test` runs the real-node tests while it
+# is up. Needs only python3 and Java 17.
+opensearch:
+	$(PYTHON) scripts/opensearch.py start
+
+opensearch-stop:
+	$(PYTHON) scripts/opensearch.py stop

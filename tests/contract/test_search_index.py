@@ -1,5 +1,7 @@
-"""Contract of the `SearchIndex` port, run against the embedded adapter and the OpenSearch adapter (on the
-in-process OpenSearch double, which validates every request against the OpenSearch API spec)."""
+"""Contract of the `SearchIndex` port, run against the embedded adapter and the OpenSearch adapter: on the
+in-process OpenSearch double (faiss mapping; every request validated against the OpenSearch API spec), and on a
+real OpenSearch node with the k-NN plugin (lucene engine) when one is up - `make opensearch` starts one, and
+without it those cases are skipped with the reason (see tests/support/opensearch_node.py)."""
 
 from __future__ import annotations
 
@@ -9,12 +11,16 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+import requests
 
 from kindex.adapters.search_local import LocalSearchIndex
-from kindex.adapters.search_opensearch import OpenSearchIndex
+from kindex.adapters.search_opensearch import OpenSearchIndex, index_alias, opensearch_client
 from kindex.domain.errors import InvalidInput
 from kindex.domain.types import IndexRecord, SearchFilters
+from kindex.wiring import container
+from tests.support.aws import fake_aws_env
 from tests.support.opensearch_double import OpenSearchDouble
+from tests.support.opensearch_node import ENGINE as NODE_ENGINE
 
 pytestmark = pytest.mark.contract
 
@@ -23,12 +29,19 @@ OTHER_MODEL = "openai:text-embedding-3-small"
 DIMS = 16
 
 
-@pytest.fixture(params=["local", "opensearch"])
+@pytest.fixture(params=["local", "opensearch-double", "opensearch-node"])
 def index(request, tmp_path) -> Iterator[object]:
     if request.param == "local":
         adapter = LocalSearchIndex(tmp_path / "search")
         yield adapter
         adapter.close()
+        return
+    if request.param == "opensearch-node":
+        node = request.getfixturevalue("opensearch_node")
+        prefix = node.new_prefix()
+        yield OpenSearchIndex(opensearch_client(node.url, sigv4=False), index_prefix=prefix, engine=NODE_ENGINE,
+                              number_of_replicas=0)
+        node.delete_indices(prefix)
         return
     double = OpenSearchDouble()
     yield OpenSearchIndex(double.client(), number_of_replicas=0)
@@ -165,6 +178,23 @@ def test_tenants_never_see_each_other(index):
     assert index.chunk_ids(MODEL, "globex", "handbook") == {"chunk-0", "chunk-1", "chunk-2"}
     assert index.knn_search(MODEL, "globex", ["handbook"], unit(100).tolist(), 1)[0].score == pytest.approx(1, abs=1e-4)
     assert index.knn_search(MODEL, "nobody", ["handbook"], unit(100).tolist(), 10) == []
+
+
+@pytest.mark.parametrize("tenant", [",", "a,b", "a,", " spaced tenant ", "ünï,cøde"])
+def test_any_valid_tenant_id_finds_and_deletes_its_own_chunks(index, tenant):
+    # Given chunks of a tenant whose id holds commas or spaces (valid ids), beside those of tenant "a"
+    index.upsert(MODEL, corpus(3, tenant=tenant, text="odd tenant words"))
+    index.upsert(MODEL, corpus(2, tenant="a", text="plain tenant words"))
+    # When it searches and lists / Then it finds its own chunks, and only those
+    assert len(index.knn_search(MODEL, tenant, ["handbook"], unit(1).tolist(), 10)) == 3
+    assert ids(index.keyword_search(MODEL, tenant, ["handbook"], "odd", 10)) != []
+    assert len(index.keyword_search(MODEL, tenant, ["handbook"], "tenant", 10)) == 3
+    assert len(index.chunk_ids(MODEL, tenant, "handbook")) == 3
+    # And deleting its collection removes all of them and nothing of "a"
+    index.delete(MODEL, tenant, "handbook")
+    assert index.chunk_ids(MODEL, tenant, "handbook") == set()
+    assert index.knn_search(MODEL, tenant, ["handbook"], unit(1).tolist(), 10) == []
+    assert len(index.chunk_ids(MODEL, "a", "handbook")) == 2
 
 
 def test_search_spans_exactly_the_named_collections(index):
@@ -334,3 +364,58 @@ def test_local_index_persists_across_reopen(tmp_path):
     assert second.knn_search(MODEL, "acme", ["handbook"], unit(3).tolist(), 1)[0].chunk_id == "chunk-03"
     assert ids(second.keyword_search(MODEL, "acme", ["handbook"], "lighthouse", 5)) == ["kw"]
     second.close()
+
+
+def test_on_a_multi_shard_node_index_deletes_leave_nothing_behind(opensearch_node):
+    # Given the adapter on a real node with a 3-shard index, and tenants whose ids would split a routing list
+    client = opensearch_client(opensearch_node.url, sigv4=False)
+    prefix = opensearch_node.new_prefix()
+    index = OpenSearchIndex(client, index_prefix=prefix, engine=NODE_ENGINE, number_of_shards=3,
+                            number_of_replicas=0)
+    tenants = ["acme", "a,b", ",", "globex"]
+    alias = index_alias(prefix, MODEL, DIMS)
+    try:
+        for tenant in tenants:
+            index.upsert(MODEL, corpus(20, tenant=tenant, text="confidential bluebird"))
+        # (and the cluster indexed the text without storing it: a full _source has none)
+        stored = client.search(index=alias, body={"query": {"match": {"text": "bluebird"}}, "_source": True})
+        assert stored["hits"]["total"]["value"] == 80
+        assert all("text" not in hit["_source"] for hit in stored["hits"]["hits"])
+        # When each tenant searches, and then deletes its collection
+        for tenant in tenants:
+            assert len(index.knn_search(MODEL, tenant, ["handbook"], unit(3).tolist(), 50)) == 20, tenant
+            index.delete(MODEL, tenant, "handbook", document_ids=["doc-0"])
+            assert len(index.chunk_ids(MODEL, tenant, "handbook")) == 13, tenant
+            index.delete(MODEL, tenant, "handbook")
+        # Then, asked directly and without routing, the cluster holds none of their chunks
+        client.indices.refresh(index=alias)
+        assert client.count(index=alias)["count"] == 0
+    finally:
+        opensearch_node.delete_indices(prefix)
+
+
+def test_the_engine_setting_reaches_the_node_through_the_aws_wiring(opensearch_node, monkeypatch):
+    # Given the AWS settings naming the node as the search endpoint and the lucene engine, and a model no other run
+    # uses (the wiring's index prefix is the production one)
+    fake_aws_env(monkeypatch)
+    for name, value in {"KINDEX_BACKEND": "aws", "KINDEX_TABLE_NAME": "table", "KINDEX_BUCKET_NAME": "bucket",
+                        "KINDEX_OPENSEARCH_ENDPOINT": opensearch_node.url,
+                        "KINDEX_OPENSEARCH_ENGINE": "lucene"}.items():
+        monkeypatch.setenv(name, value)
+    model = f"hash:{opensearch_node.new_prefix()}"
+    alias = index_alias("kindex", model, DIMS)
+    container.cache_clear()
+    opensearch_client.cache_clear()
+    try:
+        # When the wired search index writes a chunk (SigV4-signed: the node has no security plugin to check it);
+        # checked first, as a faiss index would stop this node (it has no faiss library)
+        assert container().search_index.engine == "lucene"
+        container().search_index.upsert(model, [record("c-1", unit(1))])
+        # Then the node's index maps the vector with the lucene engine, and the chunk is there
+        (index,) = requests.get(f"{opensearch_node.url}/{alias}/_mapping", timeout=10).json().values()
+        assert index["mappings"]["properties"]["vector"]["method"]["engine"] == "lucene"
+        assert container().search_index.chunk_ids(model, "acme", "handbook") == {"c-1"}
+    finally:
+        container.cache_clear()
+        opensearch_client.cache_clear()
+        requests.delete(f"{opensearch_node.url}/{alias}-v1", timeout=30)

@@ -18,12 +18,17 @@ with version conflicts), and search with `query`, `size`, `from`, `_source`, `so
 Queries: bool (must/filter/should/must_not), term, terms, ids, match, match_all and a top-level knn with an
 efficient `filter` (applied before the k nearest are chosen; exact scoring with the OpenSearch score formula of
 the mapping's space: l2 1/(1+d^2); faiss innerproduct 1+dot if dot>=0 else 1/(1-dot); cosinesimil (1+cos)/2).
-`match` is BM25 (k1=1.2, b=0.75) over lowercase `\\w+` tokens (close to the standard analyzer), with corpus
-statistics over the whole index. Filter-only clauses score 0. The double is stricter than OpenSearch where
-that protects us: a bulk write to a missing index fails instead of auto-creating an unmapped index, and a
-`knn_vector` mapping needs `index.knn: true`.
-Routing: documents are stored per (routing, _id); a request with `routing` sees only documents written with
-that routing value. Visibility: writes reach search only after a refresh (`refresh=true|wait_for` or _refresh).
+`match` is BM25 (k1=1.2, b=0.75) over lowercase runs of letters and digits (close to the adapter's
+`kindex_text` analyzer without its diacritic folding; not the standard analyzer, which keeps "budget's" as one
+token), with corpus statistics over the whole index. Filter-only clauses score 0. The double is stricter than
+OpenSearch where that protects us: a bulk write to a missing index fails instead of auto-creating an unmapped
+index, and a `knn_vector` mapping needs `index.knn: true`.
+Routing as OpenSearch does it (compared with a real node in tests/contract/test_opensearch_double.py): a
+document lives on the shard that murmur3(routing, else _id) selects (`number_of_routing_shards` and
+`routing_partition_size` included); `_id` is unique per shard, so the same `_id` under two routing values that
+land on one shard is one document; a request's `routing` is a comma-separated list, and the request searches the
+shards its values select and sees every document there, whatever its routing.
+Visibility: writes reach search only after a refresh (`refresh=true|wait_for` or _refresh).
 Every request is recorded in `requests` (method, path, params, parsed body) so tests can assert batching.
 """
 
@@ -58,7 +63,7 @@ SPEC_ID = "urn:os-spec"
 BM25_K1 = 1.2
 BM25_B = 0.75
 MAX_KNN_K = 10_000
-_TOKEN = re.compile(r"\w+")
+_TOKEN = re.compile(r"[^\W_]+")
 _INVALID_INDEX_CHARS = set('\\/*?"<>| ,#:')
 
 
@@ -181,12 +186,54 @@ def spec_checker() -> SpecChecker:
 # -- storage -----------------------------------------------------------------------------------------------------
 
 
+def murmur3_32(data: bytes, seed: int = 0) -> int:
+    """MurmurHash3 x86 32-bit as a signed int, as Lucene's `StringHelper.murmurhash3_x86_32` computes it."""
+    c1, c2, mask = 0xCC9E2D51, 0x1B873593, 0xFFFFFFFF
+
+    def mix(k: int) -> int:
+        k = (k * c1) & mask
+        k = ((k << 15) | (k >> 17)) & mask
+        return (k * c2) & mask
+
+    h = seed & mask
+    whole = len(data) // 4 * 4
+    for i in range(0, whole, 4):
+        h ^= mix(int.from_bytes(data[i:i + 4], "little"))
+        h = ((h << 13) | (h >> 19)) & mask
+        h = (h * 5 + 0xE6546B64) & mask
+    if len(data) > whole:
+        h ^= mix(int.from_bytes(data[whole:], "little"))
+    h ^= len(data)
+    h ^= h >> 16
+    h = (h * 0x85EBCA6B) & mask
+    h ^= h >> 13
+    h = (h * 0xC2B2AE35) & mask
+    h ^= h >> 16
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def _int32(value: int) -> int:
+    value &= 0xFFFFFFFF
+    return value - (1 << 32) if value & 0x80000000 else value
+
+
+def routing_hash(value: str) -> int:
+    """OpenSearch's `Murmur3HashFunction.hash(String)`: murmur3 over the UTF-16LE code units."""
+    return murmur3_32(value.encode("utf-16-le"))
+
+
+def default_routing_shards(number_of_shards: int) -> int:
+    """The default `index.number_of_routing_shards`: number_of_shards * 2^k up to 1024, at least one split."""
+    return number_of_shards << max(1, 10 - (number_of_shards - 1).bit_length())
+
+
 @dataclass
 class StoredDoc:
     id: str
     routing: str | None
     source: dict[str, Any]
     seq_no: int
+    shard: int = 0
 
 
 @dataclass
@@ -196,8 +243,38 @@ class IndexState:
     properties: dict[str, dict[str, Any]]
     source_excludes: list[str]
     dynamic: str
-    live: dict[tuple[str | None, str], StoredDoc] = field(default_factory=dict)
-    searchable: dict[tuple[str | None, str], StoredDoc] = field(default_factory=dict)
+    routing_required: bool = False
+    # Keyed by (shard, _id): `_id` is unique per shard.
+    live: dict[tuple[int, str], StoredDoc] = field(default_factory=dict)
+    searchable: dict[tuple[int, str], StoredDoc] = field(default_factory=dict)
+
+    @property
+    def number_of_shards(self) -> int:
+        return int(self.settings.get("number_of_shards", 1))
+
+    @property
+    def routing_shards(self) -> int:
+        return int(self.settings.get("number_of_routing_shards", default_routing_shards(self.number_of_shards)))
+
+    @property
+    def partition_size(self) -> int:
+        return int(self.settings.get("routing_partition_size", 1))
+
+    def _scaled(self, hash_value: int) -> int:
+        return (hash_value % self.routing_shards) // (self.routing_shards // self.number_of_shards)
+
+    def shard(self, routing: str | None, doc_id: str) -> int:
+        """OpenSearch's `OperationRouting.generateShardId`: with a routing partition, the _id picks one of the
+        `routing_partition_size` shards next to the routing value's."""
+        if routing is None:
+            return self._scaled(routing_hash(doc_id))
+        offset = routing_hash(doc_id) % self.partition_size if self.partition_size > 1 else 0
+        return self._scaled(_int32(routing_hash(routing) + offset))
+
+    def search_shards(self, routing: str) -> set[int]:
+        """The shards a search with this routing value visits (all of its partition)."""
+        base = routing_hash(routing)
+        return {self._scaled(_int32(base + offset)) for offset in range(self.partition_size)}
 
     def refresh(self) -> None:
         self.searchable = dict(self.live)
@@ -549,7 +626,8 @@ class OpenSearchDouble:
             raise DoubleError(400, "parsing_exception", f"unknown keys {unknown}")
         settings = _flatten_settings(body.get("settings", {}))
         mappings = body.get("mappings", {})
-        unknown = set(mappings) - {"properties", "_source", "dynamic"}
+        self._check_routing_settings(settings, mappings)
+        unknown = set(mappings) - {"properties", "_source", "dynamic", "_routing"}
         if unknown:
             raise DoubleError(400, "mapper_parsing_exception", f"the double does not implement mapping keys {unknown}")
         properties = mappings.get("properties", {})
@@ -562,10 +640,27 @@ class OpenSearchDouble:
                 raise DoubleError(400, "invalid_alias_name_exception", f"alias [{alias}] already exists")
         self.indices[name] = IndexState(name=name, settings=settings, properties=properties,
                                         source_excludes=list(source.get("excludes", [])),
-                                        dynamic=str(mappings.get("dynamic", "true")).lower())
+                                        dynamic=str(mappings.get("dynamic", "true")).lower(),
+                                        routing_required=bool(mappings.get("_routing", {}).get("required")))
         for alias in aliases:
             self.aliases[alias] = name
         return 200, {"acknowledged": True, "shards_acknowledged": True, "index": name}
+
+    @staticmethod
+    def _check_routing_settings(settings: dict[str, Any], mappings: dict[str, Any]) -> None:
+        """The checks OpenSearch makes when an index is created (MetadataCreateIndexService, IndexMetadata)."""
+        shards = int(settings.get("number_of_shards", 1))
+        routing_shards = int(settings.get("number_of_routing_shards", default_routing_shards(shards)))
+        partition = int(settings.get("routing_partition_size", 1))
+        if shards < 1 or routing_shards < shards or routing_shards % shards:
+            raise DoubleError(400, "illegal_argument_exception",
+                              f"the number of source shards [{shards}] must be a factor of [{routing_shards}]")
+        if partition < 1 or (partition != 1 and partition >= shards):
+            raise DoubleError(400, "illegal_argument_exception",
+                              "routing partition size must be 1, or more and less than the number of shards")
+        if partition > 1 and not mappings.get("_routing", {}).get("required"):
+            raise DoubleError(400, "illegal_argument_exception",
+                              "mapping type must have routing required for partitioned index")
 
     @staticmethod
     def _check_property(name: str, spec: dict[str, Any], settings: dict[str, Any]) -> None:
@@ -651,7 +746,9 @@ class OpenSearchDouble:
         routing = meta.get("routing", params.get("routing"))
         if doc_id is None:
             return failure(400, "action_request_validation_exception", "the double needs an explicit _id")
-        key = (routing, str(doc_id))
+        if routing is None and state.routing_required:
+            return failure(400, "routing_missing_exception", f"routing is required for [{state.name}]/[{doc_id}]")
+        key = (state.shard(routing, str(doc_id)), str(doc_id))
         if op == "delete":
             existed = state.live.pop(key, None) is not None
             touched.add(state.name)
@@ -663,7 +760,7 @@ class OpenSearchDouble:
             return failure(409, "version_conflict_engine_exception", "document already exists")
         existed = key in state.live
         state.live[key] = StoredDoc(id=str(doc_id), routing=routing, source=dict(source or {}),
-                                    seq_no=next(self._seq))
+                                    seq_no=next(self._seq), shard=key[0])
         touched.add(state.name)
         return {**result, "result": "updated" if existed else "created", "status": 200 if existed else 201}
 
@@ -704,8 +801,13 @@ class OpenSearchDouble:
     def _visible(self, state: IndexState, params: dict[str, str]) -> list[StoredDoc]:
         docs = list(state.searchable.values())
         if "routing" in params:
-            allowed = set(params["routing"].split(","))
-            docs = [doc for doc in docs if doc.routing in allowed]
+            # A comma-separated list split like Java's String.split: trailing empty parts are dropped (so ","
+            # searches no shard at all), inner ones kept (the shard of ""), nothing is trimmed.
+            values = params["routing"].split(",")
+            while values and values[-1] == "":
+                values.pop()
+            shards = set().union(*(state.search_shards(value) for value in values))
+            docs = [doc for doc in docs if doc.shard in shards]
         return docs
 
     def _matches(self, state: IndexState, query: dict[str, Any] | None, params: dict[str, str]
@@ -835,7 +937,7 @@ class OpenSearchDouble:
             # Like the real API: it deletes what the last refresh made searchable, and a document changed
             # since then is a version conflict.
             for doc, _ in self._matches(state, body["query"], params):
-                key = (doc.routing, doc.id)
+                key = (doc.shard, doc.id)
                 current = state.live.get(key)
                 if current is not None and current.seq_no != doc.seq_no:
                     conflicts += 1

@@ -12,8 +12,10 @@ from opensearchpy.exceptions import OpenSearchException, RequestError
 from opensearchpy.helpers.actions import expand_action
 
 from kindex.adapters.search_opensearch import (
+    TEXT_ANALYZER,
     OpenSearchIndex,
     build_bulk_actions,
+    build_client_options,
     build_chunk_ids_query,
     build_delete_query,
     build_index_body,
@@ -24,9 +26,12 @@ from kindex.adapters.search_opensearch import (
     document_id,
     index_alias,
     model_slug,
+    opensearch_client,
+    routing_key,
 )
 from kindex.domain.errors import DependencyFailed, InvalidInput
 from kindex.domain.types import IndexRecord, SearchFilters
+from kindex.settings import SettingsError, load_settings
 from tests.support.opensearch_double import OpenSearchDouble, spec_checker
 
 pytestmark = pytest.mark.unit
@@ -94,13 +99,83 @@ def test_index_body_maps_a_faiss_hnsw_innerproduct_vector_and_hides_text():
     assert vector == {"type": "knn_vector", "dimension": 384,
                       "method": {"name": "hnsw", "engine": "faiss", "space_type": "innerproduct",
                                  "parameters": {"ef_construction": 256, "m": 24}}}
-    # And text is an indexed text field excluded from _source, the ids and filters are keywords
-    assert body["mappings"]["properties"]["text"] == {"type": "text"}
+    # And text is an indexed text field (split into words like the embedded index does) excluded from _source,
+    # the ids and filters are keywords
+    assert body["mappings"]["properties"]["text"] == {"type": "text", "analyzer": TEXT_ANALYZER}
+    analyzer = body["settings"]["index"]["analysis"]["analyzer"][TEXT_ANALYZER]
+    assert analyzer["tokenizer"] == "standard" and analyzer["filter"] == ["lowercase", "asciifolding"]
     assert body["mappings"]["_source"] == {"excludes": ["text"]}
     for name in ("tenant", "collection", "document_id", "chunk_id", "language", "mimetype"):
         assert body["mappings"]["properties"][name] == {"type": "keyword"}
     assert body["mappings"]["dynamic"] == "strict"
     assert body["aliases"] == {ALIAS: {}}
+
+
+def test_the_engine_is_the_only_difference_between_a_faiss_and_a_lucene_index():
+    # When building the same index for both engines
+    faiss = build_index_body(384, alias=ALIAS, engine="faiss")
+    lucene = build_index_body(384, alias=ALIAS, engine="lucene")
+    # Then only the vector method's engine differs (faiss is the default: Amazon OpenSearch Service's)
+    assert faiss == build_index_body(384, alias=ALIAS)
+    assert lucene["mappings"]["properties"]["vector"]["method"]["engine"] == "lucene"
+    lucene["mappings"]["properties"]["vector"]["method"]["engine"] = "faiss"
+    assert lucene == faiss
+
+
+@pytest.mark.parametrize("engine", ["nmslib", "FAISS", "", "lucene "])
+def test_an_unknown_engine_is_refused_before_anything_is_sent(engine, double):
+    # When asking for an engine other than faiss or lucene / Then it fails at once, naming the engine
+    with pytest.raises(ValueError, match="k-NN engine"):
+        build_index_body(4, engine=engine)
+    with pytest.raises(ValueError, match="k-NN engine"):
+        OpenSearchIndex(double.client(), engine=engine)
+    assert double.requests == []
+
+
+@pytest.mark.parametrize("value, engine", [(None, "faiss"), ("faiss", "faiss"), ("lucene", "lucene")])
+def test_the_engine_setting_defaults_to_faiss(value, engine):
+    # Given the environment with or without KINDEX_OPENSEARCH_ENGINE
+    environ = {} if value is None else {"KINDEX_OPENSEARCH_ENGINE": value}
+    # When loading the settings / Then the engine is the one named, faiss by default
+    assert load_settings(environ).opensearch_engine == engine
+
+
+def test_an_unknown_engine_setting_stops_the_cold_start():
+    # Given a typo in KINDEX_OPENSEARCH_ENGINE / When loading the settings / Then it is a settings error
+    with pytest.raises(SettingsError, match="opensearch_engine"):
+        load_settings({"KINDEX_OPENSEARCH_ENGINE": "nmslib"})
+
+
+def test_a_user_in_the_endpoint_url_means_basic_auth_and_never_sigv4(monkeypatch):
+    # Given an endpoint with a percent-encoded user and password, and no AWS credentials at all
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_PROFILE", "AWS_DEFAULT_REGION", "AWS_REGION"):
+        monkeypatch.delenv(name, raising=False)
+    endpoint = "https://kindex%40ops:p%3Ass@search.example.org:9243"
+    # When building the client options and the client
+    options = build_client_options(endpoint)
+    client = opensearch_client(endpoint)
+    # Then the host has no credentials in it, and every request carries basic auth, not a signature
+    assert options["hosts"] == [{"host": "search.example.org", "port": 9243}] and options["use_ssl"]
+    assert options["http_auth"] == ("kindex@ops", "p:ss")
+    (connection,) = client.transport.connection_pool.connections
+    assert connection.headers["authorization"] == "Basic a2luZGV4QG9wczpwOnNz"  # base64("kindex@ops:p:ss")
+    opensearch_client.cache_clear()
+
+
+def test_a_local_cluster_without_sigv4_gets_no_authentication():
+    # Given the test node's plain HTTP URL
+    client = opensearch_client("http://127.0.0.1:9200", sigv4=False)
+    # Then requests go over HTTP to that port, unauthenticated
+    (connection,) = client.transport.connection_pool.connections
+    assert connection.host == "http://127.0.0.1:9200" and "authorization" not in connection.headers
+    assert "http_auth" not in build_client_options("http://127.0.0.1:9200")
+    opensearch_client.cache_clear()
+
+
+@pytest.mark.parametrize("endpoint", ["", "ftp://host", "http://", "https://host:99999", "http://host:port"])
+def test_unusable_endpoints_are_refused(endpoint):
+    with pytest.raises(ValueError):
+        build_client_options(endpoint)
 
 
 def test_knn_query_uses_an_efficient_filter_on_tenant_collections_and_filters():
@@ -172,6 +247,7 @@ def test_chunk_ids_query_pages_with_search_after_on_the_chunk_id():
 
 @pytest.mark.parametrize("method, template, body", [
     ("PUT", "/{index}", build_index_body(384, alias=ALIAS)),
+    ("PUT", "/{index}", build_index_body(384, alias=ALIAS, engine="lucene")),
     ("POST", "/{index}/_search", build_knn_query("acme", ["handbook"], [0.1] * 4, 3, FILTERS)),
     ("POST", "/{index}/_search", build_keyword_query("acme", ["handbook"], "q", 3, FILTERS)),
     ("POST", "/{index}/_search", build_chunk_ids_query("acme", "handbook", search_after=["x"])),
@@ -260,6 +336,27 @@ def test_every_search_and_delete_is_routed_by_tenant(double):
     data_requests = double.requests_to("_search") + double.requests_to("_delete_by_query")
     assert len(data_requests) == 5
     assert all(request.params.get("routing") == "acme" for request in data_requests)
+
+
+def test_a_tenant_id_with_commas_routes_by_its_hash_in_every_request(double):
+    # Given an adapter on a 5-shard index, and a tenant whose id a routing list would split into "a" and "b"
+    index = OpenSearchIndex(double.client(), number_of_shards=5)
+    # When it writes, searches, lists and deletes
+    index.upsert(MODEL, many_records(5, tenant="a,b"))
+    found = index.knn_search(MODEL, "a,b", ["handbook"], [1, 0, 0, 0], 10)
+    listed = index.chunk_ids(MODEL, "a,b", "handbook")
+    index.delete(MODEL, "a,b", "handbook")
+    # Then every request carried one comma-free routing value, so all of them reached the shard holding its chunks
+    key = routing_key("a,b")
+    assert "," not in key and key == routing_key("a,b") != routing_key("a,c")
+    bulk_routings = {line["index"]["routing"] for bulk in double.requests_to("_bulk") for line in bulk.body
+                     if "index" in line}
+    request_routings = {r.params["routing"] for r in double.requests_to("_search") + double.requests_to(
+        "_delete_by_query")}
+    assert bulk_routings == request_routings == {key}
+    assert len(found) == 5 and len(listed) == 5 and index.chunk_ids(MODEL, "a,b", "handbook") == set()
+    # And ids without a comma route as themselves (the routing of existing documents does not change)
+    assert routing_key("acme") == "acme" and routing_key(" spaced ") == " spaced "
 
 
 def test_the_cluster_never_stores_or_returns_chunk_text(double):
@@ -363,15 +460,46 @@ def test_the_double_filters_before_choosing_the_k_nearest(double):
     assert hit["_score"] == pytest.approx(1 + math.cos(0.9))
 
 
-def test_the_double_shows_writes_only_after_a_refresh_and_only_to_their_routing(double):
-    # Given documents written without refresh under two routing values
+def test_the_double_shows_writes_only_after_a_refresh_and_routes_like_opensearch(double):
+    # Given, on a one-shard index, the same _id written under two routing values and another _id, without refresh
     client = double.client()
     client.indices.create(index="probe", body=build_index_body(2))
     client.index(index="probe", id="a", routing="t1", body={"tenant": "t1", "vector": [1.0, 0.0]})
-    client.index(index="probe", id="a", routing="t2", body={"tenant": "t2", "vector": [0.0, 1.0]})
+    second = client.index(index="probe", id="a", routing="t2", body={"tenant": "t2", "vector": [0.0, 1.0]})
+    client.index(index="probe", id="b", routing="t1", body={"tenant": "t1", "vector": [1.0, 0.0]})
     # Then nothing is searchable until a refresh
     assert client.search(index="probe", body={"query": {"match_all": {}}})["hits"]["hits"] == []
     client.indices.refresh(index="probe")
-    # And a routed search sees only that routing's document
+    # And, as on a real node, _id is unique per shard (the second "a" replaced the first), and a routed search
+    # sees every document of the shard its routing selects, whatever their routing (tenants need a filter)
+    assert second["result"] == "updated"
     hits = client.search(index="probe", body={"query": {"match_all": {}}}, routing="t2")["hits"]["hits"]
-    assert [(h["_id"], h["_routing"]) for h in hits] == [("a", "t2")]
+    assert sorted((h["_id"], h["_routing"]) for h in hits) == [("a", "t2"), ("b", "t1")]
+
+
+@pytest.mark.parametrize("routing, shards", [
+    ("acme", [1, 0, 7]), ("globex", [0, 4, 7]), ("t1", [2, 1, 4]), ("t2", [2, 3, 5]),
+    ("Ünïcode-テナント", [1, 3, 3]), ("😀", [0, 2, 4]),
+])
+def test_the_double_puts_a_routing_value_on_the_shard_opensearch_does(double, routing, shards):
+    # Given indices of 3, 5 and 8 shards (the expected shards are what OpenSearch 2.19.1's _search_shards said)
+    client = double.client()
+    for count in (3, 5, 8):
+        client.indices.create(index=f"probe-{count}", body={"settings": {"number_of_shards": count}})
+    # When a document is written with that routing value / Then it lands on the same shard as on a real node
+    for count, expected in zip((3, 5, 8), shards):
+        client.index(index=f"probe-{count}", id="x", routing=routing, body={"n": 1})
+        (doc,) = double.indices[f"probe-{count}"].live.values()
+        assert doc.shard == expected
+
+
+def test_the_double_refuses_a_routing_partition_opensearch_would_refuse(double):
+    # Given a partitioned index without required routing, and one with a partition as large as the index
+    client = double.client()
+    bodies = [{"settings": {"number_of_shards": 4, "routing_partition_size": 2}},
+              {"settings": {"number_of_shards": 2, "routing_partition_size": 2},
+               "mappings": {"_routing": {"required": True}}}]
+    # When creating them / Then both fail like OpenSearch
+    for number, body in enumerate(bodies):
+        with pytest.raises(RequestError):
+            client.indices.create(index=f"probe-{number}", body=body)

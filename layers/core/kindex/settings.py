@@ -32,6 +32,8 @@ class Settings(BaseModel):
     openai_base_url: str | None = None
     openai_secret_name: str | None = None
     opensearch_endpoint: str | None = None
+    # faiss: Amazon OpenSearch Service's default; lucene: no native library (the Maven-assembled test node).
+    opensearch_engine: Literal["faiss", "lucene"] = "faiss"
     public_url: str | None = None
     secrets_prefix: str = "kindex"
     ingest_queue_url: str | None = None
@@ -82,6 +84,7 @@ ENV_NAMES = {
     "openai_base_url": "OPENAI_BASE_URL",
     "openai_secret_name": "KINDEX_OPENAI_SECRET_NAME",
     "opensearch_endpoint": "KINDEX_OPENSEARCH_ENDPOINT",
+    "opensearch_engine": "KINDEX_OPENSEARCH_ENGINE",
     "public_url": "KINDEX_PUBLIC_URL",
     "secrets_prefix": "KINDEX_SECRETS_PREFIX",
     "ingest_queue_url": "KINDEX_INGEST_QUEUE_URL",

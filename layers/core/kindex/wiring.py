@@ -94,7 +94,7 @@ class Container:
             return LocalSearchIndex(self.settings.data_dir / "index")
         from kindex.adapters.search_opensearch import OpenSearchIndex
 
-        return OpenSearchIndex(endpoint=self.settings.opensearch_endpoint)
+        return OpenSearchIndex(endpoint=self.settings.opensearch_endpoint, engine=self.settings.opensearch_engine)
 
     def embedder(self, model: str) -> Embedder:
         from kindex.embedding.registry import create_embedder

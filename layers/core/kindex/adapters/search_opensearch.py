@@ -1,10 +1,16 @@
 """OpenSearch adapter of the `SearchIndex` port: one k-NN index per embedding model and dimension, shared by tenants.
 
 Layout: alias `{prefix}-{slug(model)}-{dims}` -> concrete index `<alias>-v1` (the alias lets a later mapping change
-reindex into `-v2` and swap without touching callers). Every write, search and delete is routed by tenant and also
-filtered by a `tenant` term, so a tenant's requests hit one shard and can never see another tenant's chunks.
+reindex into `-v2` and swap without touching callers). Every write, search and delete is routed by tenant
+(`routing_key`) and also filtered by a `tenant` term, so a tenant's requests hit one shard and can never see
+another tenant's chunks.
 Request bodies are built by the pure `build_*` functions below; the class only sends them and turns
 opensearch-py exceptions into `DependencyFailed` in one place (`_translate_errors`).
+
+The vector engine is configuration (`faiss`, the default on Amazon OpenSearch Service, or `lucene`): both build
+HNSW graphs in the `innerproduct` space, support efficient filtering and report the same score for a dot
+product, so everything but the mapping's `engine` is shared. `lucene` needs no native library, which is why the
+test node (assembled from Maven Central, where the k-NN plugin ships without its faiss/nmslib libraries) uses it.
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import lru_cache
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from opensearchpy import OpenSearch, helpers
 from opensearchpy.exceptions import NotFoundError, OpenSearchException, RequestError, TransportError
@@ -35,28 +41,49 @@ HIT_SOURCE_FIELDS = ["chunk_id", "document_id", "collection"]
 KEYWORD_FIELDS = ("tenant", "collection", "document_id", "chunk_id", "language", "mimetype")
 # OpenSearch rejects _id values longer than 512 bytes.
 MAX_DOC_ID_BYTES = 512
+TEXT_ANALYZER = "kindex_text"
+# Words as the embedded index's FTS5 `unicode61 remove_diacritics 2` tokenizer sees them: every character that is
+# not a letter, digit or combining mark separates words, case and diacritics are folded. The standard analyzer
+# alone keeps "budget's" and "text:budget" as single tokens, so a query for them would not find "budget".
+# (pattern_replace and asciifolding come from the analysis-common module, present on every managed domain.)
+TEXT_ANALYSIS: dict[str, Any] = {
+    "char_filter": {"kindex_word_breaks": {"type": "pattern_replace", "pattern": r"[^\p{L}\p{N}\p{M}]+",
+                                           "replacement": " "}},
+    "analyzer": {TEXT_ANALYZER: {"type": "custom", "char_filter": ["kindex_word_breaks"], "tokenizer": "standard",
+                                 "filter": ["lowercase", "asciifolding"]}},
+}
 # A terms query may hold at most `index.max_terms_count` (65,536) values; stay well below per delete request.
 DELETE_IDS_PER_REQUEST = 1000
 CHUNK_IDS_PAGE_SIZE = 1000
 # Amazon OpenSearch Service domains sign with this service name (OpenSearch Serverless would be "aoss").
 SIGNING_SERVICE = "es"
+# k-NN engines the mapping may name; faiss is Amazon OpenSearch Service's default (and needs the plugin's native
+# library), lucene is pure Java.
+ENGINES = ("faiss", "lucene")
+DEFAULT_ENGINE = "faiss"
 _DOMAIN_REGION = re.compile(r"\.([a-z]{2}(?:-[a-z]+)+-\d)\.es\.amazonaws\.com$")
 
 
 def build_client_options(endpoint: str) -> dict[str, Any]:
-    """opensearch-py client options for a domain endpoint (`https://host[:port]`, or a bare host meaning HTTPS).
+    """opensearch-py client options for an endpoint (`https://host[:port]`, or a bare host meaning HTTPS).
 
-    Plain `http://` is honoured only when written out (a local cluster or a test server). The transport retries
-    timeouts and 502/503/504 (a managed domain's blue/green changes) at once; throttling is left to the caller.
+    Plain `http://` is honoured only when written out (a local cluster or a test server). A user and password in
+    the URL (`https://user:secret@host`, percent-encoded) become HTTP basic auth (`http_auth`). The transport
+    retries timeouts and 502/503/504 (a managed domain's blue/green changes) at once; throttling is left to the
+    caller.
     """
     if not endpoint:
         raise ValueError("no OpenSearch endpoint is configured")
     parts = urlsplit(endpoint if "://" in endpoint else f"https://{endpoint}")
+    try:
+        port = parts.port
+    except ValueError as error:
+        raise ValueError("the OpenSearch endpoint has an invalid port") from error
     if parts.scheme not in ("https", "http") or not parts.hostname:
         raise ValueError("the OpenSearch endpoint must be an http(s) URL or a host name")
     secure = parts.scheme == "https"
-    return {
-        "hosts": [{"host": parts.hostname, "port": parts.port or (443 if secure else 80)}],
+    options: dict[str, Any] = {
+        "hosts": [{"host": parts.hostname, "port": port or (443 if secure else 80)}],
         "use_ssl": secure,
         "verify_certs": secure,
         "timeout": 30,
@@ -64,6 +91,9 @@ def build_client_options(endpoint: str) -> dict[str, Any]:
         "retry_on_timeout": True,
         "http_compress": True,
     }
+    if parts.username is not None:
+        options["http_auth"] = (unquote(parts.username), unquote(parts.password or ""))
+    return options
 
 
 def region_of_domain(host: str) -> str | None:
@@ -73,14 +103,19 @@ def region_of_domain(host: str) -> str | None:
 
 
 @lru_cache(maxsize=4)
-def opensearch_client(endpoint: str) -> OpenSearch:
-    """A client for an Amazon OpenSearch Service domain, every request SigV4-signed with the process's AWS
-    credentials (refreshed as they rotate: the signer freezes them per request). boto3 is imported here to keep
-    cold starts short; the region is the process's, else the one in the endpoint's host name."""
+def opensearch_client(endpoint: str, *, sigv4: bool = True) -> OpenSearch:
+    """A client for `endpoint`: basic auth when the URL carries a user; otherwise, with `sigv4` (an Amazon
+    OpenSearch Service domain), every request is SigV4-signed with the process's AWS credentials (refreshed as
+    they rotate: the signer freezes them per request; boto3 is imported only then, to keep cold starts short; the
+    region is the process's, else the one in the endpoint's host name); without it, no authentication (a local
+    cluster such as the test node)."""
+    options = build_client_options(endpoint)
+    if "http_auth" in options or not sigv4:
+        return OpenSearch(**options)
+
     import boto3
     from opensearchpy import Urllib3AWSV4SignerAuth, Urllib3HttpConnection
 
-    options = build_client_options(endpoint)
     session = boto3.Session()
     credentials = session.get_credentials()
     region = session.region_name or region_of_domain(options["hosts"][0]["host"])
@@ -121,6 +156,20 @@ def document_id(tenant: str, collection: str, chunk_id: str) -> str:
     return "sha256:" + hashlib.sha256(readable.encode("utf-8")).hexdigest()
 
 
+def routing_key(tenant: str) -> str:
+    """The `routing` value of a tenant's documents and requests: the tenant id, unless it holds a comma.
+
+    A request's `routing` is a comma-separated list (split like Java's `String.split`, trailing empty parts
+    dropped) while a document's is one value, so a tenant "a,b" would be written to the shard of "a,b" but
+    searched and deleted on the shards of "a" and "b" (and "," on none at all): its chunks would be invisible and
+    undeletable. Such ids route by their hash instead.
+    Two tenants sharing a routing value only share a shard; the tenant filter still keeps them apart.
+    """
+    if "," not in tenant:
+        return tenant
+    return "sha256-" + hashlib.sha256(tenant.encode("utf-8")).hexdigest()
+
+
 def normalise(vector: Sequence[float]) -> list[float]:
     """L2-normalise so inner product equals cosine similarity (a zero vector stays zero)."""
     values = [float(x) for x in vector]
@@ -131,19 +180,28 @@ def normalise(vector: Sequence[float]) -> list[float]:
 
 
 def cosine_from_score(score: float) -> float:
-    """Invert the Faiss `innerproduct` score (1 + dot if dot >= 0, else 1 / (1 - dot)) back to the dot product,
-    which is the cosine similarity of normalised vectors, so both adapters report the same scale."""
+    """Invert the `innerproduct` score (1 + dot if dot >= 0, else 1 / (1 - dot); the same for faiss and lucene)
+    back to the dot product, which is the cosine similarity of normalised vectors, so both adapters report the
+    same scale."""
     return score - 1.0 if score >= 1.0 else 1.0 - 1.0 / score
 
 
-def build_index_body(dims: int, *, alias: str | None = None, number_of_shards: int = 1, number_of_replicas: int = 1,
-                     ef_construction: int = 128, m: int = 16, ef_search: int = 100) -> dict[str, Any]:
+def check_engine(engine: str) -> str:
+    if engine not in ENGINES:
+        raise ValueError(f"unknown k-NN engine {engine!r}; use one of {', '.join(ENGINES)}")
+    return engine
+
+
+def build_index_body(dims: int, *, alias: str | None = None, engine: str = DEFAULT_ENGINE, number_of_shards: int = 1,
+                     number_of_replicas: int = 1, ef_construction: int = 128, m: int = 16, ef_search: int = 100
+                     ) -> dict[str, Any]:
     """Settings and mappings of one model's index.
 
     Space `innerproduct`: every stored and query vector is L2-normalised, so inner product ranks exactly like
     cosine; the OpenSearch docs recommend it over `cosinesimil` for normalised vectors with Faiss (which
-    only supports cosinesimil from 2.19 on, and then normalises internally anyway). `text` is indexed for
-    BM25 but excluded from `_source`, so the cluster never stores or returns chunk text.
+    only supports cosinesimil from 2.19 on, and then normalises internally anyway), and Lucene scores it the
+    same way. `engine` is the only part that differs between engines. `text` is indexed for BM25 (with
+    `TEXT_ANALYZER`) but excluded from `_source`, so the cluster never stores or returns chunk text.
     """
     body: dict[str, Any] = {
         "settings": {
@@ -152,6 +210,7 @@ def build_index_body(dims: int, *, alias: str | None = None, number_of_shards: i
                 "knn.algo_param.ef_search": ef_search,
                 "number_of_shards": number_of_shards,
                 "number_of_replicas": number_of_replicas,
+                "analysis": TEXT_ANALYSIS,
             }
         },
         "mappings": {
@@ -160,13 +219,13 @@ def build_index_body(dims: int, *, alias: str | None = None, number_of_shards: i
             "_source": {"excludes": [TEXT_FIELD]},
             "properties": {
                 **{name: {"type": "keyword"} for name in KEYWORD_FIELDS},
-                TEXT_FIELD: {"type": "text"},
+                TEXT_FIELD: {"type": "text", "analyzer": TEXT_ANALYZER},
                 VECTOR_FIELD: {
                     "type": "knn_vector",
                     "dimension": int(dims),
                     "method": {
                         "name": "hnsw",
-                        "engine": "faiss",
+                        "engine": check_engine(engine),
                         "space_type": "innerproduct",
                         "parameters": {"ef_construction": ef_construction, "m": m},
                     },
@@ -241,7 +300,7 @@ def build_bulk_actions(alias: str, records: Iterable[IndexRecord]) -> list[dict[
             "_op_type": "index",
             "_index": alias,
             "_id": doc_id,
-            "_routing": record.tenant,
+            "_routing": routing_key(record.tenant),
             "_source": {
                 "tenant": record.tenant,
                 "collection": record.collection,
@@ -311,31 +370,39 @@ def _hits(response: dict[str, Any], *, knn: bool) -> list[SearchHit]:
 
 
 class OpenSearchIndex:
-    """`SearchIndex` on an OpenSearch cluster with the k-NN plugin (Faiss HNSW, innerproduct on normalised vectors).
+    """`SearchIndex` on an OpenSearch cluster with the k-NN plugin (HNSW, innerproduct on normalised vectors, with
+    the `engine` given: faiss or lucene).
 
-    `client` is a configured `opensearchpy.OpenSearch`; without one, `opensearch_client(endpoint)` builds the
-    SigV4-signed client for the domain `endpoint` on first use.
+    `client` is a configured `opensearchpy.OpenSearch`; without one, `opensearch_client(endpoint, sigv4=sigv4)`
+    builds the client for `endpoint` on first use (SigV4-signed for an AWS domain).
     With `refresh=True` writes are searchable when the call returns (bulk `refresh=wait_for`, delete_by_query
     `refresh=true`); turn it off for bulk loads that refresh once at the end.
     """
 
-    def __init__(self, client: OpenSearch | None = None, *, endpoint: str | None = None, index_prefix: str = "kindex",
-                 number_of_shards: int = 1, number_of_replicas: int = 1, ef_construction: int = 128, m: int = 16,
-                 ef_search: int = 100, bulk_chunk_size: int = 500, bulk_max_bytes: int = 10 * 1024 * 1024,
-                 refresh: bool = True):
+    def __init__(self, client: OpenSearch | None = None, *, endpoint: str | None = None, sigv4: bool = True,
+                 index_prefix: str = "kindex", engine: str = DEFAULT_ENGINE, number_of_shards: int = 1,
+                 number_of_replicas: int = 1, ef_construction: int = 128, m: int = 16, ef_search: int = 100,
+                 bulk_chunk_size: int = 500, bulk_max_bytes: int = 10 * 1024 * 1024, refresh: bool = True):
         if client is None and not endpoint:
             raise ValueError("OpenSearchIndex needs a client or an endpoint")
         self._given_client = client
         self._endpoint = endpoint
+        self._sigv4 = sigv4
         self._prefix = index_prefix
-        self._index_settings = {"number_of_shards": number_of_shards, "number_of_replicas": number_of_replicas,
-                                "ef_construction": ef_construction, "m": m, "ef_search": ef_search}
+        self._index_settings = {"engine": check_engine(engine), "number_of_shards": number_of_shards,
+                                "number_of_replicas": number_of_replicas, "ef_construction": ef_construction,
+                                "m": m, "ef_search": ef_search}
         self._bulk_chunk_size = bulk_chunk_size
         self._bulk_max_bytes = bulk_max_bytes
         self._refresh = refresh
         self._lock = threading.Lock()
         self._ready_aliases: set[str] = set()
         self._dims_by_model: dict[str, set[int]] = {}
+
+    @property
+    def engine(self) -> str:
+        """The k-NN engine new indices are created with."""
+        return self._index_settings["engine"]
 
     # -- port -------------------------------------------------------------------------------------------------
 
@@ -367,7 +434,7 @@ class OpenSearchIndex:
                 for body in bodies:
                     try:
                         params = {"refresh": "true"} if self._refresh else {}
-                        response = self._client.delete_by_query(index=alias, body=body, routing=tenant,
+                        response = self._client.delete_by_query(index=alias, body=body, routing=routing_key(tenant),
                                                                 conflicts="proceed", **params)
                     except NotFoundError as error:
                         if _error_type(error) != "index_not_found_exception":
@@ -417,7 +484,7 @@ class OpenSearchIndex:
     @property
     def _client(self) -> OpenSearch:
         if self._given_client is None:
-            self._given_client = opensearch_client(self._endpoint)
+            self._given_client = opensearch_client(self._endpoint, sigv4=self._sigv4)
         return self._given_client
 
     @contextmanager
@@ -436,7 +503,7 @@ class OpenSearchIndex:
     def _search(self, alias: str, tenant: str, body: dict[str, Any]) -> dict[str, Any]:
         with self._translate_errors("search", alias):
             try:
-                return self._client.search(index=alias, body=body, routing=tenant)
+                return self._client.search(index=alias, body=body, routing=routing_key(tenant))
             except NotFoundError as error:
                 # No index yet for this model and dimension: nothing has been written, so nothing matches.
                 if _error_type(error) == "index_not_found_exception":
