@@ -23,7 +23,7 @@ def _candidates():
     from langchain_text_splitters import RecursiveCharacterTextSplitter
     from semantic_text_splitter import TextSplitter
 
-    from kindex.ingest.chunking import TOKEN_ENCODING, chunk_text
+    from kindex.text.chunking import TOKEN_ENCODING, chunk_text
 
     return {
         "maxChars": {

@@ -276,7 +276,7 @@ def local_deployment(data_dir: Path, model: str, extra_env: dict[str, str] | Non
 
     Entry points (the ingest function, the worker) read the process-wide container, so the environment is
     set the way `kindex serve` sets it, and restored afterwards."""
-    from kindex.wiring import container
+    from kindex.compose import container
 
     env = {"KINDEX_BACKEND": "local", "KINDEX_DATA_DIR": str(data_dir), "KINDEX_DEFAULT_EMBEDDING_MODEL": model,
            **(extra_env or {})}
@@ -288,7 +288,7 @@ def local_deployment(data_dir: Path, model: str, extra_env: dict[str, str] | Non
     try:
         yield services
     finally:
-        if "search_index" in services.__dict__:
+        if "search_index" in services.adapters.__dict__:
             services.search_index.close()
         container.cache_clear()
         for name, value in saved.items():
@@ -300,6 +300,6 @@ def local_deployment(data_dir: Path, model: str, extra_env: dict[str, str] | Non
 
 def drain_worker(timeout: float = 3600.0) -> None:
     """Run the local ingest worker (the ingest function behind the durable queue) until the queue is empty."""
-    from kindex.local.app import build_worker
+    from kindex_local.app import build_worker
 
     build_worker().drain(timeout=timeout)

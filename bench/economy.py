@@ -26,7 +26,7 @@ CHUNK_CHARS = 1000
 
 
 def _tokens(texts: list[str]) -> int:
-    from kindex.embedding.openai_embedder import _encoding
+    from kindex.adapters.embedders.openai import _encoding
 
     return sum(len(tokens) for tokens in _encoding().encode_ordinary_batch(texts))
 
@@ -57,7 +57,7 @@ def run() -> list[Figure]:
     from tests.support.openai_stub import OpenAIStub
 
     from kindex.domain.models import CollectionInput
-    from kindex.ingest.chunking import chunk_text
+    from kindex.text.chunking import chunk_text
 
     corpus = SyntheticCorpus(seed=21)
     documents: dict[str, str] = {}

@@ -31,7 +31,7 @@ def _documents(count: int, chars: int) -> list[tuple[str, str]]:
 
 def _one_repeat(model: str, documents: list[tuple[str, str]], root: Path) -> dict:
     from kindex.domain.models import CollectionInput, DocumentInput
-    from kindex.ingest.chunking import chunk_text
+    from kindex.text.chunking import chunk_text
 
     texts = [c.text for _, content in documents
              for c in chunk_text(content, method="maxChars", max_size=CHUNK_CHARS, overlap=0)]

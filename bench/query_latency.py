@@ -72,8 +72,8 @@ def write_directly(data_dir: Path, documents: int, model: str = MODEL, sentence_
     from bench.common import local_deployment
     from kindex.domain.models import CollectionInput, Document, DocumentStatus
     from kindex.domain.types import IndexRecord, StoredChunk
-    from kindex.embedding.registry import create_embedder
-    from kindex.services.ingest import chunk_id
+    from kindex.adapters.embedders.registry import create_embedder
+    from kindex.app.ingest import chunk_id
 
     started = time.perf_counter()
     corpus = SyntheticCorpus(seed=6)

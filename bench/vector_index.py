@@ -25,7 +25,7 @@ K = 10
 
 
 def _index(root: Path, model: str, vectors: np.ndarray):
-    from kindex.adapters.search_local import LocalSearchIndex
+    from kindex.adapters.local.search.index import LocalSearchIndex
     from kindex.domain.types import IndexRecord
 
     index = LocalSearchIndex(root)

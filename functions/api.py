@@ -44,8 +44,8 @@ from kindex.domain.models import (
     PageRequest,
     ReindexJob,
 )
-from kindex.services.validation import validated
-from kindex.wiring import container
+from kindex.domain.validation import validated
+from kindex.compose import container
 
 logger = Logger(service="kindex-api")
 metrics = Metrics(namespace="kindex")  # shares its metric set with the services' recorder; flushed per invocation

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from kindex.domain.errors import Unauthorized
-from kindex.wiring import container
+from kindex.compose import container
 
 
 def _bearer(event: dict[str, Any]) -> str | None:

@@ -12,7 +12,7 @@ from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, pro
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 from kindex.domain.keys import decode_s3_event_key
-from kindex.wiring import container
+from kindex.compose import container
 
 logger = Logger(service="kindex-ingest")
 tracer = Tracer(service="kindex-ingest")  # X-Ray segments; only in the asynchronous functions (decisions.md)

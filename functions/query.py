@@ -10,7 +10,7 @@ from aws_lambda_powertools import Logger, Metrics
 from kindex.api.resolver import IsolatedRestResolver
 from kindex.api.http import precheck, register_error_handlers
 from kindex.api.query_routes import router
-from kindex.wiring import container
+from kindex.compose import container
 
 logger = Logger(service="kindex-query")
 metrics = Metrics(namespace="kindex")  # shares its metric set with the services' recorder; flushed per invocation

@@ -7,7 +7,7 @@ from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
 
-from kindex.wiring import container
+from kindex.compose import container
 
 logger = Logger(service="kindex-reindex")
 tracer = Tracer(service="kindex-reindex")  # X-Ray segments; only in the asynchronous functions (decisions.md)

@@ -31,7 +31,7 @@ def load_event(name: str) -> dict:
 @pytest.fixture
 def local_container(tmp_path, monkeypatch):
     """A fresh local deployment (SQLite + folder) in a temp dir, wired exactly as `kindex serve` wires it."""
-    from kindex.wiring import container
+    from kindex.compose import container
 
     monkeypatch.setenv("KINDEX_BACKEND", "local")
     monkeypatch.setenv("KINDEX_DATA_DIR", str(tmp_path / "data"))
@@ -59,7 +59,7 @@ class RunningServer:
         return self.base_url + path
 
     def create_key(self, tenant: str, role: str) -> str:
-        out = subprocess.run([sys.executable, "-m", "kindex.cli", "keys", "create", "--tenant", tenant, "--role", role,
+        out = subprocess.run([sys.executable, "-m", "kindex_local.cli", "keys", "create", "--tenant", tenant, "--role", role,
                               "--data-dir", str(self.data_dir)], capture_output=True, text=True, check=True)
         return out.stdout.strip().splitlines()[-1]
 
@@ -67,7 +67,7 @@ class RunningServer:
 def start_server(data_dir: Path, extra_env: dict[str, str] | None = None) -> RunningServer:
     env = {**os.environ, "KINDEX_DEFAULT_EMBEDDING_MODEL": "hash:384", **(extra_env or {})}
     env.pop("KINDEX_PORT", None)
-    process = subprocess.Popen([sys.executable, "-m", "kindex.cli", "serve", "--port", "0", "--data-dir", str(data_dir)],
+    process = subprocess.Popen([sys.executable, "-m", "kindex_local.cli", "serve", "--port", "0", "--data-dir", str(data_dir)],
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     lines = []
     for line in process.stdout:

@@ -18,13 +18,18 @@ from botocore.awsrequest import AWSRequest
 from botocore.config import Config
 from botocore.credentials import Credentials
 from botocore.stub import Stubber
+from kindex.adapters.aws import s3_blobs
+from kindex.adapters.aws.s3_blobs import S3BlobStore
+from kindex.adapters.local.folder_blobs import FolderBlobStore
+from kindex.domain.errors import DependencyFailed, InvalidInput, LimitExceeded, NotFound
+from kindex.domain.keys import (
+    blob_key,
+    collection_prefix,
+    document_prefix,
+    parse_blob_key,
+)
 from moto import mock_aws
 
-from kindex.adapters import s3_blobs
-from kindex.adapters.folder_blobs import FolderBlobStore
-from kindex.adapters.s3_blobs import S3BlobStore
-from kindex.domain.errors import DependencyFailed, InvalidInput, LimitExceeded, NotFound
-from kindex.domain.keys import blob_key, collection_prefix, document_prefix, parse_blob_key
 from tests.support.aws import BUCKET, create_versioned_bucket, fake_aws_env, moto_client
 
 pytestmark = pytest.mark.contract
@@ -402,7 +407,7 @@ def test_folder_writes_leave_no_temp_files_even_when_they_fail(tmp_path, monkeyp
     # When a write fails at the final rename
     def failing_replace(src, dst):
         raise OSError("disk full")
-    monkeypatch.setattr("kindex.adapters.folder_blobs.os.replace", failing_replace)
+    monkeypatch.setattr("kindex.adapters.local.folder_blobs.os.replace", failing_replace)
     with pytest.raises(OSError):
         store.put_blob("a/late.txt", b"y", "text/plain")
     # Then the temp folder is empty and the listing shows exactly the completed writes
@@ -422,7 +427,7 @@ def test_folder_write_survives_a_concurrent_prune_of_its_folder(tmp_path, monkey
             Path(dst).parent.rmdir()
         return real_replace(src, dst)
 
-    monkeypatch.setattr("kindex.adapters.folder_blobs.os.replace", replace_after_prune)
+    monkeypatch.setattr("kindex.adapters.local.folder_blobs.os.replace", replace_after_prune)
     # When the write goes on / Then it lands anyway
     store.put_blob("t/c/d/f.txt", b"data", "text/plain")
     assert pruned and store.get_blob("t/c/d/f.txt") == b"data"
@@ -472,11 +477,11 @@ def test_folder_warns_on_a_case_insensitive_file_system(tmp_path, monkeypatch, c
     monkeypatch.setattr(Path, "exists", lambda self: real_exists(self) or
                         (self.name.startswith("CASE-PROBE-") and real_exists(self.with_name(self.name.lower()))))
     # When a store opens / Then it says that ids differing only in case would share files
-    with caplog.at_level("WARNING", logger="kindex.adapters.folder_blobs"):
+    with caplog.at_level("WARNING", logger="kindex.adapters.local.folder_blobs"):
         FolderBlobStore(tmp_path / "blobs")
     assert "case-insensitive" in caplog.text
     caplog.clear()
     monkeypatch.setattr(Path, "exists", real_exists)
-    with caplog.at_level("WARNING", logger="kindex.adapters.folder_blobs"):
+    with caplog.at_level("WARNING", logger="kindex.adapters.local.folder_blobs"):
         FolderBlobStore(tmp_path / "blobs2")
     assert "case-insensitive" not in caplog.text

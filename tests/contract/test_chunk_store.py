@@ -6,13 +6,13 @@ from collections.abc import Iterator
 
 import pytest
 from botocore.stub import Stubber
-
-from kindex.adapters import dynamodb_store
-from kindex.adapters.dynamodb_chunks import DynamoDbChunkStore, chunks_pk
-from kindex.adapters.sqlite_chunks import SqliteChunkStore
-from kindex.adapters.sqlite_store import SqliteDatabase
+from kindex.adapters.aws import dynamodb_table
+from kindex.adapters.aws.dynamodb_chunks import DynamoDbChunkStore, chunks_pk
+from kindex.adapters.local.sqlite_chunks import SqliteChunkStore
+from kindex.adapters.local.sqlite_db import SqliteDatabase
 from kindex.domain.errors import DependencyFailed
 from kindex.domain.types import ChunkRef, StoredChunk
+
 from tests.support.aws import TABLE, fake_aws_env, moto_client
 
 pytestmark = pytest.mark.contract
@@ -296,7 +296,7 @@ class Unprocessed:
 
 
 def test_dynamodb_unprocessed_keys_and_items_are_retried(dynamodb, monkeypatch):
-    monkeypatch.setattr(dynamodb_store, "_pause", lambda attempt: None)
+    monkeypatch.setattr(dynamodb_table, "_pause", lambda attempt: None)
     chunks = [chunk("d1", i) for i in range(20)]
     # Given a table that leaves half of the first batch write unprocessed
     writer = Unprocessed(dynamodb)
@@ -326,11 +326,11 @@ def test_dynamodb_errors_become_dependency_failed(monkeypatch):
 
 
 def test_dynamodb_client_is_created_lazily(dynamodb):
-    dynamodb_store.dynamodb_client.cache_clear()
+    dynamodb_table.dynamodb_client.cache_clear()
     try:
         store = DynamoDbChunkStore(TABLE)
         store.put_chunks("t", [chunk("d1", 0)])
-        assert store.client is dynamodb_store.dynamodb_client()
+        assert store.client is dynamodb_table.dynamodb_client()
         assert len(DynamoDbChunkStore(TABLE, client=dynamodb).list_chunks("t", "c", "d1")) == 1
     finally:
-        dynamodb_store.dynamodb_client.cache_clear()
+        dynamodb_table.dynamodb_client.cache_clear()

@@ -7,10 +7,10 @@ from collections.abc import Iterator
 
 import numpy as np
 import pytest
+from kindex.adapters.aws.dynamodb_embedding_cache import DynamoDbEmbeddingCache
+from kindex.adapters.local.sqlite_db import SqliteDatabase
+from kindex.adapters.local.sqlite_embedding_cache import SqliteEmbeddingCache
 
-from kindex.adapters.dynamodb_chunks import DynamoDbEmbeddingCache
-from kindex.adapters.sqlite_chunks import SqliteEmbeddingCache
-from kindex.adapters.sqlite_store import SqliteDatabase
 from tests.support.aws import TABLE
 
 pytestmark = pytest.mark.contract

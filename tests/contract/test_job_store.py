@@ -9,13 +9,13 @@ from datetime import datetime, timezone
 
 import pytest
 from botocore.stub import Stubber
-from moto import mock_aws
-
-from kindex.adapters.dynamodb_jobs import JOB_TTL_SECONDS, DynamoDbJobStore, jobs_pk
-from kindex.adapters.sqlite_chunks import SqliteJobStore
-from kindex.adapters.sqlite_store import SqliteDatabase
+from kindex.adapters.aws.dynamodb_jobs import JOB_TTL_SECONDS, DynamoDbJobStore, jobs_pk
+from kindex.adapters.local.sqlite_db import SqliteDatabase
+from kindex.adapters.local.sqlite_jobs import SqliteJobStore
 from kindex.domain.errors import DependencyFailed
 from kindex.domain.models import ReindexJob
+from moto import mock_aws
+
 from tests.support.aws import TABLE, create_metadata_table, fake_aws_env, moto_client
 
 pytestmark = pytest.mark.contract
@@ -185,13 +185,13 @@ def test_dynamodb_errors_become_dependency_failed(monkeypatch, caplog):
 
 
 def test_dynamodb_client_is_created_lazily(aws):
-    from kindex.adapters import dynamodb_store
+    from kindex.adapters.aws import dynamodb_table
 
-    dynamodb_store.dynamodb_client.cache_clear()
+    dynamodb_table.dynamodb_client.cache_clear()
     try:
         store = DynamoDbJobStore(TABLE)
         store.put_job(make_job())
-        assert store.client is dynamodb_store.dynamodb_client()
+        assert store.client is dynamodb_table.dynamodb_client()
         assert aws.scan(TableName=TABLE)["Count"] == 1
     finally:
-        dynamodb_store.dynamodb_client.cache_clear()
+        dynamodb_table.dynamodb_client.cache_clear()

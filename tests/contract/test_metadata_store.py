@@ -10,12 +10,20 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 from botocore.stub import Stubber
-
-from kindex.adapters import dynamodb_store
-from kindex.adapters.dynamodb_store import DynamoDbMetadataStore
-from kindex.adapters.sqlite_store import SqliteDatabase, SqliteMetadataStore
+from kindex.adapters.aws import dynamodb_table
+from kindex.adapters.aws.dynamodb_metadata import DynamoDbMetadataStore
+from kindex.adapters.local.sqlite_db import SqliteDatabase
+from kindex.adapters.local.sqlite_metadata import SqliteMetadataStore
 from kindex.domain.errors import Conflict, DependencyFailed, NotFound
-from kindex.domain.models import ApiKey, ChunkingMethod, Collection, Document, DocumentStatus, Role
+from kindex.domain.models import (
+    ApiKey,
+    ChunkingMethod,
+    Collection,
+    Document,
+    DocumentStatus,
+    Role,
+)
+
 from tests.support.aws import TABLE, fake_aws_env, moto_client
 
 pytestmark = pytest.mark.contract
@@ -443,7 +451,7 @@ def test_dynamodb_errors_become_dependency_failed(monkeypatch, code):
 def test_dynamodb_unprocessed_batch_items_are_retried(monkeypatch):
     # Given a collection of two documents whose first batch delete is partly throttled
     fake_aws_env(monkeypatch)
-    monkeypatch.setattr(dynamodb_store, "_pause", lambda attempt: None)
+    monkeypatch.setattr(dynamodb_table, "_pause", lambda attempt: None)
     client = moto_client("dynamodb")
     store = DynamoDbMetadataStore(TABLE, client=client)
     pk = "T#acme#C#docs"
@@ -462,13 +470,13 @@ def test_dynamodb_unprocessed_batch_items_are_retried(monkeypatch):
 def test_dynamodb_batch_delete_gives_up_with_dependency_failed(monkeypatch):
     # Given a table that never processes the batch
     fake_aws_env(monkeypatch)
-    monkeypatch.setattr(dynamodb_store, "_pause", lambda attempt: None)
+    monkeypatch.setattr(dynamodb_table, "_pause", lambda attempt: None)
     client = moto_client("dynamodb")
     store = DynamoDbMetadataStore(TABLE, client=client)
     stuck = {TABLE: [{"DeleteRequest": {"Key": {"pk": {"S": "T#acme#C#docs"}, "sk": {"S": "d1"}}}}]}
     with Stubber(client) as stub:
         stub.add_response("query", {"Items": [{"sk": {"S": "d1"}}], "Count": 1})
-        for _ in range(dynamodb_store.BATCH_WRITE_ATTEMPTS):
+        for _ in range(dynamodb_table.BATCH_WRITE_ATTEMPTS):
             stub.add_response("batch_write_item", {"UnprocessedItems": stuck})
         # When deleting the collection / Then DependencyFailed, not an endless loop
         with pytest.raises(DependencyFailed):
@@ -477,12 +485,12 @@ def test_dynamodb_batch_delete_gives_up_with_dependency_failed(monkeypatch):
 
 def test_dynamodb_client_is_created_lazily(dynamodb):
     # Given a store without a client / When it is first used / Then the shared factory's client serves it
-    dynamodb_store.dynamodb_client.cache_clear()
+    dynamodb_table.dynamodb_client.cache_clear()
     try:
         store = DynamoDbMetadataStore(TABLE)
         assert store._client is None
         store.put_collection("acme", make_collection(), create=True)
-        assert store.client is dynamodb_store.dynamodb_client()
+        assert store.client is dynamodb_table.dynamodb_client()
         assert DynamoDbMetadataStore(TABLE, client=dynamodb).get_collection("acme", "docs") is not None
     finally:
-        dynamodb_store.dynamodb_client.cache_clear()
+        dynamodb_table.dynamodb_client.cache_clear()

@@ -11,9 +11,9 @@ from collections.abc import Iterator
 
 import numpy as np
 import pytest
+from kindex.adapters.aws.opensearch_index import build_index_body, opensearch_client
 from opensearchpy import OpenSearch
 
-from kindex.adapters.search_opensearch import build_index_body, opensearch_client
 from tests.support.opensearch_double import OpenSearchDouble
 from tests.support.opensearch_node import ENGINE, OpenSearchNode
 

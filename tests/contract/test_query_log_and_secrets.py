@@ -8,14 +8,14 @@ from collections.abc import Iterator
 
 import pytest
 from botocore.stub import Stubber
+from kindex.adapters.aws.dynamodb_query_log import DynamoDbQueryLog, query_pk
+from kindex.adapters.aws.secrets_manager import SecretsManagerStore, secret_name
+from kindex.adapters.local.file_secrets import FileSecretStore
+from kindex.adapters.local.sqlite_db import SqliteDatabase
+from kindex.adapters.local.sqlite_query_log import SqliteQueryLog
+from kindex.domain.errors import DependencyFailed
 from moto import mock_aws
 
-from kindex.adapters.aws_secrets import SecretsManagerStore, secret_name
-from kindex.adapters.dynamodb_chunks import DynamoDbQueryLog, query_pk
-from kindex.adapters.local_secrets import FileSecretStore
-from kindex.adapters.sqlite_chunks import SqliteQueryLog
-from kindex.adapters.sqlite_store import SqliteDatabase
-from kindex.domain.errors import DependencyFailed
 from tests.support.aws import TABLE, create_metadata_table, fake_aws_env, moto_client
 
 pytestmark = pytest.mark.contract
@@ -251,13 +251,13 @@ def test_errors_become_dependency_failed_and_never_reveal_the_value(monkeypatch,
 
 
 def test_secretsmanager_client_is_created_lazily(aws):
-    from kindex.adapters import aws_secrets
+    from kindex.adapters.aws import secrets_manager
 
-    aws_secrets.secretsmanager_client.cache_clear()
+    secrets_manager.secretsmanager_client.cache_clear()
     try:
         store = SecretsManagerStore(PREFIX)
         store.put_secret("lazy", b"x")
-        assert store.client is aws_secrets.secretsmanager_client()
+        assert store.client is secrets_manager.secretsmanager_client()
         assert aws["secretsmanager"].get_secret_value(SecretId=f"{PREFIX}/lazy")["SecretBinary"] == b"x"
     finally:
-        aws_secrets.secretsmanager_client.cache_clear()
+        secrets_manager.secretsmanager_client.cache_clear()

@@ -12,12 +12,16 @@ from dataclasses import replace
 import numpy as np
 import pytest
 import requests
-
-from kindex.adapters.search_local import LocalSearchIndex
-from kindex.adapters.search_opensearch import OpenSearchIndex, index_alias, opensearch_client
+from kindex.adapters.aws.opensearch_index import (
+    OpenSearchIndex,
+    index_alias,
+    opensearch_client,
+)
+from kindex.adapters.local.search.index import LocalSearchIndex
+from kindex.compose import container
 from kindex.domain.errors import InvalidInput
 from kindex.domain.types import IndexRecord, SearchFilters
-from kindex.wiring import container
+
 from tests.support.aws import fake_aws_env
 from tests.support.opensearch_double import OpenSearchDouble
 from tests.support.opensearch_node import ENGINE as NODE_ENGINE

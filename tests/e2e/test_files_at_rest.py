@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 import requests
+from kindex.adapters.local.private_files import DATA_DIR_ENTRIES
 
-from kindex.adapters.private_files import DATA_DIR_ENTRIES
 from tests.conftest import start_server
 from tests.e2e.test_local_ingest import wait_for_status
 
@@ -75,7 +75,7 @@ def test_every_folder_is_0700_and_every_file_0600_after_real_use(tmp_path, permi
         folder = tmp_path / "folder"
         folder.mkdir()
         (folder / "cli.md").write_text("# CLI\n\nIngested text about fjords.")
-        subprocess.run([sys.executable, "-m", "kindex.cli", "ingest", str(folder), "--collection", "c", "--quiet",
+        subprocess.run([sys.executable, "-m", "kindex_local.cli", "ingest", str(folder), "--collection", "c", "--quiet",
                         "--data-dir", str(data_dir)], check=True, capture_output=True, timeout=120)
         assert admin.post(server.url("/v1/rights-check-secret"), json={}).status_code == 200
         for document in ("put", "up"):
@@ -110,7 +110,7 @@ def test_a_data_directory_of_an_older_version_is_narrowed_at_start(tmp_path, per
     assert {"admin-key", "upload-secret", "worker.lock", "kindex.sqlite3", "blobs", "index/keyword.sqlite"} <= set(
         wrong_modes(data_dir))
     # When a key command, then the server, opens it
-    subprocess.run([sys.executable, "-m", "kindex.cli", "keys", "list", "--data-dir", str(data_dir)], check=True,
+    subprocess.run([sys.executable, "-m", "kindex_local.cli", "keys", "list", "--data-dir", str(data_dir)], check=True,
                    capture_output=True, timeout=60)
     assert wrong_modes(data_dir) == {}
     widen_like_an_older_version(data_dir)

@@ -99,7 +99,8 @@ def test_another_tenants_one_line_document_is_indexed_while_a_large_one_runs(slo
 
 
 def test_a_collection_with_an_unknown_model_fails_alone(slow_server):
-    from kindex.adapters.sqlite_store import SqliteDatabase, SqliteMetadataStore
+    from kindex.adapters.local.sqlite_db import SqliteDatabase
+    from kindex.adapters.local.sqlite_metadata import SqliteMetadataStore
     from kindex.domain.models import Collection
 
     server = slow_server

@@ -112,7 +112,7 @@ def test_cli_ingest_of_a_folder_while_the_server_runs(server, tmp_path):
     (tmp_path / "a.md").write_text("# A\n\nAlpha text.")
     (tmp_path / "sub" / "b.txt").write_text("Beta text.")
     (tmp_path / "bad.pdf").write_bytes(b"not a pdf")
-    result = subprocess.run([sys.executable, "-m", "kindex.cli", "ingest", str(tmp_path), "--collection", "folder",
+    result = subprocess.run([sys.executable, "-m", "kindex_local.cli", "ingest", str(tmp_path), "--collection", "folder",
                              "--data-dir", str(server.data_dir), "--quiet"], capture_output=True, text=True, timeout=120)
     assert "indexed 2" in result.stdout and "failed 1" in result.stdout, result.stdout + result.stderr
     assert "bad.pdf: CorruptFile" in result.stdout
@@ -121,6 +121,6 @@ def test_cli_ingest_of_a_folder_while_the_server_runs(server, tmp_path):
     ids = admin.get(server.url("/v1/collections/folder/documents")).json()["documents"]
     assert ids == ["a.md", "bad.pdf", "sub:b.txt"]
     # running it again changes nothing
-    again = subprocess.run([sys.executable, "-m", "kindex.cli", "ingest", str(tmp_path), "--collection", "folder",
+    again = subprocess.run([sys.executable, "-m", "kindex_local.cli", "ingest", str(tmp_path), "--collection", "folder",
                             "--data-dir", str(server.data_dir), "--quiet"], capture_output=True, text=True, timeout=120)
     assert "unchanged 2" in again.stdout

@@ -131,7 +131,8 @@ def role_event(role: str, method: str, path: str, body: dict | None = None) -> d
 @pytest.fixture
 def tenant_data(local_container):
     """Collection `c` with an indexed document `d`, targets for every role's deletes, and a reindex job."""
-    from kindex.local.events import Worker
+    from kindex_local.worker import Worker
+
     from functions import ingest
 
     assert call(role_event("admin", "PUT", C, {"allow_guests": True}))[0] == 201

@@ -5,10 +5,15 @@ import copy
 import json
 
 import pytest
+from kindex.domain.models import (
+    MAX_CHUNK_SIZE,
+    MAX_PAGE_SIZE,
+    ChunkingMethod,
+    Collection,
+)
+from kindex.domain.types import StoredChunk
 
 from functions import api, query
-from kindex.domain.models import MAX_CHUNK_SIZE, MAX_PAGE_SIZE, ChunkingMethod, Collection
-from kindex.domain.types import StoredChunk
 from tests.conftest import load_event
 
 pytestmark = pytest.mark.integration

@@ -19,16 +19,17 @@ from typing import Any
 import pytest
 import requests
 from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingError
-from kindex.adapters.dynamodb_chunks import DynamoDbChunkStore, chunks_pk, embedding_pk
-from kindex.adapters.search_opensearch import (
+from kindex.adapters.aws.dynamodb_chunks import DynamoDbChunkStore, chunks_pk
+from kindex.adapters.aws.dynamodb_embedding_cache import embedding_pk
+from kindex.adapters.aws.opensearch_index import (
     OpenSearchIndex,
     build_client_options,
     opensearch_client,
 )
+from kindex.compose import Services, container
 from kindex.domain.keys import blob_key
 from kindex.domain.models import Collection, CollectionInput, DocumentInput
 from kindex.domain.types import ChunkRef
-from kindex.wiring import Container, container
 from moto import mock_aws
 
 from functions import ingest as ingest_function
@@ -72,7 +73,7 @@ class Delivery:
 
 @dataclass
 class Deployment:
-    services: Container
+    services: Services
     double: OpenSearchDouble
     dynamodb: Any
     s3: Any
@@ -155,7 +156,7 @@ def deploy(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., Deployment
             services = container()
             double = OpenSearchDouble()
             doubles.append(double)
-            services.__dict__["search_index"] = OpenSearchIndex(double.client())
+            services.adapters.__dict__["search_index"] = OpenSearchIndex(double.client())
             return Deployment(services, double, dynamodb, s3, sqs, queue_url, queue_arn, dlq_url)
 
         yield wire

@@ -4,14 +4,14 @@ import time
 
 import numpy as np
 import pytest
-
-from functions import ingest as ingest_function
 from kindex.domain.errors import EmbeddingFailed
 from kindex.domain.keys import blob_key
 from kindex.domain.models import Collection, CollectionInput, DocumentInput
-from kindex.local.app import build_worker
-from kindex.local.events import sqs_event
-from kindex.local.server import LambdaContext
+from kindex_local.app import build_worker
+from kindex_local.server import LambdaContext
+from kindex_local.worker import sqs_event
+
+from functions import ingest as ingest_function
 from tests.conftest import SHARED_DATA
 
 pytestmark = pytest.mark.integration
@@ -38,7 +38,7 @@ class CountingEmbedder:
 
 @pytest.fixture
 def deployment(local_container):
-    from kindex.embedding.hashing import HashEmbedder
+    from kindex.adapters.embedders.hashing import HashEmbedder
 
     counting = CountingEmbedder(HashEmbedder(384))
     local_container.embeddings.embedder_for = lambda model: counting
@@ -433,7 +433,7 @@ def test_an_unknown_model_fails_only_its_own_record(deployment):
 
 def test_an_unexpected_error_in_one_documents_preparation_fails_only_that_record(deployment, monkeypatch):
     services, _, _ = deployment
-    from kindex.ingest.extract import extract
+    from kindex.text.extract import extract
 
     def extract_that_breaks_on_one_file(data, **kwargs):
         if b"poison" in data:

@@ -11,11 +11,11 @@ import time
 from datetime import timedelta
 
 import pytest
-
 from kindex.domain import keys
 from kindex.domain.errors import Conflict, DependencyFailed
 from kindex.domain.models import CollectionInput, DocumentInput, utc_now
-from kindex.local.app import build_worker
+from kindex_local.app import build_worker
+
 from tests.support.interleave import Interleave
 
 pytestmark = pytest.mark.integration
@@ -138,7 +138,7 @@ def test_an_event_that_comes_before_its_commit_waits_for_it(services, worker, ex
 
 
 def test_an_event_of_a_write_that_never_commits_is_retried_then_ignored(services, worker, monkeypatch):
-    import kindex.services.ingest as ingest
+    import kindex.app.ingest as ingest
 
     monkeypatch.setattr(ingest, "COMMIT_WAIT_SECONDS", 0.1)
     put(services, "d", "committed text")
@@ -269,7 +269,7 @@ def test_files_and_upload_tickets_follow_the_same_rules(services, worker):
 
 
 def test_an_upload_to_a_superseded_ticket_is_not_indexed(services, worker, monkeypatch):
-    from kindex.local.uploads import LocalUploadSigner
+    from kindex.adapters.local.upload_signer import LocalUploadSigner
 
     catalog = services.catalog
     catalog.presigner = LocalUploadSigner(b"k" * 32, "http://localhost")
@@ -284,7 +284,7 @@ def test_an_upload_to_a_superseded_ticket_is_not_indexed(services, worker, monke
     assert services.metadata.get_document("t", "c", "up").source == new.document.source
     assert indexed_texts(services, "up") == ["# New\n\nfrom the current ticket"]
     # And reindex deletes the superseded upload once it is clearly abandoned, not before
-    import kindex.services.reindex as reindex
+    import kindex.app.reindex as reindex
 
     collection = services.metadata.get_collection("t", "c")
     assert services.reindex.reindex_collection("t", collection, clean=False).repaired["abandoned_blobs"] == 0
@@ -309,7 +309,7 @@ def test_reindex_deletes_abandoned_write_blobs_and_still_adopts_dropped_files(se
     other_tenant = keys.write_blob_key("u", "c", "d", "content.txt", version=9, written_at=long_ago)
     for key in (*abandoned, fresh, dropped, other_tenant):
         services.blobs.put_blob(key, b"some bytes", "text/plain")
-    from kindex.local.events import QueueNotifier
+    from kindex.adapters.local.queue_notifier import QueueNotifier
 
     services.blobs.notify = QueueNotifier(services.queue)
     report = services.reindex.reindex_collection("t", services.metadata.get_collection("t", "c"), clean=False)

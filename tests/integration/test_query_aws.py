@@ -10,14 +10,14 @@ import json
 from collections.abc import Iterator
 
 import pytest
-
-from functions import query as query_function
-from kindex.adapters.aws_secrets import SecretsManagerStore
-from kindex.adapters.dynamodb_chunks import DynamoDbQueryLog, query_pk
-from kindex.adapters.rights_http import HttpRightsEndpoint
+from kindex.adapters.aws.dynamodb_query_log import DynamoDbQueryLog, query_pk
+from kindex.adapters.aws.secrets_manager import SecretsManagerStore
+from kindex.adapters.http_rights import HttpRightsEndpoint
 from kindex.domain.errors import Conflict, Forbidden, InvalidInput, NotFound
 from kindex.domain.models import CollectionInput, DocumentInput
 from kindex.domain.query import CitationsRequest, QueryRequest
+
+from functions import query as query_function
 from tests.conftest import load_event
 from tests.support.aws import TABLE, LambdaContext
 from tests.support.aws_deployment import AwsStack, aws_stack
@@ -56,7 +56,7 @@ def env(monkeypatch: pytest.MonkeyPatch) -> Iterator[Env]:
 
 def trusting(env: Env, server: RightsServer) -> RightsServer:
     """AWS calls rights endpoints over https only: make the deployment trust the test server's CA."""
-    env.services.__dict__["rights_endpoint"] = HttpRightsEndpoint(env.services.rights_policy,
+    env.services.adapters.__dict__["rights_endpoint"] = HttpRightsEndpoint(env.services.rights_policy,
                                                                   ssl_context=server.client_ssl_context())
     env.services.__dict__.pop("rights_checks", None)
     env.services.__dict__.pop("query", None)

@@ -1,11 +1,10 @@
 """Reindex on the local backend: config change, zero-downtime model switch, drift repair, jobs."""
 
 import pytest
-
 from kindex.domain.keys import blob_key
 from kindex.domain.models import CollectionInput, DocumentInput, DocumentStatus
 from kindex.domain.query import QueryRequest
-from kindex.local.app import build_worker
+from kindex_local.app import build_worker
 
 pytestmark = pytest.mark.integration
 
@@ -97,7 +96,7 @@ def test_drift_is_repaired(setup):
     services.blobs.notify = None  # as if the events were lost
     services.blobs.put_blob(blob_key("t", "c", "lost", "lost.md"), b"# Lost\n\nA lost upload.", "text/markdown")
     services.blobs.put_blob(blob_key("t", "gone", "x", "x.txt"), b"orphan", "text/plain")
-    from kindex.local.events import QueueNotifier
+    from kindex.adapters.local.queue_notifier import QueueNotifier
 
     services.blobs.notify = QueueNotifier(services.queue)
     summary = services.reindex.run_scheduled()

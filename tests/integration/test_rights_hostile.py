@@ -12,12 +12,12 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-
-from functions import api
-from kindex.adapters import rights_http
+from kindex.adapters import http_rights
 from kindex.domain.models import CollectionInput, DocumentInput
 from kindex.domain.query import QueryRequest
-from kindex.local.app import build_worker
+from kindex_local.app import build_worker
+
+from functions import api
 from tests.conftest import load_event
 from tests.support.rights_server import RightsServer
 
@@ -116,7 +116,7 @@ def test_a_name_resolving_to_a_forbidden_address_at_call_time_is_not_called(env,
     server = RightsServer(secret=env.secrets.get_secret("tenants/t/rights-check-signing"))
     server.allowed = {"d1"}
     answers = {"rights.test": ["127.0.0.1"]}
-    monkeypatch.setattr(rights_http, "resolve", lambda host, port: answers[host])
+    monkeypatch.setattr(http_rights, "resolve", lambda host, port: answers[host])
     try:
         # Given a collection whose name resolved to the (admitted) loopback server when it was first called
         make_collection(env, "ext", f"http://rights.test:{server.port}/check", timeout=1.0)
@@ -139,15 +139,15 @@ def test_a_name_resolving_to_a_forbidden_address_at_call_time_is_not_called(env,
 
 def test_localhost_is_refused_at_call_time_when_loopback_is_not_admitted(monkeypatch, tmp_path, local_container):
     # Given a local deployment that admits no private network at all, and a name the resolver maps to localhost
-    from kindex.wiring import container
+    from kindex.compose import container
 
     monkeypatch.setenv("KINDEX_RIGHTS_ALLOWED_NETWORKS", "none")
     container.cache_clear()
     services = container()
     services.rights_secrets.rotate("t")
     server = RightsServer()
-    real_resolve = rights_http.resolve
-    monkeypatch.setattr(rights_http, "resolve", lambda host, port: real_resolve("localhost", port))
+    real_resolve = http_rights.resolve
+    monkeypatch.setattr(http_rights, "resolve", lambda host, port: real_resolve("localhost", port))
     try:
         # Then `localhost` itself is refused when saved
         status, body = put_collection("t", "ext", {"rights_check_method": "external",

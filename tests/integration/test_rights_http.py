@@ -8,10 +8,10 @@ import time
 import tracemalloc
 
 import pytest
-
-from kindex.adapters import rights_http
-from kindex.adapters.rights_http import MAX_ANSWER_BYTES, HttpRightsEndpoint
+from kindex.adapters import http_rights
+from kindex.adapters.http_rights import MAX_ANSWER_BYTES, HttpRightsEndpoint
 from kindex.domain.rights_policy import RightsCallFailed, RightsUrlPolicy
+
 from tests.support.rights_server import RightsServer
 
 pytestmark = pytest.mark.integration
@@ -47,7 +47,7 @@ def post(client, url, seconds=2.0):
 def test_a_name_is_judged_by_what_it_resolves_to_at_call_time(server, monkeypatch):
     # Given a name that resolves to the loopback server (admitted here)
     answers = {"rights.test": ["127.0.0.1"]}
-    monkeypatch.setattr(rights_http, "resolve", lambda host, port: answers[host])
+    monkeypatch.setattr(http_rights, "resolve", lambda host, port: answers[host])
     client = endpoint()
     # When it is called, the request reaches the server under its name
     assert post(client, f"http://rights.test:{server.port}/check") == (200, b'{"a": true, "b": false}')
@@ -64,8 +64,8 @@ def test_a_name_is_judged_by_what_it_resolves_to_at_call_time(server, monkeypatc
 
 def test_localhost_is_refused_when_the_allowlist_leaves_loopback_out(server, monkeypatch):
     # Given a deployment that admits no loopback, and a name that the real resolver maps to localhost
-    real_resolve = rights_http.resolve
-    monkeypatch.setattr(rights_http, "resolve", lambda host, port: real_resolve("localhost", port))
+    real_resolve = http_rights.resolve
+    monkeypatch.setattr(http_rights, "resolve", lambda host, port: real_resolve("localhost", port))
     client = endpoint(RightsUrlPolicy(schemes=("http",), allowed_networks=()))
     # Then neither the literal name nor a name resolving to it gets through, and the server hears nothing
     for url in (f"http://localhost:{server.port}/check", f"http://rights.test:{server.port}/check",
@@ -77,7 +77,7 @@ def test_localhost_is_refused_when_the_allowlist_leaves_loopback_out(server, mon
 
 
 def test_tls_verifies_the_name_while_connecting_to_the_pinned_address(tls_server, monkeypatch):
-    monkeypatch.setattr(rights_http, "resolve", lambda host, port: ["127.0.0.1"])
+    monkeypatch.setattr(http_rights, "resolve", lambda host, port: ["127.0.0.1"])
     client = endpoint(RightsUrlPolicy(schemes=("https",), allowed_networks=LOOPBACK),
                       ssl_context=tls_server.client_ssl_context())
     # The certificate names rights.test: the call succeeds although the socket goes to 127.0.0.1

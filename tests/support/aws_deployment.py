@@ -15,13 +15,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from kindex.adapters.aws import dynamodb_table, s3_blobs, secrets_manager, sqs_trigger
+from kindex.adapters.aws.opensearch_index import OpenSearchIndex
+from kindex.adapters.embedders.registry import clear_embedder_cache
+from kindex.compose import Services, container
 from moto import mock_aws
 
 from functions import ingest as ingest_function
-from kindex.adapters import aws_secrets, dynamodb_store, s3_blobs, sqs_trigger
-from kindex.adapters.search_opensearch import OpenSearchIndex
-from kindex.embedding.registry import clear_embedder_cache
-from kindex.wiring import Container, container
 from tests.support.aws import (
     BUCKET,
     TABLE,
@@ -40,16 +40,16 @@ from tests.support.opensearch_double import OpenSearchDouble
 def reset_process_caches() -> None:
     """What a fresh Lambda container starts without: the wired container, SDK clients and embedders."""
     container.cache_clear()
-    dynamodb_store.dynamodb_client.cache_clear()
+    dynamodb_table.dynamodb_client.cache_clear()
     s3_blobs.s3_client.cache_clear()
-    aws_secrets.secretsmanager_client.cache_clear()
+    secrets_manager.secretsmanager_client.cache_clear()
     sqs_trigger.sqs_client.cache_clear()
     clear_embedder_cache()
 
 
 @dataclass
 class AwsStack:
-    services: Container
+    services: Services
     double: OpenSearchDouble
     dynamodb: Any
     s3: Any
@@ -119,7 +119,7 @@ def aws_stack(monkeypatch: pytest.MonkeyPatch, extra_env: dict[str, str] | None 
         reset_process_caches()
         services = container()
         double = OpenSearchDouble()
-        services.__dict__["search_index"] = OpenSearchIndex(double.client())
+        services.adapters.__dict__["search_index"] = OpenSearchIndex(double.client())
         stack = AwsStack(services, double, dynamodb, s3, sqs, queue_url, queue_arn, dlq_url)
         # S3 sends a test event when the notification is configured; it is no document's.
         stack.lose_events()

@@ -4,10 +4,14 @@ import itertools
 import unicodedata
 
 import pytest
-
-from kindex.adapters.dynamodb_chunks import chunked_documents_pk, chunks_pk, query_pk
-from kindex.adapters.dynamodb_jobs import jobs_pk
-from kindex.adapters.dynamodb_store import collections_pk, documents_pk, tenant_keys_pk
+from kindex.adapters.aws.dynamodb_chunks import chunked_documents_pk, chunks_pk
+from kindex.adapters.aws.dynamodb_jobs import jobs_pk
+from kindex.adapters.aws.dynamodb_metadata import (
+    collections_pk,
+    documents_pk,
+    tenant_keys_pk,
+)
+from kindex.adapters.aws.dynamodb_query_log import query_pk
 from kindex.domain import keys
 from kindex.domain.errors import InvalidInput
 

@@ -3,7 +3,6 @@
 from datetime import datetime, timezone
 
 import pytest
-
 from kindex.domain import keys
 
 pytestmark = pytest.mark.unit

@@ -1,4 +1,4 @@
-"""Chunking. The maxChars expectations are computed by hand from XWiki's rule (see kindex.ingest.chunking)."""
+"""Chunking. The maxChars expectations are computed by hand from XWiki's rule (see kindex.text.chunking)."""
 
 from __future__ import annotations
 
@@ -8,11 +8,10 @@ import socket
 from pathlib import Path
 
 import pytest
-
 from kindex.domain.errors import InvalidInput
 from kindex.domain.types import PageSpan
-from kindex.ingest import chunking
-from kindex.ingest.chunking import TOKEN_ENCODING, chunk_text
+from kindex.text import chunking
+from kindex.text.chunking import TOKEN_ENCODING, chunk_text
 
 pytestmark = pytest.mark.unit
 

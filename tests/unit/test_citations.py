@@ -1,9 +1,8 @@
 """Citation rendering: `<CIT id />` -> footnotes, as Open Chat Studio does it."""
 
 import pytest
-
+from kindex.app.citations import render_html
 from kindex.domain.citations import CitedDocument, render_citations
-from kindex.services.citations import render_html
 
 pytestmark = pytest.mark.unit
 

@@ -14,11 +14,8 @@ from email.utils import format_datetime
 
 import numpy as np
 import pytest
-
-from kindex.domain.errors import EmbeddingFailed, InvalidInput
-from kindex.embedding import clear_embedder_cache, create_embedder, validate_model_name
-from kindex.embedding.hashing import HashEmbedder
-from kindex.embedding.openai_embedder import (
+from kindex.adapters.embedders.hashing import HashEmbedder
+from kindex.adapters.embedders.openai import (
     MAX_INPUT_TOKENS,
     OpenAIEmbedder,
     build_embedding_request,
@@ -26,6 +23,12 @@ from kindex.embedding.openai_embedder import (
     plan_batches,
     retry_delay,
 )
+from kindex.adapters.embedders.registry import (
+    clear_embedder_cache,
+    create_embedder,
+    validate_model_name,
+)
+from kindex.domain.errors import EmbeddingFailed, InvalidInput
 
 pytestmark = pytest.mark.unit
 
@@ -76,7 +79,7 @@ def test_hash_embedding_ignores_case_and_punctuation():
 
 def test_hash_embedding_is_stable_across_processes():
     # Given the vector computed here and in two interpreters with different hash seeds
-    script = ("import sys; from kindex.embedding.hashing import HashEmbedder; "
+    script = ("import sys; from kindex.adapters.embedders.hashing import HashEmbedder; "
               "sys.stdout.write(HashEmbedder(48).embed(['stable across processes']).tobytes().hex())")
     outputs = {
         subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,
@@ -112,7 +115,7 @@ def _no_hub(monkeypatch):
 
 @pytest.fixture(scope="module")
 def minilm():
-    from kindex.embedding.local_minilm import MiniLMEmbedder
+    from kindex.adapters.embedders.minilm import MiniLMEmbedder
 
     return MiniLMEmbedder(batch_size=2)
 
@@ -213,7 +216,7 @@ def _fp32_bert_sentence_embedding(ids: list[int], weights: dict[str, np.ndarray]
 
 def test_minilm_int8_agrees_with_original_fp32_weights(minilm):
     # Given the original fp32 weights shipped in model.zip, run through a reference forward pass
-    from kindex.embedding.local_minilm import _tokenizer, model_zip_path
+    from kindex.adapters.embedders.minilm import _tokenizer, model_zip_path
 
     with zipfile.ZipFile(model_zip_path()) as archive:
         weights = _read_safetensors(archive.read("model.safetensors"))
@@ -256,7 +259,7 @@ def test_unknown_or_impossible_model_names_are_invalid_input(model):
 
 def test_validating_a_model_name_loads_no_model_runtime():
     # Given a fresh interpreter, When every family of name is validated
-    script = ("import sys; from kindex.embedding import validate_model_name as v; "
+    script = ("import sys; from kindex.adapters.embedders.registry import validate_model_name as v; "
               "[v(m) for m in ('hash:8', 'local:all-MiniLM-L6-v2', 'openai:text-embedding-3-small')]; "
               "print(sorted(m for m in ('onnxruntime', 'openai', 'tiktoken', 'tokenizers') if m in sys.modules))")
     loaded = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout

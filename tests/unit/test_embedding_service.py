@@ -5,12 +5,11 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
-
-from kindex.adapters.sqlite_chunks import SqliteEmbeddingCache
-from kindex.adapters.sqlite_store import SqliteDatabase
+from kindex.adapters.embedders.hashing import HashEmbedder
+from kindex.adapters.local.sqlite_db import SqliteDatabase
+from kindex.adapters.local.sqlite_embedding_cache import SqliteEmbeddingCache
+from kindex.app.embedding import EmbeddingService
 from kindex.domain.errors import EmbeddingFailed
-from kindex.embedding.hashing import HashEmbedder
-from kindex.services.embedding import EmbeddingService
 
 pytestmark = pytest.mark.unit
 

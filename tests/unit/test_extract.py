@@ -8,9 +8,14 @@ from functools import lru_cache
 from pathlib import Path
 
 import pytest
-
-from kindex.domain.errors import CorruptFile, EmptyText, EncryptedFile, LimitExceeded, UnsupportedType
-from kindex.ingest.extract import SUPPORTED_MIMETYPES, extract, guess_mimetype
+from kindex.domain.errors import (
+    CorruptFile,
+    EmptyText,
+    EncryptedFile,
+    LimitExceeded,
+    UnsupportedType,
+)
+from kindex.text.extract import SUPPORTED_MIMETYPES, extract, guess_mimetype
 
 pytestmark = pytest.mark.unit
 

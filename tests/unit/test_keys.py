@@ -1,11 +1,11 @@
 """API keys: shown once, stored hashed, verified in constant time, revocable."""
 
 import pytest
-
-from kindex.adapters.sqlite_store import SqliteDatabase, SqliteMetadataStore
+from kindex.adapters.local.sqlite_db import SqliteDatabase
+from kindex.adapters.local.sqlite_metadata import SqliteMetadataStore
+from kindex.app.keys import KeyService
 from kindex.domain.errors import InvalidInput, NotFound, Unauthorized
 from kindex.domain.models import Role
-from kindex.services.keys import KeyService
 
 pytestmark = pytest.mark.unit
 

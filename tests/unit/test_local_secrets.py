@@ -4,8 +4,7 @@ import os
 import stat
 
 import pytest
-
-from kindex.adapters.local_secrets import FileSecretStore
+from kindex.adapters.local.file_secrets import FileSecretStore
 
 pytestmark = pytest.mark.unit
 
@@ -36,7 +35,7 @@ def test_two_tenants_writing_at_once_never_swap_secrets(tmp_path, monkeypatch):
             store.put_secret("tenants/a.c/rights-check-signing", b"secret of a.c")
         return real_replace(src, dst)
 
-    monkeypatch.setattr("kindex.adapters.local_secrets.os.replace", replace_with_a_write_in_between)
+    monkeypatch.setattr("kindex.adapters.local.file_secrets.os.replace", replace_with_a_write_in_between)
     # When both rotate / Then each has its own secret, and no temp file is left over
     store.put_secret("tenants/a.b/rights-check-signing", b"secret of a.b")
     assert store.get_secret("tenants/a.b/rights-check-signing") == b"secret of a.b"

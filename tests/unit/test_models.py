@@ -4,8 +4,8 @@ import subprocess
 import sys
 
 import pytest
-from pydantic import ValidationError
-
+from kindex.adapters.embedders.registry import known_model
+from kindex.app.catalog import merge_collection
 from kindex.domain import keys
 from kindex.domain.errors import InvalidInput
 from kindex.domain.models import (
@@ -20,8 +20,7 @@ from kindex.domain.models import (
     check_id,
 )
 from kindex.domain.query import CitationDocument, QueryRequest
-from kindex.embedding import known_model
-from kindex.services.catalog import merge_collection
+from pydantic import ValidationError
 
 pytestmark = pytest.mark.unit
 
@@ -222,7 +221,7 @@ def test_a_stored_collection_with_a_model_that_is_now_refused_still_loads_and_is
 
 def test_domain_models_and_model_names_import_no_numerical_library():
     script = ("import sys; import kindex.domain.models, kindex.domain.query; "
-              "from kindex.embedding import known_model as k; "
+              "from kindex.adapters.embedders.registry import known_model as k; "
               "assert all(k(m) for m in ('hash:8', 'local:all-MiniLM-L6-v2', 'openai:text-embedding-3-small')); "
               "print(sorted(m for m in ('numpy', 'onnxruntime', 'openai', 'tiktoken') if m in sys.modules))")
     loaded = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout

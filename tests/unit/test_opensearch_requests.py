@@ -8,15 +8,12 @@ import math
 
 import numpy as np
 import pytest
-from opensearchpy.exceptions import OpenSearchException, RequestError
-from opensearchpy.helpers.actions import expand_action
-
-from kindex.adapters.search_opensearch import (
+from kindex.adapters.aws.opensearch_index import (
     TEXT_ANALYZER,
     OpenSearchIndex,
     build_bulk_actions,
-    build_client_options,
     build_chunk_ids_query,
+    build_client_options,
     build_delete_query,
     build_index_body,
     build_keyword_query,
@@ -32,6 +29,9 @@ from kindex.adapters.search_opensearch import (
 from kindex.domain.errors import DependencyFailed, InvalidInput
 from kindex.domain.types import IndexRecord, SearchFilters
 from kindex.settings import SettingsError, load_settings
+from opensearchpy.exceptions import OpenSearchException, RequestError
+from opensearchpy.helpers.actions import expand_action
+
 from tests.support.opensearch_double import OpenSearchDouble, spec_checker
 
 pytestmark = pytest.mark.unit

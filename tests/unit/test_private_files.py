@@ -7,15 +7,16 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from kindex.adapters import private_files, search_local
-from kindex.adapters.local_secrets import FileSecretStore
-from kindex.adapters.search_local import LocalSearchIndex
-from kindex.adapters.sqlite_store import SqliteDatabase, SqliteMetadataStore
+from kindex.adapters.local import private_files
+from kindex.adapters.local.file_secrets import FileSecretStore
+from kindex.adapters.local.search import log as search_log
+from kindex.adapters.local.search.index import LocalSearchIndex
+from kindex.adapters.local.sqlite_db import SqliteDatabase
+from kindex.adapters.local.sqlite_metadata import SqliteMetadataStore
+from kindex.adapters.local.upload_signer import load_or_create_secret
 from kindex.domain.models import Collection
 from kindex.domain.types import IndexRecord
-from kindex.local.app import worker_lock, write_admin_key
-from kindex.local.uploads import load_or_create_secret
+from kindex_local.app import worker_lock, write_admin_key
 
 pytestmark = pytest.mark.unit
 
@@ -62,7 +63,7 @@ def test_an_older_wider_sqlite_database_is_narrowed_when_opened(tmp_path):
 
 def test_search_index_keyword_database_vectors_and_snapshots_are_owner_only(tmp_path, monkeypatch):
     # Given compaction after a few records, so both logs and snapshots get written
-    monkeypatch.setattr(search_local, "COMPACT_MAX_RECORDS", 3)
+    monkeypatch.setattr(search_log, "COMPACT_MAX_RECORDS", 3)
     index = LocalSearchIndex(tmp_path / "index")
     seen, wrong = set(), {}
     for i in range(8):

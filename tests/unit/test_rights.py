@@ -9,12 +9,8 @@ import threading
 import time
 
 import pytest
-
-from kindex.adapters.local_secrets import FileSecretStore
-from kindex.domain.errors import Conflict, InvalidInput
-from kindex.domain.models import Collection
-from kindex.domain.rights_policy import RightsCallFailed, RightsUrlPolicy
-from kindex.services.rights import (
+from kindex.adapters.local.file_secrets import FileSecretStore
+from kindex.app.rights import (
     CHECK_FAILED,
     SECRET_MISSING,
     RightsChecks,
@@ -24,6 +20,9 @@ from kindex.services.rights import (
     rights_secret_name,
     sign,
 )
+from kindex.domain.errors import Conflict, InvalidInput
+from kindex.domain.models import Collection
+from kindex.domain.rights_policy import RightsCallFailed, RightsUrlPolicy
 
 pytestmark = pytest.mark.unit
 

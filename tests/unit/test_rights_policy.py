@@ -3,7 +3,6 @@
 import ipaddress
 
 import pytest
-
 from kindex.domain.rights_policy import (
     LOCAL_DEFAULT_NETWORKS,
     RightsUrlPolicy,

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from kindex.adapters import search_local
-from kindex.adapters.search_local import LocalSearchIndex
+from kindex.adapters.local.search import log as search_log
+from kindex.adapters.local.search.index import LocalSearchIndex
 from kindex.domain.types import IndexRecord, SearchFilters
 
 pytestmark = pytest.mark.unit
@@ -115,7 +115,7 @@ def test_many_upserts_and_deletes_replay_to_the_same_index_after_reopen(tmp_path
 
 def test_an_upsert_appends_to_the_log_and_leaves_the_snapshot_alone(tmp_path, monkeypatch):
     # Given a partition that was just compacted into a snapshot
-    monkeypatch.setattr(search_local, "COMPACT_MAX_RECORDS", 3)
+    monkeypatch.setattr(search_log, "COMPACT_MAX_RECORDS", 3)
     root = tmp_path / "search"
     index = LocalSearchIndex(root)
     for i in range(2):
@@ -135,7 +135,7 @@ def test_an_upsert_appends_to_the_log_and_leaves_the_snapshot_alone(tmp_path, mo
 
 def test_compaction_preserves_content_and_empties_the_log(tmp_path, monkeypatch):
     # Given compaction every few records
-    monkeypatch.setattr(search_local, "COMPACT_MAX_RECORDS", 7)
+    monkeypatch.setattr(search_log, "COMPACT_MAX_RECORDS", 7)
     root = tmp_path / "search"
     index, reference = LocalSearchIndex(root), Reference()
     # When a long history of writes goes through several compactions

@@ -1,9 +1,8 @@
 """The local queue's SQS semantics: visibility, receive counts, dead letters, redrive, crash recovery."""
 
 import pytest
-
-from kindex.adapters.sqlite_chunks import SqliteQueue
-from kindex.adapters.sqlite_store import SqliteDatabase
+from kindex.adapters.local.sqlite_db import SqliteDatabase
+from kindex.adapters.local.sqlite_queue import SqliteQueue
 
 pytestmark = pytest.mark.unit
 

@@ -4,8 +4,13 @@ import json
 import time
 
 import pytest
-
-from kindex.api.strict_json import MAX_DEPTH, MAX_INTEGER, JsonBodyError, check_depth, parse
+from kindex.api.strict_json import (
+    MAX_DEPTH,
+    MAX_INTEGER,
+    JsonBodyError,
+    check_depth,
+    parse,
+)
 
 pytestmark = pytest.mark.unit
 

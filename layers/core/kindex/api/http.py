@@ -10,12 +10,14 @@ from typing import Any
 from urllib.parse import unquote
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
-from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
+from aws_lambda_powertools.event_handler.openapi.exceptions import (
+    RequestValidationError,
+)
 
 from kindex.api import strict_json
 from kindex.domain import errors
 from kindex.domain.models import Principal, Role
-from kindex.services.validation import describe
+from kindex.domain.validation import describe
 
 logger = logging.getLogger(__name__)
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 
 from kindex.api.http import path_param, require_query
+from kindex.compose import container
 from kindex.domain.query import MultiQueryRequest, QueryRequest, QueryResponse
-from kindex.wiring import container
 
 router = APIGatewayRouter()
 

@@ -6,7 +6,14 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Protocol
 
-from kindex.domain.types import ChunkRef, IndexRecord, QueueMessage, SearchFilters, SearchHit, StoredChunk
+from kindex.domain.types import (
+    ChunkRef,
+    IndexRecord,
+    QueueMessage,
+    SearchFilters,
+    SearchHit,
+    StoredChunk,
+)
 
 if TYPE_CHECKING:
     import numpy as np

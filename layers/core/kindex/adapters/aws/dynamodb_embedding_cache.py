@@ -1,0 +1,44 @@
+"""DynamoDB adapter of EmbeddingCache: one partition per model (`EMB#{model}`), sha256 sort keys (they spread
+evenly, which lets DynamoDB split a hot partition); vectors as float32 little-endian bytes."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from kindex.adapters.aws.dynamodb_chunks import fit_partition_key
+from kindex.adapters.aws.dynamodb_table import (
+    DynamoDbTable,
+    addressable,
+    escape_part,
+    item_key,
+)
+
+VECTOR_DTYPE = "<f4"  # float32, little-endian whatever the host: the bytes are portable between Lambda and laptops
+
+
+def embedding_pk(model: str) -> str:
+    return fit_partition_key(f"EMB#{escape_part(model)}")
+
+
+def build_vector_item(model: str, text_hash: str, vector: np.ndarray) -> dict[str, dict[str, Any]]:
+    return {**item_key(embedding_pk(model), text_hash),
+            "vector": {"B": np.asarray(vector, dtype=VECTOR_DTYPE).tobytes()}}
+
+
+def parse_vector(item: dict[str, dict[str, Any]]) -> np.ndarray:
+    return np.frombuffer(item["vector"]["B"], dtype=VECTOR_DTYPE).astype(np.float32)
+
+
+class DynamoDbEmbeddingCache(DynamoDbTable):
+    """Implements EmbeddingCache: vectors as float32 bytes by (model, sha256 of the text)."""
+
+    def get_vectors(self, model: str, text_hashes: Sequence[str]) -> dict[str, np.ndarray]:
+        pk = embedding_pk(model)
+        keys = [item_key(pk, digest) for digest in dict.fromkeys(text_hashes) if addressable(pk, digest)]
+        return {item["sk"]["S"]: parse_vector(item) for item in self._batch_get(keys, projection="sk, vector")}
+
+    def put_vectors(self, model: str, vectors: dict[str, np.ndarray]) -> None:
+        self._batch_write(puts=[build_vector_item(model, digest, vector) for digest, vector in vectors.items()])

@@ -1,0 +1,290 @@
+"""DynamoDB adapter of the metadata ports (CollectionStore, DocumentStore, KeyStore): one on-demand table, `pk`/`sk`.
+
+Item layout (every item carries the model's JSON in `body`; documents also carry `version`, a number):
+
+| item                 | pk                                   | sk                        |
+|----------------------|--------------------------------------|---------------------------|
+| collection           | `T#{tenant}#COLLECTIONS`             | `{collection_id}`         |
+| document             | `T#{tenant}#C#{collection_id}`       | `{document_id}`           |
+| API key              | `KEY#{key_id}`                       | `KEY`                     |
+| key listing (all)    | `KEYS`                               | `{created_at}#{key_id}`   |
+| key listing (tenant) | `T#{tenant}#KEYS`                    | `{created_at}#{key_id}`   |
+
+Key construction. Ids may contain '#', '%', spaces and any unicode, so the parts of a partition key are escaped:
+`%` becomes `%25` and `#` becomes `%23` (and nothing else changes). Escaped parts never contain '#', so the '#'
+separators are unambiguous and two different (tenant, collection) pairs can never build the same pk; after the tenant
+the next token (`COLLECTIONS`, `KEYS` or `C`) tells the item kinds apart. Sort keys are the raw ids, never escaped:
+the sort key is the only thing in its position so it cannot collide, and listing relies on DynamoDB ordering sort
+keys by UTF-8 bytes, which is the code point order the ports promise (percent-encoding would break that order).
+Escaping only two characters (rather than percent-encoding everything or length-prefixing) also keeps the keys
+within DynamoDB's limits for the longest ids the models accept: 255 characters of 4-byte UTF-8 is 1,020 bytes, so an
+sk stays under 1,024 bytes and a document pk (two such parts plus 5 separator bytes) under 2,048 bytes.
+
+Key listings are denormalised copies of the key item written in the same TransactWriteItems, so listing keys (all,
+or one tenant's) is a Query, never a Scan. `{created_at}#{key_id}` sorts like the local store's
+`ORDER BY created_at, key_id` because '#' sorts below every character an ISO timestamp can continue with.
+No GSI is needed.
+
+Reads are strongly consistent: services read-modify-write with version checks, and a stale read there would only
+turn into a spurious Conflict. Requests are built by the pure functions below; `DynamoDbMetadataStore._call` is the
+one place that turns botocore errors into domain errors.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from kindex.adapters.aws.dynamodb_table import (
+    BATCH_WRITE_MAX,
+    DynamoDbTable,
+    addressable,
+    escape_part,
+    fit_sort_key,
+    item_key,
+)
+from kindex.domain.errors import Conflict, KindexError, NotFound
+from kindex.domain.models import ApiKey, Collection, Document
+
+logger = logging.getLogger(__name__)
+
+KEYS_PARTITION = "KEYS"
+KEY_ITEM_SK = "KEY"
+
+
+
+# Pure key and request building
+def collections_pk(tenant: str) -> str:
+    return f"T#{escape_part(tenant)}#COLLECTIONS"
+
+
+def documents_pk(tenant: str, collection_id: str) -> str:
+    return f"T#{escape_part(tenant)}#C#{escape_part(collection_id)}"
+
+
+def key_pk(key_id: str) -> str:
+    return f"KEY#{key_id}"
+
+
+def tenant_keys_pk(tenant: str) -> str:
+    return f"T#{escape_part(tenant)}#KEYS"
+
+
+def key_listing_sk(key: ApiKey) -> str:
+    return f"{key.created_at.isoformat()}#{key.key_id}"
+
+
+def build_item(pk: str, sk: str, body: str, *, version: int | None = None) -> dict[str, dict[str, str]]:
+    item = {**item_key(pk, sk), "body": {"S": body}}
+    if version is not None:
+        item["version"] = {"N": str(version)}
+    return item
+
+
+def build_put_request(table: str, item: dict, *, create: bool, expected_version: int | None = None) -> dict[str, Any]:
+    """A conditional PutItem: create needs the item absent; update needs it present (and at `expected_version`)."""
+    request: dict[str, Any] = {"TableName": table, "Item": item,
+                               "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}
+    if create:
+        request["ConditionExpression"] = "attribute_not_exists(pk)"
+    elif expected_version is None:
+        request["ConditionExpression"] = "attribute_exists(pk)"
+    else:
+        request["ConditionExpression"] = "attribute_exists(pk) AND #version = :expected"
+        request["ExpressionAttributeNames"] = {"#version": "version"}
+        request["ExpressionAttributeValues"] = {":expected": {"N": str(expected_version)}}
+    return request
+
+
+def build_page_query(table: str, pk: str, *, after: str | None = None, count: bool = False) -> dict[str, Any]:
+    """A Query over one partition in sort-key order, strictly after `after` when given.
+
+    `sk > :after` is used rather than ExclusiveStartKey: it is exact whether or not an item with that id exists.
+    """
+    condition = "pk = :pk"
+    values = {":pk": {"S": pk}}
+    if after:  # an empty `after` excludes nothing, and DynamoDB refuses empty key values
+        condition += " AND sk > :after"
+        values[":after"] = {"S": fit_sort_key(after)}
+    request: dict[str, Any] = {"TableName": table, "KeyConditionExpression": condition,
+                               "ExpressionAttributeValues": values, "ConsistentRead": True}
+    if count:
+        request["Select"] = "COUNT"
+    else:
+        request["ProjectionExpression"] = "sk"
+    return request
+
+
+
+
+class DynamoDbMetadataStore(DynamoDbTable):
+    """Collections, documents and API keys in one DynamoDB table (implements CollectionStore, DocumentStore, KeyStore).
+
+    `client` is a boto3 DynamoDB client (created lazily when omitted). `page_size`, when set, caps the items per Query
+    page (DynamoDB's own cap is 1 MB); tests use it to exercise paging.
+    """
+
+    def __init__(self, table_name: str, *, client: Any = None, page_size: int | None = None):
+        super().__init__(table_name, client=client)
+        self.page_size = page_size
+
+    # Collections
+    def get_collection(self, tenant: str, collection_id: str) -> Collection | None:
+        body = self._get_body(collections_pk(tenant), collection_id)
+        return Collection.model_validate_json(body) if body is not None else None
+
+    def put_collection(self, tenant: str, collection: Collection, *, create: bool) -> None:
+        item = build_item(collections_pk(tenant), collection.id, collection.model_dump_json())
+        self._call("put_item", build_put_request(self.table_name, item, create=create), on_condition_failed=(
+            lambda _old: Conflict(f"collection {collection.id!r} already exists") if create
+            else NotFound(f"collection {collection.id!r} does not exist")))
+
+    def delete_collection(self, tenant: str, collection_id: str) -> bool:
+        pk = collections_pk(tenant)
+        if not addressable(pk, collection_id):
+            return False
+        # Documents first: if this fails half-way the collection still exists, so a retry finds it and finishes.
+        doc_pk = documents_pk(tenant, collection_id)
+        deleted = 0
+        pending: list[dict] = []
+        # Deleting while paging is safe (LastEvaluatedKey does not need the item to exist) and bounds memory.
+        for sort_key in self._sort_keys(doc_pk, after=None):
+            pending.append(item_key(doc_pk, sort_key))
+            if len(pending) == BATCH_WRITE_MAX:
+                self._batch_write(deletes=pending)
+                deleted, pending = deleted + len(pending), []
+        self._batch_write(deletes=pending)
+        deleted += len(pending)
+        response = self._call("delete_item", {"TableName": self.table_name, "Key": item_key(pk, collection_id),
+                                              "ReturnValues": "ALL_OLD"})
+        existed = "Attributes" in response
+        logger.info("collection deleted", extra={"tenant": tenant, "collection": collection_id,
+                                                 "documents_deleted": deleted, "existed": existed})
+        return existed
+
+    def list_collections(self, tenant: str, *, after: str | None, offset: int, limit: int | None) -> list[str]:
+        return self._list_ids(collections_pk(tenant), after=after, offset=offset, limit=limit)
+
+    # Documents
+    def get_document(self, tenant: str, collection_id: str, document_id: str) -> Document | None:
+        body = self._get_body(documents_pk(tenant, collection_id), document_id)
+        return Document.model_validate_json(body) if body is not None else None
+
+    def put_document(self, tenant: str, document: Document, *, create: bool, expected_version: int | None = None) -> None:
+        item = build_item(documents_pk(tenant, document.collection), document.id, document.model_dump_json(),
+                          version=document.version)
+
+        def condition_failed(old: dict | None) -> KindexError:
+            if create:
+                return Conflict(f"document {document.id!r} already exists")
+            # ALL_OLD returns the stored item when the version check failed; read it back in case it is not there.
+            if old is None and self._get_body(item["pk"]["S"], document.id) is None:
+                return NotFound(f"document {document.id!r} does not exist")
+            return Conflict(f"document {document.id!r} changed meanwhile")
+
+        request = build_put_request(self.table_name, item, create=create, expected_version=expected_version)
+        self._call("put_item", request, on_condition_failed=condition_failed)
+
+    def delete_document(self, tenant: str, collection_id: str, document_id: str) -> bool:
+        pk = documents_pk(tenant, collection_id)
+        if not addressable(pk, document_id):
+            return False
+        response = self._call("delete_item", {"TableName": self.table_name, "Key": item_key(pk, document_id),
+                                              "ReturnValues": "ALL_OLD"})
+        return "Attributes" in response
+
+    def list_documents(self, tenant: str, collection_id: str, *, after: str | None, offset: int,
+                       limit: int | None) -> list[str]:
+        return self._list_ids(documents_pk(tenant, collection_id), after=after, offset=offset, limit=limit)
+
+    def count_documents(self, tenant: str, collection_id: str) -> int:
+        request = build_page_query(self.table_name, documents_pk(tenant, collection_id), count=True)
+        return sum(page["Count"] for page in self._query_pages(request))
+
+    # API keys
+    def put_key(self, key: ApiKey) -> None:
+        self._write_key(key, create=True)
+
+    def get_key(self, key_id: str) -> ApiKey | None:
+        body = self._get_body(key_pk(key_id), KEY_ITEM_SK)
+        return ApiKey.model_validate_json(body) if body is not None else None
+
+    def list_keys(self, tenant: str | None = None) -> list[ApiKey]:
+        pk = KEYS_PARTITION if tenant is None else tenant_keys_pk(tenant)
+        request = build_page_query(self.table_name, pk)
+        request["ProjectionExpression"] = "body"
+        return [ApiKey.model_validate_json(item["body"]["S"])
+                for page in self._query_pages(request) for item in page["Items"]]
+
+    def revoke_key(self, key_id: str) -> bool:
+        key = self.get_key(key_id)
+        if key is None:
+            return False
+        self._write_key(key.model_copy(update={"revoked": True}), create=False)
+        return True
+
+    # Internals
+    def _write_key(self, key: ApiKey, *, create: bool) -> None:
+        """The key item and its two listing copies, all or nothing."""
+        body = key.model_dump_json()
+        listing_sk = key_listing_sk(key)
+        condition = "attribute_not_exists(pk)" if create else "attribute_exists(pk)"
+        items = [
+            {"Put": {"TableName": self.table_name, "Item": build_item(key_pk(key.key_id), KEY_ITEM_SK, body),
+                     "ConditionExpression": condition}},
+            {"Put": {"TableName": self.table_name, "Item": build_item(KEYS_PARTITION, listing_sk, body)}},
+            {"Put": {"TableName": self.table_name, "Item": build_item(tenant_keys_pk(key.tenant), listing_sk, body)}},
+        ]
+        self._call("transact_write_items", {"TransactItems": items}, on_condition_failed=(
+            lambda _old: Conflict("key id already exists") if create else NotFound("key does not exist")))
+
+    def _get_body(self, pk: str, sk: str) -> str | None:
+        if not addressable(pk, sk):
+            return None
+        response = self._call("get_item", {"TableName": self.table_name, "Key": item_key(pk, sk),
+                                           "ConsistentRead": True, "ProjectionExpression": "body"})
+        item = response.get("Item")
+        return item["body"]["S"] if item else None
+
+    def _query_pages(self, request: dict[str, Any],
+                     needed: Callable[[], int | None] = lambda: None) -> Iterator[dict]:
+        """Every page of a Query, following LastEvaluatedKey; `needed` bounds the next page's size when known."""
+        request = dict(request)
+        while True:
+            caps = [cap for cap in (self.page_size, needed()) if cap is not None]
+            if caps:
+                request["Limit"] = max(1, min(caps))
+            else:
+                request.pop("Limit", None)
+            page = self._call("query", request)
+            yield page
+            last_key = page.get("LastEvaluatedKey")
+            if not last_key:
+                return
+            request["ExclusiveStartKey"] = last_key
+
+    def _sort_keys(self, pk: str, *, after: str | None) -> Iterator[str]:
+        for page in self._query_pages(build_page_query(self.table_name, pk, after=after)):
+            for item in page["Items"]:
+                yield item["sk"]["S"]
+
+    def _list_ids(self, pk: str, *, after: str | None, offset: int, limit: int | None) -> list[str]:
+        if limit is not None and limit <= 0:
+            return []
+        ids: list[str] = []
+        to_skip = max(offset, 0)
+
+        def needed() -> int | None:
+            # DynamoDB cannot skip items server-side, so the skipped ones are read too; read no more than that.
+            return None if limit is None else to_skip + limit - len(ids)
+
+        for page in self._query_pages(build_page_query(self.table_name, pk, after=after), needed):
+            for item in page["Items"]:
+                if to_skip:
+                    to_skip -= 1
+                    continue
+                ids.append(item["sk"]["S"])
+                if limit is not None and len(ids) >= limit:
+                    return ids
+        return ids

@@ -1,0 +1,565 @@
+"""OpenSearch adapter of the `SearchIndex` port: one k-NN index per embedding model and dimension, shared by tenants.
+
+Layout: alias `{prefix}-{slug(model)}-{dims}` -> concrete index `<alias>-v1` (the alias lets a later mapping change
+reindex into `-v2` and swap without touching callers). Every write, search and delete is routed by tenant
+(`routing_key`) and also filtered by a `tenant` term, so a tenant's requests hit one shard and can never see
+another tenant's chunks.
+Request bodies are built by the pure `build_*` functions below; the class only sends them and turns
+opensearch-py exceptions into `DependencyFailed` in one place (`_translate_errors`).
+
+The vector engine is configuration (`faiss`, the default on Amazon OpenSearch Service, or `lucene`): both build
+HNSW graphs in the `innerproduct` space, support efficient filtering and report the same score for a dot
+product, so everything but the mapping's `engine` is shared. `lucene` needs no native library, which is why the
+test node (assembled from Maven Central, where the k-NN plugin ships without its faiss/nmslib libraries) uses it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import math
+import re
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from functools import lru_cache
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+from opensearchpy import OpenSearch, helpers
+from opensearchpy.exceptions import (
+    NotFoundError,
+    OpenSearchException,
+    RequestError,
+    TransportError,
+)
+
+from kindex.domain.errors import DependencyFailed, InvalidInput
+from kindex.domain.types import IndexRecord, SearchFilters, SearchHit
+
+logger = logging.getLogger(__name__)
+
+VECTOR_FIELD = "vector"
+TEXT_FIELD = "text"
+# Fields a search hit needs; everything else (vector, filter fields) stays on the cluster.
+HIT_SOURCE_FIELDS = ["chunk_id", "document_id", "collection"]
+KEYWORD_FIELDS = ("tenant", "collection", "document_id", "chunk_id", "language", "mimetype")
+# OpenSearch rejects _id values longer than 512 bytes.
+MAX_DOC_ID_BYTES = 512
+TEXT_ANALYZER = "kindex_text"
+# Words as the embedded index's FTS5 `unicode61 remove_diacritics 2` tokenizer sees them: every character that is
+# not a letter, digit or combining mark separates words, case and diacritics are folded. The standard analyzer
+# alone keeps "budget's" and "text:budget" as single tokens, so a query for them would not find "budget".
+# (pattern_replace and asciifolding come from the analysis-common module, present on every managed domain.)
+TEXT_ANALYSIS: dict[str, Any] = {
+    "char_filter": {"kindex_word_breaks": {"type": "pattern_replace", "pattern": r"[^\p{L}\p{N}\p{M}]+",
+                                           "replacement": " "}},
+    "analyzer": {TEXT_ANALYZER: {"type": "custom", "char_filter": ["kindex_word_breaks"], "tokenizer": "standard",
+                                 "filter": ["lowercase", "asciifolding"]}},
+}
+# A terms query may hold at most `index.max_terms_count` (65,536) values; stay well below per delete request.
+DELETE_IDS_PER_REQUEST = 1000
+CHUNK_IDS_PAGE_SIZE = 1000
+# Amazon OpenSearch Service domains sign with this service name (OpenSearch Serverless would be "aoss").
+SIGNING_SERVICE = "es"
+# k-NN engines the mapping may name; faiss is Amazon OpenSearch Service's default (and needs the plugin's native
+# library), lucene is pure Java.
+ENGINES = ("faiss", "lucene")
+DEFAULT_ENGINE = "faiss"
+_DOMAIN_REGION = re.compile(r"\.([a-z]{2}(?:-[a-z]+)+-\d)\.es\.amazonaws\.com$")
+
+
+def build_client_options(endpoint: str) -> dict[str, Any]:
+    """opensearch-py client options for an endpoint (`https://host[:port]`, or a bare host meaning HTTPS).
+
+    Plain `http://` is honoured only when written out (a local cluster or a test server). A user and password in
+    the URL (`https://user:secret@host`, percent-encoded) become HTTP basic auth (`http_auth`). The transport
+    retries timeouts and 502/503/504 (a managed domain's blue/green changes) at once; throttling is left to the
+    caller.
+    """
+    if not endpoint:
+        raise ValueError("no OpenSearch endpoint is configured")
+    parts = urlsplit(endpoint if "://" in endpoint else f"https://{endpoint}")
+    try:
+        port = parts.port
+    except ValueError as error:
+        raise ValueError("the OpenSearch endpoint has an invalid port") from error
+    if parts.scheme not in ("https", "http") or not parts.hostname:
+        raise ValueError("the OpenSearch endpoint must be an http(s) URL or a host name")
+    secure = parts.scheme == "https"
+    options: dict[str, Any] = {
+        "hosts": [{"host": parts.hostname, "port": port or (443 if secure else 80)}],
+        "use_ssl": secure,
+        "verify_certs": secure,
+        "timeout": 30,
+        "max_retries": 3,
+        "retry_on_timeout": True,
+        "http_compress": True,
+    }
+    if parts.username is not None:
+        options["http_auth"] = (unquote(parts.username), unquote(parts.password or ""))
+    return options
+
+
+def region_of_domain(host: str) -> str | None:
+    """The region in a managed domain's host name (`search-x-abc.eu-west-1.es.amazonaws.com`), else None."""
+    match = _DOMAIN_REGION.search(host)
+    return match.group(1) if match else None
+
+
+@lru_cache(maxsize=4)
+def opensearch_client(endpoint: str, *, sigv4: bool = True) -> OpenSearch:
+    """A client for `endpoint`: basic auth when the URL carries a user; otherwise, with `sigv4` (an Amazon
+    OpenSearch Service domain), every request is SigV4-signed with the process's AWS credentials (refreshed as
+    they rotate: the signer freezes them per request; boto3 is imported only then, to keep cold starts short; the
+    region is the process's, else the one in the endpoint's host name); without it, no authentication (a local
+    cluster such as the test node)."""
+    options = build_client_options(endpoint)
+    if "http_auth" in options or not sigv4:
+        return OpenSearch(**options)
+
+    import boto3
+    from opensearchpy import Urllib3AWSV4SignerAuth, Urllib3HttpConnection
+
+    session = boto3.Session()
+    credentials = session.get_credentials()
+    region = session.region_name or region_of_domain(options["hosts"][0]["host"])
+    if credentials is None or not region:
+        raise DependencyFailed("no AWS credentials or region to sign search cluster requests with")
+    return OpenSearch(http_auth=Urllib3AWSV4SignerAuth(credentials, region, SIGNING_SERVICE),
+                      connection_class=Urllib3HttpConnection, **options)
+
+
+def model_slug(model: str) -> str:
+    """Index-name-safe form of a model name: lowercase, runs of other characters become one dash."""
+    slug = re.sub(r"[^a-z0-9]+", "-", model.lower()).strip("-")
+    if not slug:
+        raise InvalidInput("model name has no letters or digits")
+    return slug
+
+
+def index_alias(prefix: str, model: str, dims: int) -> str:
+    """The alias every request uses for (model, dims)."""
+    return f"{prefix}-{model_slug(model)}-{int(dims)}"
+
+
+def concrete_index(alias: str) -> str:
+    """The first physical index behind an alias."""
+    return f"{alias}-v1"
+
+
+def document_id(tenant: str, collection: str, chunk_id: str) -> str:
+    """The OpenSearch `_id` of a chunk.
+
+    Not the bare chunk id: `_id` is unique per shard, and two tenants' documents may share a shard, so the same
+    chunk id under two tenants (or collections) would overwrite each other. Length-prefixing keeps it
+    unambiguous and readable; over-long ids fall back to a hash.
+    """
+    readable = f"{len(tenant)}:{tenant}/{len(collection)}:{collection}/{chunk_id}"
+    if len(readable.encode("utf-8")) <= MAX_DOC_ID_BYTES:
+        return readable
+    return "sha256:" + hashlib.sha256(readable.encode("utf-8")).hexdigest()
+
+
+def routing_key(tenant: str) -> str:
+    """The `routing` value of a tenant's documents and requests: the tenant id, unless it holds a comma.
+
+    A request's `routing` is a comma-separated list (split like Java's `String.split`, trailing empty parts
+    dropped) while a document's is one value, so a tenant "a,b" would be written to the shard of "a,b" but
+    searched and deleted on the shards of "a" and "b" (and "," on none at all): its chunks would be invisible and
+    undeletable. Such ids route by their hash instead.
+    Two tenants sharing a routing value only share a shard; the tenant filter still keeps them apart.
+    """
+    if "," not in tenant:
+        return tenant
+    return "sha256-" + hashlib.sha256(tenant.encode("utf-8")).hexdigest()
+
+
+def normalise(vector: Sequence[float]) -> list[float]:
+    """L2-normalise so inner product equals cosine similarity (a zero vector stays zero)."""
+    values = [float(x) for x in vector]
+    norm = math.sqrt(sum(x * x for x in values))
+    if not math.isfinite(norm):
+        raise InvalidInput("vector contains non-finite values")
+    return [x / norm for x in values] if norm > 0 else values
+
+
+def cosine_from_score(score: float) -> float:
+    """Invert the `innerproduct` score (1 + dot if dot >= 0, else 1 / (1 - dot); the same for faiss and lucene)
+    back to the dot product, which is the cosine similarity of normalised vectors, so both adapters report the
+    same scale."""
+    return score - 1.0 if score >= 1.0 else 1.0 - 1.0 / score
+
+
+def check_engine(engine: str) -> str:
+    if engine not in ENGINES:
+        raise ValueError(f"unknown k-NN engine {engine!r}; use one of {', '.join(ENGINES)}")
+    return engine
+
+
+def build_index_body(dims: int, *, alias: str | None = None, engine: str = DEFAULT_ENGINE, number_of_shards: int = 1,
+                     number_of_replicas: int = 1, ef_construction: int = 128, m: int = 16, ef_search: int = 100
+                     ) -> dict[str, Any]:
+    """Settings and mappings of one model's index.
+
+    Space `innerproduct`: every stored and query vector is L2-normalised, so inner product ranks exactly like
+    cosine; the OpenSearch docs recommend it over `cosinesimil` for normalised vectors with Faiss (which
+    only supports cosinesimil from 2.19 on, and then normalises internally anyway), and Lucene scores it the
+    same way. `engine` is the only part that differs between engines. `text` is indexed for BM25 (with
+    `TEXT_ANALYZER`) but excluded from `_source`, so the cluster never stores or returns chunk text.
+    """
+    body: dict[str, Any] = {
+        "settings": {
+            "index": {
+                "knn": True,
+                "knn.algo_param.ef_search": ef_search,
+                "number_of_shards": number_of_shards,
+                "number_of_replicas": number_of_replicas,
+                "analysis": TEXT_ANALYSIS,
+            }
+        },
+        "mappings": {
+            # strict: a typo in a field name fails the write instead of creating an unmapped field.
+            "dynamic": "strict",
+            "_source": {"excludes": [TEXT_FIELD]},
+            "properties": {
+                **{name: {"type": "keyword"} for name in KEYWORD_FIELDS},
+                TEXT_FIELD: {"type": "text", "analyzer": TEXT_ANALYZER},
+                VECTOR_FIELD: {
+                    "type": "knn_vector",
+                    "dimension": int(dims),
+                    "method": {
+                        "name": "hnsw",
+                        "engine": check_engine(engine),
+                        "space_type": "innerproduct",
+                        "parameters": {"ef_construction": ef_construction, "m": m},
+                    },
+                },
+            },
+        },
+    }
+    if alias:
+        body["aliases"] = {alias: {}}
+    return body
+
+
+def build_filter_clauses(tenant: str, collections: Sequence[str], filters: SearchFilters | None = None
+                         ) -> list[dict[str, Any]]:
+    """Term filters shared by every search: tenant, collections and the optional search filters."""
+    clauses: list[dict[str, Any]] = [
+        {"term": {"tenant": tenant}},
+        {"terms": {"collection": list(collections)}},
+    ]
+    if filters is not None:
+        if filters.document_ids is not None:
+            clauses.append({"terms": {"document_id": list(filters.document_ids)}})
+        if filters.language is not None:
+            clauses.append({"term": {"language": filters.language}})
+        if filters.mimetype is not None:
+            clauses.append({"term": {"mimetype": filters.mimetype}})
+    return clauses
+
+
+def build_knn_query(tenant: str, collections: Sequence[str], vector: Sequence[float], k: int,
+                    filters: SearchFilters | None = None) -> dict[str, Any]:
+    """A k-NN search with an *efficient filter*: the filter is applied while searching, before the k nearest are
+    chosen, so a narrow filter still yields k results (a post-filter could return fewer or none)."""
+    return {
+        "size": k,
+        "_source": list(HIT_SOURCE_FIELDS),
+        "query": {
+            "knn": {
+                VECTOR_FIELD: {
+                    "vector": normalise(vector),
+                    "k": k,
+                    "filter": {"bool": {"filter": build_filter_clauses(tenant, collections, filters)}},
+                }
+            }
+        },
+    }
+
+
+def build_keyword_query(tenant: str, collections: Sequence[str], query: str, k: int,
+                        filters: SearchFilters | None = None) -> dict[str, Any]:
+    """A BM25 search. `match` analyses the text like the indexed field, so any user input (quotes, operators,
+    punctuation) is just text: there is no query-string syntax to escape."""
+    return {
+        "size": k,
+        "_source": list(HIT_SOURCE_FIELDS),
+        "query": {
+            "bool": {
+                "must": [{"match": {TEXT_FIELD: {"query": query}}}],
+                "filter": build_filter_clauses(tenant, collections, filters),
+            }
+        },
+    }
+
+
+def build_bulk_actions(alias: str, records: Iterable[IndexRecord]) -> list[dict[str, Any]]:
+    """helpers.bulk actions for `records`, routed by tenant; the last record wins for a repeated chunk id."""
+    actions: dict[str, dict[str, Any]] = {}
+    for record in records:
+        doc_id = document_id(record.tenant, record.collection, record.chunk_id)
+        actions.pop(doc_id, None)  # keep batch order = last write order
+        actions[doc_id] = {
+            "_op_type": "index",
+            "_index": alias,
+            "_id": doc_id,
+            "_routing": routing_key(record.tenant),
+            "_source": {
+                "tenant": record.tenant,
+                "collection": record.collection,
+                "document_id": record.document_id,
+                "chunk_id": record.chunk_id,
+                "language": record.language,
+                "mimetype": record.mimetype,
+                TEXT_FIELD: record.text,
+                VECTOR_FIELD: normalise(record.vector),
+            },
+        }
+    return list(actions.values())
+
+
+def build_delete_query(tenant: str, collection: str, *, document_ids: Sequence[str] | None = None,
+                       chunk_ids: Sequence[str] | None = None) -> dict[str, Any]:
+    """delete_by_query body: the tenant's collection, narrowed to documents and/or chunks when given."""
+    clauses: list[dict[str, Any]] = [{"term": {"tenant": tenant}}, {"term": {"collection": collection}}]
+    if document_ids is not None:
+        clauses.append({"terms": {"document_id": list(document_ids)}})
+    if chunk_ids is not None:
+        clauses.append({"terms": {"chunk_id": list(chunk_ids)}})
+    return {"query": {"bool": {"filter": clauses}}}
+
+
+def build_chunk_ids_query(tenant: str, collection: str, *, page_size: int = CHUNK_IDS_PAGE_SIZE,
+                          search_after: Sequence[str] | None = None) -> dict[str, Any]:
+    """One page of chunk ids, sorted by chunk id so `search_after` can continue where the last page ended."""
+    body: dict[str, Any] = {
+        "size": page_size,
+        "_source": ["chunk_id"],
+        # The bare field name (ascending by default): the spec's `oneOf` for sort entries matches an object form
+        # like {"chunk_id": {"order": "asc"}} twice and so rejects it, although OpenSearch accepts both.
+        "sort": ["chunk_id"],
+        "query": {"bool": {"filter": [{"term": {"tenant": tenant}}, {"term": {"collection": collection}}]}},
+    }
+    if search_after is not None:
+        body["search_after"] = list(search_after)
+    return body
+
+
+def _batches(values: Sequence[str], size: int) -> Iterator[list[str]]:
+    for start in range(0, len(values), size):
+        yield list(values[start:start + size])
+
+
+def _error_type(error: TransportError) -> str:
+    info = error.info if isinstance(error.info, dict) else {}
+    detail = info.get("error")
+    if isinstance(detail, dict):
+        return str(detail.get("type", ""))
+    return str(error.error)
+
+
+def _hits(response: dict[str, Any], *, knn: bool) -> list[SearchHit]:
+    hits = []
+    for hit in response.get("hits", {}).get("hits", []):
+        source = hit.get("_source", {})
+        score = float(hit["_score"])
+        hits.append(SearchHit(
+            chunk_id=source["chunk_id"],
+            document_id=source["document_id"],
+            collection=source["collection"],
+            score=cosine_from_score(score) if knn else score,
+        ))
+    return hits
+
+
+class OpenSearchIndex:
+    """`SearchIndex` on an OpenSearch cluster with the k-NN plugin (HNSW, innerproduct on normalised vectors, with
+    the `engine` given: faiss or lucene).
+
+    `client` is a configured `opensearchpy.OpenSearch`; without one, `opensearch_client(endpoint, sigv4=sigv4)`
+    builds the client for `endpoint` on first use (SigV4-signed for an AWS domain).
+    With `refresh=True` writes are searchable when the call returns (bulk `refresh=wait_for`, delete_by_query
+    `refresh=true`); turn it off for bulk loads that refresh once at the end.
+    """
+
+    def __init__(self, client: OpenSearch | None = None, *, endpoint: str | None = None, sigv4: bool = True,
+                 index_prefix: str = "kindex", engine: str = DEFAULT_ENGINE, number_of_shards: int = 1,
+                 number_of_replicas: int = 1, ef_construction: int = 128, m: int = 16, ef_search: int = 100,
+                 bulk_chunk_size: int = 500, bulk_max_bytes: int = 10 * 1024 * 1024, refresh: bool = True):
+        if client is None and not endpoint:
+            raise ValueError("OpenSearchIndex needs a client or an endpoint")
+        self._given_client = client
+        self._endpoint = endpoint
+        self._sigv4 = sigv4
+        self._prefix = index_prefix
+        self._index_settings = {"engine": check_engine(engine), "number_of_shards": number_of_shards,
+                                "number_of_replicas": number_of_replicas, "ef_construction": ef_construction,
+                                "m": m, "ef_search": ef_search}
+        self._bulk_chunk_size = bulk_chunk_size
+        self._bulk_max_bytes = bulk_max_bytes
+        self._refresh = refresh
+        self._lock = threading.Lock()
+        self._ready_aliases: set[str] = set()
+        self._dims_by_model: dict[str, set[int]] = {}
+
+    @property
+    def engine(self) -> str:
+        """The k-NN engine new indices are created with."""
+        return self._index_settings["engine"]
+
+    # -- port -------------------------------------------------------------------------------------------------
+
+    def upsert(self, model: str, records: Sequence[IndexRecord]) -> None:
+        if not records:
+            return
+        dims = {len(record.vector) for record in records}
+        if len(dims) != 1 or 0 in dims:
+            raise InvalidInput("all vectors in one upsert must have the same non-zero length")
+        (dim,) = dims
+        alias = index_alias(self._prefix, model, dim)
+        actions = build_bulk_actions(alias, records)
+        with self._translate_errors("upsert", alias):
+            self._ensure_index(model, alias, dim)
+            params = {"refresh": "wait_for"} if self._refresh else {}
+            ok, _ = helpers.bulk(self._client, actions, chunk_size=self._bulk_chunk_size,
+                                 max_chunk_bytes=self._bulk_max_bytes, **params)
+        logger.info("search index upsert", extra={"model": model, "index": alias, "records": ok})
+
+    def delete(self, model: str, tenant: str, collection: str, *, document_ids: Sequence[str] | None = None,
+               chunk_ids: Sequence[str] | None = None) -> None:
+        # An empty list means "nothing", never "everything": only (None, None) deletes the whole collection.
+        if (document_ids is not None and not document_ids) or (chunk_ids is not None and not chunk_ids):
+            return
+        bodies = self._delete_bodies(tenant, collection, document_ids, chunk_ids)
+        deleted = 0
+        for alias in self._aliases_of(model):
+            with self._translate_errors("delete", alias):
+                for body in bodies:
+                    try:
+                        params = {"refresh": "true"} if self._refresh else {}
+                        response = self._client.delete_by_query(index=alias, body=body, routing=routing_key(tenant),
+                                                                conflicts="proceed", **params)
+                    except NotFoundError as error:
+                        if _error_type(error) != "index_not_found_exception":
+                            raise
+                        break
+                    deleted += int(response.get("deleted", 0))
+        logger.info("search index delete", extra={"model": model, "tenant": tenant, "collection": collection,
+                                                   "deleted": deleted})
+
+    def knn_search(self, model: str, tenant: str, collections: Sequence[str], vector: Sequence[float], k: int,
+                   filters: SearchFilters | None = None) -> list[SearchHit]:
+        if k <= 0 or not collections or len(vector) == 0:  # len(): query vectors arrive as numpy arrays
+            return []
+        alias = index_alias(self._prefix, model, len(vector))
+        response = self._search(alias, tenant, build_knn_query(tenant, collections, vector, k, filters))
+        if not response and self._aliases_of(model):
+            # The model is indexed, but not at this dimension: a caller bug, not an empty result.
+            raise InvalidInput(f"query vector has {len(vector)} dimensions, which model {model} does not use")
+        return _hits(response, knn=True)
+
+    def keyword_search(self, model: str, tenant: str, collections: Sequence[str], query: str, k: int,
+                       filters: SearchFilters | None = None) -> list[SearchHit]:
+        if k <= 0 or not collections or not query.strip():
+            return []
+        hits: list[SearchHit] = []
+        for alias in self._aliases_of(model):
+            hits.extend(_hits(self._search(alias, tenant, build_keyword_query(tenant, collections, query, k,
+                                                                              filters)), knn=False))
+        hits.sort(key=lambda hit: -hit.score)
+        return hits[:k]
+
+    def chunk_ids(self, model: str, tenant: str, collection: str) -> set[str]:
+        found: set[str] = set()
+        for alias in self._aliases_of(model):
+            search_after: list[str] | None = None
+            while True:
+                body = build_chunk_ids_query(tenant, collection, search_after=search_after)
+                page = self._search(alias, tenant, body).get("hits", {}).get("hits", [])
+                found.update(hit["_source"]["chunk_id"] for hit in page)
+                if len(page) < CHUNK_IDS_PAGE_SIZE:
+                    break
+                search_after = page[-1]["sort"]
+        return found
+
+    # -- helpers ----------------------------------------------------------------------------------------------
+
+    @property
+    def _client(self) -> OpenSearch:
+        if self._given_client is None:
+            self._given_client = opensearch_client(self._endpoint, sigv4=self._sigv4)
+        return self._given_client
+
+    @contextmanager
+    def _translate_errors(self, operation: str, index: str) -> Iterator[None]:
+        """The one place opensearch-py exceptions become domain errors; nothing above sees them."""
+        try:
+            yield
+        except (OpenSearchException, helpers.BulkIndexError) as error:
+            status = getattr(error, "status_code", None)
+            logger.warning("search cluster request failed",
+                           extra={"operation": operation, "index": index, "status": status,
+                                  "error_type": type(error).__name__})
+            raise DependencyFailed(f"search cluster {operation} failed ({type(error).__name__}, status {status})"
+                                   ) from error
+
+    def _search(self, alias: str, tenant: str, body: dict[str, Any]) -> dict[str, Any]:
+        with self._translate_errors("search", alias):
+            try:
+                return self._client.search(index=alias, body=body, routing=routing_key(tenant))
+            except NotFoundError as error:
+                # No index yet for this model and dimension: nothing has been written, so nothing matches.
+                if _error_type(error) == "index_not_found_exception":
+                    return {}
+                raise
+
+    def _ensure_index(self, model: str, alias: str, dims: int) -> None:
+        if alias in self._ready_aliases:
+            return
+        with self._lock:
+            if alias in self._ready_aliases:
+                return
+            if not self._client.indices.exists(index=alias):
+                body = build_index_body(dims, alias=alias, **self._index_settings)
+                try:
+                    self._client.indices.create(index=concrete_index(alias), body=body)
+                    logger.info("search index created", extra={"index": concrete_index(alias), "alias": alias})
+                except RequestError as error:
+                    # Another process created it between our check and create: that is the outcome we wanted.
+                    if _error_type(error) != "resource_already_exists_exception":
+                        raise
+            self._ready_aliases.add(alias)
+            self._dims_by_model.setdefault(model, set()).add(dims)
+
+    def _aliases_of(self, model: str) -> list[str]:
+        """Aliases holding `model` (one per dimension ever written). Operations that carry no vector need this."""
+        known = self._dims_by_model.get(model)
+        if not known:
+            prefix = f"{self._prefix}-{model_slug(model)}-"
+            pattern = re.compile(re.escape(prefix) + r"(\d+)$")
+            with self._translate_errors("get_alias", prefix + "*"):
+                try:
+                    response = self._client.indices.get_alias(name=prefix + "*")
+                except NotFoundError:
+                    response = {}
+            dims = {int(match.group(1)) for entry in response.values() for name in entry.get("aliases", {})
+                    if (match := pattern.match(name))}
+            if not dims:
+                return []  # not cached: the index may be created later by another process
+            with self._lock:
+                known = self._dims_by_model.setdefault(model, set())
+                known.update(dims)
+        return [index_alias(self._prefix, model, dim) for dim in sorted(known)]
+
+    @staticmethod
+    def _delete_bodies(tenant: str, collection: str, document_ids: Sequence[str] | None,
+                       chunk_ids: Sequence[str] | None) -> list[dict[str, Any]]:
+        if chunk_ids is not None:
+            return [build_delete_query(tenant, collection, document_ids=document_ids, chunk_ids=batch)
+                    for batch in _batches(list(dict.fromkeys(chunk_ids)), DELETE_IDS_PER_REQUEST)]
+        if document_ids is not None:
+            return [build_delete_query(tenant, collection, document_ids=batch)
+                    for batch in _batches(list(dict.fromkeys(document_ids)), DELETE_IDS_PER_REQUEST)]
+        return [build_delete_query(tenant, collection)]

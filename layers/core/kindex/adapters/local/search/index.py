@@ -1,0 +1,435 @@
+"""Embedded adapter of the `SearchIndex` port: exact numpy k-NN plus SQLite FTS5 BM25, persisted under one folder.
+
+Layout under `root`:
+- `vectors/<key>.npz` + `vectors/<key>.log`: one partition per (model, tenant, collection). The npz is a
+  snapshot (the L2-normalised float32 matrix and the chunk id / document id / language / mimetype arrays
+  row-aligned with it); the log is an append-only list of the writes made since that snapshot (upserts carry
+  their ids, filter fields and float32 rows; deletes carry the chunk ids they removed). A write appends one
+  record and fsyncs once, so its cost is the size of the write, not of the partition; loading replays the log
+  over the snapshot. Each record is framed as (payload length, CRC-32, payload): a record torn by a crash
+  mid-append fails the check and is dropped with everything after it (only the last, unacknowledged write can
+  be torn). Once the log outgrows half the snapshot (or holds too many records) the partition is compacted: a
+  new snapshot is written via temp-then-rename and the log removed. Every record is idempotent (set or remove
+  by chunk id), so a crash between the rename and the removal only replays writes the snapshot already holds.
+  A search loads (lazily, then keeps in memory) only the partitions of the collections it names; the memory
+  copy is authoritative for reads. Exact brute-force cosine is ~7 ms for 100k x 384 and has perfect recall, so
+  no ANN structure is worth its complexity here.
+- `keyword.sqlite` (WAL): an FTS5 table indexing chunk text for BM25, plus a plain `chunk` table with the ids
+  and filter fields joined on rowid. The text is indexed but never selected. On SQLite >= 3.43 the FTS table is
+  contentless with `contentless_delete=1`, so the text is not stored at all; older SQLite (this image has 3.40)
+  cannot delete from a contentless table without the original text, so there an external-content table holds
+  the text on disk for deletes only. One upsert or delete call is one transaction.
+
+One process owns the folder; a single lock serialises its server and worker threads.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import sqlite3
+import threading
+import zlib
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from kindex.adapters.local.private_files import (
+    FILE_MODE,
+    private_dir,
+    restrict_sqlite,
+    restrict_tree,
+)
+from kindex.adapters.local.search import log as vector_log
+from kindex.adapters.local.search.keyword import (
+    CONTENTLESS_DELETE_MIN_SQLITE,
+    CONTENTLESS_SCHEMA,
+    EXTERNAL_CONTENT_SCHEMA,
+    META_SCHEMA,
+    fts_query,
+)
+from kindex.adapters.local.search.log import (
+    FLOAT32,
+    FRAME,
+    HEADER_LENGTH,
+    OP_CLEAR,
+    OP_DELETE,
+    OP_OPEN,
+    OP_UPSERT,
+    frame_record,
+)
+from kindex.adapters.local.search.partition import Partition, normalise_rows
+from kindex.domain.errors import InvalidInput
+from kindex.domain.types import IndexRecord, SearchFilters, SearchHit
+
+logger = logging.getLogger(__name__)
+
+
+class LocalSearchIndex:
+    """`SearchIndex` for the local deployment: exact cosine k-NN (numpy) and BM25 (SQLite FTS5) under `root`."""
+
+    def __init__(self, root: Path | str):
+        self.root = Path(root)
+        self._vector_dir = private_dir(self.root / "vectors")
+        restrict_tree(self.root)  # files written by a version that did not set modes (a few per collection)
+        # Two locks, so a hybrid query's vector and keyword halves can run at the same time (numpy and SQLite both
+        # release the GIL); writers take both, always vectors first.
+        self._lock = threading.RLock()
+        self._keyword_lock = threading.RLock()
+        self._partitions: dict[tuple[str, str, str], Partition | None] = {}
+        self._db = sqlite3.connect(self.root / "keyword.sqlite", isolation_level=None, check_same_thread=False)
+        restrict_sqlite(self.root / "keyword.sqlite")  # before -wal/-shm exist: they take the database's mode
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.executescript(META_SCHEMA)
+        self._contentless = self._choose_fts_design()
+
+    def close(self) -> None:
+        """Close the SQLite connection; the folder can then be reopened by a new instance."""
+        with self._lock, self._keyword_lock:
+            self._db.close()
+
+    # -- port -------------------------------------------------------------------------------------------------
+
+    def upsert(self, model: str, records: Sequence[IndexRecord]) -> None:
+        if not records:
+            return
+        latest: dict[tuple[str, str, str], IndexRecord] = {}
+        for record in records:  # the last record wins for a repeated chunk id
+            key = (record.tenant, record.collection, record.chunk_id)
+            latest.pop(key, None)
+            latest[key] = record
+        dims = {len(record.vector) for record in latest.values()}
+        if len(dims) != 1 or 0 in dims:
+            raise InvalidInput("all vectors in one upsert must have the same non-zero length")
+        matrix = np.asarray([record.vector for record in latest.values()], dtype=np.float32)
+        if not np.isfinite(matrix).all():
+            raise InvalidInput("vectors contain non-finite values")
+        matrix = normalise_rows(matrix)
+        groups: dict[tuple[str, str], list[int]] = {}
+        for row, record in enumerate(latest.values()):
+            groups.setdefault((record.tenant, record.collection), []).append(row)
+        recs = list(latest.values())
+        with self._lock:
+            # Every partition is checked before any is written, so a dimension mismatch writes nothing.
+            for tenant, collection in groups:
+                partition = self._partition(model, tenant, collection)
+                if partition is not None and partition.dims != matrix.shape[1]:
+                    raise InvalidInput(f"vectors have {matrix.shape[1]} dimensions, model {model} has "
+                                       f"{partition.dims}")
+            for (tenant, collection), rows in groups.items():
+                self._upsert_vectors((model, tenant, collection), [recs[row] for row in rows], matrix[rows])
+            with self._keyword_lock:
+                self._upsert_keywords(model, recs)
+        logger.info("search index upsert", extra={"model": model, "records": len(recs), "partitions": len(groups)})
+
+    def delete(self, model: str, tenant: str, collection: str, *, document_ids: Sequence[str] | None = None,
+               chunk_ids: Sequence[str] | None = None) -> None:
+        # An empty list means "nothing", never "everything": only (None, None) deletes the whole collection.
+        if (document_ids is not None and not document_ids) or (chunk_ids is not None and not chunk_ids):
+            return
+        with self._lock, self._keyword_lock:
+            removed = self._delete_vectors((model, tenant, collection), document_ids, chunk_ids)
+            self._delete_keywords(model, tenant, collection, document_ids, chunk_ids)
+        logger.info("search index delete", extra={"model": model, "tenant": tenant, "collection": collection,
+                                                   "deleted": removed})
+
+    def knn_search(self, model: str, tenant: str, collections: Sequence[str], vector: Sequence[float], k: int,
+                   filters: SearchFilters | None = None) -> list[SearchHit]:
+        if k <= 0 or not collections:
+            return []
+        query = normalise_rows(np.asarray([vector], dtype=np.float32))[0]
+        candidates: list[tuple[float, str, str, str]] = []
+        with self._lock:
+            # Per partition top k, then one merge: exact, as every partition contributes its own best k.
+            for collection in dict.fromkeys(collections):
+                partition = self._partition(model, tenant, collection)
+                if partition is None or not len(partition):
+                    continue
+                if partition.dims != len(query):
+                    raise InvalidInput(f"query vector has {len(query)} dimensions, the index has "
+                                       f"{partition.dims}")
+                documents = partition.documents.values
+                candidates += [(score, partition.chunk_ids[row], documents[partition.document_codes[row]], collection)
+                               for score, row in partition.top(query, k, filters)]
+        candidates.sort(key=lambda hit: (-hit[0], hit[3], hit[1]))
+        return [SearchHit(chunk_id=chunk_id, document_id=document_id, collection=collection, score=score)
+                for score, chunk_id, document_id, collection in candidates[:k]]
+
+    def keyword_search(self, model: str, tenant: str, collections: Sequence[str], query: str, k: int,
+                       filters: SearchFilters | None = None) -> list[SearchHit]:
+        expression = fts_query(query)
+        if expression is None or k <= 0 or not collections:
+            return []
+        # Every filter sits in the WHERE clause, so SQLite applies it before ORDER BY ... LIMIT k: exact top k.
+        sql = ["SELECT c.chunk_id, c.document_id, c.collection, bm25(chunk_fts) AS rank",
+               "FROM chunk_fts JOIN chunk c ON c.rowid = chunk_fts.rowid",
+               "WHERE chunk_fts MATCH ? AND c.model = ? AND c.tenant = ?",
+               "AND c.collection IN (SELECT value FROM json_each(?))"]
+        args: list[object] = [expression, model, tenant, json.dumps(list(collections))]
+        if filters is not None and filters.document_ids is not None:
+            sql.append("AND c.document_id IN (SELECT value FROM json_each(?))")
+            args.append(json.dumps(list(filters.document_ids)))
+        if filters is not None and filters.language is not None:
+            sql.append("AND c.language = ?")
+            args.append(filters.language)
+        if filters is not None and filters.mimetype is not None:
+            sql.append("AND c.mimetype = ?")
+            args.append(filters.mimetype)
+        sql.append("ORDER BY rank, c.chunk_id LIMIT ?")
+        args.append(k)
+        with self._keyword_lock:
+            rows = self._db.execute(" ".join(sql), args).fetchall()
+        # bm25() is lower-is-better; the port wants higher-is-better.
+        return [SearchHit(chunk_id=chunk_id, document_id=document_id, collection=collection, score=-rank)
+                for chunk_id, document_id, collection, rank in rows]
+
+    def chunk_ids(self, model: str, tenant: str, collection: str) -> set[str]:
+        with self._lock, self._keyword_lock:
+            partition = self._partition(model, tenant, collection)
+            found = set(partition.chunk_ids) if partition is not None else set()
+            rows = self._db.execute("SELECT chunk_id FROM chunk WHERE model = ? AND tenant = ? AND collection = ?",
+                                    (model, tenant, collection))
+            # The union: drift repair must see a chunk that only one of the two stores still holds.
+            found.update(chunk_id for (chunk_id,) in rows)
+        return found
+
+    # -- vectors ----------------------------------------------------------------------------------------------
+
+    def _paths(self, key: tuple[str, str, str]) -> tuple[Path, Path]:
+        """The partition's snapshot and log files."""
+        name = hashlib.sha256(json.dumps(list(key)).encode("utf-8")).hexdigest()[:40]
+        return self._vector_dir / f"{name}.npz", self._vector_dir / f"{name}.log"
+
+    def _partition(self, model: str, tenant: str, collection: str) -> Partition | None:
+        key = (model, tenant, collection)
+        if key not in self._partitions:
+            self._partitions[key] = self._load(key)
+        return self._partitions[key]
+
+    def _load(self, key: tuple[str, str, str]) -> Partition | None:
+        snapshot, log = self._paths(key)
+        partition = None
+        if snapshot.exists():
+            with np.load(snapshot, allow_pickle=False) as data:
+                if list(data["key"]) != list(key):
+                    raise RuntimeError(f"vector partition {snapshot.name} belongs to another key")
+                partition = Partition.from_arrays(data["vectors"], data["chunk_ids"], data["document_ids"],
+                                                   data["languages"], data["mimetypes"])
+            partition.snapshot_bytes = snapshot.stat().st_size
+        if log.exists():
+            partition = self._replay(key, log, partition)
+        if partition is not None and not len(partition):
+            # Only after a crash between the last delete and the removal of the files: finish the removal.
+            self._remove_files(key)
+            return None
+        return partition
+
+    def _replay(self, key: tuple[str, str, str], log: Path, partition: Partition | None) -> Partition | None:
+        data = log.read_bytes()
+        offset = records = 0
+        while offset + FRAME.size <= len(data):
+            length, checksum = FRAME.unpack_from(data, offset)
+            end = offset + FRAME.size + length
+            payload = memoryview(data)[offset + FRAME.size:end]
+            if length < 1 + HEADER_LENGTH.size or end > len(data) or zlib.crc32(payload) != checksum:
+                break
+            op = bytes(payload[:1])
+            (header_length,) = HEADER_LENGTH.unpack_from(payload, 1)
+            body = 1 + HEADER_LENGTH.size + header_length
+            header = json.loads(bytes(payload[1 + HEADER_LENGTH.size:body]))
+            if op == OP_OPEN:
+                if header["key"] != list(key):
+                    raise RuntimeError(f"vector log {log.name} belongs to another key")
+                if partition is None:
+                    partition = Partition(header["dims"])
+            elif op == OP_UPSERT:
+                rows = np.frombuffer(payload[body:], dtype=FLOAT32).reshape(len(header["rows"]), -1)
+                if partition is None:
+                    partition = Partition(rows.shape[1])
+                partition.put(header["rows"], rows)
+            elif op == OP_DELETE and partition is not None:
+                partition.remove(header["ids"])
+            elif op == OP_CLEAR and partition is not None:
+                partition = Partition(partition.dims)
+            offset, records = end, records + 1
+        if offset < len(data):
+            # A crash mid-append leaves a torn last record; that write never returned, so dropping it loses
+            # nothing acknowledged. Cut it off so that the next append does not land behind unreadable bytes.
+            logger.warning("search index log has a torn tail, ignored",
+                           extra={"log": log.name, "kept_bytes": offset, "dropped_bytes": len(data) - offset})
+            with open(log, "r+b") as handle:
+                handle.truncate(offset)
+                os.fsync(handle.fileno())
+        if offset == 0:
+            log.unlink()
+        if partition is not None:
+            partition.log_bytes, partition.log_records = offset, records
+        return partition
+
+    def _append(self, key: tuple[str, str, str], partition: Partition, op: bytes, header: dict,
+                body: bytes = b"") -> None:
+        """Append one record to the partition's log and fsync: the write is durable once this returns."""
+        frames = []
+        if partition.log_bytes == 0:  # a new log names its partition, as the snapshot does
+            frames.append(frame_record(OP_OPEN, {"key": list(key), "dims": partition.dims}))
+        frames.append(frame_record(op, header, body))
+        data = b"".join(frames)
+        log = self._paths(key)[1]
+        # A new log is started truncated: whatever an earlier failed attempt left there is not part of it.
+        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | (os.O_TRUNC if partition.log_bytes == 0 else 0)
+        fd = os.open(log, flags, FILE_MODE)
+        try:
+            written = 0
+            while written < len(data):
+                written += os.write(fd, data[written:])
+            os.fsync(fd)
+        except BaseException:
+            # A failed append must not leave half a record for the next one to land behind.
+            try:
+                os.ftruncate(fd, partition.log_bytes)
+            except OSError:
+                pass
+            raise
+        finally:
+            os.close(fd)
+        if partition.log_bytes == 0:
+            self._sync_dir()
+        partition.log_bytes += len(data)
+        partition.log_records += len(frames)
+
+    def _upsert_vectors(self, key: tuple[str, str, str], records: list[IndexRecord], vectors: np.ndarray) -> None:
+        partition = self._partition(*key)
+        if partition is None:
+            partition = Partition(vectors.shape[1])
+        fields = [(record.chunk_id, record.document_id, record.language or "", record.mimetype or "")
+                  for record in records]
+        self._append(key, partition, OP_UPSERT, {"rows": fields},
+                     np.ascontiguousarray(vectors, dtype=FLOAT32).tobytes())
+        partition.put(fields, vectors)
+        self._partitions[key] = partition
+        self._maybe_compact(key, partition)
+
+    def _delete_vectors(self, key: tuple[str, str, str], document_ids: Sequence[str] | None,
+                        chunk_ids: Sequence[str] | None) -> int:
+        partition = self._partition(*key)
+        if partition is None:
+            return 0
+        if document_ids is None and chunk_ids is None:
+            removed = len(partition)
+            self._append(key, partition, OP_CLEAR, {})
+            partition = Partition(partition.dims)
+        else:
+            doomed = partition.select(document_ids, chunk_ids)
+            if not doomed:
+                return 0
+            self._append(key, partition, OP_DELETE, {"ids": doomed})
+            removed = partition.remove(doomed)
+        if not len(partition):
+            # The delete record is durable first, so a crash between the two removals replays to empty too.
+            self._remove_files(key)
+            self._partitions[key] = None
+        else:
+            self._maybe_compact(key, partition)
+        return removed
+
+    def _maybe_compact(self, key: tuple[str, str, str], partition: Partition) -> None:
+        if (partition.log_records < vector_log.COMPACT_MAX_RECORDS
+                and partition.log_bytes <= max(vector_log.COMPACT_MIN_LOG_BYTES, partition.snapshot_bytes // 2)):
+            return
+        snapshot, log = self._paths(key)
+        temp = snapshot.with_name(f"{snapshot.stem}.{os.getpid()}.{threading.get_ident()}.tmp")
+        with open(temp, "wb", opener=lambda path, flags: os.open(path, flags, FILE_MODE)) as handle:
+            np.savez(handle, key=np.array(list(key), dtype=str), **partition.arrays())
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temp, snapshot)
+        self._sync_dir()
+        log.unlink(missing_ok=True)
+        self._sync_dir()
+        logger.info("search index partition compacted", extra={
+            "rows": len(partition), "log_bytes": partition.log_bytes, "log_records": partition.log_records})
+        partition.snapshot_bytes = snapshot.stat().st_size
+        partition.log_bytes = partition.log_records = 0
+
+    def _remove_files(self, key: tuple[str, str, str]) -> None:
+        snapshot, log = self._paths(key)
+        snapshot.unlink(missing_ok=True)  # the snapshot first: the log alone replays to the same state
+        self._sync_dir()
+        log.unlink(missing_ok=True)
+        self._sync_dir()
+
+    def _sync_dir(self) -> None:
+        """Make file creations, renames and removals in the vector folder durable."""
+        fd = os.open(self._vector_dir, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    # -- keywords ---------------------------------------------------------------------------------------------
+
+    def _choose_fts_design(self) -> bool:
+        """True for the contentless-delete design; an existing database keeps the design it was created with."""
+        existing = self._db.execute("SELECT sql FROM sqlite_master WHERE name = 'chunk_fts'").fetchone()
+        if existing is not None:
+            return "contentless_delete" in existing[0]
+        contentless = sqlite3.sqlite_version_info >= CONTENTLESS_DELETE_MIN_SQLITE
+        self._db.executescript(CONTENTLESS_SCHEMA if contentless else EXTERNAL_CONTENT_SCHEMA)
+        return contentless
+
+    def _remove_fts_rows(self, rowids: Iterable[int]) -> None:
+        ids = json.dumps(list(rowids))
+        if self._contentless:
+            self._db.execute("DELETE FROM chunk_fts WHERE rowid IN (SELECT value FROM json_each(?))", (ids,))
+        else:
+            # External content: FTS5 needs the old text to remove its tokens, then the content row goes.
+            self._db.execute("INSERT INTO chunk_fts (chunk_fts, rowid, text) SELECT 'delete', rowid, text "
+                             "FROM chunk_text WHERE rowid IN (SELECT value FROM json_each(?))", (ids,))
+            self._db.execute("DELETE FROM chunk_text WHERE rowid IN (SELECT value FROM json_each(?))", (ids,))
+        self._db.execute("DELETE FROM chunk WHERE rowid IN (SELECT value FROM json_each(?))", (ids,))
+
+    def _upsert_keywords(self, model: str, records: list[IndexRecord]) -> None:
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            existing = [row[0] for record in records for row in self._db.execute(
+                "SELECT rowid FROM chunk WHERE model = ? AND tenant = ? AND collection = ? AND chunk_id = ?",
+                (model, record.tenant, record.collection, record.chunk_id))]
+            if existing:
+                self._remove_fts_rows(existing)
+            for record in records:
+                rowid = self._db.execute(
+                    "INSERT INTO chunk (model, tenant, collection, chunk_id, document_id, language, mimetype) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (model, record.tenant, record.collection, record.chunk_id, record.document_id, record.language,
+                     record.mimetype)).lastrowid
+                if not self._contentless:
+                    self._db.execute("INSERT INTO chunk_text (rowid, text) VALUES (?, ?)", (rowid, record.text))
+                self._db.execute("INSERT INTO chunk_fts (rowid, text) VALUES (?, ?)", (rowid, record.text))
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
+
+    def _delete_keywords(self, model: str, tenant: str, collection: str, document_ids: Sequence[str] | None,
+                         chunk_ids: Sequence[str] | None) -> None:
+        sql = "SELECT rowid FROM chunk WHERE model = ? AND tenant = ? AND collection = ?"
+        args: list[object] = [model, tenant, collection]
+        if document_ids is not None:
+            sql += " AND document_id IN (SELECT value FROM json_each(?))"
+            args.append(json.dumps(list(document_ids)))
+        if chunk_ids is not None:
+            sql += " AND chunk_id IN (SELECT value FROM json_each(?))"
+            args.append(json.dumps(list(chunk_ids)))
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            rowids = [row[0] for row in self._db.execute(sql, args)]
+            if rowids:
+                self._remove_fts_rows(rowids)
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")

@@ -1,0 +1,198 @@
+"""One (model, tenant, collection) of vectors in memory: a matrix with row-aligned ids and interned filter columns,
+exact cosine top-k with filters."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+
+from kindex.domain.types import SearchFilters
+
+# Below one matching row in GATHER_RATIO, copying the matching rows out beats scoring the whole partition
+# (measured at 100k x 384: gathering 6% of the rows costs about half a full matrix-vector product).
+GATHER_RATIO = 16
+
+
+def normalise_rows(matrix: np.ndarray) -> np.ndarray:
+    """Rows scaled to unit length (zero rows stay zero) so a dot product is the cosine similarity."""
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    return (matrix / np.where(norms > 0, norms, 1.0)).astype(np.float32, copy=False)
+
+
+class Interned:
+    """Strings as small ints, so filter columns are int arrays compared in bulk."""
+
+    def __init__(self, values: Iterable[str] = ()):
+        self.values: list[str] = []
+        self.codes: dict[str, int] = {}
+        for value in values:
+            self.code(value)
+
+    def code(self, value: str) -> int:
+        code = self.codes.get(value)
+        if code is None:
+            code = self.codes[value] = len(self.values)
+            self.values.append(value)
+        return code
+
+    def decode(self, codes: np.ndarray) -> np.ndarray:
+        return np.array(self.values, dtype=str)[codes] if len(codes) else np.array([], dtype=str)
+
+
+class Partition:
+    """One (model, tenant, collection) in memory: the first `size` rows of `vectors` align with `chunk_ids` and
+    the interned document / language / mimetype codes (None is stored as "", as a filter value never is None).
+
+    Storage grows by doubling and a removed row is refilled with the last one, so a write never copies the matrix
+    and a search reads it in place. `log_bytes`, `log_records` and `snapshot_bytes` describe the files behind it.
+    """
+
+    def __init__(self, dims: int):
+        self.dims = dims
+        self.size = 0
+        self.vectors = np.zeros((0, dims), dtype=np.float32)
+        self.document_codes = np.zeros(0, dtype=np.int32)
+        self.language_codes = np.zeros(0, dtype=np.int32)
+        self.mimetype_codes = np.zeros(0, dtype=np.int32)
+        self.chunk_ids: list[str] = []
+        self.rows: dict[str, int] = {}
+        self.documents, self.languages, self.mimetypes = Interned(), Interned(), Interned()
+        self.log_bytes = 0
+        self.log_records = 0
+        self.snapshot_bytes = 0
+
+    @classmethod
+    def from_arrays(cls, vectors: np.ndarray, chunk_ids: np.ndarray, document_ids: np.ndarray,
+                    languages: np.ndarray, mimetypes: np.ndarray) -> Partition:
+        partition = cls(vectors.shape[1])
+        partition.vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+        partition.size = len(chunk_ids)
+        partition.chunk_ids = [str(chunk_id) for chunk_id in chunk_ids]
+        partition.rows = {chunk_id: row for row, chunk_id in enumerate(partition.chunk_ids)}
+        for values, attribute in ((document_ids, "document"), (languages, "language"), (mimetypes, "mimetype")):
+            unique, codes = np.unique(values, return_inverse=True)
+            setattr(partition, f"{attribute}s", Interned(str(value) for value in unique))
+            setattr(partition, f"{attribute}_codes", codes.astype(np.int32).reshape(-1))
+        return partition
+
+    def __len__(self) -> int:
+        return self.size
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """The snapshot's arrays (the same npz layout older versions wrote, so their files still load)."""
+        n = self.size
+        return {"vectors": self.vectors[:n], "chunk_ids": np.array(self.chunk_ids, dtype=str),
+                "document_ids": self.documents.decode(self.document_codes[:n]),
+                "languages": self.languages.decode(self.language_codes[:n]),
+                "mimetypes": self.mimetypes.decode(self.mimetype_codes[:n])}
+
+    def put(self, fields: Sequence[Sequence[str]], vectors: np.ndarray) -> None:
+        """Insert or replace rows; `fields` holds (chunk id, document id, language, mimetype) per row, ids unique."""
+        self._reserve(self.size + sum(1 for field in fields if field[0] not in self.rows))
+        rows = np.empty(len(fields), dtype=np.intp)
+        for i, (chunk_id, _, _, _) in enumerate(fields):
+            row = self.rows.get(chunk_id)
+            if row is None:
+                row = self.rows[chunk_id] = self.size
+                self.chunk_ids.append(chunk_id)
+                self.size += 1
+            rows[i] = row
+        self.vectors[rows] = vectors
+        self.document_codes[rows] = [self.documents.code(field[1]) for field in fields]
+        self.language_codes[rows] = [self.languages.code(field[2]) for field in fields]
+        self.mimetype_codes[rows] = [self.mimetypes.code(field[3]) for field in fields]
+
+    def remove(self, chunk_ids: Iterable[str]) -> int:
+        doomed = [chunk_id for chunk_id in dict.fromkeys(chunk_ids) if chunk_id in self.rows]
+        if len(doomed) * GATHER_RATIO > self.size:  # many rows: one vectorised pass beats row-by-row moves
+            keep = np.ones(self.size, dtype=bool)
+            keep[[self.rows[chunk_id] for chunk_id in doomed]] = False
+            self._keep(np.flatnonzero(keep))
+            return len(doomed)
+        for chunk_id in doomed:
+            row, last = self.rows.pop(chunk_id), self.size - 1
+            if row != last:
+                moved = self.chunk_ids[last]
+                self.chunk_ids[row], self.rows[moved] = moved, row
+                for column in (self.vectors, self.document_codes, self.language_codes, self.mimetype_codes):
+                    column[row] = column[last]
+            self.chunk_ids.pop()
+            self.size -= 1
+        return len(doomed)
+
+    def select(self, document_ids: Sequence[str] | None, chunk_ids: Sequence[str] | None) -> list[str]:
+        """The stored chunk ids among `chunk_ids` (all when None) that belong to `document_ids` (any when None)."""
+        if chunk_ids is not None:
+            found = [chunk_id for chunk_id in dict.fromkeys(chunk_ids) if chunk_id in self.rows]
+            if document_ids is None:
+                return found
+            wanted = {self.documents.codes[d] for d in document_ids if d in self.documents.codes}
+            return [chunk_id for chunk_id in found if int(self.document_codes[self.rows[chunk_id]]) in wanted]
+        if document_ids is None:
+            return list(self.chunk_ids)
+        return [self.chunk_ids[row] for row in np.flatnonzero(self._document_mask(document_ids))]
+
+    def mask(self, filters: SearchFilters | None) -> np.ndarray | None:
+        """Rows matching the filters, or None when nothing is filtered."""
+        if filters is None:
+            return None
+        n, keep = self.size, None
+        if filters.document_ids is not None:
+            keep = self._document_mask(filters.document_ids)
+        for value, interned, codes in ((filters.language, self.languages, self.language_codes),
+                                       (filters.mimetype, self.mimetypes, self.mimetype_codes)):
+            if value is None:
+                continue
+            code = interned.codes.get(value)
+            matches = codes[:n] == code if code is not None else np.zeros(n, dtype=bool)
+            keep = matches if keep is None else keep & matches
+        return keep
+
+    def top(self, query: np.ndarray, k: int, filters: SearchFilters | None) -> list[tuple[float, int]]:
+        """(score, row) of the k best rows among those matching the filters, in no particular order."""
+        n = self.size
+        keep = self.mask(filters)
+        matching = n if keep is None else int(np.count_nonzero(keep))
+        if not matching:
+            return []
+        if keep is not None and matching * GATHER_RATIO <= n:
+            rows = np.flatnonzero(keep)
+            scores = self.vectors[rows] @ query
+        else:
+            # A view of the live rows: no copy of the matrix. Filtered-out rows score -inf so that the top
+            # `matching` rows are exactly the matching ones: the filter applies before the top k.
+            rows = None
+            scores = self.vectors[:n] @ query
+            if keep is not None:
+                scores[~keep] = -np.inf
+        count = min(k, matching)
+        top = np.argpartition(scores, len(scores) - count)[len(scores) - count:] if count < len(scores) \
+            else np.arange(len(scores))
+        return [(float(scores[i]), int(rows[i] if rows is not None else i)) for i in top]
+
+    def _document_mask(self, document_ids: Iterable[str]) -> np.ndarray:
+        codes = [self.documents.codes[d] for d in document_ids if d in self.documents.codes]
+        return np.isin(self.document_codes[:self.size], np.array(codes, dtype=np.int32))
+
+    def _reserve(self, rows: int) -> None:
+        capacity = len(self.vectors)
+        if rows <= capacity:
+            return
+        capacity = max(rows, 2 * capacity, 64)
+        n = self.size
+        vectors = np.empty((capacity, self.dims), dtype=np.float32)
+        vectors[:n] = self.vectors[:n]
+        self.vectors = vectors
+        for name in ("document_codes", "language_codes", "mimetype_codes"):
+            codes = np.empty(capacity, dtype=np.int32)
+            codes[:n] = getattr(self, name)[:n]
+            setattr(self, name, codes)
+
+    def _keep(self, rows: np.ndarray) -> None:
+        m = len(rows)
+        for column in (self.vectors, self.document_codes, self.language_codes, self.mimetype_codes):
+            column[:m] = column[rows]
+        self.chunk_ids = [self.chunk_ids[row] for row in rows]
+        self.rows = {chunk_id: row for row, chunk_id in enumerate(self.chunk_ids)}
+        self.size = m

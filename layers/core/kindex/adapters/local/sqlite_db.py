@@ -1,0 +1,50 @@
+"""One SQLite file in WAL mode, shared safely by the local server, its worker threads and the CLI; each store
+adapter adds its own tables to it."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from kindex.adapters.local.private_files import private_dir, restrict_sqlite
+
+
+class SqliteDatabase:
+    """One SQLite file with a connection per thread. Writers take the lock up front (BEGIN IMMEDIATE) so two
+    processes never deadlock on a lock upgrade; readers never block writers in WAL mode."""
+
+    def __init__(self, path: Path | str):
+        self.path = Path(path)
+        private_dir(self.path.parent)
+        self._local = threading.local()
+
+    def connection(self) -> sqlite3.Connection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = sqlite3.connect(self.path, isolation_level=None, timeout=30, check_same_thread=False)
+            # Before the first write creates -wal and -shm: SQLite gives them the database file's mode.
+            restrict_sqlite(self.path)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute("PRAGMA busy_timeout=30000")
+            conn.execute("PRAGMA foreign_keys=ON")
+            self._local.conn = conn
+        return conn
+
+    @contextmanager
+    def write(self) -> Iterator[sqlite3.Connection]:
+        conn = self.connection()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield conn
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+
+    def add_schema(self, script: str) -> None:
+        """Create the tables another store adapter needs in the same file (idempotent DDL)."""
+        self.connection().executescript(script)

@@ -1,0 +1,146 @@
+"""SQLite metadata store: one WAL-mode file shared safely by the local server, its worker and the CLI."""
+
+from __future__ import annotations
+
+import sqlite3
+
+from kindex.adapters.local.sqlite_db import SqliteDatabase
+from kindex.domain.errors import Conflict, NotFound
+from kindex.domain.models import ApiKey, Collection, Document
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS collections (
+    tenant TEXT NOT NULL, id TEXT NOT NULL, body TEXT NOT NULL,
+    PRIMARY KEY (tenant, id)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS documents (
+    tenant TEXT NOT NULL, collection TEXT NOT NULL, id TEXT NOT NULL, version INTEGER NOT NULL, body TEXT NOT NULL,
+    PRIMARY KEY (tenant, collection, id)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS api_keys (
+    key_id TEXT PRIMARY KEY, tenant TEXT NOT NULL, created_at TEXT NOT NULL, body TEXT NOT NULL
+);
+"""
+
+
+
+
+def _page_query(base: str, params: list, *, after: str | None, offset: int, limit: int | None) -> tuple[str, list]:
+    sql = base
+    if after is not None:
+        sql += " AND id > ?"
+        params.append(after)
+    sql += " ORDER BY id LIMIT ? OFFSET ?"
+    params.extend([-1 if limit is None else limit, offset])
+    return sql, params
+
+
+class SqliteMetadataStore:
+    """Collections, documents and API keys in SQLite (implements CollectionStore, DocumentStore, KeyStore)."""
+
+    def __init__(self, db: SqliteDatabase):
+        self.db = db
+        db.add_schema(SCHEMA)
+
+    # Collections
+    def get_collection(self, tenant: str, collection_id: str) -> Collection | None:
+        row = self.db.connection().execute(
+            "SELECT body FROM collections WHERE tenant = ? AND id = ?", (tenant, collection_id)).fetchone()
+        return Collection.model_validate_json(row[0]) if row else None
+
+    def put_collection(self, tenant: str, collection: Collection, *, create: bool) -> None:
+        body = collection.model_dump_json()
+        with self.db.write() as conn:
+            if create:
+                try:
+                    conn.execute("INSERT INTO collections (tenant, id, body) VALUES (?, ?, ?)", (tenant, collection.id, body))
+                except sqlite3.IntegrityError as error:
+                    raise Conflict(f"collection {collection.id!r} already exists") from error
+            elif conn.execute("UPDATE collections SET body = ? WHERE tenant = ? AND id = ?",
+                              (body, tenant, collection.id)).rowcount == 0:
+                raise NotFound(f"collection {collection.id!r} does not exist")
+
+    def delete_collection(self, tenant: str, collection_id: str) -> bool:
+        with self.db.write() as conn:
+            conn.execute("DELETE FROM documents WHERE tenant = ? AND collection = ?", (tenant, collection_id))
+            return conn.execute("DELETE FROM collections WHERE tenant = ? AND id = ?",
+                                (tenant, collection_id)).rowcount > 0
+
+    def list_collections(self, tenant: str, *, after: str | None, offset: int, limit: int | None) -> list[str]:
+        sql, params = _page_query("SELECT id FROM collections WHERE tenant = ?", [tenant],
+                                  after=after, offset=offset, limit=limit)
+        return [row[0] for row in self.db.connection().execute(sql, params)]
+
+    # Documents
+    def get_document(self, tenant: str, collection_id: str, document_id: str) -> Document | None:
+        row = self.db.connection().execute(
+            "SELECT body FROM documents WHERE tenant = ? AND collection = ? AND id = ?",
+            (tenant, collection_id, document_id)).fetchone()
+        return Document.model_validate_json(row[0]) if row else None
+
+    def put_document(self, tenant: str, document: Document, *, create: bool, expected_version: int | None = None) -> None:
+        body = document.model_dump_json()
+        key = (tenant, document.collection, document.id)
+        with self.db.write() as conn:
+            if create:
+                try:
+                    conn.execute("INSERT INTO documents (tenant, collection, id, version, body) VALUES (?, ?, ?, ?, ?)",
+                                 (*key, document.version, body))
+                except sqlite3.IntegrityError as error:
+                    raise Conflict(f"document {document.id!r} already exists") from error
+                return
+            sql = "UPDATE documents SET version = ?, body = ? WHERE tenant = ? AND collection = ? AND id = ?"
+            params: list = [document.version, body, *key]
+            if expected_version is not None:
+                sql += " AND version = ?"
+                params.append(expected_version)
+            if conn.execute(sql, params).rowcount == 0:
+                exists = conn.execute("SELECT 1 FROM documents WHERE tenant = ? AND collection = ? AND id = ?", key).fetchone()
+                if exists:
+                    raise Conflict(f"document {document.id!r} changed meanwhile")
+                raise NotFound(f"document {document.id!r} does not exist")
+
+    def delete_document(self, tenant: str, collection_id: str, document_id: str) -> bool:
+        with self.db.write() as conn:
+            return conn.execute("DELETE FROM documents WHERE tenant = ? AND collection = ? AND id = ?",
+                                (tenant, collection_id, document_id)).rowcount > 0
+
+    def list_documents(self, tenant: str, collection_id: str, *, after: str | None, offset: int,
+                       limit: int | None) -> list[str]:
+        sql, params = _page_query("SELECT id FROM documents WHERE tenant = ? AND collection = ?",
+                                  [tenant, collection_id], after=after, offset=offset, limit=limit)
+        return [row[0] for row in self.db.connection().execute(sql, params)]
+
+    def count_documents(self, tenant: str, collection_id: str) -> int:
+        return self.db.connection().execute(
+            "SELECT COUNT(*) FROM documents WHERE tenant = ? AND collection = ?", (tenant, collection_id)).fetchone()[0]
+
+    # API keys
+    def put_key(self, key: ApiKey) -> None:
+        with self.db.write() as conn:
+            try:
+                conn.execute("INSERT INTO api_keys (key_id, tenant, created_at, body) VALUES (?, ?, ?, ?)",
+                             (key.key_id, key.tenant, key.created_at.isoformat(), key.model_dump_json()))
+            except sqlite3.IntegrityError as error:
+                raise Conflict("key id already exists") from error
+
+    def get_key(self, key_id: str) -> ApiKey | None:
+        row = self.db.connection().execute("SELECT body FROM api_keys WHERE key_id = ?", (key_id,)).fetchone()
+        return ApiKey.model_validate_json(row[0]) if row else None
+
+    def list_keys(self, tenant: str | None = None) -> list[ApiKey]:
+        if tenant is None:
+            rows = self.db.connection().execute("SELECT body FROM api_keys ORDER BY created_at, key_id")
+        else:
+            rows = self.db.connection().execute(
+                "SELECT body FROM api_keys WHERE tenant = ? ORDER BY created_at, key_id", (tenant,))
+        return [ApiKey.model_validate_json(row[0]) for row in rows]
+
+    def revoke_key(self, key_id: str) -> bool:
+        with self.db.write() as conn:
+            row = conn.execute("SELECT body FROM api_keys WHERE key_id = ?", (key_id,)).fetchone()
+            if row is None:
+                return False
+            key = ApiKey.model_validate_json(row[0]).model_copy(update={"revoked": True})
+            conn.execute("UPDATE api_keys SET body = ? WHERE key_id = ?", (key.model_dump_json(), key_id))
+            return True

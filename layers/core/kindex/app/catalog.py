@@ -1,0 +1,406 @@
+"""Collections and documents: create-or-partial-update, read, list with paging, delete everywhere."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any, Protocol
+
+from pydantic import BaseModel
+
+from kindex.domain import keys
+from kindex.domain.errors import Conflict, InvalidInput, NotFound, PayloadTooLarge
+from kindex.domain.models import (
+    CHUNKING_DEFAULTS,
+    COLLECTION_CONFIG_FIELDS,
+    SAVING,
+    ChunkingMethod,
+    Collection,
+    CollectionInput,
+    Document,
+    DocumentInput,
+    DocumentStatus,
+    Page,
+    PageRequest,
+    check_id,
+    utc_now,
+)
+from kindex.domain.ports import BlobStore, ChunkStore, CollectionStore, DocumentStore
+from kindex.domain.types import StoredChunk
+from kindex.domain.validation import validated
+
+CONTENT_FILENAME = "content.txt"
+# A GET reads the record, then its content; a write in between may delete that content (after storing its own).
+READ_ATTEMPTS = 5
+
+logger = logging.getLogger(__name__)
+
+
+class Presigner(Protocol):
+    """Signs a PUT of one blob key (S3 presigned URL, or the local server's own signed URL)."""
+
+    def presign_put(self, key: str, content_type: str, content_length: int,
+                    expires_in: int) -> tuple[str, dict[str, str], int]:
+        """(url, headers the client must send, expiry in unix seconds). Content-Type and Content-Length are
+        signed: the upload is refused unless it sends exactly that type and exactly that many bytes."""
+
+
+class UploadTicket(BaseModel):
+    url: str
+    method: str
+    headers: dict[str, str]
+    expires_at: datetime
+    document: Document
+TEXT_MIMETYPE = "text/plain"
+
+
+def _checked_id(kind: str, value: str) -> str:
+    try:
+        return check_id(value)
+    except ValueError as error:
+        raise InvalidInput(f"{kind} id {error}") from error
+
+
+def _file_name(source: str) -> str | None:
+    parsed = keys.parse_blob_key(source)
+    return parsed[3] if parsed else None
+
+
+def _is_text_content(document: Document) -> bool:
+    """The document's content came in as text (`PUT` with `content`), rather than as an uploaded file."""
+    return bool(document.source) and _file_name(document.source) == CONTENT_FILENAME
+
+
+def _page(fetch: Callable[..., list[str]], page: PageRequest) -> Page:
+    """One page of ids: `page.number` at most (bounded by PageRequest), with a cursor when more follow."""
+    after = keys.decode_cursor(page.cursor) if page.cursor else None
+    offset = 0 if page.cursor else page.start
+    ids = fetch(after=after, offset=offset, limit=page.number + 1)
+    if len(ids) > page.number:
+        ids = ids[:page.number]
+        return Page(ids=ids, next_cursor=keys.encode_cursor(ids[-1]))
+    return Page(ids=ids)
+
+
+@dataclass
+class ChunkPage:
+    chunks: list[StoredChunk]
+    next_cursor: str | None = None
+
+
+#: A page of chunks ends early once its texts would pass this many bytes of JSON (as the API serialises them,
+#: escapes included), so that the largest page answers well under API Gateway's and Lambda's 6 MB.
+CHUNK_PAGE_MAX_BYTES = 4 * 1024 * 1024
+# What a chunk adds to the page besides its text: its id, the field names, offsets and pages.
+_CHUNK_OVERHEAD_BYTES = 160
+
+
+def _chunk_json_bytes(chunk: StoredChunk) -> int:
+    # json.dumps escapes exactly as the response serializer does (ASCII only: up to 12 bytes per character).
+    return len(json.dumps(chunk.text)) + len(json.dumps(chunk.chunk_id)) + _CHUNK_OVERHEAD_BYTES
+
+
+def _encode_chunk_cursor(chunk: StoredChunk) -> str:
+    return keys.encode_cursor(f"{chunk.index}:{chunk.chunk_id}")
+
+
+def _decode_chunk_cursor(cursor: str) -> tuple[int, str]:
+    index, separator, chunk_id = keys.decode_cursor(cursor).partition(":")
+    if not separator or not (index.isascii() and index.isdigit()) or len(index) > 10:
+        raise InvalidInput("cursor is not a cursor returned by this API")
+    return int(index), chunk_id
+
+
+def merge_collection(existing: Collection | None, collection_id: str, changes: dict[str, Any],
+                     default_model: str) -> Collection:
+    """The collection after applying `changes`. A change of chunking method resets the sizes that were not
+    given to the new method's defaults; a change to chunking or model bumps `config_version`."""
+    if existing is None:
+        data: dict[str, Any] = {"id": collection_id, "embedding_model": default_model}
+        method = changes.get("chunking_method") or ChunkingMethod.MAX_CHARS
+    else:
+        data = existing.model_dump()
+        method = changes.get("chunking_method") or existing.chunking_method
+        if method != existing.chunking_method:
+            data.update(CHUNKING_DEFAULTS[ChunkingMethod(method)])
+    if existing is None:
+        data.update(CHUNKING_DEFAULTS[ChunkingMethod(method)])
+    data.update(changes)
+    if existing is not None:
+        data["updated_at"] = utc_now()
+        if any(data[name] != getattr(existing, name) for name in COLLECTION_CONFIG_FIELDS):
+            data["config_version"] = existing.config_version + 1
+    return validated(lambda: Collection.model_validate(data, context=SAVING))
+
+
+class CatalogService:
+    """Owns collection and document records and their source blobs. `on_document_removed` lets the indexing
+    side drop chunks and vectors of a deleted document or collection, so nothing is left behind."""
+
+    def __init__(self, collections: CollectionStore, documents: DocumentStore, blobs: BlobStore, *,
+                 default_embedding_model: str,
+                 on_collection_removed: Callable[[str, Collection], None] | None = None,
+                 on_document_removed: Callable[[str, Document, Collection], None] | None = None,
+                 presigner: Presigner | None = None, upload_url_ttl: int = 900, chunks: ChunkStore | None = None,
+                 check_rights: Callable[[str, Collection], None] | None = None,
+                 max_file_bytes: int = 50 * 1024 * 1024):
+        self.collections = collections
+        self.documents = documents
+        self.blobs = blobs
+        self.default_embedding_model = default_embedding_model
+        self.on_collection_removed = on_collection_removed
+        self.on_document_removed = on_document_removed
+        self.presigner = presigner
+        self.chunks = chunks
+        self.upload_url_ttl = upload_url_ttl
+        self.check_rights = check_rights
+        self.max_file_bytes = max_file_bytes
+
+    # Collections
+    def get_collection(self, tenant: str, collection_id: str) -> Collection:
+        """The collection with its `document_count` (one count query: only for reading the collection itself)."""
+        collection = self._collection(tenant, collection_id)
+        return collection.model_copy(update={"document_count": self.documents.count_documents(tenant, collection_id)})
+
+    def _collection(self, tenant: str, collection_id: str) -> Collection:
+        collection = self.collections.get_collection(tenant, collection_id)
+        if collection is None:
+            raise NotFound(f"collection {collection_id!r} does not exist")
+        return collection
+
+    def put_collection(self, tenant: str, collection_id: str, body: CollectionInput) -> tuple[Collection, bool]:
+        """Create (True) or partially update (False) the collection."""
+        _checked_id("collection", collection_id)
+        if body.id is not None and body.id != collection_id:
+            raise InvalidInput("id in the body must match the collection id in the path")
+        existing = self.collections.get_collection(tenant, collection_id)
+        if existing is not None and existing.active_embedding_model is None:
+            existing = existing.model_copy(update={"active_embedding_model": existing.embedding_model})
+        collection = merge_collection(existing, collection_id, body.changes(), self.default_embedding_model)
+        if self.check_rights is not None:  # the deployment's URL policy, and the signing secret an external check needs
+            self.check_rights(tenant, collection)
+        count = 0 if existing is None else self.documents.count_documents(tenant, collection_id)
+        if count == 0:
+            # Nothing to rebuild: the new model is active at once.
+            collection = collection.model_copy(update={"active_embedding_model": collection.embedding_model})
+        self.collections.put_collection(tenant, collection, create=existing is None)
+        return collection.model_copy(update={"document_count": count}), existing is None
+
+    def delete_collection(self, tenant: str, collection_id: str) -> None:
+        collection = self._collection(tenant, collection_id)
+        if self.on_collection_removed:
+            self.on_collection_removed(tenant, collection)
+        self.blobs.delete_prefix(keys.collection_prefix(tenant, collection_id))
+        self.collections.delete_collection(tenant, collection_id)
+
+    def list_collections(self, tenant: str, page: PageRequest) -> Page:
+        return _page(lambda **kw: self.collections.list_collections(tenant, **kw), page)
+
+    # Documents
+    def get_document(self, tenant: str, collection_id: str, document_id: str) -> tuple[Document, str | None]:
+        """The document and its text content when it came in as text (None for uploaded files). The record and
+        the content shown are always those of one and the same write."""
+        self._collection(tenant, collection_id)
+        document = self._document(tenant, collection_id, document_id)
+        for _ in range(READ_ATTEMPTS):
+            if not _is_text_content(document):
+                return document, None
+            try:
+                return document, self.blobs.get_blob(document.source).decode("utf-8")
+            except UnicodeDecodeError:
+                return document, None  # a file uploaded under the text content's name: not text to show
+            except NotFound:
+                # A later write replaced the content (and deleted these bytes) between our two reads: its own
+                # bytes were stored before it committed, so reading the record again finds them.
+                latest = self._document(tenant, collection_id, document_id)
+                if latest.source == document.source:
+                    return latest, None  # really missing (deleted from the bucket by hand)
+                document = latest
+        return document, None
+
+    def put_document(self, tenant: str, collection_id: str, document_id: str,
+                     body: DocumentInput) -> tuple[Document, bool]:
+        """Create (True) or partially update (False). New content is stored as a blob and makes the document
+        pending with a new version; unchanged content changes nothing."""
+        _checked_id("document", document_id)
+        if body.id is not None and body.id != document_id:
+            raise InvalidInput("id in the body must match the document id in the path")
+        if body.collection is not None and body.collection != collection_id:
+            raise InvalidInput("collection in the body must match the collection id in the path")
+        self._collection(tenant, collection_id)
+        existing = self.documents.get_document(tenant, collection_id, document_id)
+        changes = body.changes()
+        content = changes.pop("content", None)
+        for name, value in changes.items():
+            if value is None:
+                raise InvalidInput(f"{name}: must not be null")
+        now = utc_now()
+        if existing is None:
+            document = validated(lambda: Document(id=document_id, collection=collection_id, **changes))
+        else:
+            document = existing.model_copy(update={**changes, "updated_at": now})
+        if content is not None:
+            data = content.replace("\x00", "").encode("utf-8")
+            digest = hashlib.sha256(data).hexdigest()
+            if existing is None or digest != existing.content_sha256 or not existing.source:
+                version = document.version + 1
+                source = keys.write_blob_key(tenant, collection_id, document_id, CONTENT_FILENAME, version=version)
+                document = document.model_copy(update={
+                    "content_sha256": digest, "content_length": len(data), "version": version, "source": source,
+                    "status": DocumentStatus.PENDING, "failure_reason": None,
+                    "mimetype": document.mimetype or TEXT_MIMETYPE,
+                })
+                self._store_and_commit(tenant, document, data, existing)
+                return document, existing is None
+        self._commit(tenant, document, existing)
+        return document, existing is None
+
+    def _commit(self, tenant: str, document: Document, existing: Document | None) -> None:
+        """The write's decision: a create that fails if the document exists, or an update that fails with Conflict
+        if any other write committed since `existing` was read."""
+        self.documents.put_document(tenant, document, create=existing is None,
+                                    expected_version=None if existing is None else existing.version)
+
+    def _store_and_commit(self, tenant: str, document: Document, data: bytes, existing: Document | None) -> None:
+        """Store the bytes under the write's own key (`document.source`), then commit the record that points at
+        them. The bytes go first so that a committed record always finds its content (readers and ingest never
+        see a record whose blob is still to come); the key is unique to this write, so a write that loses the
+        commit only ever deletes its own bytes. After the commit, the blobs of earlier writes go."""
+        self.blobs.put_blob(document.source, data, document.mimetype or TEXT_MIMETYPE)
+        try:
+            self._commit(tenant, document, existing)
+        except (Conflict, NotFound, InvalidInput):
+            self._discard_blob(document.source)  # a write that answers 4xx leaves nothing behind
+            raise
+        except Exception:
+            # An error that may hide a write that happened (a timeout): keep the bytes if the record points at them,
+            # or if that cannot be known now (reindex deletes them later if they turn out to be an orphan).
+            if self._surely_not_committed(tenant, document):
+                self._discard_blob(document.source)
+            raise
+        self._delete_superseded_blobs(tenant, document)
+
+    def _delete_superseded_blobs(self, tenant: str, document: Document) -> None:
+        """Delete the blobs an earlier write of the document left (older versions, files dropped in by hand). Blobs
+        of the same or a later version belong to writes still deciding: a loser deletes its own, and a later winner
+        deletes this write's blob in turn. Best effort: the write is committed whatever happens here (reindex deletes
+        the blobs of API writes that no record points at)."""
+        try:
+            for key in self.blobs.list_blobs(keys.document_prefix(tenant, document.collection, document.id)):
+                write = keys.blob_write(key)
+                if key != document.source and (write is None or write.version < document.version):
+                    self.blobs.delete_blob(key)
+        except Exception:
+            logger.warning("could not delete superseded blobs", extra={
+                "tenant": tenant, "collection": document.collection, "document": document.id})
+
+    def _surely_not_committed(self, tenant: str, document: Document) -> bool:
+        try:
+            current = self.documents.get_document(tenant, document.collection, document.id)
+        except Exception:
+            return False
+        return current is None or current.source != document.source
+
+    def _discard_blob(self, key: str) -> None:
+        try:
+            self.blobs.delete_blob(key)
+        except Exception:  # the caller's own error is the one to report; reindex deletes the orphan later
+            logger.warning("could not delete the blob of a failed write", extra={"key": key})
+
+    def prepare_upload(self, tenant: str, collection_id: str, document_id: str, filename: str,
+                       mimetype: str | None, *, size: int) -> UploadTicket:
+        """Create the document if missing (titled after the file), point it at a new blob key for the file and sign
+        a PUT of exactly `size` bytes for that key. The upload itself triggers indexing, through the blob store's
+        event; an upload to the key of a ticket that a later one superseded is ignored by ingest. A size over the
+        file limit is refused here (PayloadTooLarge), before any document changes; the signature makes the blob
+        store refuse any other size, so the limit holds without the API seeing the bytes."""
+        if self.presigner is None:
+            raise InvalidInput("uploads are not configured for this deployment")
+        if size < 0:
+            raise InvalidInput("size must be the file's length in bytes (0 or more)")
+        if size > self.max_file_bytes:
+            raise PayloadTooLarge(f"size {size} exceeds the file limit of {self.max_file_bytes} bytes")
+        document, existing = self._file_document(tenant, collection_id, document_id, filename, mimetype)
+        self._commit(tenant, document, existing)
+        self._delete_superseded_blobs(tenant, document)
+        url, headers, expires = self.presigner.presign_put(document.source, document.mimetype, size,
+                                                           self.upload_url_ttl)
+        return UploadTicket(url=url, method="PUT", headers=headers,
+                            expires_at=datetime.fromtimestamp(expires, timezone.utc), document=document)
+
+    def put_file(self, tenant: str, collection_id: str, document_id: str, filename: str, data: bytes,
+                 mimetype: str | None = None) -> tuple[Document, bool]:
+        """Store a file as the document's source (the write triggers indexing). Returns (document, written):
+        the same file (name and bytes) already indexed, or pending, is not written again."""
+        document, existing = self._file_document(tenant, collection_id, document_id, filename, mimetype)
+        digest = hashlib.sha256(data).hexdigest()
+        if (existing is not None and existing.source and _file_name(existing.source) == filename
+                and existing.status is not DocumentStatus.FAILED and existing.content_sha256 == digest):
+            return existing, False
+        document = document.model_copy(update={"content_sha256": digest, "content_length": len(data)})
+        self._store_and_commit(tenant, document, data, existing)
+        return document, True
+
+    def _file_document(self, tenant: str, collection_id: str, document_id: str, filename: str,
+                       mimetype: str | None) -> tuple[Document, Document | None]:
+        """(the document pointing at a new key for the file, as a write would commit it; the stored one or None)."""
+        from kindex.text.extract import guess_mimetype
+
+        _checked_id("document", document_id)
+        try:
+            check_id(filename)
+        except ValueError as error:
+            raise InvalidInput(f"filename {error}") from error
+        if "\\" in filename or filename in (".", ".."):
+            raise InvalidInput("filename must be a plain file name")
+        self._collection(tenant, collection_id)
+        content_type = mimetype or guess_mimetype(filename) or "application/octet-stream"
+        existing = self.documents.get_document(tenant, collection_id, document_id)
+        base = existing or Document(id=document_id, collection=collection_id, title=filename)
+        version = base.version + 1
+        document = base.model_copy(update={
+            "source": keys.write_blob_key(tenant, collection_id, document_id, filename, version=version),
+            "version": version, "mimetype": content_type, "status": DocumentStatus.PENDING, "failure_reason": None,
+            "updated_at": utc_now()})
+        return document, existing
+
+    def list_chunks(self, tenant: str, collection_id: str, document_id: str, page: PageRequest) -> ChunkPage:
+        """One page of the document's chunks in index order: at most `page.number`, and no more than fit
+        CHUNK_PAGE_MAX_BYTES (a single chunk always fits), with a cursor when more follow."""
+        self._collection(tenant, collection_id)
+        self._document(tenant, collection_id, document_id)
+        if self.chunks is None:
+            return ChunkPage(chunks=[])
+        after = _decode_chunk_cursor(page.cursor) if page.cursor else None
+        chunks: list[StoredChunk] = []
+        size = 0
+        for chunk in self.chunks.iter_chunks(tenant, collection_id, document_id, after=after,
+                                             offset=0 if page.cursor else page.start):
+            cost = _chunk_json_bytes(chunk)
+            if len(chunks) == page.number or (chunks and size + cost > CHUNK_PAGE_MAX_BYTES):
+                return ChunkPage(chunks=chunks, next_cursor=_encode_chunk_cursor(chunks[-1]))
+            chunks.append(chunk)
+            size += cost
+        return ChunkPage(chunks=chunks)
+
+    def delete_document(self, tenant: str, collection_id: str, document_id: str) -> None:
+        collection = self._collection(tenant, collection_id)
+        document = self._document(tenant, collection_id, document_id)
+        if self.on_document_removed:
+            self.on_document_removed(tenant, document, collection)
+        self.blobs.delete_prefix(keys.document_prefix(tenant, collection_id, document_id))
+        self.documents.delete_document(tenant, collection_id, document_id)
+
+    def list_documents(self, tenant: str, collection_id: str, page: PageRequest) -> Page:
+        self._collection(tenant, collection_id)
+        return _page(lambda **kw: self.documents.list_documents(tenant, collection_id, **kw), page)
+
+    def _document(self, tenant: str, collection_id: str, document_id: str) -> Document:
+        document = self.documents.get_document(tenant, collection_id, document_id)
+        if document is None:
+            raise NotFound(f"document {document_id!r} does not exist in collection {collection_id!r}")
+        return document

@@ -1,0 +1,507 @@
+"""Ingestion: a blob event in, an indexed (or honestly failed) document out.
+
+blob -> extract -> chunk -> embed (through the cache, in bounded slices) -> write chunk texts and vectors -> delete
+the chunks that are gone -> status. Events are at-least-once and may come out of order: every event re-reads the
+object's current bytes, so duplicates and stale events converge to the latest write."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+
+from kindex.adapters.metrics import LogMetrics
+from kindex.app.embedding import EmbeddingService, text_sha256
+from kindex.domain import keys
+from kindex.domain.errors import (
+    Conflict,
+    DependencyFailed,
+    IngestError,
+    InvalidInput,
+    LimitExceeded,
+    NotFound,
+    UnknownModel,
+)
+from kindex.domain.models import Collection, Document, DocumentStatus, utc_now
+from kindex.domain.ports import (
+    BlobStore,
+    ChunkStore,
+    CollectionStore,
+    DocumentStore,
+    MetricsRecorder,
+    SearchIndex,
+)
+from kindex.domain.types import IndexRecord, StoredChunk
+
+logger = logging.getLogger(__name__)
+
+MAX_REASON = 500
+
+
+class RetryableIngestFailure(Exception):
+    """Raised to the queue consumer so the message is retried (and dead-lettered after the last attempt)."""
+
+
+class CommitPending(RetryableIngestFailure):
+    """The event of an API write came before the write committed or gave up (its bytes are stored first); it is
+    retried later, when the write has decided."""
+
+
+# How long an event waits, in the worker, for the API write whose bytes it announces to commit or give up: that
+# takes milliseconds, so waiting here is cheaper than a queue retry (minutes on SQS).
+COMMIT_WAIT_SECONDS = 2.0
+
+
+def chunk_id(tenant: str, collection: str, document: str, index: int, text_hash: str) -> str:
+    """Deterministic: the same chunk of the same content always gets the same id, never a random one."""
+    material = "\x1f".join((tenant, collection, document, str(index), text_hash))
+    return hashlib.sha256(material.encode("utf-8")).hexdigest()[:32]
+
+
+def failure_reason(error: Exception) -> str:
+    kind = getattr(error, "kind", None) or ("DependencyFailed" if isinstance(error, DependencyFailed) else "Error")
+    message = " ".join(str(getattr(error, "message", error)).split())
+    return f"{kind}: {message}"[:MAX_REASON]
+
+
+@dataclass
+class IngestLimits:
+    max_file_bytes: int = 50 * 1024 * 1024
+    max_chunks_per_document: int = 20_000
+    # Texts per embedding call. Bounds how long one document holds its worker between two progress writes, and
+    # what a batch of small documents shares in one call.
+    embed_slice: int = 128
+    # Objects up to this size are read and chunked before the batch's per-record pass (to order the batch and
+    # share embedding calls); bigger ones only in their own record, after the small ones.
+    prepare_max_bytes: int = 1024 * 1024
+
+
+# (blob key, sha256 of its bytes, collection config version, mimetype): what a chunking result depends on.
+Memo = tuple[str, str, int, "str | None"]
+UNKNOWN_COST = 1 << 40  # work not measured ahead (a big object, or one whose preparation failed unexpectedly)
+
+
+class IngestBatch:
+    """One invocation's batch of events, created by the ingest handler and never shared with another invocation
+    or thread. What was learnt before the per-record pass, so each record reuses it:
+
+    - the bytes read (one GET per object per batch) and each small object's chunks (or its extraction failure);
+    - each object's cost in chunks, so the handler runs the cheap records first;
+    - the chunk texts of small documents still to embed: the first of them takes its followers' texts along, so a
+      batch of small documents makes one embedding call per model (up to `embed_slice` texts);
+    - the models whose embedding failed in this batch: the provider already had its retries, so the batch's other
+      documents fail with that error instead of each trying again (one retry sequence per batch, not per document).
+
+    It has the record handler's two calls, so the handler passes it where it would pass the service."""
+
+    def __init__(self, service: "IngestService"):
+        self.service = service
+        self.fetched: dict[str, bytes] = {}
+        self.prepared: dict[Memo, list | IngestError] = {}
+        self.failed_models: dict[str, Exception] = {}
+        self.costs: dict[str, int] = {}
+        self._waiting: dict[str, list[tuple[Memo, list[str]]]] = {}
+
+    def object_created(self, key: str, size: int | None = None) -> Document | None:
+        return self.service.object_created(key, self, size)
+
+    def object_removed(self, key: str) -> None:
+        self.service.object_removed(key)
+
+    def cost(self, created_keys: Iterable[str]) -> int:
+        """The chunks a record's created objects are expected to embed; UNKNOWN_COST for anything not measured."""
+        return sum(self.costs.get(key, UNKNOWN_COST) for key in created_keys)
+
+    def wait_for_embedding(self, memo: Memo, models: Iterable[str], texts: list[str]) -> None:
+        for model in models:
+            self._waiting.setdefault(model, []).append((memo, texts))
+
+    def order_waiting(self) -> None:
+        """Waiting texts in the order the records will run (cheapest first, like the handler sorts them)."""
+        for entries in self._waiting.values():
+            entries.sort(key=lambda entry: self.costs.get(entry[0][0], UNKNOWN_COST))
+
+    def riders(self, model: str, memo: Memo | None, room: int) -> list[str]:
+        """Texts of waiting small documents to embed with `memo`'s own call, at most `room` of them; they (and
+        `memo`'s own entry) stop waiting."""
+        entries = self._waiting.get(model, [])
+        entries[:] = [entry for entry in entries if entry[0] != memo]
+        taken: list[str] = []
+        while entries and len(taken) + len(entries[0][1]) <= room:
+            taken.extend(entries.pop(0)[1])
+        return taken
+
+
+class IngestService:
+    """Processes blob created/removed events for document blobs and keeps chunks and vectors in step."""
+
+    def __init__(self, collections: CollectionStore, documents: DocumentStore, blobs: BlobStore, chunks: ChunkStore,
+                 index: SearchIndex, embeddings: EmbeddingService, limits: IngestLimits | None = None,
+                 extract: Callable | None = None, chunk: Callable | None = None, metrics: MetricsRecorder | None = None):
+        self.collections = collections
+        self.documents = documents
+        self.blobs = blobs
+        self.chunks = chunks
+        self.index = index
+        self.embeddings = embeddings
+        self.limits = limits or IngestLimits()
+        self._extract = extract
+        self._chunk = chunk
+        self.metrics = metrics or LogMetrics()
+
+    # Events
+    def open_batch(self, created_keys: list[str], sizes: Mapping[str, int | None] | None = None) -> IngestBatch:
+        """Before a batch's per-record pass: read and chunk every small created object, measure what each record
+        will cost, and queue the small documents' texts to share embedding calls. Never raises: a key whose
+        preparation fails is simply not prepared, and its own record reports the failure, alone. `sizes` are
+        the events' object sizes, by key (an object over the file limit is never downloaded)."""
+        batch = IngestBatch(self)
+        for key in dict.fromkeys(created_keys):
+            try:
+                self._prepare(batch, key, (sizes or {}).get(key))
+            except Exception as error:  # its record reports it, with the right status and retry semantics
+                logger.warning("could not prepare an object ahead of its record",
+                               extra={"key": key, "error_type": type(error).__name__})
+        batch.order_waiting()
+        return batch
+
+    def _prepare(self, batch: IngestBatch, key: str, size: int | None = None) -> None:
+        batch.costs[key] = 0  # nothing to do unless shown otherwise below
+        parsed = keys.parse_blob_key(key)
+        if parsed is None:
+            return
+        tenant, collection_id, document_id, filename = parsed
+        collection = self.collections.get_collection(tenant, collection_id)
+        if collection is None:
+            return
+        batch.costs[key] = UNKNOWN_COST
+        document = self.documents.get_document(tenant, collection_id, document_id)
+        if keys.blob_write(key) is not None and (document is None or document.source != key):
+            return None  # not (or not yet) the document's content: the per-record pass decides
+        data = self._read_blob(key, size)
+        if len(data) > self.limits.prepare_max_bytes:
+            return  # extracted in its own record, after the batch's small documents
+        batch.fetched[key] = data
+        digest = hashlib.sha256(data).hexdigest()
+        if document is not None and (document.content_sha256 == digest and document.status is DocumentStatus.INDEXED
+                                     and document.indexed_model == collection.embedding_model
+                                     and document.indexed_config_version == collection.config_version):
+            batch.costs[key] = 0
+            return  # a duplicate event: nothing to embed
+        mimetype = (document.mimetype if document else None) or None
+        memo = (key, digest, collection.config_version, mimetype)
+        try:
+            pieces = self._pieces(collection, data, filename, mimetype)
+        except IngestError as error:
+            batch.prepared[memo] = error  # its record fails at once, without extracting again
+            batch.costs[key] = 0
+            return
+        batch.prepared[memo] = pieces
+        batch.costs[key] = len(pieces)
+        if len(pieces) <= self.limits.embed_slice:
+            batch.wait_for_embedding(memo, {collection.embedding_model, collection.query_model},
+                                     [p.text for p in pieces])
+
+    def object_created(self, key: str, batch: IngestBatch | None = None, size: int | None = None) -> Document | None:
+        """Index the document whose blob was written. Returns the document's final state, None if ignored.
+
+        `size` is the event's object size: an object over the file limit fails its document (LimitExceeded)
+        without being downloaded, and never affects the other records of the batch."""
+        parsed = keys.parse_blob_key(key)
+        if parsed is None:
+            logger.warning("ignoring blob outside the document layout", extra={"key": key})
+            return None
+        tenant, collection_id, document_id, filename = parsed
+        collection = self.collections.get_collection(tenant, collection_id)
+        if collection is None:
+            logger.warning("ignoring blob of a missing collection", extra={"tenant": tenant, "collection": collection_id})
+            return None
+        data = batch.fetched.pop(key, None) if batch else None  # read moments ago by `open_batch`
+        too_large: LimitExceeded | None = None
+        if data is None:
+            try:
+                data = self._read_blob(key, size)
+            except NotFound:
+                return None  # deleted since; its removal event follows
+            except LimitExceeded as error:
+                too_large = error
+        document = self._document_for(tenant, collection_id, document_id, filename, key)
+        if document is None:
+            return None
+        try:
+            if too_large is not None:
+                retryable = too_large.retryable
+                return self._fail(tenant, collection, document, document.version, failure_reason(too_large),
+                                  retryable, too_large)
+            return self._index(tenant, collection, document, data, filename, batch or IngestBatch(self))
+        except NotFound:
+            # The document was deleted while we worked: remove what we wrote, so nothing is left behind.
+            self.remove_document(tenant, document, collection)
+            return None
+        except Conflict:
+            # A newer write committed while this content was being indexed (on AWS, two events of one document can
+            # run at once): our chunks may have landed after the newer content's ingest cleaned up. Keep only the
+            # current content's, then let the message be retried (it is stale now, and will be ignored).
+            self._keep_only_current_chunks(tenant, collection_id, document_id)
+            raise
+
+    def object_removed(self, key: str) -> None:
+        """A document's source blob was deleted (API or S3 directly): delete the document everywhere."""
+        parsed = keys.parse_blob_key(key)
+        if parsed is None:
+            return
+        tenant, collection_id, document_id, _ = parsed
+        document = self.documents.get_document(tenant, collection_id, document_id)
+        collection = self.collections.get_collection(tenant, collection_id)
+        if document is None or collection is None or document.source != key:
+            return
+        if self.blobs.blob_size(key) is not None:
+            return  # written again since the removal: the object exists, keep the document
+        self.remove_document(tenant, document, collection)
+        self.documents.delete_document(tenant, collection_id, document_id)
+
+    # Deletion hooks used by the catalog
+    def remove_document(self, tenant: str, document: Document, collection: Collection) -> None:
+        for model in {collection.embedding_model, collection.query_model, document.indexed_model} - {None}:
+            self.index.delete(model, tenant, collection.id, document_ids=[document.id])
+        self.chunks.delete_chunks(tenant, collection.id, document_id=document.id)
+
+    def remove_collection(self, tenant: str, collection: Collection) -> None:
+        for model in {collection.embedding_model, collection.query_model}:
+            self.index.delete(model, tenant, collection.id)
+        self.chunks.delete_chunks(tenant, collection.id)
+
+    # Internals
+    def _document_for(self, tenant: str, collection_id: str, document_id: str, filename: str, key: str) -> Document | None:
+        from kindex.text.extract import guess_mimetype
+
+        document = self.documents.get_document(tenant, collection_id, document_id)
+        write = keys.blob_write(key)
+        if write is not None:
+            return self._written_document(tenant, collection_id, document_id, key, write, document)
+        if document is None:
+            # A file dropped straight into the tenant's prefix: it becomes a document.
+            document = Document(id=document_id, collection=collection_id, title=filename, source=key,
+                                mimetype=guess_mimetype(filename) or "")
+            try:
+                self.documents.put_document(tenant, document, create=True)
+            except Conflict:
+                return self.documents.get_document(tenant, collection_id, document_id)
+            if self.blobs.blob_size(key) is None:
+                # The document was deleted (blob first) while this event was in flight: do not resurrect it.
+                self.documents.delete_document(tenant, collection_id, document_id)
+                return None
+            return document
+        if document.source == key:
+            return document
+        if document.source and self.blobs.blob_size(document.source) is not None:
+            return None  # the document's current source is another, existing blob: this event is stale
+        return document.model_copy(update={"source": key, "mimetype": guess_mimetype(filename) or document.mimetype})
+
+    def _keep_only_current_chunks(self, tenant: str, collection_id: str, document_id: str) -> None:
+        """Delete the document's chunks and vectors that do not belong to its current content (chunk ids are
+        derived from the content, so the current content's ids are known without embedding anything)."""
+        collection = self.collections.get_collection(tenant, collection_id)
+        document = self.documents.get_document(tenant, collection_id, document_id)
+        if collection is None or document is None or not document.source or collection.switching:
+            return  # gone (its removal cleans up), or a model switch keeps the old model's chunks until it ends
+        parsed = keys.parse_blob_key(document.source)
+        try:
+            pieces = self._pieces(collection, self.blobs.get_blob(document.source), parsed[3] if parsed else "",
+                                  document.mimetype or None)
+        except (NotFound, IngestError):
+            return  # replaced again, or content that cannot be indexed: its own event decides
+        current = {chunk_id(tenant, collection_id, document_id, p.index, text_sha256(p.text)) for p in pieces}
+        other = sorted({c.chunk_id for c in self.chunks.list_chunks(tenant, collection_id, document_id)} - current)
+        if other:
+            for model in {collection.embedding_model, collection.query_model}:
+                self.index.delete(model, tenant, collection_id, chunk_ids=other)
+            self.chunks.delete_chunks(tenant, collection_id, document_id=document_id, chunk_ids=other)
+
+    def _written_document(self, tenant: str, collection_id: str, document_id: str, key: str, write: keys.BlobWrite,
+                          document: Document | None) -> Document | None:
+        """The document when `key`, the blob of one API write, holds its current content; None when that write lost
+        its commit (409) or a later write superseded it. The API stores the bytes before it commits the record, so
+        the event may come first: then wait a little for the decision. Only the record decides, never the bytes."""
+        deadline = time.monotonic() + COMMIT_WAIT_SECONDS
+        pause = 0.02
+        while True:
+            if document is not None and document.source == key:
+                return document
+            if document is not None and document.version >= write.version:
+                return None  # another write of this version won, or a later one committed: stale
+            if document is None and write.version > 1:
+                return None  # the document this write updates is gone: the write fails, or was deleted after it
+            if key not in self.blobs.list_blobs(key):
+                return None  # the write lost and deleted its blob (or the document was deleted)
+            if time.monotonic() >= deadline:
+                raise CommitPending(f"the write of {key!r} has not committed yet")
+            time.sleep(pause)
+            pause = min(pause * 2, 0.25)
+            document = self.documents.get_document(tenant, collection_id, document_id)
+
+    def _index(self, tenant: str, collection: Collection, document: Document, data: bytes, filename: str,
+               batch: IngestBatch) -> Document:
+        digest = hashlib.sha256(data).hexdigest()
+        model = collection.embedding_model
+        if (digest == document.content_sha256 and document.status is DocumentStatus.INDEXED
+                and document.indexed_version == document.version and document.indexed_model == model
+                and document.indexed_config_version == collection.config_version):
+            return document  # duplicate event: nothing changed
+        expected = document.version
+        # Same content, new chunking or model: the document stays `indexed` (queries keep using what is there)
+        # while its new chunks and vectors are built beside the old ones.
+        rebuild_only = (digest == document.content_sha256 and document.status is DocumentStatus.INDEXED
+                        and document.indexed_version == document.version)
+        if digest != document.content_sha256:
+            document = document.model_copy(update={"version": document.version + 1, "content_sha256": digest,
+                                                   "content_length": len(data)})
+        working = document
+        if not rebuild_only:
+            working = document.model_copy(update={"status": DocumentStatus.IN_PROGRESS, "failure_reason": None,
+                                                  "chunks_done": 0, "updated_at": utc_now()})
+            self._save(tenant, working, expected)
+            expected = working.version
+
+        def record_progress(done: int, total: int) -> None:
+            # Same version, checked: progress never overwrites a newer write (new content makes it a Conflict,
+            # which stops this stale work), and it costs one small metadata write per embedded slice.
+            nonlocal working
+            working = working.model_copy(update={"chunk_count": total, "chunks_done": done})
+            self._save(tenant, working, expected)
+
+        try:
+            models = [model]
+            if collection.switching and not rebuild_only:
+                models.append(collection.query_model)
+            for name in models:
+                self._check_model(name)
+            memo = (working.source or "", digest, collection.config_version, working.mimetype or None)
+            prepared = batch.prepared.get(memo)
+            if isinstance(prepared, IngestError):
+                raise prepared
+            pieces = prepared if prepared is not None else self._pieces(collection, data, filename,
+                                                                       working.mimetype or None)
+            chunk_count = self._write_chunks(tenant, collection, working, pieces, models, rebuild_only, batch, memo,
+                                             None if rebuild_only else record_progress)
+        except (IngestError, DependencyFailed) as error:
+            retryable = isinstance(error, DependencyFailed) or error.retryable
+            return self._fail(tenant, collection, working, expected, failure_reason(error), retryable, error)
+        except (Conflict, NotFound):
+            raise  # the document changed or went away meanwhile: the caller decides
+        except Exception as error:
+            # A defect or an unexpected dependency error: say so on the document (without internals) instead of
+            # leaving it `in_progress`, and let the queue retry it.
+            logger.exception("unexpected error while indexing", extra={"tenant": tenant, "collection": collection.id,
+                                                                        "document": document.id})
+            return self._fail(tenant, collection, working, expected,
+                              f"InternalError: indexing failed unexpectedly ({type(error).__name__})", True, error)
+        indexed = working.model_copy(update={
+            "status": DocumentStatus.INDEXED, "chunk_count": chunk_count, "chunks_done": chunk_count,
+            "indexed_at": utc_now(), "indexed_version": working.version, "indexed_model": model,
+            "indexed_config_version": collection.config_version, "failure_reason": None, "failure_retryable": False,
+            "updated_at": utc_now()})
+        self._save(tenant, indexed, expected)
+        self.metrics.count("DocumentsIndexed")
+        logger.info("document indexed", extra={"tenant": tenant, "collection": collection.id, "document": document.id,
+                                               "chunks": chunk_count})
+        return indexed
+
+    def _fail(self, tenant: str, collection: Collection, working: Document, expected: int, reason: str,
+              retryable: bool, error: Exception) -> Document:
+        failed = working.model_copy(update={"status": DocumentStatus.FAILED, "failure_reason": reason,
+                                            "failure_retryable": retryable, "updated_at": utc_now()})
+        self._save(tenant, failed, expected)
+        self.metrics.count("DocumentsFailed")
+        logger.warning("document failed", extra={"tenant": tenant, "collection": collection.id,
+                                                  "document": working.id, "reason": reason})
+        if retryable:
+            raise RetryableIngestFailure(reason) from error
+        return failed
+
+    def _check_model(self, model: str) -> None:
+        """A model the embedder registry does not know (stored before the API checked it, or from a newer
+        deployment) fails its own documents, before any extraction, and nothing else."""
+        try:
+            self.embeddings.embedder_for(model)
+        except InvalidInput as error:
+            raise UnknownModel(error.message) from error
+
+    def _read_blob(self, key: str, size: int | None) -> bytes:
+        """The object's bytes, never more than the file limit: an event's size over the limit (or no size) is
+        confirmed by a HEAD first, since the object may have been replaced since the event (events come out of
+        order, and the current object decides); the GET itself is bounded too, for a replacement in between."""
+        limit = self.limits.max_file_bytes
+        if size is None or size > limit:
+            size = self.blobs.blob_size(key)
+            if size is None:
+                raise NotFound(f"blob {key!r} does not exist")
+            if size > limit:
+                raise LimitExceeded(f"File is {size} bytes; the limit is {limit} bytes")
+        return self.blobs.get_blob(key, max_bytes=limit)
+
+    def _save(self, tenant: str, document: Document, expected_version: int) -> None:
+        self.documents.put_document(tenant, document, create=False, expected_version=expected_version)
+
+    def _pieces(self, collection: Collection, data: bytes, filename: str, mimetype: str | None) -> list:
+        from kindex.text.chunking import chunk_text
+        from kindex.text.extract import extract
+
+        extracted = (self._extract or extract)(data, mimetype=mimetype, filename=filename,
+                                               max_bytes=self.limits.max_file_bytes)
+        pieces = (self._chunk or chunk_text)(extracted.text, method=collection.chunking_method.value,
+                                             max_size=collection.chunking_max_size,
+                                             overlap=collection.chunking_overlap_offset, pages=extracted.pages)
+        if len(pieces) > self.limits.max_chunks_per_document:
+            raise LimitExceeded(f"Document has {len(pieces)} chunks; the limit is {self.limits.max_chunks_per_document}")
+        return pieces
+
+    def _write_chunks(self, tenant: str, collection: Collection, document: Document, pieces: list,
+                      models: list[str], rebuild_only: bool, batch: IngestBatch, memo: Memo,
+                      record_progress: Callable[[int, int], None] | None) -> int:
+        """Write chunk texts, then embed and index them one slice at a time, recording progress after each slice
+        but the last. While a model change is being built (`collection.switching`), a rebuild writes only the new
+        model's vectors and keeps the previous chunks, which the active model still serves; new content is written
+        under both models so queries never serve stale text."""
+        stored = [StoredChunk(chunk_id=chunk_id(tenant, collection.id, document.id, p.index, text_sha256(p.text)),
+                              collection=collection.id, document_id=document.id, index=p.index, start=p.start, end=p.end,
+                              text=p.text, page_start=p.page_start, page_end=p.page_end) for p in pieces]
+        previous = {c.chunk_id for c in self.chunks.list_chunks(tenant, collection.id, document.id)}
+        self.chunks.put_chunks(tenant, stored)
+        step = self.limits.embed_slice
+        for start in range(0, len(stored), step):
+            part = stored[start:start + step]
+            for model in models:
+                vectors = self._embed(batch, model, [c.text for c in part], memo)
+                self.index.upsert(model, [IndexRecord(tenant=tenant, collection=collection.id, document_id=document.id,
+                                                      chunk_id=c.chunk_id, vector=vec, text=c.text,
+                                                      language=document.language or None,
+                                                      mimetype=document.mimetype or None)
+                                          for c, vec in zip(part, vectors)])
+            done = start + len(part)
+            if record_progress is not None and done < len(stored):
+                record_progress(done, len(stored))
+        gone = sorted(previous - {c.chunk_id for c in stored})
+        if gone and not (collection.switching and rebuild_only):
+            for model in models:
+                self.index.delete(model, tenant, collection.id, chunk_ids=gone)
+            self.chunks.delete_chunks(tenant, collection.id, document_id=document.id, chunk_ids=gone)
+        return len(stored)
+
+    def _embed(self, batch: IngestBatch, model: str, texts: list[str], memo: Memo):
+        """One slice's vectors, in one embedding call that also carries waiting small documents' texts."""
+        failed = batch.failed_models.get(model)
+        if failed is not None:
+            vectors = self.embeddings.cached(model, texts)
+            if vectors is None:
+                raise failed
+            return vectors
+        riders = batch.riders(model, memo, self.limits.embed_slice - len(texts))
+        try:
+            return self.embeddings.embed(model, texts + riders)[:len(texts)]
+        except (IngestError, DependencyFailed) as error:
+            batch.failed_models[model] = error
+            logger.warning("embedding failed for the batch", extra={"model": model, "error_type": type(error).__name__})
+            raise

@@ -1,0 +1,245 @@
+"""Permission-aware retrieval: collection gate -> embed -> k-NN / BM25 / hybrid (RRF) -> status and rights
+filter with bounded over-fetch -> one batched read of chunk texts -> results, citations and an LLM context."""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+from html import escape
+
+from kindex.app.embedding import EmbeddingService
+from kindex.app.rights import RightsChecks, RightsSession
+from kindex.domain.errors import Forbidden, NotFound
+from kindex.domain.models import Collection, Document, DocumentStatus
+from kindex.domain.ports import (
+    ChunkStore,
+    CollectionStore,
+    DocumentStore,
+    MetricsRecorder,
+    QueryLog,
+    SearchIndex,
+)
+from kindex.domain.query import (
+    Citation,
+    QueryRequest,
+    QueryResponse,
+    QueryResult,
+    QueryWarning,
+)
+from kindex.domain.types import ChunkRef, SearchFilters, SearchHit
+
+logger = logging.getLogger(__name__)
+
+_search_pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="keyword-search")
+
+RRF_K = 60
+MAX_ROUNDS = 3
+MAX_CANDIDATES = 1000
+QUERY_LOG_TTL = 24 * 3600
+CONTEXT_INSTRUCTIONS = (
+    "Answer the question using only the excerpts below. After each statement that uses an excerpt, cite the "
+    "document it comes from with <CIT document-id /> using the exact id given (several: <CIT id-1, id-2 />). "
+    "If the excerpts do not contain the answer, say so."
+)
+
+
+def reciprocal_rank_fusion(rankings: Sequence[Sequence[SearchHit]], k: int = RRF_K) -> list[SearchHit]:
+    """Fuse rankings by 1/(k + rank), never by raw scores (BM25 and cosine are not comparable)."""
+    scores: dict[str, float] = {}
+    first: dict[str, SearchHit] = {}
+    for ranking in rankings:
+        for rank, hit in enumerate(ranking, start=1):
+            scores[hit.chunk_id] = scores.get(hit.chunk_id, 0.0) + 1.0 / (k + rank)
+            first.setdefault(hit.chunk_id, hit)
+    fused = [replace(first[chunk_id], score=score) for chunk_id, score in scores.items()]
+    fused.sort(key=lambda hit: (-hit.score, hit.chunk_id))
+    return fused
+
+
+def passes_gate(collection: Collection, user: str | None, groups: Sequence[str]) -> bool:
+    """XWiki semantics: guests allowed -> anyone; otherwise the user's groups must meet the collection's."""
+    if collection.allow_guests:
+        return True
+    return bool(set(groups) & set(collection.query_groups))
+
+
+def build_context(results: Sequence[QueryResult]) -> str:
+    blocks = [CONTEXT_INSTRUCTIONS, ""]
+    for result in results:
+        page = f' page="{result.page_start}"' if result.page_start else ""
+        doc_id, title = escape(result.document_id, quote=True), escape(result.title, quote=True)
+        blocks.append(f'<excerpt document-id="{doc_id}" title="{title}"{page}>\n{result.content}\n</excerpt>')
+    return "\n".join(blocks)
+
+
+class QueryService:
+    """Answers queries for one tenant's collections on behalf of one end user."""
+
+    def __init__(self, collections: CollectionStore, documents: DocumentStore, chunks: ChunkStore, index: SearchIndex,
+                 embeddings: EmbeddingService, rights: RightsChecks, query_log: QueryLog,
+                 metrics: MetricsRecorder | None = None):
+        self.collections = collections
+        self.documents = documents
+        self.chunks = chunks
+        self.index = index
+        self.embeddings = embeddings
+        self.rights = rights
+        self.query_log = query_log
+        self.metrics = metrics
+
+    def query(self, tenant: str, collection_ids: Sequence[str], request: QueryRequest, *, multi: bool) -> QueryResponse:
+        timing = {"embed": 0.0, "search": 0.0, "rights": 0.0, "fetch": 0.0}
+        allowed_collections, denied_collections = self._gate(tenant, collection_ids, request, multi)
+        by_model: dict[str, list[Collection]] = {}
+        for collection in allowed_collections:
+            by_model.setdefault(collection.query_model, []).append(collection)
+        vectors = {}
+        if request.mode != "keyword":
+            started = time.perf_counter()
+            vectors = {model: self.embeddings.embed_query(model, request.query) for model in by_model}
+            timing["embed"] = (time.perf_counter() - started) * 1000
+        survivors, denied_count, documents, warnings = self._retrieve(tenant, request, by_model, vectors, timing)
+        started = time.perf_counter()
+        refs = [ChunkRef(h.collection, h.document_id, h.chunk_id) for h in survivors]
+        texts = self.chunks.get_chunks(tenant, refs) if refs else {}
+        timing["fetch"] = (time.perf_counter() - started) * 1000
+        results, citations = self._shape(survivors, texts, documents)
+        query_id = uuid.uuid4().hex
+        self.query_log.put_query(tenant, query_id, self._cited(results, citations), QUERY_LOG_TTL)
+        if self.metrics:
+            self.metrics.count("Queries")
+            if denied_count:
+                self.metrics.count("RightsDenials", denied_count)
+            if warnings:
+                self.metrics.count("RightsCheckFailures", len(warnings))
+        logger.info("query", extra={"tenant": tenant, "collections": len(allowed_collections), "mode": request.mode,
+                                    "results": len(results), "denied_count": denied_count,
+                                    "warnings": [w.code for w in warnings]})
+        return QueryResponse(query_id=query_id, results=results, citations=citations, context=build_context(results),
+                             denied_count=denied_count, denied_collections=denied_collections,
+                             timing_ms={k: round(v, 2) for k, v in timing.items()}, warnings=warnings)
+
+    def _gate(self, tenant: str, collection_ids: Sequence[str], request: QueryRequest,
+              multi: bool) -> tuple[list[Collection], list[str]]:
+        allowed, denied = [], []
+        for collection_id in dict.fromkeys(collection_ids):
+            collection = self.collections.get_collection(tenant, collection_id)
+            if collection is None:
+                raise NotFound(f"collection {collection_id!r} does not exist")
+            if passes_gate(collection, request.user, request.groups):
+                allowed.append(collection)
+            elif not multi:
+                raise Forbidden("this user may not query this collection")
+            else:
+                denied.append(collection_id)
+        return allowed, denied
+
+    def _retrieve(self, tenant: str, request: QueryRequest, by_model: dict[str, list[Collection]], vectors: dict,
+                  timing: dict[str, float]
+                  ) -> tuple[list[SearchHit], int, dict[tuple[str, str], Document], list[QueryWarning]]:
+        if not by_model:
+            return [], 0, {}, []
+        filters = None
+        if request.filters:
+            f = request.filters
+            filters = SearchFilters(document_ids=tuple(f.document_ids) if f.document_ids is not None else None,
+                                    language=f.language, mimetype=f.mimetype)
+        rights = self.rights.session(tenant, [c for cs in by_model.values() for c in cs])
+        decisions: dict[tuple[str, str], bool] = {}
+        documents: dict[tuple[str, str], Document] = {}
+        denied: set[tuple[str, str]] = set()
+        wanted = min(3 * request.k, MAX_CANDIDATES)
+        survivors: list[SearchHit] = []
+        for _ in range(MAX_ROUNDS):
+            started = time.perf_counter()
+            hits, exhausted = self._candidates(tenant, request, by_model, vectors, wanted, filters)
+            timing["search"] += (time.perf_counter() - started) * 1000
+            started = time.perf_counter()
+            self._decide(tenant, request.user, hits, rights, decisions, documents, denied)
+            timing["rights"] += (time.perf_counter() - started) * 1000
+            survivors = [h for h in hits if decisions.get((h.collection, h.document_id))]
+            if request.min_score is not None:
+                survivors = [h for h in survivors if h.score >= request.min_score]
+            if len(survivors) >= request.k or exhausted or wanted >= MAX_CANDIDATES:
+                break
+            wanted = min(wanted * 3, MAX_CANDIDATES)
+        return survivors[:request.k], len(denied), documents, rights.warnings
+
+    def _candidates(self, tenant: str, request: QueryRequest, by_model: dict[str, list[Collection]], vectors: dict,
+                    wanted: int, filters: SearchFilters | None) -> tuple[list[SearchHit], bool]:
+        per_model = []
+        exhausted = True
+        for model, collections in by_model.items():
+            ids = [c.id for c in collections]
+            rankings = []
+            if request.mode == "hybrid":
+                # The two halves are independent: run the keyword search while the vector search runs.
+                keyword = _search_pool.submit(self.index.keyword_search, model, tenant, ids, request.query, wanted,
+                                              filters)
+                rankings.append(self.index.knn_search(model, tenant, ids, vectors[model], wanted, filters))
+                rankings.append(keyword.result())
+            elif request.mode == "vector":
+                rankings.append(self.index.knn_search(model, tenant, ids, vectors[model], wanted, filters))
+            else:
+                rankings.append(self.index.keyword_search(model, tenant, ids, request.query, wanted, filters))
+            exhausted = exhausted and all(len(r) < wanted for r in rankings)
+            per_model.append(rankings[0] if len(rankings) == 1 else reciprocal_rank_fusion(rankings))
+        fused = per_model[0] if len(per_model) == 1 else reciprocal_rank_fusion(per_model)
+        return fused[:wanted], exhausted
+
+    def _decide(self, tenant: str, user: str | None, hits: Sequence[SearchHit], rights: RightsSession,
+                decisions: dict, documents: dict, denied: set) -> None:
+        """Decide each new (collection, document) once: it must be indexed, then the rights check must allow it.
+        One rights call per collection per round, with all its undecided candidates; the calls run in parallel."""
+        undecided: dict[str, list[str]] = {}
+        for hit in hits:
+            key = (hit.collection, hit.document_id)
+            if key in decisions or hit.document_id in undecided.get(hit.collection, []):
+                continue
+            document = self.documents.get_document(tenant, hit.collection, hit.document_id)
+            if document is None or document.status is not DocumentStatus.INDEXED:
+                decisions[key] = False
+                continue
+            documents[key] = document
+            undecided.setdefault(hit.collection, []).append(hit.document_id)
+        verdicts = rights.allowed(user, undecided) if undecided else {}
+        for collection_id, doc_ids in undecided.items():
+            allowed = verdicts.get(collection_id, set())
+            for doc_id in doc_ids:
+                decisions[(collection_id, doc_id)] = doc_id in allowed
+                if doc_id not in allowed:
+                    denied.add((collection_id, doc_id))
+
+    def _shape(self, hits: Sequence[SearchHit], texts: dict, documents: dict) -> tuple[list[QueryResult], list[Citation]]:
+        results: list[QueryResult] = []
+        numbers: dict[tuple[str, str], int] = {}
+        citations: list[Citation] = []
+        for hit in hits:
+            chunk = texts.get(hit.chunk_id)
+            if chunk is None:
+                continue  # deleted between search and fetch
+            key = (hit.collection, hit.document_id)
+            document = documents[key]
+            if key not in numbers:
+                numbers[key] = len(numbers) + 1
+                citations.append(Citation(n=numbers[key], document_id=hit.document_id, collection=hit.collection,
+                                          title=document.title or hit.document_id, url=document.url or None))
+            results.append(QueryResult(chunk_id=hit.chunk_id, document_id=hit.document_id, collection=hit.collection,
+                                       title=document.title or hit.document_id, url=document.url or None,
+                                       page_start=chunk.page_start, page_end=chunk.page_end, content=chunk.text,
+                                       score=round(hit.score, 6), citation=numbers[key]))
+        return results, citations
+
+    @staticmethod
+    def _cited(results: Sequence[QueryResult], citations: Sequence[Citation]) -> list[dict]:
+        pages: dict[tuple[str, str], set[int]] = {}
+        for result in results:
+            if result.page_start:
+                pages.setdefault((result.collection, result.document_id), set()).add(result.page_start)
+        return [{"document_id": c.document_id, "title": c.title, "url": c.url, "collection": c.collection,
+                 "pages": sorted(pages.get((c.collection, c.document_id), ()))} for c in citations]
+

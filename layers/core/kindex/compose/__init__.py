@@ -1,0 +1,131 @@
+"""Composition: the only place that turns settings into adapters (`compose.local` or `compose.aws`, one typed set
+each) and adapters into services. Entry points ask `container()` for the services of their process."""
+
+from __future__ import annotations
+
+from functools import cached_property, lru_cache
+from typing import TYPE_CHECKING
+
+from kindex.compose.adapters import AdapterSet
+from kindex.settings import Settings, load_settings
+
+if TYPE_CHECKING:  # imports stay inside the properties: each function loads only what it uses (cold start)
+    from kindex.app.catalog import CatalogService
+    from kindex.app.citations import CitationService
+    from kindex.app.embedding import EmbeddingService
+    from kindex.app.ingest import IngestService
+    from kindex.app.keys import KeyService
+    from kindex.app.query import QueryService
+    from kindex.app.reindex import ReindexService
+    from kindex.app.rights import RightsChecks, RightsSecretService
+
+
+def adapters_for(settings: Settings) -> AdapterSet:
+    """The backend's adapter set: the one place that looks at `settings.backend`."""
+    if settings.backend == "local":
+        from kindex.compose.local import LocalAdapters
+
+        return LocalAdapters(settings)
+    from kindex.compose.aws import AwsAdapters
+
+    return AwsAdapters(settings)
+
+
+class Services:
+    """The use cases of one deployment, built lazily over its adapters. The adapters are reachable too, by name,
+    for the entry points that drive them directly (the local worker's queue, the CLI, tests)."""
+
+    def __init__(self, adapters: AdapterSet):
+        self.adapters = adapters
+        self.settings = adapters.settings
+
+    def __getattr__(self, name: str):
+        # Only reached for names that are not services: adapters (metadata, blobs, queue, search_index, ...).
+        if name.startswith("_") or name == "adapters":
+            raise AttributeError(name)
+        return getattr(self.adapters, name)
+
+    @cached_property
+    def embeddings(self) -> EmbeddingService:
+        from kindex.app.embedding import EmbeddingService
+
+        return EmbeddingService(self.adapters.embedding_cache, self.adapters.embedder, self.adapters.metrics)
+
+    @cached_property
+    def ingest(self) -> IngestService:
+        from kindex.app.ingest import IngestLimits, IngestService
+
+        a = self.adapters
+        limits = IngestLimits(max_file_bytes=self.settings.max_file_bytes,
+                              max_chunks_per_document=self.settings.max_chunks_per_document)
+        return IngestService(a.metadata, a.metadata, a.blobs, a.chunks, a.search_index, self.embeddings, limits,
+                             metrics=a.metrics)
+
+    @cached_property
+    def rights_checks(self) -> RightsChecks:
+        from kindex.app.rights import RightsChecks
+
+        return RightsChecks(self.adapters.rights_policy, self.adapters.secrets, self.adapters.rights_endpoint)
+
+    @cached_property
+    def query(self) -> QueryService:
+        from kindex.app.query import QueryService
+
+        a = self.adapters
+        return QueryService(a.metadata, a.metadata, a.chunks, a.search_index, self.embeddings, self.rights_checks,
+                            a.query_log, metrics=a.metrics)
+
+    @cached_property
+    def citations(self) -> CitationService:
+        from kindex.app.citations import CitationService
+
+        return CitationService(self.adapters.query_log)
+
+    @cached_property
+    def rights_secrets(self) -> RightsSecretService:
+        from kindex.app.rights import RightsSecretService
+
+        return RightsSecretService(self.adapters.secrets)
+
+    @cached_property
+    def reindex(self) -> ReindexService:
+        from kindex.app.reindex import ReindexService
+
+        a = self.adapters
+        return ReindexService(collections=a.metadata, documents=a.metadata, blobs=a.blobs, chunks=a.chunks,
+                              index=a.search_index, trigger=a.ingest_trigger, jobs=a.jobs, key_store=a.metadata)
+
+    @cached_property
+    def keys(self) -> KeyService:
+        from kindex.app.keys import KeyService
+
+        return KeyService(self.adapters.metadata)
+
+    @cached_property
+    def catalog(self) -> CatalogService:
+        from kindex.app.catalog import CatalogService
+
+        a = self.adapters
+        return CatalogService(a.metadata, a.metadata, a.blobs,
+                              default_embedding_model=self.settings.embedding_model,
+                              on_collection_removed=self._remove_collection_index,
+                              on_document_removed=self._remove_document_index,
+                              presigner=a.presigner, chunks=a.chunks,
+                              check_rights=self._check_rights, max_file_bytes=self.settings.max_file_bytes)
+
+    # The catalog's hooks, resolved when called: the API function builds the ingest and rights services only when a
+    # delete or a rights setting needs them.
+    def _remove_collection_index(self, tenant, collection) -> None:
+        self.ingest.remove_collection(tenant, collection)
+
+    def _remove_document_index(self, tenant, document, collection) -> None:
+        self.ingest.remove_document(tenant, document, collection)
+
+    def _check_rights(self, tenant, collection) -> None:
+        self.rights_checks.check_collection(tenant, collection)
+
+
+@lru_cache(maxsize=1)
+def container() -> Services:
+    """The process's services, from the environment (a Lambda cold start, or `kindex serve`, which sets it)."""
+    return Services(adapters_for(load_settings()))

@@ -1,0 +1,103 @@
+"""What every backend provides: one typed set of adapters, built lazily (each function builds, and imports, only
+the adapters it uses: that is its cold start)."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+from kindex.settings import Settings
+
+if TYPE_CHECKING:
+    from kindex.app.catalog import Presigner
+    from kindex.domain.ports import (
+        BlobStore,
+        ChunkStore,
+        CollectionStore,
+        DocumentStore,
+        Embedder,
+        EmbeddingCache,
+        IngestTrigger,
+        JobStore,
+        KeyStore,
+        MetricsRecorder,
+        QueryLog,
+        SearchIndex,
+        SecretStore,
+    )
+    from kindex.domain.rights_policy import RightsUrlPolicy
+
+
+class AdapterSet(ABC):
+    """The adapters of one deployment, one per port. `metadata` serves three ports (collections, documents, keys)."""
+
+    def __init__(self, settings: Settings):
+        self.settings = settings
+
+    @cached_property
+    @abstractmethod
+    def metadata(self) -> CollectionStore | DocumentStore | KeyStore: ...
+
+    @cached_property
+    @abstractmethod
+    def blobs(self) -> BlobStore: ...
+
+    @cached_property
+    @abstractmethod
+    def chunks(self) -> ChunkStore: ...
+
+    @cached_property
+    @abstractmethod
+    def embedding_cache(self) -> EmbeddingCache: ...
+
+    @cached_property
+    @abstractmethod
+    def search_index(self) -> SearchIndex: ...
+
+    @cached_property
+    @abstractmethod
+    def secrets(self) -> SecretStore: ...
+
+    @cached_property
+    @abstractmethod
+    def query_log(self) -> QueryLog: ...
+
+    @cached_property
+    @abstractmethod
+    def jobs(self) -> JobStore: ...
+
+    @cached_property
+    @abstractmethod
+    def ingest_trigger(self) -> IngestTrigger: ...
+
+    @cached_property
+    @abstractmethod
+    def presigner(self) -> Presigner: ...
+
+    @cached_property
+    @abstractmethod
+    def metrics(self) -> MetricsRecorder: ...
+
+    @abstractmethod
+    def openai_api_key(self) -> str | None:
+        """The OpenAI key, when the deployment has one (read when an OpenAI model is first used)."""
+
+    def embedder(self, model: str) -> Embedder:
+        from kindex.adapters.embedders.registry import create_embedder
+
+        key = self.openai_api_key() if model.startswith("openai:") else None
+        return create_embedder(model, openai_api_key=key, openai_base_url=self.settings.openai_base_url)
+
+    @cached_property
+    def rights_policy(self) -> RightsUrlPolicy:
+        """Which rights-check URLs and addresses this deployment calls (KINDEX_RIGHTS_ALLOWED_NETWORKS)."""
+        from kindex.domain.rights_policy import RightsUrlPolicy
+
+        return RightsUrlPolicy.for_backend(self.settings.backend, self.settings.rights_networks)
+
+    @cached_property
+    def rights_endpoint(self) -> Any:
+        from kindex.adapters.http_rights import HttpRightsEndpoint
+
+        return HttpRightsEndpoint(self.rights_policy)

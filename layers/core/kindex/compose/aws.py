@@ -1,0 +1,85 @@
+"""AWS's adapters: DynamoDB, S3, OpenSearch, Secrets Manager, SQS, CloudWatch metrics (EMF)."""
+
+from __future__ import annotations
+
+from functools import cached_property
+
+from kindex.compose.adapters import AdapterSet
+
+
+class AwsAdapters(AdapterSet):
+    """One DynamoDB table for metadata, chunks, the embedding cache, the query log and jobs; S3 for blobs."""
+
+    @cached_property
+    def metadata(self):
+        from kindex.adapters.aws.dynamodb_metadata import DynamoDbMetadataStore
+
+        return DynamoDbMetadataStore(self.settings.table_name)
+
+    @cached_property
+    def blobs(self):
+        from kindex.adapters.aws.s3_blobs import S3BlobStore
+
+        return S3BlobStore(self.settings.bucket_name)
+
+    @cached_property
+    def chunks(self):
+        from kindex.adapters.aws.dynamodb_chunks import DynamoDbChunkStore
+
+        return DynamoDbChunkStore(self.settings.table_name)
+
+    @cached_property
+    def embedding_cache(self):
+        from kindex.adapters.aws.dynamodb_embedding_cache import DynamoDbEmbeddingCache
+
+        return DynamoDbEmbeddingCache(self.settings.table_name)
+
+    @cached_property
+    def search_index(self):
+        from kindex.adapters.aws.opensearch_index import OpenSearchIndex
+
+        return OpenSearchIndex(endpoint=self.settings.opensearch_endpoint, engine=self.settings.opensearch_engine)
+
+    @cached_property
+    def secrets(self):
+        from kindex.adapters.aws.secrets_manager import SecretsManagerStore
+
+        return SecretsManagerStore(self.settings.secrets_prefix)
+
+    @cached_property
+    def query_log(self):
+        from kindex.adapters.aws.dynamodb_query_log import DynamoDbQueryLog
+
+        return DynamoDbQueryLog(self.settings.table_name)
+
+    @cached_property
+    def jobs(self):
+        from kindex.adapters.aws.dynamodb_jobs import DynamoDbJobStore
+
+        return DynamoDbJobStore(self.settings.table_name)
+
+    @cached_property
+    def ingest_trigger(self):
+        from kindex.adapters.aws.sqs_trigger import SqsIngestTrigger
+
+        return SqsIngestTrigger(self.settings.ingest_queue_url, self.settings.bucket_name)
+
+    @cached_property
+    def presigner(self):
+        """S3 presigned PUTs: the blob store signs them."""
+        return self.blobs
+
+    @cached_property
+    def metrics(self):
+        from kindex.adapters.metrics import PowertoolsMetrics
+
+        return PowertoolsMetrics("kindex")
+
+    def openai_api_key(self) -> str | None:
+        """From the environment in tests; on AWS from Secrets Manager, cached by Powertools for five minutes
+        (never logged)."""
+        if self.settings.openai_api_key or not self.settings.openai_secret_name:
+            return self.settings.openai_api_key
+        from aws_lambda_powertools.utilities import parameters
+
+        return parameters.get_secret(self.settings.openai_secret_name, max_age=300)

@@ -1,0 +1,103 @@
+"""Local mode's adapters: SQLite, a folder, the embedded search index, files for secrets, the durable queue."""
+
+from __future__ import annotations
+
+from functools import cached_property
+
+from kindex.compose.adapters import AdapterSet
+
+
+class LocalAdapters(AdapterSet):
+    """Everything under `settings.data_dir`; one SQLite database for metadata, chunks, cache, queue, log and jobs."""
+
+    @cached_property
+    def database(self):
+        from kindex.adapters.local.sqlite_db import SqliteDatabase
+
+        return SqliteDatabase(self.settings.data_dir / "kindex.sqlite3")
+
+    @cached_property
+    def queue(self):
+        """The durable queue that stands in for S3 notifications -> SQS."""
+        from kindex.adapters.local.sqlite_queue import SqliteQueue
+
+        return SqliteQueue(self.database)
+
+    @cached_property
+    def notifier(self):
+        from kindex.adapters.local.queue_notifier import QueueNotifier
+
+        return QueueNotifier(self.queue)
+
+    @cached_property
+    def metadata(self):
+        from kindex.adapters.local.sqlite_metadata import SqliteMetadataStore
+
+        return SqliteMetadataStore(self.database)
+
+    @cached_property
+    def blobs(self):
+        from kindex.adapters.local.folder_blobs import FolderBlobStore
+
+        return FolderBlobStore(self.settings.data_dir / "blobs", notify=self.notifier)
+
+    @cached_property
+    def chunks(self):
+        from kindex.adapters.local.sqlite_chunks import SqliteChunkStore
+
+        return SqliteChunkStore(self.database)
+
+    @cached_property
+    def embedding_cache(self):
+        from kindex.adapters.local.sqlite_embedding_cache import SqliteEmbeddingCache
+
+        return SqliteEmbeddingCache(self.database)
+
+    @cached_property
+    def search_index(self):
+        from kindex.adapters.local.search.index import LocalSearchIndex
+
+        return LocalSearchIndex(self.settings.data_dir / "index")
+
+    @cached_property
+    def secrets(self):
+        from kindex.adapters.local.file_secrets import FileSecretStore
+
+        return FileSecretStore(self.settings.data_dir / "secrets")
+
+    @cached_property
+    def query_log(self):
+        from kindex.adapters.local.sqlite_query_log import SqliteQueryLog
+
+        return SqliteQueryLog(self.database)
+
+    @cached_property
+    def jobs(self):
+        from kindex.adapters.local.sqlite_jobs import SqliteJobStore
+
+        return SqliteJobStore(self.database)
+
+    @cached_property
+    def ingest_trigger(self):
+        return self.notifier
+
+    @cached_property
+    def presigner(self):
+        """The local server's own HMAC-signed upload URLs."""
+        from kindex.adapters.local.upload_signer import (
+            LocalUploadSigner,
+            load_or_create_secret,
+        )
+
+        secret = load_or_create_secret(self.settings.data_dir / "upload-secret")
+        base_url = self.settings.public_url or f"http://{self.settings.host}:{self.settings.port}"
+        return LocalUploadSigner(secret, base_url)
+
+    @cached_property
+    def metrics(self):
+        from kindex.adapters.metrics import LogMetrics
+
+        return LogMetrics()
+
+    def openai_api_key(self) -> str | None:
+        return self.settings.openai_api_key

@@ -1,1 +1,0 @@
-"""Services: the use cases. They speak domain models and ports only; no SDK, no environment."""

@@ -1,0 +1,165 @@
+"""Local mode's equivalent of the CDK API definition: which function serves which route, and start-up."""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import logging
+import os
+import re
+from pathlib import Path
+from urllib.parse import unquote
+
+from kindex.adapters.local.private_files import private_data_dir
+from kindex.api.http import error_response
+from kindex.settings import ENV_NAMES, Settings, SettingsError
+
+from kindex_local.server import Gateway, LocalServer, Route
+
+logger = logging.getLogger(__name__)
+
+
+def export_settings(settings: Settings) -> None:
+    """Hand the settings to the functions the way Lambda does: through their environment."""
+    # No CloudWatch here: the services log their metrics instead of printing EMF documents.
+    os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
+    os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "true")  # no X-Ray daemon here
+    for field, name in ENV_NAMES.items():
+        value = getattr(settings, field)
+        if value is not None:
+            os.environ[name] = str(value.resolve() if isinstance(value, Path) else value)
+
+
+class UploadRoute:
+    """What S3 does for presigned PUTs: check the signature (which covers the key, Content-Type and the exact
+    Content-Length) before reading the body, stream the bytes to the blob store, keep them only when exactly the
+    signed length arrived; the blob store's notification then queues the ingest event."""
+
+    method = "PUT"
+
+    def __init__(self, max_body_bytes: int):
+        from kindex.adapters.local.upload_signer import UPLOAD_PATH
+
+        self.prefix = UPLOAD_PATH
+        self.pattern = re.compile(re.escape(UPLOAD_PATH) + ".+")
+        self.max_body_bytes = max_body_bytes
+
+    def _key(self, path: str) -> str:
+        return unquote(path[len(self.prefix):])
+
+    def admit(self, path: str, query: dict[str, str], headers: dict[str, str]) -> dict | None:
+        from kindex.compose import container
+
+        # No Content-Length (a chunked body) never verifies: the signature covers the length as sent.
+        if not container().adapters.presigner.verify(self._key(path), headers.get("content-type", ""),
+                                          headers.get("content-length", ""), query.get("expires", ""),
+                                          query.get("signature", "")):
+            return error_response(403, "forbidden", "the upload URL is invalid or expired, or Content-Type or "
+                                                    "Content-Length differs from the signed one")
+        return None
+
+    def open(self, path: str, query: dict[str, str], headers: dict[str, str]) -> _UploadSink:
+        from kindex.compose import container
+
+        writer = container().blobs.open_put(self._key(path), headers.get("content-type", ""))
+        return _UploadSink(writer, int(headers["content-length"]))
+
+
+class _UploadSink:
+    def __init__(self, writer, expected: int):
+        self.writer = writer
+        self.expected = expected
+        self.md5 = hashlib.md5()
+
+    def write(self, data: bytes) -> None:
+        self.writer.write(data)
+        self.md5.update(data)
+
+    def finish(self) -> dict:
+        if self.writer.size != self.expected:  # the signed length is the only one S3 would store
+            self.writer.abort()
+            return error_response(403, "forbidden", "the body's length differs from the signed Content-Length")
+        self.writer.commit()
+        return {"statusCode": 200, "headers": {"ETag": f'"{self.md5.hexdigest()}"'}, "body": ""}
+
+    def abort(self) -> None:
+        self.writer.abort()
+
+
+def build_gateway(settings: Settings) -> Gateway:
+    from kindex.api.routes import api_routes
+
+    from functions import api, authorizer, query
+
+    handlers = {"query": query.handler, "api": api.handler}
+    routes = [Route(method, route.pattern, f"kindex-{route.function}", handlers[route.function], public=route.public)
+              for route in api_routes({"query": query.app, "api": api.app}, public_function="api")
+              for method in route.methods]
+    return Gateway(authorizer.handler, routes, settings.max_body_bytes,
+                   raw_routes=[UploadRoute(settings.max_file_bytes)])
+
+
+def build_worker():
+    from kindex.compose import container
+
+    from functions import ingest
+    from kindex_local.worker import Worker
+
+    services = container()
+    return Worker(services.queue, ingest.handler, threads=services.settings.ingest_workers)
+
+
+def write_admin_key(data_dir: Path, token: str) -> Path:
+    """Write the first admin key where only the owner can read it (0600 from creation, never wider)."""
+    path = data_dir / "admin-key"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(token + "\n")
+    os.chmod(path, 0o600)
+    return path
+
+
+def worker_lock(data_dir: Path):
+    """Only one process at a time runs the worker of a data directory (the embedded index is single-writer).
+    Returns the open lock file while held, None when another process holds it."""
+    handle = open(data_dir / "worker.lock", "a+", opener=lambda path, flags: os.open(path, flags, 0o600))
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.close()
+        return None
+    return handle
+
+
+def start(settings: Settings) -> LocalServer:
+    """Prepare the data directory, the first admin key, the server (bound, not yet serving) and its worker."""
+    from kindex.compose import container
+
+    private_data_dir(settings.data_dir)  # 0700, and a data directory of an older version narrowed (files 0600)
+    lock = worker_lock(settings.data_dir)
+    if lock is None:
+        raise SettingsError(f"another kindex process is running on {settings.data_dir}")
+    export_settings(settings)
+    server = LocalServer(build_gateway(settings), settings.host, settings.port)
+    host, port = server.address
+    os.environ["KINDEX_PUBLIC_URL"] = settings.public_url or f"http://{host}:{port}"
+    container.cache_clear()
+    services = container()
+    token = services.keys.ensure_bootstrap_key(settings.bootstrap_tenant)
+    if token is not None:
+        path = write_admin_key(settings.data_dir, token)
+        print(f"Created tenant '{settings.bootstrap_tenant}' with an admin API key (shown once, also in {path}):")
+        print(token, flush=True)
+    recovered = services.queue.recover_in_flight()
+    if recovered:
+        logger.warning("recovered in-flight messages from a previous run", extra={"messages": recovered})
+    worker = build_worker()
+    worker.start()
+    server.background.append(worker)
+    from kindex_local.worker import Scheduler
+
+    scheduler = Scheduler(services.reindex, settings.reindex_interval_seconds)
+    scheduler.start()
+    server.background.append(scheduler)
+    server.lock = lock
+    return server

@@ -1,0 +1,184 @@
+"""The `kindex` command: serve locally, manage API keys."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+from pathlib import Path
+
+from kindex.domain.models import Role
+from kindex.settings import SettingsError, load_settings
+
+
+def _settings(args: argparse.Namespace):
+    from kindex.adapters.local.private_files import PRIVATE_UMASK
+
+    # Every command opens a data directory, which holds every tenant's data: whatever it (or a library it calls)
+    # creates there is owner-only. The adapters set their modes themselves too; this covers everything else.
+    os.umask(PRIVATE_UMASK)
+    return load_settings(data_dir=getattr(args, "data_dir", None), port=getattr(args, "port", None),
+                         host=getattr(args, "host", None))
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from kindex_local.app import start
+
+    settings = _settings(args)
+    try:
+        server = start(settings)
+    except OSError as error:
+        print(f"error: cannot listen on {settings.host}:{settings.port}: {error.strerror}", file=sys.stderr)
+        return 2
+    host, port = server.address
+    print(f"kindex listening on http://{host}:{port} (docs: http://{host}:{port}/docs)", flush=True)
+    signal.signal(signal.SIGTERM, lambda *_: server.request_stop())  # stop like Ctrl-C: finish requests, stop the worker
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.shutdown()
+    return 0
+
+
+def _keys(args: argparse.Namespace):
+    from kindex.adapters.local.private_files import private_data_dir
+    from kindex.compose import container
+
+    from kindex_local.app import export_settings
+
+    settings = _settings(args)
+    private_data_dir(settings.data_dir)
+    export_settings(settings)
+    container.cache_clear()
+    return container().keys
+
+
+def cmd_keys_create(args: argparse.Namespace) -> int:
+    key, token = _keys(args).create(args.tenant, args.role, args.description or "")
+    print(f"Created {key.role.value} key {key.key_id} for tenant '{key.tenant}'. It is shown once:")
+    print(token)
+    return 0
+
+
+def cmd_keys_list(args: argparse.Namespace) -> int:
+    for key in _keys(args).list(args.tenant):
+        state = "revoked" if key.revoked else "active"
+        print(f"{key.key_id}\t{key.tenant}\t{key.role.value}\t{state}\t{key.created_at.isoformat()}\t{key.description}")
+    return 0
+
+
+def cmd_keys_revoke(args: argparse.Namespace) -> int:
+    _keys(args).revoke(args.key_id)
+    print(f"Revoked key {args.key_id}")
+    return 0
+
+
+def cmd_ingest(args: argparse.Namespace) -> int:
+    from kindex_local.app import build_worker, worker_lock
+    from kindex_local.ingest_cli import ingest_path
+
+    keys = _keys(args)  # prepares settings and the container like any local command
+    from kindex.compose import container
+
+    services = container()
+    if not args.path.exists():
+        print(f"error: {args.path} does not exist", file=sys.stderr)
+        return 2
+    lock = worker_lock(services.settings.data_dir)
+    worker = build_worker() if lock is not None else None
+    if worker is None:
+        print("A kindex server is running on this data directory; its worker indexes the files.")
+    del keys
+    outcome = ingest_path(services, args.tenant, args.collection, args.path, worker=worker,
+                          progress=not args.quiet)
+    print(f"indexed {len(outcome['indexed'])}, unchanged {len(outcome['unchanged'])}, "
+          f"failed {len(outcome['failed'])}, still pending {len(outcome['timed_out'])}")
+    for line in outcome["failed"]:
+        print(f"  failed {line}")
+    return 1 if outcome["failed"] or outcome["timed_out"] else 0
+
+
+def cmd_redrive(args: argparse.Namespace) -> int:
+    _keys(args)
+    from kindex.compose import container
+
+    moved = container().queue.redrive()
+    print(f"Moved {moved} dead-lettered message(s) back to the queue")
+    return 0
+
+
+def cmd_reindex(args: argparse.Namespace) -> int:
+    from kindex_local.app import build_worker, worker_lock
+
+    _keys(args)
+    from kindex.compose import container
+
+    services = container()
+    summary = services.reindex.run_scheduled()
+    print(f"reindex: {summary['collections']} collection(s), {summary['enqueued']} document(s) enqueued, "
+          f"{summary['switched']} model switch(es), {summary['orphan_blobs_deleted']} orphan blob(s) deleted")
+    lock = worker_lock(services.settings.data_dir)
+    if lock is not None and summary["enqueued"]:
+        build_worker().drain(timeout=3600)
+        switched = services.reindex.finish_switches()
+        print(f"processed the queue; {switched} model switch(es) completed")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="kindex", description="Knowledge index for retrieval-augmented generation")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def with_data_dir(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+        p.add_argument("--data-dir", type=Path, help="data directory (default ./.kindex or $KINDEX_DATA_DIR)")
+        return p
+
+    serve = with_data_dir(sub.add_parser("serve", help="run the local server and its worker"))
+    serve.add_argument("--port", type=int, help="port (default 8080 or $KINDEX_PORT; 0 picks a free one)")
+    serve.add_argument("--host", help="interface (default 127.0.0.1)")
+    serve.set_defaults(func=cmd_serve)
+
+    keys = sub.add_parser("keys", help="manage API keys").add_subparsers(dest="keys_command", required=True)
+    create = with_data_dir(keys.add_parser("create", help="create a key; prints it once, alone on the last line"))
+    create.add_argument("--tenant", required=True)
+    create.add_argument("--role", required=True, choices=[role.value for role in Role],
+                        help="admin: everything; reader: read, query and cite; query: query and cite only")
+    create.add_argument("--description")
+    create.set_defaults(func=cmd_keys_create)
+    listing = with_data_dir(keys.add_parser("list", help="list keys (never their secrets)"))
+    listing.add_argument("--tenant")
+    listing.set_defaults(func=cmd_keys_list)
+    revoke = with_data_dir(keys.add_parser("revoke", help="revoke a key by id"))
+    revoke.add_argument("key_id")
+    revoke.set_defaults(func=cmd_keys_revoke)
+    ingest = with_data_dir(sub.add_parser("ingest", help="index a file or a whole folder into a collection"))
+    ingest.add_argument("path", type=Path)
+    ingest.add_argument("--collection", required=True)
+    ingest.add_argument("--tenant", default="default")
+    ingest.add_argument("--quiet", action="store_true", help="no progress bar")
+    ingest.set_defaults(func=cmd_ingest)
+    reindex = with_data_dir(sub.add_parser("reindex", help="run the reindex pass once (the server runs it hourly)"))
+    reindex.set_defaults(func=cmd_reindex)
+    redrive = with_data_dir(sub.add_parser("redrive", help="retry the dead-lettered ingest messages"))
+    redrive.set_defaults(func=cmd_redrive)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s %(message)s")
+    args = build_parser().parse_args(argv)
+    from kindex.domain.errors import KindexError
+
+    try:
+        return args.func(args)
+    except (SettingsError, KindexError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
