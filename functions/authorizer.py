@@ -6,8 +6,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from kindex.domain.errors import Unauthorized
 from kindex.compose import container
+from kindex.domain.errors import Unauthorized
+from kindex.settings import AuthorizerSettings, load_settings
+
+SETTINGS = load_settings(model=AuthorizerSettings)  # at cold start: a misconfigured function fails here, saying why
 
 
 def _bearer(event: dict[str, Any]) -> str | None:

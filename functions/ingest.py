@@ -3,22 +3,22 @@
 from __future__ import annotations
 
 import json
-import warnings
 from functools import partial
 from typing import Any
 
-from aws_lambda_powertools import Logger, Metrics, Tracer
-from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+from aws_lambda_powertools.utilities.batch import (
+    BatchProcessor,
+    EventType,
+    process_partial_response,
+)
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
-
-from kindex.domain.keys import decode_s3_event_key
+from kindex import observability
 from kindex.compose import container
+from kindex.domain.keys import decode_s3_event_key
+from kindex.settings import IngestSettings, load_settings
 
-logger = Logger(service="kindex-ingest")
-tracer = Tracer(service="kindex-ingest")  # X-Ray segments; only in the asynchronous functions (decisions.md)
-metrics = Metrics(namespace="kindex")  # shares its metric set with the services' recorder; flushed per invocation
-# An invocation without a business event (a 404, say) has nothing to publish; that is not worth a warning.
-warnings.filterwarnings("ignore", message="No application metrics to publish")
+SETTINGS = load_settings(model=IngestSettings)  # at cold start: a misconfigured function fails here, saying why
+OBSERVABILITY = observability.for_function("ingest", SETTINGS, traced=True)
 
 
 def notification_events(body: str) -> list[tuple[str, str, int | None]]:
@@ -58,9 +58,7 @@ def created_objects(record: dict[str, Any]) -> dict[str, int | None]:
         return {}
 
 
-@tracer.capture_lambda_handler
-@metrics.log_metrics
-@logger.inject_lambda_context(clear_state=True)
+@OBSERVABILITY.instrument
 def handler(event: dict[str, Any], context: Any, service=None) -> dict[str, Any]:
     service = service or container().ingest
     records = event.get("Records", [])

@@ -1,28 +1,28 @@
-"""Query function: permission-aware retrieval for one or several collections (both roles may call it)."""
+"""Query function: permission-aware retrieval for one or several collections (every role may call it).
+Compose, include the router, resolve."""
 
 from __future__ import annotations
 
-import warnings
 from typing import Any
 
-from aws_lambda_powertools import Logger, Metrics
-
-from kindex.api.resolver import IsolatedRestResolver
+from kindex import observability
+from kindex.api import dependencies
 from kindex.api.http import precheck, register_error_handlers
-from kindex.api.query_routes import router
+from kindex.api.resolver import IsolatedRestResolver
+from kindex.api.routers import query
 from kindex.compose import container
+from kindex.settings import QuerySettings, load_settings
 
-logger = Logger(service="kindex-query")
-metrics = Metrics(namespace="kindex")  # shares its metric set with the services' recorder; flushed per invocation
-# An invocation without a business event (a 404, say) has nothing to publish; that is not worth a warning.
-warnings.filterwarnings("ignore", message="No application metrics to publish")
+SETTINGS = load_settings(model=QuerySettings)  # at cold start: a misconfigured function fails here, saying why
+OBSERVABILITY = observability.for_function("query", SETTINGS)
+
 app = IsolatedRestResolver(enable_validation=True)  # request state per request (local server threads)
-app.include_router(router)
+app.include_router(query.router)
 register_error_handlers(app)
+app.dependency_overrides[dependencies.services] = container
 
 
-@metrics.log_metrics
-@logger.inject_lambda_context(clear_state=True)
+@OBSERVABILITY.instrument
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    rejected = precheck(event, container().settings.max_body_bytes)
+    rejected = precheck(event, SETTINGS.max_body_bytes)
     return rejected if rejected is not None else app.resolve(event, context)

@@ -1,12 +1,13 @@
-"""One settings model for every entry point, read from the environment once, validated at cold start."""
+"""Deployment settings, read from the environment once and validated at cold start: `Settings` for local mode and
+the CLI, and one model per Lambda function naming what that function cannot run without on AWS."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, ClassVar, Literal
 
-from pydantic import BaseModel, Field, ValidationError, field_validator
+from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
 if TYPE_CHECKING:
     from kindex.domain.rights_policy import IPNetwork
@@ -101,14 +102,49 @@ class SettingsError(Exception):
     """The environment does not describe a usable deployment."""
 
 
-def load_settings(environ: dict[str, str] | None = None, **overrides) -> Settings:
+class FunctionSettings(Settings):
+    """One Lambda function's settings: on AWS, the variables in `aws_requires` must be set (checked at cold start,
+    so a misconfigured deployment fails its first invocation with a message naming them, not a request later)."""
+
+    aws_requires: ClassVar[tuple[str, ...]] = ("table_name",)
+
+    @model_validator(mode="after")
+    def _aws_requirements(self) -> FunctionSettings:
+        missing = [ENV_NAMES[name] for name in self.aws_requires if self.backend == "aws" and not getattr(self, name)]
+        if missing:
+            raise ValueError(f"{type(self).__name__} on aws needs {', '.join(missing)}")
+        return self
+
+
+class AuthorizerSettings(FunctionSettings):
+    aws_requires = ("table_name",)
+
+
+class ApiSettings(FunctionSettings):
+    aws_requires = ("table_name", "bucket_name", "opensearch_endpoint")
+
+
+class QuerySettings(FunctionSettings):
+    aws_requires = ("table_name", "opensearch_endpoint")
+
+
+class IngestSettings(FunctionSettings):
+    aws_requires = ("table_name", "bucket_name", "opensearch_endpoint")
+
+
+class ReindexSettings(FunctionSettings):
+    aws_requires = ("table_name", "bucket_name", "opensearch_endpoint", "ingest_queue_url")
+
+
+def load_settings(environ: dict[str, str] | None = None, *, model: type[Settings] = Settings, **overrides) -> Settings:
+    """`model` validated from the environment (and explicit overrides); SettingsError says what is wrong."""
     environ = os.environ if environ is None else environ
     values = {field: environ[name] for field, name in ENV_NAMES.items() if environ.get(name)}
     values.update({k: v for k, v in overrides.items() if v is not None})
     try:
-        settings = Settings.model_validate(values)
+        settings = model.model_validate(values)
     except ValidationError as error:
         raise SettingsError(str(error)) from error
-    if settings.backend == "aws" and not (settings.table_name and settings.bucket_name):
+    if settings.backend == "aws" and not (settings.table_name and settings.bucket_name) and model is Settings:
         raise SettingsError("aws backend needs KINDEX_TABLE_NAME and KINDEX_BUCKET_NAME")
     return settings
