@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from aws_lambda_powertools.event_handler.openapi.models import HTTPBearer
+
 from kindex import observability
 from kindex.api import dependencies
 from kindex.api.http import json_response, precheck, register_error_handlers

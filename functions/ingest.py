@@ -12,6 +12,7 @@ from aws_lambda_powertools.utilities.batch import (
     process_partial_response,
 )
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+
 from kindex import observability
 from kindex.compose import container
 from kindex.domain.keys import decode_s3_event_key

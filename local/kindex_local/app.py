@@ -13,7 +13,6 @@ from urllib.parse import unquote
 from kindex.adapters.local.private_files import private_data_dir
 from kindex.api.http import error_response
 from kindex.settings import ENV_NAMES, Settings, SettingsError
-
 from kindex_local.server import Gateway, LocalServer, Route
 
 logger = logging.getLogger(__name__)
@@ -87,9 +86,8 @@ class _UploadSink:
 
 
 def build_gateway(settings: Settings) -> Gateway:
-    from kindex.api.routes import api_routes
-
     from functions import api, authorizer, query
+    from kindex.api.routes import api_routes
 
     handlers = {"query": query.handler, "api": api.handler}
     routes = [Route(method, route.pattern, f"kindex-{route.function}", handlers[route.function], public=route.public)
@@ -100,9 +98,8 @@ def build_gateway(settings: Settings) -> Gateway:
 
 
 def build_worker():
-    from kindex.compose import container
-
     from functions import ingest
+    from kindex.compose import container
     from kindex_local.worker import Worker
 
     services = container()

@@ -47,7 +47,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
 def _keys(args: argparse.Namespace):
     from kindex.adapters.local.private_files import private_data_dir
     from kindex.compose import container
-
     from kindex_local.app import export_settings
 
     settings = _settings(args)

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 import requests
-from kindex.adapters.local.private_files import DATA_DIR_ENTRIES
 
+from kindex.adapters.local.private_files import DATA_DIR_ENTRIES
 from tests.conftest import start_server
 from tests.e2e.test_local_ingest import wait_for_status
 

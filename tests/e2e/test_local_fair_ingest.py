@@ -31,6 +31,7 @@ def slow_server(tmp_path_factory) -> Iterator[RunningServer]:
     with OpenAIStub(dimensions=DIMENSIONS, embed_fn=slow_vector) as stub:
         running = start_server(tmp_path_factory.mktemp("kindex-fair"), {
             "OPENAI_API_KEY": "sk-test-0123456789abcdef", "OPENAI_BASE_URL": stub.base_url,
+            "KINDEX_REMOTE_EMBED_SLICE": "128",  # progress every 128 of the large document's 1,000 chunks
             "KINDEX_INGEST_WORKERS": "3"})
         yield running
         running.process.terminate()

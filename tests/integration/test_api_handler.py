@@ -131,9 +131,8 @@ def role_event(role: str, method: str, path: str, body: dict | None = None) -> d
 @pytest.fixture
 def tenant_data(local_container):
     """Collection `c` with an indexed document `d`, targets for every role's deletes, and a reindex job."""
-    from kindex_local.worker import Worker
-
     from functions import ingest
+    from kindex_local.worker import Worker
 
     assert call(role_event("admin", "PUT", C, {"allow_guests": True}))[0] == 201
     assert call(role_event("admin", "PUT", D + "/d", {"content": "The leave policy grants 25 days."}))[0] == 201

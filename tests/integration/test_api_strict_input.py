@@ -5,6 +5,8 @@ import copy
 import json
 
 import pytest
+
+from functions import api, query
 from kindex.domain.models import (
     MAX_CHUNK_SIZE,
     MAX_PAGE_SIZE,
@@ -12,8 +14,6 @@ from kindex.domain.models import (
     Collection,
 )
 from kindex.domain.types import StoredChunk
-
-from functions import api, query
 from tests.conftest import load_event
 
 pytestmark = pytest.mark.integration

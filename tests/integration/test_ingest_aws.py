@@ -19,6 +19,9 @@ from typing import Any
 import pytest
 import requests
 from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingError
+from moto import mock_aws
+
+from functions import ingest as ingest_function
 from kindex.adapters.aws.dynamodb_chunks import DynamoDbChunkStore, chunks_pk
 from kindex.adapters.aws.dynamodb_embedding_cache import embedding_pk
 from kindex.adapters.aws.opensearch_index import (
@@ -30,9 +33,6 @@ from kindex.compose import Services, container
 from kindex.domain.keys import blob_key
 from kindex.domain.models import Collection, CollectionInput, DocumentInput
 from kindex.domain.types import ChunkRef
-from moto import mock_aws
-
-from functions import ingest as ingest_function
 from tests.support.aws import (
     BUCKET,
     REGION,

@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+
 from kindex.domain.keys import blob_key
 from kindex.domain.models import CollectionInput
-
 from tests.support.aws import BUCKET
 from tests.support.aws_deployment import AwsStack, aws_stack
 

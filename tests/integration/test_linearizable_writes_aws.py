@@ -7,11 +7,11 @@ from __future__ import annotations
 import threading
 
 import pytest
+
 from kindex.adapters.aws.dynamodb_chunks import chunks_pk
 from kindex.domain import keys
 from kindex.domain.errors import Conflict
 from kindex.domain.models import CollectionInput, DocumentInput
-
 from tests.integration.test_ingest_aws import Deployment, deploy  # noqa: F401 (the moto deployment fixture)
 from tests.support.aws import BUCKET, TABLE
 from tests.support.interleave import Interleave

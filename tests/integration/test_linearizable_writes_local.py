@@ -11,11 +11,11 @@ import time
 from datetime import timedelta
 
 import pytest
+
 from kindex.domain import keys
 from kindex.domain.errors import Conflict, DependencyFailed
 from kindex.domain.models import CollectionInput, DocumentInput, utc_now
 from kindex_local.app import build_worker
-
 from tests.support.interleave import Interleave
 
 pytestmark = pytest.mark.integration

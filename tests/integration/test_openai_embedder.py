@@ -6,9 +6,9 @@ import logging
 
 import numpy as np
 import pytest
+
 from kindex.adapters.embedders.openai import OpenAIEmbedder
 from kindex.domain.errors import EmbeddingFailed
-
 from tests.support.openai_stub import OpenAIStub, Reply, error_body
 
 pytestmark = pytest.mark.integration

@@ -10,14 +10,14 @@ import json
 from collections.abc import Iterator
 
 import pytest
+
+from functions import query as query_function
 from kindex.adapters.aws.dynamodb_query_log import DynamoDbQueryLog, query_pk
 from kindex.adapters.aws.secrets_manager import SecretsManagerStore
 from kindex.adapters.http_rights import HttpRightsEndpoint
 from kindex.domain.errors import Conflict, Forbidden, InvalidInput, NotFound
 from kindex.domain.models import CollectionInput, DocumentInput
 from kindex.domain.query import CitationsRequest, QueryRequest
-
-from functions import query as query_function
 from tests.conftest import load_event
 from tests.support.aws import TABLE, LambdaContext
 from tests.support.aws_deployment import AwsStack, aws_stack

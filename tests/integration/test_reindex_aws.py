@@ -7,14 +7,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+
+from functions import reindex as reindex_function
 from kindex.adapters.aws.dynamodb_jobs import DynamoDbJobStore, jobs_pk
 from kindex.domain.errors import NotFound
 from kindex.domain.keys import blob_key, decode_s3_event_key
 from kindex.domain.models import CollectionInput, DocumentInput, DocumentStatus
 from kindex.domain.query import QueryRequest
 from kindex.domain.types import IndexRecord
-
-from functions import reindex as reindex_function
 from tests.support.aws import BUCKET, TABLE, LambdaContext
 from tests.support.aws_deployment import AwsStack, aws_stack, created_keys
 

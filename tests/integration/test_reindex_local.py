@@ -1,6 +1,7 @@
 """Reindex on the local backend: config change, zero-downtime model switch, drift repair, jobs."""
 
 import pytest
+
 from kindex.domain.keys import blob_key
 from kindex.domain.models import CollectionInput, DocumentInput, DocumentStatus
 from kindex.domain.query import QueryRequest

@@ -12,12 +12,12 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+
+from functions import api
 from kindex.adapters import http_rights
 from kindex.domain.models import CollectionInput, DocumentInput
 from kindex.domain.query import QueryRequest
 from kindex_local.app import build_worker
-
-from functions import api
 from tests.conftest import load_event
 from tests.support.rights_server import RightsServer
 

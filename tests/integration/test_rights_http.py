@@ -8,10 +8,10 @@ import time
 import tracemalloc
 
 import pytest
+
 from kindex.adapters import http_rights
 from kindex.adapters.http_rights import MAX_ANSWER_BYTES, HttpRightsEndpoint
 from kindex.domain.rights_policy import RightsCallFailed, RightsUrlPolicy
-
 from tests.support.rights_server import RightsServer
 
 pytestmark = pytest.mark.integration

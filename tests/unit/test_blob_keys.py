@@ -4,6 +4,7 @@ import itertools
 import unicodedata
 
 import pytest
+
 from kindex.adapters.aws.dynamodb_chunks import chunked_documents_pk, chunks_pk
 from kindex.adapters.aws.dynamodb_jobs import jobs_pk
 from kindex.adapters.aws.dynamodb_metadata import (

@@ -3,6 +3,7 @@
 from datetime import datetime, timezone
 
 import pytest
+
 from kindex.domain import keys
 
 pytestmark = pytest.mark.unit

@@ -8,6 +8,7 @@ import socket
 from pathlib import Path
 
 import pytest
+
 from kindex.domain.errors import InvalidInput
 from kindex.domain.types import PageSpan
 from kindex.text import chunking

@@ -1,6 +1,7 @@
 """Citation rendering: `<CIT id />` -> footnotes, as Open Chat Studio does it."""
 
 import pytest
+
 from kindex.app.citations import render_html
 from kindex.domain.citations import CitedDocument, render_citations
 

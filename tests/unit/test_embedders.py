@@ -14,6 +14,7 @@ from email.utils import format_datetime
 
 import numpy as np
 import pytest
+
 from kindex.adapters.embedders.hashing import HashEmbedder
 from kindex.adapters.embedders.openai import (
     MAX_INPUT_TOKENS,

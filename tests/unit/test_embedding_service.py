@@ -5,6 +5,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
+
 from kindex.adapters.embedders.hashing import HashEmbedder
 from kindex.adapters.local.sqlite_db import SqliteDatabase
 from kindex.adapters.local.sqlite_embedding_cache import SqliteEmbeddingCache

@@ -8,6 +8,7 @@ from functools import lru_cache
 from pathlib import Path
 
 import pytest
+
 from kindex.domain.errors import (
     CorruptFile,
     EmptyText,

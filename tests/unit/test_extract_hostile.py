@@ -9,9 +9,9 @@ import tracemalloc
 import zipfile
 
 import pytest
+
 from kindex.domain.errors import CorruptFile, LimitExceeded, UnsupportedType
 from kindex.text.extract import DEFAULT_LIMITS, ExtractLimits, extract
-
 from tests.support import hostile_files as hostile
 
 pytestmark = pytest.mark.unit

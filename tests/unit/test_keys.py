@@ -1,6 +1,7 @@
 """API keys: shown once, stored hashed, verified in constant time, revocable."""
 
 import pytest
+
 from kindex.adapters.local.sqlite_db import SqliteDatabase
 from kindex.adapters.local.sqlite_metadata import SqliteMetadataStore
 from kindex.app.keys import KeyService

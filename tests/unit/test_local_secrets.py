@@ -4,6 +4,7 @@ import os
 import stat
 
 import pytest
+
 from kindex.adapters.local.file_secrets import FileSecretStore
 
 pytestmark = pytest.mark.unit

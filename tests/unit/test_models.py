@@ -4,6 +4,8 @@ import subprocess
 import sys
 
 import pytest
+from pydantic import ValidationError
+
 from kindex.adapters.embedders.registry import known_model
 from kindex.app.catalog import merge_collection
 from kindex.domain import keys
@@ -20,7 +22,6 @@ from kindex.domain.models import (
     check_id,
 )
 from kindex.domain.query import CitationDocument, QueryRequest
-from pydantic import ValidationError
 
 pytestmark = pytest.mark.unit
 

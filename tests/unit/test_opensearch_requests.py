@@ -8,6 +8,9 @@ import math
 
 import numpy as np
 import pytest
+from opensearchpy.exceptions import OpenSearchException, RequestError
+from opensearchpy.helpers.actions import expand_action
+
 from kindex.adapters.aws.opensearch_index import (
     TEXT_ANALYZER,
     OpenSearchIndex,
@@ -29,9 +32,6 @@ from kindex.adapters.aws.opensearch_index import (
 from kindex.domain.errors import DependencyFailed, InvalidInput
 from kindex.domain.types import IndexRecord, SearchFilters
 from kindex.settings import SettingsError, load_settings
-from opensearchpy.exceptions import OpenSearchException, RequestError
-from opensearchpy.helpers.actions import expand_action
-
 from tests.support.opensearch_double import OpenSearchDouble, spec_checker
 
 pytestmark = pytest.mark.unit

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from kindex.adapters.local import private_files
 from kindex.adapters.local.file_secrets import FileSecretStore
 from kindex.adapters.local.search import log as search_log

@@ -9,6 +9,7 @@ import threading
 import time
 
 import pytest
+
 from kindex.adapters.local.file_secrets import FileSecretStore
 from kindex.app.rights import (
     CHECK_FAILED,

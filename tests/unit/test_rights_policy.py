@@ -3,6 +3,7 @@
 import ipaddress
 
 import pytest
+
 from kindex.domain.rights_policy import (
     LOCAL_DEFAULT_NETWORKS,
     RightsUrlPolicy,

@@ -1,6 +1,7 @@
 """The route table derived from the resolvers, and the local gateway built from it."""
 
 import pytest
+
 from kindex.api.routes import ApiRoute, api_routes
 
 pytestmark = pytest.mark.unit
@@ -26,10 +27,9 @@ def test_query_routes_are_served_by_the_query_function_even_though_the_api_lists
 
 
 def test_local_gateway_serves_exactly_the_derived_routes(tmp_path, monkeypatch):
+    from functions import api, query
     from kindex.settings import Settings
     from kindex_local.app import build_gateway
-
-    from functions import api, query
 
     gateway = build_gateway(Settings(data_dir=tmp_path))
     derived = {(m, r.path) for r in api_routes({"query": query.app, "api": api.app}, "api") for m in r.methods}

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from kindex.adapters.local.search import log as search_log
 from kindex.adapters.local.search.index import LocalSearchIndex
 from kindex.domain.types import IndexRecord, SearchFilters

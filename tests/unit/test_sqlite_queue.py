@@ -1,6 +1,7 @@
 """The local queue's SQS semantics: visibility, receive counts, dead letters, redrive, crash recovery."""
 
 import pytest
+
 from kindex.adapters.local.sqlite_db import SqliteDatabase
 from kindex.adapters.local.sqlite_queue import SqliteQueue
 

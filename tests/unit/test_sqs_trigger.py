@@ -12,11 +12,11 @@ import pytest
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from botocore.exceptions import EndpointConnectionError
 from botocore.stub import Stubber
+
+from functions import ingest as ingest_function
 from kindex.adapters.aws.sqs_trigger import SqsIngestTrigger, build_entries
 from kindex.domain.errors import DependencyFailed
 from kindex.domain.keys import blob_key, decode_s3_event_key
-
-from functions import ingest as ingest_function
 
 pytestmark = pytest.mark.unit
 

@@ -4,6 +4,7 @@ import json
 import time
 
 import pytest
+
 from kindex.api.strict_json import (
     MAX_DEPTH,
     MAX_INTEGER,

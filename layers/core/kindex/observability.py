@@ -46,7 +46,9 @@ def for_function(name: str, settings: Settings, *, traced: bool = False) -> Obse
 
         tracer = Tracer(service=f"kindex-{name}")
     if settings.backend == "aws":
-        from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
+        from aws_lambda_powertools.logging.utils import (
+            copy_config_to_registered_loggers,
+        )
 
         logging.getLogger("kindex")  # registered now, so that its children (created later, lazily) inherit
         copy_config_to_registered_loggers(source_logger=logger, include={"kindex"})

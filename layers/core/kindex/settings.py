@@ -42,6 +42,9 @@ class Settings(BaseModel):
     # Local mode's ingest threads. One tenant may use all but one of them, so 3 keeps both cores of a small machine
     # busy with one tenant's work and still has a thread ready for another tenant's.
     ingest_workers: int = Field(default=3, ge=1, le=64)
+    # Texts per call to a remote embedding model (OpenAI): fewer requests when larger, finer `chunks_done` progress
+    # when smaller.
+    remote_embed_slice: int = Field(default=1024, ge=1, le=2048)
     table_name: str | None = None
     bucket_name: str | None = None
     bootstrap_tenant: str = "default"
@@ -91,6 +94,7 @@ ENV_NAMES = {
     "ingest_queue_url": "KINDEX_INGEST_QUEUE_URL",
     "reindex_interval_seconds": "KINDEX_REINDEX_INTERVAL_SECONDS",
     "ingest_workers": "KINDEX_INGEST_WORKERS",
+    "remote_embed_slice": "KINDEX_REMOTE_EMBED_SLICE",
     "table_name": "KINDEX_TABLE_NAME",
     "bucket_name": "KINDEX_BUCKET_NAME",
     "bootstrap_tenant": "KINDEX_BOOTSTRAP_TENANT",

@@ -8,7 +8,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Protocol
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -29,7 +29,13 @@ from kindex.domain.models import (
     check_id,
     utc_now,
 )
-from kindex.domain.ports import BlobStore, ChunkStore, CollectionStore, DocumentStore
+from kindex.domain.ports import (
+    BlobStore,
+    ChunkStore,
+    CollectionStore,
+    DocumentStore,
+    Presigner,
+)
 from kindex.domain.types import StoredChunk
 from kindex.domain.validation import validated
 
@@ -40,13 +46,6 @@ READ_ATTEMPTS = 5
 logger = logging.getLogger(__name__)
 
 
-class Presigner(Protocol):
-    """Signs a PUT of one blob key (S3 presigned URL, or the local server's own signed URL)."""
-
-    def presign_put(self, key: str, content_type: str, content_length: int,
-                    expires_in: int) -> tuple[str, dict[str, str], int]:
-        """(url, headers the client must send, expiry in unix seconds). Content-Type and Content-Length are
-        signed: the upload is refused unless it sends exactly that type and exactly that many bytes."""
 
 
 class UploadTicket(BaseModel):

@@ -12,7 +12,6 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from kindex.adapters.metrics import LogMetrics
 from kindex.app.embedding import EmbeddingService, text_sha256
 from kindex.domain import keys
 from kindex.domain.errors import (
@@ -38,6 +37,13 @@ from kindex.domain.types import IndexRecord, StoredChunk
 logger = logging.getLogger(__name__)
 
 MAX_REASON = 500
+
+
+class DiscardedMetrics:
+    """The MetricsRecorder of a service built without one (tests, tools): counts go nowhere."""
+
+    def count(self, name: str, value: float = 1) -> None:
+        pass
 
 
 class RetryableIngestFailure(Exception):
@@ -73,6 +79,10 @@ class IngestLimits:
     # Texts per embedding call. Bounds how long one document holds its worker between two progress writes, and
     # what a batch of small documents shares in one call.
     embed_slice: int = 128
+    # A remote model is called once per slice over the network: a large slice costs the fewest requests (2,048 chunks
+    # in two, OpenAI's minimum for them), while progress still moves every slice; a local model's time per call grows
+    # with the slice, so a small slice keeps threads turning over and progress moving.
+    remote_embed_slice: int = 1024
     # Objects up to this size are read and chunked before the batch's per-record pass (to order the batch and
     # share embedding calls); bigger ones only in their own record, after the small ones.
     prepare_max_bytes: int = 1024 * 1024
@@ -149,7 +159,7 @@ class IngestService:
         self.limits = limits or IngestLimits()
         self._extract = extract
         self._chunk = chunk
-        self.metrics = metrics or LogMetrics()
+        self.metrics = metrics or DiscardedMetrics()
 
     # Events
     def open_batch(self, created_keys: list[str], sizes: Mapping[str, int | None] | None = None) -> IngestBatch:
@@ -470,7 +480,7 @@ class IngestService:
                               text=p.text, page_start=p.page_start, page_end=p.page_end) for p in pieces]
         previous = {c.chunk_id for c in self.chunks.list_chunks(tenant, collection.id, document.id)}
         self.chunks.put_chunks(tenant, stored)
-        step = self.limits.embed_slice
+        step = self._slice(models)
         for start in range(0, len(stored), step):
             part = stored[start:start + step]
             for model in models:
@@ -490,6 +500,13 @@ class IngestService:
             self.chunks.delete_chunks(tenant, collection.id, document_id=document.id, chunk_ids=gone)
         return len(stored)
 
+    def _slice(self, models: list[str]) -> int:
+        """Texts per embedding call: the remote slice only when every model of the write is remote."""
+        from kindex.domain.embedding_models import parse_embedding_model
+
+        remote = all(parse_embedding_model(model).family == "openai" for model in models)
+        return self.limits.remote_embed_slice if remote else self.limits.embed_slice
+
     def _embed(self, batch: IngestBatch, model: str, texts: list[str], memo: Memo):
         """One slice's vectors, in one embedding call that also carries waiting small documents' texts."""
         failed = batch.failed_models.get(model)
@@ -498,7 +515,7 @@ class IngestService:
             if vectors is None:
                 raise failed
             return vectors
-        riders = batch.riders(model, memo, self.limits.embed_slice - len(texts))
+        riders = batch.riders(model, memo, max(0, self._slice([model]) - len(texts)))
         try:
             return self.embeddings.embed(model, texts + riders)[:len(texts)]
         except (IngestError, DependencyFailed) as error:

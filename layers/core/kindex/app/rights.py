@@ -27,11 +27,10 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
-from typing import Protocol
 
 from kindex.domain.errors import Conflict, InvalidInput
 from kindex.domain.models import Collection
-from kindex.domain.ports import SecretStore
+from kindex.domain.ports import RightsEndpoint, SecretStore
 from kindex.domain.query import QueryWarning
 from kindex.domain.rights_policy import RightsCallFailed, RightsUrlPolicy, UrlRefused
 
@@ -87,14 +86,6 @@ def parse_rights_response(status: int, payload: bytes, document_ids: Sequence[st
     if any(not isinstance(decisions[doc_id], bool) for doc_id in document_ids if doc_id in decisions):
         return None
     return {doc_id for doc_id in document_ids if decisions.get(doc_id) is True}
-
-
-class RightsEndpoint(Protocol):
-    """Carries one signed rights-check request to a tenant's endpoint."""
-
-    def post(self, url: str, body: bytes, headers: dict[str, str], deadline: float) -> tuple[int, bytes]:
-        """(status, body) by `deadline` (time.monotonic). The body is only read for a 200, and at most 1 MiB of it.
-        Raises RightsCallFailed for any failure, including a URL or resolved address the policy refuses."""
 
 
 class TenantLimiter:

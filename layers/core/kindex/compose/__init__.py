@@ -57,7 +57,8 @@ class Services:
 
         a = self.adapters
         limits = IngestLimits(max_file_bytes=self.settings.max_file_bytes,
-                              max_chunks_per_document=self.settings.max_chunks_per_document)
+                              max_chunks_per_document=self.settings.max_chunks_per_document,
+                              remote_embed_slice=self.settings.remote_embed_slice)
         return IngestService(a.metadata, a.metadata, a.blobs, a.chunks, a.search_index, self.embeddings, limits,
                              metrics=a.metrics)
 

@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Any
 from kindex.settings import Settings
 
 if TYPE_CHECKING:
-    from kindex.app.catalog import Presigner
     from kindex.domain.ports import (
         BlobStore,
         ChunkStore,
@@ -22,6 +21,7 @@ if TYPE_CHECKING:
         JobStore,
         KeyStore,
         MetricsRecorder,
+        Presigner,
         QueryLog,
         SearchIndex,
         SecretStore,

@@ -242,3 +242,20 @@ class MetricsRecorder(Protocol):
 
     def count(self, name: str, value: float = 1) -> None:
         """Add `value` to the counter `name` for the current invocation."""
+
+
+class Presigner(Protocol):
+    """Signs a PUT of one blob key (S3 presigned URL, or the local server's own signed URL)."""
+
+    def presign_put(self, key: str, content_type: str, content_length: int,
+                    expires_in: int) -> tuple[str, dict[str, str], int]:
+        """(url, headers the client must send, expiry in unix seconds). Content-Type and Content-Length are
+        signed: the upload is refused unless it sends exactly that type and exactly that many bytes."""
+
+
+class RightsEndpoint(Protocol):
+    """Carries one signed rights-check request to a tenant's endpoint."""
+
+    def post(self, url: str, body: bytes, headers: dict[str, str], deadline: float) -> tuple[int, bytes]:
+        """(status, body) by `deadline` (time.monotonic). The body is only read for a 200, and at most 1 MiB of it.
+        Raises RightsCallFailed for any failure, including a URL or resolved address the policy refuses."""
