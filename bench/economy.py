@@ -54,10 +54,9 @@ def _put_all(services, documents: dict[str, str]) -> None:
 def run() -> list[Figure]:
     if str(REPO) not in sys.path:
         sys.path.insert(0, str(REPO))
-    from tests.support.openai_stub import OpenAIStub
-
     from kindex.domain.models import CollectionInput
     from kindex.text.chunking import chunk_text
+    from tests.support.openai_stub import OpenAIStub
 
     corpus = SyntheticCorpus(seed=21)
     documents: dict[str, str] = {}

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.common import (REPO, Figure, SyntheticCorpus, log, median, percentile, running_server, wait_indexed)
+from bench.common import REPO, Figure, SyntheticCorpus, log, median, percentile, running_server, wait_indexed
 
 TENANT = "default"
 COLLECTION = "bench"
@@ -70,10 +70,10 @@ def write_directly(data_dir: Path, documents: int, model: str = MODEL, sentence_
     """Fill a data dir through the stores (not the pipeline); the server is started on it afterwards. Chunks are
     drawn from the first `sentence_pool` sentences (all by default), each embedded once with `model`."""
     from bench.common import local_deployment
-    from kindex.domain.models import CollectionInput, Document, DocumentStatus
-    from kindex.domain.types import IndexRecord, StoredChunk
     from kindex.adapters.embedders.registry import create_embedder
     from kindex.app.ingest import chunk_id
+    from kindex.domain.models import CollectionInput, Document, DocumentStatus
+    from kindex.domain.types import IndexRecord, StoredChunk
 
     started = time.perf_counter()
     corpus = SyntheticCorpus(seed=6)

@@ -13,6 +13,7 @@ from kindex_local.app import build_worker
 from kindex_local.server import LambdaContext
 from kindex_local.worker import sqs_event
 from tests.conftest import SHARED_DATA
+from tests.support.local_queue import queue_depth
 
 pytestmark = pytest.mark.integration
 
@@ -154,7 +155,7 @@ def test_provider_outage_is_retried_then_dead_lettered_and_redrive_recovers(depl
     put(services, "d1", TEXT)
     worker.drain()
     # three deliveries, then the message is dead-lettered and the document says why
-    assert services.queue.depth() == (0, 1)
+    assert queue_depth(services.queue) == (0, 1)
     document = doc(services, "d1")
     assert document.status.value == "failed" and document.failure_reason.startswith("EmbeddingFailed: ")
     assert document.failure_retryable
@@ -492,7 +493,7 @@ def test_a_busy_pool_keeps_tenants_apart_embeds_each_text_once_and_ends_on_the_l
                     write_like_a_client(lambda: catalog.put_document(tenant, "c", f"d{i}",
                                                                      DocumentInput(content=content)))
         # When the queue drains
-        wait_until(lambda: services.queue.depth() == (0, 0), timeout=60)
+        wait_until(lambda: queue_depth(services.queue) == (0, 0), timeout=60)
     finally:
         pool.stop()
     # Then every document holds its tenant's last write, in its chunks and in the index, and nothing else

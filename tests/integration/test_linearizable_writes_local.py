@@ -17,6 +17,7 @@ from kindex.domain.errors import Conflict, DependencyFailed
 from kindex.domain.models import CollectionInput, DocumentInput, utc_now
 from kindex_local.app import build_worker
 from tests.support.interleave import Interleave
+from tests.support.local_queue import queue_depth
 
 pytestmark = pytest.mark.integration
 
@@ -76,7 +77,7 @@ def test_a_write_that_loses_its_version_check_leaves_no_trace(services, worker, 
     assert indexed_texts(services) == ["the winning text"]
     # And the loser left no blob: the document's folder holds exactly the winner's
     assert doc_blobs(services) == [winner["doc"].source]
-    assert services.queue.depth() == (0, 0)
+    assert queue_depth(services.queue) == (0, 0)
 
 
 @pytest.mark.parametrize("moment", ["after_read", "before_commit"])
@@ -134,7 +135,7 @@ def test_an_event_that_comes_before_its_commit_waits_for_it(services, worker, ex
         worker.stop()
     assert created is not existing and failures == []
     assert indexed_texts(services) == ["text whose event came first"]
-    assert services.queue.depth() == (0, 0)
+    assert queue_depth(services.queue) == (0, 0)
 
 
 def test_an_event_of_a_write_that_never_commits_is_retried_then_ignored(services, worker, monkeypatch):
@@ -150,14 +151,14 @@ def test_an_event_of_a_write_that_never_commits_is_retried_then_ignored(services
     # When its event is processed: not indexed, retried rather than acknowledged
     worker.max_receives = 10
     worker.run_once()
-    assert services.queue.depth() == (1, 0)  # still queued, for a retry
+    assert queue_depth(services.queue) == (1, 0)  # still queued, for a retry
     # When the write then loses (another one commits and deletes nothing of it; the loser deletes its blob)
     put(services, "d", "the winner")
     services.blobs.delete_blob(pending)
     worker.drain()
     # Then the event is ignored: the winner is indexed, the undecided text never was
     assert indexed_texts(services) == ["the winner"]
-    assert services.queue.depth() == (0, 0)
+    assert queue_depth(services.queue) == (0, 0)
 
 
 def test_concurrent_writers_while_the_worker_runs_keep_the_last_successful_write(services, worker):
@@ -200,7 +201,7 @@ def test_concurrent_writers_while_the_worker_runs_keep_the_last_successful_write
     assert services.catalog.get_document("u", "c", "d")[1] == "tenant u keeps this"
     assert len(doc_blobs(services, tenant="u")) == 1
     assert indexed_texts(services, tenant="u") == ["tenant u keeps this"]
-    assert services.queue.depth()[1] == 0
+    assert queue_depth(services.queue)[1] == 0
 
 
 def test_a_read_between_two_writes_returns_one_write_whole(services):

@@ -15,13 +15,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from moto import mock_aws
+
+from functions import ingest as ingest_function
 from kindex.adapters.aws import dynamodb_table, s3_blobs, secrets_manager, sqs_trigger
 from kindex.adapters.aws.opensearch_index import OpenSearchIndex
 from kindex.adapters.embedders.registry import clear_embedder_cache
 from kindex.compose import Services, container
-from moto import mock_aws
-
-from functions import ingest as ingest_function
 from tests.support.aws import (
     BUCKET,
     TABLE,

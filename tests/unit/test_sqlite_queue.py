@@ -4,6 +4,7 @@ import pytest
 
 from kindex.adapters.local.sqlite_db import SqliteDatabase
 from kindex.adapters.local.sqlite_queue import SqliteQueue
+from tests.support.local_queue import queue_depth
 
 pytestmark = pytest.mark.unit
 
@@ -47,7 +48,7 @@ def test_dead_letter_after_max_receives_and_redrive(queue, clock):
         (message,) = queue.receive(1, 30)
         dead = queue.retry_later(message.message_id, delay=0, max_receives=3)
         assert dead is (attempt == 3)
-    assert queue.receive(1, 30) == [] and queue.depth() == (0, 1)
+    assert queue.receive(1, 30) == [] and queue_depth(queue) == (0, 1)
     assert queue.redrive() == 1
     (message,) = queue.receive(1, 30)
     assert message.body == "poison" and message.receive_count == 1
@@ -162,4 +163,4 @@ def test_a_queue_from_before_lanes_is_upgraded_in_place(tmp_path, clock):
     queue.send("new", lane="t", group="d")
     assert [m.body for m in queue.receive(10, 30)] == ["old"]
     assert [m.body for m in queue.receive(10, 30)] == ["new"]
-    assert SqliteQueue(SqliteDatabase(path), clock=clock).depth() == (2, 0)
+    assert queue_depth(SqliteQueue(SqliteDatabase(path), clock=clock)) == (2, 0)

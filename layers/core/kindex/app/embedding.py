@@ -29,8 +29,6 @@ class EmbeddingService:
         self.cache = cache
         self.embedder_for = embedder_for
         self.metrics = metrics
-        self.calls = 0
-        self.texts_embedded = 0
         self._lock = threading.Lock()
         self._in_flight: dict[tuple[str, str], threading.Event] = {}
 
@@ -52,9 +50,6 @@ class EmbeddingService:
                 new_vectors = dict(zip(mine.keys(), fresh))
                 self.cache.put_vectors(model, new_vectors)
                 known.update(new_vectors)
-                with self._lock:
-                    self.calls += 1
-                    self.texts_embedded += len(mine)
                 if self.metrics:
                     self.metrics.count("ChunksEmbedded", len(mine))
         finally:

@@ -195,9 +195,7 @@ class IngestService:
             return  # extracted in its own record, after the batch's small documents
         batch.fetched[key] = data
         digest = hashlib.sha256(data).hexdigest()
-        if document is not None and (document.content_sha256 == digest and document.status is DocumentStatus.INDEXED
-                                     and document.indexed_model == collection.embedding_model
-                                     and document.indexed_config_version == collection.config_version):
+        if document is not None and document.is_current(collection, digest):
             batch.costs[key] = 0
             return  # a duplicate event: nothing to embed
         mimetype = (document.mimetype if document else None) or None
@@ -356,9 +354,7 @@ class IngestService:
                batch: IngestBatch) -> Document:
         digest = hashlib.sha256(data).hexdigest()
         model = collection.embedding_model
-        if (digest == document.content_sha256 and document.status is DocumentStatus.INDEXED
-                and document.indexed_version == document.version and document.indexed_model == model
-                and document.indexed_config_version == collection.config_version):
+        if document.is_current(collection, digest):
             return document  # duplicate event: nothing changed
         expected = document.version
         # Same content, new chunking or model: the document stays `indexed` (queries keep using what is there)

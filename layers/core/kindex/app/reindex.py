@@ -58,9 +58,7 @@ def up_to_date(document: Document, collection: Collection) -> bool:
     """Indexed under the collection's model and configuration, or failed for good (retrying will not help)."""
     if document.status is DocumentStatus.FAILED:
         return not document.failure_retryable
-    return (document.status is DocumentStatus.INDEXED and document.indexed_model == collection.embedding_model
-            and document.indexed_config_version == collection.config_version
-            and document.indexed_version == document.version)
+    return document.is_current(collection)
 
 
 class ReindexService:

@@ -257,6 +257,14 @@ class Document(BaseModel):
     created_at: datetime = Field(default_factory=utc_now)
     updated_at: datetime = Field(default_factory=utc_now)
 
+    def is_current(self, collection: Collection, content_sha256: str | None = None) -> bool:
+        """Indexed from its latest version with the collection's model and chunking (and, when given, from exactly
+        this content): the one rule for "there is nothing to redo" that ingest and reindex share."""
+        return (self.status is DocumentStatus.INDEXED and self.indexed_version == self.version
+                and self.indexed_model == collection.embedding_model
+                and self.indexed_config_version == collection.config_version
+                and (content_sha256 is None or content_sha256 == self.content_sha256))
+
 
 DOCUMENT_READ_ONLY = frozenset({
     "status", "failure_reason", "chunk_count", "chunks_done", "content_sha256", "content_length", "source", "version",

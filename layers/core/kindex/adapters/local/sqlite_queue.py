@@ -134,8 +134,3 @@ class SqliteQueue:
         with self.db.write() as conn:
             return conn.execute("UPDATE queue SET visible_at = ?, receipt = NULL WHERE dead = 0 AND visible_at > ?",
                                 (now, now)).rowcount
-
-    def depth(self) -> tuple[int, int]:
-        """(messages waiting or in flight, dead-lettered messages)."""
-        row = self.db.connection().execute("SELECT SUM(dead = 0), SUM(dead = 1) FROM queue").fetchone()
-        return int(row[0] or 0), int(row[1] or 0)

@@ -1,0 +1,33 @@
+"""The layout's walls and the house style, checked on every run: import-linter's contracts (pyproject.toml,
+[tool.importlinter]) and ruff's rules (pyproject.toml, [tool.ruff])."""
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.unit
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def tool(name: str) -> str:
+    found = shutil.which(name, path=str(Path(sys.executable).parent)) or shutil.which(name)
+    assert found, f"{name} is a dev dependency (pip install -e '.[dev]')"
+    return found
+
+
+def test_import_contracts_hold():
+    """Given the contracts in pyproject.toml: the domain imports no adapter, SDK or numpy; the use cases only the
+    domain and text; the api no adapter and no composition root; the Lambda layer nothing of the local server;
+    the functions no SDK; no cycles between packages. Then lint-imports keeps every one of them."""
+    result = subprocess.run([tool("lint-imports"), "--no-cache"], cwd=REPO, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    assert "0 broken" in result.stdout
+
+
+def test_ruff_is_clean():
+    result = subprocess.run([tool("ruff"), "check", "--no-cache", "."], cwd=REPO, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
