@@ -1,5 +1,6 @@
 """Shared by the contract suites: a moto DynamoDB client with the metadata table, for the AWS side of each port, and
-the real OpenSearch node for the search index's."""
+the real OpenSearch node for the search index's. Each port's tests are a mixin in `tests/contract/mixins/`, run by one
+`Test*` subclass per adapter."""
 
 from collections.abc import Iterator
 
@@ -8,6 +9,9 @@ from moto import mock_aws
 
 from tests.support.aws import create_metadata_table, fake_aws_env, moto_client
 from tests.support.opensearch_node import ENV_URL, OpenSearchNode, find_node
+
+# The contract mixins hold the tests' asserts; rewrite them as pytest rewrites a test module's (before any import).
+pytest.register_assert_rewrite("tests.contract.mixins")
 
 
 @pytest.fixture

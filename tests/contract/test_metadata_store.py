@@ -1,496 +1,138 @@
-"""Contract of the metadata ports (CollectionStore, DocumentStore, KeyStore), run against SQLite and DynamoDB (moto).
+"""The metadata contracts (CollectionStore, DocumentStore, KeyStore: tests/contract/mixins/metadata_store.py) run
+against SQLite and DynamoDB (moto), plus DynamoDB's paging, layout, retries and error translation.
 
-The DynamoDB store is built with a small Query page size so every listing below crosses several DynamoDB pages.
+The DynamoDB store is built with a small Query page size so every listing of the contract crosses several pages.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from datetime import datetime, timedelta, timezone
-
 import pytest
 from botocore.stub import Stubber
+
 from kindex.adapters.aws import dynamodb_table
 from kindex.adapters.aws.dynamodb_metadata import DynamoDbMetadataStore
 from kindex.adapters.local.sqlite_db import SqliteDatabase
 from kindex.adapters.local.sqlite_metadata import SqliteMetadataStore
-from kindex.domain.errors import Conflict, DependencyFailed, NotFound
-from kindex.domain.models import (
-    ApiKey,
-    ChunkingMethod,
-    Collection,
-    Document,
-    DocumentStatus,
-    Role,
-)
-
+from kindex.domain.errors import DependencyFailed
+from kindex.domain.models import Document
+from tests.contract.mixins.metadata_store import MetadataStoreContract, make_collection, make_document
 from tests.support.aws import TABLE, fake_aws_env, moto_client
 
 pytestmark = pytest.mark.contract
 
 SMALL_PAGE = 7
-T0 = datetime(2024, 5, 1, 12, 0, 0, tzinfo=timezone.utc)
 
-# Ascii, unicode, spaces and punctuation; U+FB01 vs U+1F600 tells code point order from UTF-16 order.
-MIXED_IDS = ["a", "B", "a b", "a#b", "a%20b", "a%b", "#a", "a#", "é", "ü x", "日本", "\ufb01", "\U0001F600",
-             "z", "Z-1", "a.b", "~", "a-b", "a_b", "A", "0", "9 9", "T#x#C#y", "KEYS"]
 
-
-
-@pytest.fixture(params=["local", "aws"])
-def store(request: pytest.FixtureRequest, tmp_path) -> Iterator:
-    if request.param == "local":
-        yield SqliteMetadataStore(SqliteDatabase(tmp_path / "x.sqlite3"))
-    else:
-        yield DynamoDbMetadataStore(TABLE, client=request.getfixturevalue("dynamodb"), page_size=SMALL_PAGE)
-
-
-def make_collection(collection_id: str = "docs", **changes) -> Collection:
-    return Collection(id=collection_id, embedding_model="hash:384", **changes)
-
-
-def make_document(collection_id: str, document_id: str, **changes) -> Document:
-    return Document(id=document_id, collection=collection_id, **changes)
-
-
-def make_key(key_id: str, tenant: str = "acme", created_at: datetime = T0, role: Role = Role.ADMIN,
-             **changes) -> ApiKey:
-    return ApiKey(key_id=key_id, tenant=tenant, role=role, secret_sha256="ab" * 32, created_at=created_at, **changes)
-
-
-def expected_page(ids: list[str], *, after: str | None, offset: int, limit: int | None) -> list[str]:
-    remaining = [i for i in sorted(ids) if after is None or i > after][offset:]
-    return remaining if limit is None else remaining[:limit]
-
-
-# Collections
-def test_missing_collection_is_none(store):
-    # Given an empty store / When reading a collection that was never written / Then it is None
-    assert store.get_collection("acme", "nope") is None
-
-
-def test_collection_round_trips_every_field(store):
-    # Given a collection using every field, with an id full of awkward characters
-    collection = make_collection(
-        "Ünïcode id #1 100% sure", title="Hand-book ✓", chunking_method=ChunkingMethod.TOKENS,
-        chunking_max_size=512, chunking_overlap_offset=128, document_spaces=["Main", "Sandbox space"],
-        allow_guests=True, query_groups=["XWiki.Admins", "ops"], rights_check_method="external",
-        rights_check_method_configuration={"url": "https://rights.example/check", "timeout": 2.5, "nested": {"a": [1]}},
-        created_at=T0, updated_at=T0 + timedelta(seconds=5), document_count=3, config_version=4)
-    # When it is created and read back
-    store.put_collection("acme", collection, create=True)
-    # Then every field survives, types included
-    loaded = store.get_collection("acme", collection.id)
-    assert loaded == collection
-    assert loaded.chunking_method is ChunkingMethod.TOKENS
-    assert loaded.created_at == T0 and loaded.created_at.tzinfo is not None
-
-
-def test_creating_a_collection_twice_conflicts_and_keeps_the_first(store):
-    # Given a stored collection
-    store.put_collection("acme", make_collection(title="first"), create=True)
-    # When the same id is created again / Then Conflict, and the stored one is unchanged
-    with pytest.raises(Conflict):
-        store.put_collection("acme", make_collection(title="second"), create=True)
-    assert store.get_collection("acme", "docs").title == "first"
-
-
-def test_updating_a_collection(store):
-    # Given a stored collection / When it is updated / Then the new value is read back
-    store.put_collection("acme", make_collection(title="first"), create=True)
-    store.put_collection("acme", make_collection(title="second"), create=False)
-    assert store.get_collection("acme", "docs").title == "second"
-
-
-def test_updating_a_missing_collection_is_not_found(store):
-    # Given no collection / When updating one / Then NotFound and nothing was created
-    with pytest.raises(NotFound):
-        store.put_collection("acme", make_collection(), create=False)
-    assert store.get_collection("acme", "docs") is None
-
-
-def test_delete_collection_reports_whether_it_existed(store):
-    # Given a stored collection
-    store.put_collection("acme", make_collection(), create=True)
-    # When deleting it twice / Then True, then False
-    assert store.delete_collection("acme", "docs") is True
-    assert store.delete_collection("acme", "docs") is False
-    assert store.get_collection("acme", "docs") is None
-
-
-def test_deleting_a_collection_deletes_only_its_documents(store):
-    # Given two collections of one tenant and the same collection id in another tenant, all with documents
-    for tenant, collection_id in [("acme", "docs"), ("acme", "docs#2"), ("other", "docs")]:
-        store.put_collection(tenant, make_collection(collection_id), create=True)
-    doc_ids = [f"d{i:02d}" for i in range(60)]  # more than two BatchWriteItem batches of 25
-    for document_id in doc_ids:
-        store.put_document("acme", make_document("docs", document_id), create=True)
-    store.put_document("acme", make_document("docs#2", "d00"), create=True)
-    store.put_document("other", make_document("docs", "d00"), create=True)
-    # When deleting acme's "docs"
-    assert store.delete_collection("acme", "docs") is True
-    # Then its documents are gone and the others remain
-    assert store.count_documents("acme", "docs") == 0
-    assert store.get_document("acme", "docs", "d00") is None
-    assert store.list_documents("acme", "docs", after=None, offset=0, limit=None) == []
-    assert store.get_document("acme", "docs#2", "d00") is not None
-    assert store.get_document("other", "docs", "d00") is not None
-    assert store.list_collections("acme", after=None, offset=0, limit=None) == ["docs#2"]
-
-
-def test_deleting_a_missing_collection_still_clears_stray_documents(store):
-    # Given documents whose collection record does not exist (a half-finished earlier delete)
-    store.put_document("acme", make_document("gone", "d1"), create=True)
-    # When deleting the collection / Then it reports False but leaves no documents behind
-    assert store.delete_collection("acme", "gone") is False
-    assert store.count_documents("acme", "gone") == 0
-
-
-def test_tenants_are_isolated(store):
-    # Given the same collection and document ids in two tenants (one tenant name looks like a key fragment)
-    for tenant, title in [("acme", "A"), ("acme#C#docs", "B")]:
-        store.put_collection(tenant, make_collection("docs", title=title), create=True)
-        store.put_document(tenant, make_document("docs", "readme", title=title), create=True)
-    # When one tenant's data is changed and deleted
-    store.put_document("acme", make_document("docs", "readme", title="A2"), create=False)
-    assert store.delete_document("acme", "docs", "readme") is True
-    # Then the other tenant sees only its own, untouched records
-    assert store.get_collection("acme#C#docs", "docs").title == "B"
-    assert store.get_document("acme#C#docs", "docs", "readme").title == "B"
-    assert store.get_document("acme", "docs", "readme") is None
-    assert store.get_collection("nobody", "docs") is None
-    assert store.list_collections("nobody", after=None, offset=0, limit=None) == []
-
-
-def test_tenant_and_collection_parts_cannot_collide(store):
-    # Given pairs whose naive '#'-joined keys would be equal
-    store.put_document("a#C#b", make_document("c", "d", title="first"), create=True)
-    store.put_document("a", make_document("b#C#c", "d", title="second"), create=True)
-    store.put_document("a%23C%23b", make_document("c", "d", title="third"), create=True)
-    # When reading each back / Then each is its own record
-    assert store.get_document("a#C#b", "c", "d").title == "first"
-    assert store.get_document("a", "b#C#c", "d").title == "second"
-    assert store.get_document("a%23C%23b", "c", "d").title == "third"
-    # And a collection named like the collections partition does not mix with the tenant's collections
-    store.put_document("a", make_document("OLLECTIONS", "x"), create=True)
-    assert store.list_collections("a", after=None, offset=0, limit=None) == []
-
-
-def test_collections_list_in_code_point_order(store):
-    # Given collections with mixed ids written in a shuffled order
-    for collection_id in reversed(MIXED_IDS):
-        store.put_collection("acme", make_collection(collection_id), create=True)
-    # When listing all / Then ids come in code point order
-    assert store.list_collections("acme", after=None, offset=0, limit=None) == sorted(MIXED_IDS)
-
-
-# Documents
-def test_missing_document_is_none(store):
-    assert store.get_document("acme", "docs", "nope") is None
-
-
-def test_document_round_trips_every_field(store):
-    # Given a document using every field, in a collection and with an id full of awkward characters
-    document = make_document(
-        "col #1 %41", "dök #2 50% ✓", title="Title", language="fr", url="https://wiki.example/x?y=1#z",
-        mimetype="application/pdf", status=DocumentStatus.FAILED, failure_reason="CorruptFile: bad xref",
-        chunk_count=12, chunks_done=5, content_sha256="f" * 64, content_length=1234, source="upload", version=3,
-        indexed_version=2, indexed_at=T0, created_at=T0 - timedelta(days=1), updated_at=T0)
-    # When created and read back / Then every field survives
-    store.put_document("acme", document, create=True)
-    loaded = store.get_document("acme", "col #1 %41", "dök #2 50% ✓")
-    assert loaded == document
-    assert loaded.status is DocumentStatus.FAILED and loaded.indexed_at == T0
-
-
-def test_creating_a_document_twice_conflicts(store):
-    store.put_document("acme", make_document("docs", "d1", title="first"), create=True)
-    with pytest.raises(Conflict):
-        store.put_document("acme", make_document("docs", "d1", title="second"), create=True)
-    assert store.get_document("acme", "docs", "d1").title == "first"
-
-
-def test_updating_a_missing_document_is_not_found(store):
-    # Given no document / When updating, with or without an expected version / Then NotFound, nothing created
-    with pytest.raises(NotFound):
-        store.put_document("acme", make_document("docs", "d1"), create=False)
-    with pytest.raises(NotFound):
-        store.put_document("acme", make_document("docs", "d1", version=1), create=False, expected_version=0)
-    assert store.get_document("acme", "docs", "d1") is None
-
-
-def test_expected_version_guards_updates(store):
-    # Given a document at version 1
-    store.put_document("acme", make_document("docs", "d1", version=1, title="v1"), create=True)
-    # When updating with a stale expected version / Then Conflict and the stored one is unchanged
-    with pytest.raises(Conflict):
-        store.put_document("acme", make_document("docs", "d1", version=2, title="stale"), create=False,
-                           expected_version=0)
-    assert store.get_document("acme", "docs", "d1").title == "v1"
-    # When updating with the current version / Then it is written, and the old version no longer matches
-    store.put_document("acme", make_document("docs", "d1", version=2, title="v2"), create=False, expected_version=1)
-    assert store.get_document("acme", "docs", "d1").version == 2
-    with pytest.raises(Conflict):
-        store.put_document("acme", make_document("docs", "d1", version=3), create=False, expected_version=1)
-    # And an update without expected_version overwrites whatever is there
-    store.put_document("acme", make_document("docs", "d1", version=9, title="forced"), create=False)
-    assert store.get_document("acme", "docs", "d1").title == "forced"
-
-
-def test_progress_writes_keep_the_version_and_lose_to_a_newer_version(store):
-    # Given a document being indexed at version 2
-    store.put_document("acme", make_document("docs", "d1", version=2, status=DocumentStatus.IN_PROGRESS,
-                                             chunk_count=300), create=True)
-    # When the ingest records progress against the version it works on / Then the count is stored, the version kept
-    store.put_document("acme", make_document("docs", "d1", version=2, status=DocumentStatus.IN_PROGRESS,
-                                             chunk_count=300, chunks_done=128), create=False, expected_version=2)
-    assert (store.get_document("acme", "docs", "d1").chunks_done, store.get_document("acme", "docs", "d1").version) \
-        == (128, 2)
-    # When new content makes it version 3 / Then the stale ingest's next progress write conflicts and changes nothing
-    store.put_document("acme", make_document("docs", "d1", version=3, title="new content"), create=False,
-                       expected_version=2)
-    with pytest.raises(Conflict):
-        store.put_document("acme", make_document("docs", "d1", version=2, status=DocumentStatus.IN_PROGRESS,
-                                                 chunk_count=300, chunks_done=256), create=False, expected_version=2)
-    stored = store.get_document("acme", "docs", "d1")
-    assert (stored.version, stored.title, stored.chunks_done, stored.status) == (3, "new content", 0,
-                                                                                 DocumentStatus.PENDING)
-
-
-def test_delete_document_reports_whether_it_existed(store):
-    store.put_document("acme", make_document("docs", "d1"), create=True)
-    assert store.delete_document("acme", "docs", "d1") is True
-    assert store.delete_document("acme", "docs", "d1") is False
-    assert store.get_document("acme", "docs", "d1") is None
-
-
-def test_unaddressable_ids_are_simply_missing(store):
-    # Given ids no model would accept (empty, far too long) / When reading or deleting them / Then "missing"
-    too_long = "\U0001F600" * 400
-    assert store.get_document("acme", "docs", "") is None
-    assert store.get_document("acme", "docs", too_long) is None
-    assert store.get_collection("acme", too_long) is None
-    assert store.delete_document("acme", "docs", too_long) is False
-    assert store.delete_collection("acme", "") is False
-
-
-def test_documents_list_in_code_point_order_like_every_adapter(store):
-    # Given documents with mixed ids
-    for document_id in MIXED_IDS:
-        store.put_document("acme", make_document("docs", document_id), create=True)
-    # When listing / Then code point order (the same list for both adapters), and the count matches
-    assert store.list_documents("acme", "docs", after=None, offset=0, limit=None) == sorted(MIXED_IDS)
-    assert store.count_documents("acme", "docs") == len(MIXED_IDS)
-    assert store.list_documents("acme", "docs", after="a#", offset=0, limit=3) == \
-        expected_page(MIXED_IDS, after="a#", offset=0, limit=3)
-
-
-PAGED_IDS = [f"doc-{i:03d}" for i in range(0, 240, 2)] + ["Ä", "é x", "#1", "~"]
-
-
-@pytest.fixture
-def paged_store(store):
-    for document_id in PAGED_IDS:
-        store.put_document("acme", make_document("docs", document_id), create=True)
-    store.put_document("acme", make_document("other", "doc-001"), create=True)
-    return store
-
-
-PAGING_CASES = [
-    (None, 0, None), (None, 0, 10), (None, 5, 10), (None, 15, None), (None, 0, 0), (None, 200, 5),
-    ("doc-050", 0, 20),          # `after` is an existing id
-    ("doc-051", 0, 20),          # `after` falls between ids
-    ("doc-051", 13, 9), ("doc-100", 3, None), ("doc-238", 0, None), ("", 0, 4), ("\U0010FFFF", 0, None),
-    ("a", 0, None), ("#", 2, 2), (None, 123, None), (None, 0, len(PAGED_IDS) + 10), (None, 7, 7), (None, 6, 8),
-    ("doc-050" + "\U0001F600" * 300, 0, 3),  # longer than any key DynamoDB can hold
-]
-
-
-def test_document_listing_pages(paged_store):
-    # Given more documents than one DynamoDB page
-    for after, offset, limit in PAGING_CASES:
-        # When listing a page / Then exactly the expected slice
-        assert paged_store.list_documents("acme", "docs", after=after, offset=offset, limit=limit) == \
-            expected_page(PAGED_IDS, after=after, offset=offset, limit=limit), (after, offset, limit)
-
-
-def test_walking_pages_with_after_visits_every_document_once(paged_store):
-    # Given many documents / When walking pages of 11 using the last id as `after`
-    seen: list[str] = []
-    after = None
-    while page := paged_store.list_documents("acme", "docs", after=after, offset=0, limit=11):
-        seen.extend(page)
-        after = page[-1]
-    # Then every id is seen once, in order
-    assert seen == sorted(PAGED_IDS)
-
-
-def test_count_documents_over_many_pages(paged_store):
-    assert paged_store.count_documents("acme", "docs") == len(PAGED_IDS)
-    assert paged_store.count_documents("acme", "other") == 1
-    assert paged_store.count_documents("acme", "none") == 0
-    assert paged_store.count_documents("stranger", "docs") == 0
-
-
-def test_collection_listing_pages(store):
-    # Given more collections than one DynamoDB page
-    ids = [f"c{i:03d}" for i in range(40)]
-    for collection_id in ids:
-        store.put_collection("acme", make_collection(collection_id), create=True)
-    # When listing with after/offset/limit / Then the expected slices
-    for after, offset, limit in [(None, 0, None), ("c010", 4, 9), (None, 38, 10), ("c039", 0, None)]:
-        assert store.list_collections("acme", after=after, offset=offset, limit=limit) == \
-            expected_page(ids, after=after, offset=offset, limit=limit)
-
-
-# API keys
-def test_key_round_trip_and_missing_key(store):
-    # Given a stored key / When reading it and a missing one / Then the record and None
-    key = make_key("k1", description="CI key ✓")
-    store.put_key(key)
-    assert store.get_key("k1") == key
-    assert store.get_key("k2") is None
-
-
-def test_duplicate_key_id_conflicts(store):
-    store.put_key(make_key("k1", tenant="acme"))
-    with pytest.raises(Conflict):
-        store.put_key(make_key("k1", tenant="other"))
-    assert store.get_key("k1").tenant == "acme"
-    assert [k.key_id for k in store.list_keys()] == ["k1"]
-
-
-def test_keys_list_oldest_first_by_tenant_and_all(store):
-    # Given keys of two tenants written out of order, two of them created at the same second
-    keys = [make_key("k3", "acme", T0 + timedelta(minutes=3)), make_key("k1", "other", T0),
-            make_key("kb", "acme", T0 + timedelta(minutes=1)), make_key("ka", "acme", T0 + timedelta(minutes=1)),
-            make_key("k0", "acme", T0 - timedelta(days=400), role=Role.QUERY)]
-    for key in keys:
-        store.put_key(key)
-    # When listing / Then oldest first, ties by key id, filtered by tenant when asked
-    assert [k.key_id for k in store.list_keys()] == ["k0", "k1", "ka", "kb", "k3"]
-    assert [k.key_id for k in store.list_keys("acme")] == ["k0", "ka", "kb", "k3"]
-    assert [k.key_id for k in store.list_keys("other")] == ["k1"]
-    assert store.list_keys("nobody") == []
-    assert store.list_keys("acme")[0].role is Role.QUERY
-
-
-def test_revoke_key(store):
-    # Given a key / When revoking it / Then it stays readable and listed, marked revoked everywhere
-    store.put_key(make_key("k1"))
-    assert store.revoke_key("k1") is True
-    assert store.get_key("k1").revoked is True
-    assert [k.revoked for k in store.list_keys()] == [True]
-    assert [k.revoked for k in store.list_keys("acme")] == [True]
-    # And revoking again still succeeds, while an unknown key is False
-    assert store.revoke_key("k1") is True
-    assert store.revoke_key("nope") is False
-    assert store.get_key("nope") is None
-
-
-# DynamoDB-specific behaviour (paging really happens, error translation, retries, layout)
-def test_dynamodb_listing_really_spans_pages(dynamodb):
-    # Given 30 documents and a store counting its Query calls
-    calls = []
-    dynamodb.meta.events.register("before-parameter-build.dynamodb.Query",
-                                    lambda **kwargs: calls.append(dict(kwargs["params"])))
-    store = DynamoDbMetadataStore(TABLE, client=dynamodb, page_size=4)
-    for i in range(30):
-        store.put_document("acme", make_document("docs", f"d{i:02d}"), create=True)
-    # When listing all / Then several pages were read and joined in order
-    assert store.list_documents("acme", "docs", after=None, offset=0, limit=None) == [f"d{i:02d}" for i in range(30)]
-    assert len(calls) >= 8
-    # When asking for a small slice / Then no more than needed is read
-    calls.clear()
-    assert store.list_documents("acme", "docs", after=None, offset=2, limit=1) == ["d02"]
-    assert [c["Limit"] for c in calls] == [3]
-
-
-def test_dynamodb_one_megabyte_pages_are_followed(dynamodb):
-    # Given documents big enough that DynamoDB splits a query into 1 MB pages, and no page size of our own
-    store = DynamoDbMetadataStore(TABLE, client=dynamodb)
-    pages = []
-    dynamodb.meta.events.register("after-call.dynamodb.Query",
-                                    lambda **kwargs: pages.append(kwargs["parsed"].get("Count")))
-    for i in range(120):
-        store.put_document("acme", make_document("docs", f"d{i:03d}", failure_reason="x" * 10_000), create=True)
-    # When listing and counting / Then every item is returned across pages
-    assert store.list_documents("acme", "docs", after="d005", offset=3, limit=None) == \
-        [f"d{i:03d}" for i in range(9, 120)]
-    assert store.count_documents("acme", "docs") == 120
-    assert len(pages) >= 4
-
-
-def test_dynamodb_item_layout(dynamodb):
-    # Given a document written by the store
-    store = DynamoDbMetadataStore(TABLE, client=dynamodb)
-    store.put_document("a#b", make_document("c%d", "x#y", version=7), create=True)
-    # When reading the raw item / Then keys are escaped in pk, raw in sk, with body and a numeric version
-    item = dynamodb.get_item(TableName=TABLE, Key={"pk": {"S": "T#a%23b#C#c%25d"}, "sk": {"S": "x#y"}})["Item"]
-    assert item["version"] == {"N": "7"}
-    assert Document.model_validate_json(item["body"]["S"]).id == "x#y"
-
-
-@pytest.mark.parametrize("code", ["ProvisionedThroughputExceededException", "ThrottlingException",
-                                  "ResourceNotFoundException", "InternalServerError"])
-def test_dynamodb_errors_become_dependency_failed(monkeypatch, code):
-    # Given a client whose calls fail with an AWS error
-    fake_aws_env(monkeypatch)
-    client = moto_client("dynamodb")
-    store = DynamoDbMetadataStore(TABLE, client=client)
-    with Stubber(client) as stub:
-        stub.add_client_error("get_item", service_error_code=code)
-        stub.add_client_error("put_item", service_error_code=code)
-        # When reading or writing / Then only domain errors escape
-        with pytest.raises(DependencyFailed):
-            store.get_collection("acme", "docs")
-        with pytest.raises(DependencyFailed):
-            store.put_collection("acme", make_collection(), create=True)
-
-
-def test_dynamodb_unprocessed_batch_items_are_retried(monkeypatch):
-    # Given a collection of two documents whose first batch delete is partly throttled
-    fake_aws_env(monkeypatch)
-    monkeypatch.setattr(dynamodb_table, "_pause", lambda attempt: None)
-    client = moto_client("dynamodb")
-    store = DynamoDbMetadataStore(TABLE, client=client)
-    pk = "T#acme#C#docs"
-    second = {"DeleteRequest": {"Key": {"pk": {"S": pk}, "sk": {"S": "d2"}}}}
-    with Stubber(client) as stub:
-        stub.add_response("query", {"Items": [{"sk": {"S": "d1"}}, {"sk": {"S": "d2"}}], "Count": 2})
-        stub.add_response("batch_write_item", {"UnprocessedItems": {TABLE: [second]}})
-        stub.add_response("batch_write_item", {"UnprocessedItems": {}},
-                          expected_params={"RequestItems": {TABLE: [second]}})
-        stub.add_response("delete_item", {"Attributes": {"pk": {"S": "T#acme#COLLECTIONS"}}})
-        # When deleting the collection / Then the unprocessed item is sent again and the delete succeeds
-        assert store.delete_collection("acme", "docs") is True
-        stub.assert_no_pending_responses()
-
-
-def test_dynamodb_batch_delete_gives_up_with_dependency_failed(monkeypatch):
-    # Given a table that never processes the batch
-    fake_aws_env(monkeypatch)
-    monkeypatch.setattr(dynamodb_table, "_pause", lambda attempt: None)
-    client = moto_client("dynamodb")
-    store = DynamoDbMetadataStore(TABLE, client=client)
-    stuck = {TABLE: [{"DeleteRequest": {"Key": {"pk": {"S": "T#acme#C#docs"}, "sk": {"S": "d1"}}}}]}
-    with Stubber(client) as stub:
-        stub.add_response("query", {"Items": [{"sk": {"S": "d1"}}], "Count": 1})
-        for _ in range(dynamodb_table.BATCH_WRITE_ATTEMPTS):
-            stub.add_response("batch_write_item", {"UnprocessedItems": stuck})
-        # When deleting the collection / Then DependencyFailed, not an endless loop
-        with pytest.raises(DependencyFailed):
-            store.delete_collection("acme", "docs")
-
-
-def test_dynamodb_client_is_created_lazily(dynamodb):
-    # Given a store without a client / When it is first used / Then the shared factory's client serves it
-    dynamodb_table.dynamodb_client.cache_clear()
-    try:
-        store = DynamoDbMetadataStore(TABLE)
-        assert store._client is None
-        store.put_collection("acme", make_collection(), create=True)
-        assert store.client is dynamodb_table.dynamodb_client()
-        assert DynamoDbMetadataStore(TABLE, client=dynamodb).get_collection("acme", "docs") is not None
-    finally:
+class TestSqliteMetadataStore(MetadataStoreContract):
+    @pytest.fixture
+    def store(self, tmp_path) -> SqliteMetadataStore:
+        return SqliteMetadataStore(SqliteDatabase(tmp_path / "x.sqlite3"))
+
+
+class TestDynamoDbMetadataStore(MetadataStoreContract):
+    """Beyond the contract: paging really happens, error translation, retries, layout."""
+
+    @pytest.fixture
+    def store(self, dynamodb) -> DynamoDbMetadataStore:
+        return DynamoDbMetadataStore(TABLE, client=dynamodb, page_size=SMALL_PAGE)
+
+    def test_listing_really_spans_pages(self, dynamodb):
+        # Given 30 documents and a store counting its Query calls
+        calls = []
+        dynamodb.meta.events.register("before-parameter-build.dynamodb.Query",
+                                      lambda **kwargs: calls.append(dict(kwargs["params"])))
+        store = DynamoDbMetadataStore(TABLE, client=dynamodb, page_size=4)
+        for i in range(30):
+            store.put_document("acme", make_document("docs", f"d{i:02d}"), create=True)
+        # When listing all / Then several pages were read and joined in order
+        assert store.list_documents("acme", "docs", after=None, offset=0, limit=None) == \
+            [f"d{i:02d}" for i in range(30)]
+        assert len(calls) >= 8
+        # When asking for a small slice / Then no more than needed is read
+        calls.clear()
+        assert store.list_documents("acme", "docs", after=None, offset=2, limit=1) == ["d02"]
+        assert [c["Limit"] for c in calls] == [3]
+
+    def test_one_megabyte_pages_are_followed(self, dynamodb):
+        # Given documents big enough that DynamoDB splits a query into 1 MB pages, and no page size of our own
+        store = DynamoDbMetadataStore(TABLE, client=dynamodb)
+        pages = []
+        dynamodb.meta.events.register("after-call.dynamodb.Query",
+                                      lambda **kwargs: pages.append(kwargs["parsed"].get("Count")))
+        for i in range(120):
+            store.put_document("acme", make_document("docs", f"d{i:03d}", failure_reason="x" * 10_000), create=True)
+        # When listing and counting / Then every item is returned across pages
+        assert store.list_documents("acme", "docs", after="d005", offset=3, limit=None) == \
+            [f"d{i:03d}" for i in range(9, 120)]
+        assert store.count_documents("acme", "docs") == 120
+        assert len(pages) >= 4
+
+    def test_item_layout(self, dynamodb):
+        # Given a document written by the store
+        store = DynamoDbMetadataStore(TABLE, client=dynamodb)
+        store.put_document("a#b", make_document("c%d", "x#y", version=7), create=True)
+        # When reading the raw item / Then keys are escaped in pk, raw in sk, with body and a numeric version
+        item = dynamodb.get_item(TableName=TABLE, Key={"pk": {"S": "T#a%23b#C#c%25d"}, "sk": {"S": "x#y"}})["Item"]
+        assert item["version"] == {"N": "7"}
+        assert Document.model_validate_json(item["body"]["S"]).id == "x#y"
+
+    @pytest.mark.parametrize("code", ["ProvisionedThroughputExceededException", "ThrottlingException",
+                                      "ResourceNotFoundException", "InternalServerError"])
+    def test_errors_become_dependency_failed(self, monkeypatch, code):
+        # Given a client whose calls fail with an AWS error
+        fake_aws_env(monkeypatch)
+        client = moto_client("dynamodb")
+        store = DynamoDbMetadataStore(TABLE, client=client)
+        with Stubber(client) as stub:
+            stub.add_client_error("get_item", service_error_code=code)
+            stub.add_client_error("put_item", service_error_code=code)
+            # When reading or writing / Then only domain errors escape
+            with pytest.raises(DependencyFailed):
+                store.get_collection("acme", "docs")
+            with pytest.raises(DependencyFailed):
+                store.put_collection("acme", make_collection(), create=True)
+
+    def test_unprocessed_batch_items_are_retried(self, monkeypatch):
+        # Given a collection of two documents whose first batch delete is partly throttled
+        fake_aws_env(monkeypatch)
+        monkeypatch.setattr(dynamodb_table, "_pause", lambda attempt: None)
+        client = moto_client("dynamodb")
+        store = DynamoDbMetadataStore(TABLE, client=client)
+        pk = "T#acme#C#docs"
+        second = {"DeleteRequest": {"Key": {"pk": {"S": pk}, "sk": {"S": "d2"}}}}
+        with Stubber(client) as stub:
+            stub.add_response("query", {"Items": [{"sk": {"S": "d1"}}, {"sk": {"S": "d2"}}], "Count": 2})
+            stub.add_response("batch_write_item", {"UnprocessedItems": {TABLE: [second]}})
+            stub.add_response("batch_write_item", {"UnprocessedItems": {}},
+                              expected_params={"RequestItems": {TABLE: [second]}})
+            stub.add_response("delete_item", {"Attributes": {"pk": {"S": "T#acme#COLLECTIONS"}}})
+            # When deleting the collection / Then the unprocessed item is sent again and the delete succeeds
+            assert store.delete_collection("acme", "docs") is True
+            stub.assert_no_pending_responses()
+
+    def test_batch_delete_gives_up_with_dependency_failed(self, monkeypatch):
+        # Given a table that never processes the batch
+        fake_aws_env(monkeypatch)
+        monkeypatch.setattr(dynamodb_table, "_pause", lambda attempt: None)
+        client = moto_client("dynamodb")
+        store = DynamoDbMetadataStore(TABLE, client=client)
+        stuck = {TABLE: [{"DeleteRequest": {"Key": {"pk": {"S": "T#acme#C#docs"}, "sk": {"S": "d1"}}}}]}
+        with Stubber(client) as stub:
+            stub.add_response("query", {"Items": [{"sk": {"S": "d1"}}], "Count": 1})
+            for _ in range(dynamodb_table.BATCH_WRITE_ATTEMPTS):
+                stub.add_response("batch_write_item", {"UnprocessedItems": stuck})
+            # When deleting the collection / Then DependencyFailed, not an endless loop
+            with pytest.raises(DependencyFailed):
+                store.delete_collection("acme", "docs")
+
+    def test_client_is_created_lazily(self, dynamodb):
+        # Given a store without a client / When it is first used / Then the shared factory's client serves it
         dynamodb_table.dynamodb_client.cache_clear()
+        try:
+            store = DynamoDbMetadataStore(TABLE)
+            assert store._client is None
+            store.put_collection("acme", make_collection(), create=True)
+            assert store.client is dynamodb_table.dynamodb_client()
+            assert DynamoDbMetadataStore(TABLE, client=dynamodb).get_collection("acme", "docs") is not None
+        finally:
+            dynamodb_table.dynamodb_client.cache_clear()

@@ -1,17 +1,16 @@
-"""Contract of the `SearchIndex` port, run against the embedded adapter and the OpenSearch adapter: on the
-in-process OpenSearch double (faiss mapping; every request validated against the OpenSearch API spec), and on a
-real OpenSearch node with the k-NN plugin (lucene engine) when one is up - `make opensearch` starts one, and
-without it those cases are skipped with the reason (see tests/support/opensearch_node.py)."""
+"""The SearchIndex contract (tests/contract/mixins/search_index.py) run against the embedded adapter and the
+OpenSearch adapter: on the in-process OpenSearch double (faiss mapping; every request validated against the
+OpenSearch API spec), and on a real OpenSearch node with the k-NN plugin (lucene engine) when one is up -
+`make opensearch` starts one, and without it those cases are skipped with the reason (see
+tests/support/opensearch_node.py)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
 
-import numpy as np
 import pytest
 import requests
+
 from kindex.adapters.aws.opensearch_index import (
     OpenSearchIndex,
     index_alias,
@@ -19,407 +18,104 @@ from kindex.adapters.aws.opensearch_index import (
 )
 from kindex.adapters.local.search.index import LocalSearchIndex
 from kindex.compose import container
-from kindex.domain.errors import InvalidInput
-from kindex.domain.types import IndexRecord, SearchFilters
-
+from tests.contract.mixins.search_index import DIMS, MODEL, SearchIndexContract, corpus, ids, record, unit
 from tests.support.aws import fake_aws_env
 from tests.support.opensearch_double import OpenSearchDouble
 from tests.support.opensearch_node import ENGINE as NODE_ENGINE
 
 pytestmark = pytest.mark.contract
 
-MODEL = "local:all-MiniLM-L6-v2"
-OTHER_MODEL = "openai:text-embedding-3-small"
-DIMS = 16
 
-
-@pytest.fixture(params=["local", "opensearch-double", "opensearch-node"])
-def index(request, tmp_path) -> Iterator[object]:
-    if request.param == "local":
+class TestLocalSearchIndex(SearchIndexContract):
+    @pytest.fixture
+    def index(self, tmp_path) -> Iterator[LocalSearchIndex]:
         adapter = LocalSearchIndex(tmp_path / "search")
         yield adapter
         adapter.close()
-        return
-    if request.param == "opensearch-node":
-        node = request.getfixturevalue("opensearch_node")
-        prefix = node.new_prefix()
-        yield OpenSearchIndex(opensearch_client(node.url, sigv4=False), index_prefix=prefix, engine=NODE_ENGINE,
-                              number_of_replicas=0)
-        node.delete_indices(prefix)
-        return
-    double = OpenSearchDouble()
-    yield OpenSearchIndex(double.client(), number_of_replicas=0)
-    # A request the spec rejects must fail the test even if the adapter had swallowed the error.
-    assert double.spec_violations == []
+
+    def test_persists_across_reopen(self, tmp_path):
+        # Given a local index with data, closed
+        first = LocalSearchIndex(tmp_path / "search")
+        first.upsert(MODEL, corpus(5) + [record("kw", unit(40), text="persistent lighthouse")])
+        first.delete(MODEL, "acme", "handbook", chunk_ids=["chunk-02"])
+        first.close()
+        # When it is reopened from the same folder
+        second = LocalSearchIndex(tmp_path / "search")
+        # Then vectors, keywords and deletions are all still there
+        assert second.chunk_ids(MODEL, "acme", "handbook") == {"chunk-00", "chunk-01", "chunk-03", "chunk-04", "kw"}
+        assert second.knn_search(MODEL, "acme", ["handbook"], unit(3).tolist(), 1)[0].chunk_id == "chunk-03"
+        assert ids(second.keyword_search(MODEL, "acme", ["handbook"], "lighthouse", 5)) == ["kw"]
+        second.close()
 
 
-def unit(seed: int, dims: int = DIMS) -> np.ndarray:
-    vector = np.random.RandomState(seed).normal(size=dims)
-    return vector / np.linalg.norm(vector)
+class TestOpenSearchIndexOnTheDouble(SearchIndexContract):
+    @pytest.fixture
+    def index(self) -> Iterator[OpenSearchIndex]:
+        double = OpenSearchDouble()
+        yield OpenSearchIndex(double.client(), number_of_replicas=0)
+        # A request the spec rejects must fail the test even if the adapter had swallowed the error.
+        assert double.spec_violations == []
 
 
-def near(vector: np.ndarray, seed: int, noise: float) -> np.ndarray:
-    moved = vector + noise * np.random.RandomState(seed).normal(size=len(vector))
-    return moved / np.linalg.norm(moved)
+class TestOpenSearchIndexOnANode(SearchIndexContract):
+    """The real node (the `opensearch_node` fixture skips every test here, with the reason, when none is up)."""
 
-
-def record(chunk_id: str, vector: np.ndarray, *, tenant: str = "acme", collection: str = "handbook",
-           document_id: str = "doc-1", text: str = "plain filler words", language: str | None = "en",
-           mimetype: str | None = "text/plain") -> IndexRecord:
-    return IndexRecord(tenant=tenant, collection=collection, document_id=document_id, chunk_id=chunk_id,
-                       vector=tuple(float(x) for x in vector), text=text, language=language, mimetype=mimetype)
-
-
-def corpus(count: int = 12, **fields) -> list[IndexRecord]:
-    return [record(f"chunk-{i:02d}", unit(i), document_id=f"doc-{i % 3}", **fields) for i in range(count)]
-
-
-def ids(hits) -> list[str]:
-    return [hit.chunk_id for hit in hits]
-
-
-def test_knn_finds_the_nearest_chunks_best_first_with_cosine_scores(index):
-    # Given a dozen chunks with random vectors
-    records = corpus()
-    index.upsert(MODEL, records)
-    query = near(unit(5), seed=99, noise=0.05)
-    # When searching near chunk 5
-    hits = index.knn_search(MODEL, "acme", ["handbook"], query.tolist(), 3)
-    # Then chunk 5 comes first, scores are the cosine similarities, best first
-    vectors = np.array([r.vector for r in records])
-    expected = np.argsort(-(vectors @ query))[:3]
-    assert ids(hits) == [f"chunk-{i:02d}" for i in expected]
-    assert hits[0].chunk_id == "chunk-05"
-    assert [round(h.score, 4) for h in hits] == [round(float(vectors[i] @ query), 4) for i in expected]
-    assert hits[0].document_id == "doc-2" and hits[0].collection == "handbook"
-
-
-def test_k_larger_than_the_collection_returns_everything_once(index):
-    # Given 4 chunks
-    index.upsert(MODEL, corpus(4))
-    # When asking for 10
-    hits = index.knn_search(MODEL, "acme", ["handbook"], unit(1).tolist(), 10)
-    # Then each chunk comes back exactly once
-    assert sorted(ids(hits)) == ["chunk-00", "chunk-01", "chunk-02", "chunk-03"]
-
-
-def test_upserting_the_same_chunk_id_again_replaces_it(index):
-    # Given a chunk indexed with an old vector and old text
-    index.upsert(MODEL, corpus(6))
-    # When the same chunk id is written again with a new vector and text (twice in one batch, last wins)
-    fresh = record("chunk-01", unit(500), document_id="doc-1", text="zebra migration")
-    index.upsert(MODEL, [replace(fresh, text="stale words"), fresh])
-    # Then there is one chunk-01, found by its new vector and new text only
-    hits = index.knn_search(MODEL, "acme", ["handbook"], unit(500).tolist(), 10)
-    assert ids(hits).count("chunk-01") == 1 and hits[0].chunk_id == "chunk-01"
-    assert hits[0].score == pytest.approx(1.0, abs=1e-4)
-    assert ids(index.keyword_search(MODEL, "acme", ["handbook"], "zebra", 10)) == ["chunk-01"]
-    assert index.keyword_search(MODEL, "acme", ["handbook"], "stale", 10) == []
-    assert len(index.chunk_ids(MODEL, "acme", "handbook")) == 6
-
-
-def test_delete_by_chunk_ids_removes_only_those(index):
-    # Given six chunks
-    index.upsert(MODEL, corpus(6))
-    # When two are deleted (plus one that never existed)
-    index.delete(MODEL, "acme", "handbook", chunk_ids=["chunk-01", "chunk-04", "missing"])
-    # Then they are gone from the ids, the k-NN and the keyword search
-    assert index.chunk_ids(MODEL, "acme", "handbook") == {"chunk-00", "chunk-02", "chunk-03", "chunk-05"}
-    assert "chunk-01" not in ids(index.knn_search(MODEL, "acme", ["handbook"], unit(1).tolist(), 6))
-    assert index.keyword_search(MODEL, "acme", ["handbook"], "filler", 10) != []
-    assert not {"chunk-01", "chunk-04"} & set(ids(index.keyword_search(MODEL, "acme", ["handbook"], "filler", 10)))
-
-
-def test_delete_by_documents_removes_all_their_chunks(index):
-    # Given chunks of doc-0, doc-1 and doc-2
-    index.upsert(MODEL, corpus(9))
-    # When doc-0 and doc-2 are deleted
-    index.delete(MODEL, "acme", "handbook", document_ids=["doc-0", "doc-2"])
-    # Then only doc-1's chunks remain
-    assert index.chunk_ids(MODEL, "acme", "handbook") == {"chunk-01", "chunk-04", "chunk-07"}
-    hits = index.knn_search(MODEL, "acme", ["handbook"], unit(0).tolist(), 9)
-    assert {hit.document_id for hit in hits} == {"doc-1"}
-
-
-def test_delete_whole_collection_leaves_other_collections(index):
-    # Given two collections
-    index.upsert(MODEL, corpus(4) + corpus(4, collection="wiki"))
-    # When the handbook is deleted
-    index.delete(MODEL, "acme", "handbook")
-    # Then it is empty and the wiki is intact
-    assert index.chunk_ids(MODEL, "acme", "handbook") == set()
-    assert index.knn_search(MODEL, "acme", ["handbook"], unit(0).tolist(), 4) == []
-    assert len(index.chunk_ids(MODEL, "acme", "wiki")) == 4
-
-
-def test_empty_id_lists_delete_nothing_and_missing_things_are_not_errors(index):
-    # Given a collection
-    index.upsert(MODEL, corpus(3))
-    # When deleting with empty lists, and deleting from things that never existed
-    index.delete(MODEL, "acme", "handbook", chunk_ids=[])
-    index.delete(MODEL, "acme", "handbook", document_ids=[])
-    index.delete(MODEL, "acme", "nowhere")
-    index.delete("hash:never-used", "acme", "handbook")
-    # Then nothing was removed (an empty list never means "everything")
-    assert len(index.chunk_ids(MODEL, "acme", "handbook")) == 3
-
-
-def test_tenants_never_see_each_other(index):
-    # Given two tenants with the same collection and chunk ids but different vectors and texts
-    index.upsert(MODEL, [record(f"chunk-{i}", unit(i), tenant="acme", text="acme secret") for i in range(3)])
-    index.upsert(MODEL, [record(f"chunk-{i}", unit(100 + i), tenant="globex", text="globex secret")
-                         for i in range(3)])
-    # When each searches
-    acme_knn = index.knn_search(MODEL, "acme", ["handbook"], unit(100).tolist(), 10)
-    globex_words = index.keyword_search(MODEL, "globex", ["handbook"], "acme secret", 10)
-    # Then each sees exactly its own three chunks, with its own vectors
-    assert len(acme_knn) == 3 and all(hit.score < 0.99 for hit in acme_knn)
-    assert len(globex_words) == 3
-    assert index.keyword_search(MODEL, "globex", ["handbook"], "acme", 10) == []
-    # And deleting one tenant's collection leaves the other's
-    index.delete(MODEL, "acme", "handbook")
-    assert index.chunk_ids(MODEL, "acme", "handbook") == set()
-    assert index.chunk_ids(MODEL, "globex", "handbook") == {"chunk-0", "chunk-1", "chunk-2"}
-    assert index.knn_search(MODEL, "globex", ["handbook"], unit(100).tolist(), 1)[0].score == pytest.approx(1, abs=1e-4)
-    assert index.knn_search(MODEL, "nobody", ["handbook"], unit(100).tolist(), 10) == []
-
-
-@pytest.mark.parametrize("tenant", [",", "a,b", "a,", " spaced tenant ", "ünï,cøde"])
-def test_any_valid_tenant_id_finds_and_deletes_its_own_chunks(index, tenant):
-    # Given chunks of a tenant whose id holds commas or spaces (valid ids), beside those of tenant "a"
-    index.upsert(MODEL, corpus(3, tenant=tenant, text="odd tenant words"))
-    index.upsert(MODEL, corpus(2, tenant="a", text="plain tenant words"))
-    # When it searches and lists / Then it finds its own chunks, and only those
-    assert len(index.knn_search(MODEL, tenant, ["handbook"], unit(1).tolist(), 10)) == 3
-    assert ids(index.keyword_search(MODEL, tenant, ["handbook"], "odd", 10)) != []
-    assert len(index.keyword_search(MODEL, tenant, ["handbook"], "tenant", 10)) == 3
-    assert len(index.chunk_ids(MODEL, tenant, "handbook")) == 3
-    # And deleting its collection removes all of them and nothing of "a"
-    index.delete(MODEL, tenant, "handbook")
-    assert index.chunk_ids(MODEL, tenant, "handbook") == set()
-    assert index.knn_search(MODEL, tenant, ["handbook"], unit(1).tolist(), 10) == []
-    assert len(index.chunk_ids(MODEL, "a", "handbook")) == 2
-
-
-def test_search_spans_exactly_the_named_collections(index):
-    # Given three collections
-    index.upsert(MODEL, [record("a", unit(1), collection="alpha", text="shared word"),
-                         record("b", unit(2), collection="beta", text="shared word"),
-                         record("c", unit(3), collection="gamma", text="shared word")])
-    # When searching alpha and gamma
-    knn = index.knn_search(MODEL, "acme", ["alpha", "gamma"], unit(2).tolist(), 10)
-    words = index.keyword_search(MODEL, "acme", ["alpha", "gamma"], "shared", 10)
-    # Then hits come from both, and never from beta; each hit names its collection
-    assert {(h.chunk_id, h.collection) for h in knn} == {("a", "alpha"), ("c", "gamma")}
-    assert {(h.chunk_id, h.collection) for h in words} == {("a", "alpha"), ("c", "gamma")}
-    assert index.knn_search(MODEL, "acme", [], unit(2).tolist(), 10) == []
-
-
-@pytest.mark.parametrize("filters, expected", [
-    (SearchFilters(document_ids=("doc-far",)), {"far-1", "far-2"}),
-    (SearchFilters(language="de"), {"far-1"}),
-    (SearchFilters(mimetype="application/pdf"), {"far-2"}),
-    (SearchFilters(document_ids=("doc-far",), language="fr"), set()),
-])
-def test_filters_apply_before_taking_the_top_k(index, filters, expected):
-    # Given five chunks right next to the query and two far away that match the filter
-    query = unit(7)
-    close = [record(f"close-{i}", near(query, i, 0.01), document_id="doc-close") for i in range(5)]
-    far = [record("far-1", unit(70), document_id="doc-far", language="de", text="alpine lake"),
-           record("far-2", unit(71), document_id="doc-far", mimetype="application/pdf", text="alpine lake")]
-    index.upsert(MODEL, close + far)
-    # When searching for 2 with the filter
-    knn = index.knn_search(MODEL, "acme", ["handbook"], query.tolist(), 2, filters)
-    words = index.keyword_search(MODEL, "acme", ["handbook"], "alpine filler", 2, filters)
-    # Then the matching chunks come back although closer ones exist (filter first, then top k)
-    assert set(ids(knn)) == expected
-    assert set(ids(words)) == expected
-
-
-def test_keyword_search_ranks_the_chunk_with_the_query_terms_first(index):
-    # Given chunks of which one mentions both query terms and one only one of them
-    index.upsert(MODEL, [
-        record("c-1", unit(1), text="The quarterly budget review is due on Friday."),
-        record("c-2", unit(2), text="Holiday calendar and office opening hours."),
-        record("c-3", unit(3), text="Budget templates live in the finance folder."),
-        record("c-4", unit(4), text="Parking permits are renewed every spring."),
-    ])
-    # When searching for both terms
-    hits = index.keyword_search(MODEL, "acme", ["handbook"], "quarterly budget", 10)
-    # Then the chunk with both comes first, the one with one term next, scores descending
-    assert ids(hits) == ["c-1", "c-3"]
-    assert hits[0].score > hits[1].score > 0
-
-
-@pytest.mark.parametrize("query", [
-    'budget"', '"budget', "budget AND", "NOT budget", "budget OR", "NEAR(budget review)", "budget*", "^budget",
-    "text:budget", "-budget", "(budget", "budget)", "{budget}", "budget's", "'budget'", "budget; DROP TABLE chunk",
-])
-def test_keyword_search_treats_operators_quotes_and_punctuation_as_text(index, query):
-    # Given a chunk about the budget
-    index.upsert(MODEL, [record("c-1", unit(1), text="The budget review"), record("c-2", unit(2))])
-    # When the query carries FTS or query-string syntax
-    hits = index.keyword_search(MODEL, "acme", ["handbook"], query, 10)
-    # Then it is just text: the budget chunk is found and nothing fails
-    assert ids(hits)[:1] == ["c-1"]
-
-
-@pytest.mark.parametrize("query", ["", "   ", "?!", '"" ()', "*", "---"])
-def test_keyword_query_without_words_returns_nothing(index, query):
-    # Given indexed chunks
-    index.upsert(MODEL, corpus(3))
-    # When the query has no word at all
-    # Then nothing is returned (and nothing fails)
-    assert index.keyword_search(MODEL, "acme", ["handbook"], query, 10) == []
-
-
-def test_searches_never_return_text(index):
-    # Given chunks with distinctive text
-    secret = "confidential merger codename bluebird"
-    index.upsert(MODEL, [record("c-1", unit(1), text=secret), record("c-2", unit(2), text=secret)])
-    # When searching both ways
-    hits = (index.knn_search(MODEL, "acme", ["handbook"], unit(1).tolist(), 5)
-            + index.keyword_search(MODEL, "acme", ["handbook"], "bluebird", 5))
-    # Then hits carry ids and scores only: no text anywhere
-    assert len(hits) == 4
-    for hit in hits:
-        assert set(hit.__slots__) == {"chunk_id", "document_id", "collection", "score"}
-        assert "bluebird" not in repr(hit)
-
-
-def test_models_with_different_dimensions_are_separate(index):
-    # Given the same chunk ids under two models of different dimensions
-    index.upsert(MODEL, [record(f"c-{i}", unit(i, 16), text="first model") for i in range(3)])
-    index.upsert(OTHER_MODEL, [record(f"c-{i}", unit(i, 24), text="second model") for i in range(2)])
-    # When searching and listing per model
-    # Then each model sees only its own records
-    assert len(index.knn_search(MODEL, "acme", ["handbook"], unit(0, 16).tolist(), 10)) == 3
-    assert len(index.knn_search(OTHER_MODEL, "acme", ["handbook"], unit(0, 24).tolist(), 10)) == 2
-    assert index.keyword_search(OTHER_MODEL, "acme", ["handbook"], "first", 10) == []
-    assert index.chunk_ids(OTHER_MODEL, "acme", "handbook") == {"c-0", "c-1"}
-    # And deleting under one model leaves the other
-    index.delete(MODEL, "acme", "handbook")
-    assert index.chunk_ids(OTHER_MODEL, "acme", "handbook") == {"c-0", "c-1"}
-    assert index.chunk_ids(MODEL, "acme", "handbook") == set()
-
-
-def test_chunk_ids_lists_every_chunk_of_the_collection(index):
-    # Given 2,500 chunks in one collection (more than one page) and one in another
-    records = [record(f"chunk-{i:05d}", unit(i % 50), document_id=f"doc-{i // 10}") for i in range(2500)]
-    index.upsert(MODEL, records + [record("elsewhere", unit(1), collection="wiki")])
-    # When listing
-    found = index.chunk_ids(MODEL, "acme", "handbook")
-    # Then every id of that collection is there, once
-    assert found == {r.chunk_id for r in records}
-    assert index.chunk_ids(MODEL, "acme", "missing") == set()
-
-
-def test_unknown_model_or_collection_searches_return_nothing(index):
-    # Given nothing indexed for this model
-    # When searching
-    # Then the answer is empty, not an error
-    assert index.knn_search("hash:384", "acme", ["handbook"], unit(1).tolist(), 5) == []
-    assert index.keyword_search("hash:384", "acme", ["handbook"], "anything", 5) == []
-    assert index.chunk_ids("hash:384", "acme", "handbook") == set()
-
-
-def test_mixed_dimensions_in_one_upsert_are_rejected(index):
-    # Given a batch mixing 16- and 8-dimensional vectors
-    batch = [record("a", unit(1, 16)), record("b", unit(2, 8))]
-    # When upserting / Then it is invalid input and nothing is written
-    with pytest.raises(InvalidInput):
-        index.upsert(MODEL, batch)
-    assert index.chunk_ids(MODEL, "acme", "handbook") == set()
-
-
-def test_a_query_vector_of_the_wrong_dimension_is_invalid_input(index):
-    # Given a model indexed with 16-dimensional vectors
-    index.upsert(MODEL, corpus(3))
-    # When querying it with 8 dimensions / Then the caller is told, rather than getting an empty answer
-    with pytest.raises(InvalidInput):
-        index.knn_search(MODEL, "acme", ["handbook"], unit(1, 8).tolist(), 3)
-
-
-def test_concurrent_writers_and_readers_do_not_lose_writes(index):
-    # Given four threads each writing five batches to their own collection while searching
-    def work(worker: int) -> None:
-        for batch in range(5):
-            index.upsert(MODEL, [record(f"w{worker}-b{batch}-{i}", unit(worker * 100 + batch * 10 + i),
-                                        collection=f"col-{worker}") for i in range(10)])
-            index.knn_search(MODEL, "acme", [f"col-{worker}"], unit(worker).tolist(), 3)
-
-    with ThreadPoolExecutor(max_workers=4) as pool:
-        list(pool.map(work, range(4)))
-    # Then every write of every thread is there
-    for worker in range(4):
-        assert len(index.chunk_ids(MODEL, "acme", f"col-{worker}")) == 50
-
-
-def test_local_index_persists_across_reopen(tmp_path):
-    # Given a local index with data, closed
-    first = LocalSearchIndex(tmp_path / "search")
-    first.upsert(MODEL, corpus(5) + [record("kw", unit(40), text="persistent lighthouse")])
-    first.delete(MODEL, "acme", "handbook", chunk_ids=["chunk-02"])
-    first.close()
-    # When it is reopened from the same folder
-    second = LocalSearchIndex(tmp_path / "search")
-    # Then vectors, keywords and deletions are all still there
-    assert second.chunk_ids(MODEL, "acme", "handbook") == {"chunk-00", "chunk-01", "chunk-03", "chunk-04", "kw"}
-    assert second.knn_search(MODEL, "acme", ["handbook"], unit(3).tolist(), 1)[0].chunk_id == "chunk-03"
-    assert ids(second.keyword_search(MODEL, "acme", ["handbook"], "lighthouse", 5)) == ["kw"]
-    second.close()
-
-
-def test_on_a_multi_shard_node_index_deletes_leave_nothing_behind(opensearch_node):
-    # Given the adapter on a real node with a 3-shard index, and tenants whose ids would split a routing list
-    client = opensearch_client(opensearch_node.url, sigv4=False)
-    prefix = opensearch_node.new_prefix()
-    index = OpenSearchIndex(client, index_prefix=prefix, engine=NODE_ENGINE, number_of_shards=3,
-                            number_of_replicas=0)
-    tenants = ["acme", "a,b", ",", "globex"]
-    alias = index_alias(prefix, MODEL, DIMS)
-    try:
-        for tenant in tenants:
-            index.upsert(MODEL, corpus(20, tenant=tenant, text="confidential bluebird"))
-        # (and the cluster indexed the text without storing it: a full _source has none)
-        stored = client.search(index=alias, body={"query": {"match": {"text": "bluebird"}}, "_source": True})
-        assert stored["hits"]["total"]["value"] == 80
-        assert all("text" not in hit["_source"] for hit in stored["hits"]["hits"])
-        # When each tenant searches, and then deletes its collection
-        for tenant in tenants:
-            assert len(index.knn_search(MODEL, tenant, ["handbook"], unit(3).tolist(), 50)) == 20, tenant
-            index.delete(MODEL, tenant, "handbook", document_ids=["doc-0"])
-            assert len(index.chunk_ids(MODEL, tenant, "handbook")) == 13, tenant
-            index.delete(MODEL, tenant, "handbook")
-        # Then, asked directly and without routing, the cluster holds none of their chunks
-        client.indices.refresh(index=alias)
-        assert client.count(index=alias)["count"] == 0
-    finally:
+    @pytest.fixture
+    def index(self, opensearch_node) -> Iterator[OpenSearchIndex]:
+        prefix = opensearch_node.new_prefix()
+        yield OpenSearchIndex(opensearch_client(opensearch_node.url, sigv4=False), index_prefix=prefix,
+                              engine=NODE_ENGINE, number_of_replicas=0)
         opensearch_node.delete_indices(prefix)
 
+    def test_on_a_multi_shard_index_deletes_leave_nothing_behind(self, opensearch_node):
+        # Given the adapter on a real node with a 3-shard index, and tenants whose ids would split a routing list
+        client = opensearch_client(opensearch_node.url, sigv4=False)
+        prefix = opensearch_node.new_prefix()
+        index = OpenSearchIndex(client, index_prefix=prefix, engine=NODE_ENGINE, number_of_shards=3,
+                                number_of_replicas=0)
+        tenants = ["acme", "a,b", ",", "globex"]
+        alias = index_alias(prefix, MODEL, DIMS)
+        try:
+            for tenant in tenants:
+                index.upsert(MODEL, corpus(20, tenant=tenant, text="confidential bluebird"))
+            # (and the cluster indexed the text without storing it: a full _source has none)
+            stored = client.search(index=alias, body={"query": {"match": {"text": "bluebird"}}, "_source": True})
+            assert stored["hits"]["total"]["value"] == 80
+            assert all("text" not in hit["_source"] for hit in stored["hits"]["hits"])
+            # When each tenant searches, and then deletes its collection
+            for tenant in tenants:
+                assert len(index.knn_search(MODEL, tenant, ["handbook"], unit(3).tolist(), 50)) == 20, tenant
+                index.delete(MODEL, tenant, "handbook", document_ids=["doc-0"])
+                assert len(index.chunk_ids(MODEL, tenant, "handbook")) == 13, tenant
+                index.delete(MODEL, tenant, "handbook")
+            # Then, asked directly and without routing, the cluster holds none of their chunks
+            client.indices.refresh(index=alias)
+            assert client.count(index=alias)["count"] == 0
+        finally:
+            opensearch_node.delete_indices(prefix)
 
-def test_the_engine_setting_reaches_the_node_through_the_aws_wiring(opensearch_node, monkeypatch):
-    # Given the AWS settings naming the node as the search endpoint and the lucene engine, and a model no other run
-    # uses (the wiring's index prefix is the production one)
-    fake_aws_env(monkeypatch)
-    for name, value in {"KINDEX_BACKEND": "aws", "KINDEX_TABLE_NAME": "table", "KINDEX_BUCKET_NAME": "bucket",
-                        "KINDEX_OPENSEARCH_ENDPOINT": opensearch_node.url,
-                        "KINDEX_OPENSEARCH_ENGINE": "lucene"}.items():
-        monkeypatch.setenv(name, value)
-    model = f"hash:{opensearch_node.new_prefix()}"
-    alias = index_alias("kindex", model, DIMS)
-    container.cache_clear()
-    opensearch_client.cache_clear()
-    try:
-        # When the wired search index writes a chunk (SigV4-signed: the node has no security plugin to check it);
-        # checked first, as a faiss index would stop this node (it has no faiss library)
-        assert container().search_index.engine == "lucene"
-        container().search_index.upsert(model, [record("c-1", unit(1))])
-        # Then the node's index maps the vector with the lucene engine, and the chunk is there
-        (index,) = requests.get(f"{opensearch_node.url}/{alias}/_mapping", timeout=10).json().values()
-        assert index["mappings"]["properties"]["vector"]["method"]["engine"] == "lucene"
-        assert container().search_index.chunk_ids(model, "acme", "handbook") == {"c-1"}
-    finally:
+    def test_the_engine_setting_reaches_the_node_through_the_aws_wiring(self, opensearch_node, monkeypatch):
+        # Given the AWS settings naming the node as the search endpoint and the lucene engine, and a model no other
+        # run uses (the wiring's index prefix is the production one)
+        fake_aws_env(monkeypatch)
+        for name, value in {"KINDEX_BACKEND": "aws", "KINDEX_TABLE_NAME": "table", "KINDEX_BUCKET_NAME": "bucket",
+                            "KINDEX_OPENSEARCH_ENDPOINT": opensearch_node.url,
+                            "KINDEX_OPENSEARCH_ENGINE": "lucene"}.items():
+            monkeypatch.setenv(name, value)
+        model = f"hash:{opensearch_node.new_prefix()}"
+        alias = index_alias("kindex", model, DIMS)
         container.cache_clear()
         opensearch_client.cache_clear()
-        requests.delete(f"{opensearch_node.url}/{alias}-v1", timeout=30)
+        try:
+            # When the wired search index writes a chunk (SigV4-signed: the node has no security plugin to check
+            # it); checked first, as a faiss index would stop this node (it has no faiss library)
+            assert container().search_index.engine == "lucene"
+            container().search_index.upsert(model, [record("c-1", unit(1))])
+            # Then the node's index maps the vector with the lucene engine, and the chunk is there
+            (index,) = requests.get(f"{opensearch_node.url}/{alias}/_mapping", timeout=10).json().values()
+            assert index["mappings"]["properties"]["vector"]["method"]["engine"] == "lucene"
+            assert container().search_index.chunk_ids(model, "acme", "handbook") == {"c-1"}
+        finally:
+            container.cache_clear()
+            opensearch_client.cache_clear()
+            requests.delete(f"{opensearch_node.url}/{alias}-v1", timeout=30)

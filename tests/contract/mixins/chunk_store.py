@@ -1,0 +1,165 @@
+"""Contract of the ChunkStore port: what every adapter (SQLite, DynamoDB...) must do."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pytest
+
+from kindex.domain.types import ChunkRef, StoredChunk
+
+if TYPE_CHECKING:
+    from kindex.domain.ports import ChunkStore
+
+# Ids that stress key building: separators, escapes, spaces, unicode, and the longest ids the API accepts.
+AWKWARD = ["a#b", "a%23b", "T#x#C#y", "é 日本", "D", "\U0001F600" * 255]
+
+
+def chunk(document_id: str, index: int, *, collection: str = "c", text: str | None = None, **changes) -> StoredChunk:
+    text = f"chunk {index} of {document_id}" if text is None else text
+    fields = dict(chunk_id=f"{document_id}-{index}", collection=collection, document_id=document_id, index=index,
+                  start=index * 100, end=index * 100 + len(text), text=text)
+    return StoredChunk(**{**fields, **changes})
+
+
+def ref(c: StoredChunk) -> ChunkRef:
+    return ChunkRef(c.collection, c.document_id, c.chunk_id)
+
+
+class ChunkStoreContract:
+    """Subclass in a `Test*` class that provides `store`: a fresh, empty ChunkStore."""
+
+    @pytest.fixture
+    def store(self) -> ChunkStore:
+        raise NotImplementedError(f"{type(self).__name__} must provide the `store` fixture")
+
+    def test_chunks_round_trip_every_field(self, store):
+        # Given chunks with and without pages, unicode, an empty text and a text of tens of KB
+        chunks = [chunk("d1", 0, page_start=1, page_end=2, text="Ünïcode ✓ 日本語\nline two"),
+                  chunk("d1", 1, page_start=2, page_end=2, text=""),
+                  chunk("d1", 2, text="x" * 40_000)]
+        # When stored and read back by ref and by listing
+        store.put_chunks("t", chunks)
+        # Then every field is identical, and None pages stay None
+        assert store.get_chunks("t", [ref(c) for c in chunks]) == {c.chunk_id: c for c in chunks}
+        assert store.list_chunks("t", "c", "d1") == chunks
+        assert store.list_chunks("t", "c", "d1")[2].page_start is None
+
+    def test_list_chunks_is_in_index_order_whatever_the_ids(self, store):
+        # Given chunks written out of order, whose ids sort differently from their indexes
+        chunks = [chunk("d1", i, chunk_id=f"id-{(7 * i) % 12:02d}") for i in range(12)]
+        store.put_chunks("t", list(reversed(chunks)))
+        # When listing / Then index order
+        assert [c.index for c in store.list_chunks("t", "c", "d1")] == list(range(12))
+
+    def test_iter_chunks_walks_index_then_id_order_from_any_position(self, store):
+        # Given 250 chunks (more than one read batch) written out of order, two of them sharing an index (a document
+        # being re-chunked holds old and new chunks for a moment), and a neighbouring document
+        chunks = [chunk("d1", i, chunk_id=f"id-{(7 * i) % 250:03d}") for i in range(250)]
+        twin = chunk("d1", 5, chunk_id="id-000-twin")
+        store.put_chunks("t", list(reversed(chunks)) + [twin, chunk("d2", 0)])
+        expected = sorted(chunks + [twin], key=lambda c: (c.index, c.chunk_id))
+        # When iterating from the start, from a position, from a position that no longer exists, and with an offset
+        everything = list(store.iter_chunks("t", "c", "d1"))
+        after_twin = list(store.iter_chunks("t", "c", "d1", after=(5, "id-000-twin")))
+        after_gone = list(store.iter_chunks("t", "c", "d1", after=(5, "id-000-twin-deleted")))
+        skipped = list(store.iter_chunks("t", "c", "d1", after=(5, chunks[5].chunk_id), offset=3))
+        # Then each is the same order, resumed exactly where asked, never a chunk twice or of another document
+        assert everything == expected
+        position = expected.index(twin)
+        assert after_twin == after_gone == expected[position + 1:]
+        assert skipped == expected[expected.index(chunks[5]) + 1 + 3:]
+        assert list(store.iter_chunks("t", "c", "d1", offset=251)) == []
+        assert list(store.iter_chunks("t", "c", "nope")) == [] and list(store.iter_chunks("u", "c", "d1")) == []
+
+    def test_put_is_idempotent_and_replaces_by_chunk_id(self, store):
+        # Given a stored chunk
+        store.put_chunks("t", [chunk("d1", 0, text="old")])
+        # When the same chunk id is written twice more, once with new text
+        store.put_chunks("t", [chunk("d1", 0, text="old")])
+        store.put_chunks("t", [chunk("d1", 0, text="new")])
+        # Then there is one chunk, with the latest text
+        assert [c.text for c in store.list_chunks("t", "c", "d1")] == ["new"]
+
+    def test_get_chunks_returns_only_existing_chunks_across_documents(self, store):
+        # Given chunks of two documents in two collections
+        a, b = chunk("d1", 0), chunk("d2", 0, collection="c2")
+        store.put_chunks("t", [a, b])
+        # When asking for them, a missing chunk, a ref with the wrong document, and a duplicate ref
+        refs = [ref(a), ref(b), ChunkRef("c", "d1", "nope"), ChunkRef("c", "d2", a.chunk_id), ref(a)]
+        # Then exactly the two existing chunks come back
+        assert store.get_chunks("t", refs) == {a.chunk_id: a, b.chunk_id: b}
+        assert store.get_chunks("t", []) == {}
+
+    def test_tenants_are_isolated(self, store):
+        # Given the same chunk under two tenants with different texts
+        store.put_chunks("t1", [chunk("d1", 0, text="one")])
+        store.put_chunks("t2", [chunk("d1", 0, text="two")])
+        # When tenant t1 reads / Then it sees only its own chunk, and deleting t2's collection leaves it
+        store.delete_chunks("t2", "c")
+        assert store.get_chunks("t1", [ref(chunk("d1", 0))])["d1-0"].text == "one"
+        assert store.get_chunks("t2", [ref(chunk("d1", 0))]) == {}
+
+    def test_many_chunks_round_trip(self, store):
+        # Given more chunks than one BatchWriteItem (25) and one BatchGetItem (100) take
+        chunks = [chunk("d1", i) for i in range(230)]
+        store.put_chunks("t", chunks)
+        # When reading them all back by ref / Then all of them come back
+        assert store.get_chunks("t", [ref(c) for c in chunks]) == {c.chunk_id: c for c in chunks}
+        assert len(store.list_chunks("t", "c", "d1")) == 230
+
+    def test_delete_given_chunk_ids(self, store):
+        chunks = [chunk("d1", i) for i in range(5)]
+        store.put_chunks("t", chunks)
+        # When deleting two chunks and one that does not exist
+        store.delete_chunks("t", "c", document_id="d1", chunk_ids=["d1-1", "d1-3", "missing"])
+        # Then only the other three remain
+        assert [c.index for c in store.list_chunks("t", "c", "d1")] == [0, 2, 4]
+
+    def test_delete_a_document_spares_its_neighbours(self, store):
+        # Given documents whose ids extend each other
+        store.put_chunks("t", [chunk("d1", 0), chunk("d1", 1), chunk("d10", 0), chunk("d1", 0, collection="c2")])
+        # When deleting d1 of collection c
+        store.delete_chunks("t", "c", document_id="d1")
+        # Then d1 is gone there and the others remain
+        assert store.list_chunks("t", "c", "d1") == []
+        assert len(store.list_chunks("t", "c", "d10")) == 1
+        assert len(store.list_chunks("t", "c2", "d1")) == 1
+
+    def test_delete_a_collection_removes_every_document_and_only_those(self, store):
+        # Given many documents in a collection, and neighbours sharing its id as a prefix or living in another tenant
+        for i in range(30):
+            store.put_chunks("t", [chunk(f"d{i}", 0), chunk(f"d{i}", 1)])
+        store.put_chunks("t", [chunk("d0", 0, collection="c#2"), chunk("d0", 0, collection="cc")])
+        store.put_chunks("u", [chunk("d0", 0)])
+        # When deleting the collection's chunks, twice (the second finds nothing)
+        store.delete_chunks("t", "c")
+        store.delete_chunks("t", "c")
+        # Then none is left, and the neighbours are intact
+        assert all(store.list_chunks("t", "c", f"d{i}") == [] for i in range(30))
+        assert len(store.list_chunks("t", "c#2", "d0")) == 1
+        assert len(store.list_chunks("t", "cc", "d0")) == 1
+        assert len(store.list_chunks("u", "c", "d0")) == 1
+
+    def test_deleting_a_document_then_rewriting_it_is_still_found_by_collection_delete(self, store):
+        # Given a document whose chunks were deleted and then written again
+        store.put_chunks("t", [chunk("d1", 0)])
+        store.delete_chunks("t", "c", document_id="d1")
+        store.put_chunks("t", [chunk("d1", 1)])
+        # When the collection is deleted / Then the rewritten chunk goes too
+        store.delete_chunks("t", "c")
+        assert store.list_chunks("t", "c", "d1") == []
+
+    @pytest.mark.parametrize("awkward", AWKWARD)
+    def test_awkward_ids_round_trip_and_delete(self, store, awkward):
+        # Given a chunk whose tenant, collection, document and chunk ids are all awkward (even the longest ones)
+        c = chunk(awkward, 0, collection=awkward, chunk_id=awkward)
+        store.put_chunks(awkward, [c])
+        store.put_chunks(awkward, [chunk("other", 0, collection=awkward)])
+        # When reading it back by ref and listing / Then it is found
+        assert store.get_chunks(awkward, [ref(c)]) == {awkward: c}
+        assert store.list_chunks(awkward, awkward, awkward) == [c]
+        # And deleting its collection removes everything of it
+        store.delete_chunks(awkward, awkward)
+        assert store.get_chunks(awkward, [ref(c)]) == {}
+        assert store.list_chunks(awkward, awkward, "other") == []
