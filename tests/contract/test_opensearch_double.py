@@ -11,9 +11,9 @@ from collections.abc import Iterator
 
 import numpy as np
 import pytest
-from kindex.adapters.aws.opensearch_index import build_index_body, opensearch_client
 from opensearchpy import OpenSearch
 
+from kindex.adapters.aws.opensearch_index import build_index_body, opensearch_client
 from tests.support.opensearch_double import OpenSearchDouble
 from tests.support.opensearch_node import ENGINE, OpenSearchNode
 
@@ -63,7 +63,7 @@ def test_routed_searches_see_the_same_documents(both, settings, mappings):
         client.indices.refresh(index=index)
     # When searching with each routing value / Then both see exactly the same documents
     for routing in ROUTINGS:
-        answers = on_both(clients, lambda c: routed_ids(c, index, routing))
+        answers = on_both(clients, lambda c, routing=routing: routed_ids(c, index, routing))
         assert answers["double"] == answers["node"], routing
     everything = {"size": 1000, "query": {"match_all": {}}}
     totals = on_both(clients, lambda c: len(c.search(index=index, body=everything)["hits"]["hits"]))
