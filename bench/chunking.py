@@ -51,7 +51,11 @@ def run(megabytes: float = MEGABYTES, repeats: int = REPEATS) -> list[Figure]:
         speeds, counts = {}, {}
         for name, split in candidates.items():
             counts[name] = len(split(text[:50_000]))  # warm up (imports, tokenizer load)
-            seconds = [timed(lambda: counts.__setitem__(name, len(split(text)))) for _ in range(repeats)]
+
+            def split_all(name: str = name, split=split, counts: dict[str, int] = counts) -> None:
+                counts[name] = len(split(text))
+
+            seconds = [timed(split_all) for _ in range(repeats)]
             speeds[name] = size_mb / median(seconds)
         log(f"chunking {method}: " + ", ".join(f"{n} {s:.2f} MB/s ({counts[n]} chunks)" for n, s in speeds.items()))
         settings = (f"{MAX_CHARS} chars, overlap {CHAR_OVERLAP}" if method == "maxChars"

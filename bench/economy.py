@@ -60,7 +60,8 @@ def run() -> list[Figure]:
 
     corpus = SyntheticCorpus(seed=21)
     documents: dict[str, str] = {}
-    while sum(len(chunk_text(c, method="maxChars", max_size=CHUNK_CHARS, overlap=0)) for c in documents.values()) < 1000:
+    while sum(len(chunk_text(c, method="maxChars", max_size=CHUNK_CHARS, overlap=0))
+              for c in documents.values()) < 1000:
         documents[f"doc-{len(documents):03d}"] = corpus.document(9300)
     total_chunks = sum(len(chunk_text(c, method="maxChars", max_size=CHUNK_CHARS, overlap=0))
                        for c in documents.values())
@@ -102,7 +103,8 @@ def run() -> list[Figure]:
         raise RuntimeError(f"economy benchmark: documents ended {statuses}, big {big_status.status}")
     minimum = max(math.ceil(len(big_chunks) / 2048), math.ceil(batch["tokens"] / 300_000))
     log(f"economy: first {first}, unchanged {unchanged}, 1% edit {edit}, 2048 chunks {batch} (minimum {minimum})")
-    corpus_note = f"{len(documents)} documents, {total_chunks} chunks (maxChars {CHUNK_CHARS}); OpenAI stub on 127.0.0.1"
+    corpus_note = (f"{len(documents)} documents, {total_chunks} chunks (maxChars {CHUNK_CHARS}); "
+                   "OpenAI stub on 127.0.0.1")
     section = "embedding economy"
     return [
         Figure("embed_calls_first_ingest", first["requests"], "requests", section=section, notes=corpus_note,

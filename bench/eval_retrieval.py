@@ -159,7 +159,8 @@ def run_queries(services, queries: dict[str, str], mode: str) -> tuple[list, lis
     return run, latencies
 
 
-def evaluate(model: str, limit: int | None = None, extra_env: dict[str, str] | None = None) -> tuple[list[Figure], dict]:
+def evaluate(model: str, limit: int | None = None, extra_env: dict[str, str] | None = None
+             ) -> tuple[list[Figure], dict]:
     import ir_measures
     from ir_measures import R, nDCG
 
@@ -211,8 +212,9 @@ def main(argv: list[str] | None = None) -> int:
     else:
         log("scifact: OPENAI_API_KEY is not set, skipping openai:text-embedding-3-small")
     wall = time.perf_counter() - started
-    result = {"produced_by": "make eval (python -m bench.eval_retrieval" + (f" --limit {args.limit}" if args.limit else "")
-              + ")", "generated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    limit_flag = f" --limit {args.limit}" if args.limit else ""
+    result = {"produced_by": f"make eval (python -m bench.eval_retrieval{limit_flag})",
+              "generated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
               "wall_seconds": round(wall, 1), "machine": machine_info(), "versions": versions(),
               "figures": [f.to_json() for f in figures], "details": all_details}
     args.output.write_text(json.dumps(result, indent=2) + "\n")

@@ -50,7 +50,8 @@ def throughput_plot(figures: dict[str, dict], path: Path) -> bool:
         ("ingest_ratio_minilm", "ingest e2e / raw\nMiniLM"), ("ingest_ratio_hash", "ingest e2e / raw\nhash:384"),
         ("maxchars_mb_per_s", "maxChars /\nsemantic-text-splitter"),
         ("maxchars_mb_per_s_vs_langchain", "maxChars /\nlangchain"),
-        ("tokens_mb_per_s", "tokens /\nsemantic-text-splitter"), ("tokens_mb_per_s_vs_langchain", "tokens /\nlangchain"),
+        ("tokens_mb_per_s", "tokens /\nsemantic-text-splitter"),
+        ("tokens_mb_per_s_vs_langchain", "tokens /\nlangchain"),
         ("vector_p50_ms_100k", "vector index speed /\nbare numpy (p50)"),
     ) if name in figures and (name.startswith("ingest_ratio") or figures[name].get("ratio") is not None)]
     if not bars:

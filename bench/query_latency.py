@@ -8,8 +8,8 @@
   sentences are embedded.
 
 For each size: vector, keyword and hybrid mode, with the collection `public` and then with an `external`
-rights check (a RightsServer on 127.0.0.1 with TCP_NODELAY, that verifies the HMAC signature and denies every 10th document,
-so the over-fetch path runs too). Each configuration: warm-up requests, then a fixed number of timed
+rights check (a RightsServer on 127.0.0.1 with TCP_NODELAY, that verifies the HMAC signature and denies every
+10th document, so the over-fetch path runs too). Each configuration: warm-up requests, then a fixed number of timed
 requests from one client over a kept-alive connection; p50/p95/p99 of the wall time per request.
 """
 

@@ -54,7 +54,8 @@ def created_objects(record: dict[str, Any]) -> dict[str, int | None]:
     """The objects one SQS record creates, with their notified sizes; none when its body is malformed (its own
     pass reports that)."""
     try:
-        return {key: size for name, key, size in notification_events(record["body"]) if name.startswith("ObjectCreated")}
+        return {key: size for name, key, size in notification_events(record["body"])
+                if name.startswith("ObjectCreated")}
     except (KeyError, TypeError, ValueError, AttributeError):
         return {}
 

@@ -73,12 +73,14 @@ class StackConfig:
         if endpoint and not endpoint.startswith("https://"):
             endpoint = "https://" + endpoint.removeprefix("http://")
         domain_arn = str(raw["opensearch_existing_domain_arn"]).strip()
-        if endpoint and not re.fullmatch(r"arn:aws[a-z-]*:es:[a-z0-9-]+:\d{12}:domain/[a-z][a-z0-9-]{2,27}", domain_arn):
+        domain_arn_pattern = r"arn:aws[a-z-]*:es:[a-z0-9-]+:\d{12}:domain/[a-z][a-z0-9-]{2,27}"
+        if endpoint and not re.fullmatch(domain_arn_pattern, domain_arn):
             raise ConfigError("opensearch_existing_endpoint needs opensearch_existing_domain_arn "
                               "(arn:aws:es:<region>:<account>:domain/<name>) to scope the functions' permissions")
         schedule = str(raw["reindex_schedule"]).strip()
         if not re.fullmatch(r"(rate|cron|at)\(.+\)", schedule):
-            raise ConfigError("reindex_schedule must be an EventBridge Scheduler expression: rate(...), cron(...) or at(...)")
+            raise ConfigError("reindex_schedule must be an EventBridge Scheduler expression: rate(...), cron(...) "
+                              "or at(...)")
         layer_dir = Path(raw["layer_build_dir"]) if raw["layer_build_dir"] else DEFAULT_LAYER_BUILD_DIR
         if not layer_dir.is_absolute():
             layer_dir = REPO_ROOT / layer_dir

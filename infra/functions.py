@@ -34,7 +34,8 @@ class SharedLayers(Construct):
 
     def __init__(self, scope: Construct, construct_id: str, *, build_dir: Path) -> None:
         super().__init__(scope, construct_id)
-        missing = [str(build_dir / name / "python") for name in ("core", "deps") if not (build_dir / name / "python").is_dir()]
+        missing = [str(build_dir / name / "python") for name in ("core", "deps")
+                   if not (build_dir / name / "python").is_dir()]
         if missing:
             raise LayersMissing(f"layer directories missing: {', '.join(missing)}; run "
                                 f"`.venv/bin/python scripts/build_layers.py` (make synth does) before synthesizing")

@@ -15,7 +15,8 @@ from constructs import IConstruct
 if TYPE_CHECKING:
     from infra.stack import KindexStack
 
-XRAY = "X-Ray's PutTraceSegments and PutTelemetryRecords have no resource-level permissions: Resource * is the only form."
+XRAY = ("X-Ray's PutTraceSegments and PutTelemetryRecords have no resource-level permissions: Resource * is the "
+        "only form.")
 RUNTIME = ("Python 3.12 is the runtime the design fixes; the dependency layer is built for cp312 wheels. Upgrade "
            "RUNTIME in infra/functions.py and --python-version in scripts/build_layers.py together.")
 
@@ -25,7 +26,8 @@ def acknowledge_findings(stack: KindexStack) -> None:
     _on_stack(stack, "AwsSolutions-COG4", "Callers are tenant backends with API keys resolved by the Lambda "
               "authorizer (DESIGN.md section 2); there are no end-user sign-ins for a Cognito user pool to hold.")
     _on_stack(stack, "AwsSolutions-APIG3", "No WAF web ACL by default (about $5/month + per request): keys, the "
-              "authorizer cache and stage/usage-plan throttling bound abuse. Associate an ACL with the stage if needed.")
+              "authorizer cache and stage/usage-plan throttling bound abuse. Associate an ACL with the stage if "
+              "needed.")
     _on(stack.api.rest_api, "AwsSolutions-IAM4", "API Gateway's account-wide CloudWatch role uses the AWS managed "
         "AmazonAPIGatewayPushToCloudWatchLogs policy, the documented way to enable execution logging.",
         applies_to=[_regex(r"Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AmazonAPIGatewayPushToCloudWatchLogs")])
@@ -37,7 +39,8 @@ def acknowledge_findings(stack: KindexStack) -> None:
     _on(stack.reindex_schedule.dead_letter_queue, "AwsSolutions-SQS3", "This queue is the scheduler target's "
         "dead-letter queue (EventBridge Scheduler DeadLetterConfig), which cdk-nag does not recognise as one.")
     _on(stack.reindex_schedule.role, "AwsSolutions-IAM5", "The scheduler's invoke role is CDK's: it covers the reindex "
-        "function and its versions (`<arn>:*`), nothing else.", applies_to=[_regex(r"Resource::<ReindexFunction[A-Za-z0-9]+\.Arn>:\*")])
+        "function and its versions (`<arn>:*`), nothing else.",
+        applies_to=[_regex(r"Resource::<ReindexFunction[A-Za-z0-9]+\.Arn>:\*")])
 
     for name, fn in stack.functions.items():
         _on(fn.function, "AwsSolutions-L1", RUNTIME)
@@ -51,16 +54,18 @@ def acknowledge_findings(stack: KindexStack) -> None:
             wildcards.append(_regex(r"Resource::<StorageDocuments[A-Za-z0-9]+\.Arn>/tenants/\*"))
             reasons.append("Object actions are limited to the `tenants/` prefix, where every document blob lives.")
         if name in ("api", "query"):
-            wildcards.append(_regex(r"Resource::arn:<AWS::Partition>:secretsmanager:.*:secret:" + config.secrets_prefix + r"/tenants/\*"))
+            wildcards.append(_regex(r"Resource::arn:<AWS::Partition>:secretsmanager:.*:secret:"
+                                    + config.secrets_prefix + r"/tenants/\*"))
             reasons.append("Rights-check signing secrets are created per tenant at run time under the tenants/ prefix.")
         _on(fn.role, "AwsSolutions-IAM5", " ".join(reasons), applies_to=wildcards)
 
     if stack.search.domain is not None:
         domain = stack.search.domain
         _on(domain, "AwsSolutions-OS1", "The functions run outside a VPC (they call OpenAI over the internet; a VPC "
-            "would need NAT). Access is IAM-only: the resource policy names the function roles, requests are SigV4-signed.")
-        _on(domain, "AwsSolutions-OS3", "No IP allowlist: Lambda has no fixed addresses. The resource policy admits only "
-            "the function roles.")
+            "would need NAT). Access is IAM-only: the resource policy names the function roles, requests are "
+            "SigV4-signed.")
+        _on(domain, "AwsSolutions-OS3", "No IP allowlist: Lambda has no fixed addresses. The resource policy admits "
+            "only the function roles.")
         _on(domain, "AwsSolutions-OS4", "Dedicated master nodes triple the cost of a small deployment; add them with "
             "larger instance counts (they matter from about 10 data nodes).")
         if not domain.node.default_child.cluster_config.zone_awareness_enabled:

@@ -42,7 +42,8 @@ class KindexStack(Stack):
         self.storage = Storage(self, "Storage")
         self.secrets = Secrets(self, "Secrets", prefix=config.secrets_prefix)
         self.search = Search(self, "Search", config=config)
-        self.ingest_pipeline = IngestPipeline(self, "Ingest", bucket=self.storage.bucket, function_timeout=INGEST_TIMEOUT)
+        self.ingest_pipeline = IngestPipeline(self, "Ingest", bucket=self.storage.bucket,
+                                              function_timeout=INGEST_TIMEOUT)
         layers = SharedLayers(self, "Layers", build_dir=config.layer_build_dir)
 
         common = {
@@ -63,7 +64,8 @@ class KindexStack(Stack):
                 environment["KINDEX_INGEST_QUEUE_URL"] = self.ingest_pipeline.queue.queue_url
             self.functions[name] = KindexFunction(
                 self, f"{name.title()}Function", handler=handler, service=f"kindex-{name}", layers=layers,
-                environment=environment, timeout=timeout, memory_mb=memory_mb, description=f"kindex {name}: {description}")
+                environment=environment, timeout=timeout, memory_mb=memory_mb,
+                description=f"kindex {name}: {description}")
 
         grant_least_privilege(self.functions, storage=self.storage, search=self.search, secrets=self.secrets,
                               ingest_queue=self.ingest_pipeline.queue)
@@ -78,7 +80,8 @@ class KindexStack(Stack):
 
         self.monitoring = Monitoring(self, "Monitoring", alarm_email=config.alarm_email)
         self.monitoring.dead_letters("IngestDeadLetters", self.ingest_pipeline.dead_letter_queue, "a document")
-        self.monitoring.dead_letters("ReindexDeadLetters", self.reindex_schedule.dead_letter_queue, "a scheduled reindex")
+        self.monitoring.dead_letters("ReindexDeadLetters", self.reindex_schedule.dead_letter_queue,
+                                     "a scheduled reindex")
         for name, fn in self.functions.items():
             self.monitoring.function_errors(f"{name.title()}Errors", fn.function, name)
 
@@ -95,5 +98,5 @@ class KindexStack(Stack):
         CfnOutput(self, "AlarmTopicArn", value=self.monitoring.topic.topic_arn)
         if self.search.domain is None:
             # An existing domain's access policy must admit these roles (its owner adds them).
-            CfnOutput(self, "SearchRoleArns", value=Fn.join(",", [fn.role.role_arn for name, fn in self.functions.items()
-                                                                   if name != "authorizer"]))
+            search_roles = [fn.role.role_arn for name, fn in self.functions.items() if name != "authorizer"]
+            CfnOutput(self, "SearchRoleArns", value=Fn.join(",", search_roles))

@@ -53,7 +53,8 @@ class Storage(Construct):
             server_access_logs_prefix="documents/",
             lifecycle_rules=[
                 s3.LifecycleRule(id="expire-noncurrent-versions", noncurrent_version_expiration=Duration.days(7)),
-                s3.LifecycleRule(id="abort-incomplete-uploads", abort_incomplete_multipart_upload_after=Duration.days(1)),
+                s3.LifecycleRule(id="abort-incomplete-uploads",
+                                 abort_incomplete_multipart_upload_after=Duration.days(1)),
             ],
             removal_policy=RemovalPolicy.RETAIN,
         )

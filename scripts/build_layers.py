@@ -55,8 +55,9 @@ def build_deps(target: Path, requirements: list[str]) -> None:
     constraints.write_text("\n".join(RUNTIME_CONSTRAINTS) + "\n")
     command = [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-compile",
                "--no-warn-conflicts",  # the check compares against this venv, which the layer never runs beside
-               *(arg for platform in PLATFORMS for arg in ("--platform", platform)), "--only-binary=:all:", "--python-version", PYTHON_VERSION,
-               "--implementation", "cp", "--target", str(target), "--constraint", str(constraints), *requirements]
+               *(arg for platform in PLATFORMS for arg in ("--platform", platform)), "--only-binary=:all:",
+               "--python-version", PYTHON_VERSION, "--implementation", "cp", "--target", str(target),
+               "--constraint", str(constraints), *requirements]
     print("$ " + " ".join(command[2:]), flush=True)
     subprocess.run(command, check=True)
     # A transitive dependency may still pull the SDK in; the runtime's copy must win, so drop ours.

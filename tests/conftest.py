@@ -59,15 +59,17 @@ class RunningServer:
         return self.base_url + path
 
     def create_key(self, tenant: str, role: str) -> str:
-        out = subprocess.run([sys.executable, "-m", "kindex_local.cli", "keys", "create", "--tenant", tenant, "--role", role,
-                              "--data-dir", str(self.data_dir)], capture_output=True, text=True, check=True)
+        out = subprocess.run([sys.executable, "-m", "kindex_local.cli", "keys", "create", "--tenant", tenant,
+                              "--role", role, "--data-dir", str(self.data_dir)],
+                             capture_output=True, text=True, check=True)
         return out.stdout.strip().splitlines()[-1]
 
 
 def start_server(data_dir: Path, extra_env: dict[str, str] | None = None) -> RunningServer:
     env = {**os.environ, "KINDEX_DEFAULT_EMBEDDING_MODEL": "hash:384", **(extra_env or {})}
     env.pop("KINDEX_PORT", None)
-    process = subprocess.Popen([sys.executable, "-m", "kindex_local.cli", "serve", "--port", "0", "--data-dir", str(data_dir)],
+    process = subprocess.Popen([sys.executable, "-m", "kindex_local.cli", "serve", "--port", "0",
+                                "--data-dir", str(data_dir)],
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     lines = []
     for line in process.stdout:

@@ -34,7 +34,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return 2
     host, port = server.address
     print(f"kindex listening on http://{host}:{port} (docs: http://{host}:{port}/docs)", flush=True)
-    signal.signal(signal.SIGTERM, lambda *_: server.request_stop())  # stop like Ctrl-C: finish requests, stop the worker
+    # Stop like Ctrl-C: finish requests, stop the worker.
+    signal.signal(signal.SIGTERM, lambda *_: server.request_stop())
     try:
         server.serve_forever()
     except KeyboardInterrupt:

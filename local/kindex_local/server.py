@@ -132,8 +132,8 @@ class Gateway:
         if route is None:
             return error_response(404, "not_found", "no such route")
         if not route.public:
-            auth_event = {**event, "type": "REQUEST",
-                          "methodArn": f"arn:aws:execute-api:local:000000000000:kindex/local/{event['httpMethod']}{event['path']}"}
+            method_arn = f"arn:aws:execute-api:local:000000000000:kindex/local/{event['httpMethod']}{event['path']}"
+            auth_event = {**event, "type": "REQUEST", "methodArn": method_arn}
             try:
                 policy = self.authorizer(auth_event, LambdaContext("kindex-authorizer"))
             except Exception as error:  # API Gateway's contract: an authorizer that raises 'Unauthorized' means 401
@@ -198,8 +198,8 @@ class AsgiGateway:
         try:
             path, query = raw_path.decode("ascii"), query_bytes.decode("ascii")
         except UnicodeDecodeError:
-            await _send(send, error_response(400, "bad_request", "the request target must be ASCII (percent-encode it)"),
-                        close=True)
+            await _send(send, error_response(400, "bad_request",
+                                             "the request target must be ASCII (percent-encode it)"), close=True)
             return
         if sum(len(name) + len(value) + 4 for name, value in scope.get("headers", [])) > MAX_HEAD_BYTES:
             # The HTTP layer bounds a head it has to wait for; one that arrived whole is bounded here.

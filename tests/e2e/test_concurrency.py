@@ -81,7 +81,8 @@ def test_sixteen_clients_two_tenants_never_mix(server, tenants):
         elif kind == "document":
             response = session.get(f"{url}/documents/{doc}")
             body = response.json()
-            ok = response.status_code == 200 and body["title"] == f"{marker} {doc}" and marker in (body["content"] or "")
+            ok = (response.status_code == 200 and body["title"] == f"{marker} {doc}"
+                  and marker in (body["content"] or ""))
         elif kind == "list":
             response = session.get(f"{url}/documents", params={"start": 0, "number": 20})
             ok = response.status_code == 200 and response.json()["documents"] == DOCUMENTS

@@ -98,7 +98,7 @@ def test_simultaneous_puts_to_one_document_keep_the_content_of_the_last_successf
     # Given two tenants with the same collection and document ids
     keys = {"a": running.create_key("a", "admin"), "b": running.create_key("b", "admin")}
     doc_path = f"/v1/collections/{COLLECTION}/documents/{quote(DOCUMENT, safe='')}"
-    for tenant, key in keys.items():
+    for key in keys.values():
         admin = running.session(key)
         assert admin.put(running.url(f"/v1/collections/{COLLECTION}"), json={"allow_guests": True}).status_code == 201
     other = running.session(keys["b"])

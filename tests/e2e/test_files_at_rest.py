@@ -79,7 +79,8 @@ def test_every_folder_is_0700_and_every_file_0600_after_real_use(tmp_path, permi
                         "--data-dir", str(data_dir)], check=True, capture_output=True, timeout=120)
         assert admin.post(server.url("/v1/rights-check-secret"), json={}).status_code == 200
         for document in ("put", "up"):
-            assert wait_for_status(admin, server.url(f"/v1/collections/c/documents/{document}"))[0]["status"] == "indexed"
+            status = wait_for_status(admin, server.url(f"/v1/collections/c/documents/{document}"))[0]["status"]
+            assert status == "indexed"
         hits = querier.post(server.url("/v1/collections/c/query"), json={"query": "glaciers moraines fjords"}).json()
         assert len(hits["results"]) == 3
         # When the data directory is walked while the server runs (its SQLite side files exist now)
@@ -118,6 +119,7 @@ def test_a_data_directory_of_an_older_version_is_narrowed_at_start(tmp_path, per
     try:
         # Then every folder is 0700 and every file 0600 again, and the data is still served
         assert wrong_modes(data_dir) == {}
-        assert server.session(server.admin_key).get(server.url("/v1/collections/c/documents/d")).json()["content"] == "text"
+        document = server.session(server.admin_key).get(server.url("/v1/collections/c/documents/d")).json()
+        assert document["content"] == "text"
     finally:
         stop(server)

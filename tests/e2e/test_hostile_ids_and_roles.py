@@ -69,8 +69,9 @@ def test_dot_ids_are_422_naming_the_field_and_store_nothing(server, dots):
 
 def test_dot_tenants_are_refused_by_the_cli(server):
     for tenant in (".", ".."):
-        created = subprocess.run([sys.executable, "-m", "kindex_local.cli", "keys", "create", "--tenant", tenant, "--role",
-                                  "admin", "--data-dir", str(server.data_dir)], capture_output=True, text=True)
+        created = subprocess.run([sys.executable, "-m", "kindex_local.cli", "keys", "create", "--tenant", tenant,
+                                  "--role", "admin", "--data-dir", str(server.data_dir)],
+                                 capture_output=True, text=True)
         assert created.returncode == 2 and "'.' or '..'" in created.stderr
 
 

@@ -120,8 +120,8 @@ def test_long_url_is_a_json_414_and_huge_head_a_json_431(server):
         status, _, body = read_response(sock)
     assert status == 414 and json.loads(body)["error"] == "uri_too_long"
     with connect(server) as sock:
-        send(sock, "GET /v1/collections HTTP/1.1\r\nHost: x\r\n" + "".join(f"X-Pad-{n}: {'p' * 1000}\r\n" for n in range(40))
-             + "\r\n")
+        padding = "".join(f"X-Pad-{n}: {'p' * 1000}\r\n" for n in range(40))
+        send(sock, "GET /v1/collections HTTP/1.1\r\nHost: x\r\n" + padding + "\r\n")
         status, _, body = read_response(sock)
     assert status == 431 and json.loads(body)["error"] == "request_header_fields_too_large"
     # the same head sent in pieces, as a client that trickles it would

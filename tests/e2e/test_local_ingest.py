@@ -112,8 +112,9 @@ def test_cli_ingest_of_a_folder_while_the_server_runs(server, tmp_path):
     (tmp_path / "a.md").write_text("# A\n\nAlpha text.")
     (tmp_path / "sub" / "b.txt").write_text("Beta text.")
     (tmp_path / "bad.pdf").write_bytes(b"not a pdf")
-    result = subprocess.run([sys.executable, "-m", "kindex_local.cli", "ingest", str(tmp_path), "--collection", "folder",
-                             "--data-dir", str(server.data_dir), "--quiet"], capture_output=True, text=True, timeout=120)
+    result = subprocess.run([sys.executable, "-m", "kindex_local.cli", "ingest", str(tmp_path),
+                             "--collection", "folder", "--data-dir", str(server.data_dir), "--quiet"],
+                            capture_output=True, text=True, timeout=120)
     assert "indexed 2" in result.stdout and "failed 1" in result.stdout, result.stdout + result.stderr
     assert "bad.pdf: CorruptFile" in result.stdout
     assert result.returncode == 1  # a failure is reported in the exit code

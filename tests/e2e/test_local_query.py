@@ -24,13 +24,15 @@ def test_query_then_citations_over_http(server):
     reader = server.session(server.create_key("default", "query"))
     url = server.url("/v1/collections/kb")
     assert admin.put(url, json={"query_groups": ["staff"]}).status_code == 201
-    for doc_id, text in {"leave": "Staff get 25 days of annual leave.", "travel": "Travel is booked through the portal.",
+    for doc_id, text in {"leave": "Staff get 25 days of annual leave.",
+                         "travel": "Travel is booked through the portal.",
                          "pets": "Dogs are welcome in the office on Fridays."}.items():
         admin.put(f"{url}/documents/{doc_id}", json={"content": text, "title": doc_id.title(),
                                                     "url": f"https://wiki.example/{doc_id}"})
     wait_indexed(admin, url, ["leave", "travel", "pets"])
     # the query role may query
-    response = reader.post(f"{url}/query", json={"query": "annual leave days", "user": "ann", "groups": ["staff"], "k": 2})
+    response = reader.post(f"{url}/query",
+                           json={"query": "annual leave days", "user": "ann", "groups": ["staff"], "k": 2})
     assert response.status_code == 200, response.text
     body = response.json()
     assert body["results"][0]["document_id"] == "leave" and body["results"][0]["citation"] == 1

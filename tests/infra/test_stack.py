@@ -21,7 +21,8 @@ pytestmark = pytest.mark.infra
 REPO_ROOT = Path(__file__).resolve().parents[2]
 HANDLERS = {"api": "api.handler", "query": "query.handler", "ingest": "ingest.handler",
             "authorizer": "authorizer.handler", "reindex": "reindex.handler"}
-OBSERVABILITY_ACTIONS = {"logs:CreateLogStream", "logs:PutLogEvents", "xray:PutTraceSegments", "xray:PutTelemetryRecords"}
+OBSERVABILITY_ACTIONS = {"logs:CreateLogStream", "logs:PutLogEvents", "xray:PutTraceSegments",
+                         "xray:PutTelemetryRecords"}
 
 
 def cdk_json_context() -> dict:
@@ -105,11 +106,13 @@ def test_every_function_runs_python312_arm64_traced_with_both_layers_and_aws_set
         props = resources[function_id(resources, name)]["Properties"]
         env = props["Environment"]["Variables"]
         # Then it is configured for the AWS backend
-        assert (props["Runtime"], props["Architectures"], props["TracingConfig"]) == ("python3.12", ["arm64"], {"Mode": "Active"})
+        assert (props["Runtime"], props["Architectures"], props["TracingConfig"]) == (
+            "python3.12", ["arm64"], {"Mode": "Active"})
         assert len(props["Layers"]) == 2
         assert env["KINDEX_BACKEND"] == "aws"
         assert env["POWERTOOLS_SERVICE_NAME"] == f"kindex-{name}" and env["POWERTOOLS_METRICS_NAMESPACE"] == "kindex"
-        assert {"KINDEX_TABLE_NAME", "KINDEX_BUCKET_NAME", "KINDEX_OPENSEARCH_ENDPOINT", "KINDEX_SECRETS_PREFIX"} <= set(env)
+        assert {"KINDEX_TABLE_NAME", "KINDEX_BUCKET_NAME", "KINDEX_OPENSEARCH_ENDPOINT",
+                "KINDEX_SECRETS_PREFIX"} <= set(env)
         assert env["KINDEX_SECRETS_PREFIX"] == "kindex-dev"
 
 
@@ -180,7 +183,8 @@ def test_ingest_reads_blobs_deletes_versions_writes_index_and_never_writes_s3(re
     assert {"s3:GetObject", "s3:DeleteObjectVersion", "s3:ListBucketVersions"} <= s3_actions
     assert "s3:PutObject" not in s3_actions
     assert {"es:ESHttpPut", "es:ESHttpDelete", "es:ESHttpPost"} <= actions(resources, "ingest", "es")
-    assert {"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility"} <= actions(resources, "ingest", "sqs")
+    assert {"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility"} <= actions(
+        resources, "ingest", "sqs")
     assert resources_for(resources, "ingest", "secretsmanager:GetSecretValue") == [{"Ref": openai_secret_id(resources)}]
 
 
@@ -232,14 +236,18 @@ def test_queue_redrives_to_dlq_after_three_receives_and_outlasts_six_function_ti
 
 def test_alarms_fire_on_any_dead_letter_and_on_function_errors(resources):
     alarms = list(of_type(resources, "AWS::CloudWatch::Alarm").values())
-    dlq_id = resources[[lid for lid, r in of_type(resources, "AWS::SQS::Queue").items()
-                        if "RedrivePolicy" in r["Properties"]][0]]["Properties"]["RedrivePolicy"]["deadLetterTargetArn"]["Fn::GetAtt"][0]
-    on_dlq = [a["Properties"] for a in alarms if a["Properties"]["MetricName"] == "ApproximateNumberOfMessagesVisible"
-              and {"Name": "QueueName", "Value": {"Fn::GetAtt": [dlq_id, "QueueName"]}} in a["Properties"]["Dimensions"]]
+    source_queue_id = [lid for lid, r in of_type(resources, "AWS::SQS::Queue").items()
+                       if "RedrivePolicy" in r["Properties"]][0]
+    dlq_id = resources[source_queue_id]["Properties"]["RedrivePolicy"]["deadLetterTargetArn"]["Fn::GetAtt"][0]
+    dlq_dimension = {"Name": "QueueName", "Value": {"Fn::GetAtt": [dlq_id, "QueueName"]}}
+    on_dlq = [a["Properties"] for a in alarms
+              if a["Properties"]["MetricName"] == "ApproximateNumberOfMessagesVisible"
+              and dlq_dimension in a["Properties"]["Dimensions"]]
     assert len(on_dlq) == 1
     assert (on_dlq[0]["Threshold"], on_dlq[0]["ComparisonOperator"]) == (0, "GreaterThanThreshold")
     assert on_dlq[0]["AlarmActions"]
-    errored = {a["Properties"]["Dimensions"][0]["Value"]["Ref"] for a in alarms if a["Properties"]["MetricName"] == "Errors"}
+    errored = {a["Properties"]["Dimensions"][0]["Value"]["Ref"] for a in alarms
+               if a["Properties"]["MetricName"] == "Errors"}
     assert errored == {function_id(resources, name) for name in HANDLERS}
 
 
@@ -251,7 +259,8 @@ def test_document_bucket_is_encrypted_versioned_private_tls_only_and_logged(synt
                              if lid.startswith("StorageDocuments")]
     props = bucket["Properties"]
     assert props["VersioningConfiguration"] == {"Status": "Enabled"}
-    assert props["BucketEncryption"]["ServerSideEncryptionConfiguration"][0]["ServerSideEncryptionByDefault"]["SSEAlgorithm"] == "AES256"
+    encryption = props["BucketEncryption"]["ServerSideEncryptionConfiguration"][0]
+    assert encryption["ServerSideEncryptionByDefault"]["SSEAlgorithm"] == "AES256"
     assert props["PublicAccessBlockConfiguration"] == {"BlockPublicAcls": True, "BlockPublicPolicy": True,
                                                        "IgnorePublicAcls": True, "RestrictPublicBuckets": True}
     assert "LoggingConfiguration" in props

@@ -51,7 +51,8 @@ def test_list_documents_event_pages_for_reader_role(local_container):
     event = load_event("api_list_documents.json")
     event["requestContext"]["authorizer"]["role"] = "query"
     status, body = call(event)
-    assert status == 403 and body == {"error": "forbidden", "message": "this query key may only query and render citations"}
+    assert status == 403 and body == {"error": "forbidden",
+                                      "message": "this query key may only query and render citations"}
 
 
 def test_query_role_cannot_write(local_container):

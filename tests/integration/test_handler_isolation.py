@@ -47,7 +47,8 @@ def test_concurrent_requests_of_two_tenants_never_see_each_other(local_container
         assert api.handler(event(tenant, "PUT", "/v1/collections/shared", {"title": marker, "allow_guests": True}),
                            Context())["statusCode"] == 201
         assert api.handler(event(tenant, "PUT", "/v1/collections/shared/documents/d1",
-                                 {"title": marker, "content": f"{marker} leave policy"}), Context())["statusCode"] == 201
+                                 {"title": marker, "content": f"{marker} leave policy"}),
+                           Context())["statusCode"] == 201
 
     def one(n: int) -> str | None:
         tenant = list(TENANTS)[n % 2]

@@ -343,7 +343,8 @@ def test_small_documents_are_indexed_within_seconds_while_a_large_one_runs(deplo
         # And another tenant, then the same tenant, each write a one-line document
         started = time.monotonic()
         for tenant, content in (("small-tenant", "One line about cats."), ("big-tenant", "One line about dogs.")):
-            write_like_a_client(lambda: catalog.put_document(tenant, "c", "one-line", DocumentInput(content=content)))
+            write_like_a_client(lambda tenant=tenant, content=content: catalog.put_document(
+                tenant, "c", "one-line", DocumentInput(content=content)))
         progress = []
 
         def small_ones_indexed():
@@ -490,8 +491,8 @@ def test_a_busy_pool_keeps_tenants_apart_embeds_each_text_once_and_ends_on_the_l
             for tenant in tenants:
                 for i in range(5):
                     content = f"Shared paragraph {i}.\n\nRound {round_} text of {tenant} document {i}."
-                    write_like_a_client(lambda: catalog.put_document(tenant, "c", f"d{i}",
-                                                                     DocumentInput(content=content)))
+                    write_like_a_client(lambda tenant=tenant, i=i, content=content: catalog.put_document(
+                        tenant, "c", f"d{i}", DocumentInput(content=content)))
         # When the queue drains
         wait_until(lambda: queue_depth(services.queue) == (0, 0), timeout=60)
     finally:

@@ -81,7 +81,7 @@ def test_concurrent_writers_keep_the_last_successful_write(aws):
         barrier = threading.Barrier(WRITERS)
         outcomes: list = [None] * WRITERS
 
-        def write(i, round_=round_):
+        def write(i, round_=round_, barrier=barrier, outcomes=outcomes):
             barrier.wait()
             try:
                 outcomes[i] = put(d, f"round {round_} writer {i} text", title=f"w{i}")

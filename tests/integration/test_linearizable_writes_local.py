@@ -171,7 +171,7 @@ def test_concurrent_writers_while_the_worker_runs_keep_the_last_successful_write
             barrier = threading.Barrier(12)
             outcomes: list = [None] * 12
 
-            def write(i, round_=round_):
+            def write(i, round_=round_, barrier=barrier, outcomes=outcomes):
                 barrier.wait()
                 try:
                     outcomes[i] = put(services, "d", f"round {round_} writer {i} text")[0]
@@ -189,7 +189,7 @@ def test_concurrent_writers_while_the_worker_runs_keep_the_last_successful_write
             assert len({d.version for d in succeeded}) == len(succeeded)
             expected = f"round {round_} writer {outcomes.index(last)} text"
             # Then the last successful write is stored, indexed and returned, and only its blob is left
-            assert wait_until(lambda: services.metadata.get_document("t", "c", "d").version == last.version
+            assert wait_until(lambda last=last: services.metadata.get_document("t", "c", "d").version == last.version
                               and services.metadata.get_document("t", "c", "d").status.value == "indexed")
             document, content = services.catalog.get_document("t", "c", "d")
             assert (document.version, document.status.value, content) == (last.version, "indexed", expected)

@@ -227,7 +227,8 @@ def test_aws_calls_https_only_and_no_private_address_by_default(monkeypatch):
                           ("https://localhost/check", "private"), ("https://10.0.0.1/check", "private"),
                           ("https://[::ffff:10.0.0.1]/check", "private"),
                           ("https://169.254.169.254/latest/meta-data/", "link-local"),
-                          ("https://[fd00:ec2::254]/", "link-local"), ("https://metadata.google.internal/", "metadata")]:
+                          ("https://[fd00:ec2::254]/", "link-local"),
+                          ("https://metadata.google.internal/", "metadata")]:
             # When a collection is saved with one of these URLs / Then it is refused, naming the rule
             with pytest.raises(InvalidInput, match=rule):
                 env.collection("ext", query_groups=["staff"], rights_check_method="external",

@@ -117,7 +117,8 @@ def test_failed_retryable_documents_are_retried(setup):
     services, worker = setup
     document = services.metadata.get_document("t", "c", "d0")
     services.metadata.put_document("t", document.model_copy(update={
-        "status": DocumentStatus.FAILED, "failure_reason": "EmbeddingFailed: outage", "failure_retryable": True}), create=False)
+        "status": DocumentStatus.FAILED, "failure_reason": "EmbeddingFailed: outage", "failure_retryable": True}),
+        create=False)
     services.reindex.run_scheduled()
     worker.drain()
     assert services.metadata.get_document("t", "c", "d0").status.value == "indexed"

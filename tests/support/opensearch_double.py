@@ -872,45 +872,54 @@ class OpenSearchDouble:
         for state in states:
             hits += [(state, doc, score) for doc, score in self._matches(state, body.get("query"), params)]
         sort = self._sort_key(_as_list(body.get("sort")))
-        if sort:
-            def compare(left: list[Any], right: list[Any]) -> int:
-                for (_, descending), a, b in zip(sort, left, right):
-                    if a != b:
-                        return (1 if a > b else -1) * (-1 if descending else 1)
-                return 0
-
-            def values(doc: StoredDoc) -> list[Any]:
-                # Missing values sort last, as with OpenSearch's default `missing: _last` for ascending order.
-                return [(_as_list(doc.source.get(name)) or ["\uffff"])[0] for name, _ in sort]
-
-            hits.sort(key=functools.cmp_to_key(lambda a, b: compare(values(a[1]), values(b[1]))))
-            if "search_after" in body:
-                after = list(body["search_after"])
-                if len(after) != len(sort):
-                    raise DoubleError(400, "illegal_argument_exception", "search_after must match the sort")
-                hits = [hit for hit in hits if compare(values(hit[1]), after) > 0]
-        else:
-            if "search_after" in body:
-                raise DoubleError(400, "illegal_argument_exception", "search_after needs a sort")
-            hits.sort(key=lambda hit: -hit[2])
+        hits = self._ordered(hits, sort, body)
         start, size = int(body.get("from", 0)), int(body.get("size", 10))
-        page = hits[start:start + size]
-        rendered = []
-        for state, doc, score in page:
-            hit: dict[str, Any] = {"_index": state.name, "_id": doc.id, "_score": None if sort else score}
-            if doc.routing is not None:
-                hit["_routing"] = doc.routing
-            source = self._filter_source(state.stored_source(doc), body.get("_source", True))
-            if source is not None:
-                hit["_source"] = source
-            if sort:
-                hit["sort"] = [(_as_list(doc.source.get(name)) or [None])[0] for name, _ in sort]
-            rendered.append(hit)
+        rendered = [self._render_hit(state, doc, score, sort, body.get("_source", True))
+                    for state, doc, score in hits[start:start + size]]
         max_score = None if sort or not hits else max(score for _, _, score in hits)
         return 200, {"took": 1, "timed_out": False,
                      "_shards": {"total": len(states), "successful": len(states), "skipped": 0, "failed": 0},
                      "hits": {"total": {"value": len(hits), "relation": "eq"}, "max_score": max_score,
                               "hits": rendered}}
+
+    @staticmethod
+    def _ordered(hits: list[tuple[IndexState, StoredDoc, float]], sort: list[tuple[str, bool]], body: dict[str, Any]
+                 ) -> list[tuple[IndexState, StoredDoc, float]]:
+        """The hits in the order of `sort` and after `search_after` if given; best score first without a sort."""
+        if not sort:
+            if "search_after" in body:
+                raise DoubleError(400, "illegal_argument_exception", "search_after needs a sort")
+            return sorted(hits, key=lambda hit: -hit[2])
+
+        def compare(left: list[Any], right: list[Any]) -> int:
+            for (_, descending), a, b in zip(sort, left, right):
+                if a != b:
+                    return (1 if a > b else -1) * (-1 if descending else 1)
+            return 0
+
+        def values(doc: StoredDoc) -> list[Any]:
+            # Missing values sort last, as with OpenSearch's default `missing: _last` for ascending order.
+            return [(_as_list(doc.source.get(name)) or ["\uffff"])[0] for name, _ in sort]
+
+        hits = sorted(hits, key=functools.cmp_to_key(lambda a, b: compare(values(a[1]), values(b[1]))))
+        if "search_after" in body:
+            after = list(body["search_after"])
+            if len(after) != len(sort):
+                raise DoubleError(400, "illegal_argument_exception", "search_after must match the sort")
+            hits = [hit for hit in hits if compare(values(hit[1]), after) > 0]
+        return hits
+
+    def _render_hit(self, state: IndexState, doc: StoredDoc, score: float, sort: list[tuple[str, bool]],
+                    source_selector: Any) -> dict[str, Any]:
+        hit: dict[str, Any] = {"_index": state.name, "_id": doc.id, "_score": None if sort else score}
+        if doc.routing is not None:
+            hit["_routing"] = doc.routing
+        source = self._filter_source(state.stored_source(doc), source_selector)
+        if source is not None:
+            hit["_source"] = source
+        if sort:
+            hit["sort"] = [(_as_list(doc.source.get(name)) or [None])[0] for name, _ in sort]
+        return hit
 
     @staticmethod
     def _filter_source(source: dict[str, Any], selector: Any) -> dict[str, Any] | None:

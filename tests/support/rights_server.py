@@ -35,100 +35,7 @@ class RightsServer:
         self.max_active = 0
         self._lock = threading.Lock()
         self._cert_dir = tempfile.TemporaryDirectory(prefix="rights-tls-") if tls else None
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-            disable_nagle_algorithm = True  # as a real server would; else keep-alive requests stall ~40 ms
-
-            def do_POST(self):  # noqa: N802 - stdlib name
-                with server._lock:
-                    server.active += 1
-                    server.max_active = max(server.max_active, server.active)
-                try:
-                    self.answer()
-                finally:
-                    with server._lock:
-                        server.active -= 1
-
-            def answer(self):
-                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                payload = json.loads(body)
-                server.requests.append({"body": payload, "headers": dict(self.headers)})
-                if server.secret is not None and not server.signature_ok(self.headers.get("X-Kindex-Signature", ""), body):
-                    server.bad_signatures += 1
-                    return self.reply(401, b'{"error": "bad signature"}')
-                ids = payload["document_ids"]
-                mode = server.mode
-                if mode == "allow":
-                    return self.reply(200, json.dumps({i: i in server.allowed for i in ids}).encode())
-                if mode == "omit":
-                    return self.reply(200, json.dumps({i: True for i in ids if i in server.allowed}).encode())
-                if mode == "strings":
-                    return self.reply(200, json.dumps({i: "true" for i in ids}).encode())
-                if mode == "list":
-                    return self.reply(200, json.dumps(ids).encode())
-                if mode == "error":
-                    return self.reply(500, json.dumps({i: True for i in ids}).encode())
-                if mode == "garbage":
-                    return self.reply(200, b"<html>not json")
-                if mode == "hang":
-                    time.sleep(server.hang_seconds)
-                    return self.reply(200, json.dumps({i: True for i in ids}).encode())
-                if mode == "drip":
-                    return self.drip(json.dumps({i: True for i in ids}).encode())
-                if mode == "huge":
-                    return self.huge()
-                raise AssertionError(mode)
-
-            def reply(self, status: int, body: bytes):
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                try:
-                    self.wfile.write(body)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass
-
-            def drip(self, body: bytes):
-                """A valid answer, one byte every `drip_interval` seconds: no single read ever waits long."""
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body) + 100_000))
-                self.end_headers()
-                payload = body + b" " * 100_000
-                try:
-                    for i in range(len(payload)):
-                        self.wfile.write(payload[i:i + 1])
-                        self.wfile.flush()
-                        server.count_sent(1)
-                        time.sleep(server.drip_interval)
-                except (BrokenPipeError, ConnectionResetError, ssl.SSLError, OSError):
-                    self.close_connection = True
-
-            def huge(self):
-                """A 200 whose JSON object never ends (64 MiB by default), with or without a Content-Length."""
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                if server.huge_declares_length:
-                    self.send_header("Content-Length", str(server.huge_bytes))
-                else:
-                    self.send_header("Connection", "close")
-                    self.close_connection = True
-                self.end_headers()
-                piece = b'{"' + b"x" * (64 * 1024 - 2)
-                try:
-                    while server.sent_bytes < server.huge_bytes:
-                        self.wfile.write(piece)
-                        server.count_sent(len(piece))
-                except (BrokenPipeError, ConnectionResetError, ssl.SSLError, OSError):
-                    self.close_connection = True
-
-            def log_message(self, *args):
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd = _HttpServer(self)
         self.httpd.daemon_threads = True
         # Clients that hang up or refuse the certificate are part of the tests, not errors worth printing.
         self.httpd.handle_error = lambda request, client_address: None
@@ -176,7 +83,8 @@ class RightsServer:
               .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
               .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
                                            content_commitment=False, key_encipherment=False, data_encipherment=False,
-                                           key_agreement=False, encipher_only=False, decipher_only=False), critical=True)
+                                           key_agreement=False, encipher_only=False, decipher_only=False),
+                             critical=True)
               .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
               .sign(ca_key, hashes.SHA256()))
         leaf = (x509.CertificateBuilder()
@@ -201,3 +109,112 @@ class RightsServer:
         self.httpd.server_close()
         if self._cert_dir is not None:
             self._cert_dir.cleanup()
+
+
+class _Handler(BaseHTTPRequestHandler):
+    """Answers each rights check as its `RightsServer` is scripted to."""
+
+    server: _HttpServer
+
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # as a real server would; else keep-alive requests stall ~40 ms
+
+    def do_POST(self):  # noqa: N802 - stdlib name
+        rights = self.server.rights
+        with rights._lock:
+            rights.active += 1
+            rights.max_active = max(rights.max_active, rights.active)
+        try:
+            self.answer()
+        finally:
+            with rights._lock:
+                rights.active -= 1
+
+    def answer(self):
+        rights = self.server.rights
+        body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        payload = json.loads(body)
+        rights.requests.append({"body": payload, "headers": dict(self.headers)})
+        signature = self.headers.get("X-Kindex-Signature", "")
+        if rights.secret is not None and not rights.signature_ok(signature, body):
+            rights.bad_signatures += 1
+            return self.reply(401, b'{"error": "bad signature"}')
+        ids = payload["document_ids"]
+        mode = rights.mode
+        if mode == "allow":
+            return self.reply(200, json.dumps({i: i in rights.allowed for i in ids}).encode())
+        if mode == "omit":
+            return self.reply(200, json.dumps({i: True for i in ids if i in rights.allowed}).encode())
+        if mode == "strings":
+            return self.reply(200, json.dumps({i: "true" for i in ids}).encode())
+        if mode == "list":
+            return self.reply(200, json.dumps(ids).encode())
+        if mode == "error":
+            return self.reply(500, json.dumps({i: True for i in ids}).encode())
+        if mode == "garbage":
+            return self.reply(200, b"<html>not json")
+        if mode == "hang":
+            time.sleep(rights.hang_seconds)
+            return self.reply(200, json.dumps({i: True for i in ids}).encode())
+        if mode == "drip":
+            return self.drip(json.dumps({i: True for i in ids}).encode())
+        if mode == "huge":
+            return self.huge()
+        raise AssertionError(mode)
+
+    def reply(self, status: int, body: bytes):
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        try:
+            self.wfile.write(body)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+
+    def drip(self, body: bytes):
+        """A valid answer, one byte every `drip_interval` seconds: no single read ever waits long."""
+        rights = self.server.rights
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body) + 100_000))
+        self.end_headers()
+        payload = body + b" " * 100_000
+        try:
+            for i in range(len(payload)):
+                self.wfile.write(payload[i:i + 1])
+                self.wfile.flush()
+                rights.count_sent(1)
+                time.sleep(rights.drip_interval)
+        except (BrokenPipeError, ConnectionResetError, ssl.SSLError, OSError):
+            self.close_connection = True
+
+    def huge(self):
+        """A 200 whose JSON object never ends (64 MiB by default), with or without a Content-Length."""
+        rights = self.server.rights
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        if rights.huge_declares_length:
+            self.send_header("Content-Length", str(rights.huge_bytes))
+        else:
+            self.send_header("Connection", "close")
+            self.close_connection = True
+        self.end_headers()
+        piece = b'{"' + b"x" * (64 * 1024 - 2)
+        try:
+            while rights.sent_bytes < rights.huge_bytes:
+                self.wfile.write(piece)
+                rights.count_sent(len(piece))
+        except (BrokenPipeError, ConnectionResetError, ssl.SSLError, OSError):
+            self.close_connection = True
+
+    def log_message(self, *args):
+        pass
+
+
+class _HttpServer(ThreadingHTTPServer):
+    """The HTTP server of a `RightsServer`, which its handlers script themselves from."""
+
+    def __init__(self, rights: RightsServer):
+        super().__init__(("127.0.0.1", 0), _Handler)
+        self.rights = rights

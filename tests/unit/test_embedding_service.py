@@ -41,7 +41,8 @@ class GatedEmbedder:
 @pytest.fixture
 def service_and_embedder(tmp_path):
     embedder = GatedEmbedder()
-    return EmbeddingService(SqliteEmbeddingCache(SqliteDatabase(tmp_path / "cache.sqlite3")), lambda m: embedder), embedder
+    cache = SqliteEmbeddingCache(SqliteDatabase(tmp_path / "cache.sqlite3"))
+    return EmbeddingService(cache, lambda m: embedder), embedder
 
 
 def test_a_text_another_thread_is_embedding_is_not_sent_twice(service_and_embedder):

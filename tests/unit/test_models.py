@@ -97,7 +97,8 @@ def test_external_rights_check_needs_http_url():
             merge_collection(None, "c", {"rights_check_method": "external",
                                          "rights_check_method_configuration": config}, MODEL)
     ok = merge_collection(None, "c", {"rights_check_method": "external",
-                                      "rights_check_method_configuration": {"url": "https://rights.example/check"}}, MODEL)
+                                      "rights_check_method_configuration": {"url": "https://rights.example/check"}},
+                          MODEL)
     assert ok.rights_check_method == "external"
     with pytest.raises(InvalidInput, match="rights_check_method"):
         merge_collection(None, "c", {"rights_check_method": "magic"}, MODEL)
@@ -161,8 +162,9 @@ def test_cursor_round_trip_and_garbage():
 
 
 def test_collection_model_rejects_unknown_fields_at_storage_level():
-    with pytest.raises(Exception):
+    with pytest.raises(ValidationError) as refused:
         Collection.model_validate({"id": "c", "embedding_model": MODEL, "nope": 1})
+    assert [(e["type"], e["loc"]) for e in refused.value.errors()] == [("extra_forbidden", ("nope",))]
 
 
 # --- strict, bounded numbers and the embedding-model value type -----------------------------------------

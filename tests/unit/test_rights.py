@@ -30,7 +30,8 @@ pytestmark = pytest.mark.unit
 
 def test_request_body_and_signature():
     body, headers = build_rights_request("ann", "c1", ["a", "b"], b"secret", 1700000000)
-    assert json.loads(body) == {"document_ids": ["a", "b"], "username": "ann", "xwiki_username": "ann", "collection": "c1"}
+    assert json.loads(body) == {"document_ids": ["a", "b"], "username": "ann", "xwiki_username": "ann",
+                                "collection": "c1"}
     expected = hmac.new(b"secret", b"1700000000." + body, hashlib.sha256).hexdigest()
     assert headers == {"Content-Type": "application/json", "X-Kindex-Signature": f"t=1700000000,v1={expected}"}
     assert sign(b"other", body, 1700000000) != headers["X-Kindex-Signature"]

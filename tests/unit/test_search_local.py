@@ -72,8 +72,9 @@ def random_history(index: LocalSearchIndex, reference: Reference, operations: in
     for step in range(operations):
         roll = rng.rand()
         if roll < 0.7:
-            batch = [record(f"c-{rng.randint(400)}", seed * 100_000 + step * 10 + i, document_id=f"doc-{rng.randint(40)}",
-                            language=["en", "de", None][rng.randint(3)]) for i in range(rng.randint(1, 6))]
+            batch = [record(f"c-{rng.randint(400)}", seed * 100_000 + step * 10 + i,
+                            document_id=f"doc-{rng.randint(40)}", language=["en", "de", None][rng.randint(3)])
+                     for i in range(rng.randint(1, 6))]
             batch = list({item.chunk_id: item for item in batch}.values())
             index.upsert(MODEL, batch)
             reference.upsert(batch)

@@ -46,6 +46,7 @@ def api_routes(resolvers: dict[str, Any], public_function: str) -> list[ApiRoute
     by_target: dict[tuple[str, str], list[str]] = {}
     for (path, method), function in served.items():
         by_target.setdefault((path, function), []).append(method)
-    routes = [ApiRoute(path, tuple(sorted(methods)), function) for (path, function), methods in sorted(by_target.items())]
+    routes = [ApiRoute(path, tuple(sorted(methods)), function)
+              for (path, function), methods in sorted(by_target.items())]
     routes += [ApiRoute(path, methods, public_function, public=True) for path, methods in PUBLIC_ROUTES.items()]
     return routes

@@ -149,7 +149,8 @@ class IngestService:
 
     def __init__(self, collections: CollectionStore, documents: DocumentStore, blobs: BlobStore, chunks: ChunkStore,
                  index: SearchIndex, embeddings: EmbeddingService, limits: IngestLimits | None = None,
-                 extract: Callable | None = None, chunk: Callable | None = None, metrics: MetricsRecorder | None = None):
+                 extract: Callable | None = None, chunk: Callable | None = None,
+                 metrics: MetricsRecorder | None = None):
         self.collections = collections
         self.documents = documents
         self.blobs = blobs
@@ -224,7 +225,8 @@ class IngestService:
         tenant, collection_id, document_id, filename = parsed
         collection = self.collections.get_collection(tenant, collection_id)
         if collection is None:
-            logger.warning("ignoring blob of a missing collection", extra={"tenant": tenant, "collection": collection_id})
+            logger.warning("ignoring blob of a missing collection",
+                           extra={"tenant": tenant, "collection": collection_id})
             return None
         data = batch.fetched.pop(key, None) if batch else None  # read moments ago by `open_batch`
         too_large: LimitExceeded | None = None
@@ -282,7 +284,8 @@ class IngestService:
         self.chunks.delete_chunks(tenant, collection.id)
 
     # Internals
-    def _document_for(self, tenant: str, collection_id: str, document_id: str, filename: str, key: str) -> Document | None:
+    def _document_for(self, tenant: str, collection_id: str, document_id: str, filename: str,
+                      key: str) -> Document | None:
         from kindex.text.extract import guess_mimetype
 
         document = self.documents.get_document(tenant, collection_id, document_id)
@@ -461,7 +464,8 @@ class IngestService:
                                              max_size=collection.chunking_max_size,
                                              overlap=collection.chunking_overlap_offset, pages=extracted.pages)
         if len(pieces) > self.limits.max_chunks_per_document:
-            raise LimitExceeded(f"Document has {len(pieces)} chunks; the limit is {self.limits.max_chunks_per_document}")
+            raise LimitExceeded(f"Document has {len(pieces)} chunks; "
+                                f"the limit is {self.limits.max_chunks_per_document}")
         return pieces
 
     def _write_chunks(self, tenant: str, collection: Collection, document: Document, pieces: list,
@@ -472,8 +476,9 @@ class IngestService:
         model's vectors and keeps the previous chunks, which the active model still serves; new content is written
         under both models so queries never serve stale text."""
         stored = [StoredChunk(chunk_id=chunk_id(tenant, collection.id, document.id, p.index, text_sha256(p.text)),
-                              collection=collection.id, document_id=document.id, index=p.index, start=p.start, end=p.end,
-                              text=p.text, page_start=p.page_start, page_end=p.page_end) for p in pieces]
+                              collection=collection.id, document_id=document.id, index=p.index, start=p.start,
+                              end=p.end, text=p.text, page_start=p.page_start, page_end=p.page_end)
+                  for p in pieces]
         previous = {c.chunk_id for c in self.chunks.list_chunks(tenant, collection.id, document.id)}
         self.chunks.put_chunks(tenant, stored)
         step = self._slice(models)

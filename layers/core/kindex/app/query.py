@@ -214,7 +214,8 @@ class QueryService:
                 if doc_id not in allowed:
                     denied.add((collection_id, doc_id))
 
-    def _shape(self, hits: Sequence[SearchHit], texts: dict, documents: dict) -> tuple[list[QueryResult], list[Citation]]:
+    def _shape(self, hits: Sequence[SearchHit], texts: dict, documents: dict
+               ) -> tuple[list[QueryResult], list[Citation]]:
         results: list[QueryResult] = []
         numbers: dict[tuple[str, str], int] = {}
         citations: list[Citation] = []

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import uuid
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from kindex.domain import keys
 from kindex.domain.errors import Conflict, NotFound
@@ -145,47 +145,19 @@ class ReindexService:
         now = utc_now()
         for document in self._documents(tenant, collection.id):
             sources[document.id] = document.source
-            report.total += 1
             chunk_ids = {c.chunk_id for c in self.chunks.list_chunks(tenant, collection.id, document.id)}
             stored_ids |= chunk_ids
             if document.source is None:
-                report.total -= 1  # a record without content has nothing to index
-                continue
-            if clean:
-                document = self._clear(tenant, collection, document)
-                to_send.append(document.source)
-                continue
-            if up_to_date(document, collection):
-                # During a model switch the store also holds the old chunks, so count rather than compare sets.
-                if document.status is DocumentStatus.INDEXED and len(chunk_ids & indexed_ids) < document.chunk_count:
-                    report.repaired["documents_without_vectors"] += 1
-                    self._force_rebuild(tenant, document)
-                    to_send.append(document.source)
-                else:
-                    report.done += 1
-                continue
-            stuck = document.status in (DocumentStatus.PENDING, DocumentStatus.IN_PROGRESS) and \
-                now - document.updated_at > STUCK_AFTER
-            if document.status in (DocumentStatus.INDEXED, DocumentStatus.FAILED) or stuck:
+                continue  # a record without content has nothing to index
+            report.total += 1
+            if self._needs_ingest(tenant, collection, document, chunk_ids, indexed_ids, clean=clean, report=report,
+                                  now=now):
                 to_send.append(document.source)
         orphans = indexed_ids - stored_ids
         if orphans and not clean:
             self.index.delete(model, tenant, collection.id, chunk_ids=sorted(orphans))
             report.repaired["vectors_without_chunks"] = len(orphans)
-        for key in self.blobs.list_blobs(keys.collection_prefix(tenant, collection.id)):
-            parsed = keys.parse_blob_key(key)
-            if parsed is None:
-                continue
-            write = keys.blob_write(key)
-            if write is not None:
-                # A blob of an API write becomes a document only through its record, never through reindex.
-                if sources.get(parsed[2]) != key and now - write.written_at > ABANDONED_AFTER:
-                    self.blobs.delete_blob(key)
-                    report.repaired["abandoned_blobs"] += 1
-            elif parsed[2] not in sources:
-                # A file dropped into the bucket whose event was lost: ingest makes it a document.
-                report.repaired["blobs_without_documents"] += 1
-                to_send.append(key)
+        to_send += self._repair_blobs(tenant, collection.id, sources, report, now)
         batch, report.remaining = to_send[:self.max_enqueue], max(0, len(to_send) - self.max_enqueue)
         if batch:
             self.trigger.trigger(batch)
@@ -238,6 +210,44 @@ class ReindexService:
                 if document is not None:
                     yield document
             after = ids[-1]
+
+    def _needs_ingest(self, tenant: str, collection: Collection, document: Document, chunk_ids: set[str],
+                      indexed_ids: set[str], *, clean: bool, report: CollectionReport, now: datetime) -> bool:
+        """Whether the document's blob goes through the ingest again (clearing or repairing it first if needed)."""
+        if clean:
+            self._clear(tenant, collection, document)
+            return True
+        if up_to_date(document, collection):
+            # During a model switch the store also holds the old chunks, so count rather than compare sets.
+            if document.status is DocumentStatus.INDEXED and len(chunk_ids & indexed_ids) < document.chunk_count:
+                report.repaired["documents_without_vectors"] += 1
+                self._force_rebuild(tenant, document)
+                return True
+            report.done += 1
+            return False
+        stuck = document.status in (DocumentStatus.PENDING, DocumentStatus.IN_PROGRESS) and \
+            now - document.updated_at > STUCK_AFTER
+        return document.status in (DocumentStatus.INDEXED, DocumentStatus.FAILED) or stuck
+
+    def _repair_blobs(self, tenant: str, collection_id: str, sources: dict[str, str | None],
+                      report: CollectionReport, now: datetime) -> list[str]:
+        """Deletes abandoned blobs of API writes; returns the keys of dropped-in files that have no document yet."""
+        to_send: list[str] = []
+        for key in self.blobs.list_blobs(keys.collection_prefix(tenant, collection_id)):
+            parsed = keys.parse_blob_key(key)
+            if parsed is None:
+                continue
+            write = keys.blob_write(key)
+            if write is not None:
+                # A blob of an API write becomes a document only through its record, never through reindex.
+                if sources.get(parsed[2]) != key and now - write.written_at > ABANDONED_AFTER:
+                    self.blobs.delete_blob(key)
+                    report.repaired["abandoned_blobs"] += 1
+            elif parsed[2] not in sources:
+                # A file dropped into the bucket whose event was lost: ingest makes it a document.
+                report.repaired["blobs_without_documents"] += 1
+                to_send.append(key)
+        return to_send
 
     def _clear(self, tenant: str, collection: Collection, document: Document) -> Document:
         for model in {collection.embedding_model, collection.query_model}:

@@ -235,7 +235,8 @@ class RightsSession:
             self.checks.sleep(max(0.0, max(failed_deadlines) - clock()))
         return decided
 
-    def _call(self, user: str | None, collection_id: str, document_ids: list[str], deadline: float) -> tuple[int, bytes]:
+    def _call(self, user: str | None, collection_id: str, document_ids: list[str], deadline: float
+              ) -> tuple[int, bytes]:
         checks = self.checks
         if not checks.limiter.acquire(self.tenant, deadline):
             raise RightsCallFailed("busy")
@@ -259,7 +260,8 @@ class RightsSession:
 
 
 class RightsSecretService:
-    """The tenant's HMAC secret for signing rights-check requests: generated here, shown once, kept in the secret store."""
+    """The tenant's HMAC secret for signing rights-check requests: generated here, shown once, kept in the secret
+    store."""
 
     def __init__(self, secrets: SecretStore):
         self.secrets = secrets

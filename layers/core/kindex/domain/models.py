@@ -195,7 +195,8 @@ class Collection(BaseModel):
 
 COLLECTION_READ_ONLY = frozenset({"created_at", "updated_at", "document_count", "config_version",
                                   "active_embedding_model"})
-COLLECTION_CONFIG_FIELDS = frozenset({"embedding_model", "chunking_method", "chunking_max_size", "chunking_overlap_offset"})
+COLLECTION_CONFIG_FIELDS = frozenset({"embedding_model", "chunking_method", "chunking_max_size",
+                                      "chunking_overlap_offset"})
 
 
 class CollectionInput(BaseModel):
@@ -225,7 +226,8 @@ class CollectionInput(BaseModel):
     active_embedding_model: Any = None
 
     def changes(self) -> dict[str, Any]:
-        """The writable fields present in the body (explicit nulls of writable fields are rejected by validation later)."""
+        """The writable fields present in the body (explicit nulls of writable fields are rejected by validation
+        later)."""
         return {name: getattr(self, name) for name in self.model_fields_set - COLLECTION_READ_ONLY - {"id"}}
 
 

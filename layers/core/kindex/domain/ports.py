@@ -70,7 +70,8 @@ class CollectionStore(Protocol):
         """The collection, or None when it does not exist for this tenant."""
 
     def put_collection(self, tenant: str, collection: "Collection", *, create: bool) -> None:
-        """Write the collection. create=True fails with Conflict if it exists; create=False with NotFound if it does not."""
+        """Write the collection. create=True fails with Conflict if it exists; create=False with NotFound if it does
+        not."""
 
     def delete_collection(self, tenant: str, collection_id: str) -> bool:
         """Delete the collection and all its document records; False when it did not exist."""
@@ -85,7 +86,8 @@ class DocumentStore(Protocol):
     def get_document(self, tenant: str, collection_id: str, document_id: str) -> "Document | None":
         """The document, or None when it does not exist."""
 
-    def put_document(self, tenant: str, document: "Document", *, create: bool, expected_version: int | None = None) -> None:
+    def put_document(self, tenant: str, document: "Document", *, create: bool,
+                     expected_version: int | None = None) -> None:
         """Write the document. create=True fails with Conflict if it exists; create=False with NotFound if it does not.
         With `expected_version`, the write fails with Conflict unless the stored version still equals it."""
 

@@ -433,6 +433,23 @@ def _render_html(soup) -> str:
 
     title_tag = soup.find("title")
     title = _collapse(title_tag.get_text(" ")) if title_tag is not None else ""
+    _drop_invisible_html(soup)
+    text = _HtmlText([title] if title else [])
+    # An explicit stack instead of recursion: real pages nest deeper than Python's recursion limit.
+    stack: list[tuple[object, bool]] = [(soup, False)]
+    while stack:
+        node, closing = stack.pop()
+        if closing:
+            text.end_paragraph()
+        elif type(node) is NavigableString:  # skips comments, doctypes, CDATA, processing instructions
+            text.inline.append(str(node))
+        elif isinstance(node, Tag):
+            stack.extend(text.enter(node))
+    text.end_paragraph()
+    return "\n\n".join(text.blocks)
+
+
+def _drop_invisible_html(soup) -> None:
     for tag in soup.find_all(_HTML_DROPPED_TAGS):
         if not tag.decomposed:
             tag.decompose()
@@ -443,71 +460,65 @@ def _render_html(soup) -> str:
         if not tag.decomposed:
             tag.decompose()
 
-    blocks: list[str] = [title] if title else []
-    inline: list[object] = []
 
-    def flush() -> None:
-        if not inline:
+class _HtmlText:
+    """The blocks read so far, and the inline pieces of the paragraph being read."""
+
+    def __init__(self, blocks: list[str]):
+        self.blocks = blocks
+        self.inline: list[object] = []
+
+    def enter(self, tag) -> list[tuple[object, bool]]:
+        """Reads a tag; returns the nodes still to visit, in stack order (the last is visited first)."""
+        standalone = _html_standalone_block(tag)
+        if standalone is not None:
+            self.end_paragraph()
+            if standalone:
+                self.blocks.append(standalone)
+            return []
+        if tag.name == "br":
+            self.inline.append(_LINE_BREAK)
+            return []
+        pending: list[tuple[object, bool]] = []
+        if tag.name in _HTML_BLOCK_TAGS:
+            self.end_paragraph()
+            pending.append((tag, True))
+            if tag.name == "li":
+                self.inline.append(_LIST_ITEM)
+        pending.extend((child, False) for child in reversed(tag.contents))
+        return pending
+
+    def end_paragraph(self) -> None:
+        if not self.inline:
             return
-        is_list_item = inline[0] is _LIST_ITEM
+        is_list_item = self.inline[0] is _LIST_ITEM
         lines: list[str] = []
         current: list[str] = []
-        for piece in inline:
+        for piece in self.inline:
             if piece is _LINE_BREAK:
                 lines.append(_collapse("".join(current)))
                 current = []
             elif piece is not _LIST_ITEM:
                 current.append(piece)  # type: ignore[arg-type]
         lines.append(_collapse("".join(current)))
-        inline.clear()
+        self.inline.clear()
         paragraph = "\n".join(line for line in lines if line)
         if paragraph:
-            blocks.append("- " + paragraph if is_list_item else paragraph)
+            self.blocks.append("- " + paragraph if is_list_item else paragraph)
 
-    # An explicit stack instead of recursion: real pages nest deeper than Python's recursion limit.
-    stack: list[tuple[object, bool]] = [(soup, False)]
-    while stack:
-        node, closing = stack.pop()
-        if closing:
-            flush()
-            continue
-        if isinstance(node, NavigableString):
-            if type(node) is NavigableString:  # skips comments, doctypes, CDATA, processing instructions
-                inline.append(str(node))
-            continue
-        if not isinstance(node, Tag):
-            continue
-        name = node.name
-        if name in _HTML_HEADINGS:
-            flush()
-            heading = _collapse(node.get_text(" "))
-            if heading:
-                blocks.append("#" * _HTML_HEADINGS[name] + " " + heading)
-            continue
-        if name == "table":
-            flush()
-            table = _render_html_table(node)
-            if table:
-                blocks.append(table)
-            continue
-        if name == "pre":
-            flush()
-            preformatted = "\n".join(line.rstrip() for line in node.get_text().strip("\n").splitlines())
-            if preformatted.strip():
-                blocks.append(preformatted)
-            continue
-        if name == "br":
-            inline.append(_LINE_BREAK)
-            continue
-        is_block = name in _HTML_BLOCK_TAGS
-        if is_block:
-            flush()
-            stack.append((node, True))
-            if name == "li":
-                inline.append(_LIST_ITEM)
-        stack.extend((child, False) for child in reversed(node.contents))
-    flush()
-    return "\n\n".join(blocks)
+
+def _html_standalone_block(tag) -> str | None:
+    """The text of a heading, table or `pre` (read whole, as one block; "" when empty), None for any other tag."""
+    name = tag.name
+    if name in _HTML_HEADINGS:
+        heading = _collapse(tag.get_text(" "))
+        return "#" * _HTML_HEADINGS[name] + " " + heading if heading else ""
+    if name == "table":
+        return _render_html_table(tag)
+    if name == "pre":
+        preformatted = "\n".join(line.rstrip() for line in tag.get_text().strip("\n").splitlines())
+        return preformatted if preformatted.strip() else ""
+    return None
 
 
 def _render_html_table(table) -> str:

@@ -171,7 +171,8 @@ class DynamoDbMetadataStore(DynamoDbTable):
         body = self._get_body(documents_pk(tenant, collection_id), document_id)
         return Document.model_validate_json(body) if body is not None else None
 
-    def put_document(self, tenant: str, document: Document, *, create: bool, expected_version: int | None = None) -> None:
+    def put_document(self, tenant: str, document: Document, *, create: bool,
+                     expected_version: int | None = None) -> None:
         item = build_item(documents_pk(tenant, document.collection), document.id, document.model_dump_json(),
                           version=document.version)
 

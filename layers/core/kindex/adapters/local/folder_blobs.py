@@ -149,7 +149,8 @@ class FolderBlobStore:
             folded = Path(probe).with_name(Path(probe).name.upper())
             if folded.exists():
                 logger.warning("the blob folder is on a case-insensitive file system: ids that differ only in "
-                               "letter case would share files; use a case-sensitive volume", extra={"root": str(self.root)})
+                               "letter case would share files; use a case-sensitive volume",
+                               extra={"root": str(self.root)})
         finally:
             Path(probe).unlink(missing_ok=True)
 

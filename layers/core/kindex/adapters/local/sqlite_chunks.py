@@ -37,8 +37,8 @@ class SqliteChunkStore:
                  c.text) for c in chunks]
         with self.db.write() as conn:
             conn.executemany(
-                "INSERT OR REPLACE INTO chunks (tenant, collection, document_id, chunk_id, idx, start_offset, end_offset,"
-                " page_start, page_end, text) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+                "INSERT OR REPLACE INTO chunks (tenant, collection, document_id, chunk_id, idx, start_offset,"
+                " end_offset, page_start, page_end, text) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
 
     def get_chunks(self, tenant: str, refs: Sequence[ChunkRef]) -> dict[str, StoredChunk]:
         found: dict[str, StoredChunk] = {}
@@ -89,5 +89,5 @@ class SqliteChunkStore:
                 conn.execute("DELETE FROM chunks WHERE tenant = ? AND collection = ? AND document_id = ?",
                              (tenant, collection, document_id))
             else:
-                conn.executemany("DELETE FROM chunks WHERE tenant = ? AND collection = ? AND document_id = ? AND chunk_id = ?",
-                                 [(tenant, collection, document_id, cid) for cid in chunk_ids])
+                conn.executemany("DELETE FROM chunks WHERE tenant = ? AND collection = ? AND document_id = ?"
+                                 " AND chunk_id = ?", [(tenant, collection, document_id, cid) for cid in chunk_ids])

@@ -40,4 +40,5 @@ class SqliteEmbeddingCache:
     def put_vectors(self, model: str, vectors: dict[str, np.ndarray]) -> None:
         rows = [(model, digest, np.asarray(vec, dtype=np.float32).tobytes()) for digest, vec in vectors.items()]
         with self.db.write() as conn:
-            conn.executemany("INSERT OR IGNORE INTO embedding_cache (model, text_sha256, vector) VALUES (?, ?, ?)", rows)
+            conn.executemany("INSERT OR IGNORE INTO embedding_cache (model, text_sha256, vector) VALUES (?, ?, ?)",
+                             rows)

@@ -53,7 +53,8 @@ class SqliteMetadataStore:
         with self.db.write() as conn:
             if create:
                 try:
-                    conn.execute("INSERT INTO collections (tenant, id, body) VALUES (?, ?, ?)", (tenant, collection.id, body))
+                    conn.execute("INSERT INTO collections (tenant, id, body) VALUES (?, ?, ?)",
+                                 (tenant, collection.id, body))
                 except sqlite3.IntegrityError as error:
                     raise Conflict(f"collection {collection.id!r} already exists") from error
             elif conn.execute("UPDATE collections SET body = ? WHERE tenant = ? AND id = ?",
@@ -78,7 +79,8 @@ class SqliteMetadataStore:
             (tenant, collection_id, document_id)).fetchone()
         return Document.model_validate_json(row[0]) if row else None
 
-    def put_document(self, tenant: str, document: Document, *, create: bool, expected_version: int | None = None) -> None:
+    def put_document(self, tenant: str, document: Document, *, create: bool,
+                     expected_version: int | None = None) -> None:
         body = document.model_dump_json()
         key = (tenant, document.collection, document.id)
         with self.db.write() as conn:
@@ -95,7 +97,8 @@ class SqliteMetadataStore:
                 sql += " AND version = ?"
                 params.append(expected_version)
             if conn.execute(sql, params).rowcount == 0:
-                exists = conn.execute("SELECT 1 FROM documents WHERE tenant = ? AND collection = ? AND id = ?", key).fetchone()
+                exists = conn.execute("SELECT 1 FROM documents WHERE tenant = ? AND collection = ? AND id = ?",
+                                      key).fetchone()
                 if exists:
                     raise Conflict(f"document {document.id!r} changed meanwhile")
                 raise NotFound(f"document {document.id!r} does not exist")

@@ -60,7 +60,8 @@ class SqliteQueue:
     def send(self, body: str, *, lane: str = "", group: str = "") -> None:
         now = self.clock()
         with self.db.write() as conn:
-            conn.execute("INSERT INTO queue (message_id, body, visible_at, sent_at, lane, grp) VALUES (?, ?, ?, ?, ?, ?)",
+            conn.execute("INSERT INTO queue (message_id, body, visible_at, sent_at, lane, grp)"
+                         " VALUES (?, ?, ?, ?, ?, ?)",
                          (uuid.uuid4().hex, body, now, now, lane, group))
 
     def receive(self, max_messages: int, visibility_timeout: float, *,
@@ -102,7 +103,8 @@ class SqliteQueue:
                 return []
             rows = conn.execute(
                 "UPDATE queue SET receive_count = receive_count + 1, visible_at = ?, receipt = ?"
-                f" WHERE message_id IN ({','.join('?' * len(chosen))}) RETURNING message_id, body, receive_count, sent_at",
+                f" WHERE message_id IN ({','.join('?' * len(chosen))})"
+                " RETURNING message_id, body, receive_count, sent_at",
                 (now + visibility_timeout, uuid.uuid4().hex, *chosen)).fetchall()
         rows.sort(key=lambda row: row[3])
         return [QueueMessage(message_id=r[0], body=r[1], receive_count=r[2]) for r in rows]

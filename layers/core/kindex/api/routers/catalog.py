@@ -91,7 +91,8 @@ def put_document(collection: str, document: str, body: DocumentInput, svc: Servi
                     body=DocumentOut(**stored.model_dump()))
 
 
-@router.delete("/v1/collections/<collection>/documents/<document>", responses={204: {"description": "Deleted everywhere"}})
+@router.delete("/v1/collections/<collection>/documents/<document>",
+               responses={204: {"description": "Deleted everywhere"}})
 def delete_document(collection: str, document: str, svc: ServicesDep):
     svc.catalog.delete_document(require_admin(router).tenant, path_param(collection), path_param(document))
     return Response(status_code=204)

@@ -31,7 +31,6 @@ import logging
 import os
 import sqlite3
 import threading
-import zlib
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -53,13 +52,12 @@ from kindex.adapters.local.search.keyword import (
 )
 from kindex.adapters.local.search.log import (
     FLOAT32,
-    FRAME,
-    HEADER_LENGTH,
     OP_CLEAR,
     OP_DELETE,
     OP_OPEN,
     OP_UPSERT,
     frame_record,
+    read_records,
 )
 from kindex.adapters.local.search.partition import Partition, normalise_rows
 from kindex.domain.errors import InvalidInput
@@ -231,30 +229,8 @@ class LocalSearchIndex:
     def _replay(self, key: tuple[str, str, str], log: Path, partition: Partition | None) -> Partition | None:
         data = log.read_bytes()
         offset = records = 0
-        while offset + FRAME.size <= len(data):
-            length, checksum = FRAME.unpack_from(data, offset)
-            end = offset + FRAME.size + length
-            payload = memoryview(data)[offset + FRAME.size:end]
-            if length < 1 + HEADER_LENGTH.size or end > len(data) or zlib.crc32(payload) != checksum:
-                break
-            op = bytes(payload[:1])
-            (header_length,) = HEADER_LENGTH.unpack_from(payload, 1)
-            body = 1 + HEADER_LENGTH.size + header_length
-            header = json.loads(bytes(payload[1 + HEADER_LENGTH.size:body]))
-            if op == OP_OPEN:
-                if header["key"] != list(key):
-                    raise RuntimeError(f"vector log {log.name} belongs to another key")
-                if partition is None:
-                    partition = Partition(header["dims"])
-            elif op == OP_UPSERT:
-                rows = np.frombuffer(payload[body:], dtype=FLOAT32).reshape(len(header["rows"]), -1)
-                if partition is None:
-                    partition = Partition(rows.shape[1])
-                partition.put(header["rows"], rows)
-            elif op == OP_DELETE and partition is not None:
-                partition.remove(header["ids"])
-            elif op == OP_CLEAR and partition is not None:
-                partition = Partition(partition.dims)
+        for op, header, body, end in read_records(data):
+            partition = _apply_record(key, log, partition, op, header, body)
             offset, records = end, records + 1
         if offset < len(data):
             # A crash mid-append leaves a torn last record; that write never returned, so dropping it loses
@@ -433,3 +409,23 @@ class LocalSearchIndex:
             self._db.execute("ROLLBACK")
             raise
         self._db.execute("COMMIT")
+
+
+def _apply_record(key: tuple[str, str, str], log: Path, partition: Partition | None, op: bytes, header: dict,
+                  body: memoryview) -> Partition | None:
+    """The partition after one replayed log record (a new one when the record opens or clears it)."""
+    if op == OP_OPEN:
+        if header["key"] != list(key):
+            raise RuntimeError(f"vector log {log.name} belongs to another key")
+        if partition is None:
+            partition = Partition(header["dims"])
+    elif op == OP_UPSERT:
+        rows = np.frombuffer(body, dtype=FLOAT32).reshape(len(header["rows"]), -1)
+        if partition is None:
+            partition = Partition(rows.shape[1])
+        partition.put(header["rows"], rows)
+    elif op == OP_DELETE and partition is not None:
+        partition.remove(header["ids"])
+    elif op == OP_CLEAR and partition is not None:
+        partition = Partition(partition.dims)
+    return partition

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import struct
 import zlib
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -27,3 +28,20 @@ def frame_record(op: bytes, header: dict, body: bytes = b"") -> bytes:
     encoded = json.dumps(header, separators=(",", ":")).encode("utf-8")
     payload = b"".join((op, HEADER_LENGTH.pack(len(encoded)), encoded, body))
     return FRAME.pack(len(payload), zlib.crc32(payload)) + payload
+
+
+def read_records(data: bytes) -> Iterator[tuple[bytes, dict, memoryview, int]]:
+    """The log's records in order, each as (op, header, body, offset just past it); stops at the first record
+    that is cut short or fails its CRC (a crash mid-append tears the last one)."""
+    offset = 0
+    while offset + FRAME.size <= len(data):
+        length, checksum = FRAME.unpack_from(data, offset)
+        end = offset + FRAME.size + length
+        payload = memoryview(data)[offset + FRAME.size:end]
+        if length < 1 + HEADER_LENGTH.size or end > len(data) or zlib.crc32(payload) != checksum:
+            return
+        (header_length,) = HEADER_LENGTH.unpack_from(payload, 1)
+        body = 1 + HEADER_LENGTH.size + header_length
+        header = json.loads(bytes(payload[1 + HEADER_LENGTH.size:body]))
+        yield bytes(payload[:1]), header, payload[body:], end
+        offset = end
