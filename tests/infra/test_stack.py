@@ -430,3 +430,24 @@ def test_deployed_routes_are_exactly_the_routes_of_the_openapi_document(resource
                 for method in ("get", "put", "post", "delete", "patch") if getattr(item, method, None) is not None}
     assert expected, "the OpenAPI document lists routes"
     assert set(_methods(resources)) == expected | {"GET /v1/openapi.json", "GET /docs"}
+
+
+def test_each_function_gets_what_its_settings_model_requires(resources):
+    """Given each function's settings model (validated at cold start: a missing variable fails the first invocation)
+    Then the synthesized function has every variable its model requires on AWS, and runs the aws backend."""
+    from kindex.settings import (
+        ENV_NAMES,
+        ApiSettings,
+        AuthorizerSettings,
+        IngestSettings,
+        QuerySettings,
+        ReindexSettings,
+    )
+
+    models = {"api": ApiSettings, "authorizer": AuthorizerSettings, "ingest": IngestSettings, "query": QuerySettings,
+              "reindex": ReindexSettings}
+    for name, model in models.items():
+        environment = resources[function_id(resources, name)]["Properties"]["Environment"]["Variables"]
+        assert environment["KINDEX_BACKEND"] == "aws", name
+        missing = [ENV_NAMES[field] for field in model.aws_requires if ENV_NAMES[field] not in environment]
+        assert missing == [], (name, missing)

@@ -1,5 +1,5 @@
-"""Ports: the small protocols the services depend on. Every port has a local and an AWS adapter and one
-shared contract test suite (`tests/contract/`) that runs against both."""
+"""Ports: the small protocols the use cases depend on, with what each promises on duplicates and missing items.
+Every adapter of a port runs that port's contract mixin (`tests/contract/mixins/`); a new adapter subclasses it."""
 
 from __future__ import annotations
 
