@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 
 BENCH_STAMP := $(VENV)/.bench-installed
 
-.PHONY: install serve test synth bench eval clean opensearch opensearch-stop
+.PHONY: install serve test synth bench eval smoke clean opensearch opensearch-stop
 
 # What `make serve` needs: kindex and its runtime dependencies, the local model included.
 $(RUNTIME_STAMP): pyproject.toml
@@ -48,6 +48,10 @@ eval: $(BENCH_STAMP)
 synth: $(STAMP)
 	$(PY) scripts/build_layers.py
 	JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20 $(PY) app.py
+
+# End-to-end check of a deployment: make smoke URL=https://... KEY=kdx_... (an admin key; leaves nothing behind).
+smoke: $(RUNTIME_STAMP)
+	$(VENV)/bin/kindex smoke --url "$(URL)" --key "$(KEY)"
 
 clean:
 	rm -rf $(VENV) .kindex .pytest_cache build cdk.out

@@ -1,4 +1,5 @@
-"""The `kindex` command: serve locally, manage API keys."""
+"""The `kindex` command: serve locally, manage API keys, ingest, reindex, redrive; and `smoke`, an end-to-end check
+of any deployment over HTTP(S)."""
 
 from __future__ import annotations
 
@@ -165,7 +166,23 @@ def build_parser() -> argparse.ArgumentParser:
     reindex.set_defaults(func=cmd_reindex)
     redrive = with_data_dir(sub.add_parser("redrive", help="retry the dead-lettered ingest messages"))
     redrive.set_defaults(func=cmd_redrive)
+    smoke = sub.add_parser("smoke", help="end-to-end check of a deployment over HTTP(S) with an admin key")
+    smoke.add_argument("--url", help="the deployment's base URL (or KINDEX_URL)")
+    smoke.add_argument("--key", help="an admin API key of the tenant to run under (or KINDEX_API_KEY)")
+    smoke.add_argument("--file", type=Path, help="the file to upload (default: a short built-in markdown text)")
+    smoke.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for indexing (default 300)")
+    smoke.set_defaults(func=cmd_smoke)
     return parser
+
+
+def cmd_smoke(args: argparse.Namespace) -> int:
+    from kindex_local.smoke import run
+
+    url, key = args.url or os.environ.get("KINDEX_URL"), args.key or os.environ.get("KINDEX_API_KEY")
+    if not url or not key:
+        print("error: give --url and --key (or KINDEX_URL and KINDEX_API_KEY)", file=sys.stderr)
+        return 2
+    return run(url, key, file=args.file, timeout=args.timeout)
 
 
 def main(argv: list[str] | None = None) -> int:
