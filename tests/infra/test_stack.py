@@ -611,3 +611,77 @@ def test_api_execution_logs_expire_and_exist_before_the_stage(resources):
     assert group_id in resources[stage_id]["DependsOn"]
     # Every log group of the stack expires
     assert all("RetentionInDays" in r["Properties"] for r in of_type(resources, "AWS::Logs::LogGroup").values())
+
+
+class RecordingTransport:
+    """Stands in for opensearch-py's Transport.perform_request, which every API call goes through: records the
+    (method, path) of each request the adapter sends and answers like a cluster holding no documents."""
+
+    def __init__(self, model_alias: str):
+        self.calls: list[tuple[str, str]] = []
+        self.alias = model_alias
+
+    def perform_request(self, method, url, headers=None, params=None, body=None):
+        self.calls.append((method, url.split("?", 1)[0]))
+        if method == "HEAD":
+            return False  # no index yet: the adapter creates it
+        if url.endswith("/_bulk") or url == "/_bulk":
+            lines = [line for line in (body if isinstance(body, str) else body.decode()).splitlines() if line]
+            return {"errors": False, "items": [{"index": {"status": 201}} for _ in range(len(lines) // 2)]}
+        if url.startswith("/_alias/"):
+            return {f"{self.alias}-v1": {"aliases": {self.alias: {}}}}
+        if url.endswith("/_delete_by_query"):
+            return {"deleted": 0}
+        if url.endswith("/_search"):
+            return {"hits": {"hits": []}}
+        return {"acknowledged": True}
+
+
+def adapter_requests(operations) -> list[tuple[str, str]]:
+    from opensearchpy import OpenSearch
+
+    from kindex.adapters.aws.opensearch_index import OpenSearchIndex, index_alias
+
+    transport = RecordingTransport(index_alias("kindex", "text-embedding-3-small", 4))
+    client = OpenSearch(hosts=[{"host": "search-x.us-east-1.es.amazonaws.com", "port": 443}])
+    client.transport.perform_request = transport.perform_request  # serializer and the rest stay real
+    operations(OpenSearchIndex(client))
+    return transport.calls
+
+
+def allowed(paths: dict[str, set[str]], method: str, path: str) -> bool:
+    from fnmatch import fnmatchcase
+
+    # IAM's `*` matches any characters, `/` included, as fnmatch's does
+    return any(fnmatchcase(path.lstrip("/"), granted) for granted in paths.get("es:ESHttp" + method.title(), ()))
+
+
+def test_every_request_the_adapter_sends_is_granted_to_the_role_that_sends_it(resources):
+    from kindex.domain.types import IndexRecord
+
+    model = "text-embedding-3-small"
+    record = IndexRecord(tenant="acme", collection="c1", document_id="d1", chunk_id="k1", vector=[0.5] * 4,
+                         text="hello")
+
+    def write(index):  # ingest, reindex and api: upsert, chunk listing, deletes
+        index.upsert(model, [record])
+        index.chunk_ids(model, "acme", "c1")
+        index.delete(model, "acme", "c1", document_ids=["d1"])
+        index.delete(model, "acme", "c1")
+
+    def query(index):
+        index.knn_search(model, "acme", ["c1"], [0.5] * 4, 5)
+        index.keyword_search(model, "acme", ["c1"], "hello", 5)
+
+    writes, reads = adapter_requests(write), adapter_requests(query)
+    # Given the requests really sent (index creation included)
+    assert ("PUT", f"/kindex-{model}-4-v1") in writes and ("POST", "/_bulk") in writes
+    # Then each is granted to every writer, and the query role's are granted to it
+    for name in ("api", "ingest", "reindex"):
+        paths = es_paths(resources, name)
+        assert [call for call in writes + reads if not allowed(paths, *call)] == [], name
+    query_paths = es_paths(resources, "query")
+    assert [call for call in reads if not allowed(query_paths, *call)] == []
+    # And none of the writes but the searches and alias lookups they include is open to the query role
+    assert {call for call in writes if allowed(query_paths, *call)} == {
+        call for call in writes if call[1].endswith("/_search") or call[1].startswith("/_alias/")}
