@@ -685,3 +685,52 @@ def test_every_request_the_adapter_sends_is_granted_to_the_role_that_sends_it(re
     # And none of the writes but the searches and alias lookups they include is open to the query role
     assert {call for call in writes if allowed(query_paths, *call)} == {
         call for call in writes if call[1].endswith("/_search") or call[1].startswith("/_alias/")}
+
+
+# --- idle cost (scripts/idle_cost.py) --------------------------------------------------------------------------
+
+def idle_cost_module():
+    import importlib.util
+    import sys
+
+    if "idle_cost" not in sys.modules:  # a script, not a package: load it by path (dataclasses need it registered)
+        spec = importlib.util.spec_from_file_location("idle_cost", REPO_ROOT / "scripts" / "idle_cost.py")
+        sys.modules["idle_cost"] = module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    return sys.modules["idle_cost"]
+
+
+def test_docs_idle_cost_is_the_one_computed_from_the_template(synthesized):
+    idle_cost = idle_cost_module()
+    prices = json.loads(idle_cost.PRICES.read_text())
+    docs = (REPO_ROOT / "docs" / "aws.md").read_text()
+    # Given the template of the default configuration, when its idle cost is rendered
+    block = idle_cost.render(synthesized[2], prices)
+    # Then docs/aws.md holds exactly that block (refresh: scripts/idle_cost.py --write docs/aws.md)
+    assert idle_cost.replace_block(docs, block) == docs
+    alarms = len(of_type(synthesized[2]["Resources"], "AWS::CloudWatch::Alarm"))
+    assert f"| CloudWatch alarms (standard resolution) | {alarms} x $0.10 |" in block
+
+
+def test_idle_cost_prices_every_node_and_volume_and_refuses_unknown_types():
+    idle_cost = idle_cost_module()
+    prices = json.loads(idle_cost.PRICES.read_text())
+    domain = {"Type": "AWS::OpenSearchService::Domain", "Properties": {
+        "ClusterConfig": {"InstanceType": "t3.medium.search", "InstanceCount": 2, "DedicatedMasterEnabled": True,
+                          "DedicatedMasterType": "m6g.large.search", "DedicatedMasterCount": 3},
+        "EBSOptions": {"EBSEnabled": True, "VolumeType": "gp3", "VolumeSize": 50}}}
+    lines = idle_cost.idle_lines({"Resources": {"D": domain}}, prices)
+    by_item = {line.item: line.monthly_usd for line in lines}
+    assert by_item["OpenSearch data nodes, t3.medium.search"] == pytest.approx(2 * 730 * 0.073)
+    assert by_item["OpenSearch dedicated master nodes, m6g.large.search"] == pytest.approx(3 * 730 * 0.128)
+    assert by_item["OpenSearch gp3 storage"] == pytest.approx(100 * 0.122)
+    domain["Properties"]["ClusterConfig"]["InstanceType"] = "x99.huge.search"
+    with pytest.raises(idle_cost.UnknownPrice, match="x99.huge.search"):
+        idle_cost.idle_lines({"Resources": {"D": domain}}, prices)
+
+
+def test_every_price_names_its_source():
+    prices = json.loads(idle_cost_module().PRICES.read_text())
+    assert prices["recorded"] and prices["region"] == "us-east-1"
+    for name, entry in prices["prices"].items():
+        assert entry["source"].startswith("https://"), name
