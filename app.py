@@ -2,7 +2,8 @@
 
 `python app.py [--outdir DIR]` synthesizes without the CDK CLI (cdk.json's context is read here) and exits 1
 when cdk-nag reports an unsuppressed finding; under `cdk synth/deploy` the CLI passes cdk.json and `-c`
-values itself (they take precedence) and prints the findings.
+values itself (they take precedence) and prints the findings. Either way the Lambda layers are built first when
+missing or stale (no Docker; pip runs only when their inputs changed, so a repeated synth stays offline).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import time
 from pathlib import Path
 
 from infra import build_app
+from infra.layers import LayerBuildFailed
 
 CDK_JSON = Path(__file__).resolve().parent / "cdk.json"
 
@@ -26,7 +28,11 @@ def main() -> int:
     args = parser.parse_args()
     started = time.monotonic()
     context = json.loads(CDK_JSON.read_text())["context"]
-    app, stack = build_app(context=context, outdir=args.outdir)
+    try:
+        app, stack = build_app(context=context, outdir=args.outdir, build_layers=True)
+    except LayerBuildFailed as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
     assembly = app.synth()
     messages = assembly.get_stack_artifact(stack.artifact_id).messages
     findings = [m for m in messages if m.level.name in ("ERROR", "WARNING") and "AwsSolutions-" in str(m.entry.data)]

@@ -74,6 +74,13 @@ class Api(Construct):
                 access_log_format=apigw.AccessLogFormat.custom(json.dumps(ACCESS_LOG_FORMAT)),
             ),
         )
+        # API Gateway writes execution logs (logging_level) to a group it names and creates on first use, with no
+        # expiry. Created here first (the stage waits for it) so that it expires and goes with the stack.
+        self.execution_logs = logs.LogGroup(
+            self, "ExecutionLogs",
+            log_group_name=f"API-Gateway-Execution-Logs_{self.rest_api.rest_api_id}/{config.stage}",
+            retention=logs.RetentionDays.ONE_MONTH, removal_policy=RemovalPolicy.DESTROY)
+        self.rest_api.deployment_stage.node.add_dependency(self.execution_logs)
         self.authorizer = apigw.RequestAuthorizer(
             self, "KeyAuthorizer",
             handler=authorizer,

@@ -1,8 +1,8 @@
 """Lambda functions: the two shared layers and one function construct (own role, own log group) per entry point.
 
 Layers are read from `<layer_build_dir>/core` and `<layer_build_dir>/deps`, the directories that
-`scripts/build_layers.py` fills (`make synth` runs it first). Nothing here runs pip or Docker, so a synth is
-offline; tests point `layer_build_dir` at small placeholder directories so they never need the real build.
+`infra/layers.py` fills (app.py runs it before the stack, when they are missing or stale). Nothing here runs pip or
+Docker; tests point `layer_build_dir` at small placeholder directories so they never need the real build.
 """
 
 from __future__ import annotations
@@ -26,7 +26,8 @@ CODE_EXCLUDES = ["__pycache__", "*.pyc", "tests", "test_*.py"]
 
 
 class LayersMissing(FileNotFoundError):
-    """The layer build directories do not exist: run `scripts/build_layers.py` (or `make synth`) first."""
+    """The layer build directories do not exist: synthesize through app.py (`npx cdk synth`, `make synth`), which
+    builds them, or run `scripts/build_layers.py`."""
 
 
 class SharedLayers(Construct):
@@ -37,8 +38,9 @@ class SharedLayers(Construct):
         missing = [str(build_dir / name / "python") for name in ("core", "deps")
                    if not (build_dir / name / "python").is_dir()]
         if missing:
-            raise LayersMissing(f"layer directories missing: {', '.join(missing)}; run "
-                                f"`.venv/bin/python scripts/build_layers.py` (make synth does) before synthesizing")
+            raise LayersMissing(f"layer directories missing: {', '.join(missing)}; synthesize with app.py "
+                                f"(`npx cdk synth`, `make synth`), which builds them, or run "
+                                f"`.venv/bin/python scripts/build_layers.py` first")
         self.core = self._layer("Core", build_dir / "core", "kindex core package (domain, services, adapters)")
         self.deps = self._layer("Deps", build_dir / "deps", "kindex third-party dependencies (arm64, CPython 3.12)")
 

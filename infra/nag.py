@@ -47,9 +47,11 @@ def acknowledge_findings(stack: KindexStack) -> None:
         wildcards = [_regex(r"Resource::\*")]
         reasons = [XRAY]
         if name != "authorizer":
-            wildcards.append(_regex(r"Resource::arn:<AWS::Partition>:es:.*/\*|Resource::arn:aws[a-z-]*:es:.*/\*"))
-            reasons.append("es:ESHttp* actions apply to index paths under the domain; the role's methods are "
-                           "narrowed instead (query may only read).")
+            wildcards.append(_regex(r"Resource::arn:(?:<AWS::Partition>|aws[a-z-]*):es:.*:domain/[^/]+/"
+                                    r"(?:_alias/)?kindex-\*(?:/_[a-z_]+)?"))
+            reasons.append("OpenSearch paths are granted per method on the `kindex-*` indexes only (query: _search, "
+                           "_msearch and the alias lookup); the index names carry the model and dimension, known "
+                           "at run time.")
         if name in ("api", "ingest", "reindex"):
             wildcards.append(_regex(r"Resource::<StorageDocuments[A-Za-z0-9]+\.Arn>/tenants/\*"))
             reasons.append("Object actions are limited to the `tenants/` prefix, where every document blob lives.")

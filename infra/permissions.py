@@ -14,8 +14,27 @@ from infra.search import Search
 from infra.secrets import Secrets
 from infra.storage import BLOB_PREFIX, Storage
 
-ES_READ = ["es:ESHttpGet", "es:ESHttpHead", "es:ESHttpPost"]  # searches are POSTs
-ES_WRITE = ES_READ + ["es:ESHttpPut", "es:ESHttpDelete"]
+# OpenSearch permissions are per HTTP method and request path (`<domain ARN>/<path>`), from what
+# kindex/adapters/aws/opensearch_index.py sends: every index it uses is `kindex-<model>-<dims>` (an alias) or
+# `kindex-<model>-<dims>-v1` (the index behind it), so both match INDEX_PATTERN. No role may call `_cluster`,
+# `_nodes`, `_snapshot`, `_plugins` or delete an index: the adapter never does, and index creation is a PUT on the
+# index path itself.
+INDEX_PATTERN = "kindex-*"
+# Searches (opensearch-py sends them as POST; GET is the same request) and the alias lookup by model.
+ES_QUERY_PATHS = {
+    "es:ESHttpPost": [f"{INDEX_PATTERN}/_search", f"{INDEX_PATTERN}/_msearch"],
+    "es:ESHttpGet": [f"{INDEX_PATTERN}/_search", f"{INDEX_PATTERN}/_msearch", f"_alias/{INDEX_PATTERN}"],
+}
+# Writers also check and create their index (HEAD/PUT on the index path), bulk-write and delete by query. The
+# adapter's bulk request carries the index in each action, not in the URL, so it is a POST to the domain's root
+# `_bulk`: see docs/aws.md on what that allows and what would close it.
+ES_WRITE_PATHS = {
+    "es:ESHttpHead": [INDEX_PATTERN],
+    "es:ESHttpPut": [INDEX_PATTERN],
+    "es:ESHttpPost": [*ES_QUERY_PATHS["es:ESHttpPost"], "_bulk", f"{INDEX_PATTERN}/_bulk",
+                      f"{INDEX_PATTERN}/_delete_by_query"],
+    "es:ESHttpGet": ES_QUERY_PATHS["es:ESHttpGet"],
+}
 S3_READ_OBJECTS = ["s3:GetObject", "s3:GetObjectVersion"]
 S3_LIST = ["s3:ListBucket", "s3:ListBucketVersions"]
 # Removing a blob removes every version of it (DeleteObjects with version ids), not just a delete marker.
@@ -36,15 +55,16 @@ def grant_least_privilege(functions: dict[str, KindexFunction], *, storage: Stor
     api.add_to_role(
         _s3_objects(storage, S3_READ_OBJECTS + ["s3:PutObject"] + S3_DELETE),
         _s3_list(storage),
-        _es(search, ES_WRITE),
+        *_es(search, ES_WRITE_PATHS),
+        # RestoreSecret: a tenant secret someone scheduled for deletion is restored when the tenant sets it again.
         _secrets(secrets.tenant_secrets_arn(), ["secretsmanager:GetSecretValue", "secretsmanager:CreateSecret",
-                                                 "secretsmanager:PutSecretValue"]),
+                                                 "secretsmanager:PutSecretValue", "secretsmanager:RestoreSecret"]),
     )
 
     table.grant_read_data(query.role)
     table.grant(query.role, "dynamodb:PutItem")  # the query log that POST /v1/citations reads back
     query.add_to_role(
-        _es(search, ES_READ),
+        *_es(search, ES_QUERY_PATHS),
         _secrets(secrets.tenant_secrets_arn(), ["secretsmanager:GetSecretValue"]),
         _secrets(secrets.openai_key.secret_arn, ["secretsmanager:GetSecretValue"]),  # to embed the question
     )
@@ -53,7 +73,7 @@ def grant_least_privilege(functions: dict[str, KindexFunction], *, storage: Stor
     ingest.add_to_role(
         _s3_objects(storage, S3_READ_OBJECTS + S3_DELETE),
         _s3_list(storage),
-        _es(search, ES_WRITE),
+        *_es(search, ES_WRITE_PATHS),
         _secrets(secrets.openai_key.secret_arn, ["secretsmanager:GetSecretValue"]),
     )
 
@@ -64,7 +84,7 @@ def grant_least_privilege(functions: dict[str, KindexFunction], *, storage: Stor
     reindex.add_to_role(
         _s3_objects(storage, S3_READ_OBJECTS + S3_DELETE),
         _s3_list(storage),
-        _es(search, ES_WRITE),
+        *_es(search, ES_WRITE_PATHS),
         _secrets(secrets.openai_key.secret_arn, ["secretsmanager:GetSecretValue"]),
     )
 
@@ -78,8 +98,9 @@ def _s3_list(storage: Storage) -> iam.PolicyStatement:
                                conditions={"StringLike": {"s3:prefix": [BLOB_PREFIX + "*"]}})
 
 
-def _es(search: Search, actions: list[str]) -> iam.PolicyStatement:
-    return iam.PolicyStatement(actions=actions, resources=search.http_resources())
+def _es(search: Search, paths_by_action: dict[str, list[str]]) -> list[iam.PolicyStatement]:
+    return [iam.PolicyStatement(actions=[action], resources=[f"{search.domain_arn}/{path}" for path in paths])
+            for action, paths in paths_by_action.items()]
 
 
 def _secrets(arn: str, actions: list[str]) -> iam.PolicyStatement:

@@ -7,6 +7,7 @@ from constructs import Construct
 
 from infra.api import Api
 from infra.config import StackConfig
+from infra.dashboard import Dashboard
 from infra.functions import KindexFunction, SharedLayers
 from infra.ingest import IngestPipeline
 from infra.monitoring import Monitoring
@@ -84,9 +85,26 @@ class KindexStack(Stack):
                                      "a scheduled reindex")
         for name, fn in self.functions.items():
             self.monitoring.function_errors(f"{name.title()}Errors", fn.function, name)
+        self._observe()
 
         acknowledge_findings(self)
         self._outputs()
+
+    def _observe(self) -> None:
+        """Ingest lag, API 5XX and OpenSearch health alarms, and the operator's dashboard."""
+        config = self.config
+        self.monitoring.queue_age("IngestLag", self.ingest_pipeline.queue)
+        self.monitoring.api_server_errors("Api5xx", self.api.rest_api)
+        if self.search.domain is not None:
+            self.monitoring.search_domain(self.search.domain, instance_type=config.opensearch_instance_type,
+                                          instance_count=config.opensearch_instance_count,
+                                          volume_gib=config.opensearch_volume_gib)
+        self.dashboard = Dashboard(self, "Dashboard", name=f"kindex-{config.stage}",
+                                   ingest_queue=self.ingest_pipeline.queue,
+                                   dead_letter_queue=self.ingest_pipeline.dead_letter_queue,
+                                   rest_api=self.api.rest_api, query=self.functions["query"].function,
+                                   functions={name: fn.function for name, fn in self.functions.items()},
+                                   domain=self.search.domain)
 
     def _outputs(self) -> None:
         CfnOutput(self, "ApiUrl", value=self.api.rest_api.url)

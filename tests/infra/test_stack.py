@@ -160,7 +160,7 @@ def test_query_function_cannot_touch_s3_and_only_reads_search_and_secrets(resour
         "dynamodb:BatchGetItem", "dynamodb:GetRecords", "dynamodb:GetShardIterator", "dynamodb:Query",
         "dynamodb:GetItem", "dynamodb:Scan", "dynamodb:ConditionCheckItem", "dynamodb:DescribeTable"}
     assert not {"dynamodb:DeleteItem", "dynamodb:UpdateItem", "dynamodb:BatchWriteItem"} & granted
-    assert actions(resources, "query", "es") == {"es:ESHttpGet", "es:ESHttpHead", "es:ESHttpPost"}
+    assert actions(resources, "query", "es") == {"es:ESHttpGet", "es:ESHttpPost"}
     assert actions(resources, "query", "secretsmanager") == {"secretsmanager:GetSecretValue"}
     assert "kindex-dev/tenants/*" in text(resources_for(resources, "query", "secretsmanager:GetSecretValue"))
 
@@ -170,11 +170,14 @@ def test_api_function_manages_documents_uploads_and_tenant_secrets(resources):
     assert {"s3:PutObject", "s3:GetObject", "s3:DeleteObject", "s3:DeleteObjectVersion", "s3:ListBucket",
             "s3:ListBucketVersions"} == actions(resources, "api", "s3") - {"s3:GetObjectVersion"}
     assert "/tenants/*" in text(resources_for(resources, "api", "s3:PutObject"))
+    # (RestoreSecret: the adapter restores a tenant secret that was scheduled for deletion when it is set again)
     assert actions(resources, "api", "secretsmanager") == {
-        "secretsmanager:GetSecretValue", "secretsmanager:CreateSecret", "secretsmanager:PutSecretValue"}
-    secret_resources = text(resources_for(resources, "api", "secretsmanager:CreateSecret"))
-    assert "secret:kindex-dev/tenants/*" in secret_resources and "openai" not in secret_resources
-    assert {"es:ESHttpGet", "es:ESHttpPost", "es:ESHttpPut", "es:ESHttpDelete"} <= actions(resources, "api", "es")
+        "secretsmanager:GetSecretValue", "secretsmanager:CreateSecret", "secretsmanager:PutSecretValue",
+        "secretsmanager:RestoreSecret"}
+    for action in ("secretsmanager:CreateSecret", "secretsmanager:RestoreSecret"):
+        secret_resources = text(resources_for(resources, "api", action))
+        assert "secret:kindex-dev/tenants/*" in secret_resources and "openai" not in secret_resources
+    assert actions(resources, "api", "es") == {"es:ESHttpGet", "es:ESHttpPost", "es:ESHttpPut", "es:ESHttpHead"}
     assert "dynamodb:PutItem" in actions(resources, "api") and "dynamodb:DeleteItem" in actions(resources, "api")
 
 
@@ -182,7 +185,8 @@ def test_ingest_reads_blobs_deletes_versions_writes_index_and_never_writes_s3(re
     s3_actions = actions(resources, "ingest", "s3")
     assert {"s3:GetObject", "s3:DeleteObjectVersion", "s3:ListBucketVersions"} <= s3_actions
     assert "s3:PutObject" not in s3_actions
-    assert {"es:ESHttpPut", "es:ESHttpDelete", "es:ESHttpPost"} <= actions(resources, "ingest", "es")
+    assert {"es:ESHttpPut", "es:ESHttpHead", "es:ESHttpPost"} <= actions(resources, "ingest", "es")
+    assert "es:ESHttpDelete" not in actions(resources, "ingest", "es")
     assert {"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility"} <= actions(
         resources, "ingest", "sqs")
     assert resources_for(resources, "ingest", "secretsmanager:GetSecretValue") == [{"Ref": openai_secret_id(resources)}]
@@ -403,7 +407,11 @@ def test_existing_opensearch_endpoint_replaces_the_domain(tmp_path):
     env = resources[function_id(resources, "query")]["Properties"]["Environment"]["Variables"]
     assert env["KINDEX_OPENSEARCH_ENDPOINT"] == "https://search-shared-abc.eu-west-1.es.amazonaws.com"
     assert resources_for(resources, "query", "es:ESHttpGet") == [
-        "arn:aws:es:eu-west-1:123456789012:domain/shared", "arn:aws:es:eu-west-1:123456789012:domain/shared/*"]
+        f"arn:aws:es:eu-west-1:123456789012:domain/shared/{path}"
+        for path in ("kindex-*/_search", "kindex-*/_msearch", "_alias/kindex-*")]
+    # and no OpenSearch alarm or dashboard graph points at a domain the stack does not own
+    assert not [a for a in of_type(resources, "AWS::CloudWatch::Alarm").values()
+                if a["Properties"].get("Namespace") == "AWS/ES"]
 
 
 def test_existing_endpoint_without_domain_arn_is_refused():
@@ -451,3 +459,278 @@ def test_each_function_gets_what_its_settings_model_requires(resources):
         assert environment["KINDEX_BACKEND"] == "aws", name
         missing = [ENV_NAMES[field] for field in model.aws_requires if ENV_NAMES[field] not in environment]
         assert missing == [], (name, missing)
+
+
+# --- OpenSearch paths (least privilege per method and path) ---------------------------------------------------
+
+DOMAIN_ROLES = ("api", "query", "ingest", "reindex")
+
+
+def es_paths(resources: dict, name: str) -> dict[str, set[str]]:
+    """action -> the request paths (after `domain/<name>/`) the role may send it to; fails on any other form."""
+    found: dict[str, set[str]] = {}
+    for statement in statements(resources, name):
+        for action in (a for a in as_list(statement["Action"]) if a.startswith("es:")):
+            for resource in as_list(statement["Resource"]):
+                parts = resource["Fn::Join"][1] if isinstance(resource, dict) else [resource]
+                tail = parts[-1]
+                assert isinstance(tail, str) and ":domain/kindex-dev/" in tail, resource
+                found.setdefault(action, set()).add(tail.split(":domain/kindex-dev/", 1)[1])
+    return found
+
+
+def test_query_role_may_only_search_and_look_up_aliases_on_kindex_indexes(resources):
+    # When the query role's OpenSearch grants are read as method -> paths
+    paths = es_paths(resources, "query")
+    # Then it can search (single and multi) and read the model's aliases, and nothing else: no bulk, no
+    # delete_by_query, no PUT or DELETE, no cluster API, no other index
+    assert paths == {"es:ESHttpPost": {"kindex-*/_search", "kindex-*/_msearch"},
+                     "es:ESHttpGet": {"kindex-*/_search", "kindex-*/_msearch", "_alias/kindex-*"}}
+
+
+def test_writers_reach_only_kindex_index_paths_and_nobody_reaches_the_cluster_apis(resources):
+    for name in ("api", "ingest", "reindex"):
+        # Given a writer's grants
+        paths = es_paths(resources, name)
+        # Then: index existence and creation on kindex-* only, bulk and delete_by_query, searches; never DELETE
+        assert paths["es:ESHttpHead"] == paths["es:ESHttpPut"] == {"kindex-*"}
+        assert paths["es:ESHttpPost"] == {"kindex-*/_search", "kindex-*/_msearch", "_bulk", "kindex-*/_bulk",
+                                          "kindex-*/_delete_by_query"}
+        assert "es:ESHttpDelete" not in paths and "es:ESHttp*" not in paths
+    for name in DOMAIN_ROLES:
+        every_path = {p for ps in es_paths(resources, name).values() for p in ps}
+        # And no role has a bare domain wildcard or any cluster-level API
+        assert not {p for p in every_path if p in ("*", "") or p.startswith(("_cluster", "_nodes", "_snapshot",
+                                                                             "_plugins", "_all", "*"))}
+    # And the authorizer reaches no OpenSearch path at all
+    assert es_paths(resources, "authorizer") == {}
+
+
+def test_granted_index_pattern_covers_every_index_name_the_adapter_uses():
+    from fnmatch import fnmatchcase
+
+    from kindex.adapters.aws.opensearch_index import concrete_index, index_alias
+
+    # Given the names the AWS composition's adapter (default prefix) creates and reads
+    for model, dims in (("text-embedding-3-small", 1536), ("hash-embedding", 256), ("Weird/Model Name", 8)):
+        alias = index_alias("kindex", model, dims)
+        # Then the alias and the index behind it fall under the granted pattern
+        assert fnmatchcase(alias, "kindex-*") and fnmatchcase(concrete_index(alias), "kindex-*")
+
+
+# --- alarms and dashboard ------------------------------------------------------------------------------------
+
+def alarms_by_metric(resources: dict) -> dict[str, list[dict]]:
+    found: dict[str, list[dict]] = {}
+    for alarm in of_type(resources, "AWS::CloudWatch::Alarm").values():
+        found.setdefault(alarm["Properties"]["MetricName"], []).append(alarm["Properties"])
+    return found
+
+
+def test_cloudwatch_of_this_account_may_publish_to_the_alarm_topic(resources):
+    [topic_id] = of_type(resources, "AWS::SNS::Topic")
+    [policy] = [p["Properties"] for p in of_type(resources, "AWS::SNS::TopicPolicy").values()
+                if {"Ref": topic_id} in p["Properties"]["Topics"]]
+    allows = [s for s in policy["PolicyDocument"]["Statement"] if s["Effect"] == "Allow"]
+    # Then exactly one Allow: CloudWatch may publish, only for alarms of this account
+    [allow] = allows
+    assert allow["Principal"] == {"Service": "cloudwatch.amazonaws.com"} and allow["Action"] == "sns:Publish"
+    assert allow["Condition"]["StringEquals"] == {"aws:SourceAccount": {"Ref": "AWS::AccountId"}}
+    assert ":alarm:*" in text(allow["Condition"]["ArnLike"]["aws:SourceArn"])
+    # And the enforce-SSL Deny is still there
+    assert [s for s in policy["PolicyDocument"]["Statement"] if s["Effect"] == "Deny"]
+
+
+def test_every_alarm_notifies_the_topic(resources):
+    [topic_id] = of_type(resources, "AWS::SNS::Topic")
+    for alarm in of_type(resources, "AWS::CloudWatch::Alarm").values():
+        assert alarm["Properties"]["AlarmActions"] == [{"Ref": topic_id}]
+
+
+def test_opensearch_health_ingest_lag_and_api_5xx_alarms(resources):
+    by_metric = alarms_by_metric(resources)
+    [domain_id] = of_type(resources, "AWS::OpenSearchService::Domain")
+
+    def one(metric: str) -> dict:
+        [alarm] = by_metric[metric]
+        return alarm
+
+    for metric in ("ClusterStatus.red", "FreeStorageSpace", "JVMMemoryPressure", "KNNCircuitBreakerTriggered",
+                   "CPUCreditBalance"):
+        alarm = one(metric)
+        assert alarm["Namespace"] == "AWS/ES"
+        assert {"Name": "DomainName", "Value": {"Ref": domain_id}} in alarm["Dimensions"]
+        assert {d["Name"] for d in alarm["Dimensions"]} == {"DomainName", "ClientId"}
+    red, knn = one("ClusterStatus.red"), one("KNNCircuitBreakerTriggered")
+    assert (red["Statistic"], red["Threshold"], red["ComparisonOperator"]) == (
+        "Maximum", 1, "GreaterThanOrEqualToThreshold")
+    assert (knn["Statistic"], knn["Threshold"]) == ("Maximum", 1)
+    storage = one("FreeStorageSpace")  # MiB per node: a quarter of the 10 GiB volume
+    assert (storage["Statistic"], storage["Threshold"], storage["ComparisonOperator"]) == (
+        "Minimum", 2560, "LessThanOrEqualToThreshold")
+    assert (one("JVMMemoryPressure")["Threshold"], one("JVMMemoryPressure")["EvaluationPeriods"]) == (95, 3)
+    # A one-node domain is yellow by construction (no node for the replica): no yellow alarm there
+    assert "ClusterStatus.yellow" not in by_metric
+    age = one("ApproximateAgeOfOldestMessage")
+    source_queue_id = [lid for lid, r in of_type(resources, "AWS::SQS::Queue").items()
+                       if "RedrivePolicy" in r["Properties"]][0]
+    assert age["Dimensions"] == [{"Name": "QueueName", "Value": {"Fn::GetAtt": [source_queue_id, "QueueName"]}}]
+    assert (age["Threshold"], age["ComparisonOperator"]) == (900, "GreaterThanOrEqualToThreshold")
+    five_xx = one("5XXError")
+    assert five_xx["Namespace"] == "AWS/ApiGateway" and five_xx["Statistic"] == "Sum" and five_xx["Threshold"] == 5
+
+
+def test_two_m_nodes_get_a_yellow_alarm_and_no_cpu_credit_alarm(tmp_path):
+    # Given two general-purpose (non-burstable) data nodes
+    context = {**cdk_json_context(), "layer_build_dir": str(placeholder_layers(tmp_path / "layers")),
+               "opensearch_instance_type": "m7g.large.search", "opensearch_instance_count": 2,
+               "opensearch_volume_gib": 100}
+    _, stack = build_app(context=context, outdir=str(tmp_path / "out"), checks=False)
+    by_metric = alarms_by_metric(Template.from_stack(stack).to_json()["Resources"])
+    # Then a replica can be placed, so yellow alarms (5 minutes in a row); credits do not exist on m7g
+    [yellow] = by_metric["ClusterStatus.yellow"]
+    assert yellow["EvaluationPeriods"] == 5
+    assert "CPUCreditBalance" not in by_metric
+    assert by_metric["FreeStorageSpace"][0]["Threshold"] == 25600
+
+
+def test_dashboard_shows_ingest_lag_query_percentiles_errors_and_opensearch_health(resources):
+    [dashboard] = of_type(resources, "AWS::CloudWatch::Dashboard").values()
+    body = text(dashboard["Properties"]["DashboardBody"])
+    for needle in ("ApproximateAgeOfOldestMessage", "p50", "p99", "5XXError", "4XXError", "Errors",
+                   "ClusterStatus.red", "JVMMemoryPressure", "FreeStorageSpace", "KNNCircuitBreakerTriggered"):
+        assert needle in body, needle
+
+
+def test_api_execution_logs_expire_and_exist_before_the_stage(resources):
+    [stage_id] = of_type(resources, "AWS::ApiGateway::Stage")
+    groups = {lid: r for lid, r in of_type(resources, "AWS::Logs::LogGroup").items()
+              if "API-Gateway-Execution-Logs_" in text(r["Properties"].get("LogGroupName", ""))}
+    [(group_id, group)] = groups.items()
+    assert group["Properties"]["RetentionInDays"] == 30 and group["DeletionPolicy"] == "Delete"
+    assert group_id in resources[stage_id]["DependsOn"]
+    # Every log group of the stack expires
+    assert all("RetentionInDays" in r["Properties"] for r in of_type(resources, "AWS::Logs::LogGroup").values())
+
+
+class RecordingTransport:
+    """Stands in for opensearch-py's Transport.perform_request, which every API call goes through: records the
+    (method, path) of each request the adapter sends and answers like a cluster holding no documents."""
+
+    def __init__(self, model_alias: str):
+        self.calls: list[tuple[str, str]] = []
+        self.alias = model_alias
+
+    def perform_request(self, method, url, headers=None, params=None, body=None):
+        self.calls.append((method, url.split("?", 1)[0]))
+        if method == "HEAD":
+            return False  # no index yet: the adapter creates it
+        if url.endswith("/_bulk") or url == "/_bulk":
+            lines = [line for line in (body if isinstance(body, str) else body.decode()).splitlines() if line]
+            return {"errors": False, "items": [{"index": {"status": 201}} for _ in range(len(lines) // 2)]}
+        if url.startswith("/_alias/"):
+            return {f"{self.alias}-v1": {"aliases": {self.alias: {}}}}
+        if url.endswith("/_delete_by_query"):
+            return {"deleted": 0}
+        if url.endswith("/_search"):
+            return {"hits": {"hits": []}}
+        return {"acknowledged": True}
+
+
+def adapter_requests(operations) -> list[tuple[str, str]]:
+    from opensearchpy import OpenSearch
+
+    from kindex.adapters.aws.opensearch_index import OpenSearchIndex, index_alias
+
+    transport = RecordingTransport(index_alias("kindex", "text-embedding-3-small", 4))
+    client = OpenSearch(hosts=[{"host": "search-x.us-east-1.es.amazonaws.com", "port": 443}])
+    client.transport.perform_request = transport.perform_request  # serializer and the rest stay real
+    operations(OpenSearchIndex(client))
+    return transport.calls
+
+
+def allowed(paths: dict[str, set[str]], method: str, path: str) -> bool:
+    from fnmatch import fnmatchcase
+
+    # IAM's `*` matches any characters, `/` included, as fnmatch's does
+    return any(fnmatchcase(path.lstrip("/"), granted) for granted in paths.get("es:ESHttp" + method.title(), ()))
+
+
+def test_every_request_the_adapter_sends_is_granted_to_the_role_that_sends_it(resources):
+    from kindex.domain.types import IndexRecord
+
+    model = "text-embedding-3-small"
+    record = IndexRecord(tenant="acme", collection="c1", document_id="d1", chunk_id="k1", vector=[0.5] * 4,
+                         text="hello")
+
+    def write(index):  # ingest, reindex and api: upsert, chunk listing, deletes
+        index.upsert(model, [record])
+        index.chunk_ids(model, "acme", "c1")
+        index.delete(model, "acme", "c1", document_ids=["d1"])
+        index.delete(model, "acme", "c1")
+
+    def query(index):
+        index.knn_search(model, "acme", ["c1"], [0.5] * 4, 5)
+        index.keyword_search(model, "acme", ["c1"], "hello", 5)
+
+    writes, reads = adapter_requests(write), adapter_requests(query)
+    # Given the requests really sent (index creation included)
+    assert ("PUT", f"/kindex-{model}-4-v1") in writes and ("POST", "/_bulk") in writes
+    # Then each is granted to every writer, and the query role's are granted to it
+    for name in ("api", "ingest", "reindex"):
+        paths = es_paths(resources, name)
+        assert [call for call in writes + reads if not allowed(paths, *call)] == [], name
+    query_paths = es_paths(resources, "query")
+    assert [call for call in reads if not allowed(query_paths, *call)] == []
+    # And none of the writes but the searches and alias lookups they include is open to the query role
+    assert {call for call in writes if allowed(query_paths, *call)} == {
+        call for call in writes if call[1].endswith("/_search") or call[1].startswith("/_alias/")}
+
+
+# --- idle cost (scripts/idle_cost.py) --------------------------------------------------------------------------
+
+def idle_cost_module():
+    import importlib.util
+    import sys
+
+    if "idle_cost" not in sys.modules:  # a script, not a package: load it by path (dataclasses need it registered)
+        spec = importlib.util.spec_from_file_location("idle_cost", REPO_ROOT / "scripts" / "idle_cost.py")
+        sys.modules["idle_cost"] = module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    return sys.modules["idle_cost"]
+
+
+def test_docs_idle_cost_is_the_one_computed_from_the_template(synthesized):
+    idle_cost = idle_cost_module()
+    prices = json.loads(idle_cost.PRICES.read_text())
+    docs = (REPO_ROOT / "docs" / "aws.md").read_text()
+    # Given the template of the default configuration, when its idle cost is rendered
+    block = idle_cost.render(synthesized[2], prices)
+    # Then docs/aws.md holds exactly that block (refresh: scripts/idle_cost.py --write docs/aws.md)
+    assert idle_cost.replace_block(docs, block) == docs
+    alarms = len(of_type(synthesized[2]["Resources"], "AWS::CloudWatch::Alarm"))
+    assert f"| CloudWatch alarms (standard resolution) | {alarms} x $0.10 |" in block
+
+
+def test_idle_cost_prices_every_node_and_volume_and_refuses_unknown_types():
+    idle_cost = idle_cost_module()
+    prices = json.loads(idle_cost.PRICES.read_text())
+    domain = {"Type": "AWS::OpenSearchService::Domain", "Properties": {
+        "ClusterConfig": {"InstanceType": "t3.medium.search", "InstanceCount": 2, "DedicatedMasterEnabled": True,
+                          "DedicatedMasterType": "m6g.large.search", "DedicatedMasterCount": 3},
+        "EBSOptions": {"EBSEnabled": True, "VolumeType": "gp3", "VolumeSize": 50}}}
+    lines = idle_cost.idle_lines({"Resources": {"D": domain}}, prices)
+    by_item = {line.item: line.monthly_usd for line in lines}
+    assert by_item["OpenSearch data nodes, t3.medium.search"] == pytest.approx(2 * 730 * 0.073)
+    assert by_item["OpenSearch dedicated master nodes, m6g.large.search"] == pytest.approx(3 * 730 * 0.128)
+    assert by_item["OpenSearch gp3 storage"] == pytest.approx(100 * 0.122)
+    domain["Properties"]["ClusterConfig"]["InstanceType"] = "x99.huge.search"
+    with pytest.raises(idle_cost.UnknownPrice, match="x99.huge.search"):
+        idle_cost.idle_lines({"Resources": {"D": domain}}, prices)
+
+
+def test_every_price_names_its_source():
+    prices = json.loads(idle_cost_module().PRICES.read_text())
+    assert prices["recorded"] and prices["region"] == "us-east-1"
+    for name, entry in prices["prices"].items():
+        assert entry["source"].startswith("https://"), name
