@@ -298,6 +298,39 @@ def test_two_servers_on_one_cluster_with_their_own_data_directories_never_meet(o
             opensearch_node.delete_indices(prefix)
 
 
+def test_a_data_directory_moves_from_the_embedded_index_to_the_cluster_with_one_reindex(opensearch_node, tmp_path):
+    # Given a data directory whose document was indexed by the embedded index
+    embedded = start_server(tmp_path)
+    try:
+        admin = embedded.session(embedded.admin_key)
+        admin.put(embedded.url("/v1/collections/c"), json={"allow_guests": True}).raise_for_status()
+        admin.put(embedded.url("/v1/collections/c/documents/d"), json={"content": "Ravens nest on the cliffs."})
+        wait_indexed(embedded, "c", "d")
+    finally:
+        stop(embedded)
+    # When the server restarts on the cluster / Then the document is not there yet
+    prefix = opensearch_node.new_prefix()
+    env = {"KINDEX_SEARCH_URL": opensearch_node.url, "KINDEX_SEARCH_INDEX_PREFIX": prefix}
+    server = start_server(tmp_path, env)
+    try:
+        admin = server.session(server.admin_key)
+        url = server.url("/v1/collections/c/query")
+        assert admin.post(url, json={"query": "ravens"}).json()["results"] == []
+        # When `kindex reindex` runs once / Then the reindex pass finds the missing vectors and the server's worker
+        # writes them to the cluster
+        result = subprocess.run([sys.executable, "-m", "kindex_local.cli", "reindex", "--data-dir", str(tmp_path)],
+                                capture_output=True, text=True, timeout=120, env=cli_env(env))
+        assert "1 document(s) enqueued" in result.stdout, result.stdout + result.stderr
+        deadline = time.monotonic() + 60
+        while not admin.post(url, json={"query": "ravens"}).json()["results"]:
+            assert time.monotonic() < deadline, "the document never reached the cluster"
+            time.sleep(0.2)
+        assert node_count(opensearch_node, f"{prefix}-*", tenant="default", collection="c", document_id="d") == 1
+    finally:
+        stop(server)
+        opensearch_node.delete_indices(prefix)
+
+
 def wait_indexed(server: RunningServer, collection: str, doc_id: str, timeout: float = 60.0) -> None:
     session = server.session(server.admin_key)
     deadline = time.monotonic() + timeout
