@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 import requests
 
+from tests.support.opensearch_node import ENV_URL, OpenSearchNode, find_node
+
 # The functions build their Powertools Metrics at import; no CloudWatch in tests, as in local mode.
 os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
 os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "true")
@@ -95,3 +97,29 @@ def server(tmp_path_factory) -> Iterator[RunningServer]:
         running.process.wait(timeout=10)
     except subprocess.TimeoutExpired:
         running.process.kill()
+
+
+# What the run did about the real node, for the one-line summary at the end.
+_node_outcome: list[str] = []
+
+
+@pytest.fixture(scope="session")
+def opensearch_node() -> Iterator[OpenSearchNode]:
+    """The real OpenSearch node (see tests/support/opensearch_node.py): skipped with the reason when none is up,
+    failed when KINDEX_TEST_OPENSEARCH_URL names one that is not usable. Indices of this run are dropped at the
+    end even if a test's own cleanup did not get to run."""
+    node, reason, required = find_node()
+    if node is None:
+        _node_outcome.append(f"NOT USED, its tests were {'errors' if required else 'skipped'}: {reason}")
+        if required:
+            pytest.fail(f"{ENV_URL} is set but {reason}")
+        pytest.skip(f"no real OpenSearch node: {reason}")
+    _node_outcome.append(f"used: OpenSearch {node.version} at {node.url}, indices {node.run_prefix}-*")
+    yield node
+    node.delete_indices(node.run_prefix)
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    """One line saying whether the real-node tests ran, so a skip cannot pass unnoticed among the dots."""
+    if _node_outcome:
+        terminalreporter.write_line(f"real OpenSearch node {_node_outcome[0]}")

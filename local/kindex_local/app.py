@@ -8,7 +8,7 @@ import logging
 import os
 import re
 from pathlib import Path
-from urllib.parse import unquote
+from urllib.parse import unquote, urlsplit
 
 from kindex.adapters.local.private_files import private_data_dir
 from kindex.api.http import error_response
@@ -85,6 +85,14 @@ class _UploadSink:
         self.writer.abort()
 
 
+def cluster_address(url: str) -> str:
+    """`url` without its user and password, for printing."""
+    parts = urlsplit(url)
+    port = f":{parts.port}" if parts.port else ""
+    host = f"[{parts.hostname}]" if ":" in (parts.hostname or "") else parts.hostname
+    return f"{parts.scheme}://{host}{port}"
+
+
 def build_gateway(settings: Settings) -> Gateway:
     from functions import api, authorizer, query
     from kindex.api.routes import api_routes
@@ -147,6 +155,11 @@ def start(settings: Settings) -> LocalServer:
         path = write_admin_key(settings.data_dir, token)
         print(f"Created tenant '{settings.bootstrap_tenant}' with an admin API key (shown once, also in {path}):")
         print(token, flush=True)
+    if settings.search_url:
+        # Built now: a missing client library or a damaged data directory id stops the start, not the first query.
+        index = services.search_index
+        print(f"Search index: OpenSearch at {cluster_address(settings.search_url)}, indices "
+              f"{services.adapters.search_index_prefix}-*, engine {index.engine}", flush=True)
     recovered = services.queue.recover_in_flight()
     if recovered:
         logger.warning("recovered in-flight messages from a previous run", extra={"messages": recovered})

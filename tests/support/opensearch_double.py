@@ -830,9 +830,13 @@ class OpenSearchDouble:
         if len(spec) != 1:
             raise DoubleError(400, "parsing_exception", "[knn] query must name exactly one field")
         (name, options), = spec.items()
-        unknown = set(options) - {"vector", "k", "filter"}
+        unknown = set(options) - {"vector", "k", "filter", "method_parameters"}
         if unknown:
             raise DoubleError(400, "parsing_exception", f"the double does not implement knn options {unknown}")
+        # The double searches exactly, so the HNSW breadth changes nothing here; its shape is still checked.
+        parameters = options.get("method_parameters", {})
+        if set(parameters) - {"ef_search"} or not all(isinstance(v, int) and v >= 1 for v in parameters.values()):
+            raise DoubleError(400, "illegal_argument_exception", f"invalid method_parameters {parameters}")
         mapping = evaluator.index.properties.get(name, {})
         if mapping.get("type") != "knn_vector":
             raise DoubleError(400, "illegal_argument_exception", f"Field '{name}' is not knn_vector type.")

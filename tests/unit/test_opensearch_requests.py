@@ -132,12 +132,17 @@ def test_an_unknown_engine_is_refused_before_anything_is_sent(engine, double):
     assert double.requests == []
 
 
-@pytest.mark.parametrize("value, engine", [(None, "faiss"), ("faiss", "faiss"), ("lucene", "lucene")])
-def test_the_engine_setting_defaults_to_faiss(value, engine):
-    # Given the environment with or without KINDEX_OPENSEARCH_ENGINE
-    environ = {} if value is None else {"KINDEX_OPENSEARCH_ENGINE": value}
-    # When loading the settings / Then the engine is the one named, faiss by default
-    assert load_settings(environ).opensearch_engine == engine
+@pytest.mark.parametrize("backend, value, engine", [
+    ("aws", None, "faiss"), ("aws", "faiss", "faiss"), ("aws", "lucene", "lucene"),
+    ("local", None, "lucene"), ("local", "faiss", "faiss"), ("local", "lucene", "lucene"),
+])
+def test_the_engine_setting_defaults_to_faiss_on_aws_and_lucene_for_kindex_serve(backend, value, engine):
+    # Given the environment of a backend with or without KINDEX_OPENSEARCH_ENGINE
+    environ = {"KINDEX_BACKEND": backend, "KINDEX_TABLE_NAME": "t", "KINDEX_BUCKET_NAME": "b"}
+    if value is not None:
+        environ["KINDEX_OPENSEARCH_ENGINE"] = value
+    # When loading the settings / Then the engine is the one named; unset, faiss on AWS and lucene locally
+    assert load_settings(environ).search_engine == engine
 
 
 def test_an_unknown_engine_setting_stops_the_cold_start():
@@ -196,6 +201,26 @@ def test_knn_query_uses_an_efficient_filter_on_tenant_collections_and_filters():
     assert body["_source"] == ["chunk_id", "document_id", "collection"]
 
 
+def test_knn_query_carries_the_search_breadth_and_never_below_k():
+    # When building a k-NN query with an ef_search / Then it is in the query itself (lucene ignores the index's),
+    # raised to k when smaller; without one, no method_parameters at all
+    assert build_knn_query("acme", ["h"], [1.0], 7, ef_search=100)["query"]["knn"]["vector"]["method_parameters"] == {
+        "ef_search": 100}
+    assert build_knn_query("acme", ["h"], [1.0], 50, ef_search=10)["query"]["knn"]["vector"]["method_parameters"] == {
+        "ef_search": 50}
+    assert "method_parameters" not in build_knn_query("acme", ["h"], [1.0], 7)["query"]["knn"]["vector"]
+
+
+def test_the_index_sends_its_ef_search_with_every_knn_query(double):
+    # Given an index configured with ef_search 64 holding one chunk
+    index = OpenSearchIndex(double.client(), index_prefix="kx", ef_search=64)
+    index.upsert("m", [record("c-1")])
+    # When searching / Then the k-NN clause asks for that breadth
+    index.knn_search("m", "acme", ["handbook"], [0.1] * 4, 3)
+    (search,) = double.requests_to("_search")
+    assert search.body["query"]["knn"]["vector"]["method_parameters"] == {"ef_search": 64}
+
+
 def test_keyword_query_matches_text_within_the_same_filters():
     # When building a keyword query
     body = build_keyword_query("acme", ["handbook"], 'budget "AND" (review)', 5, SearchFilters(language="de"))
@@ -249,6 +274,7 @@ def test_chunk_ids_query_pages_with_search_after_on_the_chunk_id():
     ("PUT", "/{index}", build_index_body(384, alias=ALIAS)),
     ("PUT", "/{index}", build_index_body(384, alias=ALIAS, engine="lucene")),
     ("POST", "/{index}/_search", build_knn_query("acme", ["handbook"], [0.1] * 4, 3, FILTERS)),
+    ("POST", "/{index}/_search", build_knn_query("acme", ["handbook"], [0.1] * 4, 3, FILTERS, ef_search=100)),
     ("POST", "/{index}/_search", build_keyword_query("acme", ["handbook"], "q", 3, FILTERS)),
     ("POST", "/{index}/_search", build_chunk_ids_query("acme", "handbook", search_after=["x"])),
     ("POST", "/{index}/_delete_by_query", build_delete_query("acme", "handbook", chunk_ids=["c"], document_ids=["d"])),

@@ -4,6 +4,7 @@ the CLI, and one model per Lambda function naming what that function cannot run 
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, Literal
 
@@ -16,6 +17,25 @@ from kindex.domain.embedding_models import EmbeddingModelName
 
 LOCAL_DEFAULT_MODEL = "local:all-MiniLM-L6-v2"
 AWS_DEFAULT_MODEL = "openai:text-embedding-3-small"
+# What `{prefix}-{model}-{dims}-v1` needs to be a valid OpenSearch index name: lowercase, no `\/*?"<>| ,#:`,
+# not starting with `-`, `_` or `+`.
+SEARCH_INDEX_PREFIX = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
+
+
+def check_search_url(url: str) -> None:
+    """An http(s) URL naming a host, with an optional port and `user:password@`, and nothing after the host: a
+    path, query or fragment would be ignored by the client, so it is refused rather than silently dropped."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    try:
+        parts.port  # noqa: B018 - raises on a port that is not a number in 0-65535
+    except ValueError as error:
+        raise ValueError("the port is not a number from 0 to 65535") from error
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError("must be an http:// or https:// URL with a host, e.g. http://127.0.0.1:9200")
+    if parts.path not in ("", "/") or parts.query or parts.fragment:
+        raise ValueError("must name only the cluster (scheme, host, port), without a path, query or fragment")
 
 
 class Settings(BaseModel):
@@ -33,8 +53,16 @@ class Settings(BaseModel):
     openai_base_url: str | None = None
     openai_secret_name: str | None = None
     opensearch_endpoint: str | None = None
-    # faiss: Amazon OpenSearch Service's default; lucene: no native library (the Maven-assembled test node).
-    opensearch_engine: Literal["faiss", "lucene"] = "faiss"
+    # faiss: Amazon OpenSearch Service's default; lucene: no native library (the Maven-assembled test node, any
+    # distribution). Unset: faiss on AWS, lucene for `kindex serve` on a cluster (`search_engine`).
+    opensearch_engine: Literal["faiss", "lucene"] | None = None
+    # `kindex serve` on an OpenSearch cluster instead of the embedded index: http(s)://[user:password@]host[:port].
+    # May carry a password, so never in a repr or a log.
+    search_url: str | None = Field(default=None, repr=False)
+    # Index names of a local server on that cluster: `{prefix}-{model}-{dims}`. Unset: `kindex-local-<id>`, with an
+    # id created once per data directory, so two servers (two data directories) never share or delete each other's
+    # chunks.
+    search_index_prefix: str | None = None
     public_url: str | None = None
     secrets_prefix: str = "kindex"
     ingest_queue_url: str | None = None
@@ -51,6 +79,26 @@ class Settings(BaseModel):
     # Loopback/private networks that rights-check URLs may reach (CIDRs, comma-separated, or "none"). Unset: loopback
     # in local mode, none on AWS. Link-local and metadata addresses are refused whatever this says.
     rights_allowed_networks: str | None = None
+
+    @field_validator("search_url")
+    @classmethod
+    def _search_url_is_http(cls, value: str | None) -> str | None:
+        if value is not None:
+            check_search_url(value)
+        return value
+
+    @field_validator("search_index_prefix")
+    @classmethod
+    def _prefix_is_an_index_name(cls, value: str | None) -> str | None:
+        if value is not None and not SEARCH_INDEX_PREFIX.fullmatch(value):
+            raise ValueError("must be 1 to 64 lowercase letters, digits, '-' or '_', starting with a letter or digit")
+        return value
+
+    @property
+    def search_engine(self) -> str:
+        """The k-NN engine of new indices: the one configured, else faiss on AWS and lucene for `kindex serve`
+        (pure Java: present on every OpenSearch distribution, with or without the native libraries)."""
+        return self.opensearch_engine or ("faiss" if self.backend == "aws" else "lucene")
 
     @field_validator("rights_allowed_networks")
     @classmethod
@@ -89,6 +137,8 @@ ENV_NAMES = {
     "openai_secret_name": "KINDEX_OPENAI_SECRET_NAME",
     "opensearch_endpoint": "KINDEX_OPENSEARCH_ENDPOINT",
     "opensearch_engine": "KINDEX_OPENSEARCH_ENGINE",
+    "search_url": "KINDEX_SEARCH_URL",
+    "search_index_prefix": "KINDEX_SEARCH_INDEX_PREFIX",
     "public_url": "KINDEX_PUBLIC_URL",
     "secrets_prefix": "KINDEX_SECRETS_PREFIX",
     "ingest_queue_url": "KINDEX_INGEST_QUEUE_URL",
@@ -140,6 +190,20 @@ class ReindexSettings(FunctionSettings):
     aws_requires = ("table_name", "bucket_name", "opensearch_endpoint", "ingest_queue_url")
 
 
+# Fields whose values may hold a credential: a message about them never repeats the value.
+SECRET_FIELDS = frozenset({"openai_api_key", "search_url"})
+
+
+def _describe(error: ValidationError) -> str:
+    if not any(SECRET_FIELDS.intersection(map(str, detail["loc"])) for detail in error.errors()):
+        return str(error)
+    lines = [f"{error.error_count()} invalid setting(s)"]
+    for detail in error.errors(include_input=False, include_url=False):
+        field = ".".join(map(str, detail["loc"])) or "settings"
+        lines.append(f"{ENV_NAMES.get(field, field)} ({field}): {detail['msg']}")
+    return "\n".join(lines)
+
+
 def load_settings(environ: dict[str, str] | None = None, *, model: type[Settings] = Settings, **overrides) -> Settings:
     """`model` validated from the environment (and explicit overrides); SettingsError says what is wrong."""
     environ = os.environ if environ is None else environ
@@ -148,7 +212,7 @@ def load_settings(environ: dict[str, str] | None = None, *, model: type[Settings
     try:
         settings = model.model_validate(values)
     except ValidationError as error:
-        raise SettingsError(str(error)) from error
+        raise SettingsError(_describe(error)) from error
     if settings.backend == "aws" and not (settings.table_name and settings.bucket_name) and model is Settings:
         raise SettingsError("aws backend needs KINDEX_TABLE_NAME and KINDEX_BUCKET_NAME")
     return settings

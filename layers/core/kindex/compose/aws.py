@@ -38,7 +38,7 @@ class AwsAdapters(AdapterSet):
     def search_index(self):
         from kindex.adapters.aws.opensearch_index import OpenSearchIndex
 
-        return OpenSearchIndex(endpoint=self.settings.opensearch_endpoint, engine=self.settings.opensearch_engine)
+        return OpenSearchIndex(endpoint=self.settings.opensearch_endpoint, engine=self.settings.search_engine)
 
     @cached_property
     def secrets(self):

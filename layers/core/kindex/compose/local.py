@@ -1,10 +1,15 @@
-"""Local mode's adapters: SQLite, a folder, the embedded search index, files for secrets, the durable queue."""
+"""Local mode's adapters: SQLite, a folder, the embedded search index (or an OpenSearch cluster, with
+`KINDEX_SEARCH_URL`), files for secrets, the durable queue."""
 
 from __future__ import annotations
 
 from functools import cached_property
 
 from kindex.compose.adapters import AdapterSet
+from kindex.settings import SettingsError
+
+# Index names of a local server on a cluster: `kindex-local-<data directory id>-<model>-<dims>`.
+LOCAL_INDEX_PREFIX = "kindex-local"
 
 
 class LocalAdapters(AdapterSet):
@@ -55,9 +60,40 @@ class LocalAdapters(AdapterSet):
 
     @cached_property
     def search_index(self):
+        """The embedded index in the data directory; with `search_url`, an OpenSearch cluster instead."""
+        if self.settings.search_url:
+            return self._opensearch_index()
         from kindex.adapters.local.search.index import LocalSearchIndex
 
         return LocalSearchIndex(self.settings.data_dir / "index")
+
+    @cached_property
+    def search_index_prefix(self) -> str:
+        """This server's index prefix on the cluster: the configured one, else one named after the data directory,
+        so two servers sharing a cluster never see, overwrite or delete each other's chunks."""
+        if self.settings.search_index_prefix:
+            return self.settings.search_index_prefix
+        from kindex.adapters.local.data_dir_id import data_dir_id
+
+        try:
+            return f"{LOCAL_INDEX_PREFIX}-{data_dir_id(self.settings.data_dir)}"
+        except ValueError as error:
+            raise SettingsError(str(error)) from error
+
+    def _opensearch_index(self):
+        try:
+            from kindex.adapters.aws.opensearch_index import OpenSearchIndex, region_of_domain
+        except ImportError as error:
+            raise SettingsError("KINDEX_SEARCH_URL needs the OpenSearch client: pip install 'kindex[opensearch]'"
+                                ) from error
+        from urllib.parse import urlsplit
+
+        parts = urlsplit(self.settings.search_url)
+        # A user in the URL means basic auth; an Amazon OpenSearch Service domain without one is SigV4-signed with
+        # the process's AWS credentials; any other cluster gets no authentication.
+        sigv4 = parts.username is None and region_of_domain(parts.hostname or "") is not None
+        return OpenSearchIndex(endpoint=self.settings.search_url, sigv4=sigv4, index_prefix=self.search_index_prefix,
+                               engine=self.settings.search_engine)
 
     @cached_property
     def secrets(self):
