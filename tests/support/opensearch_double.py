@@ -830,9 +830,13 @@ class OpenSearchDouble:
         if len(spec) != 1:
             raise DoubleError(400, "parsing_exception", "[knn] query must name exactly one field")
         (name, options), = spec.items()
-        unknown = set(options) - {"vector", "k", "filter"}
+        unknown = set(options) - {"vector", "k", "filter", "method_parameters"}
         if unknown:
             raise DoubleError(400, "parsing_exception", f"the double does not implement knn options {unknown}")
+        # The double searches exactly, so a larger candidate list changes nothing; only its form is checked.
+        ef_search = options.get("method_parameters", {"ef_search": 1}).get("ef_search")
+        if set(options.get("method_parameters", {})) - {"ef_search"} or not isinstance(ef_search, int) or ef_search < 1:
+            raise DoubleError(400, "parsing_exception", "[knn] method_parameters takes a positive ef_search")
         mapping = evaluator.index.properties.get(name, {})
         if mapping.get("type") != "knn_vector":
             raise DoubleError(400, "illegal_argument_exception", f"Field '{name}' is not knn_vector type.")

@@ -328,6 +328,27 @@ def test_knn_query_uses_an_efficient_filter_on_tenant_collections_and_filters():
     assert body["_source"] == ["chunk_id", "document_id", "collection"]
 
 
+def test_the_designs_ef_search_goes_in_every_knn_query_and_never_below_k(double):
+    # When building queries with an ef_search / Then it is the query's method parameter, at least k
+    assert "method_parameters" not in build_knn_query("acme", ["h"], [1.0, 0.0], 5)["query"]["knn"]["vector"]
+    knn = build_knn_query("acme", ["h"], [1.0, 0.0], 5, ef_search=100)["query"]["knn"]["vector"]
+    assert knn["method_parameters"] == {"ef_search": 100}
+    knn = build_knn_query("acme", ["h"], [1.0, 0.0], 500, ef_search=100)["query"]["knn"]["vector"]
+    assert knn["method_parameters"] == {"ef_search": 500}
+    # And the adapter sends its design's value
+    index = OpenSearchIndex(double.client(), ef_search=321)
+    index.upsert(MODEL, [record("c-1")])
+    index.knn_search(MODEL, "acme", ["handbook"], [1, 0, 0, 0], 3)
+    (search,) = double.requests_to("_search")
+    assert search.body["query"]["knn"]["vector"]["method_parameters"] == {"ef_search": 321}
+    assert double.spec_violations == []
+
+
+def test_compression_of_http_bodies_only_for_https_endpoints():
+    assert build_client_options("https://search-x.eu-west-1.es.amazonaws.com")["http_compress"] is True
+    assert build_client_options("http://127.0.0.1:9200")["http_compress"] is False
+
+
 def test_keyword_query_matches_text_within_the_same_filters():
     # When building a keyword query
     body = build_keyword_query("acme", ["handbook"], 'budget "AND" (review)', 5, SearchFilters(language="de"))
@@ -386,6 +407,7 @@ def test_chunk_ids_query_pages_with_search_after_on_the_chunk_id():
     ("PUT", "/{index}", build_index_body(384, alias=ALIAS, design=IndexDesign(
         number_of_shards=3, number_of_routing_shards=48, m=32, ef_construction=256))),
     ("POST", "/{index}/_search", build_knn_query("acme", ["handbook"], [0.1] * 4, 3, FILTERS)),
+    ("POST", "/{index}/_search", build_knn_query("acme", ["handbook"], [0.1] * 4, 3, FILTERS, ef_search=100)),
     ("POST", "/{index}/_search", build_keyword_query("acme", ["handbook"], "q", 3, FILTERS)),
     ("POST", "/{index}/_search", build_chunk_ids_query("acme", "handbook", search_after=["x"])),
     ("POST", "/{index}/_delete_by_query", build_delete_query("acme", "handbook", chunk_ids=["c"], document_ids=["d"])),

@@ -36,9 +36,19 @@ class AwsAdapters(AdapterSet):
 
     @cached_property
     def search_index(self):
+        from kindex.adapters.aws.opensearch_design import IndexDesign
         from kindex.adapters.aws.opensearch_index import OpenSearchIndex
 
-        return OpenSearchIndex(endpoint=self.settings.opensearch_endpoint, engine=self.settings.opensearch_engine)
+        settings = self.settings
+        design = IndexDesign(
+            engine=settings.opensearch_engine, number_of_shards=settings.opensearch_shards,
+            number_of_replicas=settings.opensearch_replicas,
+            number_of_routing_shards=settings.opensearch_routing_shards,
+            routing_partition_size=settings.opensearch_routing_partition_size, m=settings.opensearch_hnsw_m,
+            ef_construction=settings.opensearch_ef_construction, ef_search=settings.opensearch_ef_search,
+            compression=settings.opensearch_compression, refresh_interval=settings.opensearch_refresh_interval)
+        return OpenSearchIndex(endpoint=settings.opensearch_endpoint, design=design,
+                               refresh=settings.opensearch_refresh)
 
     @cached_property
     def secrets(self):
