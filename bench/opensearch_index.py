@@ -6,7 +6,8 @@ backfill (refresh="false", one refresh at the end) into a one-shard, no-replica 
 faiss library). Then 200 filtered k-NN queries (tenant + collection, k=10) through the adapter: p50 latency and
 recall@10 against exact cosine in float64. The references are the embedded index's figures for the same records
 and queries, measured in the same run. Also measured: bytes per chunk on disk (store size / documents, after a
-flush and after a force merge to one segment), and recall with the candidate list at ef = k (no
+flush; and, on 10k of the vectors, after a force merge to one segment, beside the same index keeping the vector
+in `_source`), and recall with the candidate list at ef = k (no
 `method_parameters`, what lucene does unless told; the adapter sends the design's ef_search, 100 by default).
 
 Skipped, with a log line, when no node answers at KINDEX_BENCH_OPENSEARCH_URL (default http://127.0.0.1:9200).
@@ -53,6 +54,8 @@ def _records(vectors: np.ndarray, tenant: str, offset: int = 0) -> list:
 def _store_bytes(url: str, index: str) -> tuple[int, int]:
     import requests
 
+    # A refresh first: segments a merge replaced stay on disk while a reader still holds them.
+    requests.post(f"{url}/{index}/_refresh", timeout=300)
     requests.post(f"{url}/{index}/_flush", timeout=300)
     (row,) = requests.get(f"{url}/_cat/indices/{index}?bytes=b&format=json&h=docs.count,pri.store.size",
                           timeout=30).json()
@@ -104,10 +107,6 @@ def run(count: int = 100_000, dims: int = 384, queries: int = 200, others: int =
         found, latencies = _search_all(index, MODEL, query_vectors, K)
         recall = _recall(found, truth)
         recall_ef_k = _ef_k_recall(client, alias, query_vectors, truth)
-        import requests
-
-        requests.post(f"{url}/{alias}/_forcemerge?max_num_segments=1", timeout=1800)
-        merged_bytes, _ = _store_bytes(url, alias)
     finally:
         client.indices.delete(index=f"{prefix}-*")
 
@@ -129,7 +128,7 @@ def run(count: int = 100_000, dims: int = 384, queries: int = 200, others: int =
              f"(exact search) on the same records and queries in this run")
     log(f"opensearch 100k: bulk {bulk_rate:.0f} docs/s (embedded {local_rate:.0f}), p50 {median(latencies):.2f} ms "
         f"(embedded {median(local_latencies):.2f}), recall@10 {recall:.3f} (ef = k: {recall_ef_k:.3f}), "
-        f"{store_bytes / docs:.0f} bytes a chunk on disk ({merged_bytes / docs:.0f} merged)")
+        f"{store_bytes / docs:.0f} bytes a chunk on disk")
     return [
         Figure("opensearch_bulk_docs_per_s", bulk_rate, "docs/s", "embedded index upsert", local_rate,
                section=SECTION, notes=notes),
@@ -145,6 +144,52 @@ def run(count: int = 100_000, dims: int = 384, queries: int = 200, others: int =
                4 * dims, section=SECTION,
                notes=notes + f"; {docs} docs, {store_bytes} bytes primary store after a flush (not force-merged); "
                              "text and vector excluded from _source"),
-        Figure("opensearch_bytes_per_chunk_merged", merged_bytes / docs, "bytes", "float32 vector alone", 4 * dims,
-               section=SECTION, notes=notes + f"; after _forcemerge to one segment: {merged_bytes} bytes"),
+    ] + bytes_per_chunk(url, client, vectors[:10_000])
+
+
+def bytes_per_chunk(url: str, client, vectors: np.ndarray) -> list[Figure]:
+    """Disk a chunk takes once merged, with the vector out of `_source` (the design) and kept in it (before)."""
+    import requests
+
+    from kindex.adapters.aws.opensearch_index import (
+        IndexDesign,
+        OpenSearchIndex,
+        build_index_body,
+        concrete_index,
+        index_alias,
+    )
+
+    dims = vectors.shape[1]
+    records = _records(vectors, TENANT)
+    measured = {}
+    for label, excludes in (("excluded", ["text", "vector"]), ("in_source", ["text"])):
+        prefix = f"kindex-bench-bytes-{os.getpid()}-{label.replace('_', '-')}"
+        alias = index_alias(prefix, MODEL, dims)
+        # Created here with the _source under test; the adapter finds the alias and writes into it.
+        body = build_index_body(dims, alias=alias, design=IndexDesign(engine="lucene", number_of_replicas=0))
+        body["mappings"]["_source"] = {"excludes": excludes}
+        client.indices.create(index=concrete_index(alias), body=body)
+        try:
+            index = OpenSearchIndex(client, index_prefix=prefix, engine="lucene", number_of_replicas=0,
+                                    refresh="false")
+            for start in range(0, len(records), BATCH):
+                index.upsert(MODEL, records[start:start + BATCH])
+            index.refresh(MODEL)
+            unmerged, docs = _store_bytes(url, alias)
+            requests.post(f"{url}/{alias}/_forcemerge?max_num_segments=1", timeout=1800)
+            merged, _ = _store_bytes(url, alias)
+            measured[label] = (unmerged / docs, merged / docs)
+        finally:
+            client.indices.delete(index=f"{prefix}-*")
+    log(f"opensearch bytes a chunk ({len(vectors)} x {dims}, merged): vector excluded {measured['excluded'][1]:.0f}, "
+        f"in _source {measured['in_source'][1]:.0f} (unmerged {measured['excluded'][0]:.0f} / "
+        f"{measured['in_source'][0]:.0f})")
+    notes = (f"{len(vectors)} random {dims}-d chunks, lucene, one shard, flushed and force-merged to one segment; "
+             "text never in _source; reference: the same index keeping the vector in _source (the design before)")
+    return [
+        Figure("opensearch_bytes_per_chunk_merged", measured["excluded"][1], "bytes", "vector kept in _source",
+               measured["in_source"][1], section=SECTION, notes=notes),
+        Figure("opensearch_bytes_per_chunk_unmerged", measured["excluded"][0], "bytes", "vector kept in _source",
+               measured["in_source"][0], section=SECTION,
+               notes=notes.replace("flushed and force-merged to one segment", "flushed, not merged")),
     ]

@@ -272,6 +272,32 @@ def test_the_engine_setting_defaults_to_faiss(value, engine):
     assert load_settings(environ).opensearch_engine == engine
 
 
+def test_the_index_design_settings_are_read_from_the_environment():
+    # Given every design variable set
+    settings = load_settings({"KINDEX_OPENSEARCH_SHARDS": "12", "KINDEX_OPENSEARCH_REPLICAS": "0",
+                              "KINDEX_OPENSEARCH_ROUTING_SHARDS": "0", "KINDEX_OPENSEARCH_ROUTING_PARTITION_SIZE": "4",
+                              "KINDEX_OPENSEARCH_HNSW_M": "24", "KINDEX_OPENSEARCH_EF_CONSTRUCTION": "256",
+                              "KINDEX_OPENSEARCH_EF_SEARCH": "200", "KINDEX_OPENSEARCH_COMPRESSION": "fp16",
+                              "KINDEX_OPENSEARCH_REFRESH_INTERVAL": "30s", "KINDEX_OPENSEARCH_REFRESH": "false"})
+    # Then each reaches its field; unset, the documented defaults hold
+    assert (settings.opensearch_shards, settings.opensearch_replicas, settings.opensearch_routing_partition_size,
+            settings.opensearch_hnsw_m, settings.opensearch_ef_construction, settings.opensearch_ef_search,
+            settings.opensearch_compression, settings.opensearch_refresh_interval, settings.opensearch_refresh) == (
+        12, 0, 4, 24, 256, 200, "fp16", "30s", "false")
+    defaults = load_settings({})
+    assert (defaults.opensearch_shards, defaults.opensearch_replicas, defaults.opensearch_compression,
+            defaults.opensearch_refresh) == (1, 1, "none", "wait_for")
+
+
+@pytest.mark.parametrize("name, value", [("KINDEX_OPENSEARCH_SHARDS", "0"), ("KINDEX_OPENSEARCH_REPLICAS", "-1"),
+                                         ("KINDEX_OPENSEARCH_COMPRESSION", "8x"),
+                                         ("KINDEX_OPENSEARCH_REFRESH_INTERVAL", "-1"),
+                                         ("KINDEX_OPENSEARCH_REFRESH", "true"), ("KINDEX_OPENSEARCH_HNSW_M", "1")])
+def test_a_bad_index_design_setting_stops_the_cold_start(name, value):
+    with pytest.raises(SettingsError):
+        load_settings({name: value})
+
+
 def test_an_unknown_engine_setting_stops_the_cold_start():
     # Given a typo in KINDEX_OPENSEARCH_ENGINE / When loading the settings / Then it is a settings error
     with pytest.raises(SettingsError, match="opensearch_engine"):
