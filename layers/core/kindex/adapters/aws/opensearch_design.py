@@ -19,6 +19,7 @@ COMPRESSIONS = ("none", "fp16", "16x", "32x")
 REFRESH_POLICIES = ("wait_for", "false")
 _REFRESH_INTERVAL = re.compile(r"[1-9]\d*(ms|s|m)")
 
+
 def check_engine(engine: str) -> str:
     if engine not in ENGINES:
         raise ValueError(f"unknown k-NN engine {engine!r}; use one of {', '.join(ENGINES)}")
