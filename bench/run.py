@@ -1,6 +1,8 @@
 """`make bench`: every benchmark in one run, a table on stdout, bench/results.json and bench/*.png.
 
-    python -m bench.run [--only ingest,query,vector,chunking,cold,economy] [--quick]
+    python -m bench.run [--only ingest,query,vector,opensearch,chunking,cold,economy] [--quick]
+
+The `opensearch` section needs a node (`make opensearch`); without one it logs that it skipped and adds nothing.
 
 The SciFact figures come from `make eval` (python -m bench.eval_retrieval), which takes longer than this whole
 run on 2 cores: when bench/retrieval_results.json exists its figures are folded in, marked as produced by
@@ -20,7 +22,7 @@ from pathlib import Path
 
 from bench.common import RESULTS_PATH, SCIFACT_RESULTS_PATH, Figure, log, machine_info, versions
 
-SECTIONS = ("ingest", "query", "concurrency", "vector", "chunking", "cold", "economy")
+SECTIONS = ("ingest", "query", "concurrency", "vector", "opensearch", "chunking", "cold", "economy")
 REQUIRED = ("ingest_ratio_minilm", "query_p50_ms_100k_hybrid", "query_p99_ms_100k_hybrid", "vector_recall10_100k",
             "maxchars_mb_per_s", "cold_import_ms_query", "reembed_calls_unchanged", "scifact_ndcg10_hybrid_local",
             "scifact_ndcg10_vector_local", "scifact_ndcg10_keyword")
@@ -63,11 +65,8 @@ def run_sections(sections: tuple[str, ...], quick: bool) -> tuple[list[Figure], 
                 concurrency.DOCUMENTS, concurrency.REQUESTS, concurrency.REQUESTS_PER_CLIENT = 100, 20, 3
             found, raw["concurrency"] = concurrency.run()
             figures += found
-        elif section == "vector":
-            from bench import vector_index
-
-            figures += vector_index.knn_testdata()
-            figures += vector_index.random_100k(count=10_000 if quick else 100_000, queries=50 if quick else 200)
+        elif section in ("vector", "opensearch"):
+            figures += _vector_index_section(section, quick)
         elif section == "chunking":
             from bench import chunking
 
@@ -83,6 +82,19 @@ def run_sections(sections: tuple[str, ...], quick: bool) -> tuple[list[Figure], 
         seconds[section] = round(time.perf_counter() - started, 1)
         log(f"section {section} took {seconds[section]} s")
     return figures, raw, seconds
+
+
+def _vector_index_section(section: str, quick: bool) -> list[Figure]:
+    """The embedded index alone, or the OpenSearch adapter on a node beside it (same vectors, same queries)."""
+    if section == "vector":
+        from bench import vector_index
+
+        return vector_index.knn_testdata() + vector_index.random_100k(count=10_000 if quick else 100_000,
+                                                                      queries=50 if quick else 200)
+    from bench import opensearch_index
+
+    return opensearch_index.run(count=10_000 if quick else 100_000, queries=50 if quick else 200,
+                                others=1_000 if quick else 10_000)
 
 
 def scifact_figures() -> tuple[list[dict], dict | None]:
@@ -105,7 +117,9 @@ SUMMARY = ("ingest_ratio_minilm", "ingest_chunks_per_s_minilm", "ingest_chunks_p
            "query_p99_ms_10k_hybrid", "query_p50_ms_10k_hybrid_minilm", "query_p50_ms_concurrent16",
            "query_p99_ms_concurrent16", "queries_per_s_concurrent16",
            "query_p50_ms_100k_hybrid", "query_p99_ms_100k_hybrid", "query_p50_ms_100k_hybrid_external",
-           "query_p99_ms_100k_hybrid_external", "vector_recall10_100k", "vector_p50_ms_100k", "maxchars_mb_per_s",
+           "query_p99_ms_100k_hybrid_external", "vector_recall10_100k", "vector_p50_ms_100k",
+           "opensearch_bulk_docs_per_s", "opensearch_query_p50_ms_100k", "opensearch_recall10_100k",
+           "maxchars_mb_per_s",
            "tokens_mb_per_s", "cold_import_ms_query", "cold_import_ms_api", "reembed_calls_unchanged",
            "reembed_texts_edit_1pct", "openai_requests_per_2048_chunks", "scifact_ndcg10_keyword",
            "scifact_ndcg10_vector_local", "scifact_ndcg10_hybrid_local", "scifact_recall100_hybrid_local")

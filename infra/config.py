@@ -7,6 +7,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kindex.adapters.aws.opensearch_design import IndexDesign
+from kindex.settings import ENV_NAMES
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_LAYER_BUILD_DIR = REPO_ROOT / "build" / "layers"
 
@@ -22,6 +25,18 @@ CONTEXT_DEFAULTS: dict[str, Any] = {
     "opensearch_engine_version": "2.19",
     "opensearch_existing_endpoint": "",
     "opensearch_existing_domain_arn": "",
+    # The index design (docs/scale.md), passed to the functions' environment; read when an index is created.
+    "opensearch_engine": "faiss",
+    "opensearch_shards": 1,
+    "opensearch_replicas": "",  # unset: 0 on the stack's own one-node domain, else 1
+    "opensearch_routing_shards": 0,
+    "opensearch_routing_partition_size": 1,
+    "opensearch_hnsw_m": 16,
+    "opensearch_ef_construction": 128,
+    "opensearch_ef_search": 100,
+    "opensearch_compression": "none",
+    "opensearch_refresh_interval": "1s",
+    "opensearch_refresh": "wait_for",
     "reindex_schedule": "rate(1 hour)",
     "api_rate_limit": 50,
     "api_burst_limit": 100,
@@ -46,6 +61,8 @@ class StackConfig:
     opensearch_engine_version: str
     opensearch_existing_endpoint: str
     opensearch_existing_domain_arn: str
+    opensearch_index: IndexDesign
+    opensearch_refresh: str
     reindex_schedule: str
     api_rate_limit: int
     api_burst_limit: int
@@ -61,6 +78,20 @@ class StackConfig:
     @property
     def uses_existing_domain(self) -> bool:
         return bool(self.opensearch_existing_endpoint)
+
+    def search_environment(self) -> dict[str, str]:
+        """The index design as the functions' settings read it (kindex.settings.ENV_NAMES)."""
+        design = self.opensearch_index
+        values = {
+            "opensearch_engine": design.engine, "opensearch_shards": design.number_of_shards,
+            "opensearch_replicas": design.number_of_replicas,
+            "opensearch_routing_shards": design.number_of_routing_shards,
+            "opensearch_routing_partition_size": design.routing_partition_size, "opensearch_hnsw_m": design.m,
+            "opensearch_ef_construction": design.ef_construction, "opensearch_ef_search": design.ef_search,
+            "opensearch_compression": design.compression, "opensearch_refresh_interval": design.refresh_interval,
+            "opensearch_refresh": self.opensearch_refresh,
+        }
+        return {ENV_NAMES[name]: str(value) for name, value in values.items()}
 
     @classmethod
     def from_context(cls, lookup) -> StackConfig:
@@ -85,6 +116,8 @@ class StackConfig:
         if not layer_dir.is_absolute():
             layer_dir = REPO_ROOT / layer_dir
         config = cls(
+            opensearch_index=_index_design(raw, uses_existing_domain=bool(endpoint)),
+            opensearch_refresh=_one_of(raw, "opensearch_refresh", ("wait_for", "false")),
             stage=stage,
             opensearch_instance_type=str(raw["opensearch_instance_type"]),
             opensearch_instance_count=_positive_int(raw, "opensearch_instance_count"),
@@ -102,6 +135,49 @@ class StackConfig:
         if config.max_body_bytes > 6 * 1024 * 1024:
             raise ConfigError("max_body_bytes above 6 MB cannot reach a synchronously invoked Lambda function")
         return config
+
+
+def _index_design(raw: dict[str, Any], *, uses_existing_domain: bool) -> IndexDesign:
+    """The adapter's own validation (IndexDesign), run at synth; plus the replicas the domain can place."""
+    nodes = _positive_int(raw, "opensearch_instance_count")
+    replicas = raw["opensearch_replicas"]
+    if replicas in ("", None):
+        replicas = 0 if nodes == 1 and not uses_existing_domain else 1
+    elif not uses_existing_domain and _non_negative_int({"r": replicas}, "r") >= nodes:
+        # A replica never shares a node with its primary: the index would stay yellow forever.
+        raise ConfigError(f"opensearch_replicas must be below opensearch_instance_count ({nodes})")
+    try:
+        return IndexDesign(
+            engine=_one_of(raw, "opensearch_engine", ("faiss", "lucene")),
+            number_of_shards=_positive_int(raw, "opensearch_shards"),
+            number_of_replicas=_non_negative_int({"opensearch_replicas": replicas}, "opensearch_replicas"),
+            number_of_routing_shards=_non_negative_int(raw, "opensearch_routing_shards"),
+            routing_partition_size=_positive_int(raw, "opensearch_routing_partition_size"),
+            m=_positive_int(raw, "opensearch_hnsw_m"),
+            ef_construction=_positive_int(raw, "opensearch_ef_construction"),
+            ef_search=_positive_int(raw, "opensearch_ef_search"),
+            compression=str(raw["opensearch_compression"]),
+            refresh_interval=str(raw["opensearch_refresh_interval"]),
+        )
+    except ValueError as error:
+        raise ConfigError(f"OpenSearch index design: {error}") from error
+
+
+def _one_of(raw: dict[str, Any], key: str, choices: tuple[str, ...]) -> str:
+    value = str(raw[key])
+    if value not in choices:
+        raise ConfigError(f"{key} must be one of {', '.join(choices)}")
+    return value
+
+
+def _non_negative_int(raw: dict[str, Any], key: str) -> int:
+    try:
+        value = int(raw[key])
+    except (TypeError, ValueError) as error:
+        raise ConfigError(f"{key} must be an integer") from error
+    if value < 0:
+        raise ConfigError(f"{key} cannot be negative")
+    return value
 
 
 def _or_default(value: Any, default: Any) -> Any:

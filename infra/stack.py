@@ -53,6 +53,7 @@ class KindexStack(Stack):
             "KINDEX_BUCKET_NAME": self.storage.bucket.bucket_name,
             "KINDEX_OPENSEARCH_ENDPOINT": self.search.endpoint,
             "KINDEX_SECRETS_PREFIX": config.secrets_prefix,
+            **config.search_environment(),
         }
         self.functions: dict[str, KindexFunction] = {}
         for name, (handler, timeout, memory_mb, description) in FUNCTIONS.items():

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from opensearchpy import OpenSearch
 
-from kindex.adapters.aws.opensearch_index import build_index_body, opensearch_client
+from kindex.adapters.aws.opensearch_index import IndexDesign, build_index_body, opensearch_client
 from tests.support.opensearch_double import OpenSearchDouble
 from tests.support.opensearch_node import ENGINE, OpenSearchNode
 
@@ -77,11 +77,11 @@ def test_keyword_matches_agree_under_the_adapter_analyzer(both, query):
     index = f"{prefix}-words"
     texts = {"1": "The budget review", "2": "snake case names", "3": "send an e-mail", "4": "pi is 3.14",
              "5": "text: unrelated words", "6": "nothing here"}
-    on_both(clients, lambda c: c.indices.create(index=index, body=build_index_body(2, engine=ENGINE,
-                                                                                   number_of_replicas=0)))
+    on_both(clients, lambda c: c.indices.create(index=index, body=build_index_body(
+        2, design=IndexDesign(engine=ENGINE, number_of_replicas=0))))
     for client in clients.values():
         for doc_id, text in texts.items():
-            client.index(index=index, id=doc_id, body={"text": text, "vector": [1.0, 0.0]})
+            client.index(index=index, id=doc_id, routing="t", body={"text": text, "vector": [1.0, 0.0]})
         client.indices.refresh(index=index)
     # When matching the query / Then the same documents match
     body = {"size": 10, "query": {"match": {"text": {"query": query}}}}
@@ -95,12 +95,12 @@ def test_filtered_knn_scores_agree(both):
     index = f"{prefix}-knn"
     vectors = np.random.RandomState(4).normal(size=(30, 8))
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-    on_both(clients, lambda c: c.indices.create(index=index, body=build_index_body(8, engine=ENGINE,
-                                                                                   number_of_replicas=0)))
+    on_both(clients, lambda c: c.indices.create(index=index, body=build_index_body(
+        8, design=IndexDesign(engine=ENGINE, number_of_replicas=0))))
     for client in clients.values():
         for number, vector in enumerate(vectors):
-            client.index(index=index, id=str(number), body={"vector": vector.tolist(),
-                                                             "language": "de" if number % 3 else "en"})
+            client.index(index=index, id=str(number), routing="t",
+                         body={"vector": vector.tolist(), "language": "de" if number % 3 else "en"})
         client.indices.refresh(index=index)
     # When searching with an efficient filter
     body = {"size": 5, "query": {"knn": {"vector": {"vector": vectors[0].tolist(), "k": 5,

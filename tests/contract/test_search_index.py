@@ -94,6 +94,34 @@ class TestOpenSearchIndexOnANode(SearchIndexContract):
         finally:
             opensearch_node.delete_indices(prefix)
 
+    def test_a_routing_partition_spreads_one_tenant_over_several_shards_of_the_node(self, opensearch_node):
+        # Given a 6-shard index whose tenants spread over 3 shards each, written without per-request refreshes
+        client = opensearch_client(opensearch_node.url, sigv4=False)
+        prefix = opensearch_node.new_prefix()
+        index = OpenSearchIndex(client, index_prefix=prefix, engine=NODE_ENGINE, number_of_shards=6,
+                                number_of_replicas=0, routing_partition_size=3, refresh="false")
+        alias = index_alias(prefix, MODEL, DIMS)
+        try:
+            # When one tenant writes 300 chunks and another 20, and the backfill ends with one refresh
+            index.upsert(MODEL, corpus(300))
+            index.upsert(MODEL, corpus(20, tenant="globex"))
+            index.refresh(MODEL)
+            # Then the big tenant's chunks sit on three shards (the node says so), none of them stored a vector,
+            # and every chunk is found and deleted through the partition
+            per_shard = requests.get(f"{opensearch_node.url}/_cat/shards/{alias}?h=shard,docs&format=json",
+                                     timeout=10).json()
+            assert sum(1 for shard in per_shard if int(shard["docs"] or 0) > 0) >= 3
+            assert len(index.chunk_ids(MODEL, "acme", "handbook")) == 300
+            stored = client.search(index=alias, body={"size": 5, "_source": True})["hits"]["hits"]
+            assert stored and all("vector" not in hit["_source"] for hit in stored)
+            assert len(index.knn_search(MODEL, "acme", ["handbook"], unit(3).tolist(), 40)) == 40
+            index.delete(MODEL, "acme", "handbook")
+            index.refresh(MODEL)
+            assert index.chunk_ids(MODEL, "acme", "handbook") == set()
+            assert len(index.chunk_ids(MODEL, "globex", "handbook")) == 20
+        finally:
+            opensearch_node.delete_indices(prefix)
+
     def test_the_engine_setting_reaches_the_node_through_the_aws_wiring(self, opensearch_node, monkeypatch):
         # Given the AWS settings naming the node as the search endpoint and the lucene engine, and a model no other
         # run uses (the wiring's index prefix is the production one)

@@ -734,3 +734,54 @@ def test_every_price_names_its_source():
     assert prices["recorded"] and prices["region"] == "us-east-1"
     for name, entry in prices["prices"].items():
         assert entry["source"].startswith("https://"), name
+
+
+def test_the_index_design_reaches_every_search_function_with_no_replica_on_a_one_node_domain(resources):
+    """Given cdk.json's defaults (one data node) Then the functions create indices with no replica (a replica
+    cannot share its primary's node: the index would stay yellow), and the documented design defaults."""
+    for name in ("api", "query", "ingest", "reindex"):
+        environment = resources[function_id(resources, name)]["Properties"]["Environment"]["Variables"]
+        assert {key: value for key, value in environment.items() if key.startswith("KINDEX_OPENSEARCH_")
+                and key != "KINDEX_OPENSEARCH_ENDPOINT"} == {
+            "KINDEX_OPENSEARCH_ENGINE": "faiss", "KINDEX_OPENSEARCH_SHARDS": "1", "KINDEX_OPENSEARCH_REPLICAS": "0",
+            "KINDEX_OPENSEARCH_ROUTING_SHARDS": "0", "KINDEX_OPENSEARCH_ROUTING_PARTITION_SIZE": "1",
+            "KINDEX_OPENSEARCH_HNSW_M": "16", "KINDEX_OPENSEARCH_EF_CONSTRUCTION": "128",
+            "KINDEX_OPENSEARCH_EF_SEARCH": "100", "KINDEX_OPENSEARCH_COMPRESSION": "none",
+            "KINDEX_OPENSEARCH_REFRESH_INTERVAL": "1s", "KINDEX_OPENSEARCH_REFRESH": "wait_for"}, name
+
+
+def test_a_large_design_in_the_context_becomes_the_adapters_design(monkeypatch):
+    # Given a context for a six-node domain with a partitioned, compressed index
+    context = {**cdk_json_context(), "opensearch_instance_count": 6, "opensearch_shards": 12,
+               "opensearch_routing_partition_size": 4, "opensearch_compression": "32x", "opensearch_ef_search": 256,
+               "opensearch_refresh_interval": "30s", "opensearch_refresh": "false"}
+    config = StackConfig.from_context(context.get)
+    # When the functions' settings are loaded from the environment the stack gives them
+    from kindex.compose.aws import AwsAdapters
+    from kindex.settings import ApiSettings, load_settings
+
+    environment = {"KINDEX_BACKEND": "aws", "KINDEX_TABLE_NAME": "t", "KINDEX_BUCKET_NAME": "b",
+                   "KINDEX_OPENSEARCH_ENDPOINT": "https://search-x.eu-west-1.es.amazonaws.com",
+                   **config.search_environment()}
+    adapter = AwsAdapters(load_settings(environment, model=ApiSettings)).search_index
+    # Then the adapter creates indices exactly as the context said (one replica by default on several nodes)
+    assert adapter.design == config.opensearch_index
+    assert (adapter.design.number_of_shards, adapter.design.number_of_replicas, adapter.design.routing_partition_size,
+            adapter.design.compression, adapter.design.ef_search) == (12, 1, 4, "32x", 256)
+    assert environment["KINDEX_OPENSEARCH_REFRESH"] == "false"
+
+
+@pytest.mark.parametrize("overrides, message", [
+    ({"opensearch_replicas": 1}, "below opensearch_instance_count"),
+    ({"opensearch_shards": 3, "opensearch_routing_partition_size": 3}, "less than number_of_shards"),
+    ({"opensearch_shards": 4, "opensearch_routing_partition_size": 2, "opensearch_routing_shards": 64},
+     "equals number_of_shards"),
+    ({"opensearch_engine": "lucene", "opensearch_compression": "fp16"}, "needs the faiss engine"),
+    ({"opensearch_compression": "64x"}, "unknown compression"),
+    ({"opensearch_refresh": "true"}, "opensearch_refresh must be one of"),
+    ({"opensearch_shards": "many"}, "opensearch_shards must be an integer"),
+])
+def test_an_index_design_opensearch_would_refuse_stops_the_synth(overrides, message):
+    context = {**cdk_json_context(), **overrides}
+    with pytest.raises(ConfigError, match=message):
+        StackConfig.from_context(context.get)

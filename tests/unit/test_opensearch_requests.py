@@ -13,6 +13,7 @@ from opensearchpy.helpers.actions import expand_action
 
 from kindex.adapters.aws.opensearch_index import (
     TEXT_ANALYZER,
+    IndexDesign,
     OpenSearchIndex,
     build_bulk_actions,
     build_chunk_ids_query,
@@ -91,7 +92,8 @@ def test_cosine_from_score_inverts_the_faiss_innerproduct_score(dot):
 
 def test_index_body_maps_a_faiss_hnsw_innerproduct_vector_and_hides_text():
     # When building the index body for 384 dimensions
-    body = build_index_body(384, alias=ALIAS, number_of_shards=2, number_of_replicas=1, ef_construction=256, m=24)
+    body = build_index_body(384, alias=ALIAS, design=IndexDesign(number_of_shards=2, number_of_replicas=1,
+                                                                  ef_construction=256, m=24))
     # Then k-NN is on, the vector is faiss HNSW in innerproduct space with our parameters
     assert body["settings"]["index"]["knn"] is True
     assert body["settings"]["index"]["number_of_shards"] == 2
@@ -99,12 +101,13 @@ def test_index_body_maps_a_faiss_hnsw_innerproduct_vector_and_hides_text():
     assert vector == {"type": "knn_vector", "dimension": 384,
                       "method": {"name": "hnsw", "engine": "faiss", "space_type": "innerproduct",
                                  "parameters": {"ef_construction": 256, "m": 24}}}
-    # And text is an indexed text field (split into words like the embedded index does) excluded from _source,
-    # the ids and filters are keywords
+    # And text is an indexed text field (split into words like the embedded index does); text and vector are
+    # excluded from _source, every write must be routed, the ids and filters are keywords
     assert body["mappings"]["properties"]["text"] == {"type": "text", "analyzer": TEXT_ANALYZER}
     analyzer = body["settings"]["index"]["analysis"]["analyzer"][TEXT_ANALYZER]
     assert analyzer["tokenizer"] == "standard" and analyzer["filter"] == ["lowercase", "asciifolding"]
-    assert body["mappings"]["_source"] == {"excludes": ["text"]}
+    assert body["mappings"]["_source"] == {"excludes": ["text", "vector"]}
+    assert body["mappings"]["_routing"] == {"required": True}
     for name in ("tenant", "collection", "document_id", "chunk_id", "language", "mimetype"):
         assert body["mappings"]["properties"][name] == {"type": "keyword"}
     assert body["mappings"]["dynamic"] == "strict"
@@ -113,8 +116,8 @@ def test_index_body_maps_a_faiss_hnsw_innerproduct_vector_and_hides_text():
 
 def test_the_engine_is_the_only_difference_between_a_faiss_and_a_lucene_index():
     # When building the same index for both engines
-    faiss = build_index_body(384, alias=ALIAS, engine="faiss")
-    lucene = build_index_body(384, alias=ALIAS, engine="lucene")
+    faiss = build_index_body(384, alias=ALIAS, design=IndexDesign(engine="faiss"))
+    lucene = build_index_body(384, alias=ALIAS, design=IndexDesign(engine="lucene"))
     # Then only the vector method's engine differs (faiss is the default: Amazon OpenSearch Service's)
     assert faiss == build_index_body(384, alias=ALIAS)
     assert lucene["mappings"]["properties"]["vector"]["method"]["engine"] == "lucene"
@@ -126,7 +129,7 @@ def test_the_engine_is_the_only_difference_between_a_faiss_and_a_lucene_index():
 def test_an_unknown_engine_is_refused_before_anything_is_sent(engine, double):
     # When asking for an engine other than faiss or lucene / Then it fails at once, naming the engine
     with pytest.raises(ValueError, match="k-NN engine"):
-        build_index_body(4, engine=engine)
+        IndexDesign(engine=engine)
     with pytest.raises(ValueError, match="k-NN engine"):
         OpenSearchIndex(double.client(), engine=engine)
     assert double.requests == []
@@ -143,6 +146,169 @@ def test_the_engine_setting_defaults_to_faiss_on_aws_and_lucene_for_kindex_serve
         environ["KINDEX_OPENSEARCH_ENGINE"] = value
     # When loading the settings / Then the engine is the one named; unset, faiss on AWS and lucene locally
     assert load_settings(environ).search_engine == engine
+
+
+def test_the_scale_design_reaches_the_index_settings():
+    # Given a design for a large corpus: 6 primaries, a tenant spread over 3 of them, no replica
+    design = IndexDesign(number_of_shards=6, number_of_replicas=0, routing_partition_size=3, ef_search=256,
+                         refresh_interval="30s")
+    # When building the index body
+    settings = build_index_body(384, design=design)["settings"]["index"]
+    # Then each knob is an index setting OpenSearch reads
+    assert {key: settings[key] for key in ("number_of_shards", "number_of_replicas", "number_of_routing_shards",
+                                           "routing_partition_size", "knn.algo_param.ef_search",
+                                           "refresh_interval")} == {
+        "number_of_shards": 6, "number_of_replicas": 0, "number_of_routing_shards": 6,
+        "routing_partition_size": 3, "knn.algo_param.ef_search": 256, "refresh_interval": "30s"}
+    # And a splittable design names its routing shards; the defaults leave them to OpenSearch
+    splittable = build_index_body(384, design=IndexDesign(number_of_shards=3, number_of_routing_shards=48))
+    assert splittable["settings"]["index"]["number_of_routing_shards"] == 48
+    defaults = build_index_body(384)["settings"]["index"]
+    assert "number_of_routing_shards" not in defaults and "routing_partition_size" not in defaults
+    assert defaults["number_of_replicas"] == 1 and defaults["refresh_interval"] == "1s"
+
+
+@pytest.mark.parametrize("compression, extra, encoder", [
+    ("none", {}, None),
+    ("fp16", {}, {"name": "sq", "parameters": {"type": "fp16"}}),
+    ("16x", {"mode": "on_disk", "compression_level": "16x"}, None),
+    ("32x", {"mode": "on_disk", "compression_level": "32x"}, None),
+])
+def test_compression_maps_to_faiss_scalar_or_binary_quantization(compression, extra, encoder):
+    # When building a faiss index with each compression
+    vector = build_index_body(1536, design=IndexDesign(compression=compression))["mappings"]["properties"]["vector"]
+    # Then fp16 is an sq encoder of the HNSW method, 16x/32x the on_disk mode with that compression level
+    assert {key: vector[key] for key in ("mode", "compression_level") if key in vector} == extra
+    assert vector["method"]["parameters"].get("encoder") == encoder
+    assert vector["method"]["engine"] == "faiss" and vector["method"]["space_type"] == "innerproduct"
+
+
+@pytest.mark.parametrize("fields, message", [
+    ({"number_of_shards": 0}, "number_of_shards"),
+    ({"number_of_replicas": -1}, "negative"),
+    ({"number_of_shards": 3, "number_of_routing_shards": 8}, "multiple of number_of_shards"),
+    ({"number_of_shards": 2, "number_of_routing_shards": 2048}, "at most 1024"),
+    ({"number_of_shards": 3, "routing_partition_size": 3}, "less than number_of_shards"),
+    ({"routing_partition_size": 2}, "less than number_of_shards"),
+    ({"number_of_shards": 6, "routing_partition_size": 3, "number_of_routing_shards": 48}, "equals number_of_shards"),
+    ({"m": 1}, "m must be"),
+    ({"ef_search": 0}, "ef_search"),
+    ({"compression": "8x"}, "unknown compression"),
+    ({"engine": "lucene", "compression": "fp16"}, "needs the faiss engine"),
+    ({"engine": "lucene", "compression": "32x"}, "needs the faiss engine"),
+    ({"refresh_interval": "-1"}, "refresh_interval"),
+    ({"refresh_interval": "1 s"}, "refresh_interval"),
+])
+def test_a_design_opensearch_would_refuse_fails_before_anything_is_sent(fields, message, double):
+    # When asking for an impossible layout / Then it fails at once, naming the problem, and nothing was sent
+    with pytest.raises(ValueError, match=message):
+        IndexDesign(**fields)
+    with pytest.raises(ValueError, match=message):
+        OpenSearchIndex(double.client(), **fields)
+    assert double.requests == []
+
+
+def test_unknown_design_fields_and_refresh_policies_are_refused(double):
+    with pytest.raises(TypeError, match="shard_count"):
+        OpenSearchIndex(double.client(), shard_count=3)
+    with pytest.raises(ValueError, match="refresh policy"):
+        OpenSearchIndex(double.client(), refresh="true")
+
+
+def test_a_partitioned_index_spreads_one_tenant_over_its_partition_and_still_finds_everything(double):
+    # Given a 6-shard index whose tenants each spread over 3 shards
+    index = OpenSearchIndex(double.client(), number_of_shards=6, routing_partition_size=3)
+    # When one tenant writes 300 chunks and another 10 with the same chunk ids
+    index.upsert(MODEL, many_records(300))
+    index.upsert(MODEL, many_records(10, tenant="globex"))
+    # Then the big tenant's chunks sit on 3 shards, not 1, and every chunk is found, tenants kept apart
+    (state,) = double.indices.values()
+    shards = {doc.shard for doc in state.live.values() if doc.routing == "acme"}
+    assert len(shards) == 3
+    assert len(index.chunk_ids(MODEL, "acme", "handbook")) == 300
+    assert len(index.chunk_ids(MODEL, "globex", "handbook")) == 10
+    assert len(index.knn_search(MODEL, "acme", ["handbook"], [1, 0, 0, 0], 50)) == 50
+    index.delete(MODEL, "acme", "handbook")
+    assert index.chunk_ids(MODEL, "acme", "handbook") == set()
+    assert len(index.chunk_ids(MODEL, "globex", "handbook")) == 10
+    assert double.spec_violations == []
+
+
+def test_a_small_upsert_waits_for_its_refresh_in_one_request(double):
+    # Given the default policy
+    index = OpenSearchIndex(double.client())
+    # When upserting one document's chunks
+    index.upsert(MODEL, many_records(20))
+    # Then one bulk request waited for the refresh (no forced refresh), and the chunks are searchable at once
+    (bulk,) = double.requests_to("_bulk")
+    assert bulk.params.get("refresh") == "wait_for" and double.requests_to("_refresh") == []
+    assert len(index.chunk_ids(MODEL, "acme", "handbook")) == 20
+
+
+def test_a_backfill_writes_without_refreshing_and_refreshes_once_when_done(double):
+    # Given an adapter for a bulk backfill
+    index = OpenSearchIndex(double.client(), refresh="false", bulk_chunk_size=100)
+    # When upserting many records, and deleting some
+    for start in range(0, 1000, 250):
+        index.upsert(MODEL, many_records(1000)[start:start + 250])
+    index.delete(MODEL, "acme", "handbook", chunk_ids=["c-0000"])
+    # Then no write asked for a refresh, and nothing is searchable yet
+    writes = double.requests_to("_bulk") + double.requests_to("_delete_by_query")
+    assert writes and all("refresh" not in request.params for request in writes)
+    assert double.requests_to("_refresh") == []
+    assert index.chunk_ids(MODEL, "acme", "handbook") == set()
+    # And after the one refresh at the end everything is
+    index.refresh(MODEL)
+    assert len(index.chunk_ids(MODEL, "acme", "handbook")) == 1000
+
+
+def test_the_vector_is_searchable_but_never_stored_in_source(double):
+    # Given a chunk indexed through the adapter
+    client = double.client()
+    index = OpenSearchIndex(client)
+    index.upsert(MODEL, [record("c-1", (0.0, 1.0, 0.0, 0.0))])
+    # When anyone reads the full _source / Then the vector is not there, and k-NN still finds the chunk by it
+    (hit,) = client.search(index=ALIAS, body={"query": {"match_all": {}}, "_source": True})["hits"]["hits"]
+    assert "vector" not in hit["_source"]
+    assert ids_of(index.knn_search(MODEL, "acme", ["handbook"], [0.0, 1.0, 0.0, 0.0], 1)) == ["c-1"]
+
+
+def ids_of(hits) -> list[str]:
+    return [hit.chunk_id for hit in hits]
+
+
+@pytest.mark.parametrize("value, engine", [(None, "faiss"), ("faiss", "faiss"), ("lucene", "lucene")])
+def test_the_engine_setting_defaults_to_faiss(value, engine):
+    # Given the environment with or without KINDEX_OPENSEARCH_ENGINE
+    environ = {} if value is None else {"KINDEX_OPENSEARCH_ENGINE": value}
+    # When loading the settings / Then the engine is the one named, faiss by default
+    assert load_settings(environ).opensearch_engine == engine
+
+
+def test_the_index_design_settings_are_read_from_the_environment():
+    # Given every design variable set
+    settings = load_settings({"KINDEX_OPENSEARCH_SHARDS": "12", "KINDEX_OPENSEARCH_REPLICAS": "0",
+                              "KINDEX_OPENSEARCH_ROUTING_SHARDS": "0", "KINDEX_OPENSEARCH_ROUTING_PARTITION_SIZE": "4",
+                              "KINDEX_OPENSEARCH_HNSW_M": "24", "KINDEX_OPENSEARCH_EF_CONSTRUCTION": "256",
+                              "KINDEX_OPENSEARCH_EF_SEARCH": "200", "KINDEX_OPENSEARCH_COMPRESSION": "fp16",
+                              "KINDEX_OPENSEARCH_REFRESH_INTERVAL": "30s", "KINDEX_OPENSEARCH_REFRESH": "false"})
+    # Then each reaches its field; unset, the documented defaults hold
+    assert (settings.opensearch_shards, settings.opensearch_replicas, settings.opensearch_routing_partition_size,
+            settings.opensearch_hnsw_m, settings.opensearch_ef_construction, settings.opensearch_ef_search,
+            settings.opensearch_compression, settings.opensearch_refresh_interval, settings.opensearch_refresh) == (
+        12, 0, 4, 24, 256, 200, "fp16", "30s", "false")
+    defaults = load_settings({})
+    assert (defaults.opensearch_shards, defaults.opensearch_replicas, defaults.opensearch_compression,
+            defaults.opensearch_refresh) == (1, 1, "none", "wait_for")
+
+
+@pytest.mark.parametrize("name, value", [("KINDEX_OPENSEARCH_SHARDS", "0"), ("KINDEX_OPENSEARCH_REPLICAS", "-1"),
+                                         ("KINDEX_OPENSEARCH_COMPRESSION", "8x"),
+                                         ("KINDEX_OPENSEARCH_REFRESH_INTERVAL", "-1"),
+                                         ("KINDEX_OPENSEARCH_REFRESH", "true"), ("KINDEX_OPENSEARCH_HNSW_M", "1")])
+def test_a_bad_index_design_setting_stops_the_cold_start(name, value):
+    with pytest.raises(SettingsError):
+        load_settings({name: value})
 
 
 def test_an_unknown_engine_setting_stops_the_cold_start():
@@ -221,6 +387,27 @@ def test_the_index_sends_its_ef_search_with_every_knn_query(double):
     assert search.body["query"]["knn"]["vector"]["method_parameters"] == {"ef_search": 64}
 
 
+def test_the_designs_ef_search_goes_in_every_knn_query_and_never_below_k(double):
+    # When building queries with an ef_search / Then it is the query's method parameter, at least k
+    assert "method_parameters" not in build_knn_query("acme", ["h"], [1.0, 0.0], 5)["query"]["knn"]["vector"]
+    knn = build_knn_query("acme", ["h"], [1.0, 0.0], 5, ef_search=100)["query"]["knn"]["vector"]
+    assert knn["method_parameters"] == {"ef_search": 100}
+    knn = build_knn_query("acme", ["h"], [1.0, 0.0], 500, ef_search=100)["query"]["knn"]["vector"]
+    assert knn["method_parameters"] == {"ef_search": 500}
+    # And the adapter sends its design's value
+    index = OpenSearchIndex(double.client(), ef_search=321)
+    index.upsert(MODEL, [record("c-1")])
+    index.knn_search(MODEL, "acme", ["handbook"], [1, 0, 0, 0], 3)
+    (search,) = double.requests_to("_search")
+    assert search.body["query"]["knn"]["vector"]["method_parameters"] == {"ef_search": 321}
+    assert double.spec_violations == []
+
+
+def test_compression_of_http_bodies_only_for_https_endpoints():
+    assert build_client_options("https://search-x.eu-west-1.es.amazonaws.com")["http_compress"] is True
+    assert build_client_options("http://127.0.0.1:9200")["http_compress"] is False
+
+
 def test_keyword_query_matches_text_within_the_same_filters():
     # When building a keyword query
     body = build_keyword_query("acme", ["handbook"], 'budget "AND" (review)', 5, SearchFilters(language="de"))
@@ -272,7 +459,12 @@ def test_chunk_ids_query_pages_with_search_after_on_the_chunk_id():
 
 @pytest.mark.parametrize("method, template, body", [
     ("PUT", "/{index}", build_index_body(384, alias=ALIAS)),
-    ("PUT", "/{index}", build_index_body(384, alias=ALIAS, engine="lucene")),
+    ("PUT", "/{index}", build_index_body(384, alias=ALIAS, design=IndexDesign(engine="lucene"))),
+    ("PUT", "/{index}", build_index_body(384, alias=ALIAS, design=IndexDesign(compression="fp16"))),
+    ("PUT", "/{index}", build_index_body(384, alias=ALIAS, design=IndexDesign(
+        number_of_shards=6, routing_partition_size=3, compression="32x"))),
+    ("PUT", "/{index}", build_index_body(384, alias=ALIAS, design=IndexDesign(
+        number_of_shards=3, number_of_routing_shards=48, m=32, ef_construction=256))),
     ("POST", "/{index}/_search", build_knn_query("acme", ["handbook"], [0.1] * 4, 3, FILTERS)),
     ("POST", "/{index}/_search", build_knn_query("acme", ["handbook"], [0.1] * 4, 3, FILTERS, ef_search=100)),
     ("POST", "/{index}/_search", build_keyword_query("acme", ["handbook"], "q", 3, FILTERS)),
@@ -330,7 +522,10 @@ def test_a_thousand_records_go_out_in_a_bounded_number_of_routed_bulk_requests(d
     assert len(bulks) == 5
     actions = [line["index"] for bulk in bulks for line in bulk.body if "index" in line]
     assert len(actions) == 1000 and {action["routing"] for action in actions} == {"acme"}
-    assert all(bulk.params.get("refresh") == "wait_for" for bulk in bulks)
+    # And none of them waited for a refresh: the index was refreshed once, after the last one
+    assert all("refresh" not in bulk.params for bulk in bulks)
+    assert [r.path for r in double.requests_to("_refresh")] == [f"/{ALIAS}/_refresh"]
+    assert double.requests.index(double.requests_to("_refresh")[0]) > double.requests.index(bulks[-1])
     assert len(index.chunk_ids(MODEL, "acme", "handbook")) == 1000
     assert double.spec_violations == []
 
@@ -474,7 +669,7 @@ def test_the_double_filters_before_choosing_the_k_nearest(double):
     client.indices.create(index="probe", body=build_index_body(2))
     for i in range(10):
         angle = i * 0.1
-        client.index(index="probe", id=str(i), refresh=True,
+        client.index(index="probe", id=str(i), routing="t", refresh=True,
                      body={"tenant": "t", "chunk_id": str(i), "vector": [math.cos(angle), math.sin(angle)],
                            "language": "de" if i == 9 else "en"})
     # When asking for the single nearest with an efficient filter

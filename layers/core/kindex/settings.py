@@ -63,6 +63,19 @@ class Settings(BaseModel):
     # id created once per data directory, so two servers (two data directories) never share or delete each other's
     # chunks.
     search_index_prefix: str | None = None
+    # The index design (docs/scale.md): read when an index is created, so changing them needs a new index (-v2).
+    # Combinations OpenSearch would refuse are refused when the adapter is built (IndexDesign).
+    opensearch_shards: int = Field(default=1, ge=1, le=1024)
+    opensearch_replicas: int = Field(default=1, ge=0, le=15)
+    opensearch_routing_shards: int = Field(default=0, ge=0, le=1024)  # 0: OpenSearch's default
+    opensearch_routing_partition_size: int = Field(default=1, ge=1, le=1023)
+    opensearch_hnsw_m: int = Field(default=16, ge=2, le=100)
+    opensearch_ef_construction: int = Field(default=128, ge=1, le=4096)
+    opensearch_ef_search: int = Field(default=100, ge=1, le=10_000)
+    opensearch_compression: Literal["none", "fp16", "16x", "32x"] = "none"
+    opensearch_refresh_interval: str = Field(default="1s", pattern=r"^[1-9]\d*(ms|s|m)$")
+    # wait_for: a write is searchable when it returns; false: within the refresh interval (bulk backfills).
+    opensearch_refresh: Literal["wait_for", "false"] = "wait_for"
     public_url: str | None = None
     secrets_prefix: str = "kindex"
     ingest_queue_url: str | None = None
@@ -139,6 +152,16 @@ ENV_NAMES = {
     "opensearch_engine": "KINDEX_OPENSEARCH_ENGINE",
     "search_url": "KINDEX_SEARCH_URL",
     "search_index_prefix": "KINDEX_SEARCH_INDEX_PREFIX",
+    "opensearch_shards": "KINDEX_OPENSEARCH_SHARDS",
+    "opensearch_replicas": "KINDEX_OPENSEARCH_REPLICAS",
+    "opensearch_routing_shards": "KINDEX_OPENSEARCH_ROUTING_SHARDS",
+    "opensearch_routing_partition_size": "KINDEX_OPENSEARCH_ROUTING_PARTITION_SIZE",
+    "opensearch_hnsw_m": "KINDEX_OPENSEARCH_HNSW_M",
+    "opensearch_ef_construction": "KINDEX_OPENSEARCH_EF_CONSTRUCTION",
+    "opensearch_ef_search": "KINDEX_OPENSEARCH_EF_SEARCH",
+    "opensearch_compression": "KINDEX_OPENSEARCH_COMPRESSION",
+    "opensearch_refresh_interval": "KINDEX_OPENSEARCH_REFRESH_INTERVAL",
+    "opensearch_refresh": "KINDEX_OPENSEARCH_REFRESH",
     "public_url": "KINDEX_PUBLIC_URL",
     "secrets_prefix": "KINDEX_SECRETS_PREFIX",
     "ingest_queue_url": "KINDEX_INGEST_QUEUE_URL",

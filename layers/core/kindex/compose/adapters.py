@@ -89,6 +89,18 @@ class AdapterSet(ABC):
         key = self.openai_api_key() if model.startswith("openai:") else None
         return create_embedder(model, openai_api_key=key, openai_base_url=self.settings.openai_base_url)
 
+    def opensearch_design(self) -> Any:
+        """The OpenSearch index design from the settings (docs/scale.md), for whichever backend uses OpenSearch."""
+        from kindex.adapters.aws.opensearch_design import IndexDesign
+
+        s = self.settings
+        return IndexDesign(
+            engine=s.search_engine, number_of_shards=s.opensearch_shards, number_of_replicas=s.opensearch_replicas,
+            number_of_routing_shards=s.opensearch_routing_shards,
+            routing_partition_size=s.opensearch_routing_partition_size, m=s.opensearch_hnsw_m,
+            ef_construction=s.opensearch_ef_construction, ef_search=s.opensearch_ef_search,
+            compression=s.opensearch_compression, refresh_interval=s.opensearch_refresh_interval)
+
     @cached_property
     def rights_policy(self) -> RightsUrlPolicy:
         """Which rights-check URLs and addresses this deployment calls (KINDEX_RIGHTS_ALLOWED_NETWORKS)."""

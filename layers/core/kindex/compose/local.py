@@ -93,7 +93,7 @@ class LocalAdapters(AdapterSet):
         # the process's AWS credentials; any other cluster gets no authentication.
         sigv4 = parts.username is None and region_of_domain(parts.hostname or "") is not None
         return OpenSearchIndex(endpoint=self.settings.search_url, sigv4=sigv4, index_prefix=self.search_index_prefix,
-                               engine=self.settings.search_engine)
+                               design=self.opensearch_design(), refresh=self.settings.opensearch_refresh)
 
     @cached_property
     def secrets(self):
