@@ -277,14 +277,6 @@ def ids_of(hits) -> list[str]:
     return [hit.chunk_id for hit in hits]
 
 
-@pytest.mark.parametrize("value, engine", [(None, "faiss"), ("faiss", "faiss"), ("lucene", "lucene")])
-def test_the_engine_setting_defaults_to_faiss(value, engine):
-    # Given the environment with or without KINDEX_OPENSEARCH_ENGINE
-    environ = {} if value is None else {"KINDEX_OPENSEARCH_ENGINE": value}
-    # When loading the settings / Then the engine is the one named, faiss by default
-    assert load_settings(environ).opensearch_engine == engine
-
-
 def test_the_index_design_settings_are_read_from_the_environment():
     # Given every design variable set
     settings = load_settings({"KINDEX_OPENSEARCH_SHARDS": "12", "KINDEX_OPENSEARCH_REPLICAS": "0",
