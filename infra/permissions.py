@@ -25,13 +25,13 @@ ES_QUERY_PATHS = {
     "es:ESHttpPost": [f"{INDEX_PATTERN}/_search", f"{INDEX_PATTERN}/_msearch"],
     "es:ESHttpGet": [f"{INDEX_PATTERN}/_search", f"{INDEX_PATTERN}/_msearch", f"_alias/{INDEX_PATTERN}"],
 }
-# Writers also check and create their index (HEAD/PUT on the index path), bulk-write and delete by query. The
-# adapter's bulk request carries the index in each action, not in the URL, so it is a POST to the domain's root
-# `_bulk`: see docs/aws.md on what that allows and what would close it.
+# Writers also check and create their index (HEAD/PUT on the index path), bulk-write to it and delete by query. The
+# adapter's bulk requests go to `<index>/_bulk` with no index in the actions, and the domain refuses explicit indices
+# in bodies (`rest.action.multi.allow_explicit_index: false`), so a writer can reach no other index.
 ES_WRITE_PATHS = {
     "es:ESHttpHead": [INDEX_PATTERN],
     "es:ESHttpPut": [INDEX_PATTERN],
-    "es:ESHttpPost": [*ES_QUERY_PATHS["es:ESHttpPost"], "_bulk", f"{INDEX_PATTERN}/_bulk",
+    "es:ESHttpPost": [*ES_QUERY_PATHS["es:ESHttpPost"], f"{INDEX_PATTERN}/_bulk",
                       f"{INDEX_PATTERN}/_delete_by_query"],
     "es:ESHttpGet": ES_QUERY_PATHS["es:ESHttpGet"],
 }

@@ -51,6 +51,9 @@ class Search(Construct):
             zone_awareness=opensearch.ZoneAwarenessConfig(enabled=spread,
                                                           availability_zone_count=2 if spread else None),
             encryption_at_rest=opensearch.EncryptionAtRestOptions(enabled=True),
+            # Bulk and multi-search bodies may not name an index: a request reaches only the index in its path,
+            # which is what the path-level grants (infra/permissions.py) allow.
+            advanced_options={"rest.action.multi.allow_explicit_index": "false"},
             node_to_node_encryption=True,
             enforce_https=True,
             tls_security_policy=opensearch.TLSSecurityPolicy.TLS_1_2,

@@ -494,7 +494,7 @@ def test_writers_reach_only_kindex_index_paths_and_nobody_reaches_the_cluster_ap
         paths = es_paths(resources, name)
         # Then: index existence and creation on kindex-* only, bulk and delete_by_query, searches; never DELETE
         assert paths["es:ESHttpHead"] == paths["es:ESHttpPut"] == {"kindex-*"}
-        assert paths["es:ESHttpPost"] == {"kindex-*/_search", "kindex-*/_msearch", "_bulk", "kindex-*/_bulk",
+        assert paths["es:ESHttpPost"] == {"kindex-*/_search", "kindex-*/_msearch", "kindex-*/_bulk",
                                           "kindex-*/_delete_by_query"}
         assert "es:ESHttpDelete" not in paths and "es:ESHttp*" not in paths
     for name in DOMAIN_ROLES:
@@ -675,7 +675,9 @@ def test_every_request_the_adapter_sends_is_granted_to_the_role_that_sends_it(re
 
     writes, reads = adapter_requests(write), adapter_requests(query)
     # Given the requests really sent (index creation included)
-    assert ("PUT", f"/kindex-{model}-4-v1") in writes and ("POST", "/_bulk") in writes
+    assert ("PUT", f"/kindex-{model}-4-v1") in writes and ("POST", f"/kindex-{model}-4/_bulk") in writes
+    # And no bulk goes to the domain's root (a root bulk body could name any index)
+    assert ("POST", "/_bulk") not in writes
     # Then each is granted to every writer, and the query role's are granted to it
     for name in ("api", "ingest", "reindex"):
         paths = es_paths(resources, name)
@@ -785,3 +787,10 @@ def test_an_index_design_opensearch_would_refuse_stops_the_synth(overrides, mess
     context = {**cdk_json_context(), **overrides}
     with pytest.raises(ConfigError, match=message):
         StackConfig.from_context(context.get)
+
+
+def test_the_domain_refuses_indices_named_inside_bulk_bodies(resources):
+    """Path-level grants only hold if a body cannot name another index: the domain refuses explicit indices in
+    bulk and multi-search bodies."""
+    [domain] = of_type(resources, "AWS::OpenSearchService::Domain").values()
+    assert domain["Properties"]["AdvancedOptions"]["rest.action.multi.allow_explicit_index"] == "false"

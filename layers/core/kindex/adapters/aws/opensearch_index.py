@@ -311,14 +311,15 @@ def build_keyword_query(tenant: str, collections: Sequence[str], query: str, k: 
 
 
 def build_bulk_actions(alias: str, records: Iterable[IndexRecord]) -> list[dict[str, Any]]:
-    """helpers.bulk actions for `records`, routed by tenant; the last record wins for a repeated chunk id."""
+    """helpers.bulk actions for `records`, routed by tenant; the last record wins for a repeated chunk id. The
+    actions name no index: the request goes to `<alias>/_bulk`, so a writer needs no grant on the domain's root
+    `_bulk` (which would let a bulk body name any index), and domains refuse explicit indices in bodies."""
     actions: dict[str, dict[str, Any]] = {}
     for record in records:
         doc_id = document_id(record.tenant, record.collection, record.chunk_id)
         actions.pop(doc_id, None)  # keep batch order = last write order
         actions[doc_id] = {
             "_op_type": "index",
-            "_index": alias,
             "_id": doc_id,
             "_routing": routing_key(record.tenant),
             "_source": {
@@ -527,7 +528,7 @@ class OpenSearchIndex:
         """
         small = len(actions) <= self._bulk_chunk_size
         params = {"refresh": "wait_for"} if self._refresh == "wait_for" and small else {}
-        ok, _ = helpers.bulk(self._client, actions, chunk_size=self._bulk_chunk_size,
+        ok, _ = helpers.bulk(self._client, actions, index=alias, chunk_size=self._bulk_chunk_size,
                              max_chunk_bytes=self._bulk_max_bytes, **params)
         if self._refresh == "wait_for" and not small:
             self._client.indices.refresh(index=alias)
