@@ -60,6 +60,15 @@ class RunningServer:
     def url(self, path: str) -> str:
         return self.base_url + path
 
+    def stop(self) -> None:
+        """SIGTERM (the server finishes its requests and stops its worker), then kill if it has not gone in 10 s."""
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(timeout=5)
+
     def create_key(self, tenant: str, role: str) -> str:
         out = subprocess.run([sys.executable, "-m", "kindex_local.cli", "keys", "create", "--tenant", tenant,
                               "--role", role, "--data-dir", str(self.data_dir)],
@@ -92,11 +101,7 @@ def server(tmp_path_factory) -> Iterator[RunningServer]:
     """`kindex serve` on a free port with its own data directory, for the whole test module."""
     running = start_server(tmp_path_factory.mktemp("kindex-data"))
     yield running
-    running.process.terminate()
-    try:
-        running.process.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        running.process.kill()
+    running.stop()
 
 
 # What the run did about the real node, for the one-line summary at the end.

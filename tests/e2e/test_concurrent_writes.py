@@ -29,8 +29,7 @@ DOCUMENT = "the doc"
 def running(tmp_path_factory):
     server = start_server(tmp_path_factory.mktemp("kindex-writes"))
     yield server
-    server.process.terminate()
-    server.process.wait(timeout=10)
+    server.stop()
 
 
 def marker(tenant: str, round_: int, writer: int) -> str:

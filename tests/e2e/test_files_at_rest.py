@@ -41,11 +41,7 @@ def widen_like_an_older_version(data_dir: Path) -> None:
 
 
 def stop(server) -> None:
-    server.process.terminate()
-    try:
-        server.process.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        server.process.kill()
+    server.stop()
 
 
 @pytest.fixture

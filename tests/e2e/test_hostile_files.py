@@ -4,7 +4,6 @@ ordinary documents queued behind them still index. Every hostile file is generat
 
 from __future__ import annotations
 
-import subprocess
 import time
 from pathlib import Path
 from urllib.parse import quote
@@ -42,11 +41,7 @@ def own_server(tmp_path) -> RunningServer:
     """A server of its own: its memory is what this test measures."""
     running = start_server(tmp_path / "data")
     yield running
-    running.process.terminate()
-    try:
-        running.process.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        running.process.kill()
+    running.stop()
 
 
 def upload(session: requests.Session, server: RunningServer, collection: str, document: str, filename: str,

@@ -4,7 +4,6 @@ large document takes seconds, as it does with a real model."""
 
 from __future__ import annotations
 
-import subprocess
 import time
 from collections.abc import Iterator
 
@@ -34,11 +33,7 @@ def slow_server(tmp_path_factory) -> Iterator[RunningServer]:
             "KINDEX_REMOTE_EMBED_SLICE": "128",  # progress every 128 of the large document's 1,000 chunks
             "KINDEX_INGEST_WORKERS": "3"})
         yield running
-        running.process.terminate()
-        try:
-            running.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            running.process.kill()
+        running.stop()
 
 
 def put(session, url, body) -> int:

@@ -82,11 +82,7 @@ def cli_env(extra: dict[str, str]) -> dict[str, str]:
 
 
 def stop(server: RunningServer) -> None:
-    server.process.terminate()
-    try:
-        server.process.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        server.process.kill()
+    server.stop()
 
 
 def documents_of(session: requests.Session, server: RunningServer, collection: str) -> dict[str, dict]:
