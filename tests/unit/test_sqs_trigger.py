@@ -160,3 +160,15 @@ def test_entries_sqs_reports_failed_are_a_dependency_failure(sqs):
     # When triggered / Then the loss is not silent
     with pytest.raises(DependencyFailed, match="2 ingest message"):
         SqsIngestTrigger(QUEUE_URL, BUCKET, client=client).trigger([f"k{i}" for i in range(3)])
+
+
+def test_re_sent_events_claim_no_size_so_ingest_checks_the_object_itself():
+    """A reindex trigger does not know the object's size: claiming 0 would let ingest skip its size check (HEAD)."""
+    from kindex.adapters.local.queue_notifier import QueueNotifier
+
+    [entry] = build_entries("bucket", ["tenants/t/collections/c/documents/d/a.txt"])
+    assert "size" not in json.loads(entry["MessageBody"])["Records"][0]["s3"]["object"]
+    sent = []
+    QueueNotifier(type("Queue", (), {"send": lambda self, body, **_: sent.append(body)})()).trigger(
+        ["tenants/t/collections/c/documents/d/a.txt"])
+    assert "size" not in json.loads(sent[0])["Records"][0]["s3"]["object"]

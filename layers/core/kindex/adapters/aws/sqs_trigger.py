@@ -27,7 +27,8 @@ def build_entries(bucket: str, keys: Sequence[str]) -> list[dict]:
     for i, key in enumerate(keys):
         record = {"eventVersion": "2.1", "eventSource": "aws:s3", "eventName": "ObjectCreated:Put",
                   "eventTime": time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime()),
-                  "s3": {"bucket": {"name": bucket}, "object": {"key": quote_plus(key, safe=""), "size": 0,
+                  # No size: a re-sent event does not know it; ingest asks S3 (a HEAD) before any GET.
+                  "s3": {"bucket": {"name": bucket}, "object": {"key": quote_plus(key, safe=""),
                                                                  "sequencer": f"{time.time_ns():020X}"}}}
         entries.append({"Id": str(i), "MessageBody": json.dumps({"Records": [record]})})
     return entries

@@ -14,13 +14,14 @@ from kindex.domain.ports import MessageQueue
 BUCKET = "kindex-local"
 
 
-def s3_notification(event_name: str, key: str, size: int, sequencer: str) -> dict[str, Any]:
+def s3_notification(event_name: str, key: str, size: int | None, sequencer: str) -> dict[str, Any]:
     """The notification S3 would send (keys form-encoded, as S3 does)."""
     return {"Records": [{
         "eventVersion": "2.1", "eventSource": "aws:s3", "awsRegion": "local", "eventName": event_name,
         "eventTime": time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime()),
         "s3": {"s3SchemaVersion": "1.0", "bucket": {"name": BUCKET, "arn": f"arn:aws:s3:::{BUCKET}"},
-               "object": {"key": quote_plus(key, safe="/"), "size": size, "sequencer": sequencer}},
+               "object": {"key": quote_plus(key, safe="/"), "sequencer": sequencer,
+                          **({} if size is None else {"size": size})}},
     }]}
 
 
@@ -33,9 +34,10 @@ class QueueNotifier:
     def trigger(self, keys) -> None:
         """IngestTrigger: re-send the created event of each key (the reindex job's way to request work)."""
         for key in keys:
-            self("ObjectCreated:Put", key, 0)
+            # No size: the trigger does not know it, and ingest then asks the store (a HEAD) before reading.
+            self("ObjectCreated:Put", key, None)
 
-    def __call__(self, event_name: str, key: str, size: int) -> None:
+    def __call__(self, event_name: str, key: str, size: int | None) -> None:
         if not key.startswith("tenants/"):
             return
         sequencer = f"{time.time_ns():020X}"
