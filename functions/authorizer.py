@@ -7,9 +7,11 @@ from __future__ import annotations
 from typing import Any
 
 from kindex.compose import container
+from kindex.domain import budget
 from kindex.domain.errors import Unauthorized
 from kindex.settings import AuthorizerSettings, load_settings
 
+AUTHORIZER_BUDGET_S = 6.0  # of the function's 10 s
 SETTINGS = load_settings(model=AuthorizerSettings)  # at cold start: a misconfigured function fails here, saying why
 
 
@@ -33,7 +35,9 @@ def handler(event: dict[str, Any], context: Any, keys=None) -> dict[str, Any]:
     """Allow with the principal as context, or raise Exception('Unauthorized'), which API Gateway turns into 401."""
     keys = keys or container().keys
     try:
-        caller = keys.authenticate(_bearer(event))
+        # The key lookup within a budget too: a hung store fails the authorizer (a JSON 503 from API Gateway).
+        with budget.for_request(context, limit_s=AUTHORIZER_BUDGET_S):
+            caller = keys.authenticate(_bearer(event))
     except Unauthorized as error:
         raise Exception("Unauthorized") from error  # the exact text API Gateway maps to 401
     return {

@@ -38,6 +38,10 @@ GATEWAY_ERRORS = [
     (apigw.ResponseType.THROTTLED, "429", "throttled", "too many requests"),
     (apigw.ResponseType.REQUEST_TOO_LARGE, "413", "too_large", "request body too large"),
     (apigw.ResponseType.MISSING_AUTHENTICATION_TOKEN, "404", "not_found", "no such route"),
+    # The authorizer could not check the key (its store did not answer), or - which the request budget prevents -
+    # an integration outlived 29 s: a dependency problem worth retrying, never a bare 500 or 504.
+    (apigw.ResponseType.AUTHORIZER_FAILURE, "503", "dependency_unavailable", "the API key could not be checked now"),
+    (apigw.ResponseType.INTEGRATION_TIMEOUT, "503", "dependency_unavailable", "a dependency did not answer in time"),
 ]
 
 
@@ -108,8 +112,11 @@ class Api(Construct):
                     request_parameters={"method.request.header.Authorization": True},
                 )
         for response_type, status, code, message in GATEWAY_ERRORS:
+            construct_id = f"{code.title().replace('_', '')}{status}"
+            if construct_id == "DependencyUnavailable503":  # two gateway errors share this code and status
+                construct_id += response_type.response_type.title().replace("_", "")
             self.rest_api.add_gateway_response(
-                f"{code.title().replace('_', '')}{status}", type=response_type, status_code=status,
+                construct_id, type=response_type, status_code=status,
                 templates={"application/json": json.dumps({"error": code, "message": message})},
             )
         self.usage_plan = self.rest_api.add_usage_plan(

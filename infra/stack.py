@@ -19,10 +19,13 @@ from infra.secrets import Secrets
 from infra.storage import Storage
 
 INGEST_TIMEOUT = Duration.minutes(5)
-# name -> (handler, timeout, memory MB, description). API Gateway gives up on an integration after 29 s.
+# name -> (handler, timeout, memory MB, description). API Gateway gives up on an integration after 29 s: the
+# request functions stop before it (their dependencies' calls end within KINDEX_REQUEST_BUDGET_S, default 25 s, and
+# answer 503; the Lambda timeout of 28 s is the backstop), so a caller never sees API Gateway's own 504.
+REQUEST_FUNCTION_TIMEOUT = Duration.seconds(28)
 FUNCTIONS = {
-    "api": ("api.handler", Duration.seconds(29), 1024, "collections, documents, uploads, citations, jobs"),
-    "query": ("query.handler", Duration.seconds(29), 1024, "permission-aware retrieval"),
+    "api": ("api.handler", REQUEST_FUNCTION_TIMEOUT, 1024, "collections, documents, uploads, citations, jobs"),
+    "query": ("query.handler", REQUEST_FUNCTION_TIMEOUT, 1024, "permission-aware retrieval"),
     "ingest": ("ingest.handler", INGEST_TIMEOUT, 2048, "extract, chunk, embed and index uploaded documents"),
     "authorizer": ("authorizer.handler", Duration.seconds(10), 512, "resolve API keys to tenant and role"),
     "reindex": ("reindex.handler", Duration.minutes(15), 1024, "find stale or drifted documents, enqueue work"),

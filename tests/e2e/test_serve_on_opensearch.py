@@ -352,10 +352,11 @@ def test_an_unreachable_cluster_is_a_json_error_that_names_no_credential(tmp_pat
     try:
         admin = server.session(server.admin_key)
         admin.put(server.url("/v1/collections/c"), json={"allow_guests": True}).raise_for_status()
-        # When a query needs the cluster / Then a 502 JSON error that says what failed and nothing secret
+        # When a query needs the cluster / Then a 503 JSON error that says what failed and nothing secret
         response = admin.post(server.url("/v1/collections/c/query"), json={"query": "anything"})
-        assert response.status_code == 502, response.text
-        assert response.json()["error"] and "s3cret-pw" not in response.text
+        assert response.status_code == 503, response.text
+        assert response.json()["error"] == "dependency_unavailable" and "s3cret-pw" not in response.text
+        assert response.headers["Retry-After"] == "2"
     finally:
         stop(server)
     # And the password was printed nowhere

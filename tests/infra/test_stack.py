@@ -794,3 +794,20 @@ def test_the_domain_refuses_indices_named_inside_bulk_bodies(resources):
     bulk and multi-search bodies."""
     [domain] = of_type(resources, "AWS::OpenSearchService::Domain").values()
     assert domain["Properties"]["AdvancedOptions"]["rest.action.multi.allow_explicit_index"] == "false"
+
+
+def test_request_functions_stop_before_api_gateways_limit_and_its_own_errors_are_json_503s(resources):
+    # The api and query functions' timeout is under API Gateway's 29 s and above their request budget + reserve
+    from kindex.domain import budget
+    from kindex.settings import Settings
+
+    for name in ("api", "query"):
+        timeout = resources[function_id(resources, name)]["Properties"]["Timeout"]
+        assert Settings().request_budget_s + budget.RESERVE_S < timeout < 29
+    # And an authorizer failure or an integration timeout reaches the caller as JSON 503 dependency_unavailable
+    responses = {r["Properties"]["ResponseType"]: r["Properties"]
+                 for r in of_type(resources, "AWS::ApiGateway::GatewayResponse").values()}
+    for response_type in ("AUTHORIZER_FAILURE", "INTEGRATION_TIMEOUT"):
+        assert responses[response_type]["StatusCode"] == "503"
+        body = json.loads(responses[response_type]["ResponseTemplates"]["application/json"])
+        assert body["error"] == "dependency_unavailable" and body["message"]

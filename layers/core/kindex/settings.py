@@ -49,6 +49,8 @@ class Settings(BaseModel):
     max_body_bytes: int = Field(default=10 * 1024 * 1024, gt=0)
     max_file_bytes: int = Field(default=50 * 1024 * 1024, gt=0)
     max_chunks_per_document: int = Field(default=20_000, gt=0)
+    # How long one API request may spend on its dependencies (kindex.domain.budget): under API Gateway's 29 s.
+    request_budget_s: float = Field(default=25.0, gt=0, le=28)
     openai_api_key: str | None = Field(default=None, repr=False)
     openai_base_url: str | None = None
     openai_secret_name: str | None = None
@@ -145,6 +147,7 @@ ENV_NAMES = {
     "max_body_bytes": "KINDEX_MAX_BODY_BYTES",
     "max_file_bytes": "KINDEX_MAX_FILE_BYTES",
     "max_chunks_per_document": "KINDEX_MAX_CHUNKS_PER_DOCUMENT",
+    "request_budget_s": "KINDEX_REQUEST_BUDGET_S",
     "openai_api_key": "OPENAI_API_KEY",
     "openai_base_url": "OPENAI_BASE_URL",
     "openai_secret_name": "KINDEX_OPENAI_SECRET_NAME",
