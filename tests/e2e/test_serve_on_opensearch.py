@@ -318,7 +318,8 @@ def test_a_data_directory_moves_from_the_embedded_index_to_the_cluster_with_one_
                                 capture_output=True, text=True, timeout=120, env=cli_env(env))
         assert "1 document(s) enqueued" in result.stdout, result.stdout + result.stderr
         deadline = time.monotonic() + 60
-        while not admin.post(url, json={"query": "ravens"}).json()["results"]:
+        while not (answer := admin.post(url, json={"query": "ravens"}).json()).get("results"):
+            assert "error" not in answer, answer
             assert time.monotonic() < deadline, "the document never reached the cluster"
             time.sleep(0.2)
         assert node_count(opensearch_node, f"{prefix}-*", tenant="default", collection="c", document_id="d") == 1
