@@ -9,6 +9,7 @@ made per call among a few cached clients (`profile`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from kindex.domain import budget
@@ -47,3 +48,11 @@ def profile(what: str) -> str:
         return REQUEST
     budget.require(ATTEMPT_WORST_S, what)
     return LAST_TRY
+
+
+def shared_client(factory: Callable[..., Any], what: str) -> Any:
+    """The cached client `factory` makes for the current profile (`factory()` for the background one, so that
+    the lru_cache holds one entry per profile whichever way it is called)."""
+    chosen = profile(what)
+    return factory() if chosen == BACKGROUND else factory(chosen)
+

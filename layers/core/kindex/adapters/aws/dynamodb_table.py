@@ -95,7 +95,7 @@ class DynamoDbTable:
     @property
     def client(self) -> Any:
         """The client given, else the shared one of the current profile (short timeouts inside an API request)."""
-        return self._client if self._client is not None else dynamodb_client(boto.profile("the metadata store"))
+        return self._client if self._client is not None else boto.shared_client(dynamodb_client, "the metadata store")
 
     def _batch_get(self, keys: Sequence[dict], *, projection: str | None = None,
                    consistent: bool = False) -> Iterator[dict]:

@@ -73,7 +73,7 @@ class S3BlobStore:
     @property
     def client(self) -> Any:
         """The client given, else the shared one of the current profile (short timeouts inside an API request)."""
-        return self._client if self._client is not None else s3_client(boto.profile("the blob store"))
+        return self._client if self._client is not None else boto.shared_client(s3_client, "the blob store")
 
     def put_blob(self, key: str, data: bytes, content_type: str) -> None:
         self._call("put_object", build_put_request(self.bucket, key, data, content_type), key=key)

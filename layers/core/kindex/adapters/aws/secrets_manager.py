@@ -75,7 +75,7 @@ class SecretsManagerStore:
         """The client given, else the shared one of the current profile (short timeouts inside an API request)."""
         if self._client is not None:
             return self._client
-        return secretsmanager_client(boto.profile("the secret store"))
+        return boto.shared_client(secretsmanager_client, "the secret store")
 
     def put_secret(self, name: str, value: bytes) -> None:
         secret_id = secret_name(self.prefix, name)

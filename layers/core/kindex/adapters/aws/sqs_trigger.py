@@ -45,7 +45,7 @@ class SqsIngestTrigger:
 
     @property
     def client(self):
-        return self._client or sqs_client(boto.profile("the ingest queue"))
+        return self._client or boto.shared_client(sqs_client, "the ingest queue")
 
     def trigger(self, keys: Sequence[str]) -> None:
         if not keys:
