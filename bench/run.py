@@ -126,8 +126,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="kindex benchmarks")
     parser.add_argument("--only", help="comma-separated sections: " + ",".join(SECTIONS))
     parser.add_argument("--quick", action="store_true", help="tiny workloads (a smoke run; figures not meaningful)")
-    parser.add_argument("--output", default=str(RESULTS_PATH))
+    parser.add_argument("--output", help="default bench/results.json (with --quick: bench/results-quick.json)")
     args = parser.parse_args(argv)
+    args.output = args.output or str(RESULTS_PATH.with_name("results-quick.json") if args.quick else RESULTS_PATH)
     _quiet()
     sections = tuple(args.only.split(",")) if args.only else SECTIONS
     unknown = set(sections) - set(SECTIONS)
@@ -166,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
     invalid = [f["name"] for f in figures if f.get("valid") is False]
     if invalid:
         print(f"INVALID figures (their ratio is impossible; see invalid_reason): {', '.join(invalid)}")
-    if not args.quick and not args.only and Path(args.output).resolve() == RESULTS_PATH.resolve():
+    if Path(args.output).resolve() == RESULTS_PATH.resolve():  # the README shows what results.json says
         from bench import readme
 
         print("README.md benchmark table " + ("regenerated" if readme.update() else "unchanged"))
