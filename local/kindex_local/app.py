@@ -163,6 +163,12 @@ def start(settings: Settings) -> LocalServer:
         index = services.search_index
         print(f"Search index: OpenSearch at {cluster_address(settings.search_url)}, indices "
               f"{services.adapters.search_index_prefix}-*, engine {index.engine}", flush=True)
+    if settings.plans is not None:
+        print("Per-tenant limits: " + "; ".join(
+            f"{name} {plan.rate_limit:g}/s burst {plan.burst_limit}"
+            + (f", {plan.quota_per_day}/day" if plan.quota_per_day else "")
+            + (f" ({len(plan.tenants)} tenant(s))" if name != "default" else "")
+            for name, plan in settings.plans.all_plans().items()), flush=True)
     recovered = services.queue.recover_in_flight()
     if recovered:
         logger.warning("recovered in-flight messages from a previous run", extra={"messages": recovered})
