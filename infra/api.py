@@ -120,7 +120,8 @@ class Api(Construct):
                     authorization_type=apigw.AuthorizationType.CUSTOM,
                     request_validator=self.validator,
                     request_parameters={"method.request.header.Authorization": True},
-                    api_key_required=True,  # the authorizer's usageIdentifierKey: the tenant's usage plan applies
+                    # The authorizer's usageIdentifierKey: the tenant's usage plan applies (see api_enforce_usage_plans).
+                    api_key_required=config.api_enforce_usage_plans,
                 )
         for response_type, status, code, message in GATEWAY_ERRORS:
             self.rest_api.add_gateway_response(

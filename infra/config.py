@@ -48,6 +48,9 @@ CONTEXT_DEFAULTS: dict[str, Any] = {
     "api_burst_limit": 100,
     "api_quota_per_day": 0,
     "api_usage_plans": {},
+    # false: methods do not require the tenant's API key, so only the stage's limits apply. For upgrading a stack
+    # deployed before per-tenant plans: deploy with false, run `kindex keys sync-plans`, then deploy with true.
+    "api_enforce_usage_plans": True,
     # The whole API, every tenant together (the stage's throttling): what the functions and OpenSearch are sized for.
     "api_stage_rate_limit": 500,
     "api_stage_burst_limit": 1000,
@@ -80,6 +83,7 @@ class StackConfig:
     api_stage_rate_limit: int
     api_stage_burst_limit: int
     usage_plans: UsagePlans
+    api_enforce_usage_plans: bool
     max_body_bytes: int
     alarm_email: str
     layer_build_dir: Path
@@ -145,6 +149,7 @@ class StackConfig:
             api_stage_rate_limit=_positive_int(raw, "api_stage_rate_limit"),
             api_stage_burst_limit=_positive_int(raw, "api_stage_burst_limit"),
             usage_plans=_usage_plans(raw),
+            api_enforce_usage_plans=_bool(raw, "api_enforce_usage_plans"),
             max_body_bytes=_positive_int(raw, "max_body_bytes"),
             alarm_email=str(raw["alarm_email"]).strip(),
             layer_build_dir=layer_dir,
@@ -215,6 +220,15 @@ def _one_of(raw: dict[str, Any], key: str, choices: tuple[str, ...]) -> str:
     if value not in choices:
         raise ConfigError(f"{key} must be one of {', '.join(choices)}")
     return value
+
+
+def _bool(raw: dict[str, Any], key: str) -> bool:
+    value = raw[key]
+    if isinstance(value, bool):
+        return value
+    if str(value).lower() in ("true", "false"):  # `-c key=false` arrives as text
+        return str(value).lower() == "true"
+    raise ConfigError(f"{key} must be true or false")
 
 
 def _non_negative_int(raw: dict[str, Any], key: str) -> int:

@@ -77,13 +77,27 @@ def test_each_configured_plan_is_a_usage_plan_of_the_stage_with_its_throttle_and
         assert props["ApiStages"] == [{"ApiId": {"Ref": api_id}, "Stage": {"Ref": stage_id}, "Throttle": {}}], name
 
 
-def test_without_a_quota_the_plan_has_none(tmp_path):
-    context = {**cdk_json_context(), "layer_build_dir": str(placeholder_layers(tmp_path / "layers"))}
+def test_without_a_quota_the_plan_has_none_and_enforcement_can_be_off_for_an_upgrade(tmp_path):
+    """Given api_enforce_usage_plans=false (as `-c` text), Then no method requires a key (stage limits only), while
+    the plans and the authorizer's identifiers are in place for `kindex keys sync-plans`."""
+    context = {**cdk_json_context(), "layer_build_dir": str(placeholder_layers(tmp_path / "layers")),
+               "api_enforce_usage_plans": "false"}
     app, stack = build_app(context=context, outdir=str(tmp_path / "out"), checks=False)
     from aws_cdk.assertions import Template
 
-    [plan] = of_type(Template.from_stack(stack).to_json()["Resources"], "AWS::ApiGateway::UsagePlan").values()
+    resources = Template.from_stack(stack).to_json()["Resources"]
+    [plan] = of_type(resources, "AWS::ApiGateway::UsagePlan").values()
     assert "Quota" not in plan["Properties"]
+    methods = of_type(resources, "AWS::ApiGateway::Method").values()
+    assert not any(m["Properties"].get("ApiKeyRequired") for m in methods)
+    [api] = of_type(resources, "AWS::ApiGateway::RestApi").values()
+    assert api["Properties"]["ApiKeySourceType"] == "AUTHORIZER"
+
+
+def test_enforcement_must_be_a_boolean():
+    context = {**cdk_json_context(), "api_enforce_usage_plans": "sometimes"}
+    with pytest.raises(ConfigError, match="api_enforce_usage_plans must be true or false"):
+        StackConfig.from_context(context.get)
 
 
 def test_gateway_errors_for_throttling_quota_and_a_tenant_without_a_plan_are_json(resources):
