@@ -12,7 +12,7 @@ from typing import Any
 
 from kindex.compose import container
 from kindex.domain.errors import Unauthorized
-from kindex.domain.usage_plans import usage_identifier
+from kindex.domain.usage_identifier import usage_identifier
 from kindex.settings import AuthorizerSettings, load_settings
 
 SETTINGS = load_settings(model=AuthorizerSettings)  # at cold start: a misconfigured function fails here, saying why

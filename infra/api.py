@@ -120,7 +120,7 @@ class Api(Construct):
                     authorization_type=apigw.AuthorizationType.CUSTOM,
                     request_validator=self.validator,
                     request_parameters={"method.request.header.Authorization": True},
-                    # The authorizer's usageIdentifierKey: the tenant's usage plan applies (see api_enforce_usage_plans).
+                    # The authorizer's usageIdentifierKey puts the request under its tenant's usage plan.
                     api_key_required=config.api_enforce_usage_plans,
                 )
         for response_type, status, code, message in GATEWAY_ERRORS:

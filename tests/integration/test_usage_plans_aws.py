@@ -15,7 +15,7 @@ from moto import mock_aws
 from functions import authorizer
 from kindex.adapters.aws import apigateway_usage_plans
 from kindex.compose import container
-from kindex.domain.usage_plans import usage_identifier
+from kindex.domain.usage_identifier import usage_identifier
 from kindex.settings import AuthorizerSettings, load_settings
 from tests.support.aws import BUCKET, TABLE, create_metadata_table, fake_aws_env, moto_client
 from tests.support.aws_deployment import reset_process_caches
@@ -171,3 +171,21 @@ def test_a_revoked_or_bad_key_gets_no_identifier(deployment):
     for bad in (token, token[:-1] + ("A" if token[-1] != "A" else "B"), "kdx_x_" + "y" * 43, ""):
         with pytest.raises(Exception, match="^Unauthorized$"):
             authorize(bad)
+
+
+def test_a_key_an_operator_disabled_stays_disabled_through_sync_plans(deployment):
+    container().keys.create("acme", "admin")
+    [key] = deployment.api_keys()
+    deployment.apigateway.update_api_key(apiKey=key["id"], patchOperations=[
+        {"op": "replace", "path": "/enabled", "value": "false"}])
+    assert container().keys.usage_plans.assign("acme") == ("gold", False)
+    [key] = deployment.api_keys()
+    assert key["enabled"] is False
+
+
+def test_sync_plans_refuses_a_tenant_id_that_cannot_exist(deployment, capsys):
+    from kindex_local.cli import main
+
+    assert main(["keys", "sync-plans", "--tenant", "a/b"]) == 2
+    assert "tenant must not contain '/'" in capsys.readouterr().err
+    assert deployment.api_keys() == []

@@ -11,7 +11,8 @@ from pydantic import ValidationError
 from kindex.app.keys import KeyService
 from kindex.app.usage_plans import UsagePlanService
 from kindex.domain.errors import DependencyFailed
-from kindex.domain.usage_plans import UsagePlans, usage_identifier, usage_key_name
+from kindex.domain.usage_identifier import usage_identifier, usage_key_name
+from kindex.domain.usage_plans import UsagePlans
 from kindex.settings import SettingsError, load_settings
 from kindex_local.throttle import TenantThrottle
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from kindex.domain.errors import InvalidInput
+from kindex.domain.models import check_id
 from kindex.domain.ports import UsagePlanKeys
 from kindex.domain.usage_plans import UsagePlans
 
@@ -17,6 +19,10 @@ class UsagePlanService:
 
     def assign(self, tenant: str) -> tuple[str, bool]:
         """Attach the tenant's key to its configured plan (creating the key the first time): (plan, changed)."""
+        try:
+            check_id(tenant)
+        except ValueError as error:
+            raise InvalidInput(f"tenant {error}") from error
         plan, _ = self.plans.plan_for(tenant)
         return plan, self.keys.attach(tenant, plan)
 

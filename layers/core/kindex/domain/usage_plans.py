@@ -4,15 +4,11 @@ The same shape configures both backends: `cdk.json` (`api_rate_limit`, `api_burs
 `api_usage_plans`) becomes API Gateway usage plans, and `KINDEX_USAGE_PLANS` (JSON) gives `kindex serve` the same
 plans for its own limiter. On AWS the stack adds each plan's usage plan `id`, which the key provisioning needs.
 
-Each tenant has one usage identifier per deployment: the value of its API Gateway API key, which the authorizer
-returns as `usageIdentifierKey`. It is derived from the deployment's scope and the tenant id (`usage_identifier`),
-so the authorizer needs no lookup at all. It is not a credential: with the API key source AUTHORIZER, API Gateway
-ignores any key a client sends, so knowing a value lets nobody choose whose plan a request counts against.
+Each tenant's API Gateway key value (its usage identifier) is in `kindex.domain.usage_identifier`.
 """
 
 from __future__ import annotations
 
-import hashlib
 import re
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -21,7 +17,6 @@ from kindex.domain.models import ResourceId
 
 DEFAULT_PLAN = "default"
 PLAN_NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,31}")
-USAGE_IDENTIFIER_PREFIX = "kdxgw"
 
 
 class PlanLimits(BaseModel):
@@ -78,17 +73,3 @@ class UsagePlans(BaseModel):
         """Plan name -> API Gateway usage plan id, when every plan has one (the stack's output); else None."""
         ids = {name: plan.id for name, plan in self.all_plans().items()}
         return None if None in ids.values() else ids  # type: ignore[return-value]
-
-
-def usage_identifier(scope: str, tenant: str) -> str:
-    """The tenant's API Gateway API key value in the deployment `scope` (`kindex-<stage>`): a SHA-256 of both, so
-    two tenants never share one and the same tenant differs between stages. 69 ASCII characters (API Gateway wants
-    at least 20)."""
-    digest = hashlib.sha256(f"{scope}\x00{tenant}".encode()).hexdigest()
-    return f"{USAGE_IDENTIFIER_PREFIX}{digest}"
-
-
-def usage_key_name(scope: str, tenant: str) -> str:
-    """The API key's name: the scope and a short hash of the tenant (tenant ids may hold any character), unique
-    within the scope for all practical purposes and findable by prefix."""
-    return f"{scope}-tenant-{hashlib.sha256(tenant.encode()).hexdigest()[:32]}"

@@ -18,7 +18,7 @@ from functools import lru_cache
 from typing import Any
 
 from kindex.domain.errors import DependencyFailed, NotFound
-from kindex.domain.usage_plans import usage_identifier, usage_key_name
+from kindex.domain.usage_identifier import usage_identifier, usage_key_name
 
 logger = logging.getLogger(__name__)
 
@@ -87,13 +87,10 @@ class ApiGatewayUsagePlanKeys:
         return None
 
     def _ensure_key(self, tenant: str) -> tuple[str, bool]:
-        """The key's id, and whether it was created now. Enabled again if someone disabled it."""
+        """The key's id, and whether it was created now. A key someone disabled stays disabled: that is how an
+        operator blocks a tenant at the gateway."""
         key = self._find_key(tenant)
         if key is not None:
-            if not key.get("enabled", True):
-                self._call("update_api_key", apiKey=key["id"],
-                           patchOperations=[{"op": "replace", "path": "/enabled", "value": "true"}])
-                return key["id"], True
             return key["id"], False
         try:
             created = self._call("create_api_key", **build_create_key_request(self.scope, tenant))
