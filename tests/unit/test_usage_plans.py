@@ -15,6 +15,7 @@ from kindex.domain.usage_identifier import usage_identifier, usage_key_name
 from kindex.domain.usage_plans import UsagePlans
 from kindex.settings import SettingsError, load_settings
 from kindex_local.throttle import TenantThrottle
+from tests.support.usage_plan_keys import MemoryUsagePlanKeys
 
 pytestmark = pytest.mark.unit
 
@@ -149,24 +150,6 @@ def test_concurrent_requests_of_one_tenant_never_get_more_than_the_burst():
     assert len(admitted) == 800 and sum(admitted) == 200
 
 
-class RecordingPlanKeys:
-    """An in-memory UsagePlanKeys: tenant -> plan, or a failure to raise."""
-
-    def __init__(self, fail: Exception | None = None):
-        self.attached: dict[str, str] = {}
-        self.fail = fail
-
-    def attach(self, tenant: str, plan: str) -> bool:
-        if self.fail:
-            raise self.fail
-        changed = self.attached.get(tenant) != plan
-        self.attached[tenant] = plan
-        return changed
-
-    def attached_plan(self, tenant: str) -> str | None:
-        return self.attached.get(tenant)
-
-
 class MemoryKeyStore:
     def __init__(self):
         self.keys = {}
@@ -185,7 +168,7 @@ class MemoryKeyStore:
 
 
 def test_creating_a_key_puts_the_tenant_into_its_plan_first():
-    plan_keys, store = RecordingPlanKeys(), MemoryKeyStore()
+    plan_keys, store = MemoryUsagePlanKeys(PLANS.all_plans()), MemoryKeyStore()
     keys = KeyService(store, UsagePlanService(PLANS, plan_keys))
     keys.create("initech", "query")
     keys.create("globex", "admin")
@@ -195,14 +178,15 @@ def test_creating_a_key_puts_the_tenant_into_its_plan_first():
 
 def test_when_the_plan_cannot_be_assigned_no_key_is_stored():
     store = MemoryKeyStore()
-    keys = KeyService(store, UsagePlanService(PLANS, RecordingPlanKeys(fail=DependencyFailed("API Gateway down"))))
+    failing = MemoryUsagePlanKeys(PLANS.all_plans(), fail=DependencyFailed("API Gateway down"))
+    keys = KeyService(store, UsagePlanService(PLANS, failing))
     with pytest.raises(DependencyFailed):
         keys.create("acme", "admin")
     assert store.keys == {}
 
 
 def test_assign_all_visits_each_tenant_once_and_reports_what_changed():
-    plan_keys = RecordingPlanKeys()
+    plan_keys = MemoryUsagePlanKeys(PLANS.all_plans())
     plan_keys.attached["acme"] = "default"  # configured into gold since
     service = UsagePlanService(PLANS, plan_keys)
     assert service.assign_all(["acme", "globex", "acme"]) == [("acme", "gold", True), ("globex", "default", True)]
