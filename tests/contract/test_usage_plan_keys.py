@@ -58,3 +58,20 @@ def test_api_gateway_errors_become_dependency_failures_that_name_the_code_only(m
         with pytest.raises(DependencyFailed) as raised:
             adapter.attach("acme", "default")
     assert str(raised.value) == "API Gateway get_api_keys failed: TooManyRequestsException"
+
+
+def test_a_concurrent_attach_to_another_plan_is_reported_not_ignored(monkeypatch):
+    """Given the key is attached elsewhere between this run's read and its attach (API Gateway answers Conflict),
+    Then the adapter does not claim success."""
+    fake_aws_env(monkeypatch)
+    client = moto_client("apigateway")
+    adapter = ApiGatewayUsagePlanKeys(SCOPE, {"default": "p1", "gold": "p2"}, client=client)
+    name, value = build_create_key_request(SCOPE, "acme")["name"], usage_identifier(SCOPE, "acme")
+    key = {"id": "k1", "name": name, "value": value, "enabled": True}
+    with Stubber(client) as stub:
+        stub.add_response("get_api_keys", {"items": [key]})
+        stub.add_response("get_usage_plans", {"items": []})
+        stub.add_client_error("create_usage_plan_key", service_error_code="ConflictException", http_status_code=409)
+        stub.add_response("get_usage_plans", {"items": [{"id": "p2"}]})
+        with pytest.raises(DependencyFailed, match="another plan meanwhile"):
+            adapter.attach("acme", "default")

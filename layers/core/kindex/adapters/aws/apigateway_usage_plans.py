@@ -65,7 +65,10 @@ class ApiGatewayUsagePlanKeys:
             try:
                 self._call("create_usage_plan_key", usagePlanId=target, keyId=key_id, keyType="API_KEY")
             except _Conflict:
-                pass  # attached meanwhile by a concurrent run: the outcome we want
+                # A concurrent run attached it: fine if to this plan, else the runs disagree and this one says so.
+                if target not in self._plans_of(key_id):
+                    raise DependencyFailed("API Gateway: the tenant's key was attached to another plan meanwhile; "
+                                           "run `kindex keys sync-plans` again") from None
             changed = True
         if changed:
             logger.info("usage plan assigned", extra={"plan": plan, "api_key_id": key_id})
