@@ -16,10 +16,11 @@ from tests.conftest import RunningServer, start_server
 
 pytestmark = pytest.mark.e2e
 
-# Tenant "slow" is on a plan of 2 requests per second with a burst of 4; everyone else is on a plan they cannot
-# exhaust in this test.
+# Tenant "slow" is on a plan of 1 request per second with a burst of 2 (80 requests cannot all pass even on a
+# machine slow enough to need a minute for them); everyone else is on a plan they cannot exhaust in this test.
+RATE, BURST = 1, 2
 PLANS = {"default": {"rate_limit": 1000, "burst_limit": 1000},
-         "plans": {"trial": {"rate_limit": 2, "burst_limit": 4, "tenants": ["slow"]}}}
+         "plans": {"trial": {"rate_limit": RATE, "burst_limit": BURST, "tenants": ["slow"]}}}
 CLIENTS = 16
 REQUESTS_PER_CLIENT = 5
 
@@ -59,7 +60,7 @@ def test_sixteen_clients_of_one_tenant_get_429s_while_another_tenants_requests_a
     statuses = Counter(response.status_code for response in slow)
     assert set(statuses) == {200, 429} and sum(statuses.values()) == CLIENTS * REQUESTS_PER_CLIENT
     # The bucket: its burst, plus its rate over the window (and one token of rounding).
-    assert statuses[200] <= 4 + 2 * elapsed + 1, (statuses, elapsed)
+    assert statuses[200] <= BURST + RATE * elapsed + 1, (statuses, elapsed)
     refused = next(response for response in slow if response.status_code == 429)
     assert refused.headers["Content-Type"].startswith("application/json")
     assert refused.json() == {"error": "throttled", "message": "too many requests"}
@@ -87,5 +88,5 @@ def test_bad_keys_are_refused_before_any_plan_and_public_routes_are_not_counted(
 
 
 def test_the_server_says_which_limits_it_applies(throttled_server):
-    assert any("Per-tenant limits: default 1000/s burst 1000; trial 2/s burst 4 (1 tenant(s))" in line
+    assert any("Per-tenant limits: default 1000/s burst 1000; trial 1/s burst 2 (1 tenant(s))" in line
                for line in throttled_server.output)
