@@ -80,6 +80,9 @@ class KindexStack(Stack):
         self.api = Api(self, "Api", config=config,
                        targets={"api": self.functions["api"].function, "query": self.functions["query"].function},
                        authorizer=self.functions["authorizer"].function)
+        # The authorizer returns each tenant's usage identifier in this scope; `kindex keys` creates the same keys.
+        self.functions["authorizer"].function.add_environment("KINDEX_GATEWAY_KEY_SCOPE", config.secrets_prefix)
+        self.key_provisioning = self.api.provisioning_policy(self.storage.table)
         self.reindex_schedule = ReindexSchedule(self, "Reindex", function=self.functions["reindex"].function,
                                                 expression=config.reindex_schedule)
 
@@ -118,6 +121,10 @@ class KindexStack(Stack):
         CfnOutput(self, "OpenSearchEndpoint", value=self.search.endpoint)
         CfnOutput(self, "IngestDeadLetterQueueUrl", value=self.ingest_pipeline.dead_letter_queue.queue_url)
         CfnOutput(self, "AlarmTopicArn", value=self.monitoring.topic.topic_arn)
+        CfnOutput(self, "UsagePlans", value=self.api.usage_plans_output(self.config),
+                  description="KINDEX_USAGE_PLANS for `kindex keys` (plans, their ids, the usage identifier scope)")
+        CfnOutput(self, "KeyProvisioningPolicyArn", value=self.key_provisioning.managed_policy_arn,
+                  description="attach to whoever runs `kindex keys` against this stack")
         if self.search.domain is None:
             # An existing domain's access policy must admit these roles (its owner adds them).
             search_roles = [fn.role.role_arn for name, fn in self.functions.items() if name != "authorizer"]

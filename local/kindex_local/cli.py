@@ -58,10 +58,45 @@ def _keys(args: argparse.Namespace):
     return container().keys
 
 
+NO_PLAN_KEYS = ("the tenant's API Gateway key was not put into a usage plan: set KINDEX_USAGE_PLANS to the stack's "
+                "UsagePlans output (docs/aws.md, 'How usage plans are assigned'), then run `kindex keys sync-plans`; "
+                "until then API Gateway answers this tenant 403 no_usage_plan")
+
+
 def cmd_keys_create(args: argparse.Namespace) -> int:
-    key, token = _keys(args).create(args.tenant, args.role, args.description or "")
+    keys = _keys(args)
+    key, token = keys.create(args.tenant, args.role, args.description or "")
+    if keys.usage_plans is not None:
+        plan, _ = keys.usage_plans.plans.plan_for(key.tenant)
+        print(f"Tenant '{key.tenant}' is on usage plan '{plan}'.")
+    elif keys_backend_is_aws():
+        print(f"warning: {NO_PLAN_KEYS}", file=sys.stderr)
     print(f"Created {key.role.value} key {key.key_id} for tenant '{key.tenant}'. It is shown once:")
     print(token)
+    return 0
+
+
+def keys_backend_is_aws() -> bool:
+    from kindex.compose import container
+
+    return container().settings.backend == "aws"
+
+
+def cmd_keys_sync_plans(args: argparse.Namespace) -> int:
+    """Put every tenant with a live key into its configured usage plan (after a deployment changed the plans)."""
+    keys = _keys(args)
+    if keys.usage_plans is None:
+        if keys_backend_is_aws():
+            print(f"error: {NO_PLAN_KEYS}", file=sys.stderr)
+            return 2
+        print("Nothing to do: `kindex serve` applies KINDEX_USAGE_PLANS itself when it starts.")
+        return 0
+    tenants = [args.tenant] if args.tenant else keys.tenants()
+    changed = 0
+    for tenant, plan, moved in keys.usage_plans.assign_all(tenants):
+        changed += moved
+        print(f"{tenant}\t{plan}\t{'changed' if moved else 'unchanged'}")
+    print(f"{len(tenants)} tenant(s), {changed} changed")
     return 0
 
 
@@ -153,6 +188,10 @@ def build_parser() -> argparse.ArgumentParser:
     listing = with_data_dir(keys.add_parser("list", help="list keys (never their secrets)"))
     listing.add_argument("--tenant")
     listing.set_defaults(func=cmd_keys_list)
+    sync = with_data_dir(keys.add_parser("sync-plans", help="AWS: put every tenant's API Gateway key into the usage "
+                                                            "plan the configuration names for it"))
+    sync.add_argument("--tenant", help="only this tenant")
+    sync.set_defaults(func=cmd_keys_sync_plans)
     revoke = with_data_dir(keys.add_parser("revoke", help="revoke a key by id"))
     revoke.add_argument("key_id")
     revoke.set_defaults(func=cmd_keys_revoke)

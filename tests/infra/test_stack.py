@@ -356,14 +356,17 @@ def test_routes_go_to_the_right_function_and_only_the_api_description_is_public(
     assert all(props["AuthorizationType"] == "CUSTOM" for route, props in methods.items() if route not in public)
 
 
-def test_stage_throttles_logs_access_and_a_usage_plan_throttles_callers(resources):
+def test_stage_throttles_all_tenants_logs_access_and_the_default_plan_throttles_each_tenant(resources):
     [stage] = of_type(resources, "AWS::ApiGateway::Stage").values()
     assert "DestinationArn" in stage["Properties"]["AccessLogSetting"]
     assert "$context.authorizer.tenant" in stage["Properties"]["AccessLogSetting"]["Format"]
     [settings] = stage["Properties"]["MethodSettings"]
-    assert settings["ThrottlingRateLimit"] == 50 and settings["DataTraceEnabled"] is False
-    [plan] = of_type(resources, "AWS::ApiGateway::UsagePlan").values()
-    assert plan["Properties"]["Throttle"] == {"BurstLimit": 100, "RateLimit": 50}
+    context = cdk_json_context()
+    assert settings["ThrottlingRateLimit"] == context["api_stage_rate_limit"] and settings["DataTraceEnabled"] is False
+    assert settings["ThrottlingBurstLimit"] == context["api_stage_burst_limit"]
+    [plan] = of_type(resources, "AWS::ApiGateway::UsagePlan").values()  # cdk.json names no per-tenant plan
+    assert plan["Properties"]["Throttle"] == {"BurstLimit": context["api_burst_limit"],
+                                              "RateLimit": context["api_rate_limit"]}
 
 
 # --- checks ----------------------------------------------------------------------------------------------------
