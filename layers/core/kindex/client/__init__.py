@@ -27,8 +27,8 @@ from kindex.client.errors import (
     Throttled,
     Unauthorized,
 )
+from kindex.client.retry import RetryPolicy
 from kindex.client.sync import Kindex
-from kindex.client.transport import RetryPolicy
 
 __all__ = ["ApiError", "AsyncKindex", "BadRequest", "ConfigurationError", "Conflict", "ConnectionFailed", "Forbidden",
            "InvalidInput", "Kindex", "KindexClientError", "NotFound", "PayloadTooLarge", "RetryPolicy", "ServerError",

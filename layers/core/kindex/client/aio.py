@@ -22,8 +22,9 @@ from kindex.api.models import (
 from kindex.client import calls
 from kindex.client.calls import ApiCall
 from kindex.client.errors import ConnectionFailed
+from kindex.client.retry import RetryPolicy
 from kindex.client.sync import TERMINAL_STATUSES, UPLOAD_TIMEOUT
-from kindex.client.transport import ClientConfig, RetryPolicy, decode, raise_for_answer
+from kindex.client.transport import ClientConfig, decode, raise_for_answer
 from kindex.client.uploads import UploadSource
 from kindex.domain.models import Collection, CollectionInput, DocumentInput, ReindexJob
 from kindex.domain.query import CitationsRequest, CitationsResponse, QueryRequest, QueryResponse

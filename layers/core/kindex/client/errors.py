@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from kindex.client.retry import retry_after_seconds
+
 
 class KindexClientError(Exception):
     """Base of everything the client raises on purpose."""
@@ -67,8 +69,6 @@ class Throttled(ApiError):
 
     @property
     def retry_after(self) -> float | None:
-        from kindex.client.transport import retry_after_seconds
-
         return retry_after_seconds(self.headers)
 
 

@@ -22,7 +22,8 @@ from kindex.api.models import (
 from kindex.client import calls
 from kindex.client.calls import ApiCall
 from kindex.client.errors import ConnectionFailed
-from kindex.client.transport import ClientConfig, RetryPolicy, decode, raise_for_answer
+from kindex.client.retry import RetryPolicy
+from kindex.client.transport import ClientConfig, decode, raise_for_answer
 from kindex.client.uploads import UploadSource
 from kindex.domain.models import Collection, CollectionInput, DocumentInput, DocumentStatus, ReindexJob
 from kindex.domain.query import CitationsRequest, CitationsResponse, QueryRequest, QueryResponse
