@@ -76,7 +76,7 @@ def test_write_bodies_hold_only_the_fields_given_validated_by_the_apis_models():
         calls.query("c", "q", k="5")
     assert calls.query("c", "q", k=5, groups=["g"]).body == {"query": "q", "k": 5, "groups": ["g"]}
     assert calls.query_collections(["a", "b"], "q").body == {"query": "q", "collections": ["a", "b"]}
-    assert calls.list_documents("c", cursor="abc").params == {"cursor": "abc"}
+    assert calls.list_documents("c", cursor="abc", number=7).params == {"cursor": "abc", "number": 7}
     assert calls.list_documents("c", start=5, number=7).params == {"start": 5, "number": 7}
 
 

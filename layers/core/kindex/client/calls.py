@@ -46,7 +46,8 @@ def segment(value: str) -> str:
 
 
 def _page(start: int, number: int, cursor: str | None) -> dict[str, Any]:
-    return {"cursor": cursor} if cursor else {"start": start, "number": number}
+    # `start` is ignored with a cursor; the page size is not.
+    return {"cursor": cursor, "number": number} if cursor else {"start": start, "number": number}
 
 
 def _body(model: type[BaseModel], value: BaseModel | dict[str, Any] | None, fields: dict[str, Any]) -> dict[str, Any]:
