@@ -153,7 +153,8 @@ def cmd_reindex(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     from kindex_local import remote_cli
 
-    parser = argparse.ArgumentParser(prog="kindex", description="Knowledge index for retrieval-augmented generation")
+    parser = argparse.ArgumentParser(prog="kindex", description="Knowledge index for retrieval-augmented generation",
+                                     epilog=remote_cli.epilog(), formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
 
     def with_data_dir(p: argparse.ArgumentParser) -> argparse.ArgumentParser:

@@ -46,6 +46,12 @@ _EXIT_BY_ERROR: tuple[tuple[type[BaseException], int], ...] = (
 )
 
 
+def epilog() -> str:
+    codes = "\n".join(f"  {code}  {meaning}" for code, meaning in EXIT_CODES.items())
+    return ("collections, documents, query, cite and jobs work against a deployment (--url and --key, --profile, or\n"
+            "KINDEX_URL and KINDEX_API_KEY); so do ingest and reindex when one is named.\n\nexit codes:\n" + codes)
+
+
 class UsageError(Exception):
     """Arguments that parse but do not make sense together, or a profile that cannot be used (exit 2)."""
 
