@@ -390,8 +390,14 @@ def ingest(args: argparse.Namespace, client: Kindex) -> int:
     if args.jobs < 1:
         raise UsageError("--jobs must be at least 1")
     _ensure_collection(client, args.collection)
-    files = {document_id_for(path, args.path): path for path in files_under(args.path)}
     outcome = IngestOutcome()
+    files: dict[str, Path] = {}
+    for path in files_under(args.path):
+        doc_id = document_id_for(path, args.path)
+        if doc_id in files:  # `a/b.md` and a file named `a:b.md` would overwrite each other
+            outcome.failed.append((doc_id, f"{path} has the same document id as {files[doc_id]}; not sent"))
+        else:
+            files[doc_id] = path
     waiting: list[str] = []
     show = sys.stderr.isatty() and not args.quiet
     with tqdm(total=len(files), unit="file", disable=not show, file=sys.stderr) as bar, \

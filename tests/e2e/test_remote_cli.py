@@ -212,3 +212,21 @@ def test_ingest_shows_a_progress_bar_only_on_a_terminal(deployment, tmp_path):
     quiet = kindex("ingest", str(folder), "--collection", "cli-tty", "--quiet", env=deployment)
     assert quiet.stderr == "" and quiet.stdout.strip() == "indexed 0, unchanged 2, failed 0"
 
+
+def test_ingest_refuses_two_files_that_would_share_a_document_id_and_names_that_need_encoding(deployment, tmp_path,
+                                                                                               server):
+    folder = tmp_path / "clash"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "sub" / "x.md").write_text("# One\n\nfrom the sub-folder\n")
+    (folder / "sub:x.md").write_text("# Two\n\nfrom the top\n")
+    (folder / "50% off? #1 Ünïcode.md").write_text("# Three\n\nA name that needs encoding.\n")
+    done = kindex("ingest", str(folder), "--collection", "cli-clash", "--json", env=deployment)
+    summary = json.loads(done.stdout)
+    assert done.returncode == 1
+    assert sorted(summary["indexed"]) == ["50% off? #1 Ünïcode.md", "sub:x.md"]
+    assert [f["document"] for f in summary["failed"]] == ["sub:x.md"]
+    assert "same document id" in summary["failed"][0]["reason"]
+    with Kindex(server.base_url, server.admin_key) as client:
+        (chunk,) = client.iter_chunks("cli-clash", "sub:x.md")  # the first in path order, whole
+        assert chunk.text == "# One\n\nfrom the sub-folder\n"
+
