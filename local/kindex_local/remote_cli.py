@@ -244,13 +244,27 @@ def documents_put(args: argparse.Namespace, client: Kindex) -> int:
             raise UsageError("give --file or --content, not both")
         stored = client.upload_file(args.collection, args.document, args.file, mimetype=fields.pop("mimetype", None))
         if fields:  # metadata beside the file (title, url, language)
-            stored = client.put_document(args.collection, args.document, fields)
+            stored = _put_metadata(client, args.collection, args.document, fields)
     else:
         stored = client.put_document(args.collection, args.document, fields)
     if args.wait:
         stored = client.wait_for_document(args.collection, args.document, timeout=args.wait_timeout)
     emit_json(stored.model_copy(update={"content": None}))
     return EXIT_FAILED if args.wait and stored.status.value == "failed" else EXIT_OK
+
+
+def _put_metadata(client: Kindex, collection: str, document: str, fields: dict[str, Any], attempts: int = 5):
+    """The metadata of a just-uploaded file: its indexing writes the same document, and a write that loses that race
+    is a 409 that changed nothing, so it is sent again."""
+    import time
+
+    for attempt in range(attempts):
+        try:
+            return client.put_document(collection, document, fields)
+        except errors.Conflict:
+            if attempt == attempts - 1:
+                raise
+            time.sleep(0.2 * (attempt + 1))
 
 
 def documents_delete(args: argparse.Namespace, client: Kindex) -> int:
