@@ -386,12 +386,16 @@ def _send_file(client: Kindex, collection: str, doc_id: str, path: Path) -> str:
     return "unchanged" if stored.status.value == "indexed" else "waiting"
 
 
-def _ensure_collection(client: Kindex, collection: str) -> None:
+def _ensure_collection(client: Kindex, collection: str, query_groups: str | None) -> None:
+    """Create the collection if needed; `--query-groups` sets who may query it (created or not)."""
     try:
         client.get_collection(collection)
     except errors.NotFound:
-        client.put_collection(collection)
+        client.put_collection(collection, **({"query_groups": query_groups} if query_groups is not None else {}))
         print(f"created collection {collection!r}", file=sys.stderr)
+        return
+    if query_groups is not None:
+        client.put_collection(collection, query_groups=query_groups)
 
 
 def ingest(args: argparse.Namespace, client: Kindex) -> int:
@@ -403,7 +407,7 @@ def ingest(args: argparse.Namespace, client: Kindex) -> int:
         raise UsageError(f"{args.path} does not exist")
     if args.jobs < 1:
         raise UsageError("--jobs must be at least 1")
-    _ensure_collection(client, args.collection)
+    _ensure_collection(client, args.collection, args.query_groups)
     outcome = IngestOutcome()
     files: dict[str, Path] = {}
     for path in files_under(args.path):
@@ -576,6 +580,8 @@ def add_ingest_options(parser: argparse.ArgumentParser) -> None:
     """What `kindex ingest` takes on top of its local options when it goes to a deployment."""
     add_connection_options(parser)
     parser.add_argument("--jobs", type=int, default=4, help="concurrent uploads to a deployment (default 4)")
+    parser.add_argument("--query-groups", help="comma-separated groups whose users may query the collection "
+                                               "(deployment only; set whether the collection is new or not)")
     parser.add_argument("--json", action="store_true", help="the summary as JSON (deployment only)")
     parser.add_argument("--poll-interval", type=float, default=1.0, help=argparse.SUPPRESS)
     add_wait_options(parser, default_wait=True)

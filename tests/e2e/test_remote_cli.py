@@ -86,16 +86,17 @@ def test_ingest_a_folder_of_real_files_twice_the_second_run_sends_nothing(deploy
         shutil.copy(SHARED_DATA / "docs" / name, folder / name)
     (folder / "broken.pdf").write_bytes(b"%PDF-1.7\nnot really a pdf")
     # When it is ingested into a new collection
-    first = kindex("ingest", str(folder), "--collection", "cli-ingest", env=deployment)
+    first = kindex("ingest", str(folder), "--collection", "cli-ingest", "--query-groups", "staff,hr", env=deployment)
     # Then every good file is indexed, the broken one fails with its reason, the exit code says so
     assert first.returncode == 1, first.stdout + first.stderr
     lines = first.stdout.splitlines()
     assert lines[0] == f"indexed {len(REAL_FILES)}, unchanged 0, failed 1"
     assert lines[1].startswith("  failed broken.pdf: CorruptFile") or lines[1].startswith("  failed broken.pdf: ")
-    assert "%|" not in first.stderr  # no progress bar without a terminal
+    assert first.stderr == "created collection 'cli-ingest'\n"  # and no progress bar without a terminal
     with Kindex(server.base_url, server.admin_key) as client:
         ids = sorted(client.iter_documents("cli-ingest"))
         versions = {doc_id: client.get_document("cli-ingest", doc_id).version for doc_id in ids}
+        assert client.get_collection("cli-ingest").query_groups == ["staff", "hr"]
     assert ids == sorted(["broken.pdf", *[name.replace("/", ":") for name in REAL_FILES]])
     # When it runs again on the same files
     second = kindex("ingest", str(folder), "--collection", "cli-ingest", "--json", env=deployment)
