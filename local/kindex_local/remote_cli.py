@@ -122,6 +122,9 @@ def run(command: Callable[[argparse.Namespace, Kindex], int], args: argparse.Nam
         return _fail(f"error: {error.error}: {error.message}", _exit_code(error))
     except (errors.KindexClientError, TimeoutError) as error:
         return _fail(f"error: {error}", _exit_code(error))
+    except BrokenPipeError:  # `kindex collections list | head -1`: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
 
 
 def _exit_code(error: BaseException) -> int:
@@ -451,10 +454,12 @@ def _wait_indexed(client: Kindex, args: argparse.Namespace, waiting: list[str], 
 
     deadline = time.monotonic() + args.wait_timeout
     while waiting:
-        states = list(pool.map(lambda doc_id: client.get_document(args.collection, doc_id), waiting))
+        states = list(pool.map(lambda doc_id: _current(client, args.collection, doc_id), waiting))
         waiting = []
-        for document in states:
-            if document.status.value == "indexed":
+        for doc_id, document in states:
+            if document is None:
+                outcome.failed.append((doc_id, "deleted while it was being indexed"))
+            elif document.status.value == "indexed":
                 outcome.indexed.append(document.id)
             elif document.status.value == "failed":
                 outcome.failed.append((document.id, document.failure_reason or "failed"))
@@ -467,6 +472,13 @@ def _wait_indexed(client: Kindex, args: argparse.Namespace, waiting: list[str], 
             return
         if waiting:
             time.sleep(args.poll_interval)
+
+
+def _current(client: Kindex, collection: str, doc_id: str):
+    try:
+        return doc_id, client.get_document(collection, doc_id)
+    except errors.NotFound:
+        return doc_id, None
 
 
 def _report(outcome: IngestOutcome, args: argparse.Namespace) -> int:

@@ -181,6 +181,16 @@ def test_exit_codes_scripts_can_rely_on(server, deployment, tmp_path):
     assert missing.returncode == 2 and "does not exist" in missing.stderr
 
 
+def test_a_reader_that_stops_early_is_not_an_error(deployment):
+    kindex("collections", "put", "cli-pipe", env=deployment)
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("KINDEX_")}
+    process = subprocess.Popen([sys.executable, "-m", "kindex_local.cli", "collections", "list"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**clean, **deployment})
+    process.stdout.close()  # like `| head -0`: gone before the command writes
+    assert process.wait(timeout=60) == 0
+    assert process.stderr.read() == b""
+
+
 def test_ingest_shows_a_progress_bar_only_on_a_terminal(deployment, tmp_path):
     import fcntl
     import pty

@@ -167,6 +167,17 @@ def test_the_client_needs_a_url_and_a_key_and_reads_them_from_the_environment(mo
         assert (client.config.url, client.config.key) == ("http://127.0.0.1:1", "kdx_x")
 
 
+def test_an_http_client_handed_in_stays_open_for_its_owner():
+    mine = httpx.Client()
+    with Kindex("http://127.0.0.1:1", "k", http_client=mine):
+        pass
+    assert not mine.is_closed
+    with Kindex("http://127.0.0.1:1", "k") as own:
+        pass
+    assert own._http.is_closed
+    mine.close()
+
+
 def test_the_key_goes_only_to_the_api_in_the_authorization_header():
     config = ClientConfig.resolve("https://api.example", "kdx_secret", 5.0, None)
     args = config.request(calls.list_collections())

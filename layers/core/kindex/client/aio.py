@@ -37,10 +37,12 @@ class AsyncKindex:
                  retry: RetryPolicy | None = None, http_client: httpx.AsyncClient | None = None):
         self.config = ClientConfig.resolve(url, key, timeout, retry)
         self._http = http_client or httpx.AsyncClient(timeout=timeout)
+        self._owns_http = http_client is None  # a client handed in is the caller's to close
         self._sleep = asyncio.sleep
 
     async def aclose(self) -> None:
-        await self._http.aclose()
+        if self._owns_http:
+            await self._http.aclose()
 
     async def __aenter__(self) -> "AsyncKindex":
         return self

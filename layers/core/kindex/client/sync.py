@@ -42,10 +42,12 @@ class Kindex:
                  retry: RetryPolicy | None = None, http_client: httpx.Client | None = None):
         self.config = ClientConfig.resolve(url, key, timeout, retry)
         self._http = http_client or httpx.Client(timeout=timeout)
+        self._owns_http = http_client is None  # a client handed in is the caller's to close
         self._sleep = time.sleep
 
     def close(self) -> None:
-        self._http.close()
+        if self._owns_http:
+            self._http.close()
 
     def __enter__(self) -> "Kindex":
         return self
