@@ -28,8 +28,10 @@ def build_wheel(out: Path) -> Path:
         (project / name).write_bytes((REPO / "clients" / "python" / name).read_bytes())
     (out / "src" / "layers" / "core").mkdir(parents=True)
     (out / "src" / "layers" / "core" / "kindex").symlink_to(REPO / "layers" / "core" / "kindex")
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation", "--no-index",
-                    str(project), "-w", str(out / "wheels")], check=True, capture_output=True, text=True, timeout=300)
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
+                            "--no-index", str(project), "-w", str(out / "wheels")], capture_output=True, text=True,
+                           timeout=300)
+    assert built.returncode == 0, built.stdout[-2000:] + built.stderr[-3000:]
     (wheel,) = (out / "wheels").glob("kindex_client-*.whl")
     return wheel
 
@@ -73,6 +75,7 @@ def test_the_client_distribution_installs_and_works_alone(server, tmp_path):
     modules = sorted(n for n in names if n.endswith(".py"))
     # Then it holds the SDK, the domain and the wire models, nothing of the server, and needs only httpx and pydantic
     assert "kindex/client/sync.py" in modules and "kindex/api/models.py" in modules
+    assert "kindex/client/py.typed" in names  # type checkers read the SDK's annotations
     assert [m for m in modules if not m.startswith(("kindex/client/", "kindex/domain/"))] == [
         "kindex/__init__.py", "kindex/api/__init__.py", "kindex/api/models.py"]
     requires = [line.split(":", 1)[1].strip() for line in metadata.splitlines() if line.startswith("Requires-Dist:")]
