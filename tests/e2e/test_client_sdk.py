@@ -60,6 +60,25 @@ def test_collections_documents_chunks_query_citations_and_reindex_through_the_sd
     assert raised.value.status == 404 and raised.value.error == "not_found" and HOSTILE_ID in raised.value.message
 
 
+def test_the_served_openapi_document_has_no_route_without_a_client_method(server):
+    import inspect
+
+    from kindex.client import calls
+
+    document = httpx.get(server.url("/v1/openapi.json"), timeout=30).json()
+    served = {(method.upper(), path) for path, item in document["paths"].items() for method in item}
+    samples = {"collection": "c", "document": "d", "job": "j", "filename": "f", "size": 1, "request": "q",
+               "collections": ["c"], "text": "t"}
+    covered = set()
+    for builder in calls.BUILDERS:
+        required = [p.name for p in inspect.signature(builder).parameters.values()
+                    if p.default is inspect.Parameter.empty and p.kind is not inspect.Parameter.VAR_KEYWORD]
+        call = builder(*[samples[name] for name in required])
+        covered.add((call.method, call.route))
+        assert hasattr(Kindex, builder.__name__) and hasattr(AsyncKindex, builder.__name__)
+    assert served == covered
+
+
 def test_failures_raise_typed_exceptions_with_the_apis_code_and_message(server, admin):
     admin.put_collection("typed", query_groups=["staff"])
     with Kindex(server.base_url, "kdx_not-a-key") as stranger, pytest.raises(Unauthorized) as raised:
