@@ -83,9 +83,11 @@ try {
     check(decodeURIComponent(new URL(page.url()).hash) === `#/collections/${collection}`, "on the new collection");
   });
 
-  await step("drag and drop a PDF and a Markdown file, wait for indexed", async () => {
-    const files = [[pdfName, "application/pdf", readFileSync(pdf).toString("base64")],
-      [mdName, "text/markdown", readFileSync(md).toString("base64")]];
+  await step("drag and drop three files, wait for indexed and failed, filter, retry", async () => {
+    // The third is a PDF named .txt: kindex checks content, so it fails with a reason the list shows.
+    const pdfBytes = readFileSync(pdf).toString("base64");
+    const files = [[pdfName, "application/pdf", pdfBytes], [mdName, "text/markdown", readFileSync(md).toString("base64")],
+      ["not-text.txt", "text/plain", pdfBytes]];
     const drop = await page.evaluateHandle((list) => {
       const transfer = new DataTransfer();
       for (const [name, type, b64] of list) {
@@ -99,14 +101,25 @@ try {
     for (const name of [pdfName, mdName]) {
       await page.locator(`li[data-file="${name}"] .badge.indexed`).waitFor({ timeout: 180000 });
     }
+    await page.locator('li[data-file="not-text.txt"] .badge.failed').waitFor({ timeout: 180000 });
     await page.getByRole("button", { name: "Refresh" }).click();
     await page.locator(`tr[data-document="${pdfName}"] .badge.indexed`).waitFor();
-    await page.locator(".counts .badge.indexed").waitFor();
+    await page.locator(".counts .badge.failed").waitFor();
+    const counts = (await page.locator(".counts").textContent()).replace(/\s+/g, " ");
+    check(counts.includes("3 documents") && counts.includes("indexed 2") && counts.includes("failed 1"),
+      `counts by status: ${counts}`);
     await page.screenshot({ path: join(shots, "03-documents.png"), fullPage: true });
     await page.locator("#status-filter").selectOption("failed");
-    await page.getByText("No failed documents").waitFor();
+    const failure = page.locator('tr[data-document="not-text.txt"] td.failure');
+    await failure.filter({ hasText: "UnsupportedType" }).waitFor();
+    check(await page.locator("tbody tr").count() === 1, "only the failed document is listed");
+    await page.locator('tr[data-document="not-text.txt"]').getByRole("button", { name: "Retry" }).click();
+    await page.getByRole("link", { name: "Watch the job" }).waitFor();
+    await page.locator("#status-filter").selectOption("in_progress");
+    await page.getByText("No in progress documents").waitFor();
     await page.locator("#status-filter").selectOption("indexed");
     await page.locator(`tr[data-document="${mdName}"]`).waitFor();
+    check(await page.locator("tbody tr").count() === 2, "the two indexed documents are listed");
   });
 
   await step("open the PDF's chunks", async () => {

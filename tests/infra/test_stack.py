@@ -271,6 +271,11 @@ def test_document_bucket_is_encrypted_versioned_private_tls_only_and_logged(synt
     assert any(r.get("NoncurrentVersionExpiration", {}).get("NoncurrentDays") == 7
                for r in props["LifecycleConfiguration"]["Rules"])
     assert bucket["DeletionPolicy"] == "Retain"
+    # The console's browser uploads: PUT only, from this region's API Gateway origins only
+    [rule] = props["CorsConfiguration"]["CorsRules"]
+    assert rule["AllowedMethods"] == ["PUT"] and rule["AllowedHeaders"] == ["Content-Type"]
+    [origin] = rule["AllowedOrigins"]
+    assert origin != "*" and "https://*.execute-api." in text(origin) and "AWS::Region" in text(origin)
     template.has_resource_properties("AWS::S3::BucketPolicy", {
         "Bucket": {"Ref": bucket_id},
         "PolicyDocument": {"Statement": Match.array_with([Match.object_like({

@@ -28,8 +28,10 @@ function render() {
   clear(main);
   if (!signedIn) { main.append(signInForm()); return; }
   const hash = location.hash || "#/collections";
+  const section = hash.startsWith("#/new-collection") ? "#/collections" : hash;
   for (const a of nav.querySelectorAll("a")) {
-    a.toggleAttribute("aria-current", hash.startsWith(a.getAttribute("href")));
+    if (section.startsWith(a.getAttribute("href"))) a.setAttribute("aria-current", "page");
+    else a.removeAttribute("aria-current");
   }
   for (const [pattern, screen] of routes) {
     const match = hash.match(pattern);

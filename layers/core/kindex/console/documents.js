@@ -82,7 +82,7 @@ function table(c, rows, signal, notice, refresh) {
         : String(d.chunk_count ?? "")),
       h("td", { class: "num", "data-label": "size" }, d.content_length ? formatBytes(d.content_length) : ""),
       h("td", { class: "failure" }, d.failure_reason || ""),
-      h("td", { class: "actions" },
+      h("td", { class: "row-actions" },
         h("a", { class: "button", href: `#/collections/${enc(c)}/documents/${enc(d.id)}` }, "Chunks"),
         d.status === "failed" ? h("button", { type: "button", onclick: () => retry(c, notice) }, "Retry") : null,
         h("button", { type: "button", class: "danger", "aria-label": `Delete ${d.id}`,
