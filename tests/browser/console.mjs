@@ -171,6 +171,30 @@ try {
     await page.locator(".job").first().waitFor();
   });
 
+  await step("hostile ids are shown as text and still navigable", async () => {
+    // Given a collection and a document whose ids look like markup, a percent-escape and a fragment
+    const hostile = `x <img src=x onerror="window.pwned=1"> ü %2F #?${Date.now()}`;
+    const doc = "<svg onload=\"window.pwned=2\"> 100% .md";
+    const call = (method, path, body) => fetch(`${base}${path}`, { method, body: body && JSON.stringify(body),
+      headers: { Authorization: `Bearer ${key}`, "Content-Type": "application/json" } });
+    const enc = encodeURIComponent;
+    check((await call("PUT", `/v1/collections/${enc(hostile)}`, { allow_guests: true })).status === 201, "created");
+    check((await call("PUT", `/v1/collections/${enc(hostile)}/documents/${enc(doc)}`,
+      { content: "Hostile ids stay text." })).status === 201, "document created");
+    try {
+      await page.getByRole("link", { name: "Collections" }).click();
+      await page.getByRole("link", { name: hostile, exact: true }).click();
+      await page.getByRole("heading", { name: hostile }).waitFor();
+      await page.getByRole("link", { name: doc, exact: true }).first().click();
+      await page.locator(".chunk pre").filter({ hasText: "Hostile ids stay text." }).waitFor({ timeout: 60000 })
+        .catch(async () => { await page.reload(); await page.locator(".chunk pre").waitFor(); });
+      check(await page.evaluate(() => window.pwned === undefined), "no markup from an id ran");
+      check(await page.getByRole("heading", { name: doc }).count() === 1, "the document id is the heading");
+    } finally {
+      await call("DELETE", `/v1/collections/${enc(hostile)}`);
+    }
+  });
+
   await step("usable at 375 px and by keyboard", async () => {
     await page.setViewportSize({ width: 375, height: 800 });
     await page.goto(`${base}/console#/collections/${encodeURIComponent(collection)}`);
