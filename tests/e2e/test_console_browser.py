@@ -47,6 +47,8 @@ def test_console_page_is_served_with_a_strict_policy_over_http(server):
     assert again.status_code == 304
     missing = requests.get(server.url("/console/secrets.js"), timeout=10)
     assert missing.status_code == 404 and missing.json()["error"] == "not_found"
+    # And `kindex serve` says where it is
+    assert any(f"console: {server.base_url}/console)" in line for line in server.output)
 
 
 def test_console_end_to_end_in_chromium(server):
