@@ -125,3 +125,33 @@ def test_assets_carry_their_type_an_etag_and_revalidate():
     assert etag != page.headers["ETag"]
     assert console.respond("app.js", f'"other", {etag}').status_code == 304
     assert console.respond("app.js", '"other"').status_code == 200
+
+
+def _luminance(hex_colour: str) -> float:
+    if len(hex_colour) == 4:  # #fff
+        hex_colour = "#" + "".join(c * 2 for c in hex_colour[1:])
+    channels = [int(hex_colour[i:i + 2], 16) / 255 for i in (1, 3, 5)]
+    linear = [c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in channels]
+    return 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
+
+
+def _contrast(a: str, b: str) -> float:
+    light, dark = sorted((_luminance(a), _luminance(b)), reverse=True)
+    return (light + 0.05) / (dark + 0.05)
+
+
+def test_text_colours_meet_wcag_aa_contrast_on_their_backgrounds():
+    # Given the palette the stylesheet declares
+    css = ASSETS["style.css"].body
+    palette = dict(re.findall(r"--([a-z-]+):\s*(#[0-9a-f]{6}|#[0-9a-f]{3})\b", css))
+    # Then every text colour reaches 4.5:1 (WCAG AA, normal text) on each background it is used on
+    pairs = [("fg", "bg"), ("fg", "card"), ("muted", "bg"), ("muted", "card"), ("accent", "card"), ("accent", "bg"),
+             ("danger", "card"), ("ok", "card"), ("warn", "card"), ("accent-fg", "accent")]
+    for text, background in pairs:
+        assert _contrast(palette[text], palette[background]) >= 4.5, (text, background)
+    # And the fixed colours of the header, badges, alerts and context block do too
+    for text, background in [("#f9fafb", "#111827"), ("#d1d5db", "#111827"), ("#f9fafb", "#374151"),
+                             ("#166534", "#f0fdf4"), ("#b91c1c", "#fef2f2"), ("#92400e", "#fffbeb"),
+                             ("#e5e7eb", "#111827"), ("#1a1d23", "#fef2f2"), ("#1a1d23", "#fffbeb")]:
+        assert text in css and background in css, (text, background)
+        assert _contrast(text, background) >= 4.5, (text, background)
