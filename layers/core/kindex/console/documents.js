@@ -34,8 +34,9 @@ export async function documentsPanel(panel, collection, signal, listed = () => {
       const { rows, cursor } = await collect(c, start, filter.value, signal);
       following = cursor;
       clear(listBox).append(rows.length ? table(c, rows, signal, notice, () => show(starts.at(-1)))
-        : empty(filter.value ? `No ${filter.value.replace("_", " ")} documents${start ? " after this point" : ""}.`
-          : "No documents yet. Drop files above to upload them."));
+        : empty(!filter.value ? "No documents yet. Drop files above to upload them."
+          : cursor ? `No ${filter.value.replace("_", " ")} documents among the ${SCAN_LIMIT} read; Next reads on.`
+            : `No ${filter.value.replace("_", " ")} documents${start ? " after this point" : ""}.`));
       prev.disabled = starts.length < 2;
       next.disabled = !following;
       pageInfo.textContent = `page ${starts.length}`;
@@ -50,16 +51,21 @@ export async function documentsPanel(panel, collection, signal, listed = () => {
   await show(null);
 }
 
-// The API lists ids only: read the documents of each id page, keep those with the wanted status.
+// The API lists ids only: read the documents of each id page, keep those with the wanted status. A filtered page
+// reads at most SCAN_LIMIT documents (Next goes on from there), so a rare status never reads a whole collection.
+const SCAN_LIMIT = 500;
+
 async function collect(c, start, status, signal) {
   const rows = [];
   let cursor = start;
   let first = true;
-  while (rows.length < PAGE && (first || cursor)) {
+  let scanned = 0;
+  while (rows.length < PAGE && (first || cursor) && scanned < SCAN_LIMIT) {
     first = false;
     const page = await api("GET", `/v1/collections/${enc(c)}/documents?number=${status ? 100 : PAGE}${
       cursor ? "&cursor=" + enc(cursor) : ""}`, undefined, { signal });
     const docs = await pool(page.documents, 6, (d) => api("GET", docPath(c, d), undefined, { signal }));
+    scanned += page.documents.length;
     page.documents.forEach((id, i) => {
       const doc = docs[i].value ?? { id, status: "unreadable", failure_reason: docs[i].error?.message };
       if (!status || doc.status === status) rows.push(doc);
