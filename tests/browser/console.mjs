@@ -58,6 +58,8 @@ try {
     await page.getByLabel("API key").fill("kdx_not_a_key");
     await page.getByRole("button", { name: "Sign in" }).click();
     await page.getByText("This key is not valid.").waitFor();
+    check(!(await page.getByRole("button", { name: "Sign out" }).isVisible())
+      && !(await page.getByRole("navigation", { name: "Sections" }).isVisible()), "signed out: no navigation");
     await page.screenshot({ path: join(shots, "01-sign-in.png") });
     await page.getByLabel("API key").fill(key);
     await page.getByRole("button", { name: "Sign in" }).click();
