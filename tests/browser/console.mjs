@@ -2,7 +2,8 @@
 // collection (seeing the API's validation message at its field first), drag and drop a PDF and a Markdown file,
 // wait for `indexed`, open the PDF's chunks, run a query, see a citation, render an answer's <CIT /> tag, reindex
 // and watch the job, check 375 px, then delete. Saves screenshots of the main screens.
-// Run by tests/e2e/test_console_browser.py with KINDEX_URL, KINDEX_KEY, CONSOLE_PDF, CONSOLE_MD, SCREENSHOT_DIR.
+// Run by tests/e2e/test_console_browser.py with KINDEX_URL, KINDEX_KEY, KINDEX_OTHER_TENANT_KEY, KINDEX_QUERY_KEY,
+// CONSOLE_PDF, CONSOLE_MD, SCREENSHOT_DIR.
 import { mkdirSync, mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { basename, join } from "node:path";
@@ -10,6 +11,8 @@ import { chromium } from "playwright-core";
 
 const base = process.env.KINDEX_URL;
 const key = process.env.KINDEX_KEY;
+const otherKey = process.env.KINDEX_OTHER_TENANT_KEY; // an admin key of another tenant
+const queryKey = process.env.KINDEX_QUERY_KEY; // a query key of the first tenant
 const pdf = process.env.CONSOLE_PDF;
 const md = process.env.CONSOLE_MD;
 const shots = process.env.SCREENSHOT_DIR;
@@ -230,6 +233,35 @@ try {
     await page.getByRole("button", { name: "Sign out" }).click();
     await page.getByLabel("API key").waitFor();
     check(await page.evaluate(() => sessionStorage.getItem("kindex.apiKey")) === null, "key removed");
+  });
+
+  await step("another tenant's key sees its own collection of the same id; a query key gets the playground", async () => {
+    // Given the same collection id in two tenants, with different titles
+    const same = `same-id-${Date.now()}`;
+    const put = (k, title) => fetch(`${base}/v1/collections/${same}`, { method: "PUT",
+      headers: { Authorization: `Bearer ${k}` }, body: JSON.stringify({ title }) });
+    check((await put(key, "Tenant default")).status === 201 && (await put(otherKey, "Tenant other")).status === 201,
+      "both created");
+    try {
+      // When the other tenant signs in in the same tab / Then it sees its own collection, nothing of the first
+      await page.getByLabel("API key").fill(otherKey);
+      await page.getByRole("button", { name: "Sign in" }).click();
+      await page.getByRole("link", { name: same, exact: true }).click();
+      await page.getByRole("heading", { name: /Tenant other/ }).waitFor();
+      check(await page.getByText("Tenant default").count() === 0, "no data of the other tenant");
+      await page.getByRole("button", { name: "Sign out" }).click();
+      // And a query key lands on the query playground; the collections screen says why it is refused
+      await page.getByLabel("API key").fill(queryKey);
+      await page.getByRole("button", { name: "Sign in" }).click();
+      await page.getByRole("heading", { name: "Query playground" }).waitFor();
+      await page.getByRole("link", { name: "Collections" }).click();
+      await page.locator(".error").filter({ hasText: "forbidden" }).waitFor();
+      await page.getByRole("button", { name: "Sign out" }).click();
+    } finally {
+      await fetch(`${base}/v1/collections/${same}`, { method: "DELETE", headers: { Authorization: `Bearer ${key}` } });
+      await fetch(`${base}/v1/collections/${same}`, { method: "DELETE",
+        headers: { Authorization: `Bearer ${otherKey}` } });
+    }
   });
 
   // Everything the page fetched: its own files, the /v1 API, and the upload URLs the API handed out.
