@@ -6,6 +6,8 @@ RUNTIME_STAMP := $(VENV)/.runtime-installed
 STAMP := $(VENV)/.installed
 
 BENCH_STAMP := $(VENV)/.bench-installed
+# playwright-core for the console's browser test (tests/e2e/test_console_browser.py); npm writes this file.
+BROWSER_DEPS := tests/browser/node_modules/.package-lock.json
 
 .PHONY: install serve test synth bench eval smoke clean opensearch opensearch-stop
 
@@ -29,7 +31,11 @@ install: $(STAMP)
 serve: $(RUNTIME_STAMP)
 	$(VENV)/bin/kindex serve
 
-test: $(STAMP)
+# The browser test drives Debian's Chromium (/usr/bin/chromium; .ci/run installs it) with playwright-core from npm.
+$(BROWSER_DEPS): tests/browser/package.json tests/browser/package-lock.json
+	cd tests/browser && npm ci --no-audit --no-fund --loglevel=error
+
+test: $(STAMP) $(BROWSER_DEPS)
 	$(PY) -m pytest -q
 
 $(BENCH_STAMP): $(STAMP) requirements-bench.txt

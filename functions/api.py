@@ -3,6 +3,7 @@ Compose, include the routers, resolve."""
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from aws_lambda_powertools.event_handler.openapi.models import HTTPBearer
@@ -11,7 +12,7 @@ from kindex import observability
 from kindex.api import dependencies
 from kindex.api.http import json_response, precheck, register_error_handlers
 from kindex.api.resolver import IsolatedRestResolver
-from kindex.api.routers import catalog, citations, jobs, query, rights
+from kindex.api.routers import catalog, citations, console, jobs, query, rights
 from kindex.compose import container
 from kindex.domain import budget
 from kindex.settings import ApiSettings, load_settings
@@ -27,6 +28,9 @@ register_error_handlers(app)
 for router in (catalog.router, rights.router, citations.router, jobs.router):
     app.include_router(router)
 app.include_router(query.router)  # served by the query function; included so the OpenAPI document is complete
+# The web console's static files; upload URLs point at the bucket (AWS) or the public URL (local).
+UPLOAD_ORIGINS = console.upload_origins(SETTINGS.bucket_name, os.environ.get("AWS_REGION"), SETTINGS.public_url)
+app.include_router(console.router_for(console.Console(console.load_assets(), UPLOAD_ORIGINS)))
 app.dependency_overrides[dependencies.services] = container
 
 

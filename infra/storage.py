@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import Duration, RemovalPolicy, Stack
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
@@ -56,6 +56,11 @@ class Storage(Construct):
                 s3.LifecycleRule(id="abort-incomplete-uploads",
                                  abort_incomplete_multipart_upload_after=Duration.days(1)),
             ],
+            # The web console (served by the API at /console) PUTs files to presigned URLs from the browser: CORS
+            # lets pages of this region's API Gateway origins do so. The signature still authorizes each PUT.
+            cors=[s3.CorsRule(allowed_methods=[s3.HttpMethods.PUT], allowed_headers=["Content-Type"],
+                              allowed_origins=[f"https://*.execute-api.{Stack.of(self).region}.amazonaws.com"],
+                              exposed_headers=["ETag"], max_age=3600)],
             removal_policy=RemovalPolicy.RETAIN,
         )
 

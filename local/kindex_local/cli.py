@@ -34,7 +34,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print(f"error: cannot listen on {settings.host}:{settings.port}: {error.strerror}", file=sys.stderr)
         return 2
     host, port = server.address
-    print(f"kindex listening on http://{host}:{port} (docs: http://{host}:{port}/docs)", flush=True)
+    print(f"kindex listening on http://{host}:{port} (docs: http://{host}:{port}/docs, console: "
+          f"http://{host}:{port}/console)", flush=True)
     # Stop like Ctrl-C: finish requests, stop the worker.
     signal.signal(signal.SIGTERM, lambda *_: server.request_stop())
     try:

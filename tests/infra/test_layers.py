@@ -108,3 +108,15 @@ def test_runtime_requirements_leave_out_the_sdk_and_the_local_model(tmp_path):
     pyproject.write_text('[project]\nname = "x"\ndependencies = ["pydantic>=2", "boto3>=1.34", "onnxruntime"]\n'
                          '[project.optional-dependencies]\naws = ["opensearch-py>=2.4", "botocore"]\n')
     assert layers.runtime_requirements(pyproject) == ["pydantic>=2", "opensearch-py>=2.4"]
+
+
+def test_the_core_layer_ships_the_console_and_a_changed_console_file_rebuilds_it(builds):
+    # Given built layers: the API function serves the console from the core layer on AWS (no separate hosting)
+    calls, core, out = builds
+    layers.ensure_layers(out, log=lambda _: None)
+    shipped = out / "core" / "python" / "kindex" / "console"
+    assert {"index.html", "app.js", "style.css"} <= {p.name for p in shipped.iterdir()}
+    # When a console file changes / Then the next synth rebuilds the core layer with the new bytes
+    (core / "console" / "style.css").write_text("body { color: black; }\n")
+    assert layers.ensure_layers(out, log=lambda _: None).rebuilt == ("core",)
+    assert (shipped / "style.css").read_text() == "body { color: black; }\n"

@@ -271,6 +271,11 @@ def test_document_bucket_is_encrypted_versioned_private_tls_only_and_logged(synt
     assert any(r.get("NoncurrentVersionExpiration", {}).get("NoncurrentDays") == 7
                for r in props["LifecycleConfiguration"]["Rules"])
     assert bucket["DeletionPolicy"] == "Retain"
+    # The console's browser uploads: PUT only, from this region's API Gateway origins only
+    [rule] = props["CorsConfiguration"]["CorsRules"]
+    assert rule["AllowedMethods"] == ["PUT"] and rule["AllowedHeaders"] == ["Content-Type"]
+    [origin] = rule["AllowedOrigins"]
+    assert origin != "*" and "https://*.execute-api." in text(origin) and "AWS::Region" in text(origin)
     template.has_resource_properties("AWS::S3::BucketPolicy", {
         "Bucket": {"Ref": bucket_id},
         "PolicyDocument": {"Statement": Match.array_with([Match.object_like({
@@ -341,7 +346,7 @@ def _methods(resources: dict) -> dict[str, dict]:
     return paths
 
 
-def test_routes_go_to_the_right_function_and_only_the_api_description_is_public(resources):
+def test_routes_go_to_the_right_function_and_only_the_api_description_and_the_console_are_public(resources):
     methods = _methods(resources)
     query_fn, api_fn = function_id(resources, "query"), function_id(resources, "api")
     for route in ("POST /v1/collections/{collection}/query", "POST /v1/query"):
@@ -349,10 +354,11 @@ def test_routes_go_to_the_right_function_and_only_the_api_description_is_public(
     for route in ("GET /v1/collections", "PUT /v1/collections/{collection}", "POST /v1/citations",
                   "POST /v1/collections/{collection}/documents/{document}/upload", "GET /v1/jobs/{job}",
                   "POST /v1/collections/{collection}/reindex", "POST /v1/rights-check-secret",
-                  "GET /v1/collections/{collection}/documents/{document}/chunks"):
+                  "GET /v1/collections/{collection}/documents/{document}/chunks", "GET /console",
+                  "GET /console/{asset}"):
         assert api_fn in text(methods[route]["Integration"]["Uri"])
     public = {route for route, props in methods.items() if props["AuthorizationType"] == "NONE"}
-    assert public == {"GET /v1/openapi.json", "GET /docs"}
+    assert public == {"GET /v1/openapi.json", "GET /docs", "GET /console", "GET /console/{asset}"}
     assert all(props["AuthorizationType"] == "CUSTOM" for route, props in methods.items() if route not in public)
 
 
@@ -433,14 +439,16 @@ def test_missing_layer_build_is_reported_with_the_command_to_run(tmp_path):
 
 def test_deployed_routes_are_exactly_the_routes_of_the_openapi_document(resources):
     """Given the OpenAPI document the API function serves (its routes and the query function's)
-    Then API Gateway deploys exactly those methods and paths, plus the two public ones, and nothing else."""
+    Then API Gateway deploys exactly those methods and paths, plus the public ones (the API description, its page
+    and the console), and nothing else."""
     from functions import api
 
     document = api.app.get_openapi_schema()
     expected = {f"{method.upper()} {path}" for path, item in document.paths.items()
                 for method in ("get", "put", "post", "delete", "patch") if getattr(item, method, None) is not None}
     assert expected, "the OpenAPI document lists routes"
-    assert set(_methods(resources)) == expected | {"GET /v1/openapi.json", "GET /docs"}
+    assert set(_methods(resources)) == expected | {"GET /v1/openapi.json", "GET /docs", "GET /console",
+                                                   "GET /console/{asset}"}
 
 
 def test_each_function_gets_what_its_settings_model_requires(resources):

@@ -22,6 +22,9 @@ def test_query_routes_are_served_by_the_query_function_even_though_the_api_lists
     assert routes[("/v1/collections/{collection}/query", "POST")].function == "query"
     assert routes[("/v1/collections/{collection}", "PUT")].function == "api"
     assert routes[("/docs", "GET")].public and not routes[("/v1/collections", "GET")].public
+    assert routes[("/console", "GET")].public and routes[("/console/{asset}", "GET")].function == "api"
+    assert {path for (path, _), r in routes.items() if r.public} == {"/v1/openapi.json", "/docs", "/console",
+                                                                     "/console/{asset}"}
     assert len(routes) == len({(r.path, m) for r in api_routes({"query": query.app, "api": api.app}, "api")
                                for m in r.methods})
 
@@ -38,3 +41,4 @@ def test_local_gateway_serves_exactly_the_derived_routes(tmp_path, monkeypatch):
     assert gateway.route("GET", "/v1/nowhere") is None
     assert gateway.route("PATCH", "/v1/collections/x") is None
     assert gateway.route("POST", "/v1/query").function_name == "kindex-query"
+    assert gateway.route("GET", "/console/app.js").public and gateway.route("GET", "/console/a/b.js") is None
