@@ -40,12 +40,19 @@ def moto_client(service: str, **kwargs: Any) -> Any:
 
 
 def create_metadata_table(client, name: str = TABLE) -> None:
-    """The table as infra/stack.py declares it: string pk/sk, on demand, TTL on `expires_at`."""
+    """The table as infra/storage.py declares it: string pk/sk, on demand, TTL on `expires_at`, and the sparse
+    keys-only `attention` GSI the reindex queries."""
     client.create_table(
         TableName=name,
         AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"},
-                              {"AttributeName": "sk", "AttributeType": "S"}],
+                              {"AttributeName": "sk", "AttributeType": "S"},
+                              {"AttributeName": "attention", "AttributeType": "S"}],
         KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+        GlobalSecondaryIndexes=[{
+            "IndexName": "attention",
+            "KeySchema": [{"AttributeName": "attention", "KeyType": "HASH"},
+                          {"AttributeName": "sk", "KeyType": "RANGE"}],
+            "Projection": {"ProjectionType": "KEYS_ONLY"}}],
         BillingMode="PAY_PER_REQUEST",
     )
     client.update_time_to_live(TableName=name, TimeToLiveSpecification={"Enabled": True,

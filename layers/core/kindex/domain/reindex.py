@@ -1,0 +1,110 @@
+"""Reindex bookkeeping: what a collection's last complete sweep covered (`ReindexState`), which documents need a
+look without any sweep (`needs_attention`), and the bounded unit of work the planner sends to the worker
+(`ReindexTask`)."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import TYPE_CHECKING, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from kindex.domain.models import DocumentStatus, ResourceId
+
+if TYPE_CHECKING:
+    from kindex.domain.models import Collection, Document
+
+# One task is a small JSON object: ids are at most 255 characters (at most 6 bytes each once JSON-escaped), so a
+# task stays under 8 KiB, far below SQS's 256 KiB; decoding refuses anything larger before parsing it.
+MAX_TASK_BYTES = 8 * 1024
+TASK_MARKER = "kindex_reindex"
+
+
+def needs_attention(document: Document) -> bool:
+    """Waiting for the ingest, being indexed, or failed for a reason worth retrying: the documents a pass looks at
+    without sweeping their collection (the stores index exactly these: a sparse GSI on DynamoDB, a partial index in
+    SQLite)."""
+    if document.status is DocumentStatus.FAILED:
+        return document.failure_retryable
+    return document.status in (DocumentStatus.PENDING, DocumentStatus.IN_PROGRESS)
+
+
+class ReindexState(BaseModel):
+    """What the reindex knows about one collection between passes (one small record beside the collection).
+
+    `swept_*`: the configuration under which a complete sweep last found every document current; while they match
+    the collection, a pass does not sweep it. `drift_after`: where the next bounded drift page starts (None: at the
+    beginning). `blob_after`: the same for the collection's blobs. `sweeping_since`: a chain of sweep pages is in
+    flight (another is not started while it is recent). `revision` makes writes conditional: two workers never
+    overwrite each other's cursor silently."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    collection: ResourceId
+    collection_created_at: datetime | None = None
+    swept_config_version: int = 0
+    swept_model: str | None = None
+    drift_after: str | None = None
+    blob_after: str | None = None
+    sweeping_since: datetime | None = None
+    revision: int = 0
+
+    def covers(self, collection: Collection) -> bool:
+        """Whether a complete sweep found the collection, as it is configured now, fully indexed."""
+        return (self.collection_created_at == collection.created_at and not collection.switching
+                and self.swept_config_version == collection.config_version
+                and self.swept_model == collection.embedding_model)
+
+
+class ReindexTask(BaseModel):
+    """One message of reindex work, bounded in size and in the work it asks for.
+
+    kind `tenant`: delete blobs of collections that no longer exist, walking collection prefixes from `after` (a
+    blob key). kind `collection`: one collection's pass (documents needing attention, one bounded drift page, one
+    blob page; a sweep when its configuration changed). kind `sweep`: one page of a sweep, documents strictly after
+    `after`; `total`/`done`/`enqueued` carry the counts of the sweep's earlier pages; `job` is the reindex job it
+    reports to (POST .../reindex), `clean` rebuilds from scratch."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["tenant", "collection", "sweep"]
+    tenant: ResourceId
+    collection: ResourceId | None = None
+    after: str | None = Field(default=None, max_length=1024)
+    clean: bool = False
+    job: str | None = Field(default=None, max_length=64)
+    total: int = Field(default=0, ge=0)
+    done: int = Field(default=0, ge=0)
+    enqueued: int = Field(default=0, ge=0)
+
+    def encode(self) -> str:
+        body = json.dumps({TASK_MARKER: self.model_dump(mode="json", exclude_defaults=True)
+                           | {"kind": self.kind, "tenant": self.tenant}}, separators=(",", ":"))
+        if len(body.encode("utf-8")) > MAX_TASK_BYTES:  # cannot happen with valid ids; a guard, not a path
+            raise ValueError("reindex task over its size bound")
+        return body
+
+    @property
+    def lane(self) -> str:
+        """Local queue lane (tenants take turns) and group (one task per collection at a time)."""
+        return self.tenant
+
+    @property
+    def group(self) -> str:
+        return json.dumps(["reindex", self.tenant, self.collection])
+
+
+def is_task_body(body: str) -> bool:
+    """Whether a queue message body is a reindex task (rather than an S3 notification for the ingest)."""
+    return body.startswith('{"' + TASK_MARKER + '"')
+
+
+def decode_task(body: str) -> ReindexTask:
+    """The task in a message body; ValueError for anything else (oversized, not JSON, wrong shape)."""
+    if len(body.encode("utf-8")) > MAX_TASK_BYTES:
+        raise ValueError("reindex task body over its size bound")
+    data = json.loads(body)
+    if not isinstance(data, dict) or set(data) != {TASK_MARKER}:
+        raise ValueError("not a reindex task")
+    return ReindexTask.model_validate(data[TASK_MARKER])
