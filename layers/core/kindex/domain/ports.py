@@ -163,8 +163,9 @@ class BlobStore(Protocol):
     def delete_prefix(self, prefix: str) -> int:
         """Delete every object under the prefix; returns how many were deleted."""
 
-    def list_blobs(self, prefix: str) -> list[str]:
-        """Keys under the prefix, in order."""
+    def list_blobs(self, prefix: str, *, start_after: str | None = None, limit: int | None = None) -> list[str]:
+        """Keys under the prefix, in order; only those after `start_after` (which need not exist), at most `limit`
+        (a bounded listing reads about that many keys, not the whole prefix)."""
 
 
 class ChunkStore(Protocol):
