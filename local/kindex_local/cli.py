@@ -119,14 +119,16 @@ def cmd_reindex(args: argparse.Namespace) -> int:
     from kindex.compose import container
 
     services = container()
-    summary = services.reindex.run_scheduled()
-    print(f"reindex: {summary['collections']} collection(s), {summary['enqueued']} document(s) enqueued, "
-          f"{summary['switched']} model switch(es), {summary['orphan_blobs_deleted']} orphan blob(s) deleted")
+    summary = services.reindex.plan()
+    print(f"reindex: {summary['tenants']} tenant(s), {summary['collections']} collection(s), {summary['tasks']} "
+          "task(s) queued")
     lock = worker_lock(services.settings.data_dir)
-    if lock is not None and summary["enqueued"]:
-        build_worker().drain(timeout=3600)
-        switched = services.reindex.finish_switches()
-        print(f"processed the queue; {switched} model switch(es) completed")
+    if lock is None:
+        print("the running server's worker does the tasks")
+        return 0
+    build_worker().drain(timeout=3600)
+    switched = services.reindex.finish_switches()
+    print(f"processed the queue; {switched} model switch(es) completed")
     return 0
 
 

@@ -71,11 +71,12 @@ def test_model_change_keeps_queries_answering_then_switches(setup):
 def test_model_and_chunking_change_together_switch_cleanly(setup):
     services, worker = setup
     services.catalog.put_collection("t", "c", CollectionInput(embedding_model="hash:256", chunking_max_size=2000))
-    services.reindex.run_scheduled()
+    services.reindex.plan()
     worker.batch_size = 1
     while worker.run_once():
         assert ask(services).results[0].content  # old chunks still there for the old model
-    services.reindex.run_scheduled()  # the scheduled pass switches too
+    services.reindex.plan()  # the scheduled pass switches too (its sweep finds every document done)
+    worker.drain()
     assert services.metadata.get_collection("t", "c").query_model == "hash:256"
     assert all(len(services.chunks.list_chunks("t", "c", d)) == 1 for d in DOCS)  # old chunks collected
     assert ask(services).results[0].document_id == "d1"
@@ -100,8 +101,8 @@ def test_drift_is_repaired(setup):
     from kindex.adapters.local.queue_notifier import QueueNotifier
 
     services.blobs.notify = QueueNotifier(services.queue)
-    summary = services.reindex.run_scheduled()
-    assert summary["orphan_blobs_deleted"] == 1
+    assert services.reindex.plan() == {"tenants": 1, "collections": 1, "tasks": 2}
+    assert services.blobs.list_blobs("tenants/t/collections/gone/")  # the planner only plans
     worker.drain()
     indexed = services.search_index.chunk_ids("hash:384", "t", "c")
     assert "ghost-chunk" not in indexed
@@ -119,7 +120,7 @@ def test_failed_retryable_documents_are_retried(setup):
     services.metadata.put_document("t", document.model_copy(update={
         "status": DocumentStatus.FAILED, "failure_reason": "EmbeddingFailed: outage", "failure_retryable": True}),
         create=False)
-    services.reindex.run_scheduled()
+    services.reindex.plan()
     worker.drain()
     assert services.metadata.get_document("t", "c", "d0").status.value == "indexed"
 

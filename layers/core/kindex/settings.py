@@ -79,6 +79,7 @@ class Settings(BaseModel):
     public_url: str | None = None
     secrets_prefix: str = "kindex"
     ingest_queue_url: str | None = None
+    reindex_queue_url: str | None = None  # AWS: the reindex work queue (planner -> worker)
     reindex_interval_seconds: float = Field(default=3600.0, gt=0)
     # Local mode's ingest threads. One tenant may use all but one of them, so 3 keeps both cores of a small machine
     # busy with one tenant's work and still has a thread ready for another tenant's.
@@ -165,6 +166,7 @@ ENV_NAMES = {
     "public_url": "KINDEX_PUBLIC_URL",
     "secrets_prefix": "KINDEX_SECRETS_PREFIX",
     "ingest_queue_url": "KINDEX_INGEST_QUEUE_URL",
+    "reindex_queue_url": "KINDEX_REINDEX_QUEUE_URL",
     "reindex_interval_seconds": "KINDEX_REINDEX_INTERVAL_SECONDS",
     "ingest_workers": "KINDEX_INGEST_WORKERS",
     "remote_embed_slice": "KINDEX_REMOTE_EMBED_SLICE",
@@ -210,7 +212,9 @@ class IngestSettings(FunctionSettings):
 
 
 class ReindexSettings(FunctionSettings):
-    aws_requires = ("table_name", "bucket_name", "opensearch_endpoint", "ingest_queue_url")
+    """The planner and the worker (one module, two functions, the same environment)."""
+
+    aws_requires = ("table_name", "bucket_name", "opensearch_endpoint", "ingest_queue_url", "reindex_queue_url")
 
 
 # Fields whose values may hold a credential: a message about them never repeats the value.
