@@ -106,12 +106,12 @@ def build_gateway(settings: Settings) -> Gateway:
 
 
 def build_worker():
-    from functions import ingest, reindex
+    from functions import ingest, reindex_worker
     from kindex.compose import container
     from kindex_local.worker import Worker, by_message_kind
 
     services = container()
-    return Worker(services.queue, by_message_kind(ingest.handler, reindex.worker),
+    return Worker(services.queue, by_message_kind(ingest.handler, reindex_worker.handler),
                   threads=services.settings.ingest_workers)
 
 

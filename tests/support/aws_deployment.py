@@ -20,6 +20,7 @@ from moto import mock_aws
 
 from functions import ingest as ingest_function
 from functions import reindex as reindex_function
+from functions import reindex_worker as reindex_worker_function
 from kindex.adapters.aws import dynamodb_table, s3_blobs, secrets_manager, sqs_trigger
 from kindex.adapters.aws.opensearch_index import OpenSearchIndex
 from kindex.adapters.embedders.registry import clear_embedder_cache
@@ -102,7 +103,7 @@ class AwsStack:
             messages = self.reindex_tasks()
             if not messages:
                 return delivered
-            response = reindex_function.worker(sqs_lambda_event(messages, arn), LambdaContext())
+            response = reindex_worker_function.handler(sqs_lambda_event(messages, arn), LambdaContext())
             failed = {f["itemIdentifier"] for f in response["batchItemFailures"]}
             for message in messages:
                 if message["MessageId"] not in failed:

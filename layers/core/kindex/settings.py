@@ -211,8 +211,14 @@ class IngestSettings(FunctionSettings):
     aws_requires = ("table_name", "bucket_name", "opensearch_endpoint")
 
 
+class ReindexPlannerSettings(FunctionSettings):
+    """The scheduled planner: it reads keys and collection ids and sends tasks, nothing else."""
+
+    aws_requires = ("table_name", "reindex_queue_url")
+
+
 class ReindexSettings(FunctionSettings):
-    """The planner and the worker (one module, two functions, the same environment)."""
+    """The reindex worker: one task per message."""
 
     aws_requires = ("table_name", "bucket_name", "opensearch_endpoint", "ingest_queue_url", "reindex_queue_url")
 
