@@ -94,9 +94,9 @@ class AwsStack:
         return self.sqs.receive_message(QueueUrl=self.reindex_queue[0], MaxNumberOfMessages=max_messages,
                                         AttributeNames=["All"], VisibilityTimeout=0).get("Messages", [])
 
-    def work_reindex(self, max_batches: int = 100) -> list[dict]:
+    def work_reindex(self, max_batches: int = 100) -> list[str]:
         """Deliver the reindex queue to the worker function as its event source mapping does, until it is empty
-        (failed messages stay, and are dead-lettered after their receives); returns the task bodies delivered."""
+        (failed messages stay, and are dead-lettered after their receives); returns the bodies delivered."""
         url, arn, _ = self.reindex_queue
         delivered: list[dict] = []
         for _ in range(max_batches):
@@ -108,7 +108,7 @@ class AwsStack:
             for message in messages:
                 if message["MessageId"] not in failed:
                     self.sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
-            delivered.extend(json.loads(m["Body"]) for m in messages)
+            delivered.extend(m["Body"] for m in messages)
         raise AssertionError("the reindex queue did not drain")
 
     def reindex_pass(self) -> dict[str, int]:

@@ -5,7 +5,7 @@ one bounded task per tenant and per collection to the reindex queue. The worker 
 
 - a collection task reads the collection record and its `ReindexState`. When the collection's configuration or
   model differs from what its last complete sweep covered (or a model switch is under way), it starts a sweep: a
-  chain of page tasks, each examining at most `SWEEP_PAGE_DOCUMENTS` documents and sending the next page's task.
+  chain of page tasks, each examining at most `ReindexLimits.sweep_page_documents` documents and sending the next page's task.
   Otherwise it looks only at the documents that need attention (a keys-only query of an index holding just the
   pending, in-progress and retryable failed documents), one bounded drift page from the state's cursor (a full
   drift sweep is spread over many passes) and one bounded page of the collection's blobs from another cursor.
@@ -68,9 +68,10 @@ class ReindexLimits:
     """How much one task may read; docs/scale.md turns these into read units per pass."""
 
     sweep_page_documents: int = 1000  # documents one sweep page examines (and at most re-sends)
-    sweep_page_chunks: int = 20_000  # chunk items one sweep page reads (it ends early, after at least one document)
+    sweep_page_chunks: int = 20_000  # chunks (by the records' counts) one sweep page reads; it ends early at this
     drift_page_documents: int = 200  # documents the per-pass drift page examines
-    drift_page_chunks: int = 2_000  # chunk items the per-pass drift page reads
+    drift_page_chunks: int = 2_000  # chunks (by the records' counts) of the per-pass drift page, read only when the
+    # page is inconsistent
     attention_documents: int = 1000  # documents needing attention examined per collection and pass
     blob_page: int = 1000  # blob keys listed per collection and pass
     tenant_steps: int = 500  # collection prefixes one tenant task walks before chaining the next
@@ -235,7 +236,7 @@ class ReindexService:
             to_send = self._attention(tenant, collection, report, now)
             page = self._check_page(tenant, collection, after=state.drift_after, clean=False, report=report,
                                     now=now, max_documents=self.limits.drift_page_documents,
-                                    chunk_budget=self.limits.drift_page_chunks)
+                                    chunk_budget=self.limits.drift_page_chunks, deep=False)
             self._send(list(dict.fromkeys(to_send + page.to_send)), report)
             drift_after = None if page.complete else page.last
             self._update_state(tenant, collection, lambda s: s.model_copy(update={"drift_after": drift_after}))
@@ -249,7 +250,7 @@ class ReindexService:
         now = utc_now()
         page = self._check_page(task.tenant, collection, after=task.after, clean=task.clean, report=report, now=now,
                                 max_documents=self.limits.sweep_page_documents,
-                                chunk_budget=self.limits.sweep_page_chunks)
+                                chunk_budget=self.limits.sweep_page_chunks, deep=True)
         self._send(page.to_send, report)
         report.complete = page.complete
         total, done, enqueued = task.total + report.total, task.done + report.done, task.enqueued + report.enqueued
@@ -310,28 +311,39 @@ class ReindexService:
 
     # Pages
     def _check_page(self, tenant: str, collection: Collection, *, after: str | None, clean: bool,
-                    report: CollectionReport, now: datetime, max_documents: int, chunk_budget: int) -> Page:
-        """Examines the documents after `after` (at most `max_documents`, ending once their chunks reach
-        `chunk_budget`) against the search index's chunks of exactly that id range."""
+                    report: CollectionReport, now: datetime, max_documents: int, chunk_budget: int,
+                    deep: bool) -> Page:
+        """Examines the documents after `after` (at most `max_documents`, ending once their records' chunk counts
+        reach `chunk_budget`) against the search index's chunks of exactly that id range.
+
+        Shallow (`deep=False`, the per-pass drift page): when every document is indexed and current and the index
+        holds exactly as many chunks in the range as the records count, the page is consistent and no chunk item is
+        read. Otherwise, and always for a sweep (`deep=True`), the chunk store's ids of each document are compared
+        with the index: that also finds a chunk text lost from the store while its vector remains."""
         ids = self.documents.list_documents(tenant, collection.id, after=after, offset=0, limit=max_documents)
-        examined: list[tuple[Document, set[str]]] = []
-        chunks_read, last, complete = 0, after, len(ids) < max_documents
+        documents: list[Document] = []
+        counted, last, complete = 0, after, len(ids) < max_documents
         for position, document_id in enumerate(ids):
             document = self.documents.get_document(tenant, collection.id, document_id)
             last = document_id
             if document is not None:
-                chunk_ids = {c.chunk_id for c in self.chunks.list_chunks(tenant, collection.id, document.id)}
-                chunks_read += len(chunk_ids)
-                examined.append((document, chunk_ids))
-            if chunks_read >= chunk_budget and position < len(ids) - 1:
+                documents.append(document)
+                counted += document.chunk_count
+            if counted >= chunk_budget and position < len(ids) - 1:
                 complete = False
                 break
         model = collection.embedding_model
         indexed = self.index.chunk_ids(model, tenant, collection.id, after_document=after,
                                        through_document=None if complete else last)
+        if not deep and not clean and self._consistent(documents, indexed, collection):
+            sourced = [d for d in documents if d.source is not None]
+            report.total += len(sourced)
+            report.done += len(sourced)
+            return Page([], last, complete)
         stored: set[str] = set()
         to_send: list[str] = []
-        for document, chunk_ids in examined:
+        for document in documents:
+            chunk_ids = {c.chunk_id for c in self.chunks.list_chunks(tenant, collection.id, document.id)}
             stored |= chunk_ids
             if document.source is None:
                 continue  # a record without content has nothing to index
@@ -344,6 +356,14 @@ class ReindexService:
             self.index.delete(model, tenant, collection.id, chunk_ids=sorted(orphans))
             report.repaired["vectors_without_chunks"] += len(orphans)
         return Page(to_send, last, complete)
+
+    @staticmethod
+    def _consistent(documents: Sequence[Document], indexed: set[str], collection: Collection) -> bool:
+        """Every document with content indexed and current, and the index's chunk count of their id range equal
+        to the sum of their records' counts (vectors of ids without a record would make it larger)."""
+        settled = all(d.source is None or (d.status is DocumentStatus.INDEXED and up_to_date(d, collection))
+                      for d in documents)
+        return settled and sum(d.chunk_count for d in documents) == len(indexed)
 
     def _attention(self, tenant: str, collection: Collection, report: CollectionReport, now: datetime) -> list[str]:
         """Re-sends the retryable failed and stuck documents among those the ledger says need attention."""

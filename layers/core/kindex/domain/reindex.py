@@ -15,9 +15,10 @@ from kindex.domain.models import DocumentStatus, ResourceId
 if TYPE_CHECKING:
     from kindex.domain.models import Collection, Document
 
-# One task is a small JSON object: ids are at most 255 characters (at most 6 bytes each once JSON-escaped), so a
-# task stays under 8 KiB, far below SQS's 256 KiB; decoding refuses anything larger before parsing it.
-MAX_TASK_BYTES = 8 * 1024
+# One task is a small JSON object of at most three ids (tenant, collection, a document id or blob key): an id is at
+# most 255 characters, 12 bytes each once JSON-escaped (a surrogate pair), so a task stays under 16 KiB, far below
+# SQS's 256 KiB; decoding refuses anything larger before parsing it.
+MAX_TASK_BYTES = 16 * 1024
 TASK_MARKER = "kindex_reindex"
 
 
