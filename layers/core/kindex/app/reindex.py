@@ -5,13 +5,14 @@ one bounded task per tenant and per collection to the reindex queue. The worker 
 
 - a collection task reads the collection record and its `ReindexState`. When the collection's configuration or
   model differs from what its last complete sweep covered (or a model switch is under way), it starts a sweep: a
-  chain of page tasks, each examining at most `ReindexLimits.sweep_page_documents` documents and sending the next page's task.
-  Otherwise it looks only at the documents that need attention (a keys-only query of an index holding just the
-  pending, in-progress and retryable failed documents), one bounded drift page from the state's cursor (a full
-  drift sweep is spread over many passes) and one bounded page of the collection's blobs from another cursor.
+  chain of page tasks, each examining at most `ReindexLimits.sweep_page_documents` documents and sending the next
+  page's task. Otherwise it looks only at the documents that need attention (a keys-only query of an index holding
+  just the pending, in-progress and retryable failed documents), one bounded drift page from the state's cursor (a
+  full drift sweep is spread over many passes) and one bounded page of the collection's blobs from another cursor.
 - a page (of a sweep, or the drift page) checks its documents against the search index for exactly their id range:
   outdated, retryable failed or stuck documents are re-sent to the ingest, documents whose vectors are missing are
-  rebuilt, vectors without chunks (of those documents, or of ids in the range with no document) are deleted.
+  rebuilt, vectors without chunks (of those documents, or of ids in the range with no document) are deleted. A
+  drift page whose documents are all indexed and whose chunk counts match the index reads no chunk item.
 - a tenant task walks the tenant's collection prefixes in the blob store, one key per collection, and deletes the
   blobs of collections that no longer exist.
 
