@@ -213,3 +213,18 @@ def test_two_tenants_with_the_same_collection_ids_are_planned_and_repaired_separ
     # And each tenant has its own reindex state: t's 12 documents need more drift pages, u's 3 fit in one
     assert services.metadata.get_state("t", "c").drift_after == "d04"
     assert services.metadata.get_state("u", "c").drift_after is None
+
+
+def test_the_planner_reads_only_the_key_listing_and_collection_ids(stack):
+    from functions import reindex as planner
+    from tests.support.aws import LambdaContext
+    from tests.support.aws_deployment import SCHEDULED_EVENT
+
+    spy = DynamoDbSpy(stack.services.metadata.client)
+    # When the scheduled planner runs
+    assert planner.handler(SCHEDULED_EVENT, LambdaContext()) == {"tenants": 1, "collections": 1, "tasks": 2}
+    # Then it sent Queries only: the key listing and the tenant's collection ids (sort keys only)
+    assert {operation for operation, _ in spy.calls} == {"Query"}
+    assert sorted(set(spy.partitions())) == ["KEYS", "T#t#COLLECTIONS"]
+    [listing] = [p for _, p in spy.calls if p["ExpressionAttributeValues"][":pk"]["S"] == "T#t#COLLECTIONS"]
+    assert listing["ProjectionExpression"] == "sk"

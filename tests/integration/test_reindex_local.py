@@ -142,3 +142,42 @@ def test_jobs_are_tenant_scoped(setup):
 
     with pytest.raises(NotFound):
         services.reindex.get_job("other", job.id)
+
+
+def test_a_poisoned_task_is_dead_lettered_locally_without_holding_back_the_others(setup):
+    services, worker = setup
+    worker.backoff = 0.0  # retry at once, so one drain sees every receive
+    # Given a retryable failed document and, on the same queue, a task body the worker cannot read
+    document = services.metadata.get_document("t", "c", "d0")
+    services.metadata.put_document("t", document.model_copy(update={
+        "status": DocumentStatus.FAILED, "failure_reason": "EmbeddingFailed: outage", "failure_retryable": True}),
+        create=False)
+    services.queue.send('{"kindex_reindex": {"kind": "drop tables"}}', lane="t")
+    # When the planner runs and the worker drains the queue
+    assert services.reindex.plan() == {"tenants": 1, "collections": 1, "tasks": 2}
+    worker.drain()
+    # Then the planned tasks did their work, and the poisoned one was dead-lettered (redrive finds exactly it)
+    assert services.metadata.get_document("t", "c", "d0").status is DocumentStatus.INDEXED
+    assert services.queue.redrive() == 1
+
+
+def test_two_tenants_with_the_same_collection_id_get_their_own_state(setup):
+    services, worker = setup
+    # Given another tenant with a collection of the same id and a document of the same id
+    services.keys.create("u", "admin")
+    services.catalog.put_collection("u", "c", CollectionInput(allow_guests=True))
+    services.catalog.put_document("u", "c", "d0", DocumentInput(content="Tenant u's own document."))
+    worker.drain()
+    services.reindex.plan()
+    worker.drain()
+    # When t's collection changes its chunking
+    services.catalog.put_collection("t", "c", CollectionInput(chunking_max_size=2000))
+    services.reindex.plan()
+    worker.drain()
+    # Then only t's documents were rebuilt, and u's collection stays covered at its own configuration
+    assert services.metadata.get_document("t", "c", "d0").indexed_config_version == 2
+    assert services.metadata.get_document("u", "c", "d0").indexed_config_version == 1
+    assert services.metadata.get_state("u", "c").swept_config_version == 1
+    services.reindex.plan()
+    worker.drain()
+    assert services.metadata.get_state("t", "c").swept_config_version == 2

@@ -135,12 +135,13 @@ class ReindexService:
         for tenant in sorted({key.tenant for key in self.key_store.list_keys()}):
             summary["tenants"] += 1
             pending.append(ReindexTask(kind="tenant", tenant=tenant))
-            after = None
-            while ids := self.collections.list_collections(tenant, after=after, offset=0,
-                                                           limit=self.limits.planner_batch):
+            after, more = None, True
+            while more:
+                ids = self.collections.list_collections(tenant, after=after, offset=0,
+                                                        limit=self.limits.planner_batch)
+                more, after = len(ids) == self.limits.planner_batch, ids[-1] if ids else after
                 summary["collections"] += len(ids)
                 pending += [ReindexTask(kind="collection", tenant=tenant, collection=c) for c in ids]
-                after = ids[-1]
                 if len(pending) >= self.limits.planner_batch:
                     summary["tasks"] += self._send_tasks(pending)
                     pending = []
@@ -228,21 +229,23 @@ class ReindexService:
         report = CollectionReport()
         state = self._state(tenant, collection)
         now = utc_now()
+        cursors: dict[str, str | None] = {}
         if not state.covers(collection):
             if state.sweeping_since is None or now - state.sweeping_since > SWEEP_LEASE:
-                if self._update_state(tenant, collection, lambda s: s.model_copy(update={"sweeping_since": now})):
+                if self._update_state(tenant, collection, lambda s: s.model_copy(update={"sweeping_since": now}),
+                                      read=state):
                     report = self._sweep_page(ReindexTask(kind="sweep", tenant=tenant, collection=collection.id),
                                               collection)
+                    state = self._state(tenant, collection)
         else:
             to_send = self._attention(tenant, collection, report, now)
             page = self._check_page(tenant, collection, after=state.drift_after, clean=False, report=report,
                                     now=now, max_documents=self.limits.drift_page_documents,
                                     chunk_budget=self.limits.drift_page_chunks, deep=False)
             self._send(list(dict.fromkeys(to_send + page.to_send)), report)
-            drift_after = None if page.complete else page.last
-            self._update_state(tenant, collection, lambda s: s.model_copy(update={"drift_after": drift_after}))
-        blob_after = self._blob_page(tenant, collection, state.blob_after, report, now)
-        self._update_state(tenant, collection, lambda s: s.model_copy(update={"blob_after": blob_after}))
+            cursors["drift_after"] = None if page.complete else page.last
+        cursors["blob_after"] = self._blob_page(tenant, collection, state.blob_after, report, now)
+        self._update_state(tenant, collection, lambda s: s.model_copy(update=cursors), read=state)
         self._log("reindex collection", tenant, collection, report)
         return report
 
@@ -449,12 +452,13 @@ class ReindexService:
                                 revision=state.revision)
         return state
 
-    def _update_state(self, tenant: str, collection: Collection,
-                      change: Callable[[ReindexState], ReindexState]) -> bool:
-        """Read, change and conditionally write the state; a concurrent writer makes it read and try again. False
-        when it kept losing (the change is dropped: every change is a cursor or a marker the next pass redoes)."""
-        for _ in range(STATE_WRITE_ATTEMPTS):
-            state = self._state(tenant, collection)
+    def _update_state(self, tenant: str, collection: Collection, change: Callable[[ReindexState], ReindexState],
+                      *, read: ReindexState | None = None) -> bool:
+        """Change and conditionally write the state (as `read` just now, else read it); a concurrent writer makes it
+        read again and retry. False when it kept losing (the change is dropped: every change is a cursor or a marker
+        the next pass redoes)."""
+        for attempt in range(STATE_WRITE_ATTEMPTS):
+            state = read if read is not None and attempt == 0 else self._state(tenant, collection)
             changed = change(state).model_copy(update={"revision": state.revision + 1})
             try:
                 self.ledger.put_state(tenant, changed)
