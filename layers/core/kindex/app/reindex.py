@@ -70,11 +70,11 @@ class ReindexLimits:
 
     sweep_page_documents: int = 1000  # documents one sweep page examines (and at most re-sends)
     sweep_page_chunks: int = 20_000  # chunks (by the records' counts) one sweep page reads; it ends early at this
-    drift_page_documents: int = 200  # documents the per-pass drift page examines
-    drift_page_chunks: int = 2_000  # chunks (by the records' counts) of the per-pass drift page, read only when the
-    # page is inconsistent
+    drift_page_documents: int = 200  # documents the per-pass drift page examines (one Query of their records)
+    drift_page_chunks: int = 10_000  # chunks (by the records' counts) of the per-pass drift page: the index ids it
+    # fetches, and the chunk items it reads when the page is inconsistent
     attention_documents: int = 1000  # documents needing attention examined per collection and pass
-    blob_page: int = 1000  # blob keys listed per collection and pass
+    blob_page: int = 100  # blob keys listed per collection and pass (one document read per blob)
     tenant_steps: int = 500  # collection prefixes one tenant task walks before chaining the next
     planner_batch: int = 500  # tasks the planner hands the queue at once
 
@@ -324,16 +324,13 @@ class ReindexService:
         holds exactly as many chunks in the range as the records count, the page is consistent and no chunk item is
         read. Otherwise, and always for a sweep (`deep=True`), the chunk store's ids of each document are compared
         with the index: that also finds a chunk text lost from the store while its vector remains."""
-        ids = self.documents.list_documents(tenant, collection.id, after=after, offset=0, limit=max_documents)
+        page = self.ledger.document_page(tenant, collection.id, after=after, limit=max_documents)
         documents: list[Document] = []
-        counted, last, complete = 0, after, len(ids) < max_documents
-        for position, document_id in enumerate(ids):
-            document = self.documents.get_document(tenant, collection.id, document_id)
-            last = document_id
-            if document is not None:
-                documents.append(document)
-                counted += document.chunk_count
-            if counted >= chunk_budget and position < len(ids) - 1:
+        counted, last, complete = 0, after, len(page) < max_documents
+        for position, document in enumerate(page):
+            documents.append(document)
+            counted, last = counted + document.chunk_count, document.id
+            if counted >= chunk_budget and position < len(page) - 1:
                 complete = False
                 break
         model = collection.embedding_model
@@ -485,16 +482,11 @@ class ReindexService:
         return total, done
 
     def _documents(self, tenant: str, collection_id: str):
+        """Every document record, a page (one Query) at a time."""
         after = None
-        while True:
-            ids = self.documents.list_documents(tenant, collection_id, after=after, offset=0, limit=500)
-            if not ids:
-                return
-            for document_id in ids:
-                document = self.documents.get_document(tenant, collection_id, document_id)
-                if document is not None:
-                    yield document
-            after = ids[-1]
+        while page := self.ledger.document_page(tenant, collection_id, after=after, limit=500):
+            yield from page
+            after = page[-1].id
 
     def _clear(self, tenant: str, collection: Collection, document: Document) -> Document:
         for model in {collection.embedding_model, collection.query_model}:

@@ -254,6 +254,18 @@ class DynamoDbMetadataStore(DynamoDbTable):
         self._call("put_item", build_state_put(self.table_name, tenant, state), on_condition_failed=(
             lambda _old: Conflict(f"reindex state of {state.collection!r} changed meanwhile")))
 
+    def document_page(self, tenant: str, collection_id: str, *, after: str | None, limit: int) -> list[Document]:
+        if limit <= 0:
+            return []
+        request = build_page_query(self.table_name, documents_pk(tenant, collection_id), after=after)
+        request["ProjectionExpression"] = "body"
+        documents: list[Document] = []
+        for page in self._query_pages(request, lambda: limit - len(documents)):
+            documents += [Document.model_validate_json(item["body"]["S"]) for item in page["Items"]]
+            if len(documents) >= limit:
+                break
+        return documents[:limit]
+
     def attention_documents(self, tenant: str, collection_id: str, *, after: str | None,
                             limit: int) -> list[str]:
         pk = documents_pk(tenant, collection_id)

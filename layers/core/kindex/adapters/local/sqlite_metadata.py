@@ -163,6 +163,11 @@ class SqliteMetadataStore:
             if written.rowcount == 0:
                 raise Conflict(f"reindex state of {state.collection!r} changed meanwhile")
 
+    def document_page(self, tenant: str, collection_id: str, *, after: str | None, limit: int) -> list[Document]:
+        sql, params = _page_query("SELECT body FROM documents WHERE tenant = ? AND collection = ?",
+                                  [tenant, collection_id], after=after, offset=0, limit=max(0, limit))
+        return [Document.model_validate_json(row[0]) for row in self.db.connection().execute(sql, params)]
+
     def attention_documents(self, tenant: str, collection_id: str, *, after: str | None,
                             limit: int) -> list[str]:
         sql, params = _page_query("SELECT id FROM documents INDEXED BY documents_attention WHERE tenant = ? AND"
