@@ -102,7 +102,8 @@ def sample_items(chunk_chars: int) -> dict[str, int]:
     """Bytes of each item kind a pass reads, built by the adapters' own builders with typical values."""
     tenant, collection, document_id = "tenant-0042", "handbook-2024", "policies-leave-and-absence-v3"
     key = ApiKey(key_id="k" * 22, tenant=tenant, role=Role.ADMIN, secret_sha256="0" * 64)
-    stored_collection = Collection(id=collection, title="Staff handbook", embedding_model="openai:text-embedding-3-small",
+    model = "openai:text-embedding-3-small"
+    stored_collection = Collection(id=collection, title="Staff handbook", embedding_model=model,
                                    query_groups=["staff", "hr"])
     source = write_blob_key(tenant, collection, document_id, "leave-policy.pdf", version=3)
     document = Document(id=document_id, collection=collection, title="Leave and absence policy", language="en",
@@ -141,13 +142,11 @@ def query_units(items: float, size: int, *, consistent: bool = True) -> float:
 def rows(workload: Workload, limits: ReindexLimits, sizes: dict[str, int]) -> list[Row]:
     """The reads of one pass in a steady state: planner, then one tenant task per tenant and one collection task
     per collection (documents spread evenly over collections, one blob per document)."""
-    t, c, k = workload.tenants, workload.collections, workload.chunks_per_document
+    t, c = workload.tenants, workload.collections
     per_collection = workload.documents / c
     attention = workload.attention_fraction * per_collection
-    listed = min(limits.drift_page_documents, per_collection)
-    # the drift page ends once its records' chunk counts reach the budget (after at least one document)
-    drift_documents = min(listed, max(1, math.ceil(limits.drift_page_chunks / k)))
-    blob_documents = min(limits.blob_page, per_collection)
+    drift_documents = min(limits.drift_page_documents, per_collection)  # one Query of their records
+    blob_documents = min(limits.blob_page, per_collection)  # one GetItem per blob's document
     pages_per_tenant = max(1, math.ceil(c / t / limits.planner_batch))
     return [
         Row("planner", "Query key listing", 1, t * workload.keys_per_tenant, sizes["key"], "strong Query",
@@ -164,10 +163,10 @@ def rows(workload: Workload, limits: ReindexLimits, sizes: dict[str, int]) -> li
             c * query_units(attention, sizes["attention"], consistent=False)),
         Row("collection task", "GetItem attention document", c * attention, 1, sizes["document"], "strong GetItem",
             c * attention * get_units(sizes["document"])),
-        Row("collection task", "Query document ids", c, listed, sizes["document"], "strong Query",
-            c * query_units(listed, sizes["document"])),
-        Row("collection task", "GetItem document", c * (drift_documents + blob_documents), 1, sizes["document"],
-            "strong GetItem", c * (drift_documents + blob_documents) * get_units(sizes["document"])),
+        Row("collection task", "Query document page", c, drift_documents, sizes["document"], "strong Query",
+            c * query_units(drift_documents, sizes["document"])),
+        Row("collection task", "GetItem blob's document", c * blob_documents, 1, sizes["document"],
+            "strong GetItem", c * blob_documents * get_units(sizes["document"])),
         Row("collection task", "Query chunks", 0, 0, sizes["chunk"], "strong Query", 0),
     ]
 
@@ -189,6 +188,7 @@ def render(workloads=WORKLOADS, limits: ReindexLimits | None = None) -> str:
         largest = workload.documents * workload.largest_collection_share
         drift_documents = min(limits.drift_page_documents, max(1, math.ceil(limits.drift_page_chunks /
                                                                            workload.chunks_per_document)))
+        blob_cycle = largest / limits.blob_page
         lines += [
             f"**{workload.name}**: {workload.documents:,} documents of {workload.chunks_per_document} chunks, "
             f"{workload.tenants:,} tenants ({workload.keys_per_tenant} keys each), {workload.collections:,} "
@@ -206,7 +206,8 @@ def render(workloads=WORKLOADS, limits: ReindexLimits | None = None) -> str:
             f"item (the old pass, every hour; now what a sweep after a configuration change reads once): "
             f"{full_read_units(workload, sizes) / 1e6:,.1f} M read units. A full drift cycle of the largest "
             f"collection ({largest:,.0f} documents, {drift_documents} a pass): "
-            f"{largest / drift_documents:,.0f} passes.",
+            f"{largest / drift_documents:,.0f} passes; of its blobs ({limits.blob_page} a pass): "
+            f"{blob_cycle:,.0f} passes.",
             "",
         ]
     lines.append(END)

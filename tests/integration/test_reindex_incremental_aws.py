@@ -230,3 +230,54 @@ def test_the_planner_reads_only_the_key_listing_and_collection_ids(stack):
     assert sorted(set(spy.partitions())) == ["KEYS", "T#t#COLLECTIONS"]
     [listing] = [p for _, p in spy.calls if p["ExpressionAttributeValues"][":pk"]["S"] == "T#t#COLLECTIONS"]
     assert listing["ProjectionExpression"] == "sk"
+
+
+def reads_model():
+    """scripts/reindex_reads.py, the read-unit model docs/scale.md quotes."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "scripts" / "reindex_reads.py"
+    spec = importlib.util.spec_from_file_location("reindex_reads", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault(spec.name, module)  # dataclasses look their module up by name
+    spec.loader.exec_module(sys.modules[spec.name])
+    return sys.modules[spec.name]
+
+
+def request_category(operation: str, params: dict) -> str:
+    """The model's name for a request the adapters sent."""
+    pk = (params.get("Key") or {}).get("pk", {}).get("S") or params["ExpressionAttributeValues"][":pk"]["S"]
+    if chunk_partitions([pk]):
+        return "Query chunks"
+    if params.get("IndexName") == "attention":
+        return "Query attention index"
+    if pk == "KEYS":
+        return "Query key listing"
+    if pk.endswith("#COLLECTIONS"):
+        return "Query collection ids" if operation == "Query" else "GetItem collection"
+    if pk.endswith("#REINDEX"):
+        return "GetItem reindex state"
+    return "Query document page" if operation == "Query" else "GetItem blob's document"
+
+
+def test_the_read_model_counts_the_requests_a_pass_really_sends(stack):
+    # Given a covered collection and the model of the same workload and limits
+    stack.reindex_pass()
+    model = reads_model()
+    workload = model.Workload("test", chunks=DOCUMENTS * 3, chunks_per_document=3, tenants=1, collections=1,
+                              keys_per_tenant=1, attention_fraction=0.0)
+    expected: dict[str, float] = {}
+    for row in model.rows(workload, stack.services.reindex.limits, model.sample_items(1800)):
+        expected[row.request] = expected.get(row.request, 0) + row.requests
+    # When a pass runs, watched at the DynamoDB API
+    spy = DynamoDbSpy(stack.services.metadata.client)
+    stack.reindex_pass()
+    sent: dict[str, int] = {}
+    for operation, params in spy.calls:
+        if operation in ("GetItem", "Query"):
+            category = request_category(operation, params)
+            sent[category] = sent.get(category, 0) + 1
+    # Then every read request the model counts is one the pass sent, and no other
+    assert sent == {name: count for name, count in expected.items() if count}

@@ -260,8 +260,12 @@ class DynamoDbMetadataStore(DynamoDbTable):
         request = build_page_query(self.table_name, documents_pk(tenant, collection_id), after=after)
         request["ProjectionExpression"] = "body"
         documents: list[Document] = []
-        for page in self._query_pages(request, lambda: limit - len(documents)):
-            documents += [Document.model_validate_json(item["body"]["S"]) for item in page["Items"]]
+
+        def needed() -> int:
+            return limit - len(documents)
+
+        for page in self._query_pages(request, needed):
+            documents.extend(Document.model_validate_json(item["body"]["S"]) for item in page["Items"])
             if len(documents) >= limit:
                 break
         return documents[:limit]
