@@ -181,3 +181,23 @@ def test_two_tenants_with_the_same_collection_id_get_their_own_state(setup):
     services.reindex.plan()
     worker.drain()
     assert services.metadata.get_state("t", "c").swept_config_version == 2
+
+
+def test_a_job_larger_than_a_page_chains_its_pages_and_reports_honest_progress(setup):
+    from kindex.app.reindex import ReindexLimits
+
+    services, worker = setup
+    services.reindex.limits = ReindexLimits(job_first_page_documents=2, sweep_page_documents=2)
+    services.catalog.put_collection("t", "c", CollectionInput(chunking_max_size=2000))
+    # When a job starts / Then its request did one page (2 documents), and progress counts every document
+    job = services.reindex.start("t", "c", clean=False)
+    assert (job.enqueued, job.total, job.status) == (2, 2, "running")
+    progress = services.reindex.get_job("t", job.id)
+    assert (progress.total, progress.done, progress.status) == (len(DOCS), 0, "running")
+    # When the worker drains the queue (the job's next pages, then the documents they re-sent)
+    worker.drain()
+    # Then every document was rebuilt, the job says so, and its enqueued count covers all pages
+    job = services.reindex.get_job("t", job.id)
+    assert (job.total, job.done, job.status) == (len(DOCS), len(DOCS), "completed")
+    assert job.enqueued == len(DOCS)
+    assert all(services.metadata.get_document("t", "c", d).indexed_config_version == 2 for d in DOCS)

@@ -70,6 +70,7 @@ class ReindexLimits:
 
     sweep_page_documents: int = 1000  # documents one sweep page examines (and at most re-sends)
     sweep_page_chunks: int = 20_000  # chunks (by the records' counts) one sweep page reads; it ends early at this
+    job_first_page_documents: int = 100  # the page POST .../reindex examines inside its request
     drift_page_documents: int = 200  # documents the per-pass drift page examines (one Query of their records)
     drift_page_chunks: int = 10_000  # chunks (by the records' counts) of the per-pass drift page: the index ids it
     # fetches, and the chunk items it reads when the page is inconsistent
@@ -160,12 +161,22 @@ class ReindexService:
             return self._sweep_page(task, collection)
         return self._collection_pass(task.tenant, collection)
 
+    def reindex_collection(self, tenant: str, collection: Collection, *, clean: bool) -> CollectionReport:
+        """One collection's pass now, in this process: what its collection task does (with `clean`, a clean sweep's
+        first page; further pages go through the reindex queue)."""
+        if clean:
+            return self._sweep_page(ReindexTask(kind="sweep", tenant=tenant, collection=collection.id, clean=True),
+                                    collection)
+        return self._collection_pass(tenant, collection)
+
     def start(self, tenant: str, collection_id: str, clean: bool) -> ReindexJob:
-        """A reindex job: the sweep's first page now, the rest chained through the reindex queue."""
+        """A reindex job: the sweep's first page now (a small one: this runs inside an API request), the rest
+        chained through the reindex queue."""
         collection = self._collection(tenant, collection_id)
         job_id = uuid.uuid4().hex
         report = self._sweep_page(ReindexTask(kind="sweep", tenant=tenant, collection=collection_id, clean=clean,
-                                              job=job_id), collection)
+                                              job=job_id), collection,
+                                  max_documents=self.limits.job_first_page_documents)
         finished = report.complete and report.done == report.total
         job = ReindexJob(id=job_id, tenant=tenant, collection=collection_id, clean=clean, total=report.total,
                          done=report.done, enqueued=report.enqueued, repaired=report.repaired,
@@ -249,11 +260,12 @@ class ReindexService:
         self._log("reindex collection", tenant, collection, report)
         return report
 
-    def _sweep_page(self, task: ReindexTask, collection: Collection) -> CollectionReport:
+    def _sweep_page(self, task: ReindexTask, collection: Collection, *,
+                    max_documents: int | None = None) -> CollectionReport:
         report = CollectionReport()
         now = utc_now()
         page = self._check_page(task.tenant, collection, after=task.after, clean=task.clean, report=report, now=now,
-                                max_documents=self.limits.sweep_page_documents,
+                                max_documents=max_documents or self.limits.sweep_page_documents,
                                 chunk_budget=self.limits.sweep_page_chunks, deep=True)
         self._send(page.to_send, report)
         report.complete = page.complete
