@@ -119,7 +119,7 @@ def cmd_reindex(args: argparse.Namespace) -> int:
     from kindex.compose import container
 
     services = container()
-    summary = services.reindex.plan()
+    summary = services.reindex.plan(full=args.full)
     print(f"reindex: {summary['tenants']} tenant(s), {summary['collections']} collection(s), {summary['tasks']} "
           "task(s) queued")
     lock = worker_lock(services.settings.data_dir)
@@ -165,6 +165,9 @@ def build_parser() -> argparse.ArgumentParser:
     ingest.add_argument("--quiet", action="store_true", help="no progress bar")
     ingest.set_defaults(func=cmd_ingest)
     reindex = with_data_dir(sub.add_parser("reindex", help="run the reindex pass once (the server runs it hourly)"))
+    reindex.add_argument("--full", action="store_true",
+                         help="sweep every document of every collection now (after moving a data directory to a "
+                              "cluster), instead of one bounded drift page per collection")
     reindex.set_defaults(func=cmd_reindex)
     redrive = with_data_dir(sub.add_parser("redrive", help="retry the dead-lettered ingest messages"))
     redrive.set_defaults(func=cmd_redrive)

@@ -201,3 +201,21 @@ def test_a_job_larger_than_a_page_chains_its_pages_and_reports_honest_progress(s
     assert (job.total, job.done, job.status) == (len(DOCS), len(DOCS), "completed")
     assert job.enqueued == len(DOCS)
     assert all(services.metadata.get_document("t", "c", d).indexed_config_version == 2 for d in DOCS)
+
+
+def test_a_full_plan_sweeps_covered_collections_and_finds_what_drift_pages_cannot(setup):
+    services, worker = setup
+    services.reindex.plan()
+    worker.drain()  # the collection is covered now
+    # Given a chunk text lost from the chunk store while its vector remains (the counts still match)
+    victim = services.chunks.list_chunks("t", "c", "d2")[0]
+    services.chunks.delete_chunks("t", "c", document_id="d2", chunk_ids=[victim.chunk_id])
+    # When a scheduled pass runs / Then its drift page (counts only) does not see it
+    services.reindex.plan()
+    worker.drain()
+    assert victim not in services.chunks.list_chunks("t", "c", "d2")
+    # When `kindex reindex --full` plans / Then the sweep compares the chunk store and rebuilds d2
+    assert services.reindex.plan(full=True) == {"tenants": 1, "collections": 1, "tasks": 2}
+    worker.drain()
+    assert victim in services.chunks.list_chunks("t", "c", "d2")
+    assert victim.chunk_id in services.search_index.chunk_ids("hash:384", "t", "c")

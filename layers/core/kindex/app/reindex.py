@@ -128,9 +128,10 @@ class ReindexService:
         self.limits = limits or ReindexLimits()
 
     # Entry points
-    def plan(self) -> dict[str, int]:
+    def plan(self, *, full: bool = False) -> dict[str, int]:
         """The scheduled run: one task per tenant and per collection on the reindex queue. Reads the key listing
-        and each tenant's collection ids (keys only); no collection, document or chunk item."""
+        and each tenant's collection ids (keys only); no collection, document or chunk item. `full` sends each
+        collection's first sweep page instead (`kindex reindex --full`): every document is checked, page by page."""
         summary = {"tenants": 0, "collections": 0, "tasks": 0}
         pending: list[ReindexTask] = []
         for tenant in sorted({key.tenant for key in self.key_store.list_keys()}):
@@ -142,7 +143,8 @@ class ReindexService:
                                                         limit=self.limits.planner_batch)
                 more, after = len(ids) == self.limits.planner_batch, ids[-1] if ids else after
                 summary["collections"] += len(ids)
-                pending += [ReindexTask(kind="collection", tenant=tenant, collection=c) for c in ids]
+                pending += [ReindexTask(kind="sweep" if full else "collection", tenant=tenant, collection=c)
+                            for c in ids]
                 if len(pending) >= self.limits.planner_batch:
                     summary["tasks"] += self._send_tasks(pending)
                     pending = []
