@@ -8,7 +8,7 @@ import json
 from datetime import datetime
 from typing import TYPE_CHECKING, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from kindex.domain.models import DocumentStatus, ResourceId
 
@@ -16,8 +16,8 @@ if TYPE_CHECKING:
     from kindex.domain.models import Collection, Document
 
 # One task is a small JSON object of at most three ids (tenant, collection, a document id or blob key): an id is at
-# most 255 characters, 12 bytes each once JSON-escaped (a surrogate pair), so a task stays under 16 KiB, far below
-# SQS's 256 KiB; decoding refuses anything larger before parsing it.
+# most 255 characters, 12 bytes each once JSON-escaped (a surrogate pair), and `after` at most 2,048 bytes, so a task
+# stays under 16 KiB, far below SQS's 256 KiB; decoding refuses anything larger before parsing it.
 MAX_TASK_BYTES = 16 * 1024
 TASK_MARKER = "kindex_reindex"
 
@@ -72,12 +72,21 @@ class ReindexTask(BaseModel):
     kind: Literal["tenant", "collection", "sweep"]
     tenant: ResourceId
     collection: ResourceId | None = None
-    after: str | None = Field(default=None, max_length=1024)
+    after: str | None = None
     clean: bool = False
     job: str | None = Field(default=None, max_length=64)
     total: int = Field(default=0, ge=0)
     done: int = Field(default=0, ge=0)
     enqueued: int = Field(default=0, ge=0)
+
+    @model_validator(mode="after")
+    def _collection_when_needed(self) -> ReindexTask:
+        if (self.collection is None) != (self.kind == "tenant"):
+            raise ValueError("a collection or sweep task names a collection; a tenant task does not")
+        if self.after is not None and len(self.after.encode("utf-8", errors="replace")) > 2048:
+            raise ValueError("after is a document id or a blob key (S3 keys are at most 1,024 bytes): at most "
+                             "2,048 bytes")
+        return self
 
     def encode(self) -> str:
         body = json.dumps({TASK_MARKER: self.model_dump(mode="json", exclude_defaults=True)
