@@ -140,9 +140,12 @@ def test_a_configuration_change_is_swept_in_chained_bounded_pages(stack):
                                   for i in range(DOCUMENTS))
     assert all(services.metadata.get_document("t", "c", f"d{i:02d}").indexed_config_version == 2
                for i in range(DOCUMENTS))
-    # And the next pass sweeps again to confirm, finds every document done and marks the configuration covered
+    # And the next pass sweeps again to confirm, shallow (no chunk item read: every page's counts agree), finds
+    # every document done and marks the configuration covered
+    spy = DynamoDbSpy(services.metadata.client)
     stack.reindex_pass()
     assert stack.receive(10) == []
+    assert chunk_partitions(spy.partitions()) == []
     state = services.metadata.get_state("t", "c")
     assert (state.swept_config_version, state.sweeping_since) == (2, None)
 

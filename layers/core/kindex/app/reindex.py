@@ -247,8 +247,8 @@ class ReindexService:
             if state.sweeping_since is None or now - state.sweeping_since > SWEEP_LEASE:
                 if self._update_state(tenant, collection, lambda s: s.model_copy(update={"sweeping_since": now}),
                                       read=state):
-                    report = self._sweep_page(ReindexTask(kind="sweep", tenant=tenant, collection=collection.id),
-                                              collection)
+                    report = self._sweep_page(ReindexTask(kind="sweep", tenant=tenant, collection=collection.id,
+                                                          deep=not state.resent(collection)), collection)
                     state = self._state(tenant, collection)
         else:
             to_send = self._attention(tenant, collection, report, now)
@@ -268,7 +268,7 @@ class ReindexService:
         now = utc_now()
         page = self._check_page(task.tenant, collection, after=task.after, clean=task.clean, report=report, now=now,
                                 max_documents=max_documents or self.limits.sweep_page_documents,
-                                chunk_budget=self.limits.sweep_page_chunks, deep=True)
+                                chunk_budget=self.limits.sweep_page_chunks, deep=task.deep)
         self._send(page.to_send, report)
         report.complete = page.complete
         total, done, enqueued = task.total + report.total, task.done + report.done, task.enqueued + report.enqueued
@@ -291,10 +291,11 @@ class ReindexService:
             report.switched = True
             collection = self.collections.get_collection(tenant, collection.id) or collection
         covered = all_done and not collection.switching
+        configuration = {"config_version": collection.config_version, "model": collection.embedding_model}
         self._update_state(tenant, collection, lambda s: s.model_copy(update={
             "sweeping_since": None,
-            **({"swept_config_version": collection.config_version, "swept_model": collection.embedding_model,
-                "drift_after": None} if covered else {})}))
+            **({f"swept_{k}": v for k, v in configuration.items()} | {"drift_after": None} if covered
+               else {f"resent_{k}": v for k, v in configuration.items()})}))
 
     def _tenant_step(self, task: ReindexTask) -> CollectionReport:
         """Deletes blobs of collections that no longer exist: one listed key per collection prefix, walking from

@@ -35,10 +35,11 @@ class ReindexState(BaseModel):
     """What the reindex knows about one collection between passes (one small record beside the collection).
 
     `swept_*`: the configuration under which a complete sweep last found every document current; while they match
-    the collection, a pass does not sweep it. `drift_after`: where the next bounded drift page starts (None: at the
-    beginning). `blob_after`: the same for the collection's blobs. `sweeping_since`: a chain of sweep pages is in
-    flight (another is not started while it is recent). `revision` makes writes conditional: two workers never
-    overwrite each other's cursor silently."""
+    the collection, a pass does not sweep it. `resent_*`: the configuration under which a complete sweep re-sent
+    work; the sweeps that then confirm it are shallow (chunk items are read only on pages still out of step).
+    `drift_after`: where the next bounded drift page starts (None: at the beginning). `blob_after`: the same for the
+    collection's blobs. `sweeping_since`: a chain of sweep pages is in flight (another is not started while it is
+    recent). `revision` makes writes conditional: two workers never overwrite each other's cursor silently."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -46,6 +47,8 @@ class ReindexState(BaseModel):
     collection_created_at: datetime | None = None
     swept_config_version: int = 0
     swept_model: str | None = None
+    resent_config_version: int = 0
+    resent_model: str | None = None
     drift_after: str | None = None
     blob_after: str | None = None
     sweeping_since: datetime | None = None
@@ -57,6 +60,12 @@ class ReindexState(BaseModel):
                 and self.swept_config_version == collection.config_version
                 and self.swept_model == collection.embedding_model)
 
+    def resent(self, collection: Collection) -> bool:
+        """Whether a complete sweep under the collection's current configuration already re-sent its work."""
+        return (self.collection_created_at == collection.created_at
+                and self.resent_config_version == collection.config_version
+                and self.resent_model == collection.embedding_model)
+
 
 class ReindexTask(BaseModel):
     """One message of reindex work, bounded in size and in the work it asks for.
@@ -65,7 +74,7 @@ class ReindexTask(BaseModel):
     blob key). kind `collection`: one collection's pass (documents needing attention, one bounded drift page, one
     blob page; a sweep when its configuration changed). kind `sweep`: one page of a sweep, documents strictly after
     `after`; `total`/`done`/`enqueued` carry the counts of the sweep's earlier pages; `job` is the reindex job it
-    reports to (POST .../reindex), `clean` rebuilds from scratch."""
+    reports to (POST .../reindex), `clean` rebuilds from scratch, `deep` reads every page's chunk items."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -74,6 +83,7 @@ class ReindexTask(BaseModel):
     collection: ResourceId | None = None
     after: str | None = None
     clean: bool = False
+    deep: bool = True  # a sweep page compares the chunk store too (False: only pages whose counts disagree)
     job: str | None = Field(default=None, max_length=64)
     total: int = Field(default=0, ge=0)
     done: int = Field(default=0, ge=0)
