@@ -40,9 +40,11 @@ def acknowledge_findings(stack: KindexStack) -> None:
             "tenant data; clients fetch them before they have a key.")
     _on(stack.secrets.openai_key, "AwsSolutions-SMG4", "A third-party (OpenAI) key: it is rotated in OpenAI's "
         "console and then stored with put-secret-value; Secrets Manager cannot rotate it by itself.")
-    _on(stack.reindex_schedule.dead_letter_queue, "AwsSolutions-SQS3", "This queue is the scheduler target's "
+    _on(stack.reindex.schedule_dead_letter_queue, "AwsSolutions-SQS3", "This queue is the scheduler target's "
         "dead-letter queue (EventBridge Scheduler DeadLetterConfig), which cdk-nag does not recognise as one.")
-    _on(stack.reindex_schedule.role, "AwsSolutions-IAM5", "The scheduler's invoke role is CDK's: it covers the reindex "
+    _on(stack.reindex.plan_failures, "AwsSolutions-SQS3", "This queue is the reindex planner's on-failure "
+        "destination (Lambda EventInvokeConfig), a dead-letter queue that cdk-nag does not recognise as one.")
+    _on(stack.reindex.role, "AwsSolutions-IAM5", "The scheduler's invoke role is CDK's: it covers the reindex "
         "function and its versions (`<arn>:*`), nothing else.",
         applies_to=[_regex(r"Resource::<ReindexFunction[A-Za-z0-9]+\.Arn>:\*")])
 
@@ -50,13 +52,17 @@ def acknowledge_findings(stack: KindexStack) -> None:
         _on(fn.function, "AwsSolutions-L1", RUNTIME)
         wildcards = [_regex(r"Resource::\*")]
         reasons = [XRAY]
-        if name != "authorizer":
+        if name not in ("authorizer", "reindex"):
             wildcards.append(_regex(r"Resource::arn:(?:<AWS::Partition>|aws[a-z-]*):es:.*:domain/[^/]+/"
                                     r"(?:_alias/)?kindex-\*(?:/_[a-z_]+)?"))
             reasons.append("OpenSearch paths are granted per method on the `kindex-*` indexes only (query: _search, "
                            "_msearch and the alias lookup); the index names carry the model and dimension, known "
                            "at run time.")
-        if name in ("api", "ingest", "reindex"):
+        if name not in ("authorizer", "reindex"):
+            wildcards.append(_regex(r"Resource::<StorageMetadata[A-Za-z0-9]+\.Arn>/index/\*"))
+            reasons.append("CDK's table grants cover the table's indexes (`index/*`): there is one, the sparse "
+                           "keys-only `attention` index the reindex worker queries.")
+        if name in ("api", "ingest", "reindexworker"):
             wildcards.append(_regex(r"Resource::<StorageDocuments[A-Za-z0-9]+\.Arn>/tenants/\*"))
             reasons.append("Object actions are limited to the `tenants/` prefix, where every document blob lives.")
         if name in ("api", "query"):

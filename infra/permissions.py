@@ -42,16 +42,19 @@ S3_DELETE = ["s3:DeleteObject", "s3:DeleteObjectVersion"]
 
 
 def grant_least_privilege(functions: dict[str, KindexFunction], *, storage: Storage, search: Search,
-                          secrets: Secrets, ingest_queue: sqs.IQueue) -> None:
-    """api: documents CRUD, uploads, and POST .../reindex (which runs one collection's pass inline, so it enqueues
-    too); query: read-only except its query log, no S3 at all; ingest: turn blobs into vectors and remove deleted
-    ones; authorizer: read a key item; reindex: read everything, enqueue work, delete blobs of deleted collections."""
+                          secrets: Secrets, ingest_queue: sqs.IQueue, reindex_queue: sqs.IQueue) -> None:
+    """api: documents CRUD, uploads, and POST .../reindex (which runs a job's first page inline, so it enqueues
+    documents and the job's next page too); query: read-only except its query log, no S3 at all; ingest: turn blobs
+    into vectors and remove deleted ones; authorizer: read a key item; reindex (the planner): query key and
+    collection listings and send tasks, nothing else; reindexworker: read and repair documents, vectors and blobs,
+    enqueue documents and next pages (it consumes its queue through the event source)."""
     table = storage.table
     api, query, ingest = functions["api"], functions["query"], functions["ingest"]
-    authorizer, reindex = functions["authorizer"], functions["reindex"]
+    authorizer, planner, worker = functions["authorizer"], functions["reindex"], functions["reindexworker"]
 
     table.grant_read_write_data(api.role)
     ingest_queue.grant_send_messages(api.role)
+    reindex_queue.grant_send_messages(api.role)
     api.add_to_role(
         _s3_objects(storage, S3_READ_OBJECTS + ["s3:PutObject"] + S3_DELETE),
         _s3_list(storage),
@@ -77,15 +80,20 @@ def grant_least_privilege(functions: dict[str, KindexFunction], *, storage: Stor
         _secrets(secrets.openai_key.secret_arn, ["secretsmanager:GetSecretValue"]),
     )
 
-    table.grant(authorizer.role, "dynamodb:GetItem")
+    # Spelled out: CDK's table grants also cover the table's indexes (`index/*`), which a key lookup never reads.
+    authorizer.add_to_role(iam.PolicyStatement(actions=["dynamodb:GetItem"], resources=[table.table_arn]))
 
-    table.grant_read_write_data(reindex.role)
-    ingest_queue.grant_send_messages(reindex.role)
-    reindex.add_to_role(
+    # The planner: Query (the key listing, each tenant's collection ids) and SendMessage(Batch) to its queue.
+    planner.add_to_role(iam.PolicyStatement(actions=["dynamodb:Query"], resources=[table.table_arn]),
+                        iam.PolicyStatement(actions=["sqs:SendMessage"], resources=[reindex_queue.queue_arn]))
+
+    table.grant_read_write_data(worker.role)
+    ingest_queue.grant_send_messages(worker.role)
+    worker.add_to_role(
+        iam.PolicyStatement(actions=["sqs:SendMessage"], resources=[reindex_queue.queue_arn]),  # a sweep's next page
         _s3_objects(storage, S3_READ_OBJECTS + S3_DELETE),
         _s3_list(storage),
         *_es(search, ES_WRITE_PATHS),
-        _secrets(secrets.openai_key.secret_arn, ["secretsmanager:GetSecretValue"]),
     )
 
 

@@ -13,12 +13,13 @@ from infra.ingest import IngestPipeline
 from infra.monitoring import Monitoring
 from infra.nag import acknowledge_findings
 from infra.permissions import grant_least_privilege
-from infra.reindex import ReindexSchedule
+from infra.reindex import ReindexWork
 from infra.search import Search
 from infra.secrets import Secrets
 from infra.storage import Storage
 
 INGEST_TIMEOUT = Duration.minutes(5)
+REINDEX_WORKER_TIMEOUT = Duration.minutes(15)
 # name -> (handler, timeout, memory MB, description). API Gateway gives up on an integration after 29 s: the
 # request functions stop before it (their dependencies' calls end within KINDEX_REQUEST_BUDGET_S, default 25 s, and
 # answer 503; the Lambda timeout of 28 s is the backstop), so a caller never sees API Gateway's own 504.
@@ -28,17 +29,24 @@ FUNCTIONS = {
     "query": ("query.handler", REQUEST_FUNCTION_TIMEOUT, 1024, "permission-aware retrieval"),
     "ingest": ("ingest.handler", INGEST_TIMEOUT, 2048, "extract, chunk, embed and index uploaded documents"),
     "authorizer": ("authorizer.handler", Duration.seconds(10), 512, "resolve API keys to tenant and role"),
-    "reindex": ("reindex.handler", Duration.minutes(15), 1024, "find stale or drifted documents, enqueue work"),
+    "reindex": ("reindex.handler", Duration.minutes(5), 512, "plan the reindex: one task per tenant and collection"),
+    "reindexworker": ("reindex_worker.handler", REINDEX_WORKER_TIMEOUT, 1024,
+                      "one reindex task: a sweep page, a collection's changes and drift page, a tenant's blobs"),
 }
 # Only the functions that embed text get the OpenAI key's name; only the HTTP ones get the body limit.
-EMBEDS = {"query", "ingest", "reindex"}
+EMBEDS = {"query", "ingest"}
 SERVES_HTTP = {"api", "query"}
-# The reindex pass (scheduled, or one collection's from POST .../reindex in the api function) enqueues documents.
-ENQUEUES = {"api", "reindex"}
+# Reindex work (the worker's, and the first page of a job that POST .../reindex runs in the api function) re-sends
+# documents to the ingest queue; the planner, the worker (next pages) and the api (a job's next pages) send tasks.
+ENQUEUES = {"api", "reindexworker"}
+SENDS_REINDEX_TASKS = {"api", "reindex", "reindexworker"}
+# The functions that call OpenSearch (the planner and the authorizer never do).
+SEARCHES = {"api", "query", "ingest", "reindexworker"}
 
 
 class KindexStack(Stack):
-    """Storage, secrets, search, the ingest pipeline, five functions, the API, the reindex schedule, monitoring."""
+    """Storage, secrets, search, the ingest pipeline, six functions, the API, the reindex planner and worker,
+    monitoring."""
 
     def __init__(self, scope: Construct, construct_id: str, *, config: StackConfig, **kwargs) -> None:
         super().__init__(scope, construct_id, **kwargs)
@@ -48,6 +56,7 @@ class KindexStack(Stack):
         self.search = Search(self, "Search", config=config)
         self.ingest_pipeline = IngestPipeline(self, "Ingest", bucket=self.storage.bucket,
                                               function_timeout=INGEST_TIMEOUT)
+        self.reindex = ReindexWork(self, "Reindex", worker_timeout=REINDEX_WORKER_TIMEOUT)
         layers = SharedLayers(self, "Layers", build_dir=config.layer_build_dir)
 
         common = {
@@ -67,14 +76,16 @@ class KindexStack(Stack):
                 environment["KINDEX_MAX_BODY_BYTES"] = str(config.max_body_bytes)
             if name in ENQUEUES:
                 environment["KINDEX_INGEST_QUEUE_URL"] = self.ingest_pipeline.queue.queue_url
+            if name in SENDS_REINDEX_TASKS:
+                environment["KINDEX_REINDEX_QUEUE_URL"] = self.reindex.queue.queue_url
             self.functions[name] = KindexFunction(
                 self, f"{name.title()}Function", handler=handler, service=f"kindex-{name}", layers=layers,
                 environment=environment, timeout=timeout, memory_mb=memory_mb,
                 description=f"kindex {name}: {description}")
 
         grant_least_privilege(self.functions, storage=self.storage, search=self.search, secrets=self.secrets,
-                              ingest_queue=self.ingest_pipeline.queue)
-        self.search.allow([fn.role for fn in self.functions.values() if fn is not self.functions["authorizer"]])
+                              ingest_queue=self.ingest_pipeline.queue, reindex_queue=self.reindex.queue)
+        self.search.allow([self.functions[name].role for name in sorted(SEARCHES)])
         self.ingest_pipeline.attach(self.functions["ingest"].function)
 
         self.api = Api(self, "Api", config=config,
@@ -83,13 +94,16 @@ class KindexStack(Stack):
         # The authorizer returns each tenant's usage identifier in this scope; `kindex keys` creates the same keys.
         self.functions["authorizer"].function.add_environment("KINDEX_GATEWAY_KEY_SCOPE", config.secrets_prefix)
         self.key_provisioning = self.api.provisioning_policy(self.storage.table)
-        self.reindex_schedule = ReindexSchedule(self, "Reindex", function=self.functions["reindex"].function,
-                                                expression=config.reindex_schedule)
+        self.reindex.attach(planner=self.functions["reindex"].function,
+                            worker=self.functions["reindexworker"].function, expression=config.reindex_schedule)
 
         self.monitoring = Monitoring(self, "Monitoring", alarm_email=config.alarm_email)
         self.monitoring.dead_letters("IngestDeadLetters", self.ingest_pipeline.dead_letter_queue, "a document")
-        self.monitoring.dead_letters("ReindexDeadLetters", self.reindex_schedule.dead_letter_queue,
+        self.monitoring.dead_letters("ReindexDeadLetters", self.reindex.schedule_dead_letter_queue,
                                      "a scheduled reindex")
+        self.monitoring.dead_letters("ReindexTaskDeadLetters", self.reindex.dead_letter_queue, "a reindex task")
+        self.monitoring.dead_letters("ReindexPlanFailures", self.reindex.plan_failures,
+                                     "a reindex plan that failed or waited too long")
         for name, fn in self.functions.items():
             self.monitoring.function_errors(f"{name.title()}Errors", fn.function, name)
         self._observe()
@@ -127,5 +141,5 @@ class KindexStack(Stack):
                   description="attach to whoever runs `kindex keys` against this stack")
         if self.search.domain is None:
             # An existing domain's access policy must admit these roles (its owner adds them).
-            search_roles = [fn.role.role_arn for name, fn in self.functions.items() if name != "authorizer"]
+            search_roles = [self.functions[name].role.role_arn for name in sorted(SEARCHES)]
             CfnOutput(self, "SearchRoleArns", value=Fn.join(",", search_roles))

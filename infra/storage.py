@@ -10,6 +10,7 @@ from constructs import Construct
 # Everything the functions write lives under this prefix (see kindex.domain.keys.BLOB_ROOT).
 BLOB_PREFIX = "tenants/"
 TTL_ATTRIBUTE = "expires_at"
+ATTENTION_INDEX = "attention"
 
 
 class Storage(Construct):
@@ -31,6 +32,14 @@ class Storage(Construct):
             time_to_live_attribute=TTL_ATTRIBUTE,
             encryption=dynamodb.TableEncryption.AWS_MANAGED,
             removal_policy=RemovalPolicy.RETAIN,
+        )
+        # Sparse and keys-only: only documents that need the reindex's attention carry `attention` (see
+        # kindex/adapters/aws/dynamodb_metadata.py), so a pass over a settled collection reads nothing from it.
+        self.table.add_global_secondary_index(
+            index_name=ATTENTION_INDEX,
+            partition_key=dynamodb.Attribute(name="attention", type=dynamodb.AttributeType.STRING),
+            sort_key=dynamodb.Attribute(name="sk", type=dynamodb.AttributeType.STRING),
+            projection_type=dynamodb.ProjectionType.KEYS_ONLY,
         )
         self.access_logs = s3.Bucket(
             self, "AccessLogs",

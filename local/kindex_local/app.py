@@ -109,12 +109,13 @@ def build_gateway(settings: Settings) -> Gateway:
 
 
 def build_worker():
-    from functions import ingest
+    from functions import ingest, reindex_worker
     from kindex.compose import container
-    from kindex_local.worker import Worker
+    from kindex_local.worker import Worker, by_message_kind
 
     services = container()
-    return Worker(services.queue, ingest.handler, threads=services.settings.ingest_workers)
+    return Worker(services.queue, by_message_kind(ingest.handler, reindex_worker.handler),
+                  threads=services.settings.ingest_workers)
 
 
 def write_admin_key(data_dir: Path, token: str) -> Path:

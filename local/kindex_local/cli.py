@@ -175,14 +175,16 @@ def cmd_reindex(args: argparse.Namespace) -> int:
     from kindex.compose import container
 
     services = container()
-    summary = services.reindex.run_scheduled()
-    print(f"reindex: {summary['collections']} collection(s), {summary['enqueued']} document(s) enqueued, "
-          f"{summary['switched']} model switch(es), {summary['orphan_blobs_deleted']} orphan blob(s) deleted")
+    summary = services.reindex.plan(full=args.full)
+    print(f"reindex: {summary['tenants']} tenant(s), {summary['collections']} collection(s), {summary['tasks']} "
+          "task(s) queued")
     lock = worker_lock(services.settings.data_dir)
-    if lock is not None and summary["enqueued"]:
-        build_worker().drain(timeout=3600)
-        switched = services.reindex.finish_switches()
-        print(f"processed the queue; {switched} model switch(es) completed")
+    if lock is None:
+        print("the running server's worker does the tasks")
+        return 0
+    build_worker().drain(timeout=3600)
+    switched = services.reindex.finish_switches()
+    print(f"processed the queue; {switched} model switch(es) completed")
     return 0
 
 
@@ -228,6 +230,9 @@ def build_parser() -> argparse.ArgumentParser:
     ingest.set_defaults(func=cmd_ingest)
     reindex = with_data_dir(sub.add_parser("reindex", help="run the reindex pass once (the server runs it hourly); "
                                            "with a deployment, start a reindex job of one collection"))
+    reindex.add_argument("--full", action="store_true",
+                         help="sweep every document of every collection now (after moving a data directory to a "
+                              "cluster), instead of one bounded drift page per collection")
     remote_cli.add_reindex_options(reindex)
     reindex.set_defaults(func=cmd_reindex)
     redrive = with_data_dir(sub.add_parser("redrive", help="retry the dead-lettered ingest messages"))

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kindex.domain.ports import MessageQueue
+from kindex.domain.reindex import is_task_body
 
 logger = logging.getLogger(__name__)
 
@@ -27,6 +28,24 @@ def sqs_event(messages) -> dict[str, Any]:
         "eventSourceARN": "arn:aws:sqs:local:000000000000:kindex-ingest", "awsRegion": "local",
         "attributes": {"ApproximateReceiveCount": str(m.receive_count)}, "messageAttributes": {},
     } for m in messages]}
+
+
+def by_message_kind(ingest: Callable[[dict, Any], dict], reindex: Callable[[dict, Any], dict]
+                    ) -> Callable[[dict, Any], dict]:
+    """One handler for the local queue, which carries both S3 notifications and reindex tasks: each record goes to
+    the function its body is for (as on AWS, where they arrive on two queues), and the failures are merged."""
+
+    def handle(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        records = event.get("Records", [])
+        tasks = [r for r in records if is_task_body(r.get("body", ""))]
+        notifications = [r for r in records if not is_task_body(r.get("body", ""))]
+        failures: list[dict[str, str]] = []
+        for handler, part in ((reindex, tasks), (ingest, notifications)):
+            if part:
+                failures += handler({**event, "Records": part}, context).get("batchItemFailures", [])
+        return {"batchItemFailures": failures}
+
+    return handle
 
 
 class BackgroundLoop:
@@ -121,8 +140,9 @@ class Worker(BackgroundLoop):
 
 
 class Scheduler(BackgroundLoop):
-    """Local mode's EventBridge schedule: the reindex pass every `interval` seconds, and a cheap check every few
-    seconds that switches collections whose new embedding model is complete."""
+    """Local mode's EventBridge schedule: the reindex planner every `interval` seconds (its tasks go to the queue the
+    worker serves), and a cheap check every few seconds that switches collections whose new embedding model is
+    complete."""
 
     name = "kindex-scheduler"
 
@@ -137,7 +157,7 @@ class Scheduler(BackgroundLoop):
         while not self._stop.wait(self.switch_check):
             try:
                 if time.monotonic() >= next_pass:
-                    self.reindex.run_scheduled()
+                    self.reindex.plan()
                     next_pass = time.monotonic() + self.interval
                 self.reindex.finish_switches()
             except Exception:

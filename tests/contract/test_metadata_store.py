@@ -16,6 +16,7 @@ from kindex.adapters.local.sqlite_metadata import SqliteMetadataStore
 from kindex.domain.errors import DependencyFailed
 from kindex.domain.models import Document
 from tests.contract.mixins.metadata_store import MetadataStoreContract, make_collection, make_document
+from tests.contract.mixins.reindex_ledger import ReindexLedgerContract
 from tests.support.aws import TABLE, fake_aws_env, moto_client
 
 pytestmark = pytest.mark.contract
@@ -23,13 +24,13 @@ pytestmark = pytest.mark.contract
 SMALL_PAGE = 7
 
 
-class TestSqliteMetadataStore(MetadataStoreContract):
+class TestSqliteMetadataStore(MetadataStoreContract, ReindexLedgerContract):
     @pytest.fixture
     def store(self, tmp_path) -> SqliteMetadataStore:
         return SqliteMetadataStore(SqliteDatabase(tmp_path / "x.sqlite3"))
 
 
-class TestDynamoDbMetadataStore(MetadataStoreContract):
+class TestDynamoDbMetadataStore(MetadataStoreContract, ReindexLedgerContract):
     """Beyond the contract: paging really happens, error translation, retries, layout."""
 
     @pytest.fixture

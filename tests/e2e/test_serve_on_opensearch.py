@@ -312,11 +312,12 @@ def test_a_data_directory_moves_from_the_embedded_index_to_the_cluster_with_one_
         admin = server.session(server.admin_key)
         url = server.url("/v1/collections/c/query")
         assert admin.post(url, json={"query": "ravens"}).json()["results"] == []
-        # When `kindex reindex` runs once / Then the reindex pass finds the missing vectors and the server's worker
-        # writes them to the cluster
-        result = subprocess.run([sys.executable, "-m", "kindex_local.cli", "reindex", "--data-dir", str(tmp_path)],
-                                capture_output=True, text=True, timeout=120, env=cli_env(env))
-        assert "1 document(s) enqueued" in result.stdout, result.stdout + result.stderr
+        # When `kindex reindex --full` runs once / Then it queues a sweep of the collection (and the tenant's blob
+        # check); the running server's worker finds the missing vectors and writes them to the cluster
+        result = subprocess.run([sys.executable, "-m", "kindex_local.cli", "reindex", "--full", "--data-dir",
+                                 str(tmp_path)], capture_output=True, text=True, timeout=120, env=cli_env(env))
+        assert "1 collection(s), 2 task(s) queued" in result.stdout, result.stdout + result.stderr
+        assert "the running server's worker does the tasks" in result.stdout
         deadline = time.monotonic() + 60
         while not (answer := admin.post(url, json={"query": "ravens"}).json()).get("results"):
             # While the worker creates the cluster index, a search can meet its shard before it has started (the

@@ -20,7 +20,8 @@ pytestmark = pytest.mark.infra
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 HANDLERS = {"api": "api.handler", "query": "query.handler", "ingest": "ingest.handler",
-            "authorizer": "authorizer.handler", "reindex": "reindex.handler"}
+            "authorizer": "authorizer.handler", "reindex": "reindex.handler",
+            "reindexworker": "reindex_worker.handler"}
 OBSERVABILITY_ACTIONS = {"logs:CreateLogStream", "logs:PutLogEvents", "xray:PutTraceSegments",
                          "xray:PutTelemetryRecords"}
 
@@ -94,6 +95,19 @@ def resources_for(resources: dict, name: str, action: str) -> list:
     return [r for s in statements(resources, name) if action in as_list(s["Action"]) for r in as_list(s["Resource"])]
 
 
+def ingest_queue_id(resources: dict) -> str:
+    """The ingest queue: the queue with a redrive policy that S3 notifies (the reindex work queue has one too)."""
+    [lid] = [lid for lid, r in of_type(resources, "AWS::SQS::Queue").items()
+             if "RedrivePolicy" in r["Properties"] and lid.startswith("IngestQueue")]
+    return lid
+
+
+def reindex_queue_id(resources: dict) -> str:
+    [lid] = [lid for lid, r in of_type(resources, "AWS::SQS::Queue").items()
+             if "RedrivePolicy" in r["Properties"] and lid.startswith("ReindexQueue")]
+    return lid
+
+
 def text(value) -> str:
     return json.dumps(value)
 
@@ -119,9 +133,10 @@ def test_every_function_runs_python312_arm64_traced_with_both_layers_and_aws_set
 def test_only_embedding_functions_know_the_openai_secret_and_reindex_knows_the_queue(resources):
     # Given each function's environment
     env = {name: resources[function_id(resources, name)]["Properties"]["Environment"]["Variables"] for name in HANDLERS}
-    # Then the OpenAI secret name goes exactly to the functions that embed text
-    assert {n for n, e in env.items() if "KINDEX_OPENAI_SECRET_NAME" in e} == {"query", "ingest", "reindex"}
-    assert {n for n, e in env.items() if "KINDEX_INGEST_QUEUE_URL" in e} == {"api", "reindex"}
+    # Then the OpenAI secret name goes exactly to the functions that embed text (the reindex only re-sends documents)
+    assert {n for n, e in env.items() if "KINDEX_OPENAI_SECRET_NAME" in e} == {"query", "ingest"}
+    assert {n for n, e in env.items() if "KINDEX_INGEST_QUEUE_URL" in e} == {"api", "reindexworker"}
+    assert {n for n, e in env.items() if "KINDEX_REINDEX_QUEUE_URL" in e} == {"api", "reindex", "reindexworker"}
     assert env["api"]["KINDEX_MAX_BODY_BYTES"] == env["query"]["KINDEX_MAX_BODY_BYTES"] == str(5 * 1024 * 1024)
 
 
@@ -192,24 +207,95 @@ def test_ingest_reads_blobs_deletes_versions_writes_index_and_never_writes_s3(re
     assert resources_for(resources, "ingest", "secretsmanager:GetSecretValue") == [{"Ref": openai_secret_id(resources)}]
 
 
-def test_reindex_and_api_enqueue_to_the_ingest_queue_and_nobody_else_does(resources):
+def test_reindex_worker_and_api_enqueue_to_the_ingest_queue_and_nobody_else_does(resources):
     # Given the ingest queue
-    [queue] = [lid for lid, r in of_type(resources, "AWS::SQS::Queue").items() if "RedrivePolicy" in r["Properties"]]
-    # Then the two functions that run reindex passes may send to it, and no other function may
-    for name in ("reindex", "api"):
-        assert {"Fn::GetAtt": [queue, "Arn"]} in resources_for(resources, name, "sqs:SendMessage")
-    assert {n for n in HANDLERS if "sqs:SendMessage" in actions(resources, n)} == {"reindex", "api"}
+    queue = ingest_queue_id(resources)
+    # Then the two functions that re-send documents may send to it, and no other function may
+    senders = {n for n in HANDLERS if {"Fn::GetAtt": [queue, "Arn"]} in resources_for(resources, n, "sqs:SendMessage")}
+    assert senders == {"reindexworker", "api"}
 
 
-def test_reindex_reads_and_deletes_blobs_but_never_writes_them(resources):
-    assert actions(resources, "reindex", "s3") == {"s3:GetObject", "s3:GetObjectVersion", "s3:ListBucket",
-                                                   "s3:ListBucketVersions", "s3:DeleteObject", "s3:DeleteObjectVersion"}
-    assert {"es:ESHttpPut", "es:ESHttpPost"} <= actions(resources, "reindex", "es")
+def test_reindex_worker_reads_and_deletes_blobs_but_never_writes_them(resources):
+    assert actions(resources, "reindexworker", "s3") == {
+        "s3:GetObject", "s3:GetObjectVersion", "s3:ListBucket", "s3:ListBucketVersions", "s3:DeleteObject",
+        "s3:DeleteObjectVersion"}
+    assert {"es:ESHttpPut", "es:ESHttpPost"} <= actions(resources, "reindexworker", "es")
+    assert "secretsmanager:GetSecretValue" not in actions(resources, "reindexworker")
+
+
+def test_reindex_planner_may_only_query_the_table_and_send_tasks(resources):
+    # Given the planner's data permissions (besides its logs and traces)
+    data = [s for s in statements(resources, "reindex") if not set(as_list(s["Action"])) <= OBSERVABILITY_ACTIONS]
+    work_queue = reindex_queue_id(resources)
+    [failures] = [lid for lid in of_type(resources, "AWS::SQS::Queue") if lid.startswith("ReindexPlanFailures")]
+    # Then it may Query the table (keys and collection ids), send tasks to the work queue and, as Lambda's
+    # on-failure destination, record a failed plan: nothing else, on nothing else
+    granted = {(a, text(r)) for s in data for a in as_list(s["Action"]) for r in as_list(s["Resource"])}
+    [table] = of_type(resources, "AWS::DynamoDB::Table")
+    assert {(a, r) for a, r in granted if not a.startswith("dynamodb:")} == {
+        ("sqs:SendMessage", text({"Fn::GetAtt": [work_queue, "Arn"]})),
+        # what CDK grants the function for its on-failure destination
+        *{(a, text({"Fn::GetAtt": [failures, "Arn"]})) for a in (
+            "sqs:SendMessage", "sqs:GetQueueAttributes", "sqs:GetQueueUrl")}}
+    assert {r for a, r in granted if a.startswith("dynamodb:")} == {text({"Fn::GetAtt": [table, "Arn"]})}
+    assert {a for a, _ in granted if a.startswith("dynamodb:")} == {"dynamodb:Query"}
+    assert not actions(resources, "reindex", "s3") and not actions(resources, "reindex", "es")
+
+
+def test_reindex_planner_runs_alone_without_retries_and_records_failures(resources):
+    planner = function_id(resources, "reindex")
+    # Then at most one plan runs at a time
+    assert resources[planner]["Properties"]["ReservedConcurrentExecutions"] == 1
+    # And a failed (or too long queued) plan is not retried but sent to the failure queue, which pages someone
+    [config] = [c["Properties"] for c in of_type(resources, "AWS::Lambda::EventInvokeConfig").values()
+                if c["Properties"]["FunctionName"] == {"Ref": planner}]
+    assert config["MaximumRetryAttempts"] == 0 and config["MaximumEventAgeInSeconds"] <= 3600
+    [failures] = [lid for lid in of_type(resources, "AWS::SQS::Queue") if lid.startswith("ReindexPlanFailures")]
+    assert config["DestinationConfig"]["OnFailure"]["Destination"] == {"Fn::GetAtt": [failures, "Arn"]}
+    assert alarmed_queues(resources) >= {failures}
+
+
+def test_reindex_worker_consumes_its_queue_with_partial_failures_bounded_and_dead_letters(resources):
+    queue_id = reindex_queue_id(resources)
+    queue = resources[queue_id]["Properties"]
+    worker = function_id(resources, "reindexworker")
+    # Then the worker (only it) consumes the work queue, reporting failed tasks one by one, at bounded concurrency
+    [mapping] = [m["Properties"] for m in of_type(resources, "AWS::Lambda::EventSourceMapping").values()
+                 if m["Properties"]["EventSourceArn"] == {"Fn::GetAtt": [queue_id, "Arn"]}]
+    assert mapping["FunctionName"] == {"Ref": worker}
+    assert mapping["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+    assert 2 <= mapping["ScalingConfig"]["MaximumConcurrency"] <= 10
+    assert {n for n in HANDLERS if "sqs:ReceiveMessage" in actions(resources, n)} == {"ingest", "reindexworker"}
+    # And a task that keeps failing goes to the dead-letter queue, which pages someone
+    assert queue["RedrivePolicy"]["maxReceiveCount"] == 3
+    assert queue["VisibilityTimeout"] >= 6 * resources[worker]["Properties"]["Timeout"]
+    dlq = queue["RedrivePolicy"]["deadLetterTargetArn"]["Fn::GetAtt"][0]
+    assert dlq in alarmed_queues(resources)
+    # And only the planner, the worker (a sweep's next page) and the api (a job's next pages) send tasks
+    senders = {n for n in HANDLERS
+               if {"Fn::GetAtt": [queue_id, "Arn"]} in resources_for(resources, n, "sqs:SendMessage")}
+    assert senders == {"reindex", "reindexworker", "api"}
+
+
+def test_the_table_has_the_sparse_keys_only_attention_index(resources):
+    [table] = of_type(resources, "AWS::DynamoDB::Table").values()
+    [index] = table["Properties"]["GlobalSecondaryIndexes"]
+    assert index["IndexName"] == "attention" and index["Projection"] == {"ProjectionType": "KEYS_ONLY"}
+    assert [k["AttributeName"] for k in index["KeySchema"]] == ["attention", "sk"]
+
+
+def alarmed_queues(resources: dict) -> set[str]:
+    """Queues with an alarm on visible messages."""
+    return {d["Value"]["Fn::GetAtt"][0] for a in of_type(resources, "AWS::CloudWatch::Alarm").values()
+            if a["Properties"]["MetricName"] == "ApproximateNumberOfMessagesVisible"
+            for d in a["Properties"]["Dimensions"] if d["Name"] == "QueueName"}
 
 
 def test_no_role_but_the_ingest_role_consumes_the_queue(resources):
-    for name in set(HANDLERS) - {"ingest"}:
+    for name in set(HANDLERS) - {"ingest", "reindexworker"}:
         assert "sqs:ReceiveMessage" not in actions(resources, name)
+    queue = {"Fn::GetAtt": [ingest_queue_id(resources), "Arn"]}
+    assert queue not in resources_for(resources, "reindexworker", "sqs:ReceiveMessage")
 
 
 # --- ingest pipeline -------------------------------------------------------------------------------------------
@@ -218,7 +304,7 @@ def test_bucket_notifies_the_queue_of_created_and_removed_objects_under_tenants(
     # Given the bucket's notification configuration and the ingest queue
     [notifications] = of_type(resources, "Custom::S3BucketNotifications").values()
     configs = notifications["Properties"]["NotificationConfiguration"]["QueueConfigurations"]
-    [queue] = [lid for lid, r in of_type(resources, "AWS::SQS::Queue").items() if "RedrivePolicy" in r["Properties"]]
+    queue = ingest_queue_id(resources)
     # Then both event types, and only keys under tenants/, reach the ingest queue
     assert sorted(e for c in configs for e in c["Events"]) == ["s3:ObjectCreated:*", "s3:ObjectRemoved:*"]
     for config in configs:
@@ -227,21 +313,20 @@ def test_bucket_notifies_the_queue_of_created_and_removed_objects_under_tenants(
 
 
 def test_queue_redrives_to_dlq_after_three_receives_and_outlasts_six_function_timeouts(resources):
-    [(queue_id, queue)] = [(lid, r) for lid, r in of_type(resources, "AWS::SQS::Queue").items()
-                           if "RedrivePolicy" in r["Properties"]]
+    queue_id = ingest_queue_id(resources)
+    queue = resources[queue_id]
     assert queue["Properties"]["RedrivePolicy"]["maxReceiveCount"] == 3
     timeout = resources[function_id(resources, "ingest")]["Properties"]["Timeout"]
     assert queue["Properties"]["VisibilityTimeout"] >= 6 * timeout
-    [mapping] = of_type(resources, "AWS::Lambda::EventSourceMapping").values()
+    [mapping] = [m for m in of_type(resources, "AWS::Lambda::EventSourceMapping").values()
+                 if m["Properties"]["EventSourceArn"] == {"Fn::GetAtt": [queue_id, "Arn"]}]
     assert mapping["Properties"]["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
-    assert mapping["Properties"]["EventSourceArn"] == {"Fn::GetAtt": [queue_id, "Arn"]}
     assert mapping["Properties"]["FunctionName"] == {"Ref": function_id(resources, "ingest")}
 
 
 def test_alarms_fire_on_any_dead_letter_and_on_function_errors(resources):
     alarms = list(of_type(resources, "AWS::CloudWatch::Alarm").values())
-    source_queue_id = [lid for lid, r in of_type(resources, "AWS::SQS::Queue").items()
-                       if "RedrivePolicy" in r["Properties"]][0]
+    source_queue_id = ingest_queue_id(resources)
     dlq_id = resources[source_queue_id]["Properties"]["RedrivePolicy"]["deadLetterTargetArn"]["Fn::GetAtt"][0]
     dlq_dimension = {"Name": "QueueName", "Value": {"Fn::GetAtt": [dlq_id, "QueueName"]}}
     on_dlq = [a["Properties"] for a in alarms
@@ -302,7 +387,7 @@ def test_opensearch_domain_is_encrypted_https_only_and_open_to_the_data_roles_on
     assert props["ClusterConfig"]["ZoneAwarenessEnabled"] is False and props["ClusterConfig"]["InstanceCount"] == 1
     [statement] = props["AccessPolicies"]["Statement"]
     principals = {p["Fn::GetAtt"][0] for p in as_list(statement["Principal"]["AWS"])}
-    assert principals == {role_id(resources, n) for n in ("api", "query", "ingest", "reindex")}
+    assert principals == {role_id(resources, n) for n in ("api", "query", "ingest", "reindexworker")}
 
 
 def test_openai_secret_is_a_generated_placeholder_not_a_value_in_the_template(resources):
@@ -313,7 +398,7 @@ def test_openai_secret_is_a_generated_placeholder_not_a_value_in_the_template(re
 
 # --- schedule and API ------------------------------------------------------------------------------------------
 
-def test_schedule_invokes_the_reindex_function_hourly(resources):
+def test_schedule_invokes_the_reindex_planner_hourly(resources):
     [schedule] = of_type(resources, "AWS::Scheduler::Schedule").values()
     assert schedule["Properties"]["ScheduleExpression"] == "rate(1 hour)"
     assert schedule["Properties"]["Target"]["Arn"] == {"Fn::GetAtt": [function_id(resources, "reindex"), "Arn"]}
@@ -460,11 +545,12 @@ def test_each_function_gets_what_its_settings_model_requires(resources):
         AuthorizerSettings,
         IngestSettings,
         QuerySettings,
+        ReindexPlannerSettings,
         ReindexSettings,
     )
 
     models = {"api": ApiSettings, "authorizer": AuthorizerSettings, "ingest": IngestSettings, "query": QuerySettings,
-              "reindex": ReindexSettings}
+              "reindex": ReindexPlannerSettings, "reindexworker": ReindexSettings}
     for name, model in models.items():
         environment = resources[function_id(resources, name)]["Properties"]["Environment"]["Variables"]
         assert environment["KINDEX_BACKEND"] == "aws", name
@@ -474,7 +560,7 @@ def test_each_function_gets_what_its_settings_model_requires(resources):
 
 # --- OpenSearch paths (least privilege per method and path) ---------------------------------------------------
 
-DOMAIN_ROLES = ("api", "query", "ingest", "reindex")
+DOMAIN_ROLES = ("api", "query", "ingest", "reindexworker")
 
 
 def es_paths(resources: dict, name: str) -> dict[str, set[str]]:
@@ -500,7 +586,7 @@ def test_query_role_may_only_search_and_look_up_aliases_on_kindex_indexes(resour
 
 
 def test_writers_reach_only_kindex_index_paths_and_nobody_reaches_the_cluster_apis(resources):
-    for name in ("api", "ingest", "reindex"):
+    for name in ("api", "ingest", "reindexworker"):
         # Given a writer's grants
         paths = es_paths(resources, name)
         # Then: index existence and creation on kindex-* only, bulk and delete_by_query, searches; never DELETE
@@ -583,8 +669,7 @@ def test_opensearch_health_ingest_lag_and_api_5xx_alarms(resources):
     # A one-node domain is yellow by construction (no node for the replica): no yellow alarm there
     assert "ClusterStatus.yellow" not in by_metric
     age = one("ApproximateAgeOfOldestMessage")
-    source_queue_id = [lid for lid, r in of_type(resources, "AWS::SQS::Queue").items()
-                       if "RedrivePolicy" in r["Properties"]][0]
+    source_queue_id = ingest_queue_id(resources)
     assert age["Dimensions"] == [{"Name": "QueueName", "Value": {"Fn::GetAtt": [source_queue_id, "QueueName"]}}]
     assert (age["Threshold"], age["ComparisonOperator"]) == (900, "GreaterThanOrEqualToThreshold")
     five_xx = one("5XXError")
@@ -690,7 +775,7 @@ def test_every_request_the_adapter_sends_is_granted_to_the_role_that_sends_it(re
     # And no bulk goes to the domain's root (a root bulk body could name any index)
     assert ("POST", "/_bulk") not in writes
     # Then each is granted to every writer, and the query role's are granted to it
-    for name in ("api", "ingest", "reindex"):
+    for name in ("api", "ingest", "reindexworker"):
         paths = es_paths(resources, name)
         assert [call for call in writes + reads if not allowed(paths, *call)] == [], name
     query_paths = es_paths(resources, "query")
@@ -752,7 +837,7 @@ def test_every_price_names_its_source():
 def test_the_index_design_reaches_every_search_function_with_no_replica_on_a_one_node_domain(resources):
     """Given cdk.json's defaults (one data node) Then the functions create indices with no replica (a replica
     cannot share its primary's node: the index would stay yellow), and the documented design defaults."""
-    for name in ("api", "query", "ingest", "reindex"):
+    for name in ("api", "query", "ingest", "reindexworker"):
         environment = resources[function_id(resources, name)]["Properties"]["Environment"]["Variables"]
         assert {key: value for key, value in environment.items() if key.startswith("KINDEX_OPENSEARCH_")
                 and key != "KINDEX_OPENSEARCH_ENDPOINT"} == {

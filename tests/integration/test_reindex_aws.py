@@ -1,6 +1,7 @@
-"""Reindex on the AWS backend under moto: jobs in DynamoDB, reindex work sent by SqsIngestTrigger to the ingest
-queue that S3 notifies, drained through the ingest function; vectors in the OpenSearch double. Mirrors
-test_reindex_local.py: config change, zero-downtime model switch, drift repair, and the scheduled function."""
+"""Reindex on the AWS backend under moto: jobs in DynamoDB, the scheduled planner function filling the reindex
+queue, the worker function draining it, documents re-sent by SqsIngestTrigger to the ingest queue that S3 notifies,
+drained through the ingest function; vectors in the OpenSearch double. Mirrors test_reindex_local.py: config
+change, zero-downtime model switch, drift repair, and the scheduled functions."""
 
 from __future__ import annotations
 
@@ -8,24 +9,19 @@ from collections.abc import Iterator
 
 import pytest
 
-from functions import reindex as reindex_function
 from kindex.adapters.aws.dynamodb_jobs import DynamoDbJobStore, jobs_pk
 from kindex.domain.errors import NotFound
 from kindex.domain.keys import blob_key, decode_s3_event_key
 from kindex.domain.models import CollectionInput, DocumentInput, DocumentStatus
 from kindex.domain.query import QueryRequest
 from kindex.domain.types import IndexRecord
-from tests.support.aws import BUCKET, TABLE, LambdaContext
+from tests.support.aws import BUCKET, TABLE
 from tests.support.aws_deployment import AwsStack, aws_stack, created_keys
 
 pytestmark = pytest.mark.integration
 
 DOCS = {f"d{i}": f"Document {i} is about {topic}. " * 4 for i, topic in
         enumerate(["volcanoes", "penguins", "violins", "taxes", "marathons", "reefs"])}
-# What EventBridge Scheduler delivers to the reindex function (its payload is not read).
-SCHEDULED_EVENT = {"version": "0", "id": "0d9c7f4e-1e7a-4b8f-9f59-0a1f3d6d2a11", "detail-type": "Scheduled Event",
-                   "source": "aws.scheduler", "account": "123456789012", "time": "2024-05-01T12:00:00Z",
-                   "region": "us-east-1", "resources": [], "detail": {}}
 
 
 @pytest.fixture
@@ -135,11 +131,12 @@ def test_scheduled_function_rebuilds_model_and_chunking_change_then_switches(sta
     services = stack.services
     # Given a model and chunking change together
     services.catalog.put_collection("t", "c", CollectionInput(embedding_model="hash:256", chunking_max_size=2000))
-    # When the scheduled function runs
-    summary = reindex_function.handler(SCHEDULED_EVENT, LambdaContext())
-    # Then it enqueued every document and switched nothing yet
-    assert summary == {"collections": 1, "enqueued": len(DOCS), "switched": 0, "orphan_blobs_deleted": 0,
-                       "switched_late": 0}
+    # When the scheduled functions run (the planner, then the worker over its tasks)
+    summary = stack.reindex_pass()
+    # Then the planner sent one task for the tenant and one for its collection, and every document was enqueued
+    assert summary == {"tenants": 1, "collections": 1, "tasks": 2}
+    assert len(stack.receive(10)) == len(DOCS)
+    assert services.metadata.get_collection("t", "c").query_model == "hash:384"
     # And while the work is processed, the old chunks still serve the old model
     def old_chunks_answer():
         top = ask(stack, "hybrid").results[0]
@@ -147,10 +144,10 @@ def test_scheduled_function_rebuilds_model_and_chunking_change_then_switches(sta
 
     stack.drain(batch_size=2, after_each=old_chunks_answer)
     assert services.metadata.get_collection("t", "c").query_model == "hash:384"
-    # When the scheduled function runs again
-    summary = reindex_function.handler(SCHEDULED_EVENT, LambdaContext())
-    # Then it switched the collection and collected the old chunks and vectors
-    assert summary["switched"] == 1 and summary["enqueued"] == 0
+    # When the scheduled functions run again
+    stack.reindex_pass()
+    # Then they switched the collection, enqueued nothing, and collected the old chunks and vectors
+    assert stack.receive(10) == []
     assert services.metadata.get_collection("t", "c").query_model == "hash:256"
     assert all(len(services.chunks.list_chunks("t", "c", d)) == 1 for d in DOCS)
     assert services.search_index.chunk_ids("hash:256", "t", "c") == stored_chunk_ids(stack)
@@ -174,11 +171,10 @@ def test_drift_is_repaired_by_the_scheduled_function(stack):
     stack.s3.put_object(Bucket=BUCKET, Key=lost_key, Body=b"# Lost\n\nA lost upload.")
     stack.s3.put_object(Bucket=BUCKET, Key=gone_key, Body=b"orphan")
     assert stack.lose_events() == 2
-    # When the scheduled function runs
-    summary = reindex_function.handler(SCHEDULED_EVENT, LambdaContext())
-    # Then it deleted the orphan blob and enqueued d2, d3 and the lost blob
-    assert summary == {"collections": 1, "enqueued": 3, "switched": 0, "orphan_blobs_deleted": 1,
-                       "switched_late": 0}
+    # When the scheduled functions run
+    stack.reindex_pass()
+    # Then they deleted the orphan blob and enqueued exactly d2, d3 and the lost blob
+    assert stack.s3.list_objects_v2(Bucket=BUCKET, Prefix="tenants/t/collections/gone/").get("KeyCount") == 0
     bodies = stack.drain()
     assert sorted(decode_s3_event_key(k) for k in created_keys(bodies)) == sorted(
         [document(stack, "d2").source, document(stack, "d3").source, lost_key])
@@ -199,9 +195,9 @@ def test_failed_retryable_document_is_retried_and_clean_job_rebuilds(stack):
     failed = document(stack, "d0").model_copy(update={
         "status": DocumentStatus.FAILED, "failure_reason": "EmbeddingFailed: outage", "failure_retryable": True})
     services.metadata.put_document("t", failed, create=False)
-    # When the scheduled function runs and the queue drains / Then it is indexed again
-    assert reindex_function.handler(SCHEDULED_EVENT, LambdaContext())["enqueued"] == 1
-    stack.drain()
+    # When the scheduled functions run and the queue drains / Then exactly it is enqueued, and indexed again
+    stack.reindex_pass()
+    assert sorted(decode_s3_event_key(k) for k in created_keys(stack.drain())) == [document(stack, "d0").source]
     assert document(stack, "d0").status is DocumentStatus.INDEXED
     # When a clean reindex starts / Then the vectors are gone at once, and back after the queue drains
     job = services.reindex.start("t", "c", clean=True)

@@ -71,11 +71,12 @@ def test_model_change_keeps_queries_answering_then_switches(setup):
 def test_model_and_chunking_change_together_switch_cleanly(setup):
     services, worker = setup
     services.catalog.put_collection("t", "c", CollectionInput(embedding_model="hash:256", chunking_max_size=2000))
-    services.reindex.run_scheduled()
+    services.reindex.plan()
     worker.batch_size = 1
     while worker.run_once():
         assert ask(services).results[0].content  # old chunks still there for the old model
-    services.reindex.run_scheduled()  # the scheduled pass switches too
+    services.reindex.plan()  # the scheduled pass switches too (its sweep finds every document done)
+    worker.drain()
     assert services.metadata.get_collection("t", "c").query_model == "hash:256"
     assert all(len(services.chunks.list_chunks("t", "c", d)) == 1 for d in DOCS)  # old chunks collected
     assert ask(services).results[0].document_id == "d1"
@@ -100,8 +101,8 @@ def test_drift_is_repaired(setup):
     from kindex.adapters.local.queue_notifier import QueueNotifier
 
     services.blobs.notify = QueueNotifier(services.queue)
-    summary = services.reindex.run_scheduled()
-    assert summary["orphan_blobs_deleted"] == 1
+    assert services.reindex.plan() == {"tenants": 1, "collections": 1, "tasks": 2}
+    assert services.blobs.list_blobs("tenants/t/collections/gone/")  # the planner only plans
     worker.drain()
     indexed = services.search_index.chunk_ids("hash:384", "t", "c")
     assert "ghost-chunk" not in indexed
@@ -119,7 +120,7 @@ def test_failed_retryable_documents_are_retried(setup):
     services.metadata.put_document("t", document.model_copy(update={
         "status": DocumentStatus.FAILED, "failure_reason": "EmbeddingFailed: outage", "failure_retryable": True}),
         create=False)
-    services.reindex.run_scheduled()
+    services.reindex.plan()
     worker.drain()
     assert services.metadata.get_document("t", "c", "d0").status.value == "indexed"
 
@@ -141,3 +142,80 @@ def test_jobs_are_tenant_scoped(setup):
 
     with pytest.raises(NotFound):
         services.reindex.get_job("other", job.id)
+
+
+def test_a_poisoned_task_is_dead_lettered_locally_without_holding_back_the_others(setup):
+    services, worker = setup
+    worker.backoff = 0.0  # retry at once, so one drain sees every receive
+    # Given a retryable failed document and, on the same queue, a task body the worker cannot read
+    document = services.metadata.get_document("t", "c", "d0")
+    services.metadata.put_document("t", document.model_copy(update={
+        "status": DocumentStatus.FAILED, "failure_reason": "EmbeddingFailed: outage", "failure_retryable": True}),
+        create=False)
+    services.queue.send('{"kindex_reindex": {"kind": "drop tables"}}', lane="t")
+    # When the planner runs and the worker drains the queue
+    assert services.reindex.plan() == {"tenants": 1, "collections": 1, "tasks": 2}
+    worker.drain()
+    # Then the planned tasks did their work, and the poisoned one was dead-lettered (redrive finds exactly it)
+    assert services.metadata.get_document("t", "c", "d0").status is DocumentStatus.INDEXED
+    assert services.queue.redrive() == 1
+
+
+def test_two_tenants_with_the_same_collection_id_get_their_own_state(setup):
+    services, worker = setup
+    # Given another tenant with a collection of the same id and a document of the same id
+    services.keys.create("u", "admin")
+    services.catalog.put_collection("u", "c", CollectionInput(allow_guests=True))
+    services.catalog.put_document("u", "c", "d0", DocumentInput(content="Tenant u's own document."))
+    worker.drain()
+    services.reindex.plan()
+    worker.drain()
+    # When t's collection changes its chunking
+    services.catalog.put_collection("t", "c", CollectionInput(chunking_max_size=2000))
+    services.reindex.plan()
+    worker.drain()
+    # Then only t's documents were rebuilt, and u's collection stays covered at its own configuration
+    assert services.metadata.get_document("t", "c", "d0").indexed_config_version == 2
+    assert services.metadata.get_document("u", "c", "d0").indexed_config_version == 1
+    assert services.metadata.get_state("u", "c").swept_config_version == 1
+    services.reindex.plan()
+    worker.drain()
+    assert services.metadata.get_state("t", "c").swept_config_version == 2
+
+
+def test_a_job_larger_than_a_page_chains_its_pages_and_reports_honest_progress(setup):
+    from kindex.app.reindex import ReindexLimits
+
+    services, worker = setup
+    services.reindex.limits = ReindexLimits(job_first_page_documents=2, sweep_page_documents=2)
+    services.catalog.put_collection("t", "c", CollectionInput(chunking_max_size=2000))
+    # When a job starts / Then its request did one page (2 documents), and progress counts every document
+    job = services.reindex.start("t", "c", clean=False)
+    assert (job.enqueued, job.total, job.status) == (2, 2, "running")
+    progress = services.reindex.get_job("t", job.id)
+    assert (progress.total, progress.done, progress.status) == (len(DOCS), 0, "running")
+    # When the worker drains the queue (the job's next pages, then the documents they re-sent)
+    worker.drain()
+    # Then every document was rebuilt, the job says so, and its enqueued count covers all pages
+    job = services.reindex.get_job("t", job.id)
+    assert (job.total, job.done, job.status) == (len(DOCS), len(DOCS), "completed")
+    assert job.enqueued == len(DOCS)
+    assert all(services.metadata.get_document("t", "c", d).indexed_config_version == 2 for d in DOCS)
+
+
+def test_a_full_plan_sweeps_covered_collections_and_finds_what_drift_pages_cannot(setup):
+    services, worker = setup
+    services.reindex.plan()
+    worker.drain()  # the collection is covered now
+    # Given a chunk text lost from the chunk store while its vector remains (the counts still match)
+    victim = services.chunks.list_chunks("t", "c", "d2")[0]
+    services.chunks.delete_chunks("t", "c", document_id="d2", chunk_ids=[victim.chunk_id])
+    # When a scheduled pass runs / Then its drift page (counts only) does not see it
+    services.reindex.plan()
+    worker.drain()
+    assert victim not in services.chunks.list_chunks("t", "c", "d2")
+    # When `kindex reindex --full` plans / Then the sweep compares the chunk store and rebuilds d2
+    assert services.reindex.plan(full=True) == {"tenants": 1, "collections": 1, "tasks": 2}
+    worker.drain()
+    assert victim in services.chunks.list_chunks("t", "c", "d2")
+    assert victim.chunk_id in services.search_index.chunk_ids("hash:384", "t", "c")

@@ -14,6 +14,8 @@ TABLE = "kindex-metadata-test"
 BUCKET = "kindex-documents-test"
 QUEUE = "kindex-ingest-test"
 DEAD_LETTER_QUEUE = "kindex-ingest-dlq-test"
+REINDEX_QUEUE = "kindex-reindex-test"
+REINDEX_DEAD_LETTER_QUEUE = "kindex-reindex-dlq-test"
 MAX_RECEIVES = 3
 TTL_ATTRIBUTE = "expires_at"
 
@@ -40,12 +42,19 @@ def moto_client(service: str, **kwargs: Any) -> Any:
 
 
 def create_metadata_table(client, name: str = TABLE) -> None:
-    """The table as infra/stack.py declares it: string pk/sk, on demand, TTL on `expires_at`."""
+    """The table as infra/storage.py declares it: string pk/sk, on demand, TTL on `expires_at`, and the sparse
+    keys-only `attention` GSI the reindex queries."""
     client.create_table(
         TableName=name,
         AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"},
-                              {"AttributeName": "sk", "AttributeType": "S"}],
+                              {"AttributeName": "sk", "AttributeType": "S"},
+                              {"AttributeName": "attention", "AttributeType": "S"}],
         KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+        GlobalSecondaryIndexes=[{
+            "IndexName": "attention",
+            "KeySchema": [{"AttributeName": "attention", "KeyType": "HASH"},
+                          {"AttributeName": "sk", "KeyType": "RANGE"}],
+            "Projection": {"ProjectionType": "KEYS_ONLY"}}],
         BillingMode="PAY_PER_REQUEST",
     )
     client.update_time_to_live(TableName=name, TimeToLiveSpecification={"Enabled": True,
@@ -67,6 +76,17 @@ def create_ingest_queues(sqs) -> tuple[str, str, str]:
     dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
     redrive = json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": str(MAX_RECEIVES)})
     queue_url = sqs.create_queue(QueueName=QUEUE, Attributes={"RedrivePolicy": redrive})["QueueUrl"]
+    queue_arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    return queue_url, queue_arn, dlq_url
+
+
+def create_reindex_queues(sqs) -> tuple[str, str, str]:
+    """The reindex work queue and its dead-letter queue, as infra/reindex.py declares them (a task is
+    dead-lettered after MAX_RECEIVES receives). Returns (queue url, queue arn, dead-letter queue url)."""
+    dlq_url = sqs.create_queue(QueueName=REINDEX_DEAD_LETTER_QUEUE)["QueueUrl"]
+    dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    redrive = json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": str(MAX_RECEIVES)})
+    queue_url = sqs.create_queue(QueueName=REINDEX_QUEUE, Attributes={"RedrivePolicy": redrive})["QueueUrl"]
     queue_arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
     return queue_url, queue_arn, dlq_url
 

@@ -1,6 +1,7 @@
 """The AWS backend wired as the Lambdas wire it, under moto: DynamoDB table, versioned bucket notifying the ingest
 queue (with its DLQ), Secrets Manager, the OpenSearch double, and KINDEX_INGEST_QUEUE_URL pointing at that same
-queue so reindex work and S3 notifications meet where the ingest function reads them.
+queue so re-sent documents and S3 notifications meet where the ingest function reads them; and the reindex work
+queue (with its DLQ) that the reindex planner fills and the reindex worker function drains.
 
 The queue is drained as Lambda's SQS event source mapping does it: received messages become one
 `functions.ingest.handler` call, and the messages it did not report in `batchItemFailures` are deleted.
@@ -18,6 +19,8 @@ import pytest
 from moto import mock_aws
 
 from functions import ingest as ingest_function
+from functions import reindex as reindex_function
+from functions import reindex_worker as reindex_worker_function
 from kindex.adapters.aws import dynamodb_table, s3_blobs, secrets_manager, sqs_trigger
 from kindex.adapters.aws.opensearch_index import OpenSearchIndex
 from kindex.adapters.embedders.registry import clear_embedder_cache
@@ -28,6 +31,7 @@ from tests.support.aws import (
     LambdaContext,
     create_ingest_queues,
     create_metadata_table,
+    create_reindex_queues,
     create_versioned_bucket,
     fake_aws_env,
     moto_client,
@@ -57,6 +61,7 @@ class AwsStack:
     queue_url: str
     queue_arn: str
     dlq_url: str
+    reindex_queue: tuple[str, str, str]  # url, arn, dead-letter queue url
 
     def receive(self, max_messages: int = 10) -> list[dict]:
         return self.sqs.receive_message(QueueUrl=self.queue_url, MaxNumberOfMessages=max_messages,
@@ -85,6 +90,33 @@ class AwsStack:
                 after_each()
         raise AssertionError("the queue did not drain")
 
+    def reindex_tasks(self, max_messages: int = 10) -> list[dict]:
+        return self.sqs.receive_message(QueueUrl=self.reindex_queue[0], MaxNumberOfMessages=max_messages,
+                                        AttributeNames=["All"], VisibilityTimeout=0).get("Messages", [])
+
+    def work_reindex(self, max_batches: int = 100) -> list[str]:
+        """Deliver the reindex queue to the worker function as its event source mapping does, until it is empty
+        (failed messages stay, and are dead-lettered after their receives); returns the bodies delivered."""
+        url, arn, _ = self.reindex_queue
+        delivered: list[dict] = []
+        for _ in range(max_batches):
+            messages = self.reindex_tasks()
+            if not messages:
+                return delivered
+            response = reindex_worker_function.handler(sqs_lambda_event(messages, arn), LambdaContext())
+            failed = {f["itemIdentifier"] for f in response["batchItemFailures"]}
+            for message in messages:
+                if message["MessageId"] not in failed:
+                    self.sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+            delivered.extend(m["Body"] for m in messages)
+        raise AssertionError("the reindex queue did not drain")
+
+    def reindex_pass(self) -> dict[str, int]:
+        """What one scheduled run comes to: the planner function, then the worker over every task it sent."""
+        summary = reindex_function.handler(SCHEDULED_EVENT, LambdaContext())
+        self.work_reindex()
+        return summary
+
     def lose_events(self) -> int:
         """Receive and delete every waiting message unprocessed, as if the notifications had been lost."""
         lost = 0
@@ -93,6 +125,12 @@ class AwsStack:
                 self.sqs.delete_message(QueueUrl=self.queue_url, ReceiptHandle=message["ReceiptHandle"])
                 lost += 1
         return lost
+
+
+# What EventBridge Scheduler delivers to the reindex planner (its payload is not read).
+SCHEDULED_EVENT = {"version": "0", "id": "0d9c7f4e-1e7a-4b8f-9f59-0a1f3d6d2a11", "detail-type": "Scheduled Event",
+                   "source": "aws.scheduler", "account": "123456789012", "time": "2024-05-01T12:00:00Z",
+                   "region": "us-east-1", "resources": [], "detail": {}}
 
 
 def created_keys(bodies: list[dict]) -> list[str]:
@@ -110,9 +148,11 @@ def aws_stack(monkeypatch: pytest.MonkeyPatch, extra_env: dict[str, str] | None 
         create_metadata_table(dynamodb)
         create_versioned_bucket(s3)
         queue_url, queue_arn, dlq_url = create_ingest_queues(sqs)
+        reindex_queue = create_reindex_queues(sqs)
         notify_queue_of_documents(s3, queue_arn)
         env = {"KINDEX_BACKEND": "aws", "KINDEX_TABLE_NAME": TABLE, "KINDEX_BUCKET_NAME": BUCKET,
                "KINDEX_DEFAULT_EMBEDDING_MODEL": "hash:384", "KINDEX_INGEST_QUEUE_URL": queue_url,
+               "KINDEX_REINDEX_QUEUE_URL": reindex_queue[0],
                **(extra_env or {})}
         for name, value in env.items():
             monkeypatch.setenv(name, value)
@@ -120,7 +160,7 @@ def aws_stack(monkeypatch: pytest.MonkeyPatch, extra_env: dict[str, str] | None 
         services = container()
         double = OpenSearchDouble()
         services.adapters.__dict__["search_index"] = OpenSearchIndex(double.client())
-        stack = AwsStack(services, double, dynamodb, s3, sqs, queue_url, queue_arn, dlq_url)
+        stack = AwsStack(services, double, dynamodb, s3, sqs, queue_url, queue_arn, dlq_url, reindex_queue)
         # S3 sends a test event when the notification is configured; it is no document's.
         stack.lose_events()
         try:

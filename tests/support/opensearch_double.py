@@ -15,7 +15,8 @@ Semantics implemented (only what the kindex adapter uses; anything else answers 
 indices create / exists / delete / get_alias / refresh, aliases given at create time, bulk index/create/delete
 with per-action routing, delete_by_query (on the last refreshed snapshot, like the real point-in-time search,
 with version conflicts), and search with `query`, `size`, `from`, `_source`, `sort`, `search_after`.
-Queries: bool (must/filter/should/must_not), term, terms, ids, match, match_all and a top-level knn with an
+Queries: bool (must/filter/should/must_not), term, terms, range (gt/gte/lt/lte, keyword fields compared in
+code point order, which is Lucene's UTF-8 byte order), ids, match, match_all and a top-level knn with an
 efficient `filter` (applied before the k nearest are chosen; exact scoring with the OpenSearch score formula of
 the mapping's space: l2 1/(1+d^2); faiss innerproduct 1+dot if dot>=0 else 1/(1-dot); cosinesimil (1+cos)/2).
 `match` is BM25 (k1=1.2, b=0.75) over lowercase runs of letters and digits (close to the adapter's
@@ -382,6 +383,16 @@ class _Evaluator:
             raise DoubleError(400, "parsing_exception", "[terms] query needs an array of values")
         wanted = self._term_sets.setdefault(id(values), (values, set(map(json.dumps, values))))[1]
         return any(json.dumps(value) in wanted for value in self._values_of(doc, name)), 1.0
+
+    def _q_range(self, spec: dict[str, Any], doc: StoredDoc) -> tuple[bool, float]:
+        name, bounds = self._single_field("range", spec)
+        if not isinstance(bounds, dict) or not bounds or set(bounds) - {"gt", "gte", "lt", "lte"}:
+            raise DoubleError(400, "parsing_exception", "[range] query takes only gt, gte, lt and lte")
+        tests = {"gt": lambda v, b: v > b, "gte": lambda v, b: v >= b, "lt": lambda v, b: v < b,
+                 "lte": lambda v, b: v <= b}
+        matched = any(all(tests[op](value, bound) for op, bound in bounds.items())
+                      for value in self._values_of(doc, name) if isinstance(value, str))
+        return matched, 1.0
 
     def _q_ids(self, spec: dict[str, Any], doc: StoredDoc) -> tuple[bool, float]:
         return doc.id in spec.get("values", []), 1.0

@@ -82,6 +82,7 @@ class Settings(BaseModel):
     public_url: str | None = None
     secrets_prefix: str = "kindex"
     ingest_queue_url: str | None = None
+    reindex_queue_url: str | None = None  # AWS: the reindex work queue (planner -> worker)
     reindex_interval_seconds: float = Field(default=3600.0, gt=0)
     # Local mode's ingest threads. One tenant may use all but one of them, so 3 keeps both cores of a small machine
     # busy with one tenant's work and still has a thread ready for another tenant's.
@@ -194,6 +195,7 @@ ENV_NAMES = {
     "public_url": "KINDEX_PUBLIC_URL",
     "secrets_prefix": "KINDEX_SECRETS_PREFIX",
     "ingest_queue_url": "KINDEX_INGEST_QUEUE_URL",
+    "reindex_queue_url": "KINDEX_REINDEX_QUEUE_URL",
     "reindex_interval_seconds": "KINDEX_REINDEX_INTERVAL_SECONDS",
     "ingest_workers": "KINDEX_INGEST_WORKERS",
     "remote_embed_slice": "KINDEX_REMOTE_EMBED_SLICE",
@@ -240,8 +242,16 @@ class IngestSettings(FunctionSettings):
     aws_requires = ("table_name", "bucket_name", "opensearch_endpoint")
 
 
+class ReindexPlannerSettings(FunctionSettings):
+    """The scheduled planner: it reads keys and collection ids and sends tasks, nothing else."""
+
+    aws_requires = ("table_name", "reindex_queue_url")
+
+
 class ReindexSettings(FunctionSettings):
-    aws_requires = ("table_name", "bucket_name", "opensearch_endpoint", "ingest_queue_url")
+    """The reindex worker: one task per message."""
+
+    aws_requires = ("table_name", "bucket_name", "opensearch_endpoint", "ingest_queue_url", "reindex_queue_url")
 
 
 # Fields whose values may hold a credential: a message about them never repeats the value.

@@ -123,6 +123,24 @@ class BlobStoreContract:
         assert listed == sorted(keys)
         assert {parse_blob_key(k)[2] for k in listed} == {"z doc", "é#1", "a%b", "日本", "A"}
 
+    def test_bounded_listing_continues_after_a_key(self, blobs):
+        # Given 7 blobs of a collection and one of another tenant
+        keys = sorted(blob_key("acme", "docs", f"d{i}", "x.txt") for i in range(7))
+        for key in keys:
+            blobs.put_blob(key, b"x", "text/plain")
+        blobs.put_blob(blob_key("other", "docs", "d0", "x.txt"), b"x", "text/plain")
+        prefix = collection_prefix("acme", "docs")
+        # When walking 3 at a time / Then every key once, in order, and nothing of the other tenant
+        walked, after = [], None
+        while page := blobs.list_blobs(prefix, start_after=after, limit=3):
+            assert len(page) <= 3
+            walked, after = walked + page, page[-1]
+        assert walked == keys
+        # And a start key that does not exist, past the end, or a zero limit
+        assert blobs.list_blobs(prefix, start_after=keys[2] + "0", limit=2) == keys[3:5]
+        assert blobs.list_blobs(prefix, start_after=prefix + "\U0010ffff") == []
+        assert blobs.list_blobs(prefix, limit=0) == []
+
     def test_unicode_keys_round_trip_and_delete_by_document_prefix(self, blobs):
         # Given two files of a unicode-named document and one of a document whose id extends it
         other = blob_key("tenant é", "col #1", "dök 50%/x2", "a.txt")

@@ -272,6 +272,23 @@ class SearchIndexContract:
         assert found == {r.chunk_id for r in records}
         assert index.chunk_ids(MODEL, "acme", "missing") == set()
 
+    def test_chunk_ids_of_a_document_id_range_follow_code_point_order(self, index):
+        # Given chunks of documents whose ids sort differently by code point, UTF-16 and case-folded
+        documents = ["A", "a", "a b", "b", "\ufb01", "\U0001F600", "z"]
+        index.upsert(MODEL, [record(f"c{i}", unit(i), document_id=d) for i, d in enumerate(documents)])
+        index.upsert(MODEL, [record("other", unit(9), collection="other", document_id="a")])
+        by_document = dict(zip(documents, (f"c{i}" for i in range(len(documents)))))
+
+        def between(after, through):
+            return {by_document[d] for d in documents if (after is None or d > after)
+                    and (through is None or d <= through)}
+
+        # When asking for ranges (half-open: after < id <= through) / Then exactly those documents' chunks
+        for after, through in [(None, "a"), ("a", "b"), ("b", None), ("a b", "\U0001F600"), ("zz", None),
+                               (None, None), ("A", "A")]:
+            assert index.chunk_ids(MODEL, "acme", "handbook", after_document=after,
+                                   through_document=through) == between(after, through), (after, through)
+
     def test_unknown_model_or_collection_searches_return_nothing(self, index):
         # Given nothing indexed for this model
         # When searching

@@ -1,15 +1,30 @@
-"""Reindex: keeps every collection's index true to its configuration and its blobs.
+"""Reindex: keeps every collection's index true to its configuration and its blobs, finding work by change.
 
-Per collection it finds documents indexed under an older `config_version` or another model, failed documents
-whose failure is retryable, documents stuck without an event, and drift (blobs without documents, indexed documents
-whose vectors are missing, vectors without chunks); it repairs what it can at once and re-sends the ingest event
-for the rest, in bounded batches. A model change is built beside the old vectors; when every document is done,
-the collection switches its query model and the old vectors and unreferenced chunks are dropped."""
+The scheduled run only plans (`plan`): it lists tenants (from their keys) and collection ids (keys only) and sends
+one bounded task per tenant and per collection to the reindex queue. The worker (`handle`) does one task:
+
+- a collection task reads the collection record and its `ReindexState`. When the collection's configuration or
+  model differs from what its last complete sweep covered (or a model switch is under way), it starts a sweep: a
+  chain of page tasks, each examining at most `ReindexLimits.sweep_page_documents` documents and sending the next
+  page's task. Otherwise it looks only at the documents that need attention (a keys-only query of an index holding
+  just the pending, in-progress and retryable failed documents), one bounded drift page from the state's cursor (a
+  full drift sweep is spread over many passes) and one bounded page of the collection's blobs from another cursor.
+- a page (of a sweep, or the drift page) checks its documents against the search index for exactly their id range:
+  outdated, retryable failed or stuck documents are re-sent to the ingest, documents whose vectors are missing are
+  rebuilt, vectors without chunks (of those documents, or of ids in the range with no document) are deleted. A
+  drift page whose documents are all indexed and whose chunk counts match the index reads no chunk item.
+- a tenant task walks the tenant's collection prefixes in the blob store, one key per collection, and deletes the
+  blobs of collections that no longer exist.
+
+A model change is built beside the old vectors; when a sweep finds every document done under the new model, the
+collection switches its query model and the old vectors and unreferenced chunks are dropped.
+`POST /v1/collections/{c}/reindex` (`start`) runs the first sweep page inline and chains the rest the same way."""
 
 from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -30,8 +45,11 @@ from kindex.domain.ports import (
     IngestTrigger,
     JobStore,
     KeyStore,
+    ReindexLedger,
+    ReindexQueue,
     SearchIndex,
 )
+from kindex.domain.reindex import ReindexState, ReindexTask
 
 logger = logging.getLogger(__name__)
 
@@ -40,6 +58,26 @@ STUCK_AFTER = timedelta(hours=1)
 # 15 minutes). A blob of a write that no record points at an hour later was left by a write that lost, failed or was
 # superseded (an upload ticket replaced before its upload, say): nothing will ever read it.
 ABANDONED_AFTER = timedelta(hours=1)
+# A sweep whose pages have not moved for this long is taken for lost (a page task dead-lettered): the next pass
+# starts it again.
+SWEEP_LEASE = timedelta(minutes=30)
+STATE_WRITE_ATTEMPTS = 3
+
+
+@dataclass(frozen=True)
+class ReindexLimits:
+    """How much one task may read; docs/scale.md turns these into read units per pass."""
+
+    sweep_page_documents: int = 1000  # documents one sweep page examines (and at most re-sends)
+    sweep_page_chunks: int = 20_000  # chunks (by the records' counts) one sweep page reads; it ends early at this
+    job_first_page_documents: int = 100  # the page POST .../reindex examines inside its request
+    drift_page_documents: int = 200  # documents the per-pass drift page examines (one Query of their records)
+    drift_page_chunks: int = 10_000  # chunks (by the records' counts) of the per-pass drift page: the index ids it
+    # fetches, and the chunk items it reads when the page is inconsistent
+    attention_documents: int = 1000  # documents needing attention examined per collection and pass
+    blob_page: int = 100  # blob keys listed per collection and pass (one document read per blob)
+    tenant_steps: int = 500  # collection prefixes one tenant task walks before chaining the next
+    planner_batch: int = 500  # tasks the planner hands the queue at once
 
 
 @dataclass
@@ -49,9 +87,19 @@ class CollectionReport:
     enqueued: int = 0
     remaining: int = 0
     switched: bool = False
+    complete: bool = True
     repaired: dict[str, int] = field(default_factory=lambda: {
         "blobs_without_documents": 0, "documents_without_vectors": 0, "vectors_without_chunks": 0,
         "abandoned_blobs": 0})
+
+
+@dataclass
+class Page:
+    """One examined page of documents: what to re-send, where it ended, whether it reached the end."""
+
+    to_send: list[str]
+    last: str | None
+    complete: bool
 
 
 def up_to_date(document: Document, collection: Collection) -> bool:
@@ -62,11 +110,11 @@ def up_to_date(document: Document, collection: Collection) -> bool:
 
 
 class ReindexService:
-    """Finds and schedules work; the ingest pipeline does the work."""
+    """Plans bounded reindex tasks and does one task at a time; the ingest pipeline does the indexing."""
 
     def __init__(self, collections: CollectionStore, documents: DocumentStore, blobs: BlobStore, chunks: ChunkStore,
-                 index: SearchIndex, trigger: IngestTrigger, jobs: JobStore, key_store: KeyStore, *,
-                 max_enqueue_per_collection: int = 1000):
+                 index: SearchIndex, trigger: IngestTrigger, jobs: JobStore, key_store: KeyStore,
+                 ledger: ReindexLedger, queue: ReindexQueue, *, limits: ReindexLimits | None = None):
         self.collections = collections
         self.documents = documents
         self.blobs = blobs
@@ -75,31 +123,66 @@ class ReindexService:
         self.trigger = trigger
         self.jobs = jobs
         self.key_store = key_store
-        self.max_enqueue = max_enqueue_per_collection
+        self.ledger = ledger
+        self.queue = queue
+        self.limits = limits or ReindexLimits()
 
     # Entry points
-    def run_scheduled(self) -> dict[str, int]:
-        """One pass over every tenant and collection (the EventBridge schedule, `kindex reindex`)."""
-        summary = {"collections": 0, "enqueued": 0, "switched": 0, "orphan_blobs_deleted": 0}
+    def plan(self, *, full: bool = False) -> dict[str, int]:
+        """The scheduled run: one task per tenant and per collection on the reindex queue. Reads the key listing
+        and each tenant's collection ids (keys only); no collection, document or chunk item. `full` sends each
+        collection's first sweep page instead (`kindex reindex --full`): every document is checked, page by page."""
+        summary = {"tenants": 0, "collections": 0, "tasks": 0}
+        pending: list[ReindexTask] = []
         for tenant in sorted({key.tenant for key in self.key_store.list_keys()}):
-            summary["orphan_blobs_deleted"] += self._delete_blobs_of_missing_collections(tenant)
-            for collection_id in self.collections.list_collections(tenant, after=None, offset=0, limit=None):
-                collection = self.collections.get_collection(tenant, collection_id)
-                if collection is None:
-                    continue
-                report = self.reindex_collection(tenant, collection, clean=False)
-                summary["collections"] += 1
-                summary["enqueued"] += report.enqueued
-                summary["switched"] += int(report.switched)
-        logger.info("reindex pass", extra=summary)
+            summary["tenants"] += 1
+            pending.append(ReindexTask(kind="tenant", tenant=tenant))
+            after, more = None, True
+            while more:
+                ids = self.collections.list_collections(tenant, after=after, offset=0,
+                                                        limit=self.limits.planner_batch)
+                more, after = len(ids) == self.limits.planner_batch, ids[-1] if ids else after
+                summary["collections"] += len(ids)
+                pending += [ReindexTask(kind="sweep" if full else "collection", tenant=tenant, collection=c)
+                            for c in ids]
+                if len(pending) >= self.limits.planner_batch:
+                    summary["tasks"] += self._send_tasks(pending)
+                    pending = []
+        summary["tasks"] += self._send_tasks(pending)
+        logger.info("reindex planned", extra=summary)
         return summary
 
+    def handle(self, task: ReindexTask) -> CollectionReport:
+        """The worker: one task's bounded work."""
+        if task.kind == "tenant":
+            return self._tenant_step(task)
+        collection = self.collections.get_collection(task.tenant, task.collection or "")
+        if collection is None:
+            return CollectionReport()
+        if task.kind == "sweep":
+            return self._sweep_page(task, collection)
+        return self._collection_pass(task.tenant, collection)
+
+    def reindex_collection(self, tenant: str, collection: Collection, *, clean: bool) -> CollectionReport:
+        """One collection's pass now, in this process: what its collection task does (with `clean`, a clean sweep's
+        first page; further pages go through the reindex queue)."""
+        if clean:
+            return self._sweep_page(ReindexTask(kind="sweep", tenant=tenant, collection=collection.id, clean=True),
+                                    collection)
+        return self._collection_pass(tenant, collection)
+
     def start(self, tenant: str, collection_id: str, clean: bool) -> ReindexJob:
+        """A reindex job: the sweep's first page now (a small one: this runs inside an API request), the rest
+        chained through the reindex queue."""
         collection = self._collection(tenant, collection_id)
-        report = self.reindex_collection(tenant, collection, clean=clean)
-        job = ReindexJob(id=uuid.uuid4().hex, tenant=tenant, collection=collection_id, clean=clean,
-                         total=report.total, done=report.done, enqueued=report.enqueued, repaired=report.repaired,
-                         status="completed" if report.done == report.total and not report.remaining else "running")
+        job_id = uuid.uuid4().hex
+        report = self._sweep_page(ReindexTask(kind="sweep", tenant=tenant, collection=collection_id, clean=clean,
+                                              job=job_id), collection,
+                                  max_documents=self.limits.job_first_page_documents)
+        finished = report.complete and report.done == report.total
+        job = ReindexJob(id=job_id, tenant=tenant, collection=collection_id, clean=clean, total=report.total,
+                         done=report.done, enqueued=report.enqueued, repaired=report.repaired,
+                         status="completed" if finished else "running")
         self.jobs.put_job(job)
         return job
 
@@ -122,7 +205,8 @@ class ReindexService:
         return job
 
     def finish_switches(self) -> int:
-        """Switch every collection whose new model is complete (cheap when nothing is switching)."""
+        """Switch every collection whose new model is complete (local mode's frequent check; cheap when nothing is
+        switching: it reads collection records, and documents only of switching collections)."""
         switched = 0
         for tenant in sorted({key.tenant for key in self.key_store.list_keys()}):
             for collection_id in self.collections.list_collections(tenant, after=None, offset=0, limit=None):
@@ -133,42 +217,6 @@ class ReindexService:
                         self.switch(tenant, collection)
                         switched += 1
         return switched
-
-    # The work
-    def reindex_collection(self, tenant: str, collection: Collection, *, clean: bool) -> CollectionReport:
-        report = CollectionReport()
-        model = collection.embedding_model
-        indexed_ids = self.index.chunk_ids(model, tenant, collection.id)
-        stored_ids: set[str] = set()
-        sources: dict[str, str | None] = {}  # document id -> the blob its record points at
-        to_send: list[str] = []
-        now = utc_now()
-        for document in self._documents(tenant, collection.id):
-            sources[document.id] = document.source
-            chunk_ids = {c.chunk_id for c in self.chunks.list_chunks(tenant, collection.id, document.id)}
-            stored_ids |= chunk_ids
-            if document.source is None:
-                continue  # a record without content has nothing to index
-            report.total += 1
-            if self._needs_ingest(tenant, collection, document, chunk_ids, indexed_ids, clean=clean, report=report,
-                                  now=now):
-                to_send.append(document.source)
-        orphans = indexed_ids - stored_ids
-        if orphans and not clean:
-            self.index.delete(model, tenant, collection.id, chunk_ids=sorted(orphans))
-            report.repaired["vectors_without_chunks"] = len(orphans)
-        to_send += self._repair_blobs(tenant, collection.id, sources, report, now)
-        batch, report.remaining = to_send[:self.max_enqueue], max(0, len(to_send) - self.max_enqueue)
-        if batch:
-            self.trigger.trigger(batch)
-        report.enqueued = len(batch)
-        if collection.switching and report.total == report.done and not to_send:
-            self.switch(tenant, collection)
-            report.switched = True
-        logger.info("reindex collection", extra={"tenant": tenant, "collection": collection.id, "total": report.total,
-                                                  "done": report.done, "enqueued": report.enqueued,
-                                                  "remaining": report.remaining, **report.repaired})
-        return report
 
     def switch(self, tenant: str, collection: Collection) -> None:
         """Make the new model the query model, then drop the old model's vectors and unreferenced chunks."""
@@ -189,28 +237,195 @@ class ReindexService:
         logger.info("model switched", extra={"tenant": tenant, "collection": collection.id, "from_model": old_model,
                                              "to_model": collection.embedding_model})
 
-    # Helpers
-    def _progress(self, tenant: str, collection: Collection) -> tuple[int, int]:
-        total = done = 0
-        for document in self._documents(tenant, collection.id):
-            if document.source is None:
+    # Tasks
+    def _collection_pass(self, tenant: str, collection: Collection) -> CollectionReport:
+        report = CollectionReport()
+        state = self._state(tenant, collection)
+        now = utc_now()
+        cursors: dict[str, str | None] = {}
+        if not state.covers(collection):
+            if state.sweeping_since is None or now - state.sweeping_since > SWEEP_LEASE:
+                if self._update_state(tenant, collection, lambda s: s.model_copy(update={"sweeping_since": now}),
+                                      read=state):
+                    report = self._sweep_page(ReindexTask(kind="sweep", tenant=tenant, collection=collection.id,
+                                                          deep=not state.resent(collection)), collection)
+                    state = self._state(tenant, collection)
+        else:
+            to_send = self._attention(tenant, collection, report, now)
+            page = self._check_page(tenant, collection, after=state.drift_after, clean=False, report=report,
+                                    now=now, max_documents=self.limits.drift_page_documents,
+                                    chunk_budget=self.limits.drift_page_chunks, deep=False)
+            self._send(list(dict.fromkeys(to_send + page.to_send)), report)
+            cursors["drift_after"] = None if page.complete else page.last
+        cursors["blob_after"] = self._blob_page(tenant, collection, state.blob_after, report, now)
+        self._update_state(tenant, collection, lambda s: s.model_copy(update=cursors), read=state)
+        self._log("reindex collection", tenant, collection, report)
+        return report
+
+    def _sweep_page(self, task: ReindexTask, collection: Collection, *,
+                    max_documents: int | None = None) -> CollectionReport:
+        report = CollectionReport()
+        now = utc_now()
+        page = self._check_page(task.tenant, collection, after=task.after, clean=task.clean, report=report, now=now,
+                                max_documents=max_documents or self.limits.sweep_page_documents,
+                                chunk_budget=self.limits.sweep_page_chunks, deep=task.deep)
+        self._send(page.to_send, report)
+        report.complete = page.complete
+        total, done, enqueued = task.total + report.total, task.done + report.done, task.enqueued + report.enqueued
+        if not page.complete:
+            self._send_tasks([task.model_copy(update={"after": page.last, "total": total, "done": done,
+                                                      "enqueued": enqueued})])
+            self._update_state(task.tenant, collection, lambda s: s.model_copy(update={"sweeping_since": now}))
+        else:
+            self._finish_sweep(task.tenant, collection, all_done=done == total, report=report)
+        if task.job and task.after is not None:
+            self._report_to_job(task.tenant, task.job, enqueued, report.repaired)
+        self._log("reindex sweep page", task.tenant, collection, report)
+        return report
+
+    def _finish_sweep(self, tenant: str, collection: Collection, *, all_done: bool, report: CollectionReport) -> None:
+        """The last page: a sweep that found every document current marks the configuration covered (and finishes
+        a model switch); one that re-sent work leaves it uncovered, so the next pass sweeps again to confirm."""
+        if all_done and collection.switching:
+            self.switch(tenant, collection)
+            report.switched = True
+            collection = self.collections.get_collection(tenant, collection.id) or collection
+        covered = all_done and not collection.switching
+        configuration = {"config_version": collection.config_version, "model": collection.embedding_model}
+        self._update_state(tenant, collection, lambda s: s.model_copy(update={
+            "sweeping_since": None,
+            **({f"swept_{k}": v for k, v in configuration.items()} | {"drift_after": None} if covered
+               else {f"resent_{k}": v for k, v in configuration.items()})}))
+
+    def _tenant_step(self, task: ReindexTask) -> CollectionReport:
+        """Deletes blobs of collections that no longer exist: one listed key per collection prefix, walking from
+        `task.after`; chains the next task after `tenant_steps` prefixes."""
+        report = CollectionReport()
+        prefix = keys.tenant_collections_prefix(task.tenant)
+        after, exists = task.after, {}
+        for _ in range(self.limits.tenant_steps):
+            listed = self.blobs.list_blobs(prefix, start_after=after, limit=1)
+            if not listed:
+                report.complete = True
+                break
+            parsed = keys.parse_blob_key(listed[0])
+            if parsed is None:
+                after = listed[0]
                 continue
-            total += 1
-            done += int(up_to_date(document, collection))
-        return total, done
+            collection_id = parsed[1]
+            if collection_id not in exists:
+                exists[collection_id] = self.collections.get_collection(task.tenant, collection_id) is not None
+            if exists[collection_id]:
+                after = keys.collection_prefix(task.tenant, collection_id) + "\U0010ffff"  # past all its keys
+                continue
+            deleted = self.blobs.delete_prefix(keys.collection_prefix(task.tenant, collection_id))
+            report.repaired["orphan_blobs"] = report.repaired.get("orphan_blobs", 0) + deleted
+            after = listed[0]
+        else:
+            report.complete = False
+            self._send_tasks([task.model_copy(update={"after": after})])
+        logger.info("reindex tenant", extra={"tenant": task.tenant, "orphan_blobs_deleted":
+                                             report.repaired.get("orphan_blobs", 0), "complete": report.complete})
+        return report
 
-    def _documents(self, tenant: str, collection_id: str):
-        after = None
-        while True:
-            ids = self.documents.list_documents(tenant, collection_id, after=after, offset=0, limit=500)
-            if not ids:
-                return
-            for document_id in ids:
-                document = self.documents.get_document(tenant, collection_id, document_id)
+    # Pages
+    def _check_page(self, tenant: str, collection: Collection, *, after: str | None, clean: bool,
+                    report: CollectionReport, now: datetime, max_documents: int, chunk_budget: int,
+                    deep: bool) -> Page:
+        """Examines the documents after `after` (at most `max_documents`, ending once their records' chunk counts
+        reach `chunk_budget`) against the search index's chunks of exactly that id range.
+
+        Shallow (`deep=False`, the per-pass drift page): when every document is indexed and current and the index
+        holds exactly as many chunks in the range as the records count, the page is consistent and no chunk item is
+        read. Otherwise, and always for a sweep (`deep=True`), the chunk store's ids of each document are compared
+        with the index: that also finds a chunk text lost from the store while its vector remains."""
+        page = self.ledger.document_page(tenant, collection.id, after=after, limit=max_documents)
+        documents: list[Document] = []
+        counted, last, complete = 0, after, len(page) < max_documents
+        for position, document in enumerate(page):
+            documents.append(document)
+            counted, last = counted + document.chunk_count, document.id
+            if counted >= chunk_budget and position < len(page) - 1:
+                complete = False
+                break
+        model = collection.embedding_model
+        indexed = self.index.chunk_ids(model, tenant, collection.id, after_document=after,
+                                       through_document=None if complete else last)
+        if not deep and not clean and self._consistent(documents, indexed, collection):
+            sourced = [d for d in documents if d.source is not None]
+            report.total += len(sourced)
+            report.done += len(sourced)
+            return Page([], last, complete)
+        stored: set[str] = set()
+        to_send: list[str] = []
+        for document in documents:
+            chunk_ids = {c.chunk_id for c in self.chunks.list_chunks(tenant, collection.id, document.id)}
+            stored |= chunk_ids
+            if document.source is None:
+                continue  # a record without content has nothing to index
+            report.total += 1
+            if self._needs_ingest(tenant, collection, document, chunk_ids, indexed, clean=clean, report=report,
+                                  now=now):
+                to_send.append(document.source)
+        orphans = indexed - stored
+        if orphans and not clean:
+            self.index.delete(model, tenant, collection.id, chunk_ids=sorted(orphans))
+            report.repaired["vectors_without_chunks"] += len(orphans)
+        return Page(to_send, last, complete)
+
+    @staticmethod
+    def _consistent(documents: Sequence[Document], indexed: set[str], collection: Collection) -> bool:
+        """Every document with content indexed and current, and the index's chunk count of their id range equal
+        to the sum of their records' counts (vectors of ids without a record would make it larger)."""
+        settled = all(d.source is None or (d.status is DocumentStatus.INDEXED and up_to_date(d, collection))
+                      for d in documents)
+        return settled and sum(d.chunk_count for d in documents) == len(indexed)
+
+    def _attention(self, tenant: str, collection: Collection, report: CollectionReport, now: datetime) -> list[str]:
+        """Re-sends the retryable failed and stuck documents among those the ledger says need attention."""
+        to_send = []
+        for document_id in self.ledger.attention_documents(tenant, collection.id, after=None,
+                                                           limit=self.limits.attention_documents):
+            document = self.documents.get_document(tenant, collection.id, document_id)
+            if document is None or document.source is None or up_to_date(document, collection):
+                continue
+            if self._needs_ingest(tenant, collection, document, set(), set(), clean=False, report=report, now=now):
+                to_send.append(document.source)
+        return to_send
+
+    def _blob_page(self, tenant: str, collection: Collection, after: str | None, report: CollectionReport,
+                   now: datetime) -> str | None:
+        """Deletes abandoned blobs of API writes and sends dropped-in files without a document to the ingest, for one
+        page of the collection's blobs; returns where the next page starts (None: from the beginning)."""
+        listed = self.blobs.list_blobs(keys.collection_prefix(tenant, collection.id), start_after=after,
+                                       limit=self.limits.blob_page)
+        sources: dict[str, str | None] = {}  # document id -> the blob its record points at (existing documents)
+        looked_up: set[str] = set()
+        to_send: list[str] = []
+        for key in listed:
+            parsed = keys.parse_blob_key(key)
+            if parsed is None:
+                continue
+            document_id = parsed[2]
+            if document_id not in looked_up:
+                looked_up.add(document_id)
+                document = self.documents.get_document(tenant, collection.id, document_id)
                 if document is not None:
-                    yield document
-            after = ids[-1]
+                    sources[document_id] = document.source
+            write = keys.blob_write(key)
+            if write is not None:
+                # A blob of an API write becomes a document only through its record, never through reindex.
+                if sources.get(document_id) != key and now - write.written_at > ABANDONED_AFTER:
+                    self.blobs.delete_blob(key)
+                    report.repaired["abandoned_blobs"] += 1
+            elif document_id not in sources:
+                # A file dropped into the bucket whose event was lost: ingest makes it a document.
+                report.repaired["blobs_without_documents"] += 1
+                to_send.append(key)
+        self._send(to_send, report)
+        return listed[-1] if len(listed) >= self.limits.blob_page else None
 
+    # Helpers
     def _needs_ingest(self, tenant: str, collection: Collection, document: Document, chunk_ids: set[str],
                       indexed_ids: set[str], *, clean: bool, report: CollectionReport, now: datetime) -> bool:
         """Whether the document's blob goes through the ingest again (clearing or repairing it first if needed)."""
@@ -229,25 +444,64 @@ class ReindexService:
             now - document.updated_at > STUCK_AFTER
         return document.status in (DocumentStatus.INDEXED, DocumentStatus.FAILED) or stuck
 
-    def _repair_blobs(self, tenant: str, collection_id: str, sources: dict[str, str | None],
-                      report: CollectionReport, now: datetime) -> list[str]:
-        """Deletes abandoned blobs of API writes; returns the keys of dropped-in files that have no document yet."""
-        to_send: list[str] = []
-        for key in self.blobs.list_blobs(keys.collection_prefix(tenant, collection_id)):
-            parsed = keys.parse_blob_key(key)
-            if parsed is None:
+    def _send(self, blob_keys: Sequence[str], report: CollectionReport) -> None:
+        if blob_keys:
+            self.trigger.trigger(list(blob_keys))
+        report.enqueued += len(blob_keys)
+
+    def _send_tasks(self, tasks: Sequence[ReindexTask]) -> int:
+        if tasks:
+            self.queue.send(list(tasks))
+        return len(tasks)
+
+    def _state(self, tenant: str, collection: Collection) -> ReindexState:
+        state = self.ledger.get_state(tenant, collection.id)
+        if state is None:
+            return ReindexState(collection=collection.id, collection_created_at=collection.created_at)
+        if state.collection_created_at != collection.created_at:
+            # The collection was deleted and created again: nothing of the old state applies.
+            return ReindexState(collection=collection.id, collection_created_at=collection.created_at,
+                                revision=state.revision)
+        return state
+
+    def _update_state(self, tenant: str, collection: Collection, change: Callable[[ReindexState], ReindexState],
+                      *, read: ReindexState | None = None) -> bool:
+        """Change and conditionally write the state (as `read` just now, else read it); a concurrent writer makes it
+        read again and retry. False when it kept losing (the change is dropped: every change is a cursor or a marker
+        the next pass redoes)."""
+        for attempt in range(STATE_WRITE_ATTEMPTS):
+            state = read if read is not None and attempt == 0 else self._state(tenant, collection)
+            changed = change(state).model_copy(update={"revision": state.revision + 1})
+            try:
+                self.ledger.put_state(tenant, changed)
+                return True
+            except Conflict:
                 continue
-            write = keys.blob_write(key)
-            if write is not None:
-                # A blob of an API write becomes a document only through its record, never through reindex.
-                if sources.get(parsed[2]) != key and now - write.written_at > ABANDONED_AFTER:
-                    self.blobs.delete_blob(key)
-                    report.repaired["abandoned_blobs"] += 1
-            elif parsed[2] not in sources:
-                # A file dropped into the bucket whose event was lost: ingest makes it a document.
-                report.repaired["blobs_without_documents"] += 1
-                to_send.append(key)
-        return to_send
+        logger.warning("reindex state kept changing", extra={"tenant": tenant, "collection": collection.id})
+        return False
+
+    def _report_to_job(self, tenant: str, job_id: str, enqueued: int, repaired: dict[str, int]) -> None:
+        job = self.jobs.get_job(tenant, job_id)
+        if job is not None and job.status != "completed":
+            merged = {name: job.repaired.get(name, 0) + count for name, count in repaired.items()}
+            self.jobs.put_job(job.model_copy(update={"enqueued": enqueued, "repaired": merged,
+                                                     "updated_at": utc_now()}))
+
+    def _progress(self, tenant: str, collection: Collection) -> tuple[int, int]:
+        total = done = 0
+        for document in self._documents(tenant, collection.id):
+            if document.source is None:
+                continue
+            total += 1
+            done += int(up_to_date(document, collection))
+        return total, done
+
+    def _documents(self, tenant: str, collection_id: str):
+        """Every document record, a page (one Query) at a time."""
+        after = None
+        while page := self.ledger.document_page(tenant, collection_id, after=after, limit=500):
+            yield from page
+            after = page[-1].id
 
     def _clear(self, tenant: str, collection: Collection, document: Document) -> Document:
         for model in {collection.embedding_model, collection.query_model}:
@@ -269,18 +523,8 @@ class ReindexService:
             raise NotFound(f"collection {collection_id!r} does not exist")
         return collection
 
-    def _delete_blobs_of_missing_collections(self, tenant: str) -> int:
-        deleted = 0
-        prefix = keys.tenant_collections_prefix(tenant)
-        missing: dict[str, bool] = {}
-        for key in self.blobs.list_blobs(prefix):
-            parsed = keys.parse_blob_key(key)
-            if parsed is None:
-                continue
-            collection_id = parsed[1]
-            if collection_id not in missing:
-                missing[collection_id] = self.collections.get_collection(tenant, collection_id) is None
-            if missing[collection_id]:
-                self.blobs.delete_blob(key)
-                deleted += 1
-        return deleted
+    @staticmethod
+    def _log(message: str, tenant: str, collection: Collection, report: CollectionReport) -> None:
+        logger.info(message, extra={"tenant": tenant, "collection": collection.id, "total": report.total,
+                                    "done": report.done, "enqueued": report.enqueued, "complete": report.complete,
+                                    "switched": report.switched, **report.repaired})

@@ -94,7 +94,8 @@ class Services:
 
         a = self.adapters
         return ReindexService(collections=a.metadata, documents=a.metadata, blobs=a.blobs, chunks=a.chunks,
-                              index=a.search_index, trigger=a.ingest_trigger, jobs=a.jobs, key_store=a.metadata)
+                              index=a.search_index, trigger=a.ingest_trigger, jobs=a.jobs, key_store=a.metadata,
+                              ledger=a.metadata, queue=a.reindex_queue)
 
     @cached_property
     def keys(self) -> KeyService:

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
         MetricsRecorder,
         Presigner,
         QueryLog,
+        ReindexQueue,
         SearchIndex,
         SecretStore,
         UsagePlanKeys,
@@ -31,7 +32,8 @@ if TYPE_CHECKING:
 
 
 class AdapterSet(ABC):
-    """The adapters of one deployment, one per port. `metadata` serves three ports (collections, documents, keys)."""
+    """The adapters of one deployment, one per port. `metadata` serves four ports (collections, documents, keys and
+    the reindex ledger)."""
 
     def __init__(self, settings: Settings):
         self.settings = settings
@@ -71,6 +73,10 @@ class AdapterSet(ABC):
     @cached_property
     @abstractmethod
     def ingest_trigger(self) -> IngestTrigger: ...
+
+    @cached_property
+    @abstractmethod
+    def reindex_queue(self) -> ReindexQueue: ...
 
     @cached_property
     @abstractmethod

@@ -66,6 +66,12 @@ class AwsAdapters(AdapterSet):
         return SqsIngestTrigger(self.settings.ingest_queue_url, self.settings.bucket_name)
 
     @cached_property
+    def reindex_queue(self):
+        from kindex.adapters.aws.sqs_reindex_queue import SqsReindexQueue
+
+        return SqsReindexQueue(self.settings.reindex_queue_url)
+
+    @cached_property
     def presigner(self):
         """S3 presigned PUTs: the blob store signs them."""
         return self.blobs

@@ -118,6 +118,13 @@ class LocalAdapters(AdapterSet):
         return self.notifier
 
     @cached_property
+    def reindex_queue(self):
+        """Reindex tasks on the same durable queue (the local worker dispatches by message body)."""
+        from kindex.adapters.local.reindex_queue import LocalReindexQueue
+
+        return LocalReindexQueue(self.queue)
+
+    @cached_property
     def presigner(self):
         """The local server's own HMAC-signed upload URLs."""
         from kindex.adapters.local.upload_signer import (

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from kindex.domain.models import ApiKey, Collection, Document, ReindexJob
+    from kindex.domain.reindex import ReindexState, ReindexTask
 
 
 class Embedder(Protocol):
@@ -59,8 +60,11 @@ class SearchIndex(Protocol):
                        filters: SearchFilters | None = None) -> list[SearchHit]:
         """The k best chunks by BM25 on their text within the tenant's collections (and filters)."""
 
-    def chunk_ids(self, model: str, tenant: str, collection: str) -> set[str]:
-        """Every chunk id stored for the collection under this model (drift repair and tests)."""
+    def chunk_ids(self, model: str, tenant: str, collection: str, *, after_document: str | None = None,
+                  through_document: str | None = None) -> set[str]:
+        """Every chunk id stored for the collection under this model (drift repair and tests); with
+        `after_document` / `through_document`, only those of documents whose id is > / <= it (code point order,
+        the order documents are listed in), whether or not such a document still exists."""
 
 
 class CollectionStore(Protocol):
@@ -102,6 +106,29 @@ class DocumentStore(Protocol):
         """How many documents the collection holds."""
 
 
+class ReindexLedger(Protocol):
+    """What the reindex keeps per collection, and the one query that finds work without reading every document.
+    Implemented by the metadata store (the documents' own table or partition)."""
+
+    def get_state(self, tenant: str, collection_id: str) -> "ReindexState | None":
+        """The collection's reindex state, or None when none was written (or the collection was deleted since)."""
+
+    def put_state(self, tenant: str, state: "ReindexState") -> None:
+        """Write the state if the stored one's revision is `state.revision - 1` (a missing one counts as 0);
+        Conflict otherwise, and nothing changes."""
+
+    def attention_documents(self, tenant: str, collection_id: str, *, after: str | None,
+                            limit: int) -> list[str]:
+        """Ids, in order and strictly after `after`, of the collection's documents that `needs_attention` (pending,
+        in progress, or failed and retryable), at most `limit`; read from an index of only those documents, so the
+        cost follows their number, not the collection's size. May lag a write by a moment (DynamoDB's GSI)."""
+
+    def document_page(self, tenant: str, collection_id: str, *, after: str | None,
+                      limit: int) -> list["Document"]:
+        """The records of the first `limit` documents strictly after `after`, in id order, in one read (a Query on
+        DynamoDB: a page costs what its items weigh, with no read per document)."""
+
+
 class KeyStore(Protocol):
     """API keys, looked up by their public key id. Only hashes of secrets are stored."""
 
@@ -141,8 +168,9 @@ class BlobStore(Protocol):
     def delete_prefix(self, prefix: str) -> int:
         """Delete every object under the prefix; returns how many were deleted."""
 
-    def list_blobs(self, prefix: str) -> list[str]:
-        """Keys under the prefix, in order."""
+    def list_blobs(self, prefix: str, *, start_after: str | None = None, limit: int | None = None) -> list[str]:
+        """Keys under the prefix, in order; only those after `start_after` (which need not exist), at most `limit`
+        (a bounded listing reads about that many keys, not the whole prefix)."""
 
 
 class ChunkStore(Protocol):
@@ -230,6 +258,13 @@ class JobStore(Protocol):
 
     def get_job(self, tenant: str, job_id: str) -> "ReindexJob | None":
         """The job, or None when unknown (or another tenant's)."""
+
+
+class ReindexQueue(Protocol):
+    """Carries reindex tasks from the planner to the reindex worker (SQS on AWS, the durable queue locally)."""
+
+    def send(self, tasks: Sequence["ReindexTask"]) -> None:
+        """Enqueue every task (in bounded batches); DependencyFailed when the queue refuses any of them."""
 
 
 class IngestTrigger(Protocol):

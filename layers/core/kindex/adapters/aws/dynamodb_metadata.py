@@ -9,6 +9,7 @@ Item layout (every item carries the model's JSON in `body`; documents also carry
 | API key              | `KEY#{key_id}`                       | `KEY`                     |
 | key listing (all)    | `KEYS`                               | `{created_at}#{key_id}`   |
 | key listing (tenant) | `T#{tenant}#KEYS`                    | `{created_at}#{key_id}`   |
+| reindex state        | `T#{tenant}#REINDEX`                 | `{collection_id}`         |
 
 Key construction. Ids may contain '#', '%', spaces and any unicode, so the parts of a partition key are escaped:
 `%` becomes `%25` and `#` becomes `%23` (and nothing else changes). Escaped parts never contain '#', so the '#'
@@ -23,7 +24,10 @@ sk stays under 1,024 bytes and a document pk (two such parts plus 5 separator by
 Key listings are denormalised copies of the key item written in the same TransactWriteItems, so listing keys (all,
 or one tenant's) is a Query, never a Scan. `{created_at}#{key_id}` sorts like the local store's
 `ORDER BY created_at, key_id` because '#' sorts below every character an ISO timestamp can continue with.
-No GSI is needed.
+One sparse GSI, `attention` (partition key `attention`, sort key `sk`, keys only): a document item carries the
+`attention` attribute (its own pk) only while it `needs_attention` (pending, in progress, failed and retryable), so
+the index holds just those documents and the reindex finds them with a Query whose cost follows their number, not
+the collection's size. A reindex state item carries `revision` (a number) for its conditional writes.
 
 Reads are strongly consistent: services read-modify-write with version checks, and a stale read there would only
 turn into a spurious Conflict. Requests are built by the pure functions below; `DynamoDbMetadataStore._call` is the
@@ -38,6 +42,7 @@ from typing import Any
 
 from kindex.adapters.aws.dynamodb_table import (
     BATCH_WRITE_MAX,
+    MAX_PK_BYTES,
     DynamoDbTable,
     addressable,
     escape_part,
@@ -46,11 +51,14 @@ from kindex.adapters.aws.dynamodb_table import (
 )
 from kindex.domain.errors import Conflict, KindexError, NotFound
 from kindex.domain.models import ApiKey, Collection, Document
+from kindex.domain.reindex import ReindexState, needs_attention
 
 logger = logging.getLogger(__name__)
 
 KEYS_PARTITION = "KEYS"
 KEY_ITEM_SK = "KEY"
+ATTENTION_INDEX = "attention"
+ATTENTION_ATTRIBUTE = "attention"
 
 
 
@@ -61,6 +69,37 @@ def collections_pk(tenant: str) -> str:
 
 def documents_pk(tenant: str, collection_id: str) -> str:
     return f"T#{escape_part(tenant)}#C#{escape_part(collection_id)}"
+
+
+def reindex_state_pk(tenant: str) -> str:
+    return f"T#{escape_part(tenant)}#REINDEX"
+
+
+def build_attention_query(table: str, pk: str, *, after: str | None, limit: int) -> dict[str, Any]:
+    """A keys-only Query of the sparse `attention` GSI: the documents of one collection that need attention.
+    GSIs are read eventually consistent (half the read units); the reindex tolerates a moment's lag."""
+    condition = "#attention = :pk"
+    values = {":pk": {"S": pk}}
+    if after:
+        condition += " AND sk > :after"
+        values[":after"] = {"S": fit_sort_key(after)}
+    return {"TableName": table, "IndexName": ATTENTION_INDEX, "KeyConditionExpression": condition,
+            "ExpressionAttributeNames": {"#attention": ATTENTION_ATTRIBUTE}, "ExpressionAttributeValues": values,
+            "ProjectionExpression": "sk", "Limit": max(1, limit)}
+
+
+def build_state_put(table: str, tenant: str, state: ReindexState) -> dict[str, Any]:
+    """A PutItem of the state that succeeds only over the revision before it (or no item, for revision 1)."""
+    item = build_item(reindex_state_pk(tenant), state.collection, state.model_dump_json())
+    item["revision"] = {"N": str(state.revision)}
+    request: dict[str, Any] = {"TableName": table, "Item": item}
+    if state.revision <= 1:
+        request["ConditionExpression"] = "attribute_not_exists(pk)"
+    else:
+        request["ConditionExpression"] = "#revision = :expected"
+        request["ExpressionAttributeNames"] = {"#revision": "revision"}
+        request["ExpressionAttributeValues"] = {":expected": {"N": str(state.revision - 1)}}
+    return request
 
 
 def key_pk(key_id: str) -> str:
@@ -154,8 +193,9 @@ class DynamoDbMetadataStore(DynamoDbTable):
             if len(pending) == BATCH_WRITE_MAX:
                 self._batch_write(deletes=pending)
                 deleted, pending = deleted + len(pending), []
-        self._batch_write(deletes=pending)
         deleted += len(pending)
+        # The collection's reindex state goes with its last documents (a missing item deletes as a no-op).
+        self._batch_write(deletes=[*pending, item_key(reindex_state_pk(tenant), collection_id)])
         response = self._call("delete_item", {"TableName": self.table_name, "Key": item_key(pk, collection_id),
                                               "ReturnValues": "ALL_OLD"})
         existed = "Attributes" in response
@@ -175,6 +215,8 @@ class DynamoDbMetadataStore(DynamoDbTable):
                      expected_version: int | None = None) -> None:
         item = build_item(documents_pk(tenant, document.collection), document.id, document.model_dump_json(),
                           version=document.version)
+        if needs_attention(document):
+            item[ATTENTION_ATTRIBUTE] = {"S": item["pk"]["S"]}
 
         def condition_failed(old: dict | None) -> KindexError:
             if create:
@@ -202,6 +244,46 @@ class DynamoDbMetadataStore(DynamoDbTable):
     def count_documents(self, tenant: str, collection_id: str) -> int:
         request = build_page_query(self.table_name, documents_pk(tenant, collection_id), count=True)
         return sum(page["Count"] for page in self._query_pages(request))
+
+    # Reindex ledger
+    def get_state(self, tenant: str, collection_id: str) -> ReindexState | None:
+        body = self._get_body(reindex_state_pk(tenant), collection_id)
+        return ReindexState.model_validate_json(body) if body is not None else None
+
+    def put_state(self, tenant: str, state: ReindexState) -> None:
+        self._call("put_item", build_state_put(self.table_name, tenant, state), on_condition_failed=(
+            lambda _old: Conflict(f"reindex state of {state.collection!r} changed meanwhile")))
+
+    def document_page(self, tenant: str, collection_id: str, *, after: str | None, limit: int) -> list[Document]:
+        if limit <= 0:
+            return []
+        request = build_page_query(self.table_name, documents_pk(tenant, collection_id), after=after)
+        request["ProjectionExpression"] = "body"
+        documents: list[Document] = []
+
+        def needed() -> int:
+            return limit - len(documents)
+
+        for page in self._query_pages(request, needed):
+            documents.extend(Document.model_validate_json(item["body"]["S"]) for item in page["Items"])
+            if len(documents) >= limit:
+                break
+        return documents[:limit]
+
+    def attention_documents(self, tenant: str, collection_id: str, *, after: str | None,
+                            limit: int) -> list[str]:
+        pk = documents_pk(tenant, collection_id)
+        if limit <= 0 or len(pk.encode("utf-8")) > MAX_PK_BYTES:
+            return []
+        ids: list[str] = []
+        request = build_attention_query(self.table_name, pk, after=after, limit=limit)
+        while len(ids) < limit:
+            page = self._call("query", request)
+            ids.extend(item["sk"]["S"] for item in page.get("Items", []))
+            if not page.get("LastEvaluatedKey"):
+                break
+            request = {**request, "ExclusiveStartKey": page["LastEvaluatedKey"], "Limit": max(1, limit - len(ids))}
+        return ids[:limit]
 
     # API keys
     def put_key(self, key: ApiKey) -> None:

@@ -364,15 +364,22 @@ def build_delete_query(tenant: str, collection: str, *, document_ids: Sequence[s
 
 
 def build_chunk_ids_query(tenant: str, collection: str, *, page_size: int = CHUNK_IDS_PAGE_SIZE,
-                          search_after: Sequence[str] | None = None) -> dict[str, Any]:
-    """One page of chunk ids, sorted by chunk id so `search_after` can continue where the last page ended."""
+                          search_after: Sequence[str] | None = None, after_document: str | None = None,
+                          through_document: str | None = None) -> dict[str, Any]:
+    """One page of chunk ids, sorted by chunk id so `search_after` can continue where the last page ended; with
+    `after_document` / `through_document`, only chunks of document ids in that range (a keyword range compares
+    UTF-8 bytes, which is code point order, the order documents are listed in)."""
+    filters: list[dict[str, Any]] = [{"term": {"tenant": tenant}}, {"term": {"collection": collection}}]
+    bounds = {op: value for op, value in (("gt", after_document), ("lte", through_document)) if value is not None}
+    if bounds:
+        filters.append({"range": {"document_id": bounds}})
     body: dict[str, Any] = {
         "size": page_size,
         "_source": ["chunk_id"],
         # The bare field name (ascending by default): the spec's `oneOf` for sort entries matches an object form
         # like {"chunk_id": {"order": "asc"}} twice and so rejects it, although OpenSearch accepts both.
         "sort": ["chunk_id"],
-        "query": {"bool": {"filter": [{"term": {"tenant": tenant}}, {"term": {"collection": collection}}]}},
+        "query": {"bool": {"filter": filters}},
     }
     if search_after is not None:
         body["search_after"] = list(search_after)
@@ -512,12 +519,14 @@ class OpenSearchIndex:
         hits.sort(key=lambda hit: -hit.score)
         return hits[:k]
 
-    def chunk_ids(self, model: str, tenant: str, collection: str) -> set[str]:
+    def chunk_ids(self, model: str, tenant: str, collection: str, *, after_document: str | None = None,
+                  through_document: str | None = None) -> set[str]:
         found: set[str] = set()
         for alias in self._aliases_of(model):
             search_after: list[str] | None = None
             while True:
-                body = build_chunk_ids_query(tenant, collection, search_after=search_after)
+                body = build_chunk_ids_query(tenant, collection, search_after=search_after,
+                                             after_document=after_document, through_document=through_document)
                 page = self._search(alias, tenant, body).get("hits", {}).get("hits", [])
                 found.update(hit["_source"]["chunk_id"] for hit in page)
                 if len(page) < CHUNK_IDS_PAGE_SIZE:

@@ -116,9 +116,16 @@ class S3BlobStore:
                                                   "versions": len(versions)})
         return live_keys
 
-    def list_blobs(self, prefix: str) -> list[str]:
+    def list_blobs(self, prefix: str, *, start_after: str | None = None, limit: int | None = None) -> list[str]:
+        if limit is not None and limit <= 0:
+            return []
+        request: dict[str, Any] = {"Bucket": self.bucket, "Prefix": prefix}
+        if start_after:
+            request["StartAfter"] = start_after
+        if limit is not None:
+            request["PaginationConfig"] = {"MaxItems": limit, "PageSize": min(limit, 1000)}
         keys = []
-        for page in self._pages("list_objects_v2", {"Bucket": self.bucket, "Prefix": prefix}):
+        for page in self._pages("list_objects_v2", request):
             keys.extend(obj["Key"] for obj in page.get("Contents", []))
         # S3 already lists in UTF-8 byte order, which is code point order; sorting states the contract, not a fix.
         return sorted(keys)

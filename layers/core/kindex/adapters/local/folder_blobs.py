@@ -7,6 +7,7 @@ skips none. Folders are 0700 and blobs 0600.
 
 from __future__ import annotations
 
+import bisect
 import logging
 import os
 import re
@@ -101,7 +102,13 @@ class FolderBlobStore:
             self.delete_blob(key)
         return len(keys)
 
-    def list_blobs(self, prefix: str) -> list[str]:
+    def list_blobs(self, prefix: str, *, start_after: str | None = None, limit: int | None = None) -> list[str]:
+        keys = self._all_blobs(prefix)
+        if start_after is not None:
+            keys = keys[bisect.bisect_right(keys, start_after):]
+        return keys if limit is None else keys[:max(0, limit)]
+
+    def _all_blobs(self, prefix: str) -> list[str]:
         keys = []
         # Walk only the folder the prefix points into, not the whole store.
         start = self._path(prefix.rsplit("/", 1)[0]) if "/" in prefix else self.root

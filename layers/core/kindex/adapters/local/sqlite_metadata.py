@@ -7,6 +7,7 @@ import sqlite3
 from kindex.adapters.local.sqlite_db import SqliteDatabase
 from kindex.domain.errors import Conflict, NotFound
 from kindex.domain.models import ApiKey, Collection, Document
+from kindex.domain.reindex import ReindexState, needs_attention
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS collections (
@@ -20,7 +21,24 @@ CREATE TABLE IF NOT EXISTS documents (
 CREATE TABLE IF NOT EXISTS api_keys (
     key_id TEXT PRIMARY KEY, tenant TEXT NOT NULL, created_at TEXT NOT NULL, body TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS reindex_state (
+    tenant TEXT NOT NULL, collection TEXT NOT NULL, revision INTEGER NOT NULL, body TEXT NOT NULL,
+    PRIMARY KEY (tenant, collection)
+) WITHOUT ROWID;
 """
+# Added after the first release: whether the document `needs_attention` (1) or not (0), so the reindex finds such
+# documents through a partial index (a handful of rows) instead of reading every document. Rows of an older data
+# directory are filled in once from their JSON bodies.
+ATTENTION_COLUMN = "ALTER TABLE documents ADD COLUMN attention INTEGER"
+ATTENTION_BACKFILL = """
+UPDATE documents SET attention = CASE
+    WHEN json_extract(body, '$.status') IN ('pending', 'in_progress') THEN 1
+    WHEN json_extract(body, '$.status') = 'failed' AND json_extract(body, '$.failure_retryable') THEN 1
+    ELSE 0 END
+WHERE attention IS NULL
+"""
+ATTENTION_INDEX = ("CREATE INDEX IF NOT EXISTS documents_attention ON documents (tenant, collection, id)"
+                   " WHERE attention = 1")
 
 
 
@@ -41,6 +59,11 @@ class SqliteMetadataStore:
     def __init__(self, db: SqliteDatabase):
         self.db = db
         db.add_schema(SCHEMA)
+        with db.write() as conn:
+            if "attention" not in {row[1] for row in conn.execute("PRAGMA table_info(documents)")}:
+                conn.execute(ATTENTION_COLUMN)
+            conn.execute(ATTENTION_BACKFILL)
+            conn.execute(ATTENTION_INDEX)
 
     # Collections
     def get_collection(self, tenant: str, collection_id: str) -> Collection | None:
@@ -64,6 +87,7 @@ class SqliteMetadataStore:
     def delete_collection(self, tenant: str, collection_id: str) -> bool:
         with self.db.write() as conn:
             conn.execute("DELETE FROM documents WHERE tenant = ? AND collection = ?", (tenant, collection_id))
+            conn.execute("DELETE FROM reindex_state WHERE tenant = ? AND collection = ?", (tenant, collection_id))
             return conn.execute("DELETE FROM collections WHERE tenant = ? AND id = ?",
                                 (tenant, collection_id)).rowcount > 0
 
@@ -83,16 +107,18 @@ class SqliteMetadataStore:
                      expected_version: int | None = None) -> None:
         body = document.model_dump_json()
         key = (tenant, document.collection, document.id)
+        attention = int(needs_attention(document))
         with self.db.write() as conn:
             if create:
                 try:
-                    conn.execute("INSERT INTO documents (tenant, collection, id, version, body) VALUES (?, ?, ?, ?, ?)",
-                                 (*key, document.version, body))
+                    conn.execute("INSERT INTO documents (tenant, collection, id, version, body, attention)"
+                                 " VALUES (?, ?, ?, ?, ?, ?)", (*key, document.version, body, attention))
                 except sqlite3.IntegrityError as error:
                     raise Conflict(f"document {document.id!r} already exists") from error
                 return
-            sql = "UPDATE documents SET version = ?, body = ? WHERE tenant = ? AND collection = ? AND id = ?"
-            params: list = [document.version, body, *key]
+            sql = ("UPDATE documents SET version = ?, body = ?, attention = ?"
+                   " WHERE tenant = ? AND collection = ? AND id = ?")
+            params: list = [document.version, body, attention, *key]
             if expected_version is not None:
                 sql += " AND version = ?"
                 params.append(expected_version)
@@ -117,6 +143,37 @@ class SqliteMetadataStore:
     def count_documents(self, tenant: str, collection_id: str) -> int:
         return self.db.connection().execute(
             "SELECT COUNT(*) FROM documents WHERE tenant = ? AND collection = ?", (tenant, collection_id)).fetchone()[0]
+
+    # Reindex ledger
+    def get_state(self, tenant: str, collection_id: str) -> ReindexState | None:
+        row = self.db.connection().execute("SELECT body FROM reindex_state WHERE tenant = ? AND collection = ?",
+                                           (tenant, collection_id)).fetchone()
+        return ReindexState.model_validate_json(row[0]) if row else None
+
+    def put_state(self, tenant: str, state: ReindexState) -> None:
+        body, expected = state.model_dump_json(), state.revision - 1
+        with self.db.write() as conn:
+            if expected == 0:
+                written = conn.execute("INSERT OR IGNORE INTO reindex_state (tenant, collection, revision, body)"
+                                       " VALUES (?, ?, ?, ?)", (tenant, state.collection, state.revision, body))
+            else:
+                written = conn.execute("UPDATE reindex_state SET revision = ?, body = ? WHERE tenant = ? AND"
+                                       " collection = ? AND revision = ?",
+                                       (state.revision, body, tenant, state.collection, expected))
+            if written.rowcount == 0:
+                raise Conflict(f"reindex state of {state.collection!r} changed meanwhile")
+
+    def document_page(self, tenant: str, collection_id: str, *, after: str | None, limit: int) -> list[Document]:
+        sql, params = _page_query("SELECT body FROM documents WHERE tenant = ? AND collection = ?",
+                                  [tenant, collection_id], after=after, offset=0, limit=max(0, limit))
+        return [Document.model_validate_json(row[0]) for row in self.db.connection().execute(sql, params)]
+
+    def attention_documents(self, tenant: str, collection_id: str, *, after: str | None,
+                            limit: int) -> list[str]:
+        sql, params = _page_query("SELECT id FROM documents INDEXED BY documents_attention WHERE tenant = ? AND"
+                                  " collection = ? AND attention = 1", [tenant, collection_id],
+                                  after=after, offset=0, limit=max(0, limit))
+        return [row[0] for row in self.db.connection().execute(sql, params)]
 
     # API keys
     def put_key(self, key: ApiKey) -> None:

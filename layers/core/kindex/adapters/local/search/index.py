@@ -185,12 +185,26 @@ class LocalSearchIndex:
         return [SearchHit(chunk_id=chunk_id, document_id=document_id, collection=collection, score=-rank)
                 for chunk_id, document_id, collection, rank in rows]
 
-    def chunk_ids(self, model: str, tenant: str, collection: str) -> set[str]:
+    def chunk_ids(self, model: str, tenant: str, collection: str, *, after_document: str | None = None,
+                  through_document: str | None = None) -> set[str]:
+        def in_range(document_id: str) -> bool:
+            return ((after_document is None or document_id > after_document)
+                    and (through_document is None or document_id <= through_document))
+
+        ranged = after_document is not None or through_document is not None
+        sql = "SELECT chunk_id FROM chunk WHERE model = ? AND tenant = ? AND collection = ?"
+        args: list[str] = [model, tenant, collection]
+        for clause, bound in ((" AND document_id > ?", after_document), (" AND document_id <= ?", through_document)):
+            if bound is not None:
+                sql, args = sql + clause, [*args, bound]
         with self._lock, self._keyword_lock:
             partition = self._partition(model, tenant, collection)
-            found = set(partition.chunk_ids) if partition is not None else set()
-            rows = self._db.execute("SELECT chunk_id FROM chunk WHERE model = ? AND tenant = ? AND collection = ?",
-                                    (model, tenant, collection))
+            found: set[str] = set()
+            if partition is not None:
+                # Python compares str by code point, as SQLite's BINARY collation compares their UTF-8 bytes.
+                found.update(partition.select([d for d in partition.documents.codes if in_range(d)], None)
+                             if ranged else partition.chunk_ids)
+            rows = self._db.execute(sql, args)
             # The union: drift repair must see a chunk that only one of the two stores still holds.
             found.update(chunk_id for (chunk_id,) in rows)
         return found
