@@ -162,12 +162,53 @@ def test_minilm_returns_input_order_despite_length_sorted_batches(minilm):
         assert cosine(minilm.embed([text])[0], row) > 0.99
 
 
-def test_minilm_truncates_to_256_word_pieces(minilm):
-    # Given a long text and the same text with a different ending past the 256th word piece
+def test_minilm_reads_text_past_its_256_token_window(minilm):
+    # Given a long text and the same text with a different ending far past the 256th word piece
     head = " ".join(f"word{i % 50}" for i in range(400))
-    first, second = minilm.embed([head + " cats and dogs", head + " quantum chromodynamics"])
-    # Then the endings are ignored
-    assert cosine(first, second) > 0.999
+    ending_a = " cats and dogs play in the garden" * 20
+    ending_b = " quantum chromodynamics describes quarks and gluons" * 20
+    first, second = minilm.embed([head + ending_a, head + ending_b])
+    # Then the endings change the vectors (a truncating model would give the same vector twice)
+    assert cosine(first, second) < 0.95
+
+
+def test_minilm_long_text_leans_towards_what_its_later_windows_say(minilm):
+    # Given a text whose first window is about cooking and whose rest is about astronomy
+    cooking = "Knead the dough, let it rise, then bake the bread in a hot oven. " * 20
+    astronomy = "The telescope observed distant galaxies and the light of exploding stars. " * 30
+    whole, first_part, second_part = minilm.embed([cooking + astronomy, cooking, astronomy])
+    # Then the whole text's vector carries both topics, the later one included
+    assert cosine(whole, second_part) > 0.5
+    assert cosine(whole, first_part) > 0.3
+    assert cosine(whole, first_part) < 0.99
+
+
+def test_bucketed_parallel_batches_agree_with_the_unbucketed_path():
+    # Given texts of very different lengths, some longer than one window
+    from kindex.adapters.embedders.minilm import MiniLMEmbedder
+
+    texts = [("alpha beta gamma " * (1 + (i * 37) % 120)) + f"item {i}" for i in range(40)] + ["", "x"]
+    reference = MiniLMEmbedder(batch_size=1, workers=1, bucketed=False).embed(texts)
+    # When they are embedded in length-sorted batches of 8, two batches at a time
+    bucketed = MiniLMEmbedder(batch_size=8, workers=2, bucketed=True).embed(texts)
+    # Then every vector is the reference one, in input order (int8 activations are quantised per batch)
+    assert_unit_rows(bucketed, len(texts), 384)
+    for got, want in zip(bucketed, reference):
+        assert cosine(got, want) >= 0.999
+
+
+def test_minilm_is_safe_to_share_between_threads(minilm):
+    # Given one embedder used by four threads at once (the worker pool's ingest threads do this)
+    from concurrent.futures import ThreadPoolExecutor
+
+    texts = [f"document {i} about topic {i % 7} " * (3 + i) for i in range(12)]
+    alone = minilm.embed(texts)
+    with ThreadPoolExecutor(4) as pool:
+        together = list(pool.map(lambda _: minilm.embed(texts), range(4)))
+    # Then each thread gets the same vectors as a lone call
+    for vectors in together:
+        for got, want in zip(vectors, alone):
+            assert cosine(got, want) >= 0.999
 
 
 def _read_safetensors(blob: bytes) -> dict[str, np.ndarray]:

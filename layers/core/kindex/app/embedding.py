@@ -79,5 +79,6 @@ class EmbeddingService:
         return np.vstack([known[h] for h in hashes]).astype(np.float32, copy=False)
 
     def embed_query(self, model: str, text: str) -> np.ndarray:
-        """Queries skip the cache on write: they rarely repeat and would only grow the table."""
-        return self.embedder_for(model).embed([text])[0]
+        """Queries skip the cache on write: they rarely repeat and would only grow the table. They are embedded as
+        queries (an instruction model's query prefix), never looked up among the passages' cached vectors."""
+        return self.embedder_for(model).embed_queries([text])[0]
