@@ -83,3 +83,17 @@ def test_pooling_is_the_token_weighted_mean_of_windows_then_unit_length():
     np.testing.assert_allclose(pooled[0], np.array([3.0, 1.0]) / np.sqrt(10), rtol=1e-6)
     np.testing.assert_allclose(pooled[1], np.array([1.0, 1.0]) / np.sqrt(2), rtol=1e-6)
     assert pooled.dtype == np.float32
+
+
+def test_a_new_default_model_leaves_existing_collections_on_theirs():
+    from kindex.app.catalog import merge_collection
+
+    # Given a collection created when MiniLM was the default
+    old = merge_collection(None, "handbook", {}, "local:all-MiniLM-L6-v2")
+    # When the deployment's default becomes e5-small and the old collection is updated (not its model)
+    updated = merge_collection(old, "handbook", {"title": "Staff handbook"}, "local:multilingual-e5-small")
+    new = merge_collection(None, "wiki", {}, "local:multilingual-e5-small")
+    # Then the old one keeps its model (its vectors' partition) and config version; only new ones get the default
+    assert (updated.embedding_model, updated.config_version) == ("local:all-MiniLM-L6-v2", old.config_version)
+    assert new.embedding_model == "local:multilingual-e5-small"
+    assert embedding_window(updated).window_tokens == 256 and embedding_window(new).window_tokens == 512
