@@ -44,17 +44,8 @@ def run_sections(sections: tuple[str, ...], quick: bool) -> tuple[list[Figure], 
     for section in sections:
         started = time.perf_counter()
         log(f"section {section}")
-        if section == "ingest":
-            from bench import ingest
-
-            if quick:
-                ingest.WORKLOADS["hash:384"].update(documents=30, repeats=1)
-                ingest.WORKLOADS["local:all-MiniLM-L6-v2"].update(documents=2, repeats=1)
-            figures += ingest.run()
-        elif section == "embedding":
-            from bench import embedding
-
-            figures += embedding.run(repeats=1 if quick else embedding.REPEATS)
+        if section in ("ingest", "embedding"):
+            figures += _throughput_section(section, quick)
         elif section == "query":
             from bench import query_latency
 
@@ -86,6 +77,20 @@ def run_sections(sections: tuple[str, ...], quick: bool) -> tuple[list[Figure], 
         seconds[section] = round(time.perf_counter() - started, 1)
         log(f"section {section} took {seconds[section]} s")
     return figures, raw, seconds
+
+
+def _throughput_section(section: str, quick: bool) -> list[Figure]:
+    """Ingest through the pipeline, or the local embedders' batching before and after tuning."""
+    if section == "embedding":
+        from bench import embedding
+
+        return embedding.run(repeats=1 if quick else embedding.REPEATS)
+    from bench import ingest
+
+    if quick:
+        ingest.WORKLOADS["hash:384"].update(documents=30, repeats=1)
+        ingest.WORKLOADS["local:all-MiniLM-L6-v2"].update(documents=2, repeats=1)
+    return ingest.run()
 
 
 def _vector_index_section(section: str, quick: bool) -> list[Figure]:
