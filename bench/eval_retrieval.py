@@ -44,8 +44,8 @@ from bench.common import (
 TENANT = "default"
 COLLECTION = "scifact"
 MODES = ("keyword", "vector", "hybrid")
-LOCAL_MODEL = "local:multilingual-e5-small"  # the local default (kindex/settings.py)
-LOCAL_MODELS = ("local:multilingual-e5-small", "local:all-MiniLM-L6-v2")
+LOCAL_MODEL = "local:all-MiniLM-L6-v2"  # the local default (kindex/settings.py)
+LOCAL_MODELS = ("local:all-MiniLM-L6-v2", "local:multilingual-e5-small")
 SHORT_NAMES = {"local:multilingual-e5-small": "e5small", "local:all-MiniLM-L6-v2": "minilm"}
 OPENAI_MODEL = "openai:text-embedding-3-small"
 K_CHUNKS = 100
