@@ -8,7 +8,9 @@
    maximum), turns the chunk ranking into a document ranking (first occurrence wins);
 3. scores nDCG@10 and recall@100 with ir-measures (pytrec_eval underneath), never by hand.
 
-With the local MiniLM model always; with `openai:text-embedding-3-small` too when OPENAI_API_KEY is set.
+With every local model (`--models` to choose; the default local model's figures are named `_local`, the others'
+`_<short name>`) and `openai:text-embedding-3-small` too when OPENAI_API_KEY is set; each model's ingest chunks/s
+through the same path is a figure too (same run, same machine, models one after the other).
 The data is read in place from ../shared/data/scifact (CC BY-NC: never copied into the repo); the index
 lives in a temp dir that is deleted afterwards. Writes bench/retrieval_results.json, which `make bench` folds
 into bench/results.json.
@@ -42,7 +44,9 @@ from bench.common import (
 TENANT = "default"
 COLLECTION = "scifact"
 MODES = ("keyword", "vector", "hybrid")
-LOCAL_MODEL = "local:all-MiniLM-L6-v2"
+LOCAL_MODEL = "local:all-MiniLM-L6-v2"  # the local default (kindex/settings.py)
+LOCAL_MODELS = ("local:all-MiniLM-L6-v2", "local:multilingual-e5-small")
+SHORT_NAMES = {"local:multilingual-e5-small": "e5small", "local:all-MiniLM-L6-v2": "minilm"}
 OPENAI_MODEL = "openai:text-embedding-3-small"
 K_CHUNKS = 100
 MTEB_DIR = SHARED_DATA / "reference_scores" / "mteb_results"
@@ -64,8 +68,9 @@ def mteb_reference(filename: str, metric: str) -> float | None:
 
 
 def references(model: str) -> dict[tuple[str, str], tuple[str, float | None]]:
-    """(mode, metric) -> (reference name, published value) for the figures of one embedding model."""
-    if model == LOCAL_MODEL:
+    """(mode, metric) -> (reference name, published value) for the figures of one embedding model. Local models are
+    set beside MiniLM's published figures (the model they replace); ../shared has no MTEB file for e5-small."""
+    if model.startswith("local:"):
         dense = ("all-MiniLM-L6-v2 (MTEB)", "sentence-transformers__all-MiniLM-L6-v2__SciFact.json")
     else:
         dense = ("text-embedding-3-small (MTEB)", "openai__text-embedding-3-small__SciFact.json")
@@ -111,11 +116,25 @@ class CountingMetrics:
         self.counts[name] = self.counts.get(name, 0) + value
 
 
-def index_corpus(services, model: str, limit: int | None) -> dict:
-    """Every corpus document through the real ingest path; returns counts and timings."""
+def select_corpus(limit: int | None = None, distractors: int | None = None) -> list[dict]:
+    """The corpus to index: all of it; its first `limit` documents (a smoke run); or, with `distractors`, every
+    document some test query is judged against plus the first `distractors` others in corpus order (a reduced
+    corpus: the same for every model, so models compare fairly, but scores run higher than on the full corpus)."""
+    corpus = scifact_corpus()
+    if distractors is not None:
+        _, qrels = load_test_queries()
+        judged = {qrel.doc_id for qrel in qrels}
+        others = [doc for doc in corpus if doc["_id"] not in judged][:distractors]
+        keep = judged | {doc["_id"] for doc in others}
+        return [doc for doc in corpus if doc["_id"] in keep]
+    return corpus[:limit] if limit else corpus
+
+
+def index_corpus(services, model: str, limit: int | None, distractors: int | None = None) -> dict:
+    """Every selected corpus document through the real ingest path; returns counts and timings."""
     from kindex.domain.models import CollectionInput, DocumentInput
 
-    corpus = scifact_corpus()[:limit] if limit else scifact_corpus()
+    corpus = select_corpus(limit, distractors)
     counted = CountingMetrics()
     services.adapters.__dict__["metrics"] = counted  # before the services that record metrics are built
     services.catalog.put_collection(TENANT, COLLECTION, CollectionInput(title="BEIR SciFact", allow_guests=True,
@@ -159,22 +178,25 @@ def run_queries(services, queries: dict[str, str], mode: str) -> tuple[list, lis
     return run, latencies
 
 
-def evaluate(model: str, limit: int | None = None, extra_env: dict[str, str] | None = None
-             ) -> tuple[list[Figure], dict]:
+def evaluate(model: str, limit: int | None = None, extra_env: dict[str, str] | None = None,
+             distractors: int | None = None) -> tuple[list[Figure], dict]:
     import ir_measures
     from ir_measures import R, nDCG
 
     queries, qrels = load_test_queries()
-    suffix = "local" if model == LOCAL_MODEL else "openai"
+    suffix = "local" if model == LOCAL_MODEL else SHORT_NAMES.get(model, "openai")
     refs = references(model)
     figures: list[Figure] = []
     with tempfile.TemporaryDirectory(prefix="kindex-scifact-") as tmp:
         with local_deployment(Path(tmp) / "data", model, extra_env) as services:
             log(f"scifact: indexing the corpus with {model}")
-            ingest = index_corpus(services, model, limit)
+            ingest = index_corpus(services, model, limit, distractors)
             log(f"scifact: indexed {ingest['documents']} documents, {ingest['chunks']} chunks in "
                 f"{ingest['ingest_seconds']} s")
             details = {"model": model, "ingest": ingest, "queries": len(queries), "modes": {}}
+            figures.append(Figure(f"scifact_ingest_chunks_per_s_{suffix}", ingest["chunks_per_s"], "chunks/s", None,
+                                  None, section="retrieval quality (make eval)",
+                                  notes=f"{model}: the whole corpus through the ingest path, put_document to indexed"))
             for mode in MODES:
                 if mode == "keyword" and model != LOCAL_MODEL:
                     continue  # BM25 does not depend on the embedding model
@@ -188,7 +210,8 @@ def evaluate(model: str, limit: int | None = None, extra_env: dict[str, str] | N
                 name_suffix = "" if mode == "keyword" else f"_{suffix}"
                 notes = (f"{len(queries)} test queries; {ingest['documents']} documents indexed through the ingest "
                          f"path ({ingest['chunks']} chunks, maxChars 2000); k={K_CHUNKS} chunks -> documents by first "
-                         "occurrence; ir-measures")
+                         "occurrence; ir-measures" + ("" if distractors is None else
+                                                      f"; REDUCED corpus: judged documents + {distractors} others"))
                 for metric, value in (("ndcg10", ndcg), ("recall100", recall)):
                     ref_name, ref_value = refs[(mode, metric)]
                     figures.append(Figure(f"scifact_{metric}_{mode}{name_suffix}", value, "score", ref_name, ref_value,
@@ -199,25 +222,33 @@ def evaluate(model: str, limit: int | None = None, extra_env: dict[str, str] | N
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--limit", type=int, help="index only the first N corpus documents (a quick smoke run)")
+    parser.add_argument("--distractors", type=int,
+                        help="index only the judged documents and the first N others (a reduced corpus)")
     parser.add_argument("--output", type=Path, default=SCIFACT_RESULTS_PATH)
+    parser.add_argument("--models", default=",".join(LOCAL_MODELS),
+                        help="comma-separated local models to evaluate (the default local model always comes first)")
     args = parser.parse_args(argv)
     started = time.perf_counter()
-    figures, details = evaluate(LOCAL_MODEL, args.limit)
-    all_details = [details]
+    models = [LOCAL_MODEL] + [m for m in args.models.split(",") if m and m != LOCAL_MODEL]
+    runs: list[tuple[str, dict[str, str] | None]] = [(model, None) for model in models]
     if os.environ.get("OPENAI_API_KEY"):
-        openai_figures, openai_details = evaluate(OPENAI_MODEL, args.limit,
-                                                  {"OPENAI_API_KEY": os.environ["OPENAI_API_KEY"]})
-        figures += openai_figures
-        all_details.append(openai_details)
+        runs.append((OPENAI_MODEL, {"OPENAI_API_KEY": os.environ["OPENAI_API_KEY"]}))
     else:
         log("scifact: OPENAI_API_KEY is not set, skipping openai:text-embedding-3-small")
-    wall = time.perf_counter() - started
-    limit_flag = f" --limit {args.limit}" if args.limit else ""
-    result = {"produced_by": f"make eval (python -m bench.eval_retrieval{limit_flag})",
-              "generated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-              "wall_seconds": round(wall, 1), "machine": machine_info(), "versions": versions(),
-              "figures": [f.to_json() for f in figures], "details": all_details}
-    args.output.write_text(json.dumps(result, indent=2) + "\n")
+    figures, all_details = [], []
+    limit_flag = (f" --limit {args.limit}" if args.limit else "") + (
+        f" --distractors {args.distractors}" if args.distractors is not None else "")
+    for model, extra_env in runs:
+        model_figures, details = evaluate(model, args.limit, extra_env, args.distractors)
+        figures += model_figures
+        all_details.append(details)
+        # Written after each model: a long run that stops early keeps what it measured.
+        wall = time.perf_counter() - started
+        result = {"produced_by": f"make eval (python -m bench.eval_retrieval{limit_flag})",
+                  "generated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                  "wall_seconds": round(wall, 1), "machine": machine_info(), "versions": versions(),
+                  "figures": [f.to_json() for f in figures], "details": all_details}
+        args.output.write_text(json.dumps(result, indent=2) + "\n")
     print(f"{'figure':34} {'value':>8} {'reference':>10}  reference name")
     for f in figures:
         ref = f"{f.reference_value:.4f}" if f.reference_value is not None else "-"

@@ -1,6 +1,6 @@
 """`make bench`: every benchmark in one run, a table on stdout, bench/results.json and bench/*.png.
 
-    python -m bench.run [--only ingest,query,vector,opensearch,chunking,cold,economy] [--quick]
+    python -m bench.run [--only ingest,embedding,query,vector,opensearch,chunking,cold,economy] [--quick]
 
 The `opensearch` section needs a node (`make opensearch`); without one it logs that it skipped and adds nothing.
 
@@ -23,7 +23,7 @@ from pathlib import Path
 from bench.common import RESULTS_PATH, SCIFACT_RESULTS_PATH, Figure, log, machine_info, versions
 from bench.readme import SUMMARY, markdown_table
 
-SECTIONS = ("ingest", "query", "concurrency", "vector", "opensearch", "chunking", "cold", "economy")
+SECTIONS = ("ingest", "embedding", "query", "concurrency", "vector", "opensearch", "chunking", "cold", "economy")
 REQUIRED = ("ingest_ratio_minilm", "query_p50_ms_100k_hybrid", "query_p99_ms_100k_hybrid", "vector_recall10_100k",
             "maxchars_mb_per_s", "cold_import_ms_query", "reembed_calls_unchanged", "scifact_ndcg10_hybrid_local",
             "scifact_ndcg10_vector_local", "scifact_ndcg10_keyword")
@@ -47,13 +47,8 @@ def run_sections(sections: tuple[str, ...], quick: bool) -> tuple[list[Figure], 
         started = time.perf_counter()
         loads[section] = {"before": _load_average()}
         log(f"section {section}")
-        if section == "ingest":
-            from bench import ingest
-
-            if quick:
-                ingest.WORKLOADS["hash:384"].update(documents=30)
-                ingest.WORKLOADS["local:all-MiniLM-L6-v2"].update(documents=2)
-            figures += ingest.run(min_seconds=0.0 if quick else ingest.MIN_SECONDS)
+        if section in ("ingest", "embedding"):
+            figures += _throughput_section(section, quick)
         elif section == "query":
             from bench import query_latency
 
@@ -91,6 +86,20 @@ def run_sections(sections: tuple[str, ...], quick: bool) -> tuple[list[Figure], 
 
 def _load_average() -> list[float] | None:
     return [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else None
+
+
+def _throughput_section(section: str, quick: bool) -> list[Figure]:
+    """Ingest through the pipeline, or the local embedders' batching before and after tuning."""
+    if section == "embedding":
+        from bench import embedding
+
+        return embedding.run(repeats=1 if quick else embedding.REPEATS)
+    from bench import ingest
+
+    if quick:
+        ingest.WORKLOADS["hash:384"].update(documents=30)
+        ingest.WORKLOADS["local:all-MiniLM-L6-v2"].update(documents=2)
+    return ingest.run(min_seconds=0.0 if quick else ingest.MIN_SECONDS)
 
 
 def _vector_index_section(section: str, quick: bool) -> list[Figure]:

@@ -38,6 +38,40 @@ def test_put_collection_event_creates_then_updates(local_container):
     assert local_container.metadata.get_collection("default", "My Collection") is None
 
 
+def test_collection_says_when_its_chunks_exceed_its_model_window(local_container):
+    # Given a collection saved with MiniLM (256-token window) and the default maxChars 2000 chunks
+    event = load_event("api_put_collection.json")
+    event["body"] = json.dumps({"embedding_model": "local:all-MiniLM-L6-v2"})
+    status, body = call(copy.deepcopy(event))
+    # Then the answer reports the window, that ~500-token chunks exceed it, and what the model does about it
+    assert status == 201
+    window = body["embedding_window"]
+    assert window["model"] == "local:all-MiniLM-L6-v2" and window["window_tokens"] == 256
+    assert window["exceeds_window"] is True and window["long_chunks"] == "pooled"
+    assert "256-token window" in window["warning"]
+    # When the chunks are made to fit, the warning goes away, and GET says the same as PUT
+    event["body"] = json.dumps({"chunking_max_size": 900})
+    status, body = call(copy.deepcopy(event))
+    assert status == 200 and body["embedding_window"]["exceeds_window"] is False
+    assert body["embedding_window"]["warning"] is None
+    get = copy.deepcopy(event) | {"httpMethod": "GET", "body": None}
+    get["requestContext"] = get["requestContext"] | {"httpMethod": "GET"}
+    status, read = call(get)
+    assert status == 200 and read["embedding_window"] == body["embedding_window"]
+    # And a GET body PUT back is accepted: the report is read-only, ignored on input, never stored
+    event["body"] = json.dumps(read)
+    status, _ = call(copy.deepcopy(event))
+    assert status == 200
+    stored = local_container.metadata.get_collection("acme", "My Collection")
+    assert "embedding_window" not in stored.model_dump()
+
+
+def test_openapi_documents_the_embedding_window_of_a_collection():
+    schema = api.app.get_openapi_schema().model_dump(by_alias=True)
+    properties = schema["components"]["schemas"]["EmbeddingWindow"]["properties"]
+    assert {"window_tokens", "exceeds_window", "long_chunks", "warning"} <= set(properties)
+
+
 def test_list_documents_event_pages_for_reader_role(local_container):
     call(load_event("api_put_collection.json"))
     for doc in ("d1", "d2", "d3", "d4"):

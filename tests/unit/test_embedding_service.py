@@ -37,6 +37,9 @@ class GatedEmbedder:
             raise EmbeddingFailed("provider unavailable (test)")
         return self.inner.embed(texts)
 
+    def embed_queries(self, texts):
+        return self.inner.embed_queries(texts)
+
 
 @pytest.fixture
 def service_and_embedder(tmp_path):

@@ -6,7 +6,17 @@ from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
-from kindex.domain.models import Document
+from kindex.domain.models import Collection, Document, EmbeddingWindow, embedding_window
+
+
+class CollectionOut(Collection):
+    """A collection as the API shows it: the stored fields and the read-only window report of its model."""
+
+    embedding_window: EmbeddingWindow | None = None
+
+    @classmethod
+    def of(cls, collection: Collection) -> "CollectionOut":
+        return cls.model_validate({**dict(collection), "embedding_window": embedding_window(collection)})
 
 
 class CollectionList(BaseModel):

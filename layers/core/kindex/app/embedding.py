@@ -80,10 +80,11 @@ class EmbeddingService:
         return np.vstack([known[h] for h in hashes]).astype(np.float32, copy=False)
 
     def embed_query(self, model: str, text: str) -> np.ndarray:
-        """Queries skip the cache on write: they rarely repeat and would only grow the table. A provider that fails
-        is a dependency failure of the query (HTTP 503), not an ingest failure."""
+        """Queries skip the cache on write: they rarely repeat and would only grow the table. They are embedded as
+        queries (an instruction model's query prefix), never looked up among the passages' cached vectors. A provider
+        that fails is a dependency failure of the query (HTTP 503), not an ingest failure."""
         embedder = self.embedder_for(model)
         try:
-            return embedder.embed([text])[0]
+            return embedder.embed_queries([text])[0]
         except EmbeddingFailed as error:
             raise DependencyFailed(f"the embedding model {model} is unavailable: {error.message}") from error

@@ -4,7 +4,8 @@ registry (when ingest or a query needs the model) validate with, so a name the A
 A name is one of:
 
 - `hash:<dimensions>`: the deterministic, non-semantic HashEmbedder (tests, CI), e.g. `hash:384`;
-- `local:all-MiniLM-L6-v2`: MiniLM run locally with onnxruntime (384 dimensions);
+- `local:<name>`: a model run locally from the weights an installed package ships (see `LOCAL_MODELS`):
+  `local:all-MiniLM-L6-v2` (384 dimensions, 256-token window) and `local:multilingual-e5-small` (384, 512);
 - `openai:<name>` or `openai:<name>@<dimensions>`: OpenAI embeddings, e.g. `openai:text-embedding-3-small`
   (1536) or `openai:text-embedding-3-large@1024` (shortened vectors; text-embedding-3 models only).
   A name we do not know (an OpenAI-compatible server's model) needs the `@<dimensions>` suffix.
@@ -27,6 +28,27 @@ from kindex.domain.errors import InvalidInput
 HASH_MIN_DIMENSIONS = 8
 HASH_MAX_DIMENSIONS = 16_384
 LOCAL_MINILM = "local:all-MiniLM-L6-v2"
+LOCAL_E5_SMALL = "local:multilingual-e5-small"
+
+
+@dataclass(frozen=True)
+class LocalModel:
+    """What a local model is: its vector size and its window, the most tokens (special tokens included) one pass
+    of the model reads. Local embedders read a longer text as consecutive windows and pool them, so no text is cut."""
+
+    dimensions: int
+    window_tokens: int
+
+
+#: Every local model, by name. Their weights come from installed packages; nothing is downloaded at run time.
+LOCAL_MODELS: dict[str, LocalModel] = {
+    # sentence-transformers trained it on 256 word pieces (its max_seq_length); positions go to 512.
+    LOCAL_MINILM: LocalModel(dimensions=384, window_tokens=256),
+    # The model card's limit: 512 positions, XLM-RoBERTa sentencepiece tokens.
+    LOCAL_E5_SMALL: LocalModel(dimensions=384, window_tokens=512),
+}
+#: OpenAI's per-input limit; the OpenAI embedder cuts longer inputs to it (and logs it).
+OPENAI_WINDOW_TOKENS = 8191
 #: Native output size of the OpenAI models we know; other names need explicit dimensions.
 OPENAI_MODEL_DIMENSIONS: dict[str, int] = {
     "text-embedding-3-small": 1536,
@@ -41,12 +63,13 @@ _OPENAI = re.compile(r"openai:(?P<name>[A-Za-z0-9][A-Za-z0-9._\-/]{0,127})(?:@(?
 
 @dataclass(frozen=True)
 class EmbeddingModelSpec:
-    """A valid model name taken apart: family (`hash`, `local`, `openai`), canonical name, vector size (None for
-    the local model, whose size its runtime reports)."""
+    """A valid model name taken apart: family (`hash`, `local`, `openai`), canonical name, vector size, and window:
+    the most tokens one pass reads (None: the model reads any length, as the hash embedder does)."""
 
     family: str
     canonical: str
     dimensions: int | None
+    window_tokens: int | None = None
 
 
 def openai_supports_dimensions(model_name: str) -> bool:
@@ -75,8 +98,8 @@ def parse_embedding_model(model: str) -> EmbeddingModelSpec:
     """The spec of a model name, or InvalidInput saying what is wrong with it."""
     if not isinstance(model, str) or len(model) > MAX_MODEL_CHARS:
         raise InvalidInput("embedding model must be a short string such as 'local:all-MiniLM-L6-v2'")
-    if model == LOCAL_MINILM:
-        return EmbeddingModelSpec("local", model, None)
+    if local := LOCAL_MODELS.get(model):
+        return EmbeddingModelSpec("local", model, local.dimensions, local.window_tokens)
     if match := _HASH.fullmatch(model):
         dims = int(match["dims"])
         if not HASH_MIN_DIMENSIONS <= dims <= HASH_MAX_DIMENSIONS:
@@ -87,9 +110,10 @@ def parse_embedding_model(model: str) -> EmbeddingModelSpec:
         name = match["name"]
         dims = openai_dimensions(name, int(match["dims"]) if match["dims"] else None)
         canonical = f"openai:{name}" if dims == OPENAI_MODEL_DIMENSIONS.get(name) else f"openai:{name}@{dims}"
-        return EmbeddingModelSpec("openai", canonical, dims)
+        return EmbeddingModelSpec("openai", canonical, dims, OPENAI_WINDOW_TOKENS)
+    local_names = ", ".join(repr(name) for name in LOCAL_MODELS)
     raise InvalidInput(
-        f"unknown embedding model {model[:80]!r}: use {LOCAL_MINILM!r}, 'hash:<dimensions>' "
+        f"unknown embedding model {model[:80]!r}: use {local_names}, 'hash:<dimensions>' "
         "or 'openai:<model>[@<dimensions>]'")
 
 

@@ -21,7 +21,8 @@ from pydantic import (
     model_validator,
 )
 
-from kindex.domain.embedding_models import EmbeddingModelName, check_embedding_model
+from kindex.domain.embedding_models import EmbeddingModelName, check_embedding_model, parse_embedding_model
+from kindex.domain.errors import InvalidInput
 
 ID_MAX_LENGTH = 255
 ID_MAX_ENCODED_BYTES = 255  # one file name (NAME_MAX) per id in the folder blob store
@@ -193,8 +194,51 @@ class Collection(BaseModel):
         return self
 
 
+#: Typical English prose: about 4 characters per token (word piece, sentencepiece or cl100k alike; a SciFact
+#: abstract of 2,000 characters is ~450 word pieces). Other scripts and digits make more tokens per character.
+CHARS_PER_TOKEN_ENGLISH = 4
+
+
+class EmbeddingWindow(BaseModel):
+    """How the collection's chunks fit its embedding model's window (read-only; part of the collection resource).
+
+    `long_chunks` says what the model does with a chunk longer than `window_tokens`: `pooled` (local models embed
+    consecutive windows and average them: every token counts), `truncated` (OpenAI reads the first 8,191 tokens),
+    `none` (the model has no window). `warning` is set when the chunk size can exceed the window."""
+
+    model: str
+    window_tokens: int | None
+    chunk_tokens_estimate: int
+    exceeds_window: bool
+    long_chunks: Literal["pooled", "truncated", "none"]
+    warning: str | None = None
+
+
+def embedding_window(collection: "Collection") -> EmbeddingWindow | None:
+    """The window report of the collection's configured model; None for a stored name this version cannot parse."""
+    try:
+        spec = parse_embedding_model(collection.embedding_model)
+    except InvalidInput:
+        return None
+    size = collection.chunking_max_size
+    estimate = size if collection.chunking_method is ChunkingMethod.TOKENS else -(-size // CHARS_PER_TOKEN_ENGLISH)
+    window = spec.window_tokens
+    long_chunks = "none" if window is None else ("truncated" if spec.family == "openai" else "pooled")
+    exceeds = window is not None and estimate > window
+    warning = None
+    if exceeds:
+        unit = "tokens" if collection.chunking_method is ChunkingMethod.TOKENS else "characters"
+        effect = ("everything past the window is ignored" if long_chunks == "truncated" else
+                  "they are embedded as windows of the model and averaged, so nothing is cut but each vector blurs "
+                  "its chunk's parts")
+        warning = (f"chunks of up to {size} {unit} (~{estimate} tokens) exceed the {window}-token window of "
+                   f"{spec.canonical}: {effect}; a smaller chunking_max_size keeps each chunk in one window")
+    return EmbeddingWindow(model=spec.canonical, window_tokens=window, chunk_tokens_estimate=estimate,
+                           exceeds_window=exceeds, long_chunks=long_chunks, warning=warning)
+
+
 COLLECTION_READ_ONLY = frozenset({"created_at", "updated_at", "document_count", "config_version",
-                                  "active_embedding_model"})
+                                  "active_embedding_model", "embedding_window"})
 COLLECTION_CONFIG_FIELDS = frozenset({"embedding_model", "chunking_method", "chunking_max_size",
                                       "chunking_overlap_offset"})
 
@@ -224,6 +268,7 @@ class CollectionInput(BaseModel):
     document_count: Any = None
     config_version: Any = None
     active_embedding_model: Any = None
+    embedding_window: Any = None
 
     def changes(self) -> dict[str, Any]:
         """The writable fields present in the body (explicit nulls of writable fields are rejected by validation

@@ -28,13 +28,17 @@ class Embedder(Protocol):
     `model` is the collection-facing name (`local:all-MiniLM-L6-v2`, `openai:text-embedding-3-small`,
     `hash:384`); `dimensions` is the vector length. `embed` returns one L2-normalised float32 row per
     input, in input order, batching remote calls itself; it raises `EmbeddingFailed` when the provider
-    cannot answer after retries. It does no caching: the embedding cache wraps it.
+    cannot answer after retries. It does no caching: the embedding cache wraps it. `embed` is for the
+    texts that get indexed (passages), `embed_queries` for search queries: the same for most models,
+    different for those trained with instructions (e5's `query: ` and `passage: `).
     """
 
     model: str
     dimensions: int
 
     def embed(self, texts: Sequence[str]) -> "np.ndarray": ...
+
+    def embed_queries(self, texts: Sequence[str]) -> "np.ndarray": ...
 
 
 class SearchIndex(Protocol):

@@ -84,3 +84,7 @@ class HashEmbedder:
             norms[cancelled] = 1.0
         vectors /= norms[:, None]
         return vectors
+
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        """Queries and passages are hashed alike."""
+        return self.embed(texts)

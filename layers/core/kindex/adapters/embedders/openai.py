@@ -195,6 +195,10 @@ class OpenAIEmbedder:
     def __repr__(self) -> str:  # the default repr would be harmless, but never risk the key in a log line
         return f"OpenAIEmbedder(model={self.model!r}, base_url={self._base_url!r})"
 
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        """OpenAI's models take queries and passages alike."""
+        return self.embed(texts)
+
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         result = np.empty((len(texts), self.dimensions), dtype=np.float32)
         if not texts:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING
 
-from kindex.domain.embedding_models import parse_embedding_model
+from kindex.domain.embedding_models import LOCAL_E5_SMALL, LOCAL_MINILM, parse_embedding_model
 from kindex.domain.errors import InvalidInput
 
 if TYPE_CHECKING:
@@ -57,13 +57,24 @@ def _build(family: str, canonical: str, dims: int | None, api_key: str | None, b
 
         return HashEmbedder(dims or 0)
     if family == "local":
-        from kindex.adapters.embedders.minilm import MiniLMEmbedder
-
-        return MiniLMEmbedder()
+        return _build_local(canonical)
     from kindex.adapters.embedders.openai import OpenAIEmbedder
 
     name = canonical.removeprefix("openai:").split("@", 1)[0]
     return OpenAIEmbedder(name, api_key=api_key, base_url=base_url, dimensions=dims)
+
+
+def _build_local(canonical: str) -> "Embedder":
+    # Each runtime is imported only when its model is asked for: a process that never uses one never loads it.
+    if canonical == LOCAL_E5_SMALL:
+        from kindex.adapters.embedders.e5 import E5SmallEmbedder
+
+        return E5SmallEmbedder()
+    if canonical == LOCAL_MINILM:
+        from kindex.adapters.embedders.minilm import MiniLMEmbedder
+
+        return MiniLMEmbedder()
+    raise InvalidInput(f"no embedder for the local model {canonical!r}")
 
 
 def clear_embedder_cache() -> None:

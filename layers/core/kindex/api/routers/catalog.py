@@ -14,6 +14,7 @@ from kindex.api.models import (
     ChunkList,
     ChunkOut,
     CollectionList,
+    CollectionOut,
     DocumentList,
     DocumentOut,
     UploadRequest,
@@ -23,7 +24,6 @@ from kindex.domain.models import (
     DEFAULT_PAGE_SIZE,
     MAX_PAGE_SIZE,
     MAX_PAGE_START,
-    Collection,
     CollectionInput,
     DocumentInput,
     PageRequest,
@@ -51,15 +51,16 @@ def list_collections(svc: ServicesDep, start: PageStart = 0, number: PageSize = 
 
 
 @router.get("/v1/collections/<collection>")
-def get_collection(collection: str, svc: ServicesDep) -> Collection:
-    return svc.catalog.get_collection(require_reader(router).tenant, path_param(collection))
+def get_collection(collection: str, svc: ServicesDep) -> CollectionOut:
+    return CollectionOut.of(svc.catalog.get_collection(require_reader(router).tenant, path_param(collection)))
 
 
 @router.put("/v1/collections/<collection>")
-def put_collection(collection: str, body: CollectionInput, svc: ServicesDep) -> Response[Collection]:
+def put_collection(collection: str, body: CollectionInput, svc: ServicesDep) -> Response[CollectionOut]:
     tenant = require_admin(router).tenant
     stored, created = svc.catalog.put_collection(tenant, path_param(collection), body)
-    return Response(status_code=201 if created else 200, content_type="application/json", body=stored)
+    return Response(status_code=201 if created else 200, content_type="application/json",
+                    body=CollectionOut.of(stored))
 
 
 @router.delete("/v1/collections/<collection>", responses={204: {"description": "Deleted with all its documents"}})

@@ -1,0 +1,59 @@
+"""Running a local transformer over texts of any length: windows, length buckets, parallel batches.
+
+Pure helpers (no model, no I/O) used by the local embedders, tested on their own:
+
+- `split_windows`: a text's content tokens cut into consecutive windows that fit the model (no overlap);
+- `length_buckets`: batches of windows of similar length (less padding), each batch a list of window indexes;
+- `pool_windows`: one vector per text, the token-weighted mean of its windows' mean-pooled vectors, L2-normalised.
+  For a text that fits one window this is exactly the plain mean pooling; for a longer one it is the mean over
+  all its tokens, each token seen with the context of its own window.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+import numpy as np
+
+
+def available_cores() -> int:
+    """CPUs this process may run on (its affinity mask, not the machine's count: containers pin fewer)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def split_windows(content: Sequence[int], window_content: int) -> list[Sequence[int]]:
+    """`content` (token ids without special tokens) in consecutive pieces of at most `window_content` ids.
+
+    An empty text still gets one (empty) window: it has a vector like any other text."""
+    if window_content < 1:
+        raise ValueError("a window must hold at least one content token")
+    if not content:
+        return [content]
+    return [content[start:start + window_content] for start in range(0, len(content), window_content)]
+
+
+def length_buckets(lengths: Sequence[int], batch_size: int, bucketed: bool = True) -> list[np.ndarray]:
+    """Batches of at most `batch_size` indexes into `lengths`: by ascending length when `bucketed` (each batch pads
+    to its own longest member, so similar lengths pad little), else in input order (the reference path)."""
+    if batch_size < 1:
+        raise ValueError("batch_size must be at least 1")
+    order = np.argsort(np.asarray(lengths), kind="stable") if bucketed else np.arange(len(lengths))
+    return [order[start:start + batch_size] for start in range(0, len(order), batch_size)]
+
+
+def pool_windows(window_sums: np.ndarray, window_tokens: np.ndarray, window_text: np.ndarray,
+                 text_count: int) -> np.ndarray:
+    """One unit vector per text from its windows' token sums (rows of `window_sums`, `window_tokens` tokens each,
+    window i belonging to text `window_text[i]`)."""
+    dims = window_sums.shape[1]
+    sums = np.zeros((text_count, dims), dtype=np.float64)
+    counts = np.zeros(text_count, dtype=np.float64)
+    np.add.at(sums, window_text, window_sums)
+    np.add.at(counts, window_text, window_tokens)
+    pooled = sums / np.clip(counts, 1e-9, None)[:, None]
+    norms = np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
+    return (pooled / norms).astype(np.float32)
