@@ -25,6 +25,17 @@ def add_commands(sub) -> None:
     load.add_argument("--collection", required=True)
     load.add_argument("--quiet", action="store_true", help="no progress bar")
     load.set_defaults(func=cmd_import)
+    mcp = sub.add_parser("mcp", help="serve the search and cite tools over MCP for one configured end user")
+    _remote_flags(mcp)
+    mcp.add_argument("--user", help="the end user every search runs for (or KINDEX_MCP_USER)")
+    mcp.add_argument("--groups", help="that user's groups, comma-separated (or KINDEX_MCP_GROUPS)")
+    mcp.add_argument("--collection", action="append", dest="collections",
+                     help="a collection `search` uses by default (repeat; or KINDEX_MCP_COLLECTIONS)")
+    mcp.add_argument("--transport", choices=("stdio", "http"), default="stdio",
+                     help="stdio (default; the client starts the server) or streamable HTTP")
+    mcp.add_argument("--host", default="127.0.0.1", help="interface for --transport http")
+    mcp.add_argument("--port", type=int, default=8765, help="port for --transport http (default 8765)")
+    mcp.set_defaults(func=cmd_mcp)
 
 
 def _remote(args: argparse.Namespace):
@@ -80,3 +91,20 @@ def cmd_import(args: argparse.Namespace) -> int:
         return 0
 
     return _run(args, work)
+
+
+def cmd_mcp(args: argparse.Namespace) -> int:
+    from kindex_local.remote_http import ConfigurationMissing
+
+    try:
+        from kindex_local.mcp_server import McpSettings, run
+    except ImportError as error:
+        print(f"error: the MCP server needs the `mcp` extra (pip install 'kindex[mcp]'): {error}", file=sys.stderr)
+        return 2
+    try:
+        settings = McpSettings.from_args(args.url, args.key, args.user, args.groups, args.collections)
+    except ConfigurationMissing as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    run(settings, args.transport, host=args.host, port=args.port)
+    return 0
