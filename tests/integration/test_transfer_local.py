@@ -252,3 +252,34 @@ def test_tenants_and_missing_collections(env):
     with pytest.raises(InvalidInput):
         env.transfer.export_page("t", "src", "not-a-cursor")
 
+
+
+def test_chunks_cut_by_other_rules_are_re_chunked_by_the_next_reindex(env):
+    # Given an export of a collection chunked at 60 characters, imported into one that chunks at 100
+    env.catalog.put_collection("t", "wide", CollectionInput(chunking_max_size=100, query_groups=["staff"]))
+    import_pages(env, "t", "wide", export_all(env, "t", "src"))
+    imported, _ = env.catalog.get_document("t", "wide", "penguin")
+    assert imported.status is DocumentStatus.INDEXED and imported.indexed_config_version == 0
+    # When reindex runs / Then the document is rebuilt under the collection's own chunking
+    env.reindex.start("t", "wide", clean=False)
+    build_worker().drain()
+    rebuilt, _ = env.catalog.get_document("t", "wide", "penguin")
+    assert rebuilt.indexed_config_version == 1 and rebuilt.chunk_count < imported.chunk_count
+
+
+def test_imported_vectors_never_enter_the_embedding_cache_other_tenants_share(env):
+    # Given a tenant that imports a made-up vector for a text nobody has embedded yet
+    env.catalog.put_collection("u", "c", CollectionInput(query_groups=["staff"]))
+    text = "A sentence no one embedded before."
+    bogus = [1.0] + [0.0] * 383
+    env.transfer.import_batch("u", "c", ImportRequest(
+        format_version=1, embedding_model="hash:384", dimensions=384,
+        documents=[{"id": "d", "chunk_count": 1}],
+        chunks=[{"document_id": "d", "index": 0, "start": 0, "end": len(text), "text": text, "vector": bogus}]))
+    # Then the shared cache does not hold it, and another tenant's ingest of that text gets the real embedding
+    assert env.embedding_cache.get_vectors("hash:384", [text_sha256(text)]) == {}
+    env.catalog.put_collection("t", "other", CollectionInput())
+    env.catalog.put_document("t", "other", "d", DocumentInput(content=text))
+    build_worker().drain()
+    cached = env.embedding_cache.get_vectors("hash:384", [text_sha256(text)])[text_sha256(text)]
+    assert cached.tolist() != bogus

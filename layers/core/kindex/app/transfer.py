@@ -75,13 +75,13 @@ class _Cursor:
             return cls()
         try:
             value = json.loads(keys.decode_cursor(cursor))
-            if value[0] == "after" and len(value) == 2 and isinstance(value[1], str):
-                return cls(after_document=value[1])
-            if (value[0] == "in" and len(value) == 4 and isinstance(value[1], str) and type(value[2]) is int
-                    and isinstance(value[3], str)):
-                return cls(document=value[1], after_chunk=(value[2], value[3]))
-        except (ValueError, IndexError, TypeError):
-            pass
+        except ValueError:
+            value = None
+        if isinstance(value, list) and len(value) == 2 and value[0] == "after" and isinstance(value[1], str):
+            return cls(after_document=value[1])
+        if (isinstance(value, list) and len(value) == 4 and value[0] == "in" and isinstance(value[1], str)
+                and type(value[2]) is int and isinstance(value[3], str)):
+            return cls(document=value[1], after_chunk=(value[2], value[3]))
         raise InvalidInput("cursor is not a cursor returned by this API")
 
 
