@@ -229,3 +229,29 @@ def test_cli_errors_are_clear(server, exported, tmp_path):
     done = cli("import", str(tmp_path / "other.jsonl"), "--collection", "cut2", "--url", server.base_url,
                "--key", server.admin_key)
     assert done.returncode == 1 and "not a kindex export" in done.stderr
+
+
+def test_import_into_a_server_on_opensearch_embeds_nothing_and_answers_the_same(opensearch_node, exported, server,
+                                                                                source, tmp_path):
+    # Given a server whose index is the real OpenSearch node (lucene engine)
+    prefix = opensearch_node.new_prefix()
+    cluster = start_server(tmp_path / "data", {"KINDEX_SEARCH_URL": opensearch_node.url,
+                                              "KINDEX_SEARCH_INDEX_PREFIX": prefix,
+                                              "KINDEX_OPENSEARCH_ENGINE": "lucene"})
+    try:
+        # When the export is imported there
+        done = cli("import", str(exported), "--collection", "on-cluster", "--url", cluster.base_url,
+                   "--key", cluster.admin_key)
+        assert done.returncode == 0, done.stderr
+        # Then nothing was embedded, the node holds every chunk, and vector search answers as the original
+        assert "; 0 texts embedded" in done.stdout and cached_vectors(cluster, "hash:384") == 0
+        chunks = sum(1 for line in gzip.open(exported, "rt") if '"type":"chunk"' in line)
+        requests.post(f"{opensearch_node.url}/{prefix}-*/_refresh").raise_for_status()
+        count = requests.get(f"{opensearch_node.url}/{prefix}-*/_count").json()["count"]
+        assert count == chunks
+        assert everything(cluster, cluster.admin_key, "on-cluster") == everything(server, server.admin_key, source)
+        assert answers(cluster, cluster.admin_key, "on-cluster", "vector") == \
+            answers(server, server.admin_key, source, "vector")
+    finally:
+        cluster.stop()
+        opensearch_node.delete_indices(prefix)
