@@ -35,7 +35,12 @@ VERSIONED_PACKAGES = ("kindex", "numpy", "onnxruntime", "tokenizers", "tiktoken"
 
 @dataclass
 class Figure:
-    """One measured number, with the reference measured in the same run (ratio = value / reference)."""
+    """One measured number, with the reference measured in the same run (ratio = value / reference).
+
+    `spread` holds min / median / max (and n) of the samples behind `value`, `ratio_spread` those of the paired
+    per-round ratios when the two sides were alternated (`alternate`); `load_average` is the 1-minute load when the
+    figure was recorded; `valid` is False (with `invalid_reason`) when the figure cannot be right - a ratio that is
+    impossible, such as an ingest faster than its own embedder - and the README marks it so."""
 
     name: str
     value: float | None
@@ -46,6 +51,11 @@ class Figure:
     section: str = ""
     notes: str = ""
     details: dict = field(default_factory=dict)
+    spread: dict | None = None
+    ratio_spread: dict | None = None
+    load_average: float | None = None
+    valid: bool = True
+    invalid_reason: str = ""
 
     def __post_init__(self) -> None:
         if self.value is not None:
@@ -54,9 +64,45 @@ class Figure:
             self.reference_value = round(float(self.reference_value), 6)
         if self.ratio is None and self.value is not None and self.reference_value:
             self.ratio = round(self.value / self.reference_value, 4)
+        if self.load_average is None and hasattr(os, "getloadavg"):
+            self.load_average = round(os.getloadavg()[0], 2)
+
+    def invalid_unless(self, condition: bool, reason: str) -> Figure:
+        """Flag the figure invalid, saying why, when `condition` does not hold."""
+        if not condition:
+            self.valid = False
+            self.invalid_reason = reason
+        return self
 
     def to_json(self) -> dict:
         return asdict(self)
+
+
+def spread(samples: Sequence[float]) -> dict:
+    """min / median / max and the number of samples, rounded for results.json."""
+    return {"min": round(min(samples), 6), "median": round(statistics.median(samples), 6),
+            "max": round(max(samples), 6), "n": len(samples)}
+
+
+def alternate(sides: dict[str, Callable[[], dict]], *, min_seconds: float = 20.0, min_rounds: int = 3,
+              max_rounds: int = 40) -> dict[str, list[dict]]:
+    """Measure two (or more) sides fairly: one run of each side per round, the order reversed every round (A B,
+    B A, A B ...), until every side has worked `min_seconds` in all and at least `min_rounds` rounds ran. Each
+    side returns a dict of its measurements; its wall time is added as `seconds`. Returns each side's runs, in
+    round order, so that round i of one side pairs with round i of the other (a busy moment hits both)."""
+    names = list(sides)
+    runs: dict[str, list[dict]] = {name: [] for name in names}
+    spent = dict.fromkeys(names, 0.0)
+    for round_index in range(max_rounds):
+        for name in (names if round_index % 2 == 0 else names[::-1]):
+            started = time.perf_counter()
+            measured = dict(sides[name]())
+            measured["seconds"] = time.perf_counter() - started
+            spent[name] += measured["seconds"]
+            runs[name].append(measured)
+        if round_index + 1 >= min_rounds and min(spent.values()) >= min_seconds:
+            break
+    return runs
 
 
 def percentile(samples: Sequence[float], q: float) -> float:

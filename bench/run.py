@@ -21,6 +21,7 @@ import warnings
 from pathlib import Path
 
 from bench.common import RESULTS_PATH, SCIFACT_RESULTS_PATH, Figure, log, machine_info, versions
+from bench.readme import SUMMARY, markdown_table
 
 SECTIONS = ("ingest", "query", "concurrency", "vector", "opensearch", "chunking", "cold", "economy")
 REQUIRED = ("ingest_ratio_minilm", "query_p50_ms_100k_hybrid", "query_p99_ms_100k_hybrid", "vector_recall10_100k",
@@ -41,16 +42,18 @@ def run_sections(sections: tuple[str, ...], quick: bool) -> tuple[list[Figure], 
     figures: list[Figure] = []
     raw: dict = {}
     seconds: dict[str, float] = {}
+    loads: dict[str, dict] = {}
     for section in sections:
         started = time.perf_counter()
+        loads[section] = {"before": _load_average()}
         log(f"section {section}")
         if section == "ingest":
             from bench import ingest
 
             if quick:
-                ingest.WORKLOADS["hash:384"].update(documents=30, repeats=1)
-                ingest.WORKLOADS["local:all-MiniLM-L6-v2"].update(documents=2, repeats=1)
-            figures += ingest.run()
+                ingest.WORKLOADS["hash:384"].update(documents=30)
+                ingest.WORKLOADS["local:all-MiniLM-L6-v2"].update(documents=2)
+            figures += ingest.run(min_seconds=0.0 if quick else ingest.MIN_SECONDS)
         elif section == "query":
             from bench import query_latency
 
@@ -80,8 +83,14 @@ def run_sections(sections: tuple[str, ...], quick: bool) -> tuple[list[Figure], 
 
             figures += economy.run()
         seconds[section] = round(time.perf_counter() - started, 1)
-        log(f"section {section} took {seconds[section]} s")
+        loads[section]["after"] = _load_average()
+        log(f"section {section} took {seconds[section]} s (load average {loads[section]})")
+    raw["section_load_average"] = loads
     return figures, raw, seconds
+
+
+def _load_average() -> list[float] | None:
+    return [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else None
 
 
 def _vector_index_section(section: str, quick: bool) -> list[Figure]:
@@ -113,48 +122,13 @@ def scifact_figures() -> tuple[list[dict], dict | None]:
     return figures, provenance
 
 
-SUMMARY = ("ingest_ratio_minilm", "ingest_chunks_per_s_minilm", "ingest_chunks_per_s_hash", "query_p50_ms_10k_hybrid",
-           "query_p99_ms_10k_hybrid", "query_p50_ms_10k_hybrid_minilm", "query_p50_ms_concurrent16",
-           "query_p99_ms_concurrent16", "queries_per_s_concurrent16",
-           "query_p50_ms_100k_hybrid", "query_p99_ms_100k_hybrid", "query_p50_ms_100k_hybrid_external",
-           "query_p99_ms_100k_hybrid_external", "vector_recall10_100k", "vector_p50_ms_100k",
-           "opensearch_bulk_docs_per_s", "opensearch_query_p50_ms_100k", "opensearch_recall10_100k",
-           "maxchars_mb_per_s",
-           "tokens_mb_per_s", "cold_import_ms_query", "cold_import_ms_api", "reembed_calls_unchanged",
-           "reembed_texts_edit_1pct", "openai_requests_per_2048_chunks", "scifact_ndcg10_keyword",
-           "scifact_ndcg10_vector_local", "scifact_ndcg10_hybrid_local", "scifact_recall100_hybrid_local")
-
-
-def _fmt(value) -> str:
-    if value is None:
-        return "–"
-    value = float(value)
-    if value.is_integer() and abs(value) >= 10:
-        return f"{int(value)}"
-    if abs(value) >= 100:
-        return f"{value:.0f}"
-    if abs(value) >= 10:
-        return f"{value:.1f}"
-    return f"{value:.3f}" if not value.is_integer() else f"{int(value)}"
-
-
-def markdown_table(figures: list[dict], names: tuple[str, ...] | None = None) -> str:
-    if names is not None:
-        by_name = {f["name"]: f for f in figures}
-        figures = [by_name[n] for n in names if n in by_name]
-    lines = ["| figure | value | unit | reference | reference value | ratio |", "|---|---:|---|---|---:|---:|"]
-    for f in figures:
-        lines.append(f"| `{f['name']}` | {_fmt(f['value'])} | {f['unit']} | {f['reference_name'] or ''} | "
-                     f"{_fmt(f['reference_value'])} | {_fmt(f['ratio'])} |")
-    return "\n".join(lines)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="kindex benchmarks")
     parser.add_argument("--only", help="comma-separated sections: " + ",".join(SECTIONS))
     parser.add_argument("--quick", action="store_true", help="tiny workloads (a smoke run; figures not meaningful)")
-    parser.add_argument("--output", default=str(RESULTS_PATH))
+    parser.add_argument("--output", help="default bench/results.json (with --quick: bench/results-quick.json)")
     args = parser.parse_args(argv)
+    args.output = args.output or str(RESULTS_PATH.with_name("results-quick.json") if args.quick else RESULTS_PATH)
     _quiet()
     sections = tuple(args.only.split(",")) if args.only else SECTIONS
     unknown = set(sections) - set(SECTIONS)
@@ -190,6 +164,13 @@ def main(argv: list[str] | None = None) -> int:
     print(markdown_table(figures, SUMMARY))
     print()
     print(f"wrote {args.output} and {', '.join(p.name for p in plots)} in {wall:.0f} s")
+    invalid = [f["name"] for f in figures if f.get("valid") is False]
+    if invalid:
+        print(f"INVALID figures (their ratio is impossible; see invalid_reason): {', '.join(invalid)}")
+    if Path(args.output).resolve() == RESULTS_PATH.resolve():  # the README shows what results.json says
+        from bench import readme
+
+        print("README.md benchmark table " + ("regenerated" if readme.update() else "unchanged"))
     if missing:
         print(f"missing required figures: {', '.join(missing)}"
               + (" (run `make eval` for the SciFact ones)" if any(m.startswith("scifact") for m in missing) else ""))

@@ -13,6 +13,7 @@ from kindex.api.http import json_response, precheck, register_error_handlers
 from kindex.api.resolver import IsolatedRestResolver
 from kindex.api.routers import catalog, citations, jobs, query, rights, transfer
 from kindex.compose import container
+from kindex.domain import budget
 from kindex.settings import ApiSettings, load_settings
 
 SETTINGS = load_settings(model=ApiSettings)  # at cold start: a misconfigured function fails here, saying why
@@ -37,4 +38,7 @@ def openapi_document():
 @OBSERVABILITY.instrument
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     rejected = precheck(event, SETTINGS.max_body_bytes)
-    return rejected if rejected is not None else app.resolve(event, context)
+    if rejected is not None:
+        return rejected
+    with budget.for_request(context, limit_s=SETTINGS.request_budget_s):  # dependencies answer in time, or 503
+        return app.resolve(event, context)

@@ -11,6 +11,7 @@ from kindex.api.http import precheck, register_error_handlers
 from kindex.api.resolver import IsolatedRestResolver
 from kindex.api.routers import query
 from kindex.compose import container
+from kindex.domain import budget
 from kindex.settings import QuerySettings, load_settings
 
 SETTINGS = load_settings(model=QuerySettings)  # at cold start: a misconfigured function fails here, saying why
@@ -25,4 +26,7 @@ app.dependency_overrides[dependencies.services] = container
 @OBSERVABILITY.instrument
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     rejected = precheck(event, SETTINGS.max_body_bytes)
-    return rejected if rejected is not None else app.resolve(event, context)
+    if rejected is not None:
+        return rejected
+    with budget.for_request(context, limit_s=SETTINGS.request_budget_s):  # dependencies answer in time, or 503
+        return app.resolve(event, context)

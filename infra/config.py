@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from kindex.adapters.aws.opensearch_design import IndexDesign
+from kindex.domain.usage_plans import UsagePlans
 from kindex.settings import ENV_NAMES
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -38,8 +42,18 @@ CONTEXT_DEFAULTS: dict[str, Any] = {
     "opensearch_refresh_interval": "1s",
     "opensearch_refresh": "wait_for",
     "reindex_schedule": "rate(1 hour)",
+    # Per tenant: the default usage plan (requests per second, burst, requests per UTC day; 0 = no quota) and named
+    # plans for the tenants they list: {"<name>": {"rate_limit", "burst_limit", "quota_per_day"?, "tenants": [...]}}.
     "api_rate_limit": 50,
     "api_burst_limit": 100,
+    "api_quota_per_day": 0,
+    "api_usage_plans": {},
+    # false: methods do not require the tenant's API key, so only the stage's limits apply. For upgrading a stack
+    # deployed before per-tenant plans: deploy with false, run `kindex keys sync-plans`, then deploy with true.
+    "api_enforce_usage_plans": True,
+    # The whole API, every tenant together (the stage's throttling): what the functions and OpenSearch are sized for.
+    "api_stage_rate_limit": 500,
+    "api_stage_burst_limit": 1000,
     "max_body_bytes": DEFAULT_MAX_BODY_BYTES,
     "alarm_email": "",
     "layer_build_dir": "",
@@ -66,6 +80,10 @@ class StackConfig:
     reindex_schedule: str
     api_rate_limit: int
     api_burst_limit: int
+    api_stage_rate_limit: int
+    api_stage_burst_limit: int
+    usage_plans: UsagePlans
+    api_enforce_usage_plans: bool
     max_body_bytes: int
     alarm_email: str
     layer_build_dir: Path
@@ -128,6 +146,10 @@ class StackConfig:
             reindex_schedule=schedule,
             api_rate_limit=_positive_int(raw, "api_rate_limit"),
             api_burst_limit=_positive_int(raw, "api_burst_limit"),
+            api_stage_rate_limit=_positive_int(raw, "api_stage_rate_limit"),
+            api_stage_burst_limit=_positive_int(raw, "api_stage_burst_limit"),
+            usage_plans=_usage_plans(raw),
+            api_enforce_usage_plans=_bool(raw, "api_enforce_usage_plans"),
             max_body_bytes=_positive_int(raw, "max_body_bytes"),
             alarm_email=str(raw["alarm_email"]).strip(),
             layer_build_dir=layer_dir,
@@ -135,6 +157,36 @@ class StackConfig:
         if config.max_body_bytes > 6 * 1024 * 1024:
             raise ConfigError("max_body_bytes above 6 MB cannot reach a synchronously invoked Lambda function")
         return config
+
+
+def _usage_plans(raw: dict[str, Any]) -> UsagePlans:
+    """The plans as the runtime reads them (kindex.domain.usage_plans), validated at synth; no plan may exceed the
+    stage's limits, which every tenant shares (a larger plan could never be reached)."""
+    named = raw["api_usage_plans"]
+    if isinstance(named, str):  # `-c api_usage_plans='{...}'` arrives as text
+        try:
+            named = json.loads(named)
+        except json.JSONDecodeError as error:
+            raise ConfigError(f"api_usage_plans is not JSON: {error}") from error
+    if not isinstance(named, dict) or any(not isinstance(plan, dict) or "id" in plan for plan in named.values()):
+        raise ConfigError("api_usage_plans must map plan names to {rate_limit, burst_limit, quota_per_day?, tenants} "
+                          "(the stack assigns the ids)")
+    try:
+        plans = UsagePlans.model_validate({
+            "default": {"rate_limit": _positive_int(raw, "api_rate_limit"),
+                        "burst_limit": _positive_int(raw, "api_burst_limit"),
+                        "quota_per_day": _non_negative_int(raw, "api_quota_per_day")},
+            "plans": named})
+    except ValidationError as error:
+        details = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'plans'}: {e['msg']}"
+                            for e in error.errors(include_url=False))
+        raise ConfigError(f"api_usage_plans: {details}") from error
+    rate, burst = _positive_int(raw, "api_stage_rate_limit"), _positive_int(raw, "api_stage_burst_limit")
+    for name, plan in plans.all_plans().items():
+        if plan.rate_limit > rate or plan.burst_limit > burst:
+            raise ConfigError(f"usage plan {name!r} ({plan.rate_limit:g}/s, burst {plan.burst_limit}) exceeds the "
+                              f"stage's api_stage_rate_limit/api_stage_burst_limit ({rate}/s, burst {burst})")
+    return plans
 
 
 def _index_design(raw: dict[str, Any], *, uses_existing_domain: bool) -> IndexDesign:
@@ -168,6 +220,15 @@ def _one_of(raw: dict[str, Any], key: str, choices: tuple[str, ...]) -> str:
     if value not in choices:
         raise ConfigError(f"{key} must be one of {', '.join(choices)}")
     return value
+
+
+def _bool(raw: dict[str, Any], key: str) -> bool:
+    value = raw[key]
+    if isinstance(value, bool):
+        return value
+    if str(value).lower() in ("true", "false"):  # `-c key=false` arrives as text
+        return str(value).lower() == "true"
+    raise ConfigError(f"{key} must be true or false")
 
 
 def _non_negative_int(raw: dict[str, Any], key: str) -> int:

@@ -137,7 +137,15 @@ def build_deps(target: Path, requirements: list[str]) -> None:
 
 
 def build_core(target: Path) -> None:
-    shutil.copytree(CORE_SOURCE, target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    # The Python SDK (kindex/client) lives beside the models it shares; no function imports it.
+    shutil.copytree(CORE_SOURCE, target, ignore=_core_ignore)
+
+
+def _core_ignore(directory: str, names: list[str]) -> set[str]:
+    ignored = set(shutil.ignore_patterns("__pycache__", "*.pyc")(directory, names))
+    if Path(directory).name == "kindex" and "client" in names:
+        ignored.add("client")
+    return ignored
 
 
 def tree_size(root: Path, skip: tuple[str, ...] = SKIPPED_NAMES) -> int:

@@ -31,6 +31,10 @@ def acknowledge_findings(stack: KindexStack) -> None:
     _on(stack.api.rest_api, "AwsSolutions-IAM4", "API Gateway's account-wide CloudWatch role uses the AWS managed "
         "AmazonAPIGatewayPushToCloudWatchLogs policy, the documented way to enable execution logging.",
         applies_to=[_regex(r"Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AmazonAPIGatewayPushToCloudWatchLogs")])
+    _on(stack.key_provisioning, "AwsSolutions-IAM5", "Detaching a tenant's API key from a usage plan is a DELETE on "
+        "`/usageplans/<plan>/keys/<key id>`; key ids are created at run time, and the plans are this API's own.",
+        applies_to=[_regex(r"Resource::arn:<AWS::Partition>:apigateway:<AWS::Region>::/usageplans/"
+                           r"<ApiRestApiUsagePlan[A-Za-z0-9]+>/keys/\*")])
     for method in stack.api.public_methods:
         _on(method, "AwsSolutions-APIG4", "The OpenAPI document and its browsable page describe the API and hold no "
             "tenant data; clients fetch them before they have a key.")

@@ -19,10 +19,13 @@ from infra.secrets import Secrets
 from infra.storage import Storage
 
 INGEST_TIMEOUT = Duration.minutes(5)
-# name -> (handler, timeout, memory MB, description). API Gateway gives up on an integration after 29 s.
+# name -> (handler, timeout, memory MB, description). API Gateway gives up on an integration after 29 s: the
+# request functions stop before it (their dependencies' calls end within KINDEX_REQUEST_BUDGET_S, default 25 s, and
+# answer 503; the Lambda timeout of 28 s is the backstop), so a caller never sees API Gateway's own 504.
+REQUEST_FUNCTION_TIMEOUT = Duration.seconds(28)
 FUNCTIONS = {
-    "api": ("api.handler", Duration.seconds(29), 1024, "collections, documents, uploads, citations, jobs"),
-    "query": ("query.handler", Duration.seconds(29), 1024, "permission-aware retrieval"),
+    "api": ("api.handler", REQUEST_FUNCTION_TIMEOUT, 1024, "collections, documents, uploads, citations, jobs"),
+    "query": ("query.handler", REQUEST_FUNCTION_TIMEOUT, 1024, "permission-aware retrieval"),
     "ingest": ("ingest.handler", INGEST_TIMEOUT, 2048, "extract, chunk, embed and index uploaded documents"),
     "authorizer": ("authorizer.handler", Duration.seconds(10), 512, "resolve API keys to tenant and role"),
     "reindex": ("reindex.handler", Duration.minutes(15), 1024, "find stale or drifted documents, enqueue work"),
@@ -77,6 +80,9 @@ class KindexStack(Stack):
         self.api = Api(self, "Api", config=config,
                        targets={"api": self.functions["api"].function, "query": self.functions["query"].function},
                        authorizer=self.functions["authorizer"].function)
+        # The authorizer returns each tenant's usage identifier in this scope; `kindex keys` creates the same keys.
+        self.functions["authorizer"].function.add_environment("KINDEX_GATEWAY_KEY_SCOPE", config.secrets_prefix)
+        self.key_provisioning = self.api.provisioning_policy(self.storage.table)
         self.reindex_schedule = ReindexSchedule(self, "Reindex", function=self.functions["reindex"].function,
                                                 expression=config.reindex_schedule)
 
@@ -115,6 +121,10 @@ class KindexStack(Stack):
         CfnOutput(self, "OpenSearchEndpoint", value=self.search.endpoint)
         CfnOutput(self, "IngestDeadLetterQueueUrl", value=self.ingest_pipeline.dead_letter_queue.queue_url)
         CfnOutput(self, "AlarmTopicArn", value=self.monitoring.topic.topic_arn)
+        CfnOutput(self, "UsagePlans", value=self.api.usage_plans_output(self.config),
+                  description="KINDEX_USAGE_PLANS for `kindex keys` (plans, their ids, the usage identifier scope)")
+        CfnOutput(self, "KeyProvisioningPolicyArn", value=self.key_provisioning.managed_policy_arn,
+                  description="attach to whoever runs `kindex keys` against this stack")
         if self.search.domain is None:
             # An existing domain's access policy must admit these roles (its owner adds them).
             search_roles = [fn.role.role_arn for name, fn in self.functions.items() if name != "authorizer"]

@@ -14,6 +14,7 @@ from kindex.adapters.local.private_files import private_data_dir
 from kindex.api.http import error_response
 from kindex.settings import ENV_NAMES, Settings, SettingsError
 from kindex_local.server import Gateway, LocalServer, Route
+from kindex_local.throttle import TenantThrottle
 
 logger = logging.getLogger(__name__)
 
@@ -101,8 +102,10 @@ def build_gateway(settings: Settings) -> Gateway:
     routes = [Route(method, route.pattern, f"kindex-{route.function}", handlers[route.function], public=route.public)
               for route in api_routes({"query": query.app, "api": api.app}, public_function="api")
               for method in route.methods]
+    plans = settings.plans
+    throttle = TenantThrottle(plans) if plans is not None else None
     return Gateway(authorizer.handler, routes, settings.max_body_bytes,
-                   raw_routes=[UploadRoute(settings.max_file_bytes)])
+                   raw_routes=[UploadRoute(settings.max_file_bytes)], throttle=throttle)
 
 
 def build_worker():
@@ -160,6 +163,12 @@ def start(settings: Settings) -> LocalServer:
         index = services.search_index
         print(f"Search index: OpenSearch at {cluster_address(settings.search_url)}, indices "
               f"{services.adapters.search_index_prefix}-*, engine {index.engine}", flush=True)
+    if settings.plans is not None:
+        print("Per-tenant limits: " + "; ".join(
+            f"{name} {plan.rate_limit:g}/s burst {plan.burst_limit}"
+            + (f", {plan.quota_per_day}/day" if plan.quota_per_day else "")
+            + (f" ({len(plan.tenants)} tenant(s))" if name != "default" else "")
+            for name, plan in settings.plans.all_plans().items()), flush=True)
     recovered = services.queue.recover_in_flight()
     if recovered:
         logger.warning("recovered in-flight messages from a previous run", extra={"messages": recovered})

@@ -1,5 +1,5 @@
-"""The `kindex` command: serve locally, manage API keys, ingest, reindex, redrive; and `smoke`, an end-to-end check
-of any deployment over HTTP(S)."""
+"""The `kindex` command: serve locally, manage API keys, ingest, reindex, redrive; `smoke`, an end-to-end check
+of any deployment over HTTP(S); and the commands that work any deployment through the SDK (remote_cli.py)."""
 
 from __future__ import annotations
 
@@ -58,10 +58,45 @@ def _keys(args: argparse.Namespace):
     return container().keys
 
 
+NO_PLAN_KEYS = ("the tenant's API Gateway key was not put into a usage plan: set KINDEX_USAGE_PLANS to the stack's "
+                "UsagePlans output (docs/aws.md, 'How usage plans are assigned'), then run `kindex keys sync-plans`; "
+                "until then API Gateway answers this tenant 403 no_usage_plan")
+
+
 def cmd_keys_create(args: argparse.Namespace) -> int:
-    key, token = _keys(args).create(args.tenant, args.role, args.description or "")
+    keys = _keys(args)
+    key, token = keys.create(args.tenant, args.role, args.description or "")
+    if keys.usage_plans is not None:
+        plan, _ = keys.usage_plans.plans.plan_for(key.tenant)
+        print(f"Tenant '{key.tenant}' is on usage plan '{plan}'.")
+    elif keys_backend_is_aws():
+        print(f"warning: {NO_PLAN_KEYS}", file=sys.stderr)
     print(f"Created {key.role.value} key {key.key_id} for tenant '{key.tenant}'. It is shown once:")
     print(token)
+    return 0
+
+
+def keys_backend_is_aws() -> bool:
+    from kindex.compose import container
+
+    return container().settings.backend == "aws"
+
+
+def cmd_keys_sync_plans(args: argparse.Namespace) -> int:
+    """Put every tenant with a live key into its configured usage plan (after a deployment changed the plans)."""
+    keys = _keys(args)
+    if keys.usage_plans is None:
+        if keys_backend_is_aws():
+            print(f"error: {NO_PLAN_KEYS}", file=sys.stderr)
+            return 2
+        print("Nothing to do: `kindex serve` applies KINDEX_USAGE_PLANS itself when it starts.")
+        return 0
+    tenants = [args.tenant] if args.tenant else keys.tenants()
+    changed = 0
+    for tenant, plan, moved in keys.usage_plans.assign_all(tenants):
+        changed += moved
+        print(f"{tenant}\t{plan}\t{'changed' if moved else 'unchanged'}")
+    print(f"{len(tenants)} tenant(s), {changed} changed")
     return 0
 
 
@@ -78,7 +113,22 @@ def cmd_keys_revoke(args: argparse.Namespace) -> int:
     return 0
 
 
+def _remote(args: argparse.Namespace, command: str) -> int | None:
+    """Run `ingest`/`reindex` against a deployment when one is named; None to run them locally."""
+    from kindex_local import remote_cli
+
+    if not remote_cli.remote_requested(args):
+        return None
+    if args.data_dir is not None or getattr(args, "tenant", "default") != "default":
+        print("error: --data-dir and --tenant are for the local data directory, not with a deployment",
+              file=sys.stderr)
+        return 2
+    return remote_cli.run(getattr(remote_cli, command), args)
+
+
 def cmd_ingest(args: argparse.Namespace) -> int:
+    if (code := _remote(args, "ingest")) is not None:
+        return code
     from kindex_local.app import build_worker, worker_lock
     from kindex_local.ingest_cli import ingest_path
 
@@ -113,6 +163,11 @@ def cmd_redrive(args: argparse.Namespace) -> int:
 
 
 def cmd_reindex(args: argparse.Namespace) -> int:
+    if (code := _remote(args, "reindex")) is not None:
+        return code
+    if args.collection or args.clean:
+        print("error: --collection and --clean need a deployment (--url, --profile or KINDEX_URL)", file=sys.stderr)
+        return 2
     from kindex_local.app import build_worker, worker_lock
 
     _keys(args)
@@ -131,7 +186,10 @@ def cmd_reindex(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="kindex", description="Knowledge index for retrieval-augmented generation")
+    from kindex_local import remote_cli
+
+    parser = argparse.ArgumentParser(prog="kindex", description="Knowledge index for retrieval-augmented generation",
+                                     epilog=remote_cli.epilog(), formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
 
     def with_data_dir(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -153,6 +211,10 @@ def build_parser() -> argparse.ArgumentParser:
     listing = with_data_dir(keys.add_parser("list", help="list keys (never their secrets)"))
     listing.add_argument("--tenant")
     listing.set_defaults(func=cmd_keys_list)
+    sync = with_data_dir(keys.add_parser("sync-plans", help="AWS: put every tenant's API Gateway key into the usage "
+                                                            "plan the configuration names for it"))
+    sync.add_argument("--tenant", help="only this tenant")
+    sync.set_defaults(func=cmd_keys_sync_plans)
     revoke = with_data_dir(keys.add_parser("revoke", help="revoke a key by id"))
     revoke.add_argument("key_id")
     revoke.set_defaults(func=cmd_keys_revoke)
@@ -161,8 +223,11 @@ def build_parser() -> argparse.ArgumentParser:
     ingest.add_argument("--collection", required=True)
     ingest.add_argument("--tenant", default="default")
     ingest.add_argument("--quiet", action="store_true", help="no progress bar")
+    remote_cli.add_ingest_options(ingest)
     ingest.set_defaults(func=cmd_ingest)
-    reindex = with_data_dir(sub.add_parser("reindex", help="run the reindex pass once (the server runs it hourly)"))
+    reindex = with_data_dir(sub.add_parser("reindex", help="run the reindex pass once (the server runs it hourly); "
+                                           "with a deployment, start a reindex job of one collection"))
+    remote_cli.add_reindex_options(reindex)
     reindex.set_defaults(func=cmd_reindex)
     redrive = with_data_dir(sub.add_parser("redrive", help="retry the dead-lettered ingest messages"))
     redrive.set_defaults(func=cmd_redrive)
@@ -172,6 +237,7 @@ def build_parser() -> argparse.ArgumentParser:
     smoke.add_argument("--file", type=Path, help="the file to upload (default: a short built-in markdown text)")
     smoke.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for indexing (default 300)")
     smoke.set_defaults(func=cmd_smoke)
+    remote_cli.add_commands(sub)
     from kindex_local import transfer_commands
 
     transfer_commands.add_commands(sub)

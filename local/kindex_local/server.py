@@ -92,12 +92,21 @@ class RawRoute(Protocol):
         """The sink for this request's body."""
 
 
+class Throttle(Protocol):
+    """Per-tenant usage plans (kindex_local.throttle.TenantThrottle)."""
+
+    def admit(self, tenant: str) -> Any:
+        """None to let the tenant's request run, else a refusal with `code`, `message`, `retry_after_seconds`."""
+
+
 class Gateway:
-    """What API Gateway does for us on AWS: route a request to a function, after the authorizer allowed it."""
+    """What API Gateway does for us on AWS: route a request to a function, after the authorizer allowed it and the
+    tenant's usage plan (`throttle`, when plans are configured) admitted it."""
 
     def __init__(self, authorizer: Handler, routes: list[Route], max_body_bytes: int,
-                 raw_routes: list[RawRoute] | None = None):
+                 raw_routes: list[RawRoute] | None = None, throttle: Throttle | None = None):
         self.authorizer = authorizer
+        self.throttle = throttle
         self.routes = routes
         self.raw_routes = raw_routes or []
         self.max_body_bytes = max_body_bytes
@@ -142,6 +151,10 @@ class Gateway:
                 logger.exception("authorizer failed")
                 return error_response(500, "internal_error", "internal error")
             event["requestContext"]["authorizer"] = {**policy.get("context", {}), "principalId": policy["principalId"]}
+            refusal = self.throttle.admit(policy["context"]["tenant"]) if self.throttle is not None else None
+            if refusal is not None:
+                return error_response(429, refusal.code, refusal.message,
+                                      headers={"Retry-After": str(refusal.retry_after_seconds)})
         try:
             return route.handler(event, LambdaContext(route.function_name))
         except Exception:

@@ -318,7 +318,8 @@ def test_a_data_directory_moves_from_the_embedded_index_to_the_cluster_with_one_
                                 capture_output=True, text=True, timeout=120, env=cli_env(env))
         assert "1 document(s) enqueued" in result.stdout, result.stdout + result.stderr
         deadline = time.monotonic() + 60
-        while not admin.post(url, json={"query": "ravens"}).json()["results"]:
+        while not (answer := admin.post(url, json={"query": "ravens"}).json()).get("results"):
+            assert "error" not in answer, answer
             assert time.monotonic() < deadline, "the document never reached the cluster"
             time.sleep(0.2)
         assert node_count(opensearch_node, f"{prefix}-*", tenant="default", collection="c", document_id="d") == 1
@@ -352,10 +353,11 @@ def test_an_unreachable_cluster_is_a_json_error_that_names_no_credential(tmp_pat
     try:
         admin = server.session(server.admin_key)
         admin.put(server.url("/v1/collections/c"), json={"allow_guests": True}).raise_for_status()
-        # When a query needs the cluster / Then a 502 JSON error that says what failed and nothing secret
+        # When a query needs the cluster / Then a 503 JSON error that says what failed and nothing secret
         response = admin.post(server.url("/v1/collections/c/query"), json={"query": "anything"})
-        assert response.status_code == 502, response.text
-        assert response.json()["error"] and "s3cret-pw" not in response.text
+        assert response.status_code == 503, response.text
+        assert response.json()["error"] == "dependency_unavailable" and "s3cret-pw" not in response.text
+        assert response.headers["Retry-After"] == "2"
     finally:
         stop(server)
     # And the password was printed nowhere

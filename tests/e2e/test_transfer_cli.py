@@ -255,3 +255,29 @@ def test_import_into_a_server_on_opensearch_embeds_nothing_and_answers_the_same(
     finally:
         cluster.stop()
         opensearch_node.delete_indices(prefix)
+
+
+def test_the_sdk_exports_and_imports_page_by_page(server, source):
+    from kindex.client import Kindex
+
+    with Kindex(server.base_url, server.admin_key) as client:
+        # When a program moves the collection with the SDK, one page and one batch at a time
+        client.put_collection("sdk-copy", query_groups=["staff"], chunking_max_size=400)
+        cursor, embedded = None, 0
+        while True:
+            page = client.export_collection(source, cursor, number=7)
+            result = client.import_batch("sdk-copy", {
+                "format_version": 1, "embedding_model": page.embedding_model, "dimensions": page.dimensions,
+                "chunking": {name: page.collection.model_dump(mode="json")[name]
+                             for name in ("chunking_method", "chunking_max_size", "chunking_overlap_offset")},
+                "documents": [d.model_dump() for d in page.documents],
+                "chunks": [c.model_dump() for c in page.chunks]})
+            embedded += result.texts_embedded
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+    # Then the copy holds the same chunks, nothing was embedded, and it answers the same
+    assert embedded == 0
+    assert everything(server, server.admin_key, "sdk-copy") == everything(server, server.admin_key, source)
+    assert answers(server, server.admin_key, "sdk-copy", "vector") == \
+        answers(server, server.admin_key, source, "vector")

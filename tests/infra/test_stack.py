@@ -356,14 +356,17 @@ def test_routes_go_to_the_right_function_and_only_the_api_description_is_public(
     assert all(props["AuthorizationType"] == "CUSTOM" for route, props in methods.items() if route not in public)
 
 
-def test_stage_throttles_logs_access_and_a_usage_plan_throttles_callers(resources):
+def test_stage_throttles_all_tenants_logs_access_and_the_default_plan_throttles_each_tenant(resources):
     [stage] = of_type(resources, "AWS::ApiGateway::Stage").values()
     assert "DestinationArn" in stage["Properties"]["AccessLogSetting"]
     assert "$context.authorizer.tenant" in stage["Properties"]["AccessLogSetting"]["Format"]
     [settings] = stage["Properties"]["MethodSettings"]
-    assert settings["ThrottlingRateLimit"] == 50 and settings["DataTraceEnabled"] is False
-    [plan] = of_type(resources, "AWS::ApiGateway::UsagePlan").values()
-    assert plan["Properties"]["Throttle"] == {"BurstLimit": 100, "RateLimit": 50}
+    context = cdk_json_context()
+    assert settings["ThrottlingRateLimit"] == context["api_stage_rate_limit"] and settings["DataTraceEnabled"] is False
+    assert settings["ThrottlingBurstLimit"] == context["api_stage_burst_limit"]
+    [plan] = of_type(resources, "AWS::ApiGateway::UsagePlan").values()  # cdk.json names no per-tenant plan
+    assert plan["Properties"]["Throttle"] == {"BurstLimit": context["api_burst_limit"],
+                                              "RateLimit": context["api_rate_limit"]}
 
 
 # --- checks ----------------------------------------------------------------------------------------------------
@@ -794,3 +797,20 @@ def test_the_domain_refuses_indices_named_inside_bulk_bodies(resources):
     bulk and multi-search bodies."""
     [domain] = of_type(resources, "AWS::OpenSearchService::Domain").values()
     assert domain["Properties"]["AdvancedOptions"]["rest.action.multi.allow_explicit_index"] == "false"
+
+
+def test_request_functions_stop_before_api_gateways_limit_and_its_own_errors_are_json_503s(resources):
+    # The api and query functions' timeout is under API Gateway's 29 s and above their request budget + reserve
+    from kindex.domain import budget
+    from kindex.settings import Settings
+
+    for name in ("api", "query"):
+        timeout = resources[function_id(resources, name)]["Properties"]["Timeout"]
+        assert Settings().request_budget_s + budget.RESERVE_S < timeout < 29
+    # And an authorizer failure or an integration timeout reaches the caller as JSON 503 dependency_unavailable
+    responses = {r["Properties"]["ResponseType"]: r["Properties"]
+                 for r in of_type(resources, "AWS::ApiGateway::GatewayResponse").values()}
+    for response_type in ("AUTHORIZER_FAILURE", "INTEGRATION_TIMEOUT"):
+        assert responses[response_type]["StatusCode"] == "503"
+        body = json.loads(responses[response_type]["ResponseTemplates"]["application/json"])
+        assert body["error"] == "dependency_unavailable" and body["message"]

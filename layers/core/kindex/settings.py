@@ -12,6 +12,7 @@ from pydantic import BaseModel, Field, ValidationError, field_validator, model_v
 
 if TYPE_CHECKING:
     from kindex.domain.rights_policy import IPNetwork
+    from kindex.domain.usage_plans import UsagePlans
 
 from kindex.domain.embedding_models import EmbeddingModelName
 
@@ -49,6 +50,8 @@ class Settings(BaseModel):
     max_body_bytes: int = Field(default=10 * 1024 * 1024, gt=0)
     max_file_bytes: int = Field(default=50 * 1024 * 1024, gt=0)
     max_chunks_per_document: int = Field(default=20_000, gt=0)
+    # How long one API request may spend on its dependencies (kindex.domain.budget): under API Gateway's 29 s.
+    request_budget_s: float = Field(default=25.0, gt=0, le=28)
     openai_api_key: str | None = Field(default=None, repr=False)
     openai_base_url: str | None = None
     openai_secret_name: str | None = None
@@ -92,6 +95,31 @@ class Settings(BaseModel):
     # Loopback/private networks that rights-check URLs may reach (CIDRs, comma-separated, or "none"). Unset: loopback
     # in local mode, none on AWS. Link-local and metadata addresses are refused whatever this says.
     rights_allowed_networks: str | None = None
+    # Per-tenant throttling plans, JSON in the shape of `kindex.domain.usage_plans.UsagePlans`. `kindex serve`
+    # enforces them itself (unset: no per-tenant limit); on AWS the stack's `UsagePlans` output (with the usage
+    # plan ids) lets `kindex keys` put each tenant's API Gateway key into its plan.
+    usage_plans: str | None = None
+    # The authorizer's scope for usage identifiers (`kindex-<stage>`): set on AWS, where it returns each tenant's
+    # `usageIdentifierKey`; unset locally.
+    gateway_key_scope: str | None = Field(default=None, pattern=r"^kindex-[a-z][a-z0-9-]{0,19}$")
+
+    @field_validator("usage_plans")
+    @classmethod
+    def _usage_plans_parse(cls, value: str | None) -> str | None:
+        if value is not None:
+            from kindex.domain.usage_plans import UsagePlans
+
+            UsagePlans.model_validate_json(value)
+        return value
+
+    @property
+    def plans(self) -> UsagePlans | None:
+        """The parsed usage plans; None when unset."""
+        if self.usage_plans is None:
+            return None
+        from kindex.domain.usage_plans import UsagePlans
+
+        return UsagePlans.model_validate_json(self.usage_plans)
 
     @field_validator("search_url")
     @classmethod
@@ -145,6 +173,7 @@ ENV_NAMES = {
     "max_body_bytes": "KINDEX_MAX_BODY_BYTES",
     "max_file_bytes": "KINDEX_MAX_FILE_BYTES",
     "max_chunks_per_document": "KINDEX_MAX_CHUNKS_PER_DOCUMENT",
+    "request_budget_s": "KINDEX_REQUEST_BUDGET_S",
     "openai_api_key": "OPENAI_API_KEY",
     "openai_base_url": "OPENAI_BASE_URL",
     "openai_secret_name": "KINDEX_OPENAI_SECRET_NAME",
@@ -172,6 +201,8 @@ ENV_NAMES = {
     "bucket_name": "KINDEX_BUCKET_NAME",
     "bootstrap_tenant": "KINDEX_BOOTSTRAP_TENANT",
     "rights_allowed_networks": "KINDEX_RIGHTS_ALLOWED_NETWORKS",
+    "usage_plans": "KINDEX_USAGE_PLANS",
+    "gateway_key_scope": "KINDEX_GATEWAY_KEY_SCOPE",
 }
 
 

@@ -22,6 +22,7 @@ from kindex.domain.validation import describe
 logger = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 10 * 1024 * 1024
+RETRY_AFTER_S = 2
 
 STATUS_BY_ERROR: dict[type[errors.KindexError], int] = {
     errors.BadRequest: 400,
@@ -32,7 +33,7 @@ STATUS_BY_ERROR: dict[type[errors.KindexError], int] = {
     errors.PayloadTooLarge: 413,
     errors.InvalidInput: 422,
     errors.IngestError: 422,
-    errors.DependencyFailed: 502,
+    errors.DependencyFailed: 503,
 }
 
 
@@ -144,8 +145,8 @@ def require_query(app) -> Principal:
     return _require(app, QUERY_ROLES)
 
 
-def json_response(status: int, body: str) -> Response:
-    return Response(status_code=status, content_type="application/json", body=body)
+def json_response(status: int, body: str, headers: dict[str, str] | None = None) -> Response:
+    return Response(status_code=status, content_type="application/json", body=body, headers=headers)
 
 
 def register_error_handlers(app: APIGatewayRestResolver) -> None:
@@ -156,7 +157,9 @@ def register_error_handlers(app: APIGatewayRestResolver) -> None:
         status = status_for(error)
         if status >= 500:
             logger.warning("dependency failure", extra={"error_code": error.code, "error_type": type(error).__name__})
-        return json_response(status, error_body(error.code, error.message))
+        # A dependency that failed or did not answer in time: worth retrying, after a pause.
+        headers = {"Retry-After": str(RETRY_AFTER_S)} if status == 503 else None
+        return json_response(status, error_body(error.code, error.message), headers)
 
     @app.exception_handler(RequestValidationError)
     def _validation_error(error: RequestValidationError) -> Response:

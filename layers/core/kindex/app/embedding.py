@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from kindex.domain.errors import DependencyFailed, EmbeddingFailed
 from kindex.domain.ports import Embedder, EmbeddingCache, MetricsRecorder
 
 logger = logging.getLogger(__name__)
@@ -79,5 +80,10 @@ class EmbeddingService:
         return np.vstack([known[h] for h in hashes]).astype(np.float32, copy=False)
 
     def embed_query(self, model: str, text: str) -> np.ndarray:
-        """Queries skip the cache on write: they rarely repeat and would only grow the table."""
-        return self.embedder_for(model).embed([text])[0]
+        """Queries skip the cache on write: they rarely repeat and would only grow the table. A provider that fails
+        is a dependency failure of the query (HTTP 503), not an ingest failure."""
+        embedder = self.embedder_for(model)
+        try:
+            return embedder.embed([text])[0]
+        except EmbeddingFailed as error:
+            raise DependencyFailed(f"the embedding model {model} is unavailable: {error.message}") from error

@@ -5,10 +5,14 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
+from typing import TYPE_CHECKING
 
 from kindex.domain.errors import InvalidInput, NotFound, Unauthorized
 from kindex.domain.models import ApiKey, Principal, Role, check_id
 from kindex.domain.ports import KeyStore
+
+if TYPE_CHECKING:
+    from kindex.app.usage_plans import UsagePlanService
 
 KEY_PREFIX = "kdx"
 
@@ -27,10 +31,15 @@ def parse_token(token: str) -> str | None:
 
 
 class KeyService:
-    """Issues and checks API keys. A key belongs to one tenant and has one role (`Role`: admin, reader, query)."""
+    """Issues and checks API keys. A key belongs to one tenant and has one role (`Role`: admin, reader, query).
 
-    def __init__(self, store: KeyStore):
+    With `usage_plans` (AWS, where keys are created with operator credentials), creating a key first puts the
+    tenant's API Gateway key into its usage plan, idempotently: a key is never stored for a tenant whose requests
+    API Gateway would refuse for want of a plan."""
+
+    def __init__(self, store: KeyStore, usage_plans: UsagePlanService | None = None):
         self.store = store
+        self.usage_plans = usage_plans
 
     def create(self, tenant: str, role: Role | str, description: str = "") -> tuple[ApiKey, str]:
         """A new key and its secret token; the token is never stored and cannot be shown again."""
@@ -42,6 +51,8 @@ class KeyService:
             role = Role(role)
         except ValueError as error:
             raise InvalidInput(f"role must be one of {', '.join(r.value for r in Role)}") from error
+        if self.usage_plans is not None:
+            self.usage_plans.assign(tenant)
         key_id = secrets.token_hex(8)
         token = f"{KEY_PREFIX}_{key_id}_{secrets.token_urlsafe(32)}"
         key = ApiKey(key_id=key_id, tenant=tenant, role=role, secret_sha256=hash_secret(token), description=description)
@@ -61,6 +72,10 @@ class KeyService:
 
     def list(self, tenant: str | None = None) -> list[ApiKey]:
         return self.store.list_keys(tenant)
+
+    def tenants(self) -> list[str]:
+        """Every tenant with at least one live key, in order of its first key."""
+        return list(dict.fromkeys(key.tenant for key in self.store.list_keys() if not key.revoked))
 
     def revoke(self, key_id: str) -> None:
         if not self.store.revoke_key(key_id):

@@ -28,6 +28,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 
+from kindex.domain import budget
 from kindex.domain.errors import Conflict, InvalidInput
 from kindex.domain.models import Collection
 from kindex.domain.ports import RightsEndpoint, SecretStore
@@ -204,6 +205,9 @@ class RightsSession:
         if self._started is None:
             self._started = clock()
         deadlines = {cid: self._started + collection_timeout(self.collections[cid]) for cid in remote}
+        left = budget.remaining()
+        if left is not None:  # never past the request's own budget (API Gateway's limit)
+            deadlines = {cid: min(deadline, clock() + max(left, 0.0)) for cid, deadline in deadlines.items()}
         # Threads of this query only: what one tenant's endpoint does can never hold a thread another tenant needs.
         executor = ThreadPoolExecutor(max_workers=min(len(remote), self.checks.per_tenant_calls),
                                       thread_name_prefix=f"rights-check-{self.tenant[:20]}")

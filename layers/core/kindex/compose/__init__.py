@@ -101,7 +101,12 @@ class Services:
     def keys(self) -> KeyService:
         from kindex.app.keys import KeyService
 
-        return KeyService(self.adapters.metadata)
+        usage_plans = None
+        if self.adapters.usage_plan_keys is not None and self.settings.plans is not None:
+            from kindex.app.usage_plans import UsagePlanService
+
+            usage_plans = UsagePlanService(self.settings.plans, self.adapters.usage_plan_keys)
+        return KeyService(self.adapters.metadata, usage_plans)
 
     @cached_property
     def catalog(self) -> CatalogService:

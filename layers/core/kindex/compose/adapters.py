@@ -25,6 +25,7 @@ if TYPE_CHECKING:
         QueryLog,
         SearchIndex,
         SecretStore,
+        UsagePlanKeys,
     )
     from kindex.domain.rights_policy import RightsUrlPolicy
 
@@ -78,6 +79,11 @@ class AdapterSet(ABC):
     @cached_property
     @abstractmethod
     def metrics(self) -> MetricsRecorder: ...
+
+    @cached_property
+    @abstractmethod
+    def usage_plan_keys(self) -> UsagePlanKeys | None:
+        """Where tenants' API Gateway keys are put into usage plans; None when nothing is provisioned."""
 
     @abstractmethod
     def openai_api_key(self) -> str | None:

@@ -76,6 +76,18 @@ class AwsAdapters(AdapterSet):
 
         return PowertoolsMetrics("kindex")
 
+    @cached_property
+    def usage_plan_keys(self):
+        """API Gateway keys and usage plans, when the settings carry the stack's `UsagePlans` output (scope and
+        plan ids): where `kindex keys` runs with operator credentials. The functions never have it."""
+        plans = self.settings.plans
+        plan_ids = plans.plan_ids() if plans else None
+        if plans is None or plans.scope is None or plan_ids is None:
+            return None
+        from kindex.adapters.aws.apigateway_usage_plans import ApiGatewayUsagePlanKeys
+
+        return ApiGatewayUsagePlanKeys(plans.scope, plan_ids)
+
     def openai_api_key(self) -> str | None:
         """From the environment in tests; on AWS from Secrets Manager, cached by Powertools for five minutes
         (never logged)."""

@@ -135,5 +135,11 @@ class LocalAdapters(AdapterSet):
 
         return LogMetrics()
 
+    @cached_property
+    def usage_plan_keys(self):
+        """None: `kindex serve` enforces the plans itself, per tenant, straight from KINDEX_USAGE_PLANS (its
+        gateway's limiter); there is no key to create or attach."""
+        return None
+
     def openai_api_key(self) -> str | None:
         return self.settings.openai_api_key

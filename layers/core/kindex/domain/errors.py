@@ -54,9 +54,10 @@ class PayloadTooLarge(KindexError):
 
 
 class DependencyFailed(KindexError):
-    """A dependency we rely on (embedding provider, search cluster) failed; retryable (HTTP 502)."""
+    """A dependency we rely on (embedding provider, search cluster, metadata store) failed or did not answer within
+    the request's time budget; retryable (HTTP 503 `dependency_unavailable`, with Retry-After)."""
 
-    code = "dependency_failed"
+    code = "dependency_unavailable"
 
 
 class IngestError(KindexError):

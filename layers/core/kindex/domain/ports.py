@@ -261,3 +261,16 @@ class RightsEndpoint(Protocol):
     def post(self, url: str, body: bytes, headers: dict[str, str], deadline: float) -> tuple[int, bytes]:
         """(status, body) by `deadline` (time.monotonic). The body is only read for a 200, and at most 1 MiB of it.
         Raises RightsCallFailed for any failure, including a URL or resolved address the policy refuses."""
+
+
+class UsagePlanKeys(Protocol):
+    """Each tenant's API Gateway API key (its usage identifier, never a credential) and the one usage plan it is
+    attached to. Plans are named as in `UsagePlans` (`default` or a named plan); the adapter knows their ids."""
+
+    def attach(self, tenant: str, plan: str) -> bool:
+        """Make sure the tenant's key exists (created once, with the value `usage_identifier` derives) and is
+        attached to `plan` and to no other plan of this deployment. Idempotent: True when anything changed, False
+        when it was already so. NotFound for a plan the deployment does not have."""
+
+    def attached_plan(self, tenant: str) -> str | None:
+        """The plan the tenant's key is attached to; None when the tenant has no key or its key is in no plan."""

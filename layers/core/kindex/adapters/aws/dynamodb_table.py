@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator, Sequence
 from functools import lru_cache
 from typing import Any
 
+from kindex.adapters.aws import boto
 from kindex.domain.errors import Conflict, DependencyFailed, KindexError
 
 logger = logging.getLogger(__name__)
@@ -25,13 +26,13 @@ MAX_SK_BYTES = 1024
 ConditionFailed = Callable[[dict | None], KindexError]
 
 
-@lru_cache(maxsize=1)
-def dynamodb_client() -> Any:
-    """The shared boto3 DynamoDB client, created on first use (boto3 is imported here to keep cold starts short)."""
+@lru_cache(maxsize=3)
+def dynamodb_client(profile: str = boto.BACKGROUND) -> Any:
+    """The shared boto3 DynamoDB client of a profile (`boto.client_config`), created on first use (boto3 is
+    imported here to keep cold starts short)."""
     import boto3
-    from botocore.config import Config
 
-    return boto3.client("dynamodb", config=Config(retries={"mode": "standard", "max_attempts": 5}))
+    return boto3.client("dynamodb", config=boto.client_config(profile))
 
 
 # Pure key and request building
@@ -93,9 +94,8 @@ class DynamoDbTable:
 
     @property
     def client(self) -> Any:
-        if self._client is None:
-            self._client = dynamodb_client()
-        return self._client
+        """The client given, else the shared one of the current profile (short timeouts inside an API request)."""
+        return self._client if self._client is not None else boto.shared_client(dynamodb_client, "the metadata store")
 
     def _batch_get(self, keys: Sequence[dict], *, projection: str | None = None,
                    consistent: bool = False) -> Iterator[dict]:

@@ -44,6 +44,7 @@ from opensearchpy.exceptions import (
 )
 
 from kindex.adapters.aws.opensearch_design import REFRESH_POLICIES, IndexDesign
+from kindex.domain import budget
 from kindex.domain.errors import DependencyFailed, InvalidInput
 from kindex.domain.types import IndexRecord, SearchFilters, SearchHit
 
@@ -72,10 +73,16 @@ DELETE_IDS_PER_REQUEST = 1000
 CHUNK_IDS_PAGE_SIZE = 1000
 # Amazon OpenSearch Service domains sign with this service name (OpenSearch Serverless would be "aoss").
 SIGNING_SERVICE = "es"
+# Outside API requests (ingest, reindex): long timeouts and several retries. Inside one: a few seconds and one retry.
+BACKGROUND_TIMEOUT_S = 30
+BACKGROUND_RETRIES = 3
+REQUEST_TIMEOUT_S = 4.0
+REQUEST_RETRIES = 1
+
 _DOMAIN_REGION = re.compile(r"\.([a-z]{2}(?:-[a-z]+)+-\d)\.es\.amazonaws\.com$")
 
 
-def build_client_options(endpoint: str) -> dict[str, Any]:
+def build_client_options(endpoint: str, *, max_retries: int = 3) -> dict[str, Any]:
     """opensearch-py client options for an endpoint (`https://host[:port]`, or a bare host meaning HTTPS).
 
     Plain `http://` is honoured only when written out (a local cluster or a test server). A user and password in
@@ -97,8 +104,8 @@ def build_client_options(endpoint: str) -> dict[str, Any]:
         "hosts": [{"host": parts.hostname, "port": port or (443 if secure else 80)}],
         "use_ssl": secure,
         "verify_certs": secure,
-        "timeout": 30,
-        "max_retries": 3,
+        "timeout": BACKGROUND_TIMEOUT_S,
+        "max_retries": max_retries,
         "retry_on_timeout": True,
         # gzip (level 9, in Python) halves bulk throughput next to the cluster (measured: 484 against 1,104
         # 384-d docs/s on the test node): worth it only over the network to a remote (https) domain.
@@ -115,14 +122,23 @@ def region_of_domain(host: str) -> str | None:
     return match.group(1) if match else None
 
 
-@lru_cache(maxsize=4)
-def opensearch_client(endpoint: str, *, sigv4: bool = True) -> OpenSearch:
+def _call_budget() -> dict[str, Any]:
+    """Per-call options inside an API request: a `request_timeout` of a few seconds, cut so that the call and its
+    one retry fit in what the request's budget has left (BudgetSpent when nothing is left). None elsewhere."""
+    if not budget.active():
+        return {}
+    both = budget.call_timeout((REQUEST_RETRIES + 1) * REQUEST_TIMEOUT_S, "the search cluster")
+    return {"request_timeout": both / (REQUEST_RETRIES + 1)}
+
+
+@lru_cache(maxsize=8)
+def opensearch_client(endpoint: str, *, sigv4: bool = True, max_retries: int = 3) -> OpenSearch:
     """A client for `endpoint`: basic auth when the URL carries a user; otherwise, with `sigv4` (an Amazon
     OpenSearch Service domain), every request is SigV4-signed with the process's AWS credentials (refreshed as
     they rotate: the signer freezes them per request; boto3 is imported only then, to keep cold starts short; the
     region is the process's, else the one in the endpoint's host name); without it, no authentication (a local
     cluster such as the test node)."""
-    options = build_client_options(endpoint)
+    options = build_client_options(endpoint, max_retries=max_retries)
     if "http_auth" in options or not sigv4:
         return OpenSearch(**options)
 
@@ -464,7 +480,7 @@ class OpenSearchIndex:
                     try:
                         params = {"refresh": "true"} if self._refresh == "wait_for" else {}
                         response = self._client.delete_by_query(index=alias, body=body, routing=routing_key(tenant),
-                                                                conflicts="proceed", **params)
+                                                                conflicts="proceed", **params, **_call_budget())
                     except NotFoundError as error:
                         if _error_type(error) != "index_not_found_exception":
                             raise
@@ -514,7 +530,7 @@ class OpenSearchIndex:
         `refresh="false"`). Not part of the port: only bulk loaders need it."""
         for alias in self._aliases_of(model):
             with self._translate_errors("refresh", alias):
-                self._client.indices.refresh(index=alias)
+                self._client.indices.refresh(index=alias, **_call_budget())
 
     # -- helpers ----------------------------------------------------------------------------------------------
 
@@ -529,17 +545,21 @@ class OpenSearchIndex:
         small = len(actions) <= self._bulk_chunk_size
         params = {"refresh": "wait_for"} if self._refresh == "wait_for" and small else {}
         ok, _ = helpers.bulk(self._client, actions, index=alias, chunk_size=self._bulk_chunk_size,
-                             max_chunk_bytes=self._bulk_max_bytes, **params)
+                             max_chunk_bytes=self._bulk_max_bytes, **params, **_call_budget())
         if self._refresh == "wait_for" and not small:
-            self._client.indices.refresh(index=alias)
+            self._client.indices.refresh(index=alias, **_call_budget())
         return ok
 
 
     @property
     def _client(self) -> OpenSearch:
-        if self._given_client is None:
-            self._given_client = opensearch_client(self._endpoint, sigv4=self._sigv4)
-        return self._given_client
+        """The given client, else the shared one for the endpoint: with one retry inside an API request (whose
+        calls also carry a short `request_timeout`, see `_call_budget`), with the transport's usual retries
+        elsewhere (ingest, reindex)."""
+        if self._given_client is not None:
+            return self._given_client
+        retries = REQUEST_RETRIES if budget.active() else BACKGROUND_RETRIES
+        return opensearch_client(self._endpoint, sigv4=self._sigv4, max_retries=retries)
 
     @contextmanager
     def _translate_errors(self, operation: str, index: str) -> Iterator[None]:
@@ -557,7 +577,7 @@ class OpenSearchIndex:
     def _search(self, alias: str, tenant: str, body: dict[str, Any]) -> dict[str, Any]:
         with self._translate_errors("search", alias):
             try:
-                return self._client.search(index=alias, body=body, routing=routing_key(tenant))
+                return self._client.search(index=alias, body=body, routing=routing_key(tenant), **_call_budget())
             except NotFoundError as error:
                 # No index yet for this model and dimension: nothing has been written, so nothing matches.
                 if _error_type(error) == "index_not_found_exception":
@@ -570,10 +590,10 @@ class OpenSearchIndex:
         with self._lock:
             if alias in self._ready_aliases:
                 return
-            if not self._client.indices.exists(index=alias):
+            if not self._client.indices.exists(index=alias, **_call_budget()):
                 body = build_index_body(dims, alias=alias, design=self._design)
                 try:
-                    self._client.indices.create(index=concrete_index(alias), body=body)
+                    self._client.indices.create(index=concrete_index(alias), body=body, **_call_budget())
                     logger.info("search index created", extra={"index": concrete_index(alias), "alias": alias})
                 except RequestError as error:
                     # Another process created it between our check and create: that is the outcome we wanted.
@@ -590,7 +610,7 @@ class OpenSearchIndex:
             pattern = re.compile(re.escape(prefix) + r"(\d+)$")
             with self._translate_errors("get_alias", prefix + "*"):
                 try:
-                    response = self._client.indices.get_alias(name=prefix + "*")
+                    response = self._client.indices.get_alias(name=prefix + "*", **_call_budget())
                 except NotFoundError:
                     response = {}
             dims = {int(match.group(1)) for entry in response.values() for name in entry.get("aliases", {})

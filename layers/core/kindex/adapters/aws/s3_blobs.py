@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from functools import lru_cache
 from typing import Any
 
+from kindex.adapters.aws import boto
 from kindex.domain.errors import DependencyFailed, LimitExceeded, NotFound
 
 logger = logging.getLogger(__name__)
@@ -27,16 +28,15 @@ DELETE_BATCH_MAX = 1000
 MISSING_CODES = frozenset({"NoSuchKey", "404", "NotFound"})
 
 
-@lru_cache(maxsize=1)
-def s3_client() -> Any:
+@lru_cache(maxsize=3)
+def s3_client(profile: str = boto.BACKGROUND) -> Any:
     """The shared boto3 S3 client, created on first use (boto3 is imported here to keep cold starts short).
 
     SigV4 explicitly: presigned URLs must work in every region and with SSE headers.
     """
     import boto3
-    from botocore.config import Config
 
-    return boto3.client("s3", config=Config(signature_version="s3v4", retries={"mode": "standard", "max_attempts": 5}))
+    return boto3.client("s3", config=boto.client_config(profile, signature_version="s3v4"))
 
 
 def build_put_request(bucket: str, key: str, data: bytes, content_type: str) -> dict[str, Any]:
@@ -72,9 +72,8 @@ class S3BlobStore:
 
     @property
     def client(self) -> Any:
-        if self._client is None:
-            self._client = s3_client()
-        return self._client
+        """The client given, else the shared one of the current profile (short timeouts inside an API request)."""
+        return self._client if self._client is not None else boto.shared_client(s3_client, "the blob store")
 
     def put_blob(self, key: str, data: bytes, content_type: str) -> None:
         self._call("put_object", build_put_request(self.bucket, key, data, content_type), key=key)

@@ -28,6 +28,7 @@ from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
+from kindex.adapters.aws import boto
 from kindex.domain.errors import DependencyFailed
 
 logger = logging.getLogger(__name__)
@@ -37,13 +38,13 @@ MAX_NAME_CHARS = 512
 _ALLOWED = re.compile(r"[A-Za-z0-9/_+.@-]")
 
 
-@lru_cache(maxsize=1)
-def secretsmanager_client() -> Any:
-    """The shared boto3 Secrets Manager client, created on first use (boto3 is imported here for cold starts)."""
+@lru_cache(maxsize=3)
+def secretsmanager_client(profile: str = boto.BACKGROUND) -> Any:
+    """The shared boto3 Secrets Manager client of a profile (`boto.client_config`), created on first use (boto3
+    is imported here for cold starts)."""
     import boto3
-    from botocore.config import Config
 
-    return boto3.client("secretsmanager", config=Config(retries={"mode": "standard", "max_attempts": 5}))
+    return boto3.client("secretsmanager", config=boto.client_config(profile))
 
 
 def secret_name(prefix: str, name: str) -> str:
@@ -71,9 +72,10 @@ class SecretsManagerStore:
 
     @property
     def client(self) -> Any:
-        if self._client is None:
-            self._client = secretsmanager_client()
-        return self._client
+        """The client given, else the shared one of the current profile (short timeouts inside an API request)."""
+        if self._client is not None:
+            return self._client
+        return boto.shared_client(secretsmanager_client, "the secret store")
 
     def put_secret(self, name: str, value: bytes) -> None:
         secret_id = secret_name(self.prefix, name)

@@ -9,16 +9,17 @@ from functools import lru_cache
 from typing import Any
 from urllib.parse import quote_plus
 
+from kindex.adapters.aws import boto
 from kindex.domain.errors import DependencyFailed
 
 BATCH = 10
 
 
-@lru_cache(maxsize=1)
-def sqs_client() -> Any:
+@lru_cache(maxsize=3)
+def sqs_client(profile: str = boto.BACKGROUND) -> Any:
     import boto3
 
-    return boto3.client("sqs")
+    return boto3.client("sqs", config=boto.client_config(profile))
 
 
 def build_entries(bucket: str, keys: Sequence[str]) -> list[dict]:
@@ -44,7 +45,7 @@ class SqsIngestTrigger:
 
     @property
     def client(self):
-        return self._client or sqs_client()
+        return self._client or boto.shared_client(sqs_client, "the ingest queue")
 
     def trigger(self, keys: Sequence[str]) -> None:
         if not keys:

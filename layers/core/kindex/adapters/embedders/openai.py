@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from kindex.domain import budget
+
 # The model table and dimension rules live with the model-name value type, which the API validates with too.
 from kindex.domain.embedding_models import (
     OPENAI_MODEL_DIMENSIONS as KNOWN_MODEL_DIMENSIONS,
@@ -42,6 +44,9 @@ API_MAX_BATCH_INPUTS = 2048
 API_MAX_BATCH_TOKENS = 300_000
 # 408 and 409 are transient on OpenAI's side (the SDK retries them too); 429 is throttling.
 _RETRYABLE_STATUS = frozenset({408, 409, 429})
+# Within an API request (a query's embedding): a few seconds per attempt and one retry, inside the request's budget.
+REQUEST_TIMEOUT_S = 5.0
+REQUEST_RETRIES = 1
 _KEY_PATTERN = re.compile(r"\b(sk|sess)-[A-Za-z0-9_\-*.]{4,}")
 _MAX_DETAIL_CHARS = 200
 
@@ -233,10 +238,15 @@ class OpenAIEmbedder:
         import openai
 
         last_problem = "no attempt made"
-        for attempt in range(self.max_retries + 1):
+        # On the request path (a query's embedding) a short timeout and one retry, within the request's budget.
+        on_request = budget.active()
+        retries = min(self.max_retries, REQUEST_RETRIES) if on_request else self.max_retries
+        base_timeout = min(self.timeout, REQUEST_TIMEOUT_S) if on_request else self.timeout
+        for attempt in range(retries + 1):
             headers: Mapping[str, str] | None = None
+            timeout = budget.call_timeout(base_timeout, "the embedding provider")
             try:
-                response = client.embeddings.create(**request)
+                response = client.embeddings.create(**request, timeout=timeout)
                 return parse_embedding_data(response.data, count, self.dimensions)
             except openai.APIStatusError as error:
                 status = error.status_code
@@ -249,22 +259,23 @@ class OpenAIEmbedder:
                 headers = error.response.headers
                 last_problem = f"HTTP {status}: {detail}"
             except openai.APITimeoutError:
-                last_problem = f"timed out after {self.timeout:g} s"
+                last_problem = f"timed out after {timeout:g} s"
             except openai.APIConnectionError:
                 last_problem = "connection error"
             except openai.OpenAIError as error:
                 raise EmbeddingFailed(f"OpenAI embedding call failed: {self._safe_detail(error)}") from None
-            if attempt == self.max_retries:
+            if attempt == retries:
                 break
             delay = retry_delay(attempt, headers, base_delay=self.base_delay, max_delay=self.max_delay,
                                 jitter=self._jitter)
+            budget.require(delay + budget.MIN_CALL_S, "the embedding provider")
             logger.warning("embedding request failed, retrying", extra={
                 "model": self.model, "attempt": attempt + 1, "problem": last_problem, "delay_s": round(delay, 3)})
             self._sleep(delay)
         logger.error("embedding request failed after retries", extra={
-            "model": self.model, "attempts": self.max_retries + 1, "problem": last_problem})
+            "model": self.model, "attempts": retries + 1, "problem": last_problem})
         raise EmbeddingFailed(
-            f"OpenAI embeddings unavailable after {self.max_retries + 1} attempts (last: {last_problem})")
+            f"OpenAI embeddings unavailable after {retries + 1} attempts (last: {last_problem})")
 
     def _safe_detail(self, error: Exception) -> str:
         """The provider's error message on one line, short, with anything key-like removed."""

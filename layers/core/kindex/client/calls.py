@@ -1,0 +1,169 @@
+"""Pure request builders: one function per route of /v1/openapi.json, each returning the `ApiCall` the sync and the
+async client send alike. No I/O here; a test checks that the builders and the API's route table agree."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+from urllib.parse import quote
+
+from pydantic import BaseModel
+
+from kindex.api.models import (
+    ChunkList,
+    CollectionList,
+    DocumentList,
+    DocumentOut,
+    ReindexRequest,
+    RightsSecret,
+    UploadRequest,
+    UploadResponse,
+)
+from kindex.domain.models import Collection, CollectionInput, DocumentInput, ReindexJob
+from kindex.domain.query import CitationsRequest, CitationsResponse, MultiQueryRequest, QueryRequest, QueryResponse
+from kindex.domain.transfer import DEFAULT_EXPORT_CHUNKS, ExportPage, ImportRequest, ImportResult
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class ApiCall(Generic[T]):
+    """One request: `route` is the OpenAPI path it serves (with {name} parameters), `path` the encoded one.
+    `response` is the model of a success's body (None for 204)."""
+
+    method: str
+    route: str
+    path: str
+    response: type[BaseModel] | None
+    params: dict[str, Any] | None = None
+    body: dict[str, Any] | None = None
+
+
+def segment(value: str) -> str:
+    """One id as a path segment: everything but unreserved characters percent-encoded ('/' included)."""
+    if not isinstance(value, str) or not value:
+        raise ValueError("ids are non-empty strings")
+    return quote(value, safe="")
+
+
+def _page(start: int, number: int, cursor: str | None) -> dict[str, Any]:
+    # `start` is ignored with a cursor; the page size is not.
+    return {"cursor": cursor, "number": number} if cursor else {"start": start, "number": number}
+
+
+def _body(model: type[BaseModel], value: BaseModel | dict[str, Any] | None, fields: dict[str, Any]) -> dict[str, Any]:
+    """The JSON body of a write: `value` (a model or a dict) and keyword fields, validated by the API's own model
+    (so a typo fails here, before any request), with only the fields given: the API updates only those."""
+    if isinstance(value, BaseModel):
+        value = value.model_dump(exclude_unset=True)
+    merged = {**(value or {}), **fields}
+    return model.model_validate(merged).model_dump(mode="json", exclude_unset=True)
+
+
+def list_collections(start: int = 0, number: int = 100, cursor: str | None = None) -> ApiCall[CollectionList]:
+    return ApiCall("GET", "/v1/collections", "/v1/collections", CollectionList, _page(start, number, cursor))
+
+
+def get_collection(collection: str) -> ApiCall[Collection]:
+    return ApiCall("GET", "/v1/collections/{collection}", f"/v1/collections/{segment(collection)}", Collection)
+
+
+def put_collection(collection: str, value: CollectionInput | dict | None = None, **fields: Any) -> ApiCall[Collection]:
+    return ApiCall("PUT", "/v1/collections/{collection}", f"/v1/collections/{segment(collection)}", Collection,
+                   body=_body(CollectionInput, value, fields))
+
+
+def delete_collection(collection: str) -> ApiCall[None]:
+    return ApiCall("DELETE", "/v1/collections/{collection}", f"/v1/collections/{segment(collection)}", None)
+
+
+def list_documents(collection: str, start: int = 0, number: int = 100,
+                   cursor: str | None = None) -> ApiCall[DocumentList]:
+    return ApiCall("GET", "/v1/collections/{collection}/documents",
+                   f"/v1/collections/{segment(collection)}/documents", DocumentList, _page(start, number, cursor))
+
+
+def _document_path(collection: str, document: str) -> str:
+    return f"/v1/collections/{segment(collection)}/documents/{segment(document)}"
+
+
+def get_document(collection: str, document: str) -> ApiCall[DocumentOut]:
+    return ApiCall("GET", "/v1/collections/{collection}/documents/{document}", _document_path(collection, document),
+                   DocumentOut)
+
+
+def put_document(collection: str, document: str, value: DocumentInput | dict | None = None,
+                 **fields: Any) -> ApiCall[DocumentOut]:
+    return ApiCall("PUT", "/v1/collections/{collection}/documents/{document}", _document_path(collection, document),
+                   DocumentOut, body=_body(DocumentInput, value, fields))
+
+
+def delete_document(collection: str, document: str) -> ApiCall[None]:
+    return ApiCall("DELETE", "/v1/collections/{collection}/documents/{document}",
+                   _document_path(collection, document), None)
+
+
+def prepare_upload(collection: str, document: str, filename: str, size: int,
+                   mimetype: str | None = None) -> ApiCall[UploadResponse]:
+    fields: dict[str, Any] = {"filename": filename, "size": size}
+    if mimetype:
+        fields["mimetype"] = mimetype
+    return ApiCall("POST", "/v1/collections/{collection}/documents/{document}/upload",
+                   _document_path(collection, document) + "/upload", UploadResponse,
+                   body=_body(UploadRequest, None, fields))
+
+
+def list_chunks(collection: str, document: str, start: int = 0, number: int = 100,
+                cursor: str | None = None) -> ApiCall[ChunkList]:
+    return ApiCall("GET", "/v1/collections/{collection}/documents/{document}/chunks",
+                   _document_path(collection, document) + "/chunks", ChunkList, _page(start, number, cursor))
+
+
+def query(collection: str, request: QueryRequest | dict | str, **fields: Any) -> ApiCall[QueryResponse]:
+    value = {"query": request} if isinstance(request, str) else request
+    return ApiCall("POST", "/v1/collections/{collection}/query", f"/v1/collections/{segment(collection)}/query",
+                   QueryResponse, body=_body(QueryRequest, value, fields))
+
+
+def query_collections(collections: list[str], request: QueryRequest | dict | str,
+                      **fields: Any) -> ApiCall[QueryResponse]:
+    value = {"query": request} if isinstance(request, str) else request
+    return ApiCall("POST", "/v1/query", "/v1/query", QueryResponse,
+                   body=_body(MultiQueryRequest, value, {"collections": list(collections), **fields}))
+
+
+def render_citations(text: str | CitationsRequest | dict, **fields: Any) -> ApiCall[CitationsResponse]:
+    value = {"text": text} if isinstance(text, str) else text
+    return ApiCall("POST", "/v1/citations", "/v1/citations", CitationsResponse,
+                   body=_body(CitationsRequest, value, fields))
+
+
+def start_reindex(collection: str, clean: bool = False) -> ApiCall[ReindexJob]:
+    return ApiCall("POST", "/v1/collections/{collection}/reindex", f"/v1/collections/{segment(collection)}/reindex",
+                   ReindexJob, body=_body(ReindexRequest, None, {"clean": clean}))
+
+
+def get_job(job: str) -> ApiCall[ReindexJob]:
+    return ApiCall("GET", "/v1/jobs/{job}", f"/v1/jobs/{segment(job)}", ReindexJob)
+
+
+def rotate_rights_secret() -> ApiCall[RightsSecret]:
+    return ApiCall("POST", "/v1/rights-check-secret", "/v1/rights-check-secret", RightsSecret, body={})
+
+
+def export_collection(collection: str, cursor: str | None = None,
+                      number: int = DEFAULT_EXPORT_CHUNKS) -> ApiCall[ExportPage]:
+    params: dict[str, Any] = {"number": number, **({"cursor": cursor} if cursor else {})}
+    return ApiCall("GET", "/v1/collections/{collection}/export", f"/v1/collections/{segment(collection)}/export",
+                   ExportPage, params)
+
+
+def import_batch(collection: str, batch: ImportRequest | dict, **fields: Any) -> ApiCall[ImportResult]:
+    return ApiCall("POST", "/v1/collections/{collection}/import", f"/v1/collections/{segment(collection)}/import",
+                   ImportResult, body=_body(ImportRequest, batch, fields))
+
+
+#: Every route the client covers, by the name of its builder (and of the clients' method).
+BUILDERS = (list_collections, get_collection, put_collection, delete_collection, list_documents, get_document,
+            put_document, delete_document, prepare_upload, list_chunks, query, query_collections, render_citations,
+            start_reindex, get_job, rotate_rights_secret, export_collection, import_batch)

@@ -1,0 +1,91 @@
+"""Typed exceptions of the client: one class per HTTP status the API answers, each carrying the API's `error` code,
+its `message` and the status. Catch `ApiError` for any answer that is not a success, `KindexClientError` for
+everything the client raises (the transport's failures included)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from kindex.client.retry import retry_after_seconds
+
+
+class KindexClientError(Exception):
+    """Base of everything the client raises on purpose."""
+
+
+class ConfigurationError(KindexClientError, ValueError):
+    """The client cannot be built: no URL or no API key was given (arguments, KINDEX_URL, KINDEX_API_KEY)."""
+
+
+class ConnectionFailed(KindexClientError):
+    """The deployment could not be reached, or the connection broke before an answer (DNS, refused, timeout)."""
+
+
+class ApiError(KindexClientError):
+    """The API answered with a status that is not a success. `error` is the stable machine-readable code,
+    `message` the human one; `headers` are the answer's."""
+
+    status: int = 0
+
+    def __init__(self, status: int, error: str, message: str, headers: Mapping[str, str] | None = None):
+        super().__init__(f"{status} {error}: {message}")
+        self.status = status
+        self.error = error
+        self.message = message
+        self.headers = dict(headers or {})
+
+
+class BadRequest(ApiError):
+    """400: the request could not be parsed (malformed JSON, nesting too deep)."""
+
+
+class Unauthorized(ApiError):
+    """401: no key, or a key that is unknown or revoked."""
+
+
+class Forbidden(ApiError):
+    """403: the key's role may not do this, or the end user may not query the collection."""
+
+
+class NotFound(ApiError):
+    """404: no such collection, document or job for this tenant (another tenant's is also 'not found')."""
+
+
+class Conflict(ApiError):
+    """409: a write raced another one and lost (read and retry), or the resource is in a conflicting state."""
+
+
+class PayloadTooLarge(ApiError):
+    """413: the body or the file is over the deployment's limit."""
+
+
+class InvalidInput(ApiError):
+    """422: a value is not acceptable; the message names the field."""
+
+
+class Throttled(ApiError):
+    """429: too many requests, still refused after the client's retries. `retry_after` is the server's hint in
+    seconds when it gave one."""
+
+    @property
+    def retry_after(self) -> float | None:
+        return retry_after_seconds(self.headers)
+
+
+class ServerError(ApiError):
+    """5xx: the deployment failed; the message says nothing internal."""
+
+
+class ServiceUnavailable(ServerError):
+    """503: the deployment is overloaded or starting, still after the client's retries."""
+
+
+_BY_STATUS: dict[int, type[ApiError]] = {400: BadRequest, 401: Unauthorized, 403: Forbidden, 404: NotFound,
+                                         409: Conflict, 413: PayloadTooLarge, 422: InvalidInput, 429: Throttled,
+                                         503: ServiceUnavailable}
+
+
+def error_for_status(status: int, error: str, message: str, headers: Mapping[str, str] | None = None) -> ApiError:
+    """The typed exception of an answer's status (ServerError for any other 5xx, ApiError for the rest)."""
+    cls = _BY_STATUS.get(status) or (ServerError if status >= 500 else ApiError)
+    return cls(status, error, message, headers)

@@ -1,0 +1,208 @@
+"""`Kindex`: the synchronous client. Every method sends one call of `kindex.client.calls` (or follows pages of
+one); `AsyncKindex` mirrors it method for method."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from kindex.api.models import (
+    ChunkList,
+    ChunkOut,
+    CollectionList,
+    DocumentList,
+    DocumentOut,
+    RightsSecret,
+    UploadResponse,
+)
+from kindex.client import calls
+from kindex.client.calls import ApiCall
+from kindex.client.errors import ConnectionFailed
+from kindex.client.retry import RetryPolicy
+from kindex.client.transport import ClientConfig, decode, raise_for_answer
+from kindex.client.uploads import UploadSource
+from kindex.domain.models import Collection, CollectionInput, DocumentInput, DocumentStatus, ReindexJob
+from kindex.domain.query import CitationsRequest, CitationsResponse, QueryRequest, QueryResponse
+from kindex.domain.transfer import DEFAULT_EXPORT_CHUNKS, ExportPage, ImportRequest, ImportResult
+
+TERMINAL_STATUSES = (DocumentStatus.INDEXED, DocumentStatus.FAILED)
+UPLOAD_TIMEOUT = 300.0
+
+
+class Kindex:
+    """A kindex deployment (local `kindex serve` or AWS) for one API key.
+
+    `url` and `key` default to KINDEX_URL and KINDEX_API_KEY. 429 and 503 answers are retried (see RetryPolicy);
+    other failures raise the typed exceptions of `kindex.client.errors`. Thread-safe; close it (or use `with`)."""
+
+    def __init__(self, url: str | None = None, key: str | None = None, *, timeout: float = 30.0,
+                 retry: RetryPolicy | None = None, http_client: httpx.Client | None = None):
+        self.config = ClientConfig.resolve(url, key, timeout, retry)
+        self._http = http_client or httpx.Client(timeout=timeout)
+        self._owns_http = http_client is None  # a client handed in is the caller's to close
+        self._sleep = time.sleep
+
+    def close(self) -> None:
+        if self._owns_http:
+            self._http.close()
+
+    def __enter__(self) -> "Kindex":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- sending ------------------------------------------------------------------------------------------------
+
+    def _send(self, call: ApiCall) -> Any:
+        return decode(call, self._request(self.config.request(call)))
+
+    def _request(self, args: dict[str, Any], content_factory=None) -> httpx.Response:
+        """One request with the retry policy; `content_factory` gives a fresh body for each attempt (uploads)."""
+        attempt = 0
+        while True:
+            if content_factory is not None:
+                args["content"] = content_factory()
+            try:
+                response = self._http.request(**args)
+            except httpx.TransportError as error:
+                raise ConnectionFailed(f"{args['method']} {args['url'].split('?')[0]}: {error!r}") from error
+            delay = self.config.retry.delay(attempt, response.status_code, response.headers)
+            if delay is None:
+                return response
+            response.close()
+            self._sleep(delay)
+            attempt += 1
+
+    # -- collections --------------------------------------------------------------------------------------------
+
+    def list_collections(self, start: int = 0, number: int = 100, cursor: str | None = None) -> CollectionList:
+        return self._send(calls.list_collections(start, number, cursor))
+
+    def iter_collections(self, page_size: int = 100) -> Iterator[str]:
+        """Every collection id, following `next_cursor` page after page."""
+        return self._pages(lambda cursor: calls.list_collections(0, page_size, cursor), "collections")
+
+    def get_collection(self, collection: str) -> Collection:
+        return self._send(calls.get_collection(collection))
+
+    def put_collection(self, collection: str, value: CollectionInput | dict | None = None, **fields: Any) -> Collection:
+        """Create the collection or change only the fields given."""
+        return self._send(calls.put_collection(collection, value, **fields))
+
+    def delete_collection(self, collection: str) -> None:
+        self._send(calls.delete_collection(collection))
+
+    # -- documents ----------------------------------------------------------------------------------------------
+
+    def list_documents(self, collection: str, start: int = 0, number: int = 100,
+                       cursor: str | None = None) -> DocumentList:
+        return self._send(calls.list_documents(collection, start, number, cursor))
+
+    def iter_documents(self, collection: str, page_size: int = 100) -> Iterator[str]:
+        return self._pages(lambda cursor: calls.list_documents(collection, 0, page_size, cursor), "documents")
+
+    def get_document(self, collection: str, document: str) -> DocumentOut:
+        return self._send(calls.get_document(collection, document))
+
+    def put_document(self, collection: str, document: str, value: DocumentInput | dict | None = None,
+                     **fields: Any) -> DocumentOut:
+        """Create or change a document; text `content=` goes in the request itself (small content). Files go
+        through `upload_file`."""
+        return self._send(calls.put_document(collection, document, value, **fields))
+
+    def delete_document(self, collection: str, document: str) -> None:
+        self._send(calls.delete_document(collection, document))
+
+    def prepare_upload(self, collection: str, document: str, filename: str, size: int,
+                       mimetype: str | None = None) -> UploadResponse:
+        return self._send(calls.prepare_upload(collection, document, filename, size, mimetype))
+
+    def upload_file(self, collection: str, document: str, file: str | Path | bytes, *, filename: str | None = None,
+                    mimetype: str | None = None) -> DocumentOut:
+        """Upload a file (a path or its bytes) through a presigned URL; the upload triggers indexing. The bytes go
+        straight to the blob store (no API key is sent there), streamed from disk for a path."""
+        source = UploadSource.of(file, filename, mimetype)
+        ticket = self.prepare_upload(collection, document, source.filename, source.size, source.mimetype)
+        response = self._request({"method": ticket.method, "url": ticket.url, "headers": ticket.headers,
+                                  "timeout": UPLOAD_TIMEOUT}, content_factory=source.chunks)
+        raise_for_answer(response)
+        return ticket.document
+
+    def list_chunks(self, collection: str, document: str, start: int = 0, number: int = 100,
+                    cursor: str | None = None) -> ChunkList:
+        return self._send(calls.list_chunks(collection, document, start, number, cursor))
+
+    def iter_chunks(self, collection: str, document: str, page_size: int = 100) -> Iterator[ChunkOut]:
+        return self._pages(lambda cursor: calls.list_chunks(collection, document, 0, page_size, cursor), "chunks")
+
+    def wait_for_document(self, collection: str, document: str, timeout: float = 300.0,
+                          interval: float = 0.5) -> DocumentOut:
+        """The document once `indexed` or `failed` (read `failure_reason`); TimeoutError after `timeout` s."""
+        deadline = time.monotonic() + timeout
+        while True:
+            stored = self.get_document(collection, document)
+            if stored.status in TERMINAL_STATUSES:
+                return stored
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"{document!r} is still {stored.status.value} after {timeout:.0f} s")
+            self._sleep(interval)
+
+    # -- query, citations, reindex, secrets ---------------------------------------------------------------------
+
+    def query(self, collection: str, request: QueryRequest | dict | str, **fields: Any) -> QueryResponse:
+        """Search one collection: `query("...", user=..., groups=[...], k=5, mode="hybrid")`."""
+        return self._send(calls.query(collection, request, **fields))
+
+    def query_collections(self, collections: list[str], request: QueryRequest | dict | str,
+                          **fields: Any) -> QueryResponse:
+        """Search several collections; refused ones are listed in `denied_collections`."""
+        return self._send(calls.query_collections(collections, request, **fields))
+
+    def render_citations(self, text: str | CitationsRequest | dict, **fields: Any) -> CitationsResponse:
+        """`<CIT id />` tags -> footnotes: pass `query_id=` of the query the answer came from (or `documents=`)."""
+        return self._send(calls.render_citations(text, **fields))
+
+    def start_reindex(self, collection: str, clean: bool = False) -> ReindexJob:
+        return self._send(calls.start_reindex(collection, clean))
+
+    def get_job(self, job: str) -> ReindexJob:
+        return self._send(calls.get_job(job))
+
+    def wait_for_job(self, job: str, timeout: float = 3600.0, interval: float = 1.0) -> ReindexJob:
+        deadline = time.monotonic() + timeout
+        while (current := self.get_job(job)).status != "completed":
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"job {job!r} is still running after {timeout:.0f} s ({current.done}/"
+                                   f"{current.total})")
+            self._sleep(interval)
+        return current
+
+    def rotate_rights_secret(self) -> RightsSecret:
+        return self._send(calls.rotate_rights_secret())
+
+    # -- export and import -----------------------------------------------------------------------------------------
+
+    def export_collection(self, collection: str, cursor: str | None = None,
+                          number: int = DEFAULT_EXPORT_CHUNKS) -> ExportPage:
+        """One page of the collection's export (documents, chunks, vectors); follow `next_cursor` for the rest."""
+        return self._send(calls.export_collection(collection, cursor, number))
+
+    def import_batch(self, collection: str, batch: ImportRequest | dict, **fields: Any) -> ImportResult:
+        """One batch of an export into the collection (admin); vectors are kept when the models match."""
+        return self._send(calls.import_batch(collection, batch, **fields))
+
+    # -- paging -------------------------------------------------------------------------------------------------
+
+    def _pages(self, call_for, items: str) -> Iterator[Any]:
+        cursor = None
+        while True:
+            page = self._send(call_for(cursor))
+            yield from getattr(page, items)
+            cursor = page.next_cursor
+            if not cursor:
+                return
