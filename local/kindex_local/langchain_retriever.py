@@ -15,31 +15,31 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-import httpx
 from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from pydantic import Field, SecretStr
 
-from kindex_local.remote_http import AsyncRemote, Remote, RemoteConfig
+from kindex.client import AsyncKindex, Kindex
+from kindex.domain.query import QueryResponse
 
 
-def _documents(answer: dict[str, Any]) -> list[Document]:
+def _documents(answer: QueryResponse) -> list[Document]:
     documents = []
-    for result in answer["results"]:
-        pages = [] if result.get("page_start") is None else \
-            list(range(result["page_start"], (result.get("page_end") or result["page_start"]) + 1))
-        documents.append(Document(page_content=result["content"], id=result["chunk_id"], metadata={
-            "collection": result["collection"], "document_id": result["document_id"], "chunk_id": result["chunk_id"],
-            "title": result["title"], "url": result.get("url"), "pages": pages, "score": result["score"],
-            "citation": result["citation"], "cite_as": f"<CIT {result['document_id']} />",
-            "query_id": answer["query_id"]}))
+    for result in answer.results:
+        pages = [] if result.page_start is None else \
+            list(range(result.page_start, (result.page_end or result.page_start) + 1))
+        documents.append(Document(page_content=result.content, id=result.chunk_id, metadata={
+            "collection": result.collection, "document_id": result.document_id, "chunk_id": result.chunk_id,
+            "title": result.title, "url": result.url, "pages": pages, "score": result.score,
+            "citation": result.citation, "cite_as": f"<CIT {result.document_id} />", "query_id": answer.query_id}))
     return documents
 
 
 class KindexRetriever(BaseRetriever):
     """Retrieves chunks from kindex's `POST /v1/query` (hybrid, vector or keyword), with the collection gate and the
-    rights check applied for `user` and `groups`. Sync and async; errors are `RemoteError` (status, error, message)."""
+    rights check applied for `user` and `groups`. Sync and async, over the SDK (`kindex.client`); the deployment's
+    errors raise the SDK's typed exceptions (`kindex.client.ApiError` and its subclasses: status, error, message)."""
 
     url: str
     api_key: SecretStr
@@ -50,20 +50,14 @@ class KindexRetriever(BaseRetriever):
     groups: list[str] = Field(default_factory=list)
     timeout: float = 60.0
 
-    def _config(self) -> RemoteConfig:
-        return RemoteConfig(self.url.rstrip("/"), self.api_key.get_secret_value(), self.timeout)
-
-    def _body(self, query: str) -> dict[str, Any]:
-        return {"query": query, "collections": self.collections, "k": self.k, "mode": self.mode, "user": self.user,
-                "groups": self.groups}
+    def _fields(self) -> dict[str, Any]:
+        return {"k": self.k, "mode": self.mode, "user": self.user, "groups": self.groups}
 
     def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun) -> list[Document]:
-        config = self._config()
-        with httpx.Client(timeout=config.timeout, headers=config.headers) as client:
-            return _documents(Remote(config, client).post("/v1/query", self._body(query)))
+        with Kindex(self.url, self.api_key.get_secret_value(), timeout=self.timeout) as client:
+            return _documents(client.query_collections(self.collections, query, **self._fields()))
 
     async def _aget_relevant_documents(self, query: str, *,
                                        run_manager: AsyncCallbackManagerForRetrieverRun) -> list[Document]:
-        config = self._config()
-        async with httpx.AsyncClient(timeout=config.timeout, headers=config.headers) as client:
-            return _documents(await AsyncRemote(config, client).post("/v1/query", self._body(query)))
+        async with AsyncKindex(self.url, self.api_key.get_secret_value(), timeout=self.timeout) as client:
+            return _documents(await client.query_collections(self.collections, query, **self._fields()))

@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from kindex_local.remote_http import AsyncRemote, RemoteConfig, RemoteError
+from kindex.client import ApiError, AsyncKindex, KindexClientError
 
 INSTRUCTIONS = ("Search the organisation's knowledge index with `search`; cite what you use by writing "
                 "<CIT document-id /> after the sentence it supports (the id is each result's `document_id`), then "
@@ -26,45 +26,49 @@ MAX_RESULTS = 50
 class McpSettings:
     """The server's fixed identity: which deployment, with which key, for which end user."""
 
-    remote: RemoteConfig
+    url: str
+    key: str
     user: str | None = None
     groups: tuple[str, ...] = ()
     collections: tuple[str, ...] = field(default_factory=tuple)
+    timeout: float = 60.0
 
     @classmethod
-    def from_args(cls, url: str | None, key: str | None, user: str | None, groups: str | None,
-                  collections: list[str] | None) -> "McpSettings":
-        """Flags first, then KINDEX_URL, KINDEX_API_KEY, KINDEX_MCP_USER, KINDEX_MCP_GROUPS (comma-separated) and
-        KINDEX_MCP_COLLECTIONS (comma-separated: the collections `search` uses when the call names none)."""
+    def from_args(cls, url: str, key: str, user: str | None, groups: str | None, collections: list[str] | None,
+                  timeout: float = 60.0) -> "McpSettings":
+        """The deployment as `kindex` resolves it (flags, profile, environment); then flags first, else
+        KINDEX_MCP_USER, KINDEX_MCP_GROUPS (comma-separated) and KINDEX_MCP_COLLECTIONS (comma-separated: the
+        collections `search` uses when the call names none)."""
         groups = groups if groups is not None else os.environ.get("KINDEX_MCP_GROUPS", "")
         listed = collections or [c for c in os.environ.get("KINDEX_MCP_COLLECTIONS", "").split(",") if c.strip()]
-        return cls(remote=RemoteConfig.from_args(url, key), user=user or os.environ.get("KINDEX_MCP_USER") or None,
+        return cls(url=url, key=key, user=user or os.environ.get("KINDEX_MCP_USER") or None,
                    groups=tuple(g.strip() for g in groups.split(",") if g.strip()),
-                   collections=tuple(c.strip() for c in listed))
+                   collections=tuple(c.strip() for c in listed), timeout=timeout)
 
 
-def _result(item: dict[str, Any]) -> dict[str, Any]:
-    return {"document_id": item["document_id"], "collection": item["collection"], "title": item["title"],
-            "url": item.get("url"), "page_start": item.get("page_start"), "page_end": item.get("page_end"),
-            "citation": item["citation"], "cite_as": f"<CIT {item['document_id']} />", "score": item["score"],
-            "text": item["content"]}
+def _result(item) -> dict[str, Any]:
+    return {"document_id": item.document_id, "collection": item.collection, "title": item.title, "url": item.url,
+            "page_start": item.page_start, "page_end": item.page_end, "citation": item.citation,
+            "cite_as": f"<CIT {item.document_id} />", "score": item.score, "text": item.content}
 
 
-def build_server(settings: McpSettings, remote: AsyncRemote | None = None):
-    """The MCP server with its two tools, bound to `settings` (one remote client for the server's life)."""
+def build_server(settings: McpSettings, client: AsyncKindex | None = None):
+    """The MCP server with its two tools, bound to `settings` (one SDK client for the server's life)."""
     from mcp.server.mcpserver import MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
 
     server = MCPServer(name="kindex", instructions=INSTRUCTIONS)
-    client = remote or AsyncRemote(settings.remote)
+    client = client or AsyncKindex(settings.url, settings.key, timeout=settings.timeout)
 
-    async def call(path: str, body: dict[str, Any]) -> Any:
+    async def call(send):
         try:
-            return await client.post(path, body)
-        except RemoteError as error:
+            return await send
+        except ApiError as error:
             # The deployment's own answer (403 outside the collection's groups, 404 unknown collection, ...): the
             # model sees it as a tool error it can explain, never a crash of the server.
-            raise ToolError(f"kindex refused: {error}") from error
+            raise ToolError(f"kindex refused: {error.status} {error.error}: {error.message}") from error
+        except KindexClientError as error:
+            raise ToolError(f"kindex could not be reached: {error}") from error
 
     @server.tool(description="Search the knowledge index. Returns the most relevant passages the configured user may "
                              "see, each with its document, title, url, pages and the tag to cite it with.")
@@ -78,12 +82,11 @@ def build_server(settings: McpSettings, remote: AsyncRemote | None = None):
         names = list(collections or settings.collections)
         if not names:
             raise ToolError("name the collections to search (this server has none configured)")
-        body = {"query": query, "collections": names, "k": k, "mode": mode, "user": settings.user,
-                "groups": list(settings.groups)}
-        answer = await call("/v1/query", body)
-        return {"query_id": answer["query_id"], "results": [_result(r) for r in answer["results"]],
-                "denied_collections": answer.get("denied_collections", []),
-                "warnings": answer.get("warnings", [])}
+        answer = await call(client.query_collections(names, query, k=k, mode=mode, user=settings.user,
+                                                     groups=list(settings.groups)))
+        return {"query_id": answer.query_id, "results": [_result(r) for r in answer.results],
+                "denied_collections": answer.denied_collections,
+                "warnings": [w.model_dump(mode="json") for w in answer.warnings]}
 
     @server.tool(description="Turn an answer's <CIT document-id /> tags into numbered footnotes with a reference "
                              "list (markdown), for the documents a `search` returned (its query_id).")
@@ -91,8 +94,9 @@ def build_server(settings: McpSettings, remote: AsyncRemote | None = None):
         text: Annotated[str, Field(max_length=200_000, description="the answer, with <CIT document-id /> tags")],
         query_id: Annotated[str, Field(min_length=1, max_length=200, description="`query_id` of the search")],
     ) -> dict[str, Any]:
-        rendered = await call("/v1/citations", {"text": text, "query_id": query_id})
-        return {"markdown": rendered["markdown"], "references": rendered["references"]}
+        rendered = await call(client.render_citations(text, query_id=query_id))
+        return {"markdown": rendered.markdown,
+                "references": [reference.model_dump(mode="json") for reference in rendered.references]}
 
     return server
 

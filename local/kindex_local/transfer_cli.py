@@ -25,7 +25,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Any
 
-from kindex_local.remote_http import Remote, RemoteError, segment
+from pydantic import ValidationError
+
+from kindex.client import Kindex, NotFound
+from kindex.domain.validation import describe
 
 FORMAT = "kindex-export"
 FORMAT_VERSION = 1
@@ -87,7 +90,7 @@ def _line(record: dict[str, Any]) -> str:
     return json.dumps(record, ensure_ascii=False, allow_nan=False, separators=(",", ":")) + "\n"
 
 
-def export_collection(remote: Remote, collection: str, output: str, *, progress: bool = True) -> dict[str, Any]:
+def export_collection(client: Kindex, collection: str, output: str, *, progress: bool = True) -> dict[str, Any]:
     """Write the collection to `output` ('-' for stdout); returns what was written."""
     summary: dict[str, Any] = {"documents": 0, "chunks": 0, "skipped": []}
     bar = _Progress(f"export {collection}", progress)
@@ -95,22 +98,21 @@ def export_collection(remote: Remote, collection: str, output: str, *, progress:
         with _writer(output) as out:
             cursor = None
             while True:
-                page = remote.get(f"/v1/collections/{segment(collection)}/export", cursor=cursor,
-                                  number=EXPORT_PAGE_CHUNKS)
+                page = client.export_collection(collection, cursor, EXPORT_PAGE_CHUNKS)
                 if cursor is None:
                     out.write(_line({"format": FORMAT, "format_version": FORMAT_VERSION,
-                                     "collection": page["collection"], "embedding_model": page["embedding_model"],
-                                     "dimensions": page["dimensions"],
+                                     "collection": page.collection.model_dump(mode="json"),
+                                     "embedding_model": page.embedding_model, "dimensions": page.dimensions,
                                      "exported_at": datetime.now(timezone.utc).isoformat(timespec="seconds")}))
-                for document in page["documents"]:
-                    out.write(_line({"type": "document", **document}))
-                for chunk in page["chunks"]:
-                    out.write(_line({"type": "chunk", **chunk}))
-                summary["documents"] += len(page["documents"])
-                summary["chunks"] += len(page["chunks"])
-                summary["skipped"] += page.get("skipped_documents") or []
-                bar.add(len(page["chunks"]))
-                cursor = page.get("next_cursor")
+                for document in page.documents:
+                    out.write(_line({"type": "document", **document.model_dump(mode="json")}))
+                for chunk in page.chunks:
+                    out.write(_line({"type": "chunk", **chunk.model_dump(mode="json")}))
+                summary["documents"] += len(page.documents)
+                summary["chunks"] += len(page.chunks)
+                summary["skipped"] += page.skipped_documents
+                bar.add(len(page.chunks))
+                cursor = page.next_cursor
                 if not cursor:
                     break
             out.write(_line({"type": "end", "documents": summary["documents"], "chunks": summary["chunks"]}))
@@ -164,16 +166,15 @@ def _check_header(number: int, header: dict[str, Any]) -> None:
         raise TransferFailed(f"line {number}: the header has no collection")
 
 
-def _ensure_collection(remote: Remote, collection: str, header: dict[str, Any]) -> bool:
+def _ensure_collection(client: Kindex, collection: str, header: dict[str, Any]) -> bool:
     """Create the collection from the header's configuration when it does not exist; True when created."""
     try:
-        remote.get(f"/v1/collections/{segment(collection)}")
+        client.get_collection(collection)
         return False
-    except RemoteError as error:
-        if error.status != 404:
-            raise
+    except NotFound:
+        pass
     config = {name: header["collection"][name] for name in COLLECTION_FIELDS if name in header["collection"]}
-    remote.put(f"/v1/collections/{segment(collection)}", config)
+    client.put_collection(collection, config)
     return True
 
 
@@ -205,19 +206,21 @@ class _Batch:
         return body
 
 
-def import_file(remote: Remote, source: str, collection: str, *, progress: bool = True) -> dict[str, Any]:
+def import_file(client: Kindex, source: str, collection: str, *, progress: bool = True) -> dict[str, Any]:
     """Load an export into `collection` (created from the file's configuration when missing); returns totals."""
-    summary = {"collection_created": False, "documents": 0, "chunks": 0, "texts_embedded": 0, "incomplete": []}
+    summary: dict[str, Any] = {"collection_created": False, "documents": 0, "chunks": 0, "texts_embedded": 0}
     bar = _Progress(f"import {collection}", progress)
-    path = f"/v1/collections/{segment(collection)}/import"
 
-    def send(batch: _Batch) -> None:
+    def send(batch: _Batch, last_line: int) -> None:
         chunks = len(batch.chunks)
-        result = remote.post(path, batch.body())
-        summary["documents"] += result["documents_completed"]
-        summary["chunks"] += result["chunks_written"]
-        summary["texts_embedded"] += result["texts_embedded"]
-        summary["incomplete"] = result["incomplete_documents"]
+        try:
+            result = client.import_batch(collection, batch.body())
+        except ValidationError as error:  # the API's own model, checked here before the request
+            raise TransferFailed(f"the records before line {last_line + 1} are not a valid batch: "
+                                 f"{describe(error)[:500]}") from error
+        summary["documents"] += result.documents_completed
+        summary["chunks"] += result.chunks_written
+        summary["texts_embedded"] += result.texts_embedded
         bar.add(chunks)
 
     try:
@@ -228,9 +231,10 @@ def import_file(remote: Remote, source: str, collection: str, *, progress: bool 
                 raise TransferFailed(f"{source} is empty")
             _check_header(first[0], first[1])
             header = first[1]
-            summary["collection_created"] = _ensure_collection(remote, collection, header)
+            summary["collection_created"] = _ensure_collection(client, collection, header)
             batch = _Batch(header)
             trailer = None
+            number = first[0]
             for number, record, size in records:
                 if trailer is not None:
                     raise TransferFailed(f"line {number}: records after the end line")
@@ -239,9 +243,9 @@ def import_file(remote: Remote, source: str, collection: str, *, progress: bool 
                     continue
                 batch.add(number, record, size)
                 if batch.full():
-                    send(batch)
+                    send(batch, number)
             if batch.documents or batch.chunks:
-                send(batch)
+                send(batch, number)
     finally:
         bar.close()
     if trailer is None:

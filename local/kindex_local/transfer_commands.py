@@ -1,15 +1,19 @@
 """The `kindex export`, `kindex import` and `kindex mcp` subcommands (argument parsing and exit codes); the work is in
-transfer_cli.py and mcp_server.py. Exit codes: 0 done, 1 the deployment or the file refused, 2 usage."""
+transfer_cli.py and mcp_server.py. Export and import run like the other remote commands (remote_cli.run: --url/--key,
+--profile or the environment; its exit codes), and a bad or truncated file is exit 1."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 
 
 def _remote_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--url", help="the deployment's base URL (or KINDEX_URL)")
     parser.add_argument("--key", help="an API key (or KINDEX_API_KEY)")
+    parser.add_argument("--profile", help="a [profile] of the profiles file with url and key (or KINDEX_PROFILE)")
+    parser.add_argument("--timeout", type=float, default=120.0, help="seconds per request (default 120)")
 
 
 def add_commands(sub) -> None:
@@ -38,73 +42,68 @@ def add_commands(sub) -> None:
     mcp.set_defaults(func=cmd_mcp)
 
 
-def _remote(args: argparse.Namespace):
-    from kindex_local.remote_http import Remote, RemoteConfig
-
-    return Remote(RemoteConfig.from_args(args.url, args.key, timeout=120.0))
-
-
-def _run(args: argparse.Namespace, work) -> int:
-    from kindex_local.remote_http import ConfigurationMissing, RemoteError
+def _transfer(work) -> Callable:
+    """A remote command (remote_cli.run: profiles, typed errors, exit codes) whose bad file is exit 1."""
+    from kindex_local.remote_cli import EXIT_FAILED
     from kindex_local.transfer_cli import TransferFailed
 
-    try:
-        remote = _remote(args)
-    except ConfigurationMissing as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    try:
-        return work(remote)
-    except (RemoteError, TransferFailed) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 1
-    except OSError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 1
-    finally:
-        remote.close()
+    def command(args: argparse.Namespace, client) -> int:
+        try:
+            return work(args, client)
+        except (TransferFailed, OSError) as error:
+            print(f"error: {error}", file=sys.stderr)
+            return EXIT_FAILED
+
+    return command
+
+
+def _export(args: argparse.Namespace, client) -> int:
+    from kindex_local.transfer_cli import export_collection
+
+    done = export_collection(client, args.collection, args.output, progress=not args.quiet)
+    out = sys.stderr if args.output == "-" else sys.stdout
+    print(f"exported {done['documents']} documents, {done['chunks']} chunks from {args.collection}", file=out)
+    if done["skipped"]:
+        print(f"skipped {len(done['skipped'])} documents that are not indexed: "
+              f"{', '.join(done['skipped'][:20])}{' ...' if len(done['skipped']) > 20 else ''}", file=out)
+    return 0
+
+
+def _import(args: argparse.Namespace, client) -> int:
+    from kindex_local.transfer_cli import import_file
+
+    done = import_file(client, args.file, args.collection, progress=not args.quiet)
+    created = " (created)" if done["collection_created"] else ""
+    print(f"imported {done['documents']} documents, {done['chunks']} chunks into {args.collection}{created}; "
+          f"{done['texts_embedded']} texts embedded")
+    return 0
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from kindex_local.transfer_cli import export_collection
+    from kindex_local import remote_cli
 
-    def work(remote) -> int:
-        done = export_collection(remote, args.collection, args.output, progress=not args.quiet)
-        out = sys.stderr if args.output == "-" else sys.stdout
-        print(f"exported {done['documents']} documents, {done['chunks']} chunks from {args.collection}", file=out)
-        if done["skipped"]:
-            print(f"skipped {len(done['skipped'])} documents that are not indexed: "
-                  f"{', '.join(done['skipped'][:20])}{' ...' if len(done['skipped']) > 20 else ''}", file=out)
-        return 0
-
-    return _run(args, work)
+    return remote_cli.run(_transfer(_export), args)
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from kindex_local.transfer_cli import import_file
+    from kindex_local import remote_cli
 
-    def work(remote) -> int:
-        done = import_file(remote, args.file, args.collection, progress=not args.quiet)
-        created = " (created)" if done["collection_created"] else ""
-        print(f"imported {done['documents']} documents, {done['chunks']} chunks into {args.collection}{created}; "
-              f"{done['texts_embedded']} texts embedded")
-        return 0
-
-    return _run(args, work)
+    return remote_cli.run(_transfer(_import), args)
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:
-    from kindex_local.remote_http import ConfigurationMissing
+    from kindex_local.remote_cli import EXIT_USAGE, UsageError, target
 
     try:
         from kindex_local.mcp_server import McpSettings, run
     except ImportError as error:
         print(f"error: the MCP server needs the `mcp` extra (pip install 'kindex[mcp]'): {error}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     try:
-        settings = McpSettings.from_args(args.url, args.key, args.user, args.groups, args.collections)
-    except ConfigurationMissing as error:
+        url, key = target(args)
+    except UsageError as error:
         print(f"error: {error}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
+    settings = McpSettings.from_args(url, key, args.user, args.groups, args.collections, timeout=args.timeout)
     run(settings, args.transport, host=args.host, port=args.port)
     return 0

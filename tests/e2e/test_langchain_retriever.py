@@ -1,5 +1,5 @@
 """`KindexRetriever` (LangChain) against a real `kindex serve`: sync and async retrieval with citation metadata, the
-user's rights applied, and the deployment's errors raised as RemoteError."""
+user's rights applied, and the deployment's errors raised as the SDK's typed exceptions."""
 
 import asyncio
 import time
@@ -11,8 +11,8 @@ pytest.importorskip("langchain_core", reason="the langchain extra is not install
 from langchain_core.documents import Document  # noqa: E402
 from langchain_core.retrievers import BaseRetriever  # noqa: E402
 
+from kindex.client import NotFound, Unauthorized  # noqa: E402
 from kindex_local.langchain_retriever import KindexRetriever  # noqa: E402
-from kindex_local.remote_http import RemoteError  # noqa: E402
 from tests.conftest import SHARED_DATA  # noqa: E402
 
 pytestmark = pytest.mark.e2e
@@ -76,10 +76,10 @@ def test_ainvoke_returns_pdf_chunks_with_pages(server, collection):
 def test_the_users_rights_apply_and_errors_are_raised(server, collection):
     # A user outside the collection's groups gets nothing (the collection is refused to them)
     assert retriever(server, collection, user="bob", groups=["sales"]).invoke("travel expenses") == []
-    # A missing collection is the deployment's 404, raised with its code
-    with pytest.raises(RemoteError) as raised:
+    # A missing collection is the deployment's 404, raised as the SDK's typed error with its code
+    with pytest.raises(NotFound) as raised:
         retriever(server, "no-such-collection").invoke("travel expenses")
     assert raised.value.status == 404 and raised.value.error == "not_found"
-    with pytest.raises(RemoteError) as raised:
-        KindexRetriever(url=server.base_url, api_key="wrong", collections=[collection]).invoke("x")
+    with pytest.raises(Unauthorized) as raised:
+        asyncio.run(KindexRetriever(url=server.base_url, api_key="wrong", collections=[collection]).ainvoke("x"))
     assert raised.value.status == 401

@@ -218,13 +218,23 @@ def test_cli_errors_are_clear(server, exported, tmp_path):
     assert done.returncode == 2 and "--url and --key" in done.stderr
     done = cli("export", "--collection", "missing", "-o", str(tmp_path / "x.jsonl"), "--url", server.base_url,
                "--key", server.admin_key)
-    assert done.returncode == 1 and "404" in done.stderr and not (tmp_path / "x.jsonl").exists()
+    # the remote commands' exit codes: 4 is a 404; no file is left behind
+    assert done.returncode == 4 and "not_found" in done.stderr and not (tmp_path / "x.jsonl").exists()
+    done = cli("import", str(exported), "--collection", "x", "--url", server.base_url,
+               "--key", server.create_key("default", "reader"))
+    assert done.returncode == 3 and "forbidden" in done.stderr  # a reader may export, not import
     # a file cut short is refused at its end, and says how far it got
     lines = gzip.open(exported, "rt").read().splitlines()
     (tmp_path / "cut.jsonl").write_text("\n".join(lines[:-1]) + "\n")
     done = cli("import", str(tmp_path / "cut.jsonl"), "--collection", "cut", "--url", server.base_url,
                "--key", server.admin_key)
     assert done.returncode == 1 and "cut short" in done.stderr
+    # a record the API's model refuses is caught before the request, naming where it is
+    broken = [lines[0], lines[1].replace('"chunk_count":', '"chunk_count":-', 1)]
+    (tmp_path / "bad.jsonl").write_text("\n".join(broken) + "\n")
+    done = cli("import", str(tmp_path / "bad.jsonl"), "--collection", "bad", "--url", server.base_url,
+               "--key", server.admin_key)
+    assert done.returncode == 1 and "not a valid batch" in done.stderr and "chunk_count" in done.stderr
     (tmp_path / "other.jsonl").write_text('{"hello": 1}\n')
     done = cli("import", str(tmp_path / "other.jsonl"), "--collection", "cut2", "--url", server.base_url,
                "--key", server.admin_key)
