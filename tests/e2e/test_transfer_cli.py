@@ -166,6 +166,15 @@ def test_import_on_a_second_server_embeds_nothing_when_the_model_matches(second_
     assert everything(second_server, second_server.admin_key, "moved") == everything(server, server.admin_key, source)
     assert answers(second_server, second_server.admin_key, "moved", "vector") == \
         answers(server, server.admin_key, source, "vector")
+    # And the moved collection moves on again without embedding anything (a chain of moves)
+    again = exported.with_name("moved.jsonl")
+    done = cli("export", "--collection", "moved", "-o", str(again), "--url", second_server.base_url,
+               "--key", second_server.admin_key)
+    assert done.returncode == 0, done.stderr
+    done = cli("import", str(again), "--collection", "moved-again", "--url", second_server.base_url,
+               "--key", second_server.admin_key)
+    assert done.returncode == 0 and "; 0 texts embedded" in done.stdout, done.stdout + done.stderr
+    assert cached_vectors(second_server, "hash:384") == 0
 
 
 def test_import_into_a_collection_of_another_model_re_embeds(second_server, exported):

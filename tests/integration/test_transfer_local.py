@@ -5,6 +5,7 @@ import pytest
 
 from kindex.app.embedding import text_sha256
 from kindex.app.ingest import chunk_id
+from kindex.app.transfer import imported_vectors_key
 from kindex.domain.errors import Conflict, InvalidInput, NotFound
 from kindex.domain.models import CollectionInput, DocumentInput, DocumentStatus, PageRequest
 from kindex.domain.query import QueryRequest
@@ -278,8 +279,36 @@ def test_imported_vectors_never_enter_the_embedding_cache_other_tenants_share(en
         chunks=[{"document_id": "d", "index": 0, "start": 0, "end": len(text), "text": text, "vector": bogus}]))
     # Then the shared cache does not hold it, and another tenant's ingest of that text gets the real embedding
     assert env.embedding_cache.get_vectors("hash:384", [text_sha256(text)]) == {}
+    # (it is kept for u's own exports only)
+    assert env.embedding_cache.get_vectors(imported_vectors_key("u", "hash:384"), [text_sha256(text)])
+    assert env.embedding_cache.get_vectors(imported_vectors_key("t", "hash:384"), [text_sha256(text)]) == {}
     env.catalog.put_collection("t", "other", CollectionInput())
     env.catalog.put_document("t", "other", "d", DocumentInput(content=text))
     build_worker().drain()
     cached = env.embedding_cache.get_vectors("hash:384", [text_sha256(text)])[text_sha256(text)]
     assert cached.tolist() != bogus
+
+
+def test_vectors_of_a_remote_model_move_without_building_its_embedder(env):
+    # Given an OpenAI-model collection on a deployment whose embedder must not be reached (no provider key)
+    def unreachable(model):
+        raise AssertionError(f"the embedder of {model} was built")
+
+    env.embeddings.embedder_for = unreachable
+    env.catalog.put_collection("t", "remote", CollectionInput(embedding_model="openai:text-embedding-3-small",
+                                                              query_groups=["staff"]))
+    text = "Vectors made elsewhere."
+    # When a batch with its vectors is imported, and the collection exported again
+    result = env.transfer.import_batch("t", "remote", ImportRequest(
+        format_version=1, embedding_model="openai:text-embedding-3-small", dimensions=1536,
+        documents=[{"id": "d", "chunk_count": 1}],
+        chunks=[{"document_id": "d", "index": 0, "start": 0, "end": len(text), "text": text,
+                 "vector": [0.0] * 1535 + [1.0]}]))
+    page = env.transfer.export_page("t", "remote", None)
+    # Then neither needed the embedder (the dimensions come from the model's name)
+    assert result.texts_embedded == 0 and result.documents_completed == 1
+    assert (page.embedding_model, page.dimensions, [d.id for d in page.documents]) == (
+        "openai:text-embedding-3-small", 1536, ["d"])
+    # And the export carries the imported vector again (kept in the tenant's own namespace of the cache)
+    assert page.chunks[0].vector == [0.0] * 1535 + [1.0]
+    assert env.embedding_cache.get_vectors("openai:text-embedding-3-small", [text_sha256(text)]) == {}

@@ -6,8 +6,9 @@ embedded through it, keyed by model and text hash), so the search index needs no
 texts and vectors the way ingest does, under the importing tenant's own chunk ids, then gives each document, once all
 its chunks are in, a content blob: the text its chunks cover, at their offsets. With that blob the document is an
 ordinary indexed text document that reindex can rebuild later (a model or chunking change). Imported vectors never go
-into the embedding cache: the cache is shared by every tenant, and a vector a tenant sends is not an embedding anyone
-else should trust."""
+into the shared part of the embedding cache: it serves every tenant, and a vector a tenant sends is not an embedding
+anyone else should trust; they are kept in the importing tenant's own namespace of it (`imported_vectors_key`), which
+only that tenant's exports read."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ import numpy as np
 from kindex.app.embedding import EmbeddingService, text_sha256
 from kindex.app.ingest import chunk_id
 from kindex.domain import keys
+from kindex.domain.embedding_models import parse_embedding_model
 from kindex.domain.errors import Conflict, InvalidInput, NotFound
 from kindex.domain.models import Collection, Document, DocumentStatus, check_id, utc_now
 from kindex.domain.ports import (
@@ -156,8 +158,7 @@ class TransferService:
         if collection.switching:
             raise Conflict(f"collection {collection_id!r} is switching embedding models; export when it is done")
         model = collection.embedding_model
-        page = _PageBuilder(ExportPage(collection=collection, embedding_model=model,
-                                       dimensions=self.embeddings.embedder_for(model).dimensions,
+        page = _PageBuilder(ExportPage(collection=collection, embedding_model=model, dimensions=self._dimensions(model),
                                        documents=[], chunks=[]), max_chunks)
         position = _Cursor.decode(cursor)
         after = position.after_document
@@ -196,7 +197,11 @@ class TransferService:
         pending: list[StoredChunk] = []
 
         def flush() -> None:
-            vectors = self.cache.get_vectors(model, [text_sha256(c.text) for c in pending])
+            hashes = [text_sha256(c.text) for c in pending]
+            vectors = self.cache.get_vectors(model, hashes)
+            missing = [h for h in hashes if h not in vectors]
+            if missing:  # chunks this tenant imported: their vectors are in its own namespace of the cache
+                vectors.update(self.cache.get_vectors(imported_vectors_key(tenant, model), missing))
             for chunk in pending:
                 vector = vectors.get(text_sha256(chunk.text))
                 page.page.chunks.append(TransferChunk(
@@ -225,7 +230,7 @@ class TransferService:
         if collection.switching:
             raise Conflict(f"collection {collection_id!r} is switching embedding models; import when it is done")
         reuse = request.embedding_model == collection.embedding_model
-        dimensions = self.embeddings.embedder_for(collection.embedding_model).dimensions
+        dimensions = self._dimensions(collection.embedding_model)
         if reuse and request.dimensions != dimensions:
             raise InvalidInput(f"dimensions: {request.embedding_model} has {dimensions} dimensions, "
                                f"not {request.dimensions}")
@@ -312,6 +317,9 @@ class TransferService:
             self.chunks.delete_chunks(tenant, collection.id, document_id=document_id, chunk_ids=replaced)
         vectors: list = [np.asarray(c.vector, dtype=np.float32) if reuse and c.vector is not None else None
                          for c in chunks]
+        given = {text_sha256(c.text): _unit_array(v) for c, v in zip(chunks, vectors) if v is not None}
+        if given:  # for this tenant's later exports only (see imported_vectors_key)
+            self.cache.put_vectors(imported_vectors_key(tenant, collection.embedding_model), given)
         missing = [i for i, v in enumerate(vectors) if v is None]
         if missing:
             fresh = self.embeddings.embed(collection.embedding_model, [chunks[i].text for i in missing])
@@ -356,16 +364,33 @@ class TransferService:
             raise NotFound(f"collection {collection_id!r} does not exist")
         return collection
 
+    def _dimensions(self, model: str) -> int:
+        """From the name when it says (hash, OpenAI: no embedder is built, so the API function needs no provider
+        key to export or to import vectors as they are); else from the embedder (the local model)."""
+        return parse_embedding_model(model).dimensions or self.embeddings.embedder_for(model).dimensions
+
 
 def _plain(value):
     return getattr(value, "value", value)
 
 
-def _unit(vector) -> list[float]:
+def _unit_array(vector) -> np.ndarray:
     """L2-normalised, as every embedder returns its vectors (the index compares by cosine either way)."""
     array = np.asarray(vector, dtype=np.float32)
     norm = float(np.linalg.norm(array))
     if abs(norm - 1.0) < 1e-5 or norm == 0:
-        return array.tolist()  # an embedder's vector, stored exactly as given
-    return (array / norm).tolist()
+        return array  # an embedder's vector, stored exactly as given
+    return array / norm
+
+
+def _unit(vector) -> list[float]:
+    return _unit_array(vector).tolist()
+
+
+def imported_vectors_key(tenant: str, model: str) -> str:
+    """The embedding cache's "model" under which a tenant's imported vectors are kept: the tenant's own namespace
+    (ids hold no control characters, and no model name starts like this), which ingest never reads, so a vector one
+    tenant sends can never stand in for another tenant's embedding. Export reads it after the shared entries, so a
+    collection imported without embedding exports its vectors again (a chain of moves embeds nothing)."""
+    return f"imported\x1f{tenant}\x1f{model}"
 
