@@ -20,7 +20,7 @@ import io
 import json
 import sys
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Any
@@ -123,10 +123,8 @@ def export_collection(client: Kindex, collection: str, output: str, *, progress:
 
 @contextmanager
 def _reader(path: str) -> Iterator[IO[bytes]]:
-    if path == "-":
-        yield sys.stdin.buffer
-        return
-    with open(path, "rb") as raw:
+    """The file's bytes, unpacked when they are gzip (told by the magic bytes, for stdin too)."""
+    with (nullcontext(sys.stdin.buffer) if path == "-" else open(path, "rb")) as raw:
         magic = raw.peek(2)[:2] if isinstance(raw, io.BufferedReader) else b""
         if magic == b"\x1f\x8b":
             with gzip.open(raw, "rb") as unpacked:

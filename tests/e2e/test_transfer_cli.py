@@ -24,9 +24,9 @@ TEXTS = {
 QUESTIONS = ("How many days of leave?", "When are travel expenses refunded?", "transformer layout analysis")
 
 
-def cli(*args, env=None):
+def cli(*args, env=None, stdin=None):
     return subprocess.run([sys.executable, "-m", "kindex_local.cli", *args], capture_output=True, text=True,
-                          timeout=300, env=env)
+                          timeout=300, env=env, stdin=stdin)
 
 
 def wait_indexed(session, url, timeout=60.0):
@@ -144,6 +144,11 @@ def test_import_into_another_collection_and_tenant_keeps_chunks_and_answers(serv
         assert everything(server, key, collection) == everything(server, server.admin_key, source)
         assert answers(server, key, collection) == answers(server, server.admin_key, source)
     assert cached_vectors(server, "hash:384") == before
+    # (the file may come on stdin, compressed or not)
+    with open(exported, "rb") as piped:
+        done = cli("import", "-", "--collection", "from-stdin", "--url", server.base_url, "--key", server.admin_key,
+                   stdin=piped)
+    assert done.returncode == 0 and "imported 3 documents" in done.stdout, done.stderr
     # And the tenants stay apart: the other tenant's copy is its own
     other = server.session(other_tenant)
     assert other.get(server.url("/v1/collections/handbook-copy")).status_code == 404
