@@ -244,6 +244,9 @@ def build_parser() -> argparse.ArgumentParser:
     smoke.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for indexing (default 300)")
     smoke.set_defaults(func=cmd_smoke)
     remote_cli.add_commands(sub)
+    from kindex_local import transfer_commands
+
+    transfer_commands.add_commands(sub)
     return parser
 
 

@@ -68,7 +68,8 @@ def test_the_served_openapi_document_has_no_route_without_a_client_method(server
     document = httpx.get(server.url("/v1/openapi.json"), timeout=30).json()
     served = {(method.upper(), path) for path, item in document["paths"].items() for method in item}
     samples = {"collection": "c", "document": "d", "job": "j", "filename": "f", "size": 1, "request": "q",
-               "collections": ["c"], "text": "t"}
+               "collections": ["c"], "text": "t",
+               "batch": {"format_version": 1, "embedding_model": "hash:384", "dimensions": 384}}
     covered = set()
     for builder in calls.BUILDERS:
         required = [p.name for p in inspect.signature(builder).parameters.values()

@@ -210,6 +210,7 @@ def test_each_role_reaches_exactly_its_routes(local_container, tenant_data, role
         assert local_container.metadata.get_document("acme", "c", f"gone-{role}") is not None
         assert local_container.metadata.get_collection("acme", f"new-{role}") is None
         assert local_container.metadata.get_document("acme", "c", f"up-{role}") is None
+        assert local_container.metadata.get_document("acme", "c", "imported") is None
 
 
 @pytest.mark.parametrize("role", ["superuser", "", "ADMIN", "query "])

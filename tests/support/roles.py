@@ -22,6 +22,8 @@ ROUTE_ROLES = {
     ("POST", "/v1/collections/{collection}/query"): QUERY,
     ("POST", "/v1/query"): QUERY,
     ("POST", "/v1/citations"): QUERY,
+    ("GET", "/v1/collections/{collection}/export"): READ,
+    ("POST", "/v1/collections/{collection}/import"): WRITE,
 }
 # One concrete request per route; `{role}` makes each role's destructive call aim at its own target.
 REQUESTS = {
@@ -42,5 +44,10 @@ REQUESTS = {
     ("POST", "/v1/collections/{collection}/query"): (C + "/query", {"query": "leave policy"}),
     ("POST", "/v1/query"): ("/v1/query", {"query": "leave policy", "collections": ["c"]}),
     ("POST", "/v1/citations"): ("/v1/citations", {"text": "Leave is 25 days.", "documents": [{"document_id": "d"}]}),
+    ("GET", "/v1/collections/{collection}/export"): (C + "/export", None),
+    ("POST", "/v1/collections/{collection}/import"): (C + "/import", {
+        "format_version": 1, "embedding_model": "hash:384", "dimensions": 384,
+        "documents": [{"id": "imported", "chunk_count": 1}],
+        "chunks": [{"document_id": "imported", "index": 0, "start": 0, "end": 4, "text": "text"}]}),
 }
 ROLES = ("admin", "reader", "query")

@@ -19,6 +19,7 @@ from kindex.client.transport import ClientConfig, decode, known_fields
 pytestmark = pytest.mark.unit
 
 SAMPLE_ARGUMENTS = {"collection": "c", "document": "d", "job": "j", "filename": "f.txt", "size": 3, "request": "q",
+                    "batch": {"format_version": 1, "embedding_model": "hash:384", "dimensions": 384},
                     "collections": ["c", "e"], "text": "t"}
 
 

@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from kindex.app.query import QueryService
     from kindex.app.reindex import ReindexService
     from kindex.app.rights import RightsSecretService
+    from kindex.app.transfer import TransferService
 
 
 class ApiServices(Protocol):
@@ -23,6 +24,7 @@ class ApiServices(Protocol):
     citations: CitationService
     reindex: ReindexService
     rights_secrets: RightsSecretService
+    transfer: TransferService
 
 
 def services() -> ApiServices:

@@ -21,6 +21,7 @@ from kindex.api.models import (
 )
 from kindex.domain.models import Collection, CollectionInput, DocumentInput, ReindexJob
 from kindex.domain.query import CitationsRequest, CitationsResponse, MultiQueryRequest, QueryRequest, QueryResponse
+from kindex.domain.transfer import DEFAULT_EXPORT_CHUNKS, ExportPage, ImportRequest, ImportResult
 
 T = TypeVar("T")
 
@@ -150,7 +151,19 @@ def rotate_rights_secret() -> ApiCall[RightsSecret]:
     return ApiCall("POST", "/v1/rights-check-secret", "/v1/rights-check-secret", RightsSecret, body={})
 
 
+def export_collection(collection: str, cursor: str | None = None,
+                      number: int = DEFAULT_EXPORT_CHUNKS) -> ApiCall[ExportPage]:
+    params: dict[str, Any] = {"number": number, **({"cursor": cursor} if cursor else {})}
+    return ApiCall("GET", "/v1/collections/{collection}/export", f"/v1/collections/{segment(collection)}/export",
+                   ExportPage, params)
+
+
+def import_batch(collection: str, batch: ImportRequest | dict, **fields: Any) -> ApiCall[ImportResult]:
+    return ApiCall("POST", "/v1/collections/{collection}/import", f"/v1/collections/{segment(collection)}/import",
+                   ImportResult, body=_body(ImportRequest, batch, fields))
+
+
 #: Every route the client covers, by the name of its builder (and of the clients' method).
 BUILDERS = (list_collections, get_collection, put_collection, delete_collection, list_documents, get_document,
             put_document, delete_document, prepare_upload, list_chunks, query, query_collections, render_citations,
-            start_reindex, get_job, rotate_rights_secret)
+            start_reindex, get_job, rotate_rights_secret, export_collection, import_batch)

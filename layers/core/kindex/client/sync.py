@@ -27,6 +27,7 @@ from kindex.client.transport import ClientConfig, decode, raise_for_answer
 from kindex.client.uploads import UploadSource
 from kindex.domain.models import Collection, CollectionInput, DocumentInput, DocumentStatus, ReindexJob
 from kindex.domain.query import CitationsRequest, CitationsResponse, QueryRequest, QueryResponse
+from kindex.domain.transfer import DEFAULT_EXPORT_CHUNKS, ExportPage, ImportRequest, ImportResult
 
 TERMINAL_STATUSES = (DocumentStatus.INDEXED, DocumentStatus.FAILED)
 UPLOAD_TIMEOUT = 300.0
@@ -183,6 +184,17 @@ class Kindex:
 
     def rotate_rights_secret(self) -> RightsSecret:
         return self._send(calls.rotate_rights_secret())
+
+    # -- export and import -----------------------------------------------------------------------------------------
+
+    def export_collection(self, collection: str, cursor: str | None = None,
+                          number: int = DEFAULT_EXPORT_CHUNKS) -> ExportPage:
+        """One page of the collection's export (documents, chunks, vectors); follow `next_cursor` for the rest."""
+        return self._send(calls.export_collection(collection, cursor, number))
+
+    def import_batch(self, collection: str, batch: ImportRequest | dict, **fields: Any) -> ImportResult:
+        """One batch of an export into the collection (admin); vectors are kept when the models match."""
+        return self._send(calls.import_batch(collection, batch, **fields))
 
     # -- paging -------------------------------------------------------------------------------------------------
 

@@ -18,6 +18,7 @@ if TYPE_CHECKING:  # imports stay inside the properties: each function loads onl
     from kindex.app.query import QueryService
     from kindex.app.reindex import ReindexService
     from kindex.app.rights import RightsChecks, RightsSecretService
+    from kindex.app.transfer import TransferService
 
 
 def adapters_for(settings: Settings) -> AdapterSet:
@@ -119,6 +120,18 @@ class Services:
                               on_document_removed=self._remove_document_index,
                               presigner=a.presigner, chunks=a.chunks,
                               check_rights=self._check_rights, max_file_bytes=self.settings.max_file_bytes)
+
+    @cached_property
+    def transfer(self) -> TransferService:
+        from kindex.app.transfer import TransferService
+
+        a = self.adapters
+        return TransferService(a.metadata, a.metadata, a.blobs, a.chunks, a.search_index, self.embeddings,
+                               a.embedding_cache, remove_document=self._replace_document,
+                               max_chunks_per_document=self.settings.max_chunks_per_document, metrics=a.metrics)
+
+    def _replace_document(self, tenant, collection_id, document_id) -> None:
+        self.catalog.delete_document(tenant, collection_id, document_id)
 
     # The catalog's hooks, resolved when called: the API function builds the ingest and rights services only when a
     # delete or a rights setting needs them.

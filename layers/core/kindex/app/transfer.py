@@ -1,0 +1,396 @@
+"""Export and import of a collection: its documents, chunks and vectors, moved between collections, tenants and
+deployments without embedding anything again when the models match.
+
+Export reads chunk texts from the chunk store and their vectors from the embedding cache (every indexed chunk was
+embedded through it, keyed by model and text hash), so the search index needs no new read. Import writes chunk
+texts and vectors the way ingest does, under the importing tenant's own chunk ids, then gives each document, once all
+its chunks are in, a content blob: the text its chunks cover, at their offsets. With that blob the document is an
+ordinary indexed text document that reindex can rebuild later (a model or chunking change). Imported vectors never go
+into the shared part of the embedding cache: it serves every tenant, and a vector a tenant sends is not an embedding
+anyone else should trust; they are kept in the importing tenant's own namespace of it (`imported_vectors_key`), which
+only that tenant's exports read."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from kindex.app.embedding import EmbeddingService, text_sha256
+from kindex.app.ingest import chunk_id
+from kindex.domain import keys
+from kindex.domain.embedding_models import parse_embedding_model
+from kindex.domain.errors import Conflict, InvalidInput, NotFound
+from kindex.domain.models import Collection, Document, DocumentStatus, check_id, utc_now
+from kindex.domain.ports import (
+    BlobStore,
+    ChunkStore,
+    CollectionStore,
+    DocumentStore,
+    EmbeddingCache,
+    MetricsRecorder,
+    SearchIndex,
+)
+from kindex.domain.transfer import (
+    DEFAULT_EXPORT_CHUNKS,
+    MAX_BATCH_DOCUMENTS,
+    ExportPage,
+    ImportRequest,
+    ImportResult,
+    TransferChunk,
+    TransferDocument,
+)
+from kindex.domain.types import IndexRecord, StoredChunk
+
+logger = logging.getLogger(__name__)
+
+CONTENT_FILENAME = "content.txt"
+TEXT_MIMETYPE = "text/plain"
+#: An export page ends once its JSON would pass this many bytes (under Lambda's 6 MB response).
+EXPORT_PAGE_MAX_BYTES = 4 * 1024 * 1024
+# A vector value as JSON (a float32 printed as a Python float: up to ~24 characters with its comma).
+_BYTES_PER_VECTOR_VALUE = 24
+_CHUNK_OVERHEAD_BYTES = 200
+CHUNKING_FIELDS = ("chunking_method", "chunking_max_size", "chunking_overlap_offset")
+
+
+@dataclass(frozen=True)
+class _Cursor:
+    """Where an export page continues: after document `after_document`, or inside `document` after a chunk."""
+
+    after_document: str | None = None
+    document: str | None = None
+    after_chunk: tuple[int, str] | None = None
+
+    def encode(self) -> str:
+        if self.document is not None and self.after_chunk is not None:
+            return keys.encode_cursor(json.dumps(["in", self.document, *self.after_chunk]))
+        return keys.encode_cursor(json.dumps(["after", self.after_document]))
+
+    @classmethod
+    def decode(cls, cursor: str | None) -> "_Cursor":
+        if not cursor:
+            return cls()
+        try:
+            value = json.loads(keys.decode_cursor(cursor))
+        except ValueError:
+            value = None
+        if isinstance(value, list) and len(value) == 2 and value[0] == "after" and isinstance(value[1], str):
+            return cls(after_document=value[1])
+        if (isinstance(value, list) and len(value) == 4 and value[0] == "in" and isinstance(value[1], str)
+                and type(value[2]) is int and isinstance(value[3], str)):
+            return cls(document=value[1], after_chunk=(value[2], value[3]))
+        raise InvalidInput("cursor is not a cursor returned by this API")
+
+
+class _PageBuilder:
+    """An export page being filled: counts its chunks and estimates its JSON bytes."""
+
+    def __init__(self, page: ExportPage, max_chunks: int):
+        self.page = page
+        self.max_chunks = max_chunks
+        self.chunks = 0
+        self.bytes = 0
+
+    def full(self) -> bool:
+        return (self.chunks >= self.max_chunks or self.bytes >= EXPORT_PAGE_MAX_BYTES
+                or len(self.page.documents) + len(self.page.skipped_documents) >= MAX_BATCH_DOCUMENTS)
+
+    def fits(self, chunk: StoredChunk) -> bool:
+        """Counts the chunk in when it fits (the first chunk of a page always does)."""
+        cost = len(json.dumps(chunk.text)) + _CHUNK_OVERHEAD_BYTES + self.page.dimensions * _BYTES_PER_VECTOR_VALUE
+        if self.chunks and (self.chunks >= self.max_chunks or self.bytes + cost > EXPORT_PAGE_MAX_BYTES):
+            return False
+        self.chunks += 1
+        self.bytes += cost
+        return True
+
+    def done(self, cursor: _Cursor | None) -> ExportPage:
+        self.page.next_cursor = cursor.encode() if cursor is not None else None
+        return self.page
+
+
+def rebuilt_text(chunks: list[StoredChunk]) -> str:
+    """The document text its chunks cover, each at its offsets; characters no chunk covers are spaces."""
+    length = max((c.end for c in chunks), default=0)
+    parts: list[str] = []
+    position = 0
+    for chunk in sorted(chunks, key=lambda c: (c.start, c.end)):
+        if chunk.end <= position:
+            continue  # inside what earlier chunks wrote (an overlap)
+        if chunk.start > position:
+            parts.append(" " * (chunk.start - position))
+            position = chunk.start
+        parts.append(chunk.text[position - chunk.start:])
+        position = chunk.end
+    parts.append(" " * (length - position))
+    return "".join(parts)
+
+
+class TransferService:
+    """Pages of a collection's export, and batches of an import into a collection (see the module docstring)."""
+
+    def __init__(self, collections: CollectionStore, documents: DocumentStore, blobs: BlobStore, chunks: ChunkStore,
+                 index: SearchIndex, embeddings: EmbeddingService, cache: EmbeddingCache, *,
+                 remove_document: Callable[[str, str, str], None], max_chunks_per_document: int = 20_000,
+                 metrics: MetricsRecorder | None = None):
+        self.collections = collections
+        self.documents = documents
+        self.blobs = blobs
+        self.chunks = chunks
+        self.index = index
+        self.embeddings = embeddings
+        self.cache = cache
+        self.remove_document = remove_document
+        self.max_chunks_per_document = max_chunks_per_document
+        self.metrics = metrics
+
+    # Export
+    def export_page(self, tenant: str, collection_id: str, cursor: str | None,
+                    max_chunks: int = DEFAULT_EXPORT_CHUNKS) -> ExportPage:
+        """At most `max_chunks` chunks and about EXPORT_PAGE_MAX_BYTES of JSON (a single chunk always fits), with
+        the documents they belong to, in document id order; `next_cursor` when more follow."""
+        collection = self._collection(tenant, collection_id)
+        if collection.switching:
+            raise Conflict(f"collection {collection_id!r} is switching embedding models; export when it is done")
+        model = collection.embedding_model
+        page = _PageBuilder(ExportPage(collection=collection, embedding_model=model, dimensions=self._dimensions(model),
+                                       documents=[], chunks=[]), max_chunks)
+        position = _Cursor.decode(cursor)
+        after = position.after_document
+        if position.document is not None:
+            document = self.documents.get_document(tenant, collection_id, position.document)
+            if document is not None and document.status is DocumentStatus.INDEXED:
+                stop = self._export_chunks(tenant, model, document, position.after_chunk, page)
+                if stop is not None:
+                    return page.done(stop)
+            after = position.document
+        while True:
+            ids = self.documents.list_documents(tenant, collection_id, after=after, offset=0, limit=100)
+            if not ids:
+                return page.done(None)
+            for document_id in ids:
+                if page.full():
+                    return page.done(_Cursor(after_document=after) if after is not None else None)
+                document = self.documents.get_document(tenant, collection_id, document_id)
+                after = document_id
+                if document is None:
+                    continue
+                if document.status is not DocumentStatus.INDEXED or not document.chunk_count:
+                    page.page.skipped_documents.append(document_id)
+                    continue
+                page.page.documents.append(TransferDocument(
+                    id=document.id, title=document.title, language=document.language, url=document.url,
+                    mimetype=document.mimetype, content_sha256=document.content_sha256,
+                    chunk_count=document.chunk_count))
+                stop = self._export_chunks(tenant, model, document, None, page)
+                if stop is not None:
+                    return page.done(stop)
+
+    def _export_chunks(self, tenant: str, model: str, document: Document, after: tuple[int, str] | None,
+                       page: "_PageBuilder") -> _Cursor | None:
+        """Adds the document's chunks after `after` to the page; the cursor to continue from once it is full."""
+        pending: list[StoredChunk] = []
+
+        def flush() -> None:
+            hashes = [text_sha256(c.text) for c in pending]
+            vectors = self.cache.get_vectors(model, hashes)
+            missing = [h for h in hashes if h not in vectors]
+            if missing:  # chunks this tenant imported: their vectors are in its own namespace of the cache
+                vectors.update(self.cache.get_vectors(imported_vectors_key(tenant, model), missing))
+            for chunk in pending:
+                vector = vectors.get(text_sha256(chunk.text))
+                page.page.chunks.append(TransferChunk(
+                    document_id=chunk.document_id, chunk_id=chunk.chunk_id, index=chunk.index, start=chunk.start,
+                    end=chunk.end, page_start=chunk.page_start, page_end=chunk.page_end, text=chunk.text,
+                    vector=None if vector is None else np.asarray(vector, dtype=np.float32).tolist()))
+            pending.clear()
+
+        position = after or (-1, "")
+        for chunk in self.chunks.iter_chunks(tenant, document.collection, document.id, after=after):
+            if not page.fits(chunk):
+                flush()
+                return _Cursor(document=document.id, after_chunk=position)
+            pending.append(chunk)
+            position = (chunk.index, chunk.chunk_id)
+            if len(pending) >= 200:  # one cache read per 200 chunks
+                flush()
+        flush()
+        return None
+
+    # Import
+    def import_batch(self, tenant: str, collection_id: str, request: ImportRequest) -> ImportResult:
+        """Write one batch: documents first (an existing document of the same id is replaced), then chunks and their
+        vectors. Everything is validated before anything is written, so a 4xx batch changes nothing."""
+        collection = self._collection(tenant, collection_id)
+        if collection.switching:
+            raise Conflict(f"collection {collection_id!r} is switching embedding models; import when it is done")
+        reuse = request.embedding_model == collection.embedding_model
+        dimensions = self._dimensions(collection.embedding_model)
+        if reuse and request.dimensions != dimensions:
+            raise InvalidInput(f"dimensions: {request.embedding_model} has {dimensions} dimensions, "
+                               f"not {request.dimensions}")
+        importing = self._check_batch(tenant, collection_id, request, dimensions if reuse else None)
+        result = ImportResult()
+        for item in request.documents:
+            self._start_document(tenant, collection_id, item)
+            result.documents_started += 1
+        by_document: dict[str, list[TransferChunk]] = {}
+        for chunk in request.chunks:
+            by_document.setdefault(chunk.document_id, []).append(chunk)
+        for document_id, chunks in by_document.items():
+            result.texts_embedded += self._write_chunks(tenant, collection, importing[document_id], chunks, reuse)
+            result.chunks_written += len(chunks)
+        chunking_matches = request.chunking is not None and all(
+            request.chunking.get(name) == _plain(getattr(collection, name)) for name in CHUNKING_FIELDS)
+        for document_id in dict.fromkeys([d.id for d in request.documents] + list(by_document)):
+            if self._finish_document(tenant, collection, document_id, chunking_matches):
+                result.documents_completed += 1
+            else:
+                result.incomplete_documents.append(document_id)
+        if self.metrics is not None and result.chunks_written:
+            self.metrics.count("ChunksImported", result.chunks_written)
+        logger.info("import batch", extra={"tenant": tenant, "collection": collection_id,
+                                           **result.model_dump(exclude={"incomplete_documents"})})
+        return result
+
+    def _check_batch(self, tenant: str, collection_id: str, request: ImportRequest,
+                     dimensions: int | None) -> dict[str, TransferDocument | Document]:
+        """The batch's documents by id (new ones, and stored ones still being imported); InvalidInput or Conflict
+        naming the first problem."""
+        importing: dict[str, TransferDocument | Document] = {}
+        for i, item in enumerate(request.documents):
+            try:
+                check_id(item.id)
+            except ValueError as error:
+                raise InvalidInput(f"documents[{i}].id {error}") from error
+            if item.id in importing:
+                raise InvalidInput(f"documents[{i}].id: document {item.id!r} appears twice in the batch")
+            if item.chunk_count > self.max_chunks_per_document:
+                raise InvalidInput(f"documents[{i}].chunk_count: at most {self.max_chunks_per_document}")
+            importing[item.id] = item
+        seen: set[tuple[str, int]] = set()
+        for i, chunk in enumerate(request.chunks):
+            owner = importing.get(chunk.document_id)
+            if owner is None:
+                stored = self.documents.get_document(tenant, collection_id, chunk.document_id)
+                if stored is None or stored.source is not None or stored.status is not DocumentStatus.IN_PROGRESS:
+                    raise Conflict(f"chunks[{i}]: document {chunk.document_id!r} is not being imported into "
+                                   f"{collection_id!r} (send its document record first)")
+                owner = importing[chunk.document_id] = stored
+            if chunk.index >= owner.chunk_count:
+                raise InvalidInput(f"chunks[{i}].index: document {chunk.document_id!r} has {owner.chunk_count} chunks")
+            if (chunk.document_id, chunk.index) in seen:
+                raise InvalidInput(f"chunks[{i}]: chunk {chunk.index} of {chunk.document_id!r} appears twice")
+            seen.add((chunk.document_id, chunk.index))
+            if dimensions is not None and chunk.vector is not None and len(chunk.vector) != dimensions:
+                raise InvalidInput(f"chunks[{i}].vector: {len(chunk.vector)} values, the model has {dimensions}")
+        return importing
+
+    def _start_document(self, tenant: str, collection_id: str, item: TransferDocument) -> None:
+        existing = self.documents.get_document(tenant, collection_id, item.id)
+        if existing is not None:
+            self.remove_document(tenant, collection_id, item.id)
+        record = Document(id=item.id, collection=collection_id, title=item.title, language=item.language,
+                          url=item.url, mimetype=TEXT_MIMETYPE, status=DocumentStatus.IN_PROGRESS,
+                          chunk_count=item.chunk_count, chunks_done=0)
+        self.documents.put_document(tenant, record, create=True)
+
+    def _write_chunks(self, tenant: str, collection: Collection, owner: TransferDocument | Document,
+                      chunks: list[TransferChunk], reuse: bool) -> int:
+        """Chunk texts, then vectors (given, or embedded through the service and its cache); returns how many texts
+        went to the embedding service."""
+        document_id = chunks[0].document_id
+        stored = [StoredChunk(chunk_id=chunk_id(tenant, collection.id, document_id, c.index, text_sha256(c.text)),
+                              collection=collection.id, document_id=document_id, index=c.index, start=c.start,
+                              end=c.end, text=c.text, page_start=c.page_start, page_end=c.page_end) for c in chunks]
+        # A chunk sent again with other text (an export of a changed document) replaces the one at its index.
+        incoming = {c.index: c.chunk_id for c in stored}
+        replaced = [c.chunk_id for c in self.chunks.list_chunks(tenant, collection.id, document_id)
+                    if incoming.get(c.index, c.chunk_id) != c.chunk_id]
+        if replaced:
+            self.index.delete(collection.embedding_model, tenant, collection.id, chunk_ids=replaced)
+            self.chunks.delete_chunks(tenant, collection.id, document_id=document_id, chunk_ids=replaced)
+        vectors: list = [np.asarray(c.vector, dtype=np.float32) if reuse and c.vector is not None else None
+                         for c in chunks]
+        given = {text_sha256(c.text): _unit_array(v) for c, v in zip(chunks, vectors) if v is not None}
+        if given:  # for this tenant's later exports only (see imported_vectors_key)
+            self.cache.put_vectors(imported_vectors_key(tenant, collection.embedding_model), given)
+        missing = [i for i, v in enumerate(vectors) if v is None]
+        if missing:
+            fresh = self.embeddings.embed(collection.embedding_model, [chunks[i].text for i in missing])
+            for i, vector in zip(missing, fresh):
+                vectors[i] = vector
+        self.chunks.put_chunks(tenant, stored)
+        language = owner.language or None
+        self.index.upsert(collection.embedding_model, [
+            IndexRecord(tenant=tenant, collection=collection.id, document_id=document_id, chunk_id=c.chunk_id,
+                        vector=_unit(v), text=c.text, language=language, mimetype=TEXT_MIMETYPE)
+            for c, v in zip(stored, vectors)])
+        return len(missing)
+
+    def _finish_document(self, tenant: str, collection: Collection, document_id: str, chunking_matches: bool) -> bool:
+        """Once every chunk is in: store the content blob and commit the document as indexed; else record progress.
+        True when the document is complete."""
+        document = self.documents.get_document(tenant, collection.id, document_id)
+        if document is None or document.status is not DocumentStatus.IN_PROGRESS or document.source is not None:
+            return document is not None and document.status is DocumentStatus.INDEXED
+        stored = self.chunks.list_chunks(tenant, collection.id, document_id)
+        if sorted(c.index for c in stored) != list(range(document.chunk_count)):
+            progress = document.model_copy(update={"chunks_done": len(stored), "updated_at": utc_now()})
+            self.documents.put_document(tenant, progress, create=False, expected_version=document.version)
+            return False
+        data = rebuilt_text(stored).encode("utf-8", "surrogatepass")
+        version = document.version + 1
+        source = keys.write_blob_key(tenant, collection.id, document_id, CONTENT_FILENAME, version=version)
+        indexed = document.model_copy(update={
+            "status": DocumentStatus.INDEXED, "chunks_done": document.chunk_count, "source": source,
+            "content_sha256": hashlib.sha256(data).hexdigest(), "content_length": len(data), "version": version,
+            "indexed_version": version, "indexed_model": collection.embedding_model, "indexed_at": utc_now(),
+            # Chunks cut by other rules than the collection's: the next reindex pass re-chunks the document.
+            "indexed_config_version": collection.config_version if chunking_matches else 0,
+            "failure_reason": None, "updated_at": utc_now()})
+        self.blobs.put_blob(source, data, TEXT_MIMETYPE)
+        self.documents.put_document(tenant, indexed, create=False, expected_version=document.version)
+        return True
+
+    def _collection(self, tenant: str, collection_id: str) -> Collection:
+        collection = self.collections.get_collection(tenant, collection_id)
+        if collection is None:
+            raise NotFound(f"collection {collection_id!r} does not exist")
+        return collection
+
+    def _dimensions(self, model: str) -> int:
+        """From the name when it says (hash, OpenAI: no embedder is built, so the API function needs no provider
+        key to export or to import vectors as they are); else from the embedder (the local model)."""
+        return parse_embedding_model(model).dimensions or self.embeddings.embedder_for(model).dimensions
+
+
+def _plain(value):
+    return getattr(value, "value", value)
+
+
+def _unit_array(vector) -> np.ndarray:
+    """L2-normalised, as every embedder returns its vectors (the index compares by cosine either way)."""
+    array = np.asarray(vector, dtype=np.float32)
+    norm = float(np.linalg.norm(array))
+    if abs(norm - 1.0) < 1e-5 or norm == 0:
+        return array  # an embedder's vector, stored exactly as given
+    return array / norm
+
+
+def _unit(vector) -> list[float]:
+    return _unit_array(vector).tolist()
+
+
+def imported_vectors_key(tenant: str, model: str) -> str:
+    """The embedding cache's "model" under which a tenant's imported vectors are kept: the tenant's own namespace
+    (ids hold no control characters, and no model name starts like this), which ingest never reads, so a vector one
+    tenant sends can never stand in for another tenant's embedding. Export reads it after the shared entries, so a
+    collection imported without embedding exports its vectors again (a chain of moves embeds nothing)."""
+    return f"imported\x1f{tenant}\x1f{model}"
+
