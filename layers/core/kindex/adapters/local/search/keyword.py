@@ -3,7 +3,8 @@
 
 Why tantivy and not SQLite FTS5 (measured, 100k chunks of ~900 characters, 200 synthetic queries, one process):
 FTS5's bm25() is computed for every chunk that matches any query word (p50 27 ms, p99 75 ms); tantivy skips the
-blocks that cannot reach the top k (p50 0.9 ms, p99 2.2 ms), with the same BM25 (k1 1.2, b 0.75).
+blocks that cannot reach the top k (p50 0.9 ms, p99 2.2 ms), with the same BM25 (k1 1.2, b 0.75). Words are
+stemmed (English Snowball), which FTS5's unicode61 could not do: SciFact nDCG@10 0.690 against FTS5's 0.667.
 
 One index for every (model, tenant, collection): the partition, the document and the chunk are `raw` key fields
 (JSON arrays, so no id can forge another's key), filters are zero-scored clauses of the same query, so they apply
@@ -35,7 +36,7 @@ MAX_QUERY_TERMS = 64
 MAX_TOKEN_BYTES = 64
 # The writer's indexing memory: a commit per call keeps segments small, so a modest arena is enough.
 WRITER_HEAP_BYTES = 32_000_000
-ANALYZER = "kindex_text"
+ANALYZER = "kindex_text_en"
 
 # Lucene's classic English stop set. They carry almost no BM25 weight, yet OR-ing them in makes the engine score
 # nearly every chunk: leaving them out of the query keeps keyword search proportional to the rare terms.
@@ -43,7 +44,7 @@ STOPWORDS = frozenset("a an and are as at be but by for if in into is it no not 
                       "there these they this to was will with".split())
 
 
-def text_analyzer() -> tantivy.TextAnalyzer:
+def word_analyzer() -> tantivy.TextAnalyzer:
     """Letters and digits (Unicode), lower-cased and folded to ASCII: the words of FTS5's `unicode61
     remove_diacritics 2` and of the OpenSearch adapter's `kindex_text` analyzer."""
     return (tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
@@ -53,10 +54,24 @@ def text_analyzer() -> tantivy.TextAnalyzer:
             .build())
 
 
-def query_terms(analyzer: tantivy.TextAnalyzer, query: str) -> list[str]:
-    """The query's distinct words as the index holds them, stopwords left out unless nothing else is left."""
-    words = list(dict.fromkeys(analyzer.analyze(query)))
-    return ([word for word in words if word not in STOPWORDS] or words)[:MAX_QUERY_TERMS]
+def text_analyzer() -> tantivy.TextAnalyzer:
+    """The indexed terms: `word_analyzer`'s words reduced to their English (Snowball) stems. Stemming took SciFact
+    nDCG@10 from 0.663 to 0.690 (FTS5 without it: 0.667, measured in one run); other languages' words pass through
+    it mostly unchanged."""
+    return (tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
+            .filter(tantivy.Filter.remove_long(MAX_TOKEN_BYTES))
+            .filter(tantivy.Filter.lowercase())
+            .filter(tantivy.Filter.ascii_fold())
+            .filter(tantivy.Filter.stemmer("english"))
+            .build())
+
+
+def query_terms(words: tantivy.TextAnalyzer, terms: tantivy.TextAnalyzer, query: str) -> list[str]:
+    """The query's distinct terms as the index holds them; stopwords (judged on the words, before stemming) are
+    left out unless nothing else is left."""
+    found = list(dict.fromkeys(words.analyze(query)))
+    kept = ([word for word in found if word not in STOPWORDS] or found)[:MAX_QUERY_TERMS]
+    return list(dict.fromkeys(term for word in kept for term in terms.analyze(word)))
 
 
 def _key(*parts: str) -> str:
@@ -94,6 +109,7 @@ class KeywordIndex:
         self._schema = build_schema()
         self._index = tantivy.Index(self._schema, path=str(self.path), reuse=True)
         self._analyzer = text_analyzer()
+        self._words = word_analyzer()
         self._index.register_tokenizer(ANALYZER, self._analyzer)
         self._writer = self._index.writer(WRITER_HEAP_BYTES, 1)
         self._lock = threading.Lock()
@@ -162,7 +178,7 @@ class KeywordIndex:
 
     def search(self, model: str, tenant: str, collections: Sequence[str], query: str, k: int,
                filters: SearchFilters | None) -> list[SearchHit]:
-        terms = query_terms(self._analyzer, query)
+        terms = query_terms(self._words, self._analyzer, query)
         if not terms or k <= 0 or not collections:
             return []
         words = tantivy.Query.boolean_query([(tantivy.Occur.Should, tantivy.Query.term_query(self._schema, "text", t))
