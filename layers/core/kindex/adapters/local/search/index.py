@@ -1,4 +1,5 @@
-"""Embedded adapter of the `SearchIndex` port: exact numpy k-NN plus SQLite FTS5 BM25, persisted under one folder.
+"""Embedded adapter of the `SearchIndex` port: numpy k-NN (exact, or HNSW candidates re-scored exactly for large
+partitions) plus tantivy BM25, persisted under one folder.
 
 Layout under `root`:
 - `vectors/<key>.npz` + `vectors/<key>.log`: one partition per (model, tenant, collection). The npz is a
@@ -12,8 +13,12 @@ Layout under `root`:
   new snapshot is written via temp-then-rename and the log removed. Every record is idempotent (set or remove
   by chunk id), so a crash between the rename and the removal only replays writes the snapshot already holds.
   A search loads (lazily, then keeps in memory) only the partitions of the collections it names; the memory
-  copy is authoritative for reads. Exact brute-force cosine is ~7 ms for 100k x 384 and has perfect recall, so
-  no ANN structure is worth its complexity here.
+  copy is authoritative for reads. Exact brute-force cosine is ~7 ms for 100k x 384 but ~70 ms for 1M, so a
+  partition of `ann.MIN_ROWS` rows or more also keeps an HNSW graph (usearch, see ann.py) that proposes
+  candidates; they are re-scored exactly, so the graph can cost recall but never return a deleted chunk.
+  Filtered searches that keep few rows stay exact. The graph is saved as `vectors/<key>.<generation>.usearch`
+  just before the snapshot that names its generation, so a snapshot loads only its own graph; without one (a
+  crash in between, an older version) the graph is rebuilt from the vectors at load and saved again.
 - `keyword/`: a tantivy index for BM25 over chunk text (see keyword.py). A data directory from a version that kept
   keywords in SQLite FTS5 (`keyword.sqlite`) is migrated into it on open (one commit, then the SQLite files go).
 
@@ -26,6 +31,7 @@ import hashlib
 import json
 import logging
 import os
+import secrets
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -33,7 +39,9 @@ from pathlib import Path
 import numpy as np
 
 from kindex.adapters.local.private_files import FILE_MODE, private_dir, restrict_tree
+from kindex.adapters.local.search import ann
 from kindex.adapters.local.search import log as vector_log
+from kindex.adapters.local.search.ann import AnnGraph
 from kindex.adapters.local.search.keyword import KeywordIndex, legacy_fts_rows
 from kindex.adapters.local.search.log import (
     FLOAT32,
@@ -173,13 +181,21 @@ class LocalSearchIndex:
                     raise RuntimeError(f"vector partition {snapshot.name} belongs to another key")
                 partition = Partition.from_arrays(data["vectors"], data["chunk_ids"], data["document_ids"],
                                                    data["languages"], data["mimetypes"])
+                generation = str(data["generation"]) if "generation" in data.files else None
             partition.snapshot_bytes = snapshot.stat().st_size
+            if generation is not None and len(partition) >= ann.MIN_ROWS:
+                # The graph saved with this very snapshot; the log replayed below updates both alike.
+                partition.graph = AnnGraph.load(self._graph_path(key, generation), partition.dims, len(partition))
         if log.exists():
             partition = self._replay(key, log, partition)
         if partition is not None and not len(partition):
             # Only after a crash between the last delete and the removal of the files: finish the removal.
             self._remove_files(key)
             return None
+        if partition is not None and partition.fit_graph():
+            # No usable graph file (a crash before it was saved, or an older version): rebuilt, and saved now.
+            logger.warning("search index graph rebuilt from the vectors", extra={"rows": len(partition)})
+            self._maybe_compact(key, partition, force=True)
         return partition
 
     def _replay(self, key: tuple[str, str, str], log: Path, partition: Partition | None) -> Partition | None:
@@ -243,7 +259,11 @@ class LocalSearchIndex:
                      np.ascontiguousarray(vectors, dtype=FLOAT32).tobytes())
         partition.put(fields, vectors)
         self._partitions[key] = partition
-        self._maybe_compact(key, partition)
+        built = partition.fit_graph()
+        if built:
+            logger.info("search index graph built", extra={"rows": len(partition)})
+        # A new graph is saved with a snapshot at once, so a restart does not have to build it again.
+        self._maybe_compact(key, partition, force=built)
 
     def _delete_vectors(self, key: tuple[str, str, str], document_ids: Sequence[str] | None,
                         chunk_ids: Sequence[str] | None) -> int:
@@ -265,33 +285,54 @@ class LocalSearchIndex:
             self._remove_files(key)
             self._partitions[key] = None
         else:
+            partition.fit_graph()
             self._maybe_compact(key, partition)
         return removed
 
-    def _maybe_compact(self, key: tuple[str, str, str], partition: Partition) -> None:
-        if (partition.log_records < vector_log.COMPACT_MAX_RECORDS
-                and partition.log_bytes <= max(vector_log.COMPACT_MIN_LOG_BYTES, partition.snapshot_bytes // 2)):
+    def _maybe_compact(self, key: tuple[str, str, str], partition: Partition, force: bool = False) -> None:
+        if not force and (partition.log_records < vector_log.COMPACT_MAX_RECORDS
+                          and partition.log_bytes <= max(vector_log.COMPACT_MIN_LOG_BYTES,
+                                                         partition.snapshot_bytes // 2)):
             return
         snapshot, log = self._paths(key)
+        generation = secrets.token_hex(8)
+        if partition.graph is not None:
+            # The graph first, named by the snapshot that follows: until that snapshot is in place no snapshot
+            # names this graph, and afterwards the graph it names exists.
+            partition.graph.save(self._graph_path(key, generation))
         temp = snapshot.with_name(f"{snapshot.stem}.{os.getpid()}.{threading.get_ident()}.tmp")
         with open(temp, "wb", opener=lambda path, flags: os.open(path, flags, FILE_MODE)) as handle:
-            np.savez(handle, key=np.array(list(key), dtype=str), **partition.arrays())
+            np.savez(handle, key=np.array(list(key), dtype=str), generation=np.array(generation), **partition.arrays())
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(temp, snapshot)
         self._sync_dir()
         log.unlink(missing_ok=True)
         self._sync_dir()
+        self._remove_graphs(key, keep=generation)
         logger.info("search index partition compacted", extra={
-            "rows": len(partition), "log_bytes": partition.log_bytes, "log_records": partition.log_records})
+            "rows": len(partition), "log_bytes": partition.log_bytes, "log_records": partition.log_records,
+            "graph": partition.graph is not None})
         partition.snapshot_bytes = snapshot.stat().st_size
         partition.log_bytes = partition.log_records = 0
+
+    def _graph_path(self, key: tuple[str, str, str], generation: str) -> Path:
+        snapshot = self._paths(key)[0]
+        return snapshot.with_name(f"{snapshot.stem}.{generation}.usearch")
+
+    def _remove_graphs(self, key: tuple[str, str, str], keep: str | None = None) -> None:
+        """The partition's graph files (and their temp files) but the one of generation `keep`."""
+        stem = self._paths(key)[0].stem
+        for path in self._vector_dir.glob(f"{stem}.*.usearch*"):
+            if keep is None or path.name != f"{stem}.{keep}.usearch":
+                path.unlink(missing_ok=True)
 
     def _remove_files(self, key: tuple[str, str, str]) -> None:
         snapshot, log = self._paths(key)
         snapshot.unlink(missing_ok=True)  # the snapshot first: the log alone replays to the same state
         self._sync_dir()
         log.unlink(missing_ok=True)
+        self._remove_graphs(key)
         self._sync_dir()
 
     def _sync_dir(self, folder: Path | None = None) -> None:
