@@ -154,17 +154,18 @@ def test_an_older_fts5_keyword_database_is_migrated_once_and_removed(tmp_path):
 
 def _write_forever(root: str, ready) -> None:
     index = LocalSearchIndex(root)
-    ready.set()
     i = 0
     while True:  # killed from outside, somewhere inside a commit sooner or later
         index.upsert(MODEL, [record(f"k{i}-{j}", f"batch{i} word{j} common") for j in range(20)])
         index.delete(MODEL, "acme", "c", chunk_ids=[f"k{i}-{j}" for j in range(0, 20, 2)])
+        ready.set()  # at least one batch is committed
         i += 1
 
 
 @pytest.mark.parametrize("delay", [0.3, 0.7, 1.1])
 def test_a_writer_killed_mid_write_leaves_a_consistent_index_that_accepts_writes(tmp_path, delay):
-    # Given a process that upserts batches and deletes half of each, killed with SIGKILL at some point
+    # Given a process that upserts batches and deletes half of each, killed with SIGKILL at some point after its
+    # first batch
     root = tmp_path / "index"
     context = multiprocessing.get_context("spawn")
     ready = context.Event()
@@ -207,3 +208,17 @@ def test_paths_are_not_shared_between_two_folders(tmp_path):
     assert Path(tmp_path / "one" / "keyword" / "meta.json").exists()
     first.close()
     second.close()
+
+
+def test_a_second_process_can_read_while_the_first_holds_the_writer(tmp_path):
+    # Given a server-like owner that has written (and so holds tantivy's writer lock)
+    owner = LocalSearchIndex(tmp_path / "index")
+    owner.upsert(MODEL, [record("a", "first words")])
+    # When another instance opens the folder to read (as `kindex reindex` does beside a running server)
+    reader = LocalSearchIndex(tmp_path / "index")
+    # Then it reads the owner's commits, including ones made after it opened
+    assert reader.chunk_ids(MODEL, "acme", "c") == {"a"}
+    owner.upsert(MODEL, [record("b", "second words")])
+    assert reader.chunk_ids(MODEL, "acme", "c") == {"a", "b"}
+    reader.close()
+    owner.close()

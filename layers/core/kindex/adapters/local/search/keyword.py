@@ -111,7 +111,9 @@ class KeywordIndex:
         self._analyzer = text_analyzer()
         self._words = word_analyzer()
         self._index.register_tokenizer(ANALYZER, self._analyzer)
-        self._writer = self._index.writer(WRITER_HEAP_BYTES, 1)
+        # Opened at the first write: a process that only reads (`kindex reindex` beside a running server) must
+        # not take the writer lock the server holds.
+        self._writer: tantivy.IndexWriter | None = None
         self._lock = threading.Lock()
         restrict_tree(self.path)
 
@@ -126,11 +128,12 @@ class KeywordIndex:
     def upsert(self, model: str, records: Sequence[IndexRecord]) -> None:
         """Replace each record's chunk (by model, tenant, collection, chunk id); one commit for the call."""
         with self._lock:
+            writer = self._open_writer()
             for record in records:
                 document = _document(model, record)
                 # A delete applies to the documents added before it, so the new version below survives it.
-                self._writer.delete_documents_by_term("chunk", document["chunk"])
-                self._writer.add_document(tantivy.Document(**document))
+                writer.delete_documents_by_term("chunk", document["chunk"])
+                writer.add_document(tantivy.Document(**document))
             self._commit()
 
     def delete(self, model: str, tenant: str, collection: str, document_ids: Sequence[str] | None,
@@ -138,31 +141,38 @@ class KeywordIndex:
         """Remove the collection's chunks named by chunk id, by document, by both (the chunks among `chunk_ids`
         that belong to `document_ids`) or, with neither, all of them; one commit for the call."""
         with self._lock:
+            writer = self._open_writer()
             if chunk_ids is not None and document_ids is not None:
-                self._writer.delete_documents_by_query(tantivy.Query.boolean_query([
+                writer.delete_documents_by_query(tantivy.Query.boolean_query([
                     (tantivy.Occur.Must, self._terms("chunk", [_key(model, tenant, collection, c) for c in chunk_ids])),
                     (tantivy.Occur.Must, self._terms("document", [_key(model, tenant, collection, d)
                                                                   for d in document_ids]))]))
             elif chunk_ids is not None:
                 for chunk_id in dict.fromkeys(chunk_ids):
-                    self._writer.delete_documents_by_term("chunk", _key(model, tenant, collection, chunk_id))
+                    writer.delete_documents_by_term("chunk", _key(model, tenant, collection, chunk_id))
             elif document_ids is not None:
                 for document_id in dict.fromkeys(document_ids):
-                    self._writer.delete_documents_by_term("document", _key(model, tenant, collection, document_id))
+                    writer.delete_documents_by_term("document", _key(model, tenant, collection, document_id))
             else:
-                self._writer.delete_documents_by_term("partition", _key(model, tenant, collection))
+                writer.delete_documents_by_term("partition", _key(model, tenant, collection))
             self._commit()
 
     def replace_all(self, rows: Iterable[tuple[str, IndexRecord]]) -> int:
         """Drop everything and index (model, record) rows in one commit (the migration from the FTS5 index)."""
         count = 0
         with self._lock:
-            self._writer.delete_all_documents()
+            writer = self._open_writer()
+            writer.delete_all_documents()
             for model, record in rows:
-                self._writer.add_document(tantivy.Document(**_document(model, record)))
+                writer.add_document(tantivy.Document(**_document(model, record)))
                 count += 1
             self._commit()
         return count
+
+    def _open_writer(self) -> tantivy.IndexWriter:
+        if self._writer is None:
+            self._writer = self._index.writer(WRITER_HEAP_BYTES, 1)
+        return self._writer
 
     def _commit(self) -> None:
         try:
@@ -203,6 +213,8 @@ class KeywordIndex:
         return hits
 
     def chunk_ids(self, model: str, tenant: str, collection: str) -> set[str]:
+        if self._writer is None:
+            self._index.reload()  # a reading process sees the writing process's last commit, not its own opening
         searcher = self._index.searcher()
         if not searcher.num_docs:
             return set()
