@@ -99,7 +99,7 @@ def _vector_index_section(section: str, quick: bool) -> list[Figure]:
     if section == "vector1m":
         from bench import vector_index
 
-        return vector_index.million(count=60_000 if quick else 1_000_000, queries=50 if quick else 200)
+        return vector_index.million(count=160_000 if quick else 1_000_000, queries=50 if quick else 200)
     if section == "vector":
         from bench import vector_index
 
