@@ -241,3 +241,14 @@ def test_a_writer_killed_mid_write_leaves_a_consistent_partition_and_graph(tmp_p
     index.upsert(MODEL, records(vectors(5, 999), prefix="after"))
     assert hits(index, vectors(5, 999)[2], 1) == ["after2"]
     index.close()
+
+
+@pytest.mark.parametrize("first, second", [("usearch.index", "onnxruntime"), ("onnxruntime", "usearch.index")])
+def test_the_graph_library_and_the_embedding_runtime_load_into_one_process_in_either_order(first, second):
+    # usearch 2.26.2-2.26.6 made a process that imported onnxruntime after it crash with SIGSEGV: the local server
+    # loads both (the index at start, the MiniLM model at the first embedding)
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", f"import {first}; import {second}"], capture_output=True, timeout=120)
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
