@@ -26,7 +26,7 @@ from usearch.index import Index
 MIN_ROWS = 150_000
 CONNECTIVITY = 16  # HNSW M: neighbours per node (2M on the base layer)
 # Measured (bench vector1m, clustered 384-d vectors): efConstruction 64 / efSearch 256 / 40 candidates gave recall@10
-# 0.908 at 1M (p50 7.4 ms); at 200k, efConstruction 128 gave 0.984 with the same search settings, 64 about 0.93.
+# 0.908 at 1M (p50 7.4 ms); at 200k, efConstruction 128 gave 0.984 with the same search settings.
 # Not tuned further yet: recall at 1M needs a larger efConstruction or M, whose build cost is still to be measured.
 EXPANSION_ADD = 64  # efConstruction
 EXPANSION_SEARCH = 256  # efSearch
