@@ -21,12 +21,14 @@ SUMMARY = ("ingest_ratio_minilm", "ingest_chunks_per_s_minilm", "ingest_chunks_p
            "query_p99_ms_10k_hybrid", "query_p50_ms_10k_hybrid_minilm", "query_p50_ms_concurrent16",
            "query_p99_ms_concurrent16", "queries_per_s_concurrent16",
            "query_p50_ms_100k_hybrid", "query_p99_ms_100k_hybrid", "query_p50_ms_100k_hybrid_external",
-           "query_p99_ms_100k_hybrid_external", "query_p50_ms_100k_keyword", "vector_recall10_100k",
+           "query_p99_ms_100k_hybrid_external", "query_p50_ms_100k_keyword", "keyword_p50_ms_100k_inprocess",
+           "vector_recall10_100k",
            "vector_p50_ms_100k", "vector_recall10_1m", "vector_p50_ms_1m", "index_rss_mib_1m", "index_build_s_1m",
            "opensearch_bulk_docs_per_s", "opensearch_query_p50_ms_100k", "opensearch_recall10_100k",
            "maxchars_mb_per_s",
            "tokens_mb_per_s", "cold_import_ms_query", "cold_import_ms_api", "reembed_calls_unchanged",
            "reembed_texts_edit_1pct", "openai_requests_per_2048_chunks", "scifact_ndcg10_keyword",
+           "scifact_ndcg10_keyword_inprocess",
            "scifact_ndcg10_vector_local", "scifact_ndcg10_hybrid_local", "scifact_recall100_hybrid_local")
 
 

@@ -1,6 +1,9 @@
 """`make bench`: every benchmark in one run, a table on stdout, bench/results.json and bench/*.png.
 
-    python -m bench.run [--only ingest,embedding,query,vector,opensearch,chunking,cold,economy] [--quick]
+    python -m bench.run [--only ingest,embedding,query,vector,opensearch,chunking,cold,economy,keyword,vector1m]
+                        [--quick] [--keep-others]
+
+`vector1m` (one million vectors, ~30-60 min on 2 shared cores) is not in the default run; ask for it with --only.
 
 The `opensearch` section needs a node (`make opensearch`); without one it logs that it skipped and adds nothing.
 
@@ -23,7 +26,9 @@ from pathlib import Path
 from bench.common import RESULTS_PATH, SCIFACT_RESULTS_PATH, Figure, log, machine_info, versions
 from bench.readme import SUMMARY, markdown_table
 
-SECTIONS = ("ingest", "embedding", "query", "concurrency", "vector", "opensearch", "chunking", "cold", "economy")
+SECTIONS = ("ingest", "embedding", "query", "concurrency", "vector", "opensearch", "chunking", "cold", "economy",
+            "keyword", "vector1m")
+DEFAULT_SECTIONS = SECTIONS[:-1]
 REQUIRED = ("ingest_ratio_minilm", "query_p50_ms_100k_hybrid", "query_p99_ms_100k_hybrid", "vector_recall10_100k",
             "maxchars_mb_per_s", "cold_import_ms_query", "reembed_calls_unchanged", "scifact_ndcg10_hybrid_local",
             "scifact_ndcg10_vector_local", "scifact_ndcg10_keyword")
@@ -63,7 +68,7 @@ def run_sections(sections: tuple[str, ...], quick: bool) -> tuple[list[Figure], 
                 concurrency.DOCUMENTS, concurrency.REQUESTS, concurrency.REQUESTS_PER_CLIENT = 100, 20, 3
             found, raw["concurrency"] = concurrency.run()
             figures += found
-        elif section in ("vector", "opensearch"):
+        elif section in ("vector", "opensearch", "keyword", "vector1m"):
             figures += _vector_index_section(section, quick)
         elif section == "chunking":
             from bench import chunking
@@ -103,7 +108,16 @@ def _throughput_section(section: str, quick: bool) -> list[Figure]:
 
 
 def _vector_index_section(section: str, quick: bool) -> list[Figure]:
-    """The embedded index alone, or the OpenSearch adapter on a node beside it (same vectors, same queries)."""
+    """The embedded index alone (its keyword half, its vectors at 100k and at 1M), or the OpenSearch adapter on a
+    node beside it (same vectors, same queries)."""
+    if section == "keyword":
+        from bench import keyword_index
+
+        return keyword_index.run(quick)
+    if section == "vector1m":
+        from bench import vector_index
+
+        return vector_index.million(count=160_000 if quick else 1_000_000, queries=50 if quick else 200)
     if section == "vector":
         from bench import vector_index
 
@@ -131,15 +145,34 @@ def scifact_figures() -> tuple[list[dict], dict | None]:
     return figures, provenance
 
 
+def carry_over(results: dict, previous: dict) -> dict:
+    """`results` plus the figures of `previous` it did not measure again, listed under `carried_over` with the run
+    they come from (its machine and load are in that run's file, not here)."""
+    measured = {figure["name"] for figure in results["figures"]}
+    kept = [figure for figure in previous["figures"] if figure["name"] not in measured]
+    merged = dict(results, figures=results["figures"] + kept)
+    merged["section_seconds"] = {**previous.get("section_seconds", {}), **results["section_seconds"]}
+    merged["raw"] = {**previous.get("raw", {}), **results["raw"]}
+    merged["carried_over"] = [*previous.get("carried_over", []), {
+        "from_generated_at": previous.get("generated_at"), "from_produced_by": previous.get("produced_by"),
+        "from_commit": previous.get("versions", {}).get("git_commit"),
+        "from_load_average_at_start": previous.get("machine", {}).get("load_average_at_start"),
+        "figures": [figure["name"] for figure in kept]}]
+    merged["missing_required"] = [name for name in REQUIRED if name not in {f["name"] for f in merged["figures"]}]
+    return merged
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="kindex benchmarks")
     parser.add_argument("--only", help="comma-separated sections: " + ",".join(SECTIONS))
     parser.add_argument("--quick", action="store_true", help="tiny workloads (a smoke run; figures not meaningful)")
     parser.add_argument("--output", help="default bench/results.json (with --quick: bench/results-quick.json)")
+    parser.add_argument("--keep-others", action="store_true",
+                        help="keep the figures of the existing output that this run does not measure (marked as such)")
     args = parser.parse_args(argv)
     args.output = args.output or str(RESULTS_PATH.with_name("results-quick.json") if args.quick else RESULTS_PATH)
     _quiet()
-    sections = tuple(args.only.split(",")) if args.only else SECTIONS
+    sections = tuple(args.only.split(",")) if args.only else DEFAULT_SECTIONS
     unknown = set(sections) - set(SECTIONS)
     if unknown:
         parser.error(f"unknown sections {sorted(unknown)}")
@@ -161,6 +194,9 @@ def main(argv: list[str] | None = None) -> int:
         "machine": machine, "versions": versions(), "figures": figures,
         "scifact_source": eval_provenance, "missing_required": missing, "raw": raw,
     }
+    if args.keep_others and Path(args.output).exists():
+        results = carry_over(results, json.loads(Path(args.output).read_text()))
+        figures = results["figures"]
     with open(args.output, "w") as handle:
         json.dump(results, handle, indent=2)
         handle.write("\n")

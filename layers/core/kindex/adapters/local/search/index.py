@@ -1,4 +1,5 @@
-"""Embedded adapter of the `SearchIndex` port: exact numpy k-NN plus SQLite FTS5 BM25, persisted under one folder.
+"""Embedded adapter of the `SearchIndex` port: numpy k-NN (exact, or HNSW candidates re-scored exactly for large
+partitions) plus tantivy BM25, persisted under one folder.
 
 Layout under `root`:
 - `vectors/<key>.npz` + `vectors/<key>.log`: one partition per (model, tenant, collection). The npz is a
@@ -12,13 +13,14 @@ Layout under `root`:
   new snapshot is written via temp-then-rename and the log removed. Every record is idempotent (set or remove
   by chunk id), so a crash between the rename and the removal only replays writes the snapshot already holds.
   A search loads (lazily, then keeps in memory) only the partitions of the collections it names; the memory
-  copy is authoritative for reads. Exact brute-force cosine is ~7 ms for 100k x 384 and has perfect recall, so
-  no ANN structure is worth its complexity here.
-- `keyword.sqlite` (WAL): an FTS5 table indexing chunk text for BM25, plus a plain `chunk` table with the ids
-  and filter fields joined on rowid. The text is indexed but never selected. On SQLite >= 3.43 the FTS table is
-  contentless with `contentless_delete=1`, so the text is not stored at all; older SQLite (this image has 3.40)
-  cannot delete from a contentless table without the original text, so there an external-content table holds
-  the text on disk for deletes only. One upsert or delete call is one transaction.
+  copy is authoritative for reads. Exact brute-force cosine is ~7 ms for 100k x 384 but ~70 ms for 1M, so a
+  partition of `ann.MIN_ROWS` rows or more also keeps an HNSW graph (usearch, see ann.py) that proposes
+  candidates; they are re-scored exactly, so the graph can cost recall but never return a deleted chunk.
+  Filtered searches that keep few rows stay exact. The graph is saved as `vectors/<key>.<generation>.usearch`
+  just before the snapshot that names its generation, so a snapshot loads only its own graph; without one (a
+  crash in between, an older version) the graph is rebuilt from the vectors at load and saved again.
+- `keyword/`: a tantivy index for BM25 over chunk text (see keyword.py). A data directory from a version that kept
+  keywords in SQLite FTS5 (`keyword.sqlite`) is migrated into it on open (one commit, then the SQLite files go).
 
 One process owns the folder; a single lock serialises its server and worker threads.
 """
@@ -29,27 +31,18 @@ import hashlib
 import json
 import logging
 import os
-import sqlite3
+import secrets
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
-from kindex.adapters.local.private_files import (
-    FILE_MODE,
-    private_dir,
-    restrict_sqlite,
-    restrict_tree,
-)
+from kindex.adapters.local.private_files import FILE_MODE, private_dir, restrict_tree
+from kindex.adapters.local.search import ann
 from kindex.adapters.local.search import log as vector_log
-from kindex.adapters.local.search.keyword import (
-    CONTENTLESS_DELETE_MIN_SQLITE,
-    CONTENTLESS_SCHEMA,
-    EXTERNAL_CONTENT_SCHEMA,
-    META_SCHEMA,
-    fts_query,
-)
+from kindex.adapters.local.search.ann import AnnGraph
+from kindex.adapters.local.search.keyword import KeywordIndex, legacy_fts_rows
 from kindex.adapters.local.search.log import (
     FLOAT32,
     OP_CLEAR,
@@ -67,28 +60,25 @@ logger = logging.getLogger(__name__)
 
 
 class LocalSearchIndex:
-    """`SearchIndex` for the local deployment: exact cosine k-NN (numpy) and BM25 (SQLite FTS5) under `root`."""
+    """`SearchIndex` for the local deployment: exact cosine k-NN (numpy) and BM25 (tantivy) under `root`."""
 
     def __init__(self, root: Path | str):
         self.root = Path(root)
         self._vector_dir = private_dir(self.root / "vectors")
         restrict_tree(self.root)  # files written by a version that did not set modes (a few per collection)
         # Two locks, so a hybrid query's vector and keyword halves can run at the same time (numpy and SQLite both
-        # release the GIL); writers take both, always vectors first.
+        # release the GIL); writers take both, always vectors first. Keyword searches need no lock (a tantivy
+        # searcher is a consistent snapshot).
         self._lock = threading.RLock()
         self._keyword_lock = threading.RLock()
         self._partitions: dict[tuple[str, str, str], Partition | None] = {}
-        self._db = sqlite3.connect(self.root / "keyword.sqlite", isolation_level=None, check_same_thread=False)
-        restrict_sqlite(self.root / "keyword.sqlite")  # before -wal/-shm exist: they take the database's mode
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.executescript(META_SCHEMA)
-        self._contentless = self._choose_fts_design()
+        self._keywords = KeywordIndex(self.root / "keyword")
+        self._migrate_fts()
 
     def close(self) -> None:
-        """Close the SQLite connection; the folder can then be reopened by a new instance."""
+        """Release the keyword index's writer; the folder can then be reopened by a new instance."""
         with self._lock, self._keyword_lock:
-            self._db.close()
+            self._keywords.close()
 
     # -- port -------------------------------------------------------------------------------------------------
 
@@ -121,7 +111,7 @@ class LocalSearchIndex:
             for (tenant, collection), rows in groups.items():
                 self._upsert_vectors((model, tenant, collection), [recs[row] for row in rows], matrix[rows])
             with self._keyword_lock:
-                self._upsert_keywords(model, recs)
+                self._keywords.upsert(model, recs)
         logger.info("search index upsert", extra={"model": model, "records": len(recs), "partitions": len(groups)})
 
     def delete(self, model: str, tenant: str, collection: str, *, document_ids: Sequence[str] | None = None,
@@ -131,7 +121,7 @@ class LocalSearchIndex:
             return
         with self._lock, self._keyword_lock:
             removed = self._delete_vectors((model, tenant, collection), document_ids, chunk_ids)
-            self._delete_keywords(model, tenant, collection, document_ids, chunk_ids)
+            self._keywords.delete(model, tenant, collection, document_ids, chunk_ids)
         logger.info("search index delete", extra={"model": model, "tenant": tenant, "collection": collection,
                                                    "deleted": removed})
 
@@ -159,31 +149,7 @@ class LocalSearchIndex:
 
     def keyword_search(self, model: str, tenant: str, collections: Sequence[str], query: str, k: int,
                        filters: SearchFilters | None = None) -> list[SearchHit]:
-        expression = fts_query(query)
-        if expression is None or k <= 0 or not collections:
-            return []
-        # Every filter sits in the WHERE clause, so SQLite applies it before ORDER BY ... LIMIT k: exact top k.
-        sql = ["SELECT c.chunk_id, c.document_id, c.collection, bm25(chunk_fts) AS rank",
-               "FROM chunk_fts JOIN chunk c ON c.rowid = chunk_fts.rowid",
-               "WHERE chunk_fts MATCH ? AND c.model = ? AND c.tenant = ?",
-               "AND c.collection IN (SELECT value FROM json_each(?))"]
-        args: list[object] = [expression, model, tenant, json.dumps(list(collections))]
-        if filters is not None and filters.document_ids is not None:
-            sql.append("AND c.document_id IN (SELECT value FROM json_each(?))")
-            args.append(json.dumps(list(filters.document_ids)))
-        if filters is not None and filters.language is not None:
-            sql.append("AND c.language = ?")
-            args.append(filters.language)
-        if filters is not None and filters.mimetype is not None:
-            sql.append("AND c.mimetype = ?")
-            args.append(filters.mimetype)
-        sql.append("ORDER BY rank, c.chunk_id LIMIT ?")
-        args.append(k)
-        with self._keyword_lock:
-            rows = self._db.execute(" ".join(sql), args).fetchall()
-        # bm25() is lower-is-better; the port wants higher-is-better.
-        return [SearchHit(chunk_id=chunk_id, document_id=document_id, collection=collection, score=-rank)
-                for chunk_id, document_id, collection, rank in rows]
+        return self._keywords.search(model, tenant, list(dict.fromkeys(collections)), query, k, filters)
 
     def chunk_ids(self, model: str, tenant: str, collection: str, *, after_document: str | None = None,
                   through_document: str | None = None) -> set[str]:
@@ -192,21 +158,15 @@ class LocalSearchIndex:
                     and (through_document is None or document_id <= through_document))
 
         ranged = after_document is not None or through_document is not None
-        sql = "SELECT chunk_id FROM chunk WHERE model = ? AND tenant = ? AND collection = ?"
-        args: list[str] = [model, tenant, collection]
-        for clause, bound in ((" AND document_id > ?", after_document), (" AND document_id <= ?", through_document)):
-            if bound is not None:
-                sql, args = sql + clause, [*args, bound]
         with self._lock, self._keyword_lock:
             partition = self._partition(model, tenant, collection)
             found: set[str] = set()
             if partition is not None:
-                # Python compares str by code point, as SQLite's BINARY collation compares their UTF-8 bytes.
+                # Python compares str by code point, as the metadata stores order document ids.
                 found.update(partition.select([d for d in partition.documents.codes if in_range(d)], None)
                              if ranged else partition.chunk_ids)
-            rows = self._db.execute(sql, args)
             # The union: drift repair must see a chunk that only one of the two stores still holds.
-            found.update(chunk_id for (chunk_id,) in rows)
+            found.update(self._keywords.chunk_ids(model, tenant, collection, in_range if ranged else None))
         return found
 
     # -- vectors ----------------------------------------------------------------------------------------------
@@ -231,13 +191,21 @@ class LocalSearchIndex:
                     raise RuntimeError(f"vector partition {snapshot.name} belongs to another key")
                 partition = Partition.from_arrays(data["vectors"], data["chunk_ids"], data["document_ids"],
                                                    data["languages"], data["mimetypes"])
+                generation = str(data["generation"]) if "generation" in data.files else None
             partition.snapshot_bytes = snapshot.stat().st_size
+            if generation is not None and len(partition) >= ann.MIN_ROWS:
+                # The graph saved with this very snapshot; the log replayed below updates both alike.
+                partition.graph = AnnGraph.load(self._graph_path(key, generation), partition.dims, len(partition))
         if log.exists():
             partition = self._replay(key, log, partition)
         if partition is not None and not len(partition):
             # Only after a crash between the last delete and the removal of the files: finish the removal.
             self._remove_files(key)
             return None
+        if partition is not None and partition.fit_graph():
+            # No usable graph file (a crash before it was saved, or an older version): rebuilt, and saved now.
+            logger.warning("search index graph rebuilt from the vectors", extra={"rows": len(partition)})
+            self._maybe_compact(key, partition, force=True)
         return partition
 
     def _replay(self, key: tuple[str, str, str], log: Path, partition: Partition | None) -> Partition | None:
@@ -301,7 +269,11 @@ class LocalSearchIndex:
                      np.ascontiguousarray(vectors, dtype=FLOAT32).tobytes())
         partition.put(fields, vectors)
         self._partitions[key] = partition
-        self._maybe_compact(key, partition)
+        built = partition.fit_graph()
+        if built:
+            logger.info("search index graph built", extra={"rows": len(partition)})
+        # A new graph is saved with a snapshot at once, so a restart does not have to build it again.
+        self._maybe_compact(key, partition, force=built)
 
     def _delete_vectors(self, key: tuple[str, str, str], document_ids: Sequence[str] | None,
                         chunk_ids: Sequence[str] | None) -> int:
@@ -323,38 +295,59 @@ class LocalSearchIndex:
             self._remove_files(key)
             self._partitions[key] = None
         else:
+            partition.fit_graph()
             self._maybe_compact(key, partition)
         return removed
 
-    def _maybe_compact(self, key: tuple[str, str, str], partition: Partition) -> None:
-        if (partition.log_records < vector_log.COMPACT_MAX_RECORDS
-                and partition.log_bytes <= max(vector_log.COMPACT_MIN_LOG_BYTES, partition.snapshot_bytes // 2)):
+    def _maybe_compact(self, key: tuple[str, str, str], partition: Partition, force: bool = False) -> None:
+        if not force and (partition.log_records < vector_log.COMPACT_MAX_RECORDS
+                          and partition.log_bytes <= max(vector_log.COMPACT_MIN_LOG_BYTES,
+                                                         partition.snapshot_bytes // 2)):
             return
         snapshot, log = self._paths(key)
+        generation = secrets.token_hex(8)
+        if partition.graph is not None:
+            # The graph first, named by the snapshot that follows: until that snapshot is in place no snapshot
+            # names this graph, and afterwards the graph it names exists.
+            partition.graph.save(self._graph_path(key, generation))
         temp = snapshot.with_name(f"{snapshot.stem}.{os.getpid()}.{threading.get_ident()}.tmp")
         with open(temp, "wb", opener=lambda path, flags: os.open(path, flags, FILE_MODE)) as handle:
-            np.savez(handle, key=np.array(list(key), dtype=str), **partition.arrays())
+            np.savez(handle, key=np.array(list(key), dtype=str), generation=np.array(generation), **partition.arrays())
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(temp, snapshot)
         self._sync_dir()
         log.unlink(missing_ok=True)
         self._sync_dir()
+        self._remove_graphs(key, keep=generation)
         logger.info("search index partition compacted", extra={
-            "rows": len(partition), "log_bytes": partition.log_bytes, "log_records": partition.log_records})
+            "rows": len(partition), "log_bytes": partition.log_bytes, "log_records": partition.log_records,
+            "graph": partition.graph is not None})
         partition.snapshot_bytes = snapshot.stat().st_size
         partition.log_bytes = partition.log_records = 0
+
+    def _graph_path(self, key: tuple[str, str, str], generation: str) -> Path:
+        snapshot = self._paths(key)[0]
+        return snapshot.with_name(f"{snapshot.stem}.{generation}.usearch")
+
+    def _remove_graphs(self, key: tuple[str, str, str], keep: str | None = None) -> None:
+        """The partition's graph files (and their temp files) but the one of generation `keep`."""
+        stem = self._paths(key)[0].stem
+        for path in self._vector_dir.glob(f"{stem}.*.usearch*"):
+            if keep is None or path.name != f"{stem}.{keep}.usearch":
+                path.unlink(missing_ok=True)
 
     def _remove_files(self, key: tuple[str, str, str]) -> None:
         snapshot, log = self._paths(key)
         snapshot.unlink(missing_ok=True)  # the snapshot first: the log alone replays to the same state
         self._sync_dir()
         log.unlink(missing_ok=True)
+        self._remove_graphs(key)
         self._sync_dir()
 
-    def _sync_dir(self) -> None:
-        """Make file creations, renames and removals in the vector folder durable."""
-        fd = os.open(self._vector_dir, os.O_RDONLY)
+    def _sync_dir(self, folder: Path | None = None) -> None:
+        """Make file creations, renames and removals in the vector folder (or `folder`) durable."""
+        fd = os.open(folder or self._vector_dir, os.O_RDONLY)
         try:
             os.fsync(fd)
         finally:
@@ -362,67 +355,22 @@ class LocalSearchIndex:
 
     # -- keywords ---------------------------------------------------------------------------------------------
 
-    def _choose_fts_design(self) -> bool:
-        """True for the contentless-delete design; an existing database keeps the design it was created with."""
-        existing = self._db.execute("SELECT sql FROM sqlite_master WHERE name = 'chunk_fts'").fetchone()
-        if existing is not None:
-            return "contentless_delete" in existing[0]
-        contentless = sqlite3.sqlite_version_info >= CONTENTLESS_DELETE_MIN_SQLITE
-        self._db.executescript(CONTENTLESS_SCHEMA if contentless else EXTERNAL_CONTENT_SCHEMA)
-        return contentless
-
-    def _remove_fts_rows(self, rowids: Iterable[int]) -> None:
-        ids = json.dumps(list(rowids))
-        if self._contentless:
-            self._db.execute("DELETE FROM chunk_fts WHERE rowid IN (SELECT value FROM json_each(?))", (ids,))
-        else:
-            # External content: FTS5 needs the old text to remove its tokens, then the content row goes.
-            self._db.execute("INSERT INTO chunk_fts (chunk_fts, rowid, text) SELECT 'delete', rowid, text "
-                             "FROM chunk_text WHERE rowid IN (SELECT value FROM json_each(?))", (ids,))
-            self._db.execute("DELETE FROM chunk_text WHERE rowid IN (SELECT value FROM json_each(?))", (ids,))
-        self._db.execute("DELETE FROM chunk WHERE rowid IN (SELECT value FROM json_each(?))", (ids,))
-
-    def _upsert_keywords(self, model: str, records: list[IndexRecord]) -> None:
-        self._db.execute("BEGIN IMMEDIATE")
-        try:
-            existing = [row[0] for record in records for row in self._db.execute(
-                "SELECT rowid FROM chunk WHERE model = ? AND tenant = ? AND collection = ? AND chunk_id = ?",
-                (model, record.tenant, record.collection, record.chunk_id))]
-            if existing:
-                self._remove_fts_rows(existing)
-            for record in records:
-                rowid = self._db.execute(
-                    "INSERT INTO chunk (model, tenant, collection, chunk_id, document_id, language, mimetype) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    (model, record.tenant, record.collection, record.chunk_id, record.document_id, record.language,
-                     record.mimetype)).lastrowid
-                if not self._contentless:
-                    self._db.execute("INSERT INTO chunk_text (rowid, text) VALUES (?, ?)", (rowid, record.text))
-                self._db.execute("INSERT INTO chunk_fts (rowid, text) VALUES (?, ?)", (rowid, record.text))
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
-        self._db.execute("COMMIT")
-
-    def _delete_keywords(self, model: str, tenant: str, collection: str, document_ids: Sequence[str] | None,
-                         chunk_ids: Sequence[str] | None) -> None:
-        sql = "SELECT rowid FROM chunk WHERE model = ? AND tenant = ? AND collection = ?"
-        args: list[object] = [model, tenant, collection]
-        if document_ids is not None:
-            sql += " AND document_id IN (SELECT value FROM json_each(?))"
-            args.append(json.dumps(list(document_ids)))
-        if chunk_ids is not None:
-            sql += " AND chunk_id IN (SELECT value FROM json_each(?))"
-            args.append(json.dumps(list(chunk_ids)))
-        self._db.execute("BEGIN IMMEDIATE")
-        try:
-            rowids = [row[0] for row in self._db.execute(sql, args)]
-            if rowids:
-                self._remove_fts_rows(rowids)
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
-        self._db.execute("COMMIT")
+    def _migrate_fts(self) -> None:
+        """Move the keywords of an older version's SQLite FTS5 index into tantivy: all in one commit, then the
+        SQLite files go. A crash in between only repeats the migration (it starts by emptying the index)."""
+        database = self.root / "keyword.sqlite"
+        if not database.exists():
+            return
+        rows, complete = legacy_fts_rows(database)
+        migrated = self._keywords.replace_all(rows)
+        if not complete:
+            # A contentless FTS5 table (SQLite >= 3.43) kept no text to move: those chunks need a full reindex.
+            logger.warning("search index: the old keyword index kept no chunk text; keyword search misses its "
+                           "chunks until they are indexed again", extra={"path": str(database)})
+        for suffix in ("-wal", "-shm", ""):
+            Path(f"{database}{suffix}").unlink(missing_ok=True)
+        self._sync_dir(self.root)
+        logger.info("search index: keywords migrated from SQLite FTS5", extra={"chunks": migrated})
 
 
 def _apply_record(key: tuple[str, str, str], log: Path, partition: Partition | None, op: bytes, header: dict,

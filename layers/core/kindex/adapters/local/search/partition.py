@@ -7,6 +7,8 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
+from kindex.adapters.local.search import ann
+from kindex.adapters.local.search.ann import AnnGraph
 from kindex.domain.types import SearchFilters
 
 # Below one matching row in GATHER_RATIO, copying the matching rows out beats scoring the whole partition
@@ -46,6 +48,8 @@ class Partition:
 
     Storage grows by doubling and a removed row is refilled with the last one, so a write never copies the matrix
     and a search reads it in place. `log_bytes`, `log_records` and `snapshot_bytes` describe the files behind it.
+    From `ann.MIN_ROWS` rows a partition also keeps an HNSW graph over its rows (`graph`), kept in step by every
+    write, that proposes candidates for unfiltered and broadly filtered searches; everything else stays exact.
     """
 
     def __init__(self, dims: int):
@@ -61,6 +65,7 @@ class Partition:
         self.log_bytes = 0
         self.log_records = 0
         self.snapshot_bytes = 0
+        self.graph: AnnGraph | None = None
 
     @classmethod
     def from_arrays(cls, vectors: np.ndarray, chunk_ids: np.ndarray, document_ids: np.ndarray,
@@ -91,14 +96,19 @@ class Partition:
         """Insert or replace rows; `fields` holds (chunk id, document id, language, mimetype) per row, ids unique."""
         self._reserve(self.size + sum(1 for field in fields if field[0] not in self.rows))
         rows = np.empty(len(fields), dtype=np.intp)
+        replaced = np.zeros(len(fields), dtype=bool)
         for i, (chunk_id, _, _, _) in enumerate(fields):
             row = self.rows.get(chunk_id)
             if row is None:
                 row = self.rows[chunk_id] = self.size
                 self.chunk_ids.append(chunk_id)
                 self.size += 1
+            else:
+                replaced[i] = True
             rows[i] = row
         self.vectors[rows] = vectors
+        if self.graph is not None:
+            self.graph.put(rows, self.vectors[rows], replaced)
         self.document_codes[rows] = [self.documents.code(field[1]) for field in fields]
         self.language_codes[rows] = [self.languages.code(field[2]) for field in fields]
         self.mimetype_codes[rows] = [self.mimetypes.code(field[3]) for field in fields]
@@ -112,6 +122,8 @@ class Partition:
             return len(doomed)
         for chunk_id in doomed:
             row, last = self.rows.pop(chunk_id), self.size - 1
+            if self.graph is not None:
+                self.graph.move_last(row, last)
             if row != last:
                 moved = self.chunk_ids[last]
                 self.chunk_ids[row], self.rows[moved] = moved, row
@@ -149,13 +161,27 @@ class Partition:
             keep = matches if keep is None else keep & matches
         return keep
 
+    def fit_graph(self) -> bool:
+        """Build the graph once the partition is large enough, drop it once it is small again; True if it built."""
+        if self.graph is None and self.size >= ann.MIN_ROWS:
+            self.graph = AnnGraph.build(self.vectors[:self.size])
+            return True
+        if self.graph is not None and self.size < ann.MIN_ROWS // 2:
+            self.graph = None
+        return False
+
     def top(self, query: np.ndarray, k: int, filters: SearchFilters | None) -> list[tuple[float, int]]:
-        """(score, row) of the k best rows among those matching the filters, in no particular order."""
+        """(score, row) of the k best rows among those matching the filters, in no particular order: exact, or
+        from the graph's candidates (re-scored exactly) when there is a graph and the filters keep many rows."""
         n = self.size
         keep = self.mask(filters)
         matching = n if keep is None else int(np.count_nonzero(keep))
         if not matching:
             return []
+        if self.graph is not None and matching >= ann.MIN_ROWS and matching * GATHER_RATIO > n:
+            found = self._approximate_top(query, k, keep, matching)
+            if found is not None:
+                return found
         if keep is not None and matching * GATHER_RATIO <= n:
             rows = np.flatnonzero(keep)
             scores = self.vectors[rows] @ query
@@ -170,6 +196,27 @@ class Partition:
         top = np.argpartition(scores, len(scores) - count)[len(scores) - count:] if count < len(scores) \
             else np.arange(len(scores))
         return [(float(scores[i]), int(rows[i] if rows is not None else i)) for i in top]
+
+    def _approximate_top(self, query: np.ndarray, k: int, keep: np.ndarray | None,
+                         matching: int) -> list[tuple[float, int]] | None:
+        """The graph's candidates that are live rows matching the filters, re-scored exactly, best k; None when too
+        few candidates pass the filters (the caller then searches exactly)."""
+        n = self.size
+        # A filter keeping a fraction f of the rows lets about f of the candidates through: ask for 1/f as many.
+        wanted = max(ann.CANDIDATES, k * ann.CANDIDATE_FACTOR) * -(-n // matching)
+        if wanted > ann.MAX_CANDIDATES:
+            return None
+        rows = self.graph.candidates(query, min(wanted, n))
+        rows = rows[(rows >= 0) & (rows < n)]
+        if keep is not None:
+            rows = rows[keep[rows]]
+        if len(rows) < min(k, matching):
+            return None
+        rows = np.unique(rows)
+        scores = self.vectors[rows] @ query
+        count = min(k, len(rows))
+        top = np.argpartition(scores, len(scores) - count)[len(scores) - count:]
+        return [(float(scores[i]), int(rows[i])) for i in top]
 
     def _document_mask(self, document_ids: Iterable[str]) -> np.ndarray:
         codes = [self.documents.codes[d] for d in document_ids if d in self.documents.codes]
@@ -191,6 +238,8 @@ class Partition:
 
     def _keep(self, rows: np.ndarray) -> None:
         m = len(rows)
+        if self.graph is not None:
+            self.graph.renumber(rows, self.size)
         for column in (self.vectors, self.document_codes, self.language_codes, self.mimetype_codes):
             column[:m] = column[rows]
         self.chunk_ids = [self.chunk_ids[row] for row in rows]

@@ -1,0 +1,224 @@
+"""The embedded index's keyword half (tantivy): migration from the older FTS5 index, a writer killed mid-commit,
+tenants and partitions sharing ids, deletes never found again, filters before the top k, words as FTS5 saw them."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import signal
+import sqlite3
+import time
+from pathlib import Path
+
+import pytest
+
+from kindex.adapters.local.search.index import LocalSearchIndex
+from kindex.domain.types import IndexRecord, SearchFilters
+
+pytestmark = pytest.mark.unit
+
+MODEL = "hash:4"
+VECTOR = (1.0, 0.0, 0.0, 0.0)
+
+
+def record(chunk_id: str, text: str, *, tenant: str = "acme", collection: str = "c", document_id: str = "d",
+           language: str | None = "en", mimetype: str | None = "text/plain") -> IndexRecord:
+    return IndexRecord(tenant=tenant, collection=collection, document_id=document_id, chunk_id=chunk_id,
+                       vector=VECTOR, text=text, language=language, mimetype=mimetype)
+
+
+def ids(hits) -> list[str]:
+    return [hit.chunk_id for hit in hits]
+
+
+@pytest.fixture
+def index(tmp_path):
+    adapter = LocalSearchIndex(tmp_path / "index")
+    yield adapter
+    adapter.close()
+
+
+def test_two_tenants_and_two_collections_with_the_same_ids_never_meet(index):
+    # Given the same chunk and document ids in two tenants and in two collections of one tenant
+    index.upsert(MODEL, [record("x", "alpha shared words", tenant="acme"),
+                         record("x", "beta shared words", tenant="globex"),
+                         record("x", "gamma shared words", tenant="acme", collection="other")])
+    # When one tenant deletes its document and the other searches
+    index.delete(MODEL, "acme", "c", document_ids=["d"])
+    # Then only the deleted copy is gone: the other tenant's and the other collection's remain, scored alike
+    assert index.keyword_search(MODEL, "acme", ["c"], "shared", 10) == []
+    assert [(h.chunk_id, h.collection) for h in index.keyword_search(MODEL, "globex", ["c"], "shared beta", 10)] \
+        == [("x", "c")]
+    assert index.keyword_search(MODEL, "globex", ["c"], "alpha gamma", 10) == []
+    assert [h.collection for h in index.keyword_search(MODEL, "acme", ["c", "other"], "shared", 10)] == ["other"]
+
+
+def test_ids_that_look_like_key_separators_cannot_reach_another_partition(index):
+    # Given ids chosen so that a joined key "acme|c" + "|x" would collide
+    index.upsert(MODEL, [record("x", "secret words", tenant="acme|c", collection="x"),
+                         record("c|x", "public words", tenant="acme", collection="c")])
+    # Then each tenant finds only its own chunk, and deleting one leaves the other
+    assert ids(index.keyword_search(MODEL, "acme", ["c"], "secret words", 10)) == ["c|x"]
+    index.delete(MODEL, "acme|c", "x", chunk_ids=["x"])
+    assert ids(index.keyword_search(MODEL, "acme", ["c"], "words", 10)) == ["c|x"]
+    assert index.keyword_search(MODEL, "acme|c", ["x"], "words", 10) == []
+
+
+def test_an_update_replaces_the_text_and_a_delete_by_chunk_and_document_removes_only_that_pair(index):
+    # Given two documents' chunks, one updated in place
+    index.upsert(MODEL, [record("a", "old lighthouse", document_id="d1"),
+                         record("b", "keeper words", document_id="d2")])
+    index.upsert(MODEL, [record("a", "new harbour", document_id="d1")])
+    assert index.keyword_search(MODEL, "acme", ["c"], "lighthouse", 10) == []
+    assert ids(index.keyword_search(MODEL, "acme", ["c"], "harbour", 10)) == ["a"]
+    # When chunk "b" is deleted as a chunk of the wrong document, then of its own
+    index.delete(MODEL, "acme", "c", document_ids=["d1"], chunk_ids=["b"])
+    assert ids(index.keyword_search(MODEL, "acme", ["c"], "keeper", 10)) == ["b"]
+    index.delete(MODEL, "acme", "c", document_ids=["d2"], chunk_ids=["b"])
+    # Then it is gone, the other stays, and the ids say the same
+    assert index.keyword_search(MODEL, "acme", ["c"], "keeper", 10) == []
+    assert index.chunk_ids(MODEL, "acme", "c") == {"a"}
+
+
+def test_filters_apply_before_the_top_k_and_never_change_scores(index):
+    # Given many strong matches in one document and one weak match in another, with other languages and types
+    strong = [record(f"s{i}", "budget budget budget report", document_id="big") for i in range(30)]
+    index.upsert(MODEL, strong + [record("weak", "budget and many other words here", document_id="small"),
+                                  record("fr", "budget", document_id="small", language="fr"),
+                                  record("none", "budget", document_id="small", language=None, mimetype=None)])
+    unfiltered = {h.chunk_id: h.score for h in index.keyword_search(MODEL, "acme", ["c"], "budget", 100)}
+    # When filtering to the small document, to a language, to a type
+    by_document = index.keyword_search(MODEL, "acme", ["c"], "budget", 1, SearchFilters(document_ids=("small",)))
+    by_language = index.keyword_search(MODEL, "acme", ["c"], "budget", 100,
+                                       SearchFilters(document_ids=("small",), language="fr"))
+    by_type = index.keyword_search(MODEL, "acme", ["c"], "budget", 100, SearchFilters(mimetype="text/plain"))
+    # Then the filter decides before k, and a hit's score is its unfiltered score
+    assert ids(by_document) == [max(("weak", "fr", "none"), key=unfiltered.get)]
+    assert ids(by_language) == ["fr"] and by_language[0].score == pytest.approx(unfiltered["fr"])
+    assert "none" not in ids(by_type) and len(by_type) == 32
+
+
+def test_words_match_across_case_and_diacritics_and_stopwords_are_left_out(index):
+    index.upsert(MODEL, [record("a", "Café CRÈME brûlée"), record("b", "the of and")])
+    assert ids(index.keyword_search(MODEL, "acme", ["c"], "cafe creme", 10)) == ["a"]
+    assert ids(index.keyword_search(MODEL, "acme", ["c"], "BRÛLÉE", 10)) == ["a"]
+    # A query of stopwords only still searches for them
+    assert ids(index.keyword_search(MODEL, "acme", ["c"], "the", 10)) == ["b"]
+    assert ids(index.keyword_search(MODEL, "acme", ["c"], "the café", 10)) == ["a"]
+
+
+def test_deleted_chunks_are_never_returned_even_among_many_segments(index):
+    # Given a hundred small commits (many segments), then every other chunk deleted in separate calls
+    for i in range(100):
+        index.upsert(MODEL, [record(f"c{i}", f"common word{i}", document_id=f"d{i}")])
+    for i in range(0, 100, 2):
+        index.delete(MODEL, "acme", "c", chunk_ids=[f"c{i}"])
+    # Then no search and no id listing returns a deleted one
+    found = ids(index.keyword_search(MODEL, "acme", ["c"], "common", 100))
+    assert sorted(found) == sorted(f"c{i}" for i in range(1, 100, 2))
+    assert index.chunk_ids(MODEL, "acme", "c") == {f"c{i}" for i in range(1, 100, 2)}
+
+
+def test_an_older_fts5_keyword_database_is_migrated_once_and_removed(tmp_path):
+    # Given a data directory whose keywords an older version kept in SQLite FTS5 (external content)
+    root = tmp_path / "index"
+    root.mkdir()
+    db = sqlite3.connect(root / "keyword.sqlite")
+    db.executescript("""
+        CREATE TABLE chunk (rowid INTEGER PRIMARY KEY, model TEXT NOT NULL, tenant TEXT NOT NULL,
+            collection TEXT NOT NULL, chunk_id TEXT NOT NULL, document_id TEXT NOT NULL, language TEXT, mimetype TEXT,
+            UNIQUE (model, tenant, collection, chunk_id));
+        CREATE TABLE chunk_text (rowid INTEGER PRIMARY KEY, text TEXT NOT NULL);
+        CREATE VIRTUAL TABLE chunk_fts USING fts5(text, content='chunk_text', content_rowid='rowid');
+    """)
+    for rowid, (tenant, chunk_id, text) in enumerate([("acme", "a", "fjord glacier"), ("globex", "a", "desert")], 1):
+        db.execute("INSERT INTO chunk VALUES (?, ?, ?, 'c', ?, 'd', 'en', NULL)", (rowid, MODEL, tenant, chunk_id))
+        db.execute("INSERT INTO chunk_text VALUES (?, ?)", (rowid, text))
+    db.commit()
+    db.close()
+    # When the index is opened
+    index = LocalSearchIndex(root)
+    # Then the keywords are searchable with their tenants and filters, and the SQLite files are gone
+    assert ids(index.keyword_search(MODEL, "acme", ["c"], "glacier", 10, SearchFilters(language="en"))) == ["a"]
+    assert index.keyword_search(MODEL, "acme", ["c"], "desert", 10) == []
+    assert ids(index.keyword_search(MODEL, "globex", ["c"], "desert", 10)) == ["a"]
+    assert not (root / "keyword.sqlite").exists()
+    index.upsert(MODEL, [record("b", "glacier again")])
+    index.close()
+    # And reopening migrates nothing twice
+    again = LocalSearchIndex(root)
+    assert sorted(ids(again.keyword_search(MODEL, "acme", ["c"], "glacier", 10))) == ["a", "b"]
+    again.close()
+
+
+def _write_forever(root: str, ready) -> None:
+    index = LocalSearchIndex(root)
+    i = 0
+    while True:  # killed from outside, somewhere inside a commit sooner or later
+        index.upsert(MODEL, [record(f"k{i}-{j}", f"batch{i} word{j} common") for j in range(20)])
+        index.delete(MODEL, "acme", "c", chunk_ids=[f"k{i}-{j}" for j in range(0, 20, 2)])
+        ready.set()  # at least one batch is committed
+        i += 1
+
+
+@pytest.mark.parametrize("delay", [0.3, 0.7, 1.1])
+def test_a_writer_killed_mid_write_leaves_a_consistent_index_that_accepts_writes(tmp_path, delay):
+    # Given a process that upserts batches and deletes half of each, killed with SIGKILL at some point after its
+    # first batch
+    root = tmp_path / "index"
+    context = multiprocessing.get_context("spawn")
+    ready = context.Event()
+    writer = context.Process(target=_write_forever, args=(str(root), ready))
+    writer.start()
+    assert ready.wait(60)
+    time.sleep(delay)
+    os.kill(writer.pid, signal.SIGKILL)
+    writer.join()
+    # When the folder is reopened
+    index = LocalSearchIndex(root)
+    # Then every batch that keyword search finds is whole: its upsert alone, or its upsert and its delete
+    found = set(ids(index.keyword_search(MODEL, "acme", ["c"], "common", 10_000)))
+    batches: dict[int, set[int]] = {}
+    for chunk_id in found:
+        batch, j = chunk_id[1:].split("-")
+        batches.setdefault(int(batch), set()).add(int(j))
+    assert batches, "the writer committed nothing before it was killed"
+    for batch, members in batches.items():
+        assert members in (set(range(20)), set(range(1, 20, 2))), (batch, sorted(members))
+    # And the ids (vectors and keywords) hold at least those, and new writes work (the killed writer's lock is gone)
+    assert index.chunk_ids(MODEL, "acme", "c") >= found
+    index.upsert(MODEL, [record("after", "after crash")])
+    assert ids(index.keyword_search(MODEL, "acme", ["c"], "after crash", 10)) == ["after"]
+    index.close()
+
+
+def test_the_migrated_keyword_record_is_a_json_key_so_ids_with_quotes_round_trip(index):
+    odd = 'chunk "quoted" ,[]\\ \u00e9'
+    index.upsert(MODEL, [record(odd, "unusual id text", document_id=json.dumps(["d"]))])
+    hit = index.keyword_search(MODEL, "acme", ["c"], "unusual", 10)[0]
+    assert (hit.chunk_id, hit.document_id) == (odd, json.dumps(["d"]))
+    assert index.chunk_ids(MODEL, "acme", "c") == {odd}
+
+
+def test_paths_are_not_shared_between_two_folders(tmp_path):
+    first, second = LocalSearchIndex(tmp_path / "one"), LocalSearchIndex(tmp_path / "two")
+    first.upsert(MODEL, [record("a", "only here")])
+    assert second.keyword_search(MODEL, "acme", ["c"], "only", 10) == []
+    assert Path(tmp_path / "one" / "keyword" / "meta.json").exists()
+    first.close()
+    second.close()
+
+
+def test_a_second_process_can_read_while_the_first_holds_the_writer(tmp_path):
+    # Given a server-like owner that has written (and so holds tantivy's writer lock)
+    owner = LocalSearchIndex(tmp_path / "index")
+    owner.upsert(MODEL, [record("a", "first words")])
+    # When another instance opens the folder to read (as `kindex reindex` does beside a running server)
+    reader = LocalSearchIndex(tmp_path / "index")
+    # Then it reads the owner's commits, including ones made after it opened
+    assert reader.chunk_ids(MODEL, "acme", "c") == {"a"}
+    owner.upsert(MODEL, [record("b", "second words")])
+    assert reader.chunk_ids(MODEL, "acme", "c") == {"a", "b"}
+    reader.close()
+    owner.close()
