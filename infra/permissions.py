@@ -62,6 +62,8 @@ def grant_least_privilege(functions: dict[str, KindexFunction], *, storage: Stor
         # RestoreSecret: a tenant secret someone scheduled for deletion is restored when the tenant sets it again.
         _secrets(secrets.tenant_secrets_arn(), ["secretsmanager:GetSecretValue", "secretsmanager:CreateSecret",
                                                  "secretsmanager:PutSecretValue", "secretsmanager:RestoreSecret"]),
+        # POST .../import into a collection of another model re-embeds the batch's texts.
+        _secrets(secrets.openai_key.secret_arn, ["secretsmanager:GetSecretValue"]),
     )
 
     table.grant_read_data(query.role)

@@ -34,7 +34,7 @@ FUNCTIONS = {
                       "one reindex task: a sweep page, a collection's changes and drift page, a tenant's blobs"),
 }
 # Only the functions that embed text get the OpenAI key's name; only the HTTP ones get the body limit.
-EMBEDS = {"query", "ingest"}
+EMBEDS = {"query", "ingest", "api"}  # api: an import into a collection of another model re-embeds its texts
 SERVES_HTTP = {"api", "query"}
 # Reindex work (the worker's, and the first page of a job that POST .../reindex runs in the api function) re-sends
 # documents to the ingest queue; the planner, the worker (next pages) and the api (a job's next pages) send tasks.

@@ -133,8 +133,9 @@ def test_every_function_runs_python312_arm64_traced_with_both_layers_and_aws_set
 def test_only_embedding_functions_know_the_openai_secret_and_reindex_knows_the_queue(resources):
     # Given each function's environment
     env = {name: resources[function_id(resources, name)]["Properties"]["Environment"]["Variables"] for name in HANDLERS}
-    # Then the OpenAI secret name goes exactly to the functions that embed text (the reindex only re-sends documents)
-    assert {n for n, e in env.items() if "KINDEX_OPENAI_SECRET_NAME" in e} == {"query", "ingest"}
+    # Then the OpenAI secret name goes exactly to the functions that embed text (the reindex only re-sends documents;
+    # the api re-embeds an import into a collection of another model)
+    assert {n for n, e in env.items() if "KINDEX_OPENAI_SECRET_NAME" in e} == {"query", "ingest", "api"}
     assert {n for n, e in env.items() if "KINDEX_INGEST_QUEUE_URL" in e} == {"api", "reindexworker"}
     assert {n for n, e in env.items() if "KINDEX_REINDEX_QUEUE_URL" in e} == {"api", "reindex", "reindexworker"}
     assert env["api"]["KINDEX_MAX_BODY_BYTES"] == env["query"]["KINDEX_MAX_BODY_BYTES"] == str(5 * 1024 * 1024)
