@@ -41,6 +41,10 @@ class CountingEmbeddings:
                     counter.texts += len(texts)
                     return embedder.embed(texts)
 
+                def embed_queries(self, texts):
+                    counter.texts += len(texts)
+                    return embedder.embed_queries(texts)
+
             return Counted()
 
         services.embeddings.embedder_for = embedder_for

@@ -180,8 +180,12 @@ class KeywordIndex:
         except BaseException:
             self._writer.rollback()  # nothing of a failed call may ride along with the next one's commit
             raise
+        # Segment merges run on tantivy's threads after a commit and write files with the process umask: wait for
+        # them (which also releases the writer; the next write opens it again), then narrow every file to 0600.
+        # The folder is 0700 anyway; this keeps the files owner-only too when used as a library without umask 077.
+        self._writer.wait_merging_threads()
+        self._writer = None
         self._index.reload()  # read-your-writes: the call returns only once searches see it
-        # tantivy creates files with the process umask; the folder is 0700 anyway, its files are narrowed here too.
         restrict_tree(self.path)
 
     # -- reads ----------------------------------------------------------------------------------------------
