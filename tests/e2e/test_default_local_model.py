@@ -1,5 +1,5 @@
-"""`kindex serve` with no model configured: new collections get bge-small-en-v1.5, read from the files `make install`
-fetched, with no network at all (every proxy points at a closed port, the Hugging Face hub is off)."""
+"""`kindex serve` with no model configured: new collections get bge-small-en-v1.5 (int8), read from the files
+`make install` fetched, with no network at all (every proxy points at a closed port, the Hugging Face hub is off)."""
 
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ def test_serve_uses_bge_small_by_default_offline(tmp_path):
         created = admin.put(url, json={"allow_guests": True})
         assert created.status_code == 201, created.text
         collection = admin.get(url).json()
-        assert collection["embedding_model"] == "local:bge-small-en-v1.5"
+        assert collection["embedding_model"] == "local:bge-small-en-v1.5-q"
         # And its default chunks fit the model's 512-token window
         assert collection["embedding_window"]["window_tokens"] == 512
         assert collection["embedding_window"]["exceeds_window"] is False
@@ -69,7 +69,7 @@ def test_serve_without_the_model_files_fails_documents_and_queries_with_the_comm
         # Then the document fails, retryably, saying what to run; the server keeps serving
         assert wait_indexed(admin, url, ["d"]) == {"d": "failed"}
         document = admin.get(f"{url}/documents/d").json()
-        command = "python -m kindex.adapters.embedders.model_files --model local:bge-small-en-v1.5"
+        command = "python -m kindex.adapters.embedders.model_files --model local:bge-small-en-v1.5-q"
         assert document["failure_retryable"] is True and command in document["failure_reason"]
         # And a query is a 503 naming the command, with no path of the server in it
         response = admin.post(f"{url}/query", json={"query": "hello", "mode": "vector"})

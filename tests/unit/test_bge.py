@@ -24,9 +24,10 @@ def assert_unit_rows(vectors: np.ndarray, count: int) -> None:
     np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
 
 
-@pytest.fixture(scope="module")
-def bge():
-    return BgeSmallEmbedder(batch_size=3)
+@pytest.fixture(scope="module", params=[LOCAL_BGE_SMALL_Q, LOCAL_BGE_SMALL])
+def bge(request):
+    """Both variants: int8 (the local default, one window per run) and fp32 (in batches of 3 here)."""
+    return BgeSmallEmbedder(request.param, batch_size=None if request.param == LOCAL_BGE_SMALL_Q else 3)
 
 
 def test_bge_embeds_unit_rows_of_384_in_input_order(bge):
@@ -34,7 +35,8 @@ def test_bge_embeds_unit_rows_of_384_in_input_order(bge):
              "short", "", "a medium sentence about cats", "tiny text"]
     vectors = bge.embed(texts)
     assert_unit_rows(vectors, len(texts))
-    assert (bge.model, bge.dimensions, bge.window_tokens) == ("local:bge-small-en-v1.5", 384, 512)
+    assert bge.model in ("local:bge-small-en-v1.5", "local:bge-small-en-v1.5-q")
+    assert (bge.dimensions, bge.window_tokens) == (384, 512)
     assert bge.embed([]).shape == (0, 384) and bge.embed_queries([]).shape == (0, 384)
     for text, row in zip(texts, vectors):
         assert cosine(bge.embed([text])[0], row) >= 0.999
@@ -64,7 +66,7 @@ def test_bge_a_text_within_the_window_is_its_plain_cls_vector(bge):
     from kindex.adapters.embedders.bge import _padded_batch, _session, _tokenizer
     from kindex.adapters.embedders.model_files import MODEL_FILE, model_folder
 
-    folder = model_folder(LOCAL_BGE_SMALL)
+    folder = model_folder(bge.model)
     ids = _tokenizer(folder).encode("Knowledge graphs link entities with typed relations.").ids
     (hidden,) = _session(folder / MODEL_FILE, 1).run(["last_hidden_state"], _padded_batch([ids]))
     want = hidden[0, 0] / np.linalg.norm(hidden[0, 0])
@@ -108,6 +110,22 @@ def test_bge_is_safe_to_share_between_threads(bge):
     for i, vectors in enumerate(together):
         for got, want in zip(vectors, queries if i % 2 == 0 else alone):
             assert cosine(got, want) >= 0.999
+
+
+def test_bge_int8_the_default_runs_each_window_alone_so_batching_changes_nothing():
+    # Given the int8 graph, whose activations are quantised per run: a window's vector must not depend on the others
+    texts = [("alpha beta gamma " * (1 + (i * 37) % 200)) + f"item {i}" for i in range(20)] + ["", "x"]
+    default = BgeSmallEmbedder(LOCAL_BGE_SMALL_Q)
+    assert default.batch_size == 1 and BgeSmallEmbedder(LOCAL_BGE_SMALL).batch_size == 8
+    # When embedded in parallel by the default instance and one text at a time by a single worker
+    together = default.embed(texts)
+    alone = np.vstack([BgeSmallEmbedder(LOCAL_BGE_SMALL_Q, workers=1).embed([text]) for text in texts])
+    # Then the vectors are the same
+    assert_unit_rows(together, len(texts))
+    np.testing.assert_allclose(together, alone, atol=1e-6)
+    # While a batch of 8 would have moved them (why the default runs windows alone)
+    batched = BgeSmallEmbedder(LOCAL_BGE_SMALL_Q, batch_size=8, workers=1).embed(texts)
+    assert min(float(np.dot(a, b)) for a, b in zip(batched, alone)) < 0.9999
 
 
 def test_bge_int8_variant_points_the_same_way_as_fp32():

@@ -36,6 +36,7 @@ def test_every_local_model_is_known_with_its_size():
     ("local:multilingual-e5-small", ChunkingMethod.MAX_CHARS, 2000, False, "pooled"),
     ("local:multilingual-e5-small", ChunkingMethod.TOKENS, 800, True, "pooled"),
     # the local default: the default chunks fit its window (no pooling needed for ordinary English)
+    ("local:bge-small-en-v1.5-q", ChunkingMethod.MAX_CHARS, 2000, False, "pooled"),
     ("local:bge-small-en-v1.5", ChunkingMethod.MAX_CHARS, 2000, False, "pooled"),
     ("local:bge-small-en-v1.5", ChunkingMethod.TOKENS, 600, True, "pooled"),
     ("openai:text-embedding-3-small", ChunkingMethod.MAX_CHARS, 100_000, True, "truncated"),
@@ -102,16 +103,16 @@ def test_a_new_default_model_leaves_existing_collections_on_theirs():
     assert embedding_window(updated).window_tokens == 256 and embedding_window(new).window_tokens == 512
 
 
-def test_the_local_default_is_bge_small_and_collections_made_under_minilm_keep_it(tmp_path):
+def test_the_local_default_is_bge_small_int8_and_collections_made_under_minilm_keep_it(tmp_path):
     from kindex.app.catalog import merge_collection
     from kindex.settings import LOCAL_DEFAULT_MODEL, load_settings
 
     # Given a local deployment with no model configured
     default = load_settings({"KINDEX_BACKEND": "local", "KINDEX_DATA_DIR": str(tmp_path)}).embedding_model
     # Then new collections get bge-small-en-v1.5, and one created under MiniLM keeps MiniLM when it is updated
-    assert default == LOCAL_DEFAULT_MODEL == "local:bge-small-en-v1.5"
+    assert default == LOCAL_DEFAULT_MODEL == "local:bge-small-en-v1.5-q"
     old = merge_collection(None, "handbook", {}, "local:all-MiniLM-L6-v2")
     updated = merge_collection(old, "handbook", {"title": "Staff handbook"}, default)
     assert updated.embedding_model == "local:all-MiniLM-L6-v2"
-    assert merge_collection(None, "wiki", {}, default).embedding_model == "local:bge-small-en-v1.5"
+    assert merge_collection(None, "wiki", {}, default).embedding_model == "local:bge-small-en-v1.5-q"
     assert embedding_window(merge_collection(None, "wiki", {}, default)).exceeds_window is False

