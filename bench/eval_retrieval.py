@@ -44,9 +44,10 @@ from bench.common import (
 TENANT = "default"
 COLLECTION = "scifact"
 MODES = ("keyword", "vector", "hybrid")
-LOCAL_MODEL = "local:all-MiniLM-L6-v2"  # the local default (kindex/settings.py)
-LOCAL_MODELS = ("local:all-MiniLM-L6-v2", "local:multilingual-e5-small")
-SHORT_NAMES = {"local:multilingual-e5-small": "e5small", "local:all-MiniLM-L6-v2": "minilm"}
+LOCAL_MODEL = "local:bge-small-en-v1.5-q"  # the local default (kindex/settings.py)
+LOCAL_MODELS = ("local:bge-small-en-v1.5-q", "local:all-MiniLM-L6-v2", "local:multilingual-e5-small")
+SHORT_NAMES = {"local:multilingual-e5-small": "e5small", "local:all-MiniLM-L6-v2": "minilm",
+               "local:bge-small-en-v1.5": "bgefp32", "local:bge-small-en-v1.5-q": "bge"}
 OPENAI_MODEL = "openai:text-embedding-3-small"
 K_CHUNKS = 100
 MTEB_DIR = SHARED_DATA / "reference_scores" / "mteb_results"

@@ -76,8 +76,10 @@ class RunningServer:
         return out.stdout.strip().splitlines()[-1]
 
 
-def start_server(data_dir: Path, extra_env: dict[str, str] | None = None) -> RunningServer:
-    env = {**os.environ, "KINDEX_DEFAULT_EMBEDDING_MODEL": "hash:384", **(extra_env or {})}
+def start_server(data_dir: Path, extra_env: dict[str, str | None] | None = None) -> RunningServer:
+    """`kindex serve` on a free port; `extra_env` adds variables, and a None value removes one."""
+    merged = {**os.environ, "KINDEX_DEFAULT_EMBEDDING_MODEL": "hash:384", **(extra_env or {})}
+    env = {name: value for name, value in merged.items() if value is not None}
     env.pop("KINDEX_PORT", None)
     process = subprocess.Popen([sys.executable, "-m", "kindex_local.cli", "serve", "--port", "0",
                                 "--data-dir", str(data_dir)],

@@ -120,3 +120,16 @@ def test_the_core_layer_ships_the_console_and_a_changed_console_file_rebuilds_it
     (core / "console" / "style.css").write_text("body { color: black; }\n")
     assert layers.ensure_layers(out, log=lambda _: None).rebuilt == ("core",)
     assert (shipped / "style.css").read_text() == "body { color: black; }\n"
+
+
+def test_the_layers_carry_no_local_model_files(builds):
+    # Given the local models' files fetched at install time (bge-small-en-v1.5: 133 MB of ONNX)
+    from kindex.adapters.embedders.model_files import models_dir
+
+    _, _, out = builds
+    layers.ensure_layers(out, log=lambda _: None)
+    # Then they live outside the core package the layer copies, and no built layer holds a model file
+    assert not models_dir().resolve().is_relative_to((layers.REPO_ROOT / "layers").resolve())
+    shipped = [p.name for p in out.rglob("*") if p.is_file()]
+    assert not [name for name in shipped if name.endswith(".onnx") or name == "tokenizer.json"]
+    assert {"bge.py", "model_files.py"} <= set(shipped)  # the code ships (it is cheap); the weights do not

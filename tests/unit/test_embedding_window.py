@@ -18,7 +18,7 @@ def collection(model: str, method: ChunkingMethod = ChunkingMethod.MAX_CHARS, si
 
 @pytest.mark.parametrize(("model", "window"), [
     ("local:all-MiniLM-L6-v2", 256), ("local:multilingual-e5-small", 512), ("openai:text-embedding-3-small", 8191),
-    ("hash:384", None)])
+    ("local:bge-small-en-v1.5", 512), ("local:bge-small-en-v1.5-q", 512), ("hash:384", None)])
 def test_every_model_declares_its_window(model, window):
     assert parse_embedding_model(model).window_tokens == window
 
@@ -35,6 +35,10 @@ def test_every_local_model_is_known_with_its_size():
     ("local:all-MiniLM-L6-v2", ChunkingMethod.MAX_CHARS, 1024, False, "pooled"),
     ("local:multilingual-e5-small", ChunkingMethod.MAX_CHARS, 2000, False, "pooled"),
     ("local:multilingual-e5-small", ChunkingMethod.TOKENS, 800, True, "pooled"),
+    # the local default: the default chunks fit its window (no pooling needed for ordinary English)
+    ("local:bge-small-en-v1.5-q", ChunkingMethod.MAX_CHARS, 2000, False, "pooled"),
+    ("local:bge-small-en-v1.5", ChunkingMethod.MAX_CHARS, 2000, False, "pooled"),
+    ("local:bge-small-en-v1.5", ChunkingMethod.TOKENS, 600, True, "pooled"),
     ("openai:text-embedding-3-small", ChunkingMethod.MAX_CHARS, 100_000, True, "truncated"),
     ("openai:text-embedding-3-small", ChunkingMethod.TOKENS, 8192, True, "truncated"),
     ("openai:text-embedding-3-small", ChunkingMethod.TOKENS, 8191, False, "truncated"),
@@ -97,3 +101,18 @@ def test_a_new_default_model_leaves_existing_collections_on_theirs():
     assert (updated.embedding_model, updated.config_version) == ("local:all-MiniLM-L6-v2", old.config_version)
     assert new.embedding_model == "local:multilingual-e5-small"
     assert embedding_window(updated).window_tokens == 256 and embedding_window(new).window_tokens == 512
+
+
+def test_the_local_default_is_bge_small_int8_and_collections_made_under_minilm_keep_it(tmp_path):
+    from kindex.app.catalog import merge_collection
+    from kindex.settings import LOCAL_DEFAULT_MODEL, load_settings
+
+    # Given a local deployment with no model configured
+    default = load_settings({"KINDEX_BACKEND": "local", "KINDEX_DATA_DIR": str(tmp_path)}).embedding_model
+    # Then new collections get bge-small-en-v1.5, and one created under MiniLM keeps MiniLM when it is updated
+    assert default == LOCAL_DEFAULT_MODEL == "local:bge-small-en-v1.5-q"
+    old = merge_collection(None, "handbook", {}, "local:all-MiniLM-L6-v2")
+    updated = merge_collection(old, "handbook", {"title": "Staff handbook"}, default)
+    assert updated.embedding_model == "local:all-MiniLM-L6-v2"
+    assert merge_collection(None, "wiki", {}, default).embedding_model == "local:bge-small-en-v1.5-q"
+    assert embedding_window(merge_collection(None, "wiki", {}, default)).exceeds_window is False

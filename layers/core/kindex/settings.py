@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
 from kindex.domain.embedding_models import EmbeddingModelName
 
-LOCAL_DEFAULT_MODEL = "local:all-MiniLM-L6-v2"
+LOCAL_DEFAULT_MODEL = "local:bge-small-en-v1.5-q"
 AWS_DEFAULT_MODEL = "openai:text-embedding-3-small"
 # What `{prefix}-{model}-{dims}-v1` needs to be a valid OpenSearch index name: lowercase, no `\/*?"<>| ,#:`,
 # not starting with `-`, `_` or `+`.

