@@ -63,12 +63,13 @@ def test_bge_queries_carry_the_instruction_and_passages_do_not(bge):
 
 def test_bge_a_text_within_the_window_is_its_plain_cls_vector(bge):
     # The plain model: one pass, [CLS] of the last hidden state, L2-normalised (the model card's pooling)
-    from kindex.adapters.embedders.bge import _padded_batch, _session, _tokenizer
+    from kindex.adapters.embedders.bge import _tokenizer
     from kindex.adapters.embedders.model_files import MODEL_FILE, model_folder
+    from kindex.adapters.embedders.windows import onnx_session, padded_batch
 
     folder = model_folder(bge.model)
     ids = _tokenizer(folder).encode("Knowledge graphs link entities with typed relations.").ids
-    (hidden,) = _session(folder / MODEL_FILE, 1).run(["last_hidden_state"], _padded_batch([ids]))
+    (hidden,) = onnx_session(folder / MODEL_FILE, 1).run(["last_hidden_state"], padded_batch([ids]))
     want = hidden[0, 0] / np.linalg.norm(hidden[0, 0])
     got = bge.embed(["Knowledge graphs link entities with typed relations."])[0]
     assert cosine(got, want) >= 0.99999

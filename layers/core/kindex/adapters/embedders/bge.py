@@ -13,11 +13,17 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from kindex.adapters.embedders.model_files import MODEL_FILE, TOKENIZER_FILE, model_folder
-from kindex.adapters.embedders.windows import available_cores, length_buckets, pool_windows, split_windows
+from kindex.adapters.embedders.windows import (
+    available_cores,
+    length_buckets,
+    onnx_session,
+    padded_batch,
+    pool_windows,
+    split_windows,
+)
 from kindex.domain.embedding_models import LOCAL_BGE_SMALL, LOCAL_BGE_SMALL_Q, LOCAL_MODELS
 
 if TYPE_CHECKING:
-    import onnxruntime
     import tokenizers
 
 logger = logging.getLogger(__name__)
@@ -45,30 +51,6 @@ def _tokenizer(folder: Path) -> "tokenizers.Tokenizer":
     tokenizer.no_truncation()
     tokenizer.no_padding()
     return tokenizer
-
-
-@lru_cache(maxsize=8)
-def _session(model_path: Path, threads: int) -> "onnxruntime.InferenceSession":
-    """One session per (graph, thread count); a session may run several batches at once from different threads."""
-    import onnxruntime
-
-    options = onnxruntime.SessionOptions()
-    options.intra_op_num_threads = threads
-    options.inter_op_num_threads = 1
-    options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
-    session = onnxruntime.InferenceSession(str(model_path), sess_options=options, providers=["CPUExecutionProvider"])
-    logger.info("onnx embedding session loaded", extra={"model_path": str(model_path), "threads": threads})
-    return session
-
-
-def _padded_batch(windows: Sequence[Sequence[int]]) -> dict[str, np.ndarray]:
-    width = max(len(window) for window in windows)
-    input_ids = np.zeros((len(windows), width), dtype=np.int64)  # 0 is [PAD]
-    attention_mask = np.zeros_like(input_ids)
-    for row, window in enumerate(windows):
-        input_ids[row, :len(window)] = window
-        attention_mask[row, :len(window)] = 1
-    return {"input_ids": input_ids, "attention_mask": attention_mask, "token_type_ids": np.zeros_like(input_ids)}
 
 
 def _encodable(text: str) -> str:
@@ -123,10 +105,10 @@ class BgeSmallEmbedder:
                 owners.append(index)
         lengths = np.array([len(window) for window in windows])
         weighted = np.zeros((len(windows), DIMENSIONS), dtype=np.float32)
-        session = _session(folder / MODEL_FILE, max(1, available_cores() // self.workers))
+        session = onnx_session(folder / MODEL_FILE, max(1, available_cores() // self.workers))
 
         def run(batch: np.ndarray) -> None:
-            (hidden,) = session.run(["last_hidden_state"], _padded_batch([windows[i] for i in batch]))
+            (hidden,) = session.run(["last_hidden_state"], padded_batch([windows[i] for i in batch]))
             cls = hidden[:, 0, :]
             cls = cls / np.clip(np.linalg.norm(cls, axis=1, keepdims=True), 1e-12, None)
             weighted[batch] = cls * lengths[batch, None]  # pool_windows divides by the token counts again

@@ -14,12 +14,18 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from kindex.adapters.embedders.windows import available_cores, length_buckets, pool_windows, split_windows
+from kindex.adapters.embedders.windows import (
+    available_cores,
+    length_buckets,
+    onnx_session,
+    padded_batch,
+    pool_windows,
+    split_windows,
+)
 from kindex.domain.embedding_models import LOCAL_MINILM, LOCAL_MODELS
 from kindex.domain.errors import DependencyFailed
 
 if TYPE_CHECKING:
-    import onnxruntime
     import tokenizers
 
 logger = logging.getLogger(__name__)
@@ -76,31 +82,6 @@ def _tokenizer() -> "tokenizers.Tokenizer":
     return tokenizer
 
 
-@lru_cache(maxsize=4)
-def _session(threads: int) -> "onnxruntime.InferenceSession":
-    """One session per thread count; a session may run several batches at once from different threads."""
-    import onnxruntime
-
-    options = onnxruntime.SessionOptions()
-    options.intra_op_num_threads = threads
-    options.inter_op_num_threads = 1
-    options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
-    session = onnxruntime.InferenceSession(
-        str(onnx_model_path()), sess_options=options, providers=["CPUExecutionProvider"])
-    logger.info("onnx embedding session loaded", extra={"model": MODEL_NAME, "threads": options.intra_op_num_threads})
-    return session
-
-
-def _padded_batch(windows: Sequence[Sequence[int]]) -> dict[str, np.ndarray]:
-    width = max(len(window) for window in windows)
-    input_ids = np.zeros((len(windows), width), dtype=np.int64)  # 0 is [PAD]
-    attention_mask = np.zeros_like(input_ids)
-    for row, window in enumerate(windows):
-        input_ids[row, :len(window)] = window
-        attention_mask[row, :len(window)] = 1
-    return {"input_ids": input_ids, "attention_mask": attention_mask, "token_type_ids": np.zeros_like(input_ids)}
-
-
 class MiniLMEmbedder:
     """The all-MiniLM-L6-v2 sentence embedder (384 dimensions) run with onnxruntime on the CPU.
 
@@ -136,11 +117,11 @@ class MiniLMEmbedder:
                 owners.append(index)
         lengths = np.array([len(window) for window in windows])
         sums = np.zeros((len(windows), DIMENSIONS), dtype=np.float32)
-        session = _session(max(1, available_cores() // self.workers))
+        session = onnx_session(onnx_model_path(), max(1, available_cores() // self.workers))
         input_names = {node.name for node in session.get_inputs()}
 
         def run(batch: np.ndarray) -> None:
-            feed = _padded_batch([windows[i] for i in batch])
+            feed = padded_batch([windows[i] for i in batch])
             feed = {name: value for name, value in feed.items() if name in input_names}
             (hidden,) = session.run(["last_hidden_state"], feed)
             sums[batch] = (hidden * feed["attention_mask"][:, :, None]).sum(axis=1)

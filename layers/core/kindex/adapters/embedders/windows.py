@@ -11,10 +11,19 @@ Pure helpers (no model, no I/O) used by the local embedders, tested on their own
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Sequence
+from functools import lru_cache
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    import onnxruntime
+
+logger = logging.getLogger(__name__)
 
 
 def available_cores() -> int:
@@ -57,3 +66,30 @@ def pool_windows(window_sums: np.ndarray, window_tokens: np.ndarray, window_text
     pooled = sums / np.clip(counts, 1e-9, None)[:, None]
     norms = np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
     return (pooled / norms).astype(np.float32)
+
+
+@lru_cache(maxsize=8)
+def onnx_session(model_path: Path, threads: int) -> "onnxruntime.InferenceSession":
+    """One CPU session per (graph, thread count); a session may run several batches at once from different
+    threads (the local embedders run one single-threaded batch per core)."""
+    import onnxruntime
+
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
+    session = onnxruntime.InferenceSession(str(model_path), sess_options=options, providers=["CPUExecutionProvider"])
+    logger.info("onnx embedding session loaded", extra={"model_path": str(model_path), "threads": threads})
+    return session
+
+
+def padded_batch(windows: Sequence[Sequence[int]]) -> dict[str, np.ndarray]:
+    """A BERT-style feed for windows of token ids, padded (id 0, [PAD]) to the longest one."""
+    width = max(len(window) for window in windows)
+    input_ids = np.zeros((len(windows), width), dtype=np.int64)
+    attention_mask = np.zeros_like(input_ids)
+    for row, window in enumerate(windows):
+        input_ids[row, :len(window)] = window
+        attention_mask[row, :len(window)] = 1
+    return {"input_ids": input_ids, "attention_mask": attention_mask, "token_type_ids": np.zeros_like(input_ids)}
+
