@@ -84,6 +84,13 @@ def spread(samples: Sequence[float]) -> dict:
             "max": round(max(samples), 6), "n": len(samples)}
 
 
+def paired_ratios(numerators: Sequence[float], denominators: Sequence[float]) -> list[float]:
+    """Round i of one side over round i of the other (the pairs `alternate` makes), for the ratio's spread."""
+    if len(numerators) != len(denominators):
+        raise ValueError(f"{len(numerators)} and {len(denominators)} rounds cannot be paired")
+    return [n / d for n, d in zip(numerators, denominators)]
+
+
 def alternate(sides: dict[str, Callable[[], dict]], *, min_seconds: float = 20.0, min_rounds: int = 3,
               max_rounds: int = 40) -> dict[str, list[dict]]:
     """Measure two (or more) sides fairly: one run of each side per round, the order reversed every round (A B,

@@ -98,12 +98,14 @@ def _throughput_section(section: str, quick: bool) -> list[Figure]:
     if section == "embedding":
         from bench import embedding
 
-        return embedding.run(repeats=1 if quick else embedding.REPEATS)
+        return embedding.run(min_seconds=0.0 if quick else embedding.MIN_SECONDS,
+                             documents_count=2 if quick else embedding.DOCUMENTS)
     from bench import ingest
 
     if quick:
         ingest.WORKLOADS["hash:384"].update(documents=30)
         ingest.WORKLOADS["local:all-MiniLM-L6-v2"].update(documents=2)
+        ingest.WORKLOADS["local:bge-small-en-v1.5-q"].update(documents=2)
     return ingest.run(min_seconds=0.0 if quick else ingest.MIN_SECONDS)
 
 

@@ -197,6 +197,30 @@ def test_bucketed_parallel_batches_agree_with_the_unbucketed_path():
         assert cosine(got, want) >= 0.999
 
 
+@pytest.mark.parametrize("model", ["local:bge-small-en-v1.5-q", "local:all-MiniLM-L6-v2"])
+def test_the_tuned_default_embedders_give_the_one_text_at_a_time_vectors(model):
+    # Given the registry's instance (the tuned default the pipeline uses) and the plain path: each text alone,
+    # windows one at a time, one session; texts of very different lengths, several past the window (bge 512,
+    # MiniLM 256 word pieces)
+    from kindex.adapters.embedders.bge import BgeSmallEmbedder
+    from kindex.adapters.embedders.minilm import MiniLMEmbedder
+
+    texts = [("Insulin resistance and the liver. " * (1 + (i * 29) % 120)) + f"case {i}" for i in range(24)] + ["", "x"]
+    assert max(len(t.split()) for t in texts) > 512
+    clear_embedder_cache()
+    tuned = create_embedder(model)
+    plain = (MiniLMEmbedder(batch_size=1, workers=1, bucketed=False) if "MiniLM" in model
+             else BgeSmallEmbedder(model, batch_size=1, workers=1, bucketed=False))
+    # When the tuned instance embeds them all in one call
+    together = tuned.embed(texts)
+    alone = np.vstack([plain.embed([text]) for text in texts])
+    # Then every vector is the plain one (cosine >= 0.999), in input order
+    assert_unit_rows(together, len(texts), 384)
+    for got, want in zip(together, alone):
+        assert cosine(got, want) >= 0.999
+    clear_embedder_cache()
+
+
 def test_minilm_is_safe_to_share_between_threads(minilm):
     # Given one embedder used by four threads at once (the worker pool's ingest threads do this)
     from concurrent.futures import ThreadPoolExecutor
