@@ -1,5 +1,8 @@
 """Chunking speed (MB/s of UTF-8 input) on 5 MB of real text, beside semantic-text-splitter and
-langchain-text-splitters on the same input and settings.
+langchain-text-splitters on the same input and settings, the three alternated round by round (`alternate`: the
+order reversed every round, until each has worked MIN_SECONDS, at least 3 rounds; a round is as many passes over the
+text as make ~1/4 of that), so that a busy moment hits all three alike. Figures: the median MB/s with min / median /
+max, the ratio the median of the per-round paired ratios.
 
 The text: SciFact abstracts (read in place) shaped as Markdown documents (title heading, paragraphs).
 - maxChars (1000 characters, overlap 100) vs semantic-text-splitter `TextSplitter(1000, overlap=100)` and
@@ -11,10 +14,15 @@ The text: SciFact abstracts (read in place) shaped as Markdown documents (title 
 
 from __future__ import annotations
 
-from bench.common import Figure, log, median, real_text, timed
+import math
+import time
+
+from bench.common import Figure, alternate, log, median, paired_ratios, real_text, spread, timed
 
 MEGABYTES = 5.0
-REPEATS = 3
+# Per candidate and method; 3 candidates x 2 methods x 10 s keeps the section near 1 min of `make bench`'s 15.
+MIN_SECONDS = 10.0
+MIN_ROUNDS = 3
 MAX_CHARS, CHAR_OVERLAP = 1000, 100
 MAX_TOKENS, TOKEN_OVERLAP = 256, 32
 
@@ -43,29 +51,58 @@ def _candidates():
     }
 
 
-def run(megabytes: float = MEGABYTES, repeats: int = REPEATS) -> list[Figure]:
-    text = real_text(megabytes)
+def _passes(split, text: str, round_seconds: float) -> int:
+    """How many passes over `text` one round of a candidate makes: about `round_seconds` of work (one pass of the
+    fastest candidate is ~0.1 s on 5 MB, too short to time against a busy machine's noise)."""
+    one = min(timed(lambda: split(text)) for _ in range(2))  # the first full pass may still be warming up
+    return max(1, math.ceil(round_seconds / max(one, 1e-6)))
+
+
+def measure(candidates: dict, text: str, *, min_seconds: float = MIN_SECONDS, min_rounds: int = MIN_ROUNDS) -> dict:
+    """MB/s of each candidate, the candidates alternated round by round (`alternate`), with their chunk counts."""
     size_mb = len(text.encode("utf-8")) / 1_000_000
+    counts = {name: len(split(text[:50_000])) for name, split in candidates.items()}  # warm up (imports, tokenizer)
+    passes = {name: _passes(split, text, min_seconds / (min_rounds + 1)) for name, split in candidates.items()}
+
+    def side(name: str):
+        split = candidates[name]
+
+        def one_round() -> dict:
+            started = time.perf_counter()
+            for _ in range(passes[name]):
+                counts[name] = len(split(text))
+            return {"mb_per_s": passes[name] * size_mb / (time.perf_counter() - started)}
+        return one_round
+
+    runs = alternate({name: side(name) for name in candidates}, min_seconds=min_seconds, min_rounds=min_rounds)
+    return {"size_mb": size_mb, "counts": counts, "passes": passes,
+            "speeds": {name: [r["mb_per_s"] for r in found] for name, found in runs.items()},
+            "seconds": {name: round(sum(r["seconds"] for r in found), 1) for name, found in runs.items()}}
+
+
+def run(megabytes: float = MEGABYTES, min_seconds: float = MIN_SECONDS) -> list[Figure]:
+    text = real_text(megabytes)
     figures = []
     for method, candidates in _candidates().items():
-        speeds, counts = {}, {}
-        for name, split in candidates.items():
-            counts[name] = len(split(text[:50_000]))  # warm up (imports, tokenizer load)
-
-            def split_all(name: str = name, split=split, counts: dict[str, int] = counts) -> None:
-                counts[name] = len(split(text))
-
-            seconds = [timed(split_all) for _ in range(repeats)]
-            speeds[name] = size_mb / median(seconds)
-        log(f"chunking {method}: " + ", ".join(f"{n} {s:.2f} MB/s ({counts[n]} chunks)" for n, s in speeds.items()))
+        log(f"chunking {method}: {len(candidates)} candidates alternated, >= {min_seconds:.0f} s each (about "
+            f"{len(candidates) * min_seconds * 1.3:.0f} s)")
+        found = measure(candidates, text, min_seconds=min_seconds)
+        speeds, counts = found["speeds"], found["counts"]
+        log(f"chunking {method}: " + ", ".join(f"{n} {median(s):.2f} MB/s ({counts[n]} chunks)"
+                                               for n, s in speeds.items()))
         settings = (f"{MAX_CHARS} chars, overlap {CHAR_OVERLAP}" if method == "maxChars"
                     else f"{MAX_TOKENS} cl100k tokens, overlap {TOKEN_OVERLAP}")
-        notes = (f"{size_mb:.1f} MB of real text (SciFact abstracts as Markdown), {settings}, median of {repeats}; "
-                 "chunks: " + ", ".join(f"{n} {c}" for n, c in counts.items()))
+        rounds = len(speeds["kindex"])
+        notes = (f"{found['size_mb']:.1f} MB of real text (SciFact abstracts as Markdown), {settings}; the three "
+                 f"splitters alternated over {rounds} rounds (order reversed each round), each round "
+                 f"{', '.join(f'{n} {p}' for n, p in found['passes'].items())} passes, seconds in all "
+                 f"{found['seconds']}; value = median MB/s, ratio = median of the per-round paired ratios; chunks: "
+                 + ", ".join(f"{n} {c}" for n, c in counts.items()))
         prefix = "maxchars" if method == "maxChars" else "tokens"
-        figures.append(Figure(f"{prefix}_mb_per_s", speeds["kindex"], "MB/s", "semantic-text-splitter",
-                              speeds["semantic-text-splitter"], section="chunking", notes=notes,
-                              details={"chunks": counts}))
-        figures.append(Figure(f"{prefix}_mb_per_s_vs_langchain", speeds["kindex"], "MB/s", "langchain-text-splitters",
-                              speeds["langchain-text-splitters"], section="chunking", notes=notes))
+        for suffix, reference in (("", "semantic-text-splitter"), ("_vs_langchain", "langchain-text-splitters")):
+            paired = paired_ratios(speeds["kindex"], speeds[reference])
+            figures.append(Figure(f"{prefix}_mb_per_s{suffix}", median(speeds["kindex"]), "MB/s", reference,
+                                  median(speeds[reference]), ratio=round(median(paired), 4), section="chunking",
+                                  notes=notes, details={"chunks": counts, "mb_per_s": speeds} if not suffix else {},
+                                  spread=spread(speeds["kindex"]), ratio_spread=spread(paired)))
     return figures

@@ -1,7 +1,8 @@
 """Cold start: import time of each Lambda function's entry module, in a fresh interpreter per sample
-(`python -X importtime -c "import <module>"`, median of 5), beside a bare `import boto3` and a bare Powertools
-import. The figure is the sum of the cumulative times of the statement's top-level imports (the module and
-its parent package), as -X importtime reports them; interpreter start-up (site) is excluded."""
+(`python -X importtime -c "import <module>"`, median of 9), beside a bare `import boto3` and a bare Powertools
+import, the samples interleaved round by round (every module once a round, the order reversed each round). The
+figure is the sum of the cumulative times of the statement's top-level imports (the module and its parent
+package), as -X importtime reports them; interpreter start-up (site) is excluded."""
 
 from __future__ import annotations
 
@@ -10,9 +11,9 @@ import re
 import subprocess
 import sys
 
-from bench.common import REPO, Figure, log, median
+from bench.common import REPO, Figure, alternate, log, median, paired_ratios, spread
 
-REPEATS = 5
+REPEATS = 9  # ~1 s a round (7 fresh processes); 9 rounds keep the section under 15 s
 FUNCTIONS = ("api", "authorizer", "ingest", "query", "reindex")
 REFERENCES = {"boto3": "import boto3", "aws_lambda_powertools": "import aws_lambda_powertools"}
 _LINE = re.compile(r"import time:\s+(\d+)\s+\|\s+(\d+)\s+\|(\s*)(\S+)")
@@ -39,20 +40,32 @@ def import_ms(module: str) -> float:
 
 
 def run(repeats: int = REPEATS) -> list[Figure]:
-    references = {name: median([import_ms(name) for _ in range(repeats)]) for name in REFERENCES}
+    modules = [f"functions.{function}" for function in FUNCTIONS] + list(REFERENCES)
+    # One sample of every module a round, the order reversed every round (api ... boto3 powertools, powertools
+    # boto3 ... api, ...), so that a busy moment hits the functions and the references alike. Not 20 s of work a
+    # side: a sample is one fresh process (~0.5 s), and more samples would only lengthen the section.
+    log(f"cold start: {len(modules)} modules x {repeats} rounds, interleaved "
+        f"(about {len(modules) * repeats * 0.4:.0f} s)")
+    runs = alternate({module: (lambda module=module: {"ms": import_ms(module)}) for module in modules},
+                     min_seconds=0.0, min_rounds=repeats, max_rounds=repeats)
+    samples = {module: [r["ms"] for r in found] for module, found in runs.items()}
+    references = {name: median(samples[name]) for name in REFERENCES}
     log("cold start references: " + ", ".join(f"{n} {v:.0f} ms" for n, v in references.items()))
     figures = []
     for function in FUNCTIONS:
-        samples = [import_ms(f"functions.{function}") for _ in range(repeats)]
-        value = median(samples)
-        log(f"cold start functions.{function}: {value:.0f} ms")
+        mine = samples[f"functions.{function}"]
+        paired = paired_ratios(mine, samples["boto3"])
+        log(f"cold start functions.{function}: {median(mine):.0f} ms")
         notes = (f"python -X importtime -c 'import functions.{function}', fresh process, median of {repeats} "
-                 f"(samples {', '.join(f'{s:.0f}' for s in samples)} ms); bare import aws_lambda_powertools "
-                 f"{references['aws_lambda_powertools']:.0f} ms")
-        figures.append(Figure(f"cold_import_ms_{function}", value, "ms", "import boto3", references["boto3"],
-                              section="cold start", notes=notes))
+                 f"(samples {', '.join(f'{s:.0f}' for s in mine)} ms), interleaved with the references round by "
+                 f"round; ratio = median of the per-round ratios to bare import boto3; bare import "
+                 f"aws_lambda_powertools {references['aws_lambda_powertools']:.0f} ms")
+        figures.append(Figure(f"cold_import_ms_{function}", median(mine), "ms", "import boto3", references["boto3"],
+                              ratio=round(median(paired), 4), section="cold start", notes=notes,
+                              spread=spread(mine), ratio_spread=spread(paired)))
     figures.append(Figure("cold_import_ms_boto3", references["boto3"], "ms", section="cold start",
-                          notes=f"bare import boto3, median of {repeats}"))
+                          spread=spread(samples["boto3"]), notes=f"bare import boto3, median of {repeats}"))
     figures.append(Figure("cold_import_ms_powertools", references["aws_lambda_powertools"], "ms", section="cold start",
+                          spread=spread(samples["aws_lambda_powertools"]),
                           notes=f"bare import aws_lambda_powertools, median of {repeats}"))
     return figures

@@ -73,11 +73,12 @@ def run_sections(sections: tuple[str, ...], quick: bool) -> tuple[list[Figure], 
         elif section == "chunking":
             from bench import chunking
 
-            figures += chunking.run(megabytes=0.5 if quick else 5.0, repeats=1 if quick else 3)
+            figures += chunking.run(megabytes=0.5 if quick else chunking.MEGABYTES,
+                                    min_seconds=0.0 if quick else chunking.MIN_SECONDS)
         elif section == "cold":
             from bench import cold_start
 
-            figures += cold_start.run(repeats=1 if quick else 5)
+            figures += cold_start.run(repeats=1 if quick else cold_start.REPEATS)
         elif section == "economy":
             from bench import economy
 
