@@ -7,9 +7,9 @@ faiss library). Then 200 filtered k-NN queries (tenant + collection, k=10) throu
 recall@10 against exact cosine in float64. The references are the embedded index's figures for the same records
 and queries, measured in the same run with the sides alternated: both indexes are written batch by batch in turn
 (the order reversed each batch), then query rounds (all queries on one index, then on the other) alternate until
-each side has spent MIN_SECONDS; spreads are over batches (bulk) and rounds (p50). Also measured: bytes per chunk on disk (store size / documents, after a
-flush; and, on 10k of the vectors, after a force merge to one segment, beside the same index keeping the vector
-in `_source`), and recall with the candidate list at ef = k (no
+each side has spent MIN_SECONDS; spreads are over batches (bulk) and rounds (p50). Also measured: bytes per chunk
+on disk (store size / documents, after a flush; and, on 10k of the vectors, after a force merge to one segment,
+beside the same index keeping the vector in `_source`), and recall with the candidate list at ef = k (no
 `method_parameters`, what lucene does unless told; the adapter sends the design's ef_search, 100 by default).
 
 Skipped, with a log line, when no node answers at KINDEX_BENCH_OPENSEARCH_URL (default http://127.0.0.1:9200).

@@ -66,7 +66,7 @@ def run_sections(sections: tuple[str, ...], quick: bool) -> tuple[list[Figure], 
 
             if quick:
                 concurrency.DOCUMENTS, concurrency.REQUESTS, concurrency.REQUESTS_PER_CLIENT = 100, 20, 3
-            found, raw["concurrency"] = concurrency.run()
+            found, raw["concurrency"] = concurrency.run(min_seconds=0.0 if quick else concurrency.MIN_SECONDS)
             figures += found
         elif section in ("vector", "opensearch", "keyword", "vector1m"):
             figures += _vector_index_section(section, quick)
