@@ -31,7 +31,8 @@ SECTIONS = ("ingest", "embedding", "query", "concurrency", "vector", "opensearch
 DEFAULT_SECTIONS = SECTIONS[:-1]
 REQUIRED = ("ingest_ratio_minilm", "query_p50_ms_100k_hybrid", "query_p99_ms_100k_hybrid", "vector_recall10_100k",
             "maxchars_mb_per_s", "cold_import_ms_query", "reembed_calls_unchanged", "scifact_ndcg10_hybrid_local",
-            "scifact_ndcg10_vector_local", "scifact_ndcg10_keyword")
+            "scifact_ndcg10_vector_local", "scifact_ndcg10_keyword", "ingest_chunks_per_s_bge_small_q_speedup",
+            "embed_min_cosine_bge_small_q_tuned")
 
 
 def _quiet() -> None:
