@@ -29,6 +29,10 @@ from bench.readme import SUMMARY, markdown_table
 SECTIONS = ("ingest", "embedding", "query", "concurrency", "vector", "opensearch", "chunking", "cold", "economy",
             "keyword", "vector1m")
 DEFAULT_SECTIONS = SECTIONS[:-1]
+# Expected seconds of each section on a quiet 2-core machine (logged before each section; the sections that alternate
+# sides run until the fastest side has worked its minimum, so their length follows the speed ratios).
+ESTIMATED_SECONDS = {"ingest": 170, "embedding": 230, "query": 110, "concurrency": 80, "vector": 15, "opensearch": 170,
+                     "chunking": 80, "cold": 20, "economy": 5, "keyword": 85, "vector1m": 2700}
 REQUIRED = ("ingest_ratio_minilm", "query_p50_ms_100k_hybrid", "query_p99_ms_100k_hybrid", "vector_recall10_100k",
             "maxchars_mb_per_s", "cold_import_ms_query", "reembed_calls_unchanged", "scifact_ndcg10_hybrid_local",
             "scifact_ndcg10_vector_local", "scifact_ndcg10_keyword", "ingest_chunks_per_s_bge_small_q_speedup",
@@ -49,10 +53,14 @@ def run_sections(sections: tuple[str, ...], quick: bool) -> tuple[list[Figure], 
     raw: dict = {}
     seconds: dict[str, float] = {}
     loads: dict[str, dict] = {}
+    if not quick:
+        total = sum(ESTIMATED_SECONDS.get(section, 0) for section in sections)
+        log(f"sections {', '.join(sections)}: about {total / 60:.0f} min in all on a quiet 2-core machine")
     for section in sections:
         started = time.perf_counter()
         loads[section] = {"before": _load_average()}
-        log(f"section {section}")
+        estimate = "" if quick else f" (about {ESTIMATED_SECONDS.get(section, 0) / 60:.1f} min)"
+        log(f"section {section}{estimate}")
         if section in ("ingest", "embedding"):
             figures += _throughput_section(section, quick)
         elif section == "query":
