@@ -157,6 +157,8 @@ def _end_to_end(model: str, embedder, docs: list[tuple[str, str]], expected: int
             drain_worker()
             seconds = time.perf_counter() - started
             indexed = [services.metadata.get_document(TENANT, "bench", d) for d, _ in docs]
+            if registry._cache.get((model, None, None)) is not embedder:
+                raise RuntimeError(f"embedding benchmark: the pipeline did not embed with this side's {model}")
         finally:
             registry.clear_embedder_cache()
     chunks = sum(d.chunk_count or 0 for d in indexed)

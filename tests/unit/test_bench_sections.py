@@ -1,0 +1,131 @@
+"""The bench sections' own pieces: pairing rounds, the vector check, bca827d's way, invalid figures, and how each
+section alternates its sides (chunking, OpenSearch builds, cold start, concurrency)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from bench import embedding
+from bench.common import paired_ratios
+from kindex.adapters.embedders.windows import available_cores
+
+pytestmark = pytest.mark.unit
+
+
+def test_paired_ratios_pair_round_i_with_round_i_and_refuse_unequal_rounds():
+    assert paired_ratios([30.0, 60.0, 45.0], [20.0, 30.0, 45.0]) == [1.5, 2.0, 1.0]
+    with pytest.raises(ValueError):
+        paired_ratios([1.0, 2.0], [1.0])
+
+
+def test_row_cosines_compare_row_i_with_row_i():
+    a = np.array([[1.0, 0.0], [0.0, 2.0], [3.0, 4.0]])
+    b = np.array([[2.0, 0.0], [1.0, 0.0], [-3.0, -4.0]])
+    np.testing.assert_allclose(embedding.row_cosines(a, b), [1.0, 0.0, -1.0], atol=1e-12)
+    with pytest.raises(ValueError):
+        embedding.row_cosines(a, b[:2])
+
+
+@pytest.mark.parametrize("model", [embedding.BGE_Q, embedding.MINILM])
+def test_the_before_side_is_one_session_over_all_cores_in_sorted_batches_of_8(model):
+    before = embedding.before_embedder(model)
+    assert (before.workers, before.batch_size, before.bucketed) == (1, 8, True)
+    assert embedding.session_threads(model, before) == available_cores()
+
+
+def _found(after_e2e, after_raw, before_e2e, before_raw, cosine_after=1.0):
+    speeds = {"after_e2e": after_e2e, "after_raw": after_raw, "before_e2e": before_e2e, "before_raw": before_raw}
+    return {"chunks": 100, "speeds": speeds, "seconds": {side: 21.0 for side in speeds},
+            "paired_e2e": paired_ratios(after_e2e, before_e2e), "paired_raw": paired_ratios(after_raw, before_raw),
+            "e2e_over_raw": {side: paired_ratios(speeds[f"{side}_e2e"], speeds[f"{side}_raw"])
+                             for side in ("before", "after")},
+            "min_cosine": {"after": cosine_after, "before": 0.995}, "median_cosine": {"after": 1.0, "before": 0.998}}
+
+
+def test_figures_report_the_paired_speedup_against_the_goal():
+    # Given three rounds where after ran 1.6, 2.0 and 1.8x faster than before end to end
+    found = _found([48.0, 60.0, 54.0], [60.0, 70.0, 65.0], [30.0, 30.0, 30.0], [35.0, 36.0, 34.0])
+    figures = {f.name: f for f in embedding.figures_for(embedding.BGE_Q, found, 16)}
+    tuned = figures["ingest_chunks_per_s_bge_small_q_tuned"]
+    speedup = figures["ingest_chunks_per_s_bge_small_q_speedup"]
+    # Then the tuned figure is the median after, its ratio the median paired ratio, and the goal is met
+    assert (tuned.value, tuned.reference_value, tuned.ratio) == (54.0, 30.0, 1.8)
+    assert tuned.ratio_spread == {"min": 1.6, "median": 1.8, "max": 2.0, "n": 3} and tuned.valid
+    assert (speedup.value, speedup.reference_value, speedup.ratio) == (1.8, 1.5, 1.2)
+    assert figures["embed_min_cosine_bge_small_q_tuned"].ratio >= 1.0
+    assert "quantises" in figures["embed_min_cosine_bge_small_q_before"].notes
+
+
+def test_an_ingest_faster_than_its_own_embedder_marks_the_figures_invalid():
+    # Given one round where the before side's ingest beat its own raw embedder by 20 %
+    found = _found([48.0, 60.0, 54.0], [60.0, 70.0, 65.0], [30.0, 42.0, 30.0], [35.0, 35.0, 34.0])
+    figures = {f.name: f for f in embedding.figures_for(embedding.MINILM, found, 16)}
+    # Then the ingest and speedup figures say they cannot be right, and why
+    for name in ("ingest_chunks_per_s_minilm_tuned", "ingest_chunks_per_s_minilm_speedup"):
+        assert not figures[name].valid and "before 1.200" in figures[name].invalid_reason
+    assert figures["embed_chunks_per_s_minilm_tuned"].valid
+
+
+def test_chunking_candidates_alternate_and_each_round_makes_its_passes():
+    # Given two fake splitters that record when they run
+    from bench import chunking
+
+    calls: list[str] = []
+    candidates = {"kindex": lambda text: calls.append("k") or text.split("."),
+                  "other": lambda text: calls.append("o") or text.split(" ")}
+    # When they are measured on a small text with no time floor
+    found = chunking.measure(candidates, "a b. c d. e f." * 50, min_seconds=0.0, min_rounds=3)
+    # Then each has three rounds of MB/s, and its chunk count is that of the whole text
+    assert [len(found["speeds"][name]) for name in candidates] == [3, 3]
+    assert found["counts"] == {"kindex": 151, "other": 251} and found["passes"] == {"kindex": 1, "other": 1}
+    # And after the warm-up and two calibration passes each, the rounds run k o, o k, k o
+    assert calls[6:] == ["k", "o", "o", "k", "k", "o"]
+
+
+def test_opensearch_and_embedded_builds_take_turns_batch_by_batch():
+    from bench import opensearch_index
+
+    order: list[tuple[str, int]] = []
+
+    class Recorder:
+        def __init__(self, name):
+            self.name = name
+
+        def upsert(self, model, batch):
+            order.append((self.name, len(batch)))
+
+    records = list(range(3 * opensearch_index.BATCH))
+    built = opensearch_index.build_both(Recorder("os"), Recorder("embedded"), records)
+    assert order == [("os", opensearch_index.BATCH), ("embedded", opensearch_index.BATCH),
+                     ("embedded", opensearch_index.BATCH), ("os", opensearch_index.BATCH),
+                     ("os", opensearch_index.BATCH), ("embedded", opensearch_index.BATCH)]
+    assert len(built["paired_batch_ratios"]) == 3 and built["opensearch_seconds"] > 0
+
+
+def test_cold_start_samples_interleave_functions_and_references(monkeypatch):
+    from bench import cold_start
+
+    sampled: list[str] = []
+    monkeypatch.setattr(cold_start, "import_ms", lambda module: sampled.append(module) or 100.0 + len(sampled))
+    figures = {f.name: f for f in cold_start.run(repeats=2)}
+    modules = [f"functions.{name}" for name in cold_start.FUNCTIONS] + list(cold_start.REFERENCES)
+    assert sampled == modules + modules[::-1]
+    api = figures["cold_import_ms_api"]
+    assert api.spread["n"] == 2 and api.ratio_spread["n"] == 2 and api.reference_name == "import boto3"
+
+
+def test_concurrency_figures_pair_the_rounds_of_both_phases():
+    from bench import concurrency
+
+    result = {"one": {"ms": [[10.0] * 4, [20.0] * 4], "seconds": [0.04, 0.08]},
+              "many": {"ms": [[100.0] * 8, [100.0] * 8], "seconds": [0.04, 0.04]}}
+    figures = {f.name: f for f in concurrency._figures(concurrency.MINILM, {"chunks": 10}, result)}
+    qps = figures["queries_per_s_concurrent16_minilm"]
+    # one client: 100 then 50 queries/s; sixteen: 200 and 200 -> paired ratios 2 and 4
+    assert (qps.value, qps.reference_value, qps.ratio) == (200.0, 75.0, 3.0)
+    assert qps.ratio_spread == {"min": 2.0, "median": 3.0, "max": 4.0, "n": 2}
+    assert figures["query_p50_ms_concurrent16_minilm"].ratio_spread["median"] == 7.5
+    assert "query_p50_ms_10k_hybrid_minilm" in figures
+    default = {f.name for f in concurrency._figures(concurrency.DEFAULT_MODEL, {"chunks": 10}, result)}
+    assert "queries_per_s_concurrent16" in default and "query_p50_ms_10k_hybrid_minilm" not in default
