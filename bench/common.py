@@ -92,12 +92,18 @@ def paired_ratios(numerators: Sequence[float], denominators: Sequence[float]) ->
 
 
 def alternate(sides: dict[str, Callable[[], dict]], *, min_seconds: float = 20.0, min_rounds: int = 3,
-              max_rounds: int = 40) -> dict[str, list[dict]]:
+              max_rounds: int = 40, timed: Sequence[str] | None = None) -> dict[str, list[dict]]:
     """Measure two (or more) sides fairly: one run of each side per round, the order reversed every round (A B,
     B A, A B ...), until every side has worked `min_seconds` in all and at least `min_rounds` rounds ran. Each
     side returns a dict of its measurements; its wall time is added as `seconds`. Returns each side's runs, in
-    round order, so that round i of one side pairs with round i of the other (a busy moment hits both)."""
+    round order, so that round i of one side pairs with round i of the other (a busy moment hits both).
+
+    `timed` names the sides that must reach `min_seconds` (all by default): the others run once every round too,
+    paired with them, but do not prolong the measurement (a fast yardstick measured beside a slower figure)."""
     names = list(sides)
+    gated = list(timed) if timed is not None else names
+    if not set(gated) <= set(names) or not gated:
+        raise ValueError(f"timed sides {gated} must be some of {names}")
     runs: dict[str, list[dict]] = {name: [] for name in names}
     spent = dict.fromkeys(names, 0.0)
     for round_index in range(max_rounds):
@@ -107,7 +113,7 @@ def alternate(sides: dict[str, Callable[[], dict]], *, min_seconds: float = 20.0
             measured["seconds"] = time.perf_counter() - started
             spent[name] += measured["seconds"]
             runs[name].append(measured)
-        if round_index + 1 >= min_rounds and min(spent.values()) >= min_seconds:
+        if round_index + 1 >= min_rounds and min(spent[name] for name in gated) >= min_seconds:
             break
     return runs
 

@@ -31,7 +31,7 @@ SECTIONS = ("ingest", "embedding", "query", "concurrency", "vector", "opensearch
 DEFAULT_SECTIONS = SECTIONS[:-1]
 # Expected seconds of each section on a quiet 2-core machine (logged before each section; the sections that alternate
 # sides run until the fastest side has worked its minimum, so their length follows the speed ratios).
-ESTIMATED_SECONDS = {"ingest": 170, "embedding": 230, "query": 110, "concurrency": 80, "vector": 15, "opensearch": 170,
+ESTIMATED_SECONDS = {"ingest": 135, "embedding": 210, "query": 110, "concurrency": 80, "vector": 15, "opensearch": 170,
                      "chunking": 80, "cold": 20, "economy": 5, "keyword": 85, "vector1m": 2700}
 REQUIRED = ("ingest_ratio_minilm", "query_p50_ms_100k_hybrid", "query_p99_ms_100k_hybrid", "vector_recall10_100k",
             "maxchars_mb_per_s", "cold_import_ms_query", "reembed_calls_unchanged", "scifact_ndcg10_hybrid_local",

@@ -129,3 +129,18 @@ def test_concurrency_figures_pair_the_rounds_of_both_phases():
     assert "query_p50_ms_10k_hybrid_minilm" in figures
     default = {f.name for f in concurrency._figures(concurrency.DEFAULT_MODEL, {"chunks": 10}, result)}
     assert "queries_per_s_concurrent16" in default and "query_p50_ms_10k_hybrid_minilm" not in default
+
+
+def test_alternate_can_wait_for_the_timed_sides_only():
+    import time
+
+    from bench.common import alternate
+
+    sides = {"slow": lambda: time.sleep(0.02) or {}, "fast": dict}
+    # Given a fast yardstick that would need forever to work 0.05 s: only the slow side is timed
+    runs = alternate(sides, min_seconds=0.05, min_rounds=3, max_rounds=10, timed=("slow",))
+    assert [len(runs[name]) for name in sides] == [3, 3]
+    # Without `timed` every side must reach the floor, here up to the round cap
+    assert len(alternate(sides, min_seconds=0.05, min_rounds=3, max_rounds=10)["fast"]) == 10
+    with pytest.raises(ValueError):
+        alternate(sides, timed=("other",))
