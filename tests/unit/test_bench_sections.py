@@ -107,12 +107,38 @@ def test_cold_start_samples_interleave_functions_and_references(monkeypatch):
     from bench import cold_start
 
     sampled: list[str] = []
-    monkeypatch.setattr(cold_start, "import_ms", lambda module: sampled.append(module) or 100.0 + len(sampled))
+
+    def profile(module):
+        sampled.append(module)
+        # api loads Powertools yet "imports" faster than a bare Powertools import: impossible
+        ms = {"functions.api": 10.0, "aws_lambda_powertools": 30.0}.get(module, 100.0 + len(sampled))
+        return ms, frozenset({module, "aws_lambda_powertools"} if module != "boto3" else {module})
+
+    monkeypatch.setattr(cold_start, "import_profile", profile)
     figures = {f.name: f for f in cold_start.run(repeats=2)}
     modules = [f"functions.{name}" for name in cold_start.FUNCTIONS] + list(cold_start.REFERENCES)
     assert sampled == modules + modules[::-1]
-    api = figures["cold_import_ms_api"]
-    assert api.spread["n"] == 2 and api.ratio_spread["n"] == 2 and api.reference_name == "import boto3"
+    api, query = figures["cold_import_ms_api"], figures["cold_import_ms_query"]
+    assert query.spread["n"] == 2 and query.ratio_spread["n"] == 2 and query.reference_name == "import boto3"
+    assert query.valid and not api.valid and "aws_lambda_powertools" in api.invalid_reason
+
+
+def test_importtime_output_is_read_as_the_statement_s_cumulative_time_and_every_module_loaded():
+    from bench.cold_start import parse_importtime
+
+    stderr = "\n".join([
+        "import time: self [us] | cumulative | imported package",
+        "import time:       100 |        100 |   aws_lambda_powertools.shared",
+        "import time:       200 |        300 | aws_lambda_powertools",
+        "import time:       500 |       1500 |   kindex",
+        "import time:       400 |       2400 | functions",
+        "import time:      1000 |       4000 | functions.api",
+    ])
+    ms, loaded = parse_importtime(stderr, "functions.api")
+    assert ms == 6.4  # functions.api 4,000 us + its parent package functions 2,400 us
+    assert {"aws_lambda_powertools", "aws_lambda_powertools.shared", "kindex"} <= loaded
+    with pytest.raises(RuntimeError):
+        parse_importtime(stderr, "functions.query")
 
 
 def test_concurrency_figures_pair_the_rounds_of_both_phases():
