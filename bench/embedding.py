@@ -13,8 +13,8 @@ how windows are batched and run:
 
 Four sides alternate (`bench.common.alternate`, the order reversed every round) until each end-to-end side has
 worked MIN_SECONDS (at least 3 rounds; the raw sides run every round beside them): raw `embed(all chunk texts)`
-and end to end (`put_document` for every document,
-then the local worker drained until every document is `indexed`, fresh data dir each round) for before and after.
+and end to end (`put_document` for every document, then the local worker drained until every document is
+`indexed`, fresh data dir each round) for before and after. The vectors checked below are the last raw round's.
 Figures: `ingest_chunks_per_s_<model>_tuned` (after, reference before; ratio = median of the per-round paired
 ratios), `embed_chunks_per_s_<model>_tuned` (raw), `ingest_chunks_per_s_<model>_speedup` (the paired e2e ratio
 against the issue's goal, 1.5), min / median / max spreads and the load average. An ingest cannot be faster than
