@@ -9,7 +9,7 @@ how windows are batched and run:
   one batch at a time (`BgeSmallEmbedder(model, workers=1, batch_size=8)`, `MiniLMEmbedder(workers=1,
   batch_size=8)`; `before_embedder` checks the session's thread count);
 - after: the registry's default instance (bge int8: one window per run, one single-threaded run per core; MiniLM:
-  length-sorted batches of 8, one single-threaded batch per core).
+  length-sorted batches of 4, one single-threaded batch per core).
 
 Four sides alternate (`bench.common.alternate`, the order reversed every round) until each end-to-end side has
 worked MIN_SECONDS (at least 3 rounds; the raw sides run every round beside them): raw `embed(all chunk texts)`

