@@ -73,9 +73,41 @@ def test_a_partition_gets_a_graph_at_the_threshold_and_finds_what_exact_search_f
     queries = vectors(50, 2)
     agreement = np.mean([len(set(hits(index, q)) & set(exact(stored, q, 10))) / 10 for q in queries])
     assert agreement >= 0.98
-    # And each hit carries its exact cosine
+    # And each hit carries its cosine, from the partition's float16 rows: within float16 rounding of the exact one
+    # (each unit-vector component rounded by at most 2**-11 of itself moves a cosine by at most 2**-11)
     top = index.knn_search(MODEL, "acme", ["col"], queries[0].tolist(), 3)
-    assert [round(h.score, 5) for h in top] == [round(float(stored[h.chunk_id] @ queries[0]), 5) for h in top]
+    assert [h.score for h in top] == pytest.approx([float(stored[h.chunk_id] @ queries[0]) for h in top], abs=2**-11)
+
+
+def test_a_partition_keeps_float16_rows_only_while_it_has_a_graph_and_small_ones_score_exactly(index, tmp_path):
+    # Below the threshold: float32 rows, exact float32 cosines
+    base = vectors(THRESHOLD - 1, 30)
+    index.upsert(MODEL, records(base))
+    partition = index._partition(MODEL, "acme", "col")
+    query = vectors(1, 31)[0]
+    (hit,) = index.knn_search(MODEL, "acme", ["col"], query.tolist(), 1)
+    assert partition.vectors.dtype == np.float32
+    assert hit.score == pytest.approx(float(base[int(hit.chunk_id[1:])] @ query), abs=1e-6)
+    # At the threshold the rows become float16 (half the memory), in memory and in the snapshot saved with the graph
+    index.upsert(MODEL, records(vectors(1, 32), start=THRESHOLD - 1))
+    assert partition.graph is not None and partition.vectors.dtype == np.float16
+    with np.load(next((tmp_path / "index" / "vectors").glob("*.npz"))) as snapshot:
+        assert snapshot["vectors"].dtype == np.float16 and len(snapshot["vectors"]) == THRESHOLD
+    # A whole scan of the float16 rows (a filter the graph cannot serve) agrees with float32 exact search
+    everything = np.concatenate([base, vectors(1, 32)])
+    assert np.allclose(partition.scores(None, query), everything @ query, atol=2**-11)
+    # Reopened, it is float16 again, with its graph
+    index.close()
+    reopened = LocalSearchIndex(tmp_path / "index")
+    again = reopened._partition(MODEL, "acme", "col")
+    assert again.graph is not None and again.vectors.dtype == np.float16
+    # Once deletes bring it below half the threshold, the graph goes and the rows are float32 again
+    reopened.delete(MODEL, "acme", "col", chunk_ids=[f"c{i}" for i in range(THRESHOLD // 2 + 1)])
+    assert again.graph is None and again.vectors.dtype == np.float32
+    left = {f"c{i}": row for i, row in enumerate(base) if i > THRESHOLD // 2}
+    found = reopened.knn_search(MODEL, "acme", ["col"], query.tolist(), 3)
+    assert [h.chunk_id for h in found] == exact(left | {f"c{THRESHOLD - 1}": vectors(1, 32)[0]}, query, 3)
+    reopened.close()
 
 
 @pytest.mark.parametrize("deleted", [5, 200], ids=["row-by-row", "bulk"])
@@ -115,7 +147,7 @@ def test_two_tenants_with_the_same_ids_each_search_their_own_graph(index):
         assert hits(index, first[i], 1, tenant="acme") == [f"c{i}"]
         assert hits(index, second[i], 1, tenant="globex") == [f"c{i}"]
         hit = index.knn_search(MODEL, "globex", ["col"], first[i].tolist(), 1)[0]
-        assert hit.score == pytest.approx(float(second[int(hit.chunk_id[1:])] @ first[i]), abs=1e-5)
+        assert hit.score == pytest.approx(float(second[int(hit.chunk_id[1:])] @ first[i]), abs=2**-11)
     index.delete(MODEL, "acme", "col", document_ids=["d3"])
     assert len(hits(index, first[3], 400, tenant="globex")) == 400
 

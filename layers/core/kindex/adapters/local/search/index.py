@@ -195,7 +195,8 @@ class LocalSearchIndex:
             partition.snapshot_bytes = snapshot.stat().st_size
             if generation is not None and len(partition) >= ann.MIN_ROWS:
                 # The graph saved with this very snapshot; the log replayed below updates both alike.
-                partition.graph = AnnGraph.load(self._graph_path(key, generation), partition.dims, len(partition))
+                partition.attach_graph(AnnGraph.load(self._graph_path(key, generation), partition.dims,
+                                                     len(partition)))
         if log.exists():
             partition = self._replay(key, log, partition)
         if partition is not None and not len(partition):

@@ -14,6 +14,12 @@ from kindex.domain.types import SearchFilters
 # Below one matching row in GATHER_RATIO, copying the matching rows out beats scoring the whole partition
 # (measured at 100k x 384: gathering 6% of the rows costs about half a full matrix-vector product).
 GATHER_RATIO = 16
+# A partition with a graph keeps its rows as float16: a million 384-dimension rows are 0.7 GiB instead of 1.4, which
+# with the graph's ~0.9 GiB keeps the whole partition within 2 GiB. Scores from float16 rows differ from float32 ones
+# by ~1e-4 at most (unit vectors), far below what separates two texts' relevance; small partitions stay float32.
+COMPACT_DTYPE = np.float16
+# Rows scored per step when a compact matrix is scanned whole (each block is widened to float32 first).
+SCORE_BLOCK = 65_536
 
 
 def normalise_rows(matrix: np.ndarray) -> np.ndarray:
@@ -70,8 +76,11 @@ class Partition:
     @classmethod
     def from_arrays(cls, vectors: np.ndarray, chunk_ids: np.ndarray, document_ids: np.ndarray,
                     languages: np.ndarray, mimetypes: np.ndarray) -> Partition:
+        """A partition from a snapshot's arrays; float16 vectors (a large partition's) stay float16 until
+        `fit_graph` decides the partition's precision."""
         partition = cls(vectors.shape[1])
-        partition.vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+        dtype = COMPACT_DTYPE if vectors.dtype == COMPACT_DTYPE else np.float32
+        partition.vectors = np.ascontiguousarray(vectors, dtype=dtype)
         partition.size = len(chunk_ids)
         partition.chunk_ids = [str(chunk_id) for chunk_id in chunk_ids]
         partition.rows = {chunk_id: row for row, chunk_id in enumerate(partition.chunk_ids)}
@@ -108,7 +117,7 @@ class Partition:
             rows[i] = row
         self.vectors[rows] = vectors
         if self.graph is not None:
-            self.graph.put(rows, self.vectors[rows], replaced)
+            self.graph.put(rows, vectors, replaced)
         self.document_codes[rows] = [self.documents.code(field[1]) for field in fields]
         self.language_codes[rows] = [self.languages.code(field[2]) for field in fields]
         self.mimetype_codes[rows] = [self.mimetypes.code(field[3]) for field in fields]
@@ -162,13 +171,35 @@ class Partition:
         return keep
 
     def fit_graph(self) -> bool:
-        """Build the graph once the partition is large enough, drop it once it is small again; True if it built."""
+        """Build the graph once the partition is large enough, drop it once it is small again; True if it built.
+        The rows' precision follows: float16 with a graph, float32 without (see COMPACT_DTYPE)."""
+        built = False
         if self.graph is None and self.size >= ann.MIN_ROWS:
             self.graph = AnnGraph.build(self.vectors[:self.size])
-            return True
-        if self.graph is not None and self.size < ann.MIN_ROWS // 2:
+            built = True
+        elif self.graph is not None and self.size < ann.MIN_ROWS // 2:
             self.graph = None
-        return False
+        self._set_precision(COMPACT_DTYPE if self.graph is not None else np.float32)
+        return built
+
+    def attach_graph(self, graph: AnnGraph | None) -> None:
+        """A graph loaded from disk (None: none usable, `fit_graph` builds one if the partition needs it)."""
+        self.graph = graph
+        if graph is not None:
+            self._set_precision(COMPACT_DTYPE)
+
+    def scores(self, rows: np.ndarray | None, query: np.ndarray) -> np.ndarray:
+        """Cosine scores (float32) of `rows` (all live rows when None) against the unit `query`. A float16 matrix
+        is widened block by block, never as a whole float32 copy."""
+        if self.vectors.dtype == np.float32:
+            return self.vectors[:self.size] @ query if rows is None else self.vectors[rows] @ query
+        if rows is not None:
+            return self.vectors[rows].astype(np.float32) @ query
+        found = np.empty(self.size, dtype=np.float32)
+        for start in range(0, self.size, SCORE_BLOCK):
+            stop = min(self.size, start + SCORE_BLOCK)
+            found[start:stop] = self.vectors[start:stop].astype(np.float32) @ query
+        return found
 
     def top(self, query: np.ndarray, k: int, filters: SearchFilters | None) -> list[tuple[float, int]]:
         """(score, row) of the k best rows among those matching the filters, in no particular order: exact, or
@@ -184,12 +215,12 @@ class Partition:
                 return found
         if keep is not None and matching * GATHER_RATIO <= n:
             rows = np.flatnonzero(keep)
-            scores = self.vectors[rows] @ query
+            scores = self.scores(rows, query)
         else:
-            # A view of the live rows: no copy of the matrix. Filtered-out rows score -inf so that the top
+            # The live rows in place: no copy of a float32 matrix. Filtered-out rows score -inf so that the top
             # `matching` rows are exactly the matching ones: the filter applies before the top k.
             rows = None
-            scores = self.vectors[:n] @ query
+            scores = self.scores(None, query)
             if keep is not None:
                 scores[~keep] = -np.inf
         count = min(k, matching)
@@ -213,7 +244,7 @@ class Partition:
         if len(rows) < min(k, matching):
             return None
         rows = np.unique(rows)
-        scores = self.vectors[rows] @ query
+        scores = self.scores(rows, query)
         count = min(k, len(rows))
         top = np.argpartition(scores, len(scores) - count)[len(scores) - count:]
         return [(float(scores[i]), int(rows[i])) for i in top]
@@ -228,13 +259,20 @@ class Partition:
             return
         capacity = max(rows, 2 * capacity, 64)
         n = self.size
-        vectors = np.empty((capacity, self.dims), dtype=np.float32)
+        vectors = np.empty((capacity, self.dims), dtype=self.vectors.dtype)
         vectors[:n] = self.vectors[:n]
         self.vectors = vectors
         for name in ("document_codes", "language_codes", "mimetype_codes"):
             codes = np.empty(capacity, dtype=np.int32)
             codes[:n] = getattr(self, name)[:n]
             setattr(self, name, codes)
+
+    def _set_precision(self, dtype: type) -> None:
+        """The live rows converted to `dtype` (the spare capacity is left uninitialised, as `_reserve` leaves it)."""
+        if self.vectors.dtype != dtype:
+            vectors = np.empty(self.vectors.shape, dtype=dtype)
+            vectors[:self.size] = self.vectors[:self.size]
+            self.vectors = vectors
 
     def _keep(self, rows: np.ndarray) -> None:
         m = len(rows)
