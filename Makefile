@@ -53,7 +53,7 @@ $(BENCH_STAMP): $(STAMP) requirements-bench.txt
 
 # Benchmarks (< 15 min on 2 cores): bench/results.json and bench/*.png; figures beside their references.
 bench: $(BENCH_STAMP)
-	$(PY) -m bench.run
+	$(PY) -m bench.run --keep-others
 
 # Retrieval quality on BEIR SciFact, read in place from ../shared/data (about 8 min on 2 cores).
 eval: $(BENCH_STAMP)
