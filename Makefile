@@ -51,7 +51,7 @@ $(BENCH_STAMP): $(STAMP) requirements-bench.txt
 	$(PY) -m pip install --quiet -r requirements-bench.txt
 	touch $(BENCH_STAMP)
 
-# Benchmarks (< 15 min on 2 cores): bench/results.json and bench/*.png; figures beside their references.
+# Benchmarks (~20 min on 2 cores): bench/results.json and bench/*.png; figures beside their references.
 bench: $(BENCH_STAMP)
 	$(PY) -m bench.run --keep-others
 

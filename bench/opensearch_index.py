@@ -29,9 +29,9 @@ from bench.vector_index import COLLECTION, TENANT, K, _exact_cosine_top, _recall
 
 MODEL = "bench:os384"
 LOCAL_MODEL = "bench:384"
-# Query rounds: the embedded index answers 200 queries in ~1.5 s, OpenSearch in ~6 s; 5 s of the faster side (4
-# rounds) is ~25 s of OpenSearch, within the section's budget. Not 20 s a side: that would be ~90 s of OpenSearch.
-MIN_SECONDS = 5.0
+# Query rounds: the embedded index answers 200 queries in ~1.5 s, OpenSearch in ~6 s; 20 s of the faster side (issue
+# 14: >= 20 s of work per measurement) is ~14 rounds, ~90 s of OpenSearch.
+MIN_SECONDS = 20.0
 OTHER_TENANT = "other"
 BATCH = 5_000
 SECTION = "opensearch"

@@ -3,7 +3,7 @@
     python -m bench.run [--only ingest,embedding,query,vector,opensearch,chunking,cold,economy,keyword,vector1m]
                         [--quick] [--keep-others]
 
-`vector1m` (one million vectors, ~30-60 min on 2 shared cores) is not in the default run; ask for it with --only.
+`vector1m` (one million vectors, ~12 min on 2 cores) is not in the default run; ask for it with --only.
 
 The `opensearch` section needs a node (`make opensearch`); without one it logs that it skipped and adds nothing.
 
@@ -31,8 +31,8 @@ SECTIONS = ("ingest", "embedding", "query", "concurrency", "vector", "opensearch
 DEFAULT_SECTIONS = SECTIONS[:-1]
 # Expected seconds of each section on a quiet 2-core machine (logged before each section; the sections that alternate
 # sides run until the fastest side has worked its minimum, so their length follows the speed ratios).
-ESTIMATED_SECONDS = {"ingest": 135, "embedding": 210, "query": 110, "concurrency": 80, "vector": 15, "opensearch": 170,
-                     "chunking": 80, "cold": 20, "economy": 5, "keyword": 85, "vector1m": 2700}
+ESTIMATED_SECONDS = {"ingest": 215, "embedding": 205, "query": 105, "concurrency": 130, "vector": 15, "opensearch": 300,
+                     "chunking": 160, "cold": 20, "economy": 5, "keyword": 85, "vector1m": 710}
 REQUIRED = ("ingest_ratio_minilm", "query_p50_ms_100k_hybrid", "query_p99_ms_100k_hybrid", "vector_recall10_100k",
             "maxchars_mb_per_s", "cold_import_ms_query", "reembed_calls_unchanged", "scifact_ndcg10_hybrid_local",
             "scifact_ndcg10_vector_local", "scifact_ndcg10_keyword", "ingest_chunks_per_s_bge_small_q_speedup",
