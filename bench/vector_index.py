@@ -224,8 +224,8 @@ def million(count: int = 1_000_000, dims: int = 384, queries: int = 200) -> list
              f"subspace plus isotropic noise, seeded) in one partition, {queries} queries from the same distribution, "
              f"k={K}; written with upsert in batches of 25,000 (log, snapshots and the HNSW graph: usearch int8, "
              f"M={ann.CONNECTIVITY}, efConstruction={ann.EXPANSION_ADD}, efSearch={ann.EXPANSION_SEARCH}, "
-             f"{ann.CANDIDATES} candidates re-scored from the partition's float16 rows); searched in a fresh process that opened the folder "
-             f"(load {measured['load_seconds']:.1f} s); files (MiB) "
+             f"{ann.CANDIDATES} candidates re-scored from the partition's float16 rows); searched in a fresh "
+             f"process that opened the folder (load {measured['load_seconds']:.1f} s); files (MiB) "
              f"{json.dumps({name: round(size / 2**20) for name, size in files.items()})}")
     log(f"vector index {count}: recall@10 {recall:.4f}, p50 {median(latencies):.2f} ms, RSS {measured['rss_mib']:.0f} "
         f"MiB (baseline {measured['baseline_rss_mib']:.0f}), exact numpy p50 {median(bare):.1f} ms")
