@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from kindex.domain.errors import InvalidInput
 from kindex.domain.models import CollectionInput, DocumentStatus
 
 TERMINAL = (DocumentStatus.INDEXED, DocumentStatus.FAILED)
@@ -35,15 +36,24 @@ def ingest_path(services, tenant: str, collection_id: str, root: Path, *, worker
     files = files_under(root)
     pending: dict[str, str] = {}
     outcome: dict[str, list[str]] = {"indexed": [], "failed": [], "unchanged": []}
+    sent: dict[str, Path] = {}
     for path in files:
         doc_id = document_id_for(path, root)
-        document, written = catalog.put_file(tenant, collection_id, doc_id, path.name, path.read_bytes())
+        if doc_id in sent:  # `a/b.md` and a file named `a:b.md`: the second would overwrite the first
+            outcome["failed"].append(f"{doc_id}: {path} has the same document id as {sent[doc_id]}; not written")
+            continue
+        sent[doc_id] = path
+        try:
+            document, written = catalog.put_file(tenant, collection_id, doc_id, path.name, path.read_bytes())
+        except InvalidInput as error:  # a name no id may have: that file is refused, the others go on
+            outcome["failed"].append(f"{doc_id}: {error}")
+            continue
         if written or document.status not in TERMINAL:
             pending[doc_id] = str(path)
         else:
             outcome["unchanged"].append(doc_id)
     deadline = time.monotonic() + timeout
-    with tqdm(total=len(files), initial=len(outcome["unchanged"]), unit="file", disable=not progress) as bar:
+    with tqdm(total=len(files), initial=len(files) - len(pending), unit="file", disable=not progress) as bar:
         while pending and time.monotonic() < deadline:
             if worker is None or not worker.run_once():
                 time.sleep(0.2)
