@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -14,12 +12,13 @@ import numpy as np
 
 from kindex.adapters.embedders.model_files import MODEL_FILE, TOKENIZER_FILE, model_folder
 from kindex.adapters.embedders.windows import (
+    BatchPool,
     available_cores,
+    encode_windows,
     length_buckets,
     onnx_session,
     padded_batch,
     pool_windows,
-    split_windows,
 )
 from kindex.domain.embedding_models import LOCAL_BGE_SMALL, LOCAL_BGE_SMALL_Q, LOCAL_MODELS
 
@@ -82,8 +81,7 @@ class BgeSmallEmbedder:
         self.batch_size = batch_size or (INT8_BATCH_SIZE if model == LOCAL_BGE_SMALL_Q else DEFAULT_BATCH_SIZE)
         self.workers = workers or available_cores()
         self.bucketed = bucketed
-        self._pool: ThreadPoolExecutor | None = None
-        self._pool_lock = threading.Lock()
+        self._batches = BatchPool(self.workers, "bge")
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         return self._encode(texts, prefix="")
@@ -95,14 +93,8 @@ class BgeSmallEmbedder:
         if not texts:
             return np.zeros((0, DIMENSIONS), dtype=np.float32)
         folder = model_folder(self.model)
-        tokenizer = _tokenizer(folder)
-        cls_id, sep_id = tokenizer.token_to_id("[CLS]"), tokenizer.token_to_id("[SEP]")
-        windows: list[list[int]] = []
-        owners: list[int] = []
-        for index, encoding in enumerate(tokenizer.encode_batch([prefix + _encodable(text) for text in texts])):
-            for piece in split_windows(encoding.ids[1:-1], WINDOW_TOKENS - 2):
-                windows.append([cls_id, *piece, sep_id])
-                owners.append(index)
+        windows, owners = encode_windows(_tokenizer(folder), [prefix + _encodable(text) for text in texts],
+                                         WINDOW_TOKENS)
         lengths = np.array([len(window) for window in windows])
         weighted = np.zeros((len(windows), DIMENSIONS), dtype=np.float32)
         session = onnx_session(folder / MODEL_FILE, max(1, available_cores() // self.workers))
@@ -113,16 +105,5 @@ class BgeSmallEmbedder:
             cls = cls / np.clip(np.linalg.norm(cls, axis=1, keepdims=True), 1e-12, None)
             weighted[batch] = cls * lengths[batch, None]  # pool_windows divides by the token counts again
 
-        batches = length_buckets(lengths, self.batch_size, self.bucketed)
-        if len(batches) == 1 or self.workers == 1:
-            for batch in batches:
-                run(batch)
-        else:
-            list(self._executor().map(run, batches))  # list() re-raises the first failure
-        return pool_windows(weighted, lengths, np.array(owners), len(texts))
-
-    def _executor(self) -> ThreadPoolExecutor:
-        with self._pool_lock:
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="bge")
-            return self._pool
+        self._batches.run(length_buckets(lengths, self.batch_size, self.bucketed), run)
+        return pool_windows(weighted, lengths, owners, len(texts))

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import importlib.util
 import logging
-import threading
 import zipfile
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -15,12 +13,13 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from kindex.adapters.embedders.windows import (
+    BatchPool,
     available_cores,
+    encode_windows,
     length_buckets,
     onnx_session,
     padded_batch,
     pool_windows,
-    split_windows,
 )
 from kindex.domain.embedding_models import LOCAL_MINILM, LOCAL_MODELS
 from kindex.domain.errors import DependencyFailed
@@ -102,20 +101,12 @@ class MiniLMEmbedder:
         self.batch_size = batch_size
         self.workers = workers or available_cores()
         self.bucketed = bucketed
-        self._pool: ThreadPoolExecutor | None = None
-        self._pool_lock = threading.Lock()
+        self._batches = BatchPool(self.workers, "minilm")
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, DIMENSIONS), dtype=np.float32)
-        tokenizer = _tokenizer()
-        cls_id, sep_id = tokenizer.token_to_id("[CLS]"), tokenizer.token_to_id("[SEP]")
-        windows: list[list[int]] = []
-        owners: list[int] = []
-        for index, encoding in enumerate(tokenizer.encode_batch(list(texts))):
-            for piece in split_windows(encoding.ids[1:-1], WINDOW_TOKENS - 2):
-                windows.append([cls_id, *piece, sep_id])
-                owners.append(index)
+        windows, owners = encode_windows(_tokenizer(), texts, WINDOW_TOKENS)
         lengths = np.array([len(window) for window in windows])
         sums = np.zeros((len(windows), DIMENSIONS), dtype=np.float32)
         session = onnx_session(onnx_model_path(), max(1, available_cores() // self.workers))
@@ -127,20 +118,9 @@ class MiniLMEmbedder:
             (hidden,) = session.run(["last_hidden_state"], feed)
             sums[batch] = (hidden * feed["attention_mask"][:, :, None]).sum(axis=1)
 
-        batches = length_buckets(lengths, self.batch_size, self.bucketed)
-        if len(batches) == 1 or self.workers == 1:
-            for batch in batches:
-                run(batch)
-        else:
-            list(self._executor().map(run, batches))  # list() re-raises the first failure
-        return pool_windows(sums, lengths, np.array(owners), len(texts))
+        self._batches.run(length_buckets(lengths, self.batch_size, self.bucketed), run)
+        return pool_windows(sums, lengths, owners, len(texts))
 
     def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
         """MiniLM takes queries and passages alike (no instruction prefix)."""
         return self.embed(texts)
-
-    def _executor(self) -> ThreadPoolExecutor:
-        with self._pool_lock:
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="minilm")
-            return self._pool

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -22,6 +24,7 @@ import numpy as np
 
 if TYPE_CHECKING:
     import onnxruntime
+    import tokenizers
 
 logger = logging.getLogger(__name__)
 
@@ -93,3 +96,38 @@ def padded_batch(windows: Sequence[Sequence[int]]) -> dict[str, np.ndarray]:
         attention_mask[row, :len(window)] = 1
     return {"input_ids": input_ids, "attention_mask": attention_mask, "token_type_ids": np.zeros_like(input_ids)}
 
+
+
+def encode_windows(tokenizer: "tokenizers.Tokenizer", texts: Sequence[str],
+                   window_tokens: int) -> tuple[list[list[int]], np.ndarray]:
+    """Every text's word pieces as BERT windows of at most `window_tokens` ids ([CLS] ... [SEP] each, see
+    `split_windows`), and for each window the index of its text."""
+    cls_id, sep_id = tokenizer.token_to_id("[CLS]"), tokenizer.token_to_id("[SEP]")
+    windows: list[list[int]] = []
+    owners: list[int] = []
+    for index, encoding in enumerate(tokenizer.encode_batch(list(texts))):
+        for piece in split_windows(encoding.ids[1:-1], window_tokens - 2):
+            windows.append([cls_id, *piece, sep_id])
+            owners.append(index)
+    return windows, np.array(owners, dtype=np.int64)
+
+
+class BatchPool:
+    """Runs an embedder's batches `workers` at a time on its own threads (started at the first parallel call);
+    safe to share between the threads that call it."""
+
+    def __init__(self, workers: int, name: str):
+        self.workers = workers
+        self.name = name
+        self._pool: ThreadPoolExecutor | None = None
+        self._lock = threading.Lock()
+
+    def run(self, batches: Sequence[np.ndarray], run: Callable[[np.ndarray], None]) -> None:
+        if len(batches) == 1 or self.workers == 1:
+            for batch in batches:
+                run(batch)
+            return
+        with self._lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix=self.name)
+        list(self._pool.map(run, batches))  # list() re-raises the first failure
