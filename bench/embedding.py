@@ -41,8 +41,6 @@ from bench.common import (
     Figure,
     SyntheticCorpus,
     alternate,
-    drain_worker,
-    local_deployment,
     log,
     median,
     paired_ratios,
@@ -141,31 +139,10 @@ def _raw(embedder, texts: list[str], keep: dict) -> dict:
 
 
 def _end_to_end(model: str, embedder, docs: list[tuple[str, str]], expected: int, root: Path) -> dict:
-    from kindex.adapters.embedders import registry
-    from kindex.domain.models import CollectionInput, DocumentInput
+    """The ingest bench's end-to-end run, embedding with this side's instance."""
+    from bench.ingest import _end_to_end as ingest_end_to_end
 
-    with local_deployment(root, model) as services:
-        # The pipeline asks the registry for the model: give it this side's instance.
-        with registry._cache_lock:
-            registry._cache[(model, None, None)] = embedder
-        try:
-            services.catalog.put_collection(TENANT, "bench", CollectionInput(
-                allow_guests=True, embedding_model=model, chunking_max_size=CHUNK_CHARS, chunking_overlap_offset=0))
-            started = time.perf_counter()
-            for document_id, content in docs:
-                services.catalog.put_document(TENANT, "bench", document_id, DocumentInput(title=document_id,
-                                                                                          content=content))
-            drain_worker()
-            seconds = time.perf_counter() - started
-            indexed = [services.metadata.get_document(TENANT, "bench", d) for d, _ in docs]
-            if registry._cache.get((model, None, None)) is not embedder:
-                raise RuntimeError(f"embedding benchmark: the pipeline did not embed with this side's {model}")
-        finally:
-            registry.clear_embedder_cache()
-    chunks = sum(d.chunk_count or 0 for d in indexed)
-    if any(d.status.value != "indexed" for d in indexed) or chunks != expected:
-        raise RuntimeError(f"embedding benchmark: {chunks} chunks indexed, {expected} expected")
-    return {"chunks_per_s": expected / seconds}
+    return ingest_end_to_end(model, docs, expected, root, embedder=embedder)
 
 
 def measure(model: str, docs: list[tuple[str, str]], *, min_seconds: float = MIN_SECONDS,

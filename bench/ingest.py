@@ -55,22 +55,34 @@ def _raw(model: str, texts: list[str]) -> dict:
     return {"chunks_per_s": len(texts) / (time.perf_counter() - started)}
 
 
-def _end_to_end(model: str, documents: list[tuple[str, str]], expected: int, root: Path) -> dict:
+def _end_to_end(model: str, documents: list[tuple[str, str]], expected: int, root: Path, embedder=None) -> dict:
+    """Chunks/s from the first `put_document` until the worker has indexed all `documents` (fresh data dir `root`).
+    With `embedder`, the pipeline embeds with that very instance (checked), not the registry's own."""
+    from kindex.adapters.embedders import registry
     from kindex.domain.models import CollectionInput, DocumentInput
 
     with local_deployment(root, model) as services:
-        services.catalog.put_collection(TENANT, "ingest", CollectionInput(
-            allow_guests=True, embedding_model=model, chunking_max_size=CHUNK_CHARS, chunking_overlap_offset=0))
-        started = time.perf_counter()
-        for document_id, content in documents:
-            services.catalog.put_document(TENANT, "ingest", document_id, DocumentInput(title=document_id,
-                                                                                       content=content))
-        drain_worker()
-        seconds = time.perf_counter() - started
-        indexed = [services.metadata.get_document(TENANT, "ingest", d) for d, _ in documents]
-        chunks = sum(d.chunk_count or 0 for d in indexed)
-        if any(d.status.value != "indexed" for d in indexed) or chunks != expected:
-            raise RuntimeError(f"ingest benchmark: {chunks} chunks indexed, {expected} expected")
+        if embedder is not None:  # the pipeline asks the registry for the model: give it this instance
+            with registry._cache_lock:
+                registry._cache[(model, None, None)] = embedder
+        try:
+            services.catalog.put_collection(TENANT, "ingest", CollectionInput(
+                allow_guests=True, embedding_model=model, chunking_max_size=CHUNK_CHARS, chunking_overlap_offset=0))
+            started = time.perf_counter()
+            for document_id, content in documents:
+                services.catalog.put_document(TENANT, "ingest", document_id, DocumentInput(title=document_id,
+                                                                                           content=content))
+            drain_worker()
+            seconds = time.perf_counter() - started
+            indexed = [services.metadata.get_document(TENANT, "ingest", d) for d, _ in documents]
+            if embedder is not None and registry._cache.get((model, None, None)) is not embedder:
+                raise RuntimeError(f"ingest benchmark: the pipeline did not embed with the given {model} instance")
+        finally:
+            if embedder is not None:
+                registry.clear_embedder_cache()
+    chunks = sum(d.chunk_count or 0 for d in indexed)
+    if any(d.status.value != "indexed" for d in indexed) or chunks != expected:
+        raise RuntimeError(f"ingest benchmark: {chunks} chunks indexed, {expected} expected")
     return {"chunks_per_s": expected / seconds}
 
 
