@@ -4,11 +4,6 @@ The size threshold is lowered so that small partitions get a graph."""
 
 from __future__ import annotations
 
-import multiprocessing
-import os
-import signal
-import time
-
 import numpy as np
 import pytest
 
@@ -17,6 +12,7 @@ from kindex.adapters.local.search import log as search_log
 from kindex.adapters.local.search.ann import AnnGraph
 from kindex.adapters.local.search.index import LocalSearchIndex
 from kindex.domain.types import IndexRecord, SearchFilters
+from tests.support.crash import kill_writer_after
 
 pytestmark = pytest.mark.unit
 
@@ -245,14 +241,7 @@ def _write_forever(root: str, ready) -> None:
 @pytest.mark.parametrize("delay", [0.5, 1.3, 2.1])
 def test_a_writer_killed_mid_write_leaves_a_consistent_partition_and_graph(tmp_path, delay):
     root = tmp_path / "index"
-    context = multiprocessing.get_context("spawn")
-    ready = context.Event()
-    writer = context.Process(target=_write_forever, args=(str(root), ready))
-    writer.start()
-    assert ready.wait(120)
-    time.sleep(delay)
-    os.kill(writer.pid, signal.SIGKILL)
-    writer.join()
+    kill_writer_after(_write_forever, root, delay, ready_timeout=120)
     # When reopened
     index = LocalSearchIndex(root)
     partition = index._partition(MODEL, "acme", "col")

@@ -4,17 +4,14 @@ tenants and partitions sharing ids, deletes never found again, filters before th
 from __future__ import annotations
 
 import json
-import multiprocessing
-import os
-import signal
 import sqlite3
-import time
 from pathlib import Path
 
 import pytest
 
 from kindex.adapters.local.search.index import LocalSearchIndex
 from kindex.domain.types import IndexRecord, SearchFilters
+from tests.support.crash import kill_writer_after
 
 pytestmark = pytest.mark.unit
 
@@ -167,14 +164,7 @@ def test_a_writer_killed_mid_write_leaves_a_consistent_index_that_accepts_writes
     # Given a process that upserts batches and deletes half of each, killed with SIGKILL at some point after its
     # first batch
     root = tmp_path / "index"
-    context = multiprocessing.get_context("spawn")
-    ready = context.Event()
-    writer = context.Process(target=_write_forever, args=(str(root), ready))
-    writer.start()
-    assert ready.wait(60)
-    time.sleep(delay)
-    os.kill(writer.pid, signal.SIGKILL)
-    writer.join()
+    kill_writer_after(_write_forever, root, delay, ready_timeout=60)
     # When the folder is reopened
     index = LocalSearchIndex(root)
     # Then every batch that keyword search finds is whole: its upsert alone, or its upsert and its delete
