@@ -129,6 +129,24 @@ def test_bge_int8_the_default_runs_each_window_alone_so_batching_changes_nothing
     assert min(float(np.dot(a, b)) for a, b in zip(batched, alone)) < 0.9999
 
 
+def test_bge_int8_the_default_runs_without_the_memory_arena_and_the_same_vectors():
+    from kindex.adapters.embedders.model_files import MODEL_FILE, model_folder
+    from kindex.adapters.embedders.windows import available_cores, onnx_session
+
+    texts = [("delta epsilon " * (1 + (i * 53) % 300)) + f"row {i}" for i in range(12)]
+    default = BgeSmallEmbedder(LOCAL_BGE_SMALL_Q)
+    with_arena = BgeSmallEmbedder(LOCAL_BGE_SMALL_Q, memory_arena=True)
+    # The int8 default runs its single-window sessions without onnxruntime's memory arena; fp32 keeps it
+    assert (default.memory_arena, with_arena.memory_arena, BgeSmallEmbedder(LOCAL_BGE_SMALL).memory_arena) == (
+        False, True, True)
+    got = default.embed(texts)
+    session = onnx_session(model_folder(LOCAL_BGE_SMALL_Q) / MODEL_FILE,
+                           max(1, available_cores() // default.workers), False)
+    assert session.get_session_options().enable_cpu_mem_arena is False
+    # Where tensors are allocated changes no number
+    np.testing.assert_allclose(got, with_arena.embed(texts), atol=1e-6)
+
+
 def test_bge_int8_variant_points_the_same_way_as_fp32():
     sentences = ["The weather is lovely today.", "Insulin resistance drives type 2 diabetes.", "A short one."]
     fp32 = BgeSmallEmbedder(LOCAL_BGE_SMALL).embed(sentences)

@@ -72,17 +72,20 @@ def pool_windows(window_sums: np.ndarray, window_tokens: np.ndarray, window_text
 
 
 @lru_cache(maxsize=8)
-def onnx_session(model_path: Path, threads: int) -> "onnxruntime.InferenceSession":
-    """One CPU session per (graph, thread count); a session may run several batches at once from different
-    threads (the local embedders run one single-threaded batch per core)."""
+def onnx_session(model_path: Path, threads: int, memory_arena: bool = True) -> "onnxruntime.InferenceSession":
+    """One CPU session per (graph, thread count, arena); a session may run several batches at once from different
+    threads (the local embedders run one single-threaded batch per core). `memory_arena` is onnxruntime's CPU
+    memory arena (its default, on); without it each run's tensors come from the process allocator."""
     import onnxruntime
 
     options = onnxruntime.SessionOptions()
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
     options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.enable_cpu_mem_arena = memory_arena
     session = onnxruntime.InferenceSession(str(model_path), sess_options=options, providers=["CPUExecutionProvider"])
-    logger.info("onnx embedding session loaded", extra={"model_path": str(model_path), "threads": threads})
+    logger.info("onnx embedding session loaded",
+                extra={"model_path": str(model_path), "threads": threads, "memory_arena": memory_arena})
     return session
 
 
