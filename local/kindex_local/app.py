@@ -181,5 +181,8 @@ def start(settings: Settings) -> LocalServer:
     scheduler = Scheduler(services.reindex, settings.reindex_interval_seconds)
     scheduler.start()
     server.background.append(scheduler)
+    if not settings.search_url:
+        # The embedded index compacts its graph partitions when closed, after the worker has stopped (shutdown).
+        server.closing.append(services.search_index.close)
     server.lock = lock
     return server

@@ -145,8 +145,12 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     if worker is None:
         print("A kindex server is running on this data directory; its worker indexes the files.")
     del keys
-    outcome = ingest_path(services, args.tenant, args.collection, args.path, worker=worker,
-                          progress=not args.quiet)
+    try:
+        outcome = ingest_path(services, args.tenant, args.collection, args.path, worker=worker,
+                              progress=not args.quiet)
+    finally:
+        if worker is not None and not services.settings.search_url:
+            services.search_index.close()  # this process wrote the embedded index: compact it like a server stop
     print(f"indexed {len(outcome['indexed'])}, unchanged {len(outcome['unchanged'])}, "
           f"failed {len(outcome['failed'])}, still pending {len(outcome['timed_out'])}")
     for line in outcome["failed"]:

@@ -384,6 +384,7 @@ class LocalServer:
         self.app = AsgiGateway(gateway, concurrency)
         self.socket = bind_socket(host, port)
         self.background: list = []  # things with stop(), stopped on shutdown (the worker)
+        self.closing: list[Callable[[], None]] = []  # called last on shutdown, once nothing else runs (the index)
         self.lock = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopping: asyncio.Event | None = None
@@ -435,3 +436,9 @@ class LocalServer:
             self.socket.close()
         except OSError:
             pass
+        for close in self.closing:
+            try:
+                close()
+            except Exception:
+                logger.exception("shutdown: closing failed")
+        self.closing.clear()

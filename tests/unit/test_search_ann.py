@@ -195,6 +195,40 @@ def test_the_graph_is_saved_with_its_snapshot_and_reloaded_not_rebuilt(tmp_path,
     second.close()
 
 
+def test_close_compacts_graph_partitions_so_the_next_open_replays_no_log(tmp_path, monkeypatch):
+    # Given a graph partition with writes in its log since its last snapshot, and a small one without a graph
+    base, more = vectors(500, 21), vectors(40, 22)
+    first = LocalSearchIndex(tmp_path / "index")
+    first.upsert(MODEL, records(base))
+    first.upsert(MODEL, records(more, start=500))
+    first.delete(MODEL, "acme", "col", chunk_ids=["c3"])
+    first.upsert(MODEL, records(vectors(20, 23), tenant="other"))
+    folder = tmp_path / "index" / "vectors"
+    logs_before = sorted(path.name for path in folder.glob("*.log"))
+    assert len(logs_before) == 2  # the graph partition's writes since its snapshot, and the small partition's
+    # When the index is closed (a clean shutdown)
+    first.close()
+    # Then the graph partition is compacted (no log left, one graph), the small one keeps its log (cheap to replay)
+    logs_after = sorted(path.name for path in folder.glob("*.log"))
+    assert len(logs_after) == 1 and logs_after[0] in logs_before
+    assert len(list(folder.glob("*.usearch"))) == 1
+    # And the next open reads the saved graph with every write in it, building and replaying nothing for it
+    builds, replayed = [], []
+    monkeypatch.setattr(AnnGraph, "build", classmethod(lambda cls, v: builds.append(len(v))))
+    original = LocalSearchIndex._replay
+    monkeypatch.setattr(LocalSearchIndex, "_replay", lambda self, key, log, partition: replayed.append(key[1])
+                        or original(self, key, log, partition))
+    second = LocalSearchIndex(tmp_path / "index")
+    assert hits(second, more[5], 1) == ["c505"] and "c3" not in hits(second, base[3], 5)
+    assert builds == [] and replayed == [] and len(graph_of(second)) == 539
+    assert hits(second, vectors(20, 23)[4], 1, tenant="other") == ["c4"] and replayed == ["other"]
+    # And an index stays usable after a close: a later write reopens what it needs
+    second.close()
+    second.upsert(MODEL, records(vectors(3, 24), start=900))
+    assert hits(second, vectors(3, 24)[1], 1) == ["c901"]
+    second.close()
+
+
 def test_a_graph_file_without_its_snapshot_is_never_used_and_a_missing_one_is_rebuilt(tmp_path):
     base = vectors(500, 12)
     first = LocalSearchIndex(tmp_path / "index")

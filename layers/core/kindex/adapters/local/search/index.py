@@ -76,8 +76,19 @@ class LocalSearchIndex:
         self._migrate_fts()
 
     def close(self) -> None:
-        """Release the keyword index's writer; the folder can then be reopened by a new instance."""
+        """A clean shutdown: compact every loaded partition that has an HNSW graph and writes in its log (so the next
+        open loads the saved graph instead of adding the log's rows to it one by one: a 1M-row partition opened in
+        34 s that way), then release the keyword index's writer; the folder can then be reopened by a new
+        instance. A compaction that fails leaves its partition as it was (the log replays at the next open)."""
         with self._lock, self._keyword_lock:
+            for key, partition in self._partitions.items():
+                if partition is None or partition.graph is None or not partition.log_records:
+                    continue
+                try:
+                    self._maybe_compact(key, partition, force=True)
+                except OSError:
+                    logger.exception("search index: compaction at close failed; the log replays at the next open",
+                                     extra={"rows": len(partition)})
             self._keywords.close()
 
     # -- port -------------------------------------------------------------------------------------------------
