@@ -46,12 +46,12 @@ class TestDynamoDbMetadataStore(MetadataStoreContract, ReindexLedgerContract):
         for i in range(30):
             store.put_document("acme", make_document("docs", f"d{i:02d}"), create=True)
         # When listing all / Then several pages were read and joined in order
-        assert store.list_documents("acme", "docs", after=None, offset=0, limit=None) == \
+        assert [d.id for d in store.list_documents("acme", "docs", after=None, offset=0, limit=None)] == \
             [f"d{i:02d}" for i in range(30)]
         assert len(calls) >= 8
         # When asking for a small slice / Then no more than needed is read
         calls.clear()
-        assert store.list_documents("acme", "docs", after=None, offset=2, limit=1) == ["d02"]
+        assert [d.id for d in store.list_documents("acme", "docs", after=None, offset=2, limit=1)] == ["d02"]
         assert [c["Limit"] for c in calls] == [3]
 
     def test_one_megabyte_pages_are_followed(self, dynamodb):
@@ -63,8 +63,9 @@ class TestDynamoDbMetadataStore(MetadataStoreContract, ReindexLedgerContract):
         for i in range(120):
             store.put_document("acme", make_document("docs", f"d{i:03d}", failure_reason="x" * 10_000), create=True)
         # When listing and counting / Then every item is returned across pages
-        assert store.list_documents("acme", "docs", after="d005", offset=3, limit=None) == \
-            [f"d{i:03d}" for i in range(9, 120)]
+        listed = store.list_documents("acme", "docs", after="d005", offset=3, limit=None)
+        assert [d.id for d in listed] == [f"d{i:03d}" for i in range(9, 120)]
+        assert all(d.failure_reason == "x" * 10_000 for d in listed)
         assert store.count_documents("acme", "docs") == 120
         assert len(pages) >= 4
 

@@ -103,8 +103,9 @@ class DocumentStore(Protocol):
         """Delete the record; False when it did not exist."""
 
     def list_documents(self, tenant: str, collection_id: str, *, after: str | None, offset: int,
-                       limit: int | None) -> list[str]:
-        """Ids in order, as `list_collections`."""
+                       limit: int | None) -> list["Document"]:
+        """The records in id order, strictly after `after` (if given), skipping `offset`, at most `limit` (None = all),
+        as `list_collections` lists ids; read in one query per page (no read per document)."""
 
     def count_documents(self, tenant: str, collection_id: str) -> int:
         """How many documents the collection holds."""
