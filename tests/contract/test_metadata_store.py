@@ -54,6 +54,19 @@ class TestDynamoDbMetadataStore(MetadataStoreContract, ReindexLedgerContract):
         assert [d.id for d in store.list_documents("acme", "docs", after=None, offset=2, limit=1)] == ["d02"]
         assert [c["Limit"] for c in calls] == [3]
 
+    def test_a_page_of_document_records_is_one_query_without_item_reads(self, dynamodb):
+        # Given 300 documents, written with a store that leaves DynamoDB's own page size alone
+        store = DynamoDbMetadataStore(TABLE, client=dynamodb)
+        for i in range(300):
+            store.put_document("acme", make_document("docs", f"d{i:03d}", title=f"title {i}"), create=True)
+        calls: list[str] = []
+        dynamodb.meta.events.register("before-call.dynamodb", lambda model, **kwargs: calls.append(model.name))
+        # When listing a page of 101 records after skipping 50
+        listed = store.list_documents("acme", "docs", after=None, offset=50, limit=101)
+        # Then they are the stored records, read by one Query (no GetItem per document)
+        assert [(d.id, d.title) for d in listed] == [(f"d{i:03d}", f"title {i}") for i in range(50, 151)]
+        assert calls == ["Query"]
+
     def test_one_megabyte_pages_are_followed(self, dynamodb):
         # Given documents big enough that DynamoDB splits a query into 1 MB pages, and no page size of our own
         store = DynamoDbMetadataStore(TABLE, client=dynamodb)
