@@ -102,8 +102,18 @@ class AsyncKindex:
     def iter_documents(self, collection: str, page_size: int = 100) -> AsyncIterator[str]:
         return self._pages(lambda cursor: calls.list_documents(collection, 0, page_size, cursor), "documents")
 
-    def iter_document_summaries(self, collection: str, page_size: int = 100) -> AsyncIterator[DocumentSummary]:
-        return self._pages(lambda cursor: calls.list_documents(collection, 0, page_size, cursor), "items")
+    async def iter_document_summaries(self, collection: str,
+                                      page_size: int = 100) -> AsyncIterator[DocumentSummary]:
+        cursor = None
+        while True:
+            page = await self.list_documents(collection, 0, page_size, cursor)
+            summaries = page.items if calls.has_summaries(page) else await self._summaries(collection, page.documents)
+            for summary in summaries:
+                if summary is not None:
+                    yield summary
+            cursor = page.next_cursor
+            if not cursor:
+                return
 
     async def document_summaries(self, collection: str,
                                  documents: Iterable[str]) -> dict[str, DocumentSummary | None]:
@@ -111,6 +121,10 @@ class AsyncKindex:
         if calls.listing_is_cheaper((await self.get_collection(collection)).document_count, len(wanted)):
             listed = {s.id: s async for s in self.iter_document_summaries(collection, page_size=MAX_PAGE_SIZE)}
             return {document: listed.get(document) for document in wanted}
+        return dict(zip(wanted, await self._summaries(collection, wanted), strict=True))
+
+    async def _summaries(self, collection: str, documents: list[str]) -> list[DocumentSummary | None]:
+        """One GET per document, SUMMARY_GETS_IN_FLIGHT at a time; None for a document that does not exist."""
         gate = asyncio.Semaphore(SUMMARY_GETS_IN_FLIGHT)
 
         async def one(document: str) -> DocumentSummary | None:
@@ -120,7 +134,7 @@ class AsyncKindex:
                 except NotFound:
                     return None
 
-        return dict(zip(wanted, await asyncio.gather(*map(one, wanted)), strict=True))
+        return list(await asyncio.gather(*map(one, documents)))
 
     async def wait_for_documents(self, collection: str, documents: Iterable[str], timeout: float = 300.0,
                                  interval: float = 1.0) -> dict[str, DocumentSummary | None]:

@@ -89,6 +89,11 @@ def listing_is_cheaper(document_count: int, wanted: int) -> bool:
     return 0 < wanted and -(-document_count // MAX_PAGE_SIZE) < wanted
 
 
+def has_summaries(page: DocumentList) -> bool:
+    """Whether the page carries its documents' summaries: a deployment from before them answers ids only."""
+    return len(page.items) == len(page.documents)
+
+
 def _document_path(collection: str, document: str) -> str:
     return f"/v1/collections/{segment(collection)}/documents/{segment(document)}"
 

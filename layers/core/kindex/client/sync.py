@@ -116,8 +116,17 @@ class Kindex:
 
     def iter_document_summaries(self, collection: str, page_size: int = 100) -> Iterator[DocumentSummary]:
         """Every document's summary (status, failure_reason, chunk_count, ...), one request per page: no GET per
-        document."""
-        return self._pages(lambda cursor: calls.list_documents(collection, 0, page_size, cursor), "items")
+        document (but from a deployment older than the summaries, whose pages hold only ids)."""
+        cursor = None
+        while True:
+            page = self.list_documents(collection, 0, page_size, cursor)
+            if calls.has_summaries(page):
+                yield from page.items
+            else:
+                yield from filter(None, (self._summary(collection, document) for document in page.documents))
+            cursor = page.next_cursor
+            if not cursor:
+                return
 
     def document_summaries(self, collection: str, documents: Iterable[str]) -> dict[str, DocumentSummary | None]:
         """The summaries of the named documents (None: there is no such document), read through the collection's
