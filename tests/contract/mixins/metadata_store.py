@@ -237,6 +237,24 @@ class DocumentStoreContract:
         assert ids_of(store.list_documents("acme", "docs", after="a#", offset=0, limit=3)) == \
             expected_page(MIXED_IDS, after="a#", offset=0, limit=3)
 
+    def test_document_pages_hold_whole_records_in_code_point_order(self, store):
+        # Given documents of mixed ids, and others of another collection and another tenant
+        for document_id in MIXED_IDS:
+            store.put_document("acme", make_document("docs", document_id, title=f"title of {document_id}"),
+                               create=True)
+        store.put_document("acme", make_document("other", "x"), create=True)
+        store.put_document("other", make_document("docs", "y"), create=True)
+        # When walking pages of 5 after the last id / Then each record is the stored one, each once, in order
+        walked, after = [], None
+        while page := store.list_documents("acme", "docs", after=after, offset=0, limit=5):
+            assert len(page) <= 5
+            assert all(d == store.get_document("acme", "docs", d.id) for d in page)
+            walked += ids_of(page)
+            after = page[-1].id
+        assert walked == sorted(MIXED_IDS)
+        assert store.list_documents("acme", "docs", after=None, offset=0, limit=0) == []
+        assert store.list_documents("acme", "docs", after="\U0010ffff", offset=0, limit=3) == []
+
     def test_documents_list_as_their_stored_records(self, store):
         # Given two tenants with the same collection and document ids, holding different records
         for tenant, status in (("acme", DocumentStatus.FAILED), ("other", DocumentStatus.INDEXED)):

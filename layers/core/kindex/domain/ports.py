@@ -128,11 +128,6 @@ class ReindexLedger(Protocol):
         in progress, or failed and retryable), at most `limit`; read from an index of only those documents, so the
         cost follows their number, not the collection's size. May lag a write by a moment (DynamoDB's GSI)."""
 
-    def document_page(self, tenant: str, collection_id: str, *, after: str | None,
-                      limit: int) -> list["Document"]:
-        """The records of the first `limit` documents strictly after `after`, in id order, in one read (a Query on
-        DynamoDB: a page costs what its items weigh, with no read per document)."""
-
 
 class KeyStore(Protocol):
     """API keys, looked up by their public key id. Only hashes of secrets are stored."""

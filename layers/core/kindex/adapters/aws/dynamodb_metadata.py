@@ -256,9 +256,6 @@ class DynamoDbMetadataStore(DynamoDbTable):
         self._call("put_item", build_state_put(self.table_name, tenant, state), on_condition_failed=(
             lambda _old: Conflict(f"reindex state of {state.collection!r} changed meanwhile")))
 
-    def document_page(self, tenant: str, collection_id: str, *, after: str | None, limit: int) -> list[Document]:
-        return self.list_documents(tenant, collection_id, after=after, offset=0, limit=max(0, limit))
-
     def attention_documents(self, tenant: str, collection_id: str, *, after: str | None,
                             limit: int) -> list[str]:
         pk = documents_pk(tenant, collection_id)

@@ -163,9 +163,6 @@ class SqliteMetadataStore:
             if written.rowcount == 0:
                 raise Conflict(f"reindex state of {state.collection!r} changed meanwhile")
 
-    def document_page(self, tenant: str, collection_id: str, *, after: str | None, limit: int) -> list[Document]:
-        return self.list_documents(tenant, collection_id, after=after, offset=0, limit=max(0, limit))
-
     def attention_documents(self, tenant: str, collection_id: str, *, after: str | None,
                             limit: int) -> list[str]:
         sql, params = _page_query("SELECT id FROM documents INDEXED BY documents_attention WHERE tenant = ? AND"
