@@ -390,7 +390,9 @@ def _summaries(client: Kindex, collection: str, doc_ids: list[str],
     """What the deployment holds of these documents (None: nothing): through the collection's listing when that takes
     fewer requests, else one GET per document, `--jobs` at a time."""
     if calls.listing_is_cheaper(client.get_collection(collection).document_count, len(doc_ids)):
-        listed = {s.id: s for s in client.iter_document_summaries(collection, page_size=MAX_PAGE_SIZE)}
+        named = set(doc_ids)  # keep only those: a large collection's summaries would not fit in memory
+        listed = {s.id: s for s in client.iter_document_summaries(collection, page_size=MAX_PAGE_SIZE)
+                  if s.id in named}
         return {doc_id: listed.get(doc_id) for doc_id in doc_ids}
 
     def one(doc_id: str) -> tuple[str, DocumentSummary | None]:

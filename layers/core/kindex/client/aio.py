@@ -119,7 +119,9 @@ class AsyncKindex:
                                  documents: Iterable[str]) -> dict[str, DocumentSummary | None]:
         wanted = list(dict.fromkeys(documents))
         if calls.listing_is_cheaper((await self.get_collection(collection)).document_count, len(wanted)):
-            listed = {s.id: s async for s in self.iter_document_summaries(collection, page_size=MAX_PAGE_SIZE)}
+            named = set(wanted)  # keep only those: a large collection's summaries would not fit in memory
+            listed = {s.id: s async for s in self.iter_document_summaries(collection, page_size=MAX_PAGE_SIZE)
+                      if s.id in named}
             return {document: listed.get(document) for document in wanted}
         return dict(zip(wanted, await self._summaries(collection, wanted), strict=True))
 

@@ -133,7 +133,9 @@ class Kindex:
         listing or one GET per document, whichever takes fewer requests."""
         wanted = list(dict.fromkeys(documents))
         if calls.listing_is_cheaper(self.get_collection(collection).document_count, len(wanted)):
-            listed = {s.id: s for s in self.iter_document_summaries(collection, page_size=MAX_PAGE_SIZE)}
+            named = set(wanted)  # keep only those: a large collection's summaries would not fit in memory
+            listed = {s.id: s for s in self.iter_document_summaries(collection, page_size=MAX_PAGE_SIZE)
+                      if s.id in named}
             return {document: listed.get(document) for document in wanted}
         return {document: self._summary(collection, document) for document in wanted}
 
