@@ -5,6 +5,7 @@ paging parameters get a 4xx JSON answer. The SDK and the CLI read documents thro
 import json
 import subprocess
 import sys
+import threading
 
 import httpx
 import pytest
@@ -179,3 +180,42 @@ def test_the_cli_lists_summaries_and_filters_by_status(server, tenants):
     assert [d["id"] for d in as_json] == ["same-1"] and set(as_json[0]) == SUMMARY_FIELDS
     refused = cli("--status", "bogus")
     assert refused.returncode == 2 and "invalid choice" in refused.stderr
+
+
+def test_paging_while_documents_come_and_go_lists_each_steady_one_exactly_once(server):
+    # Given 120 documents, of which the odd ones get deleted and new ones get written while a client pages
+    session = server.session(server.admin_key)
+    base = server.url("/v1/collections/churn")
+    assert session.put(base, json={}).status_code == 201
+    for i in range(120):
+        assert session.put(f"{base}/documents/k{i:03d}", json={"content": f"text {i}"}).status_code == 201
+    stop = threading.Event()
+
+    def churn():
+        writer = server.session(server.admin_key)
+        for i in range(1, 120, 2):
+            if stop.is_set():
+                return
+            writer.delete(f"{base}/documents/k{i:03d}")
+            writer.put(f"{base}/documents/k{i:03d}x", json={"content": "new"})
+
+    thread = threading.Thread(target=churn)
+    thread.start()
+    try:
+        # When walking small pages meanwhile
+        seen, cursor = [], None
+        while True:
+            body = session.get(f"{base}/documents", params={"number": 3, **({"cursor": cursor} if cursor else {})})
+            assert body.status_code == 200, body.text
+            page = body.json()
+            assert [s["id"] for s in page["items"]] == page["documents"]
+            seen += page["documents"]
+            cursor = page["next_cursor"]
+            if not cursor:
+                break
+    finally:
+        stop.set()
+        thread.join()
+    # Then no document comes twice, the list stays in id order, and every document never touched is there
+    assert len(seen) == len(set(seen)) and seen == sorted(seen)
+    assert {f"k{i:03d}" for i in range(0, 120, 2)} <= set(seen)
