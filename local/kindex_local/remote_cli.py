@@ -23,8 +23,9 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from kindex.client import errors
+from kindex.client import calls, errors
 from kindex.client.sync import Kindex
+from kindex.domain.models import MAX_PAGE_SIZE, DocumentStatus, DocumentSummary
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_AUTH, EXIT_NOT_FOUND, EXIT_CONFLICT, EXIT_UNAVAILABLE = 0, 1, 2, 3, 4, 5, 6
 #: Exit codes a script can rely on (docs/clients.md lists them).
@@ -229,7 +230,21 @@ def collections_delete(args: argparse.Namespace, client: Kindex) -> int:
 
 
 def documents_list(args: argparse.Namespace, client: Kindex) -> int:
-    return _ids(list(client.iter_documents(args.collection, page_size=args.page_size)), args.json)
+    if not (args.long or args.status):
+        return _ids(list(client.iter_documents(args.collection, page_size=args.page_size)), args.json)
+    summaries = [s for s in client.iter_document_summaries(args.collection, page_size=args.page_size)
+                 if not args.status or s.status.value in args.status]
+    if not args.long:
+        return _ids([s.id for s in summaries], args.json)
+    if args.json:
+        emit_json(summaries)
+    else:
+        for s in summaries:
+            progress = f"{s.chunks_done}/{s.chunk_count}" if s.status.value == "in_progress" else str(s.chunk_count)
+            # Ids hold no control characters; title and reason are flattened, so a line is always one document.
+            print("\t".join([s.id, s.status.value, progress, str(s.content_length), " ".join(s.title.split()),
+                             " ".join((s.failure_reason or "").split())]))
+    return EXIT_OK
 
 
 def documents_get(args: argparse.Namespace, client: Kindex) -> int:
@@ -370,14 +385,29 @@ def sha256_of(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _send_file(client: Kindex, collection: str, doc_id: str, path: Path) -> str:
+def _summaries(client: Kindex, collection: str, doc_ids: list[str],
+               pool: ThreadPoolExecutor) -> dict[str, DocumentSummary | None]:
+    """What the deployment holds of these documents (None: nothing): through the collection's listing when that takes
+    fewer requests, else one GET per document, `--jobs` at a time."""
+    if calls.listing_is_cheaper(client.get_collection(collection).document_count, len(doc_ids)):
+        named = set(doc_ids)  # keep only those: a large collection's summaries would not fit in memory
+        listed = {s.id: s for s in client.iter_document_summaries(collection, page_size=MAX_PAGE_SIZE)
+                  if s.id in named}
+        return {doc_id: listed.get(doc_id) for doc_id in doc_ids}
+
+    def one(doc_id: str) -> tuple[str, DocumentSummary | None]:
+        try:
+            return doc_id, DocumentSummary.of(client.get_document(collection, doc_id))
+        except errors.NotFound:
+            return doc_id, None
+
+    return dict(pool.map(one, doc_ids))
+
+
+def _send_file(client: Kindex, collection: str, doc_id: str, path: Path, stored: DocumentSummary | None) -> str:
     """'unchanged' when the deployment holds exactly these bytes, indexed; 'waiting' when it holds them and is still
     indexing them; 'failed:<reason>' when these bytes failed for good (a corrupt or unsupported file fails again);
     else uploads the file ('uploaded')."""
-    try:
-        stored = client.get_document(collection, doc_id)
-    except errors.NotFound:
-        stored = None
     if stored is None or stored.content_sha256 != sha256_of(path):
         client.upload_file(collection, doc_id, path)
         return "uploaded"
@@ -424,10 +454,12 @@ def ingest(args: argparse.Namespace, client: Kindex) -> int:
     with tqdm(total=len(files), unit="file", disable=not show, file=sys.stderr) as bar, \
             ThreadPoolExecutor(max_workers=args.jobs) as pool:
 
+        stored = _summaries(client, args.collection, list(files), pool) if files else {}
+
         def send(item: tuple[str, Path]) -> tuple[str, str]:
             doc_id, path = item
             try:
-                return doc_id, _send_file(client, args.collection, doc_id, path)
+                return doc_id, _send_file(client, args.collection, doc_id, path, stored[doc_id])
             except (errors.ApiError, errors.ConnectionFailed, OSError) as error:
                 detail = f"{error.error}: {error.message}" if isinstance(error, errors.ApiError) else str(error)
                 return doc_id, f"failed:upload refused: {detail}"
@@ -454,9 +486,9 @@ def _wait_indexed(client: Kindex, args: argparse.Namespace, waiting: list[str], 
 
     deadline = time.monotonic() + args.wait_timeout
     while waiting:
-        states = list(pool.map(lambda doc_id: _current(client, args.collection, doc_id), waiting))
+        states = _summaries(client, args.collection, waiting, pool)
         waiting = []
-        for doc_id, document in states:
+        for doc_id, document in states.items():
             if document is None:
                 outcome.failed.append((doc_id, "deleted while it was being indexed"))
             elif document.status.value == "indexed":
@@ -472,13 +504,6 @@ def _wait_indexed(client: Kindex, args: argparse.Namespace, waiting: list[str], 
             return
         if waiting:
             time.sleep(args.poll_interval)
-
-
-def _current(client: Kindex, collection: str, doc_id: str):
-    try:
-        return doc_id, client.get_document(collection, doc_id)
-    except errors.NotFound:
-        return doc_id, None
 
 
 def _report(outcome: IngestOutcome, args: argparse.Namespace) -> int:
@@ -548,8 +573,14 @@ def add_commands(sub) -> None:
 
     documents = sub.add_parser("documents", help="list, read, write or delete documents, read chunks (remote)")
     doc = documents.add_subparsers(dest="documents_command", required=True)
-    _paged(_remote(doc, "list", documents_list, "every document id of a collection", json_flag=True)).add_argument(
-        "collection")
+    dlist = _paged(_remote(doc, "list", documents_list, "every document id of a collection (--long: what each is)",
+                           json_flag=True))
+    dlist.add_argument("collection")
+    dlist.add_argument("--long", "-l", action="store_true",
+                       help="a line per document: id, status, chunks, bytes, title, failure (tab-separated; with "
+                            "--json, the summaries)")
+    dlist.add_argument("--status", action="append", choices=[s.value for s in DocumentStatus],
+                       help="only documents with this status (repeat for several)")
     get = _remote(doc, "get", documents_get, "one document as JSON (with --content, its text)")
     get.add_argument("collection")
     get.add_argument("document")

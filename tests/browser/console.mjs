@@ -107,12 +107,16 @@ try {
       await page.locator(`li[data-file="${name}"] .badge.indexed`).waitFor({ timeout: 180000 });
     }
     await page.locator('li[data-file="not-text.txt"] .badge.failed').waitFor({ timeout: 180000 });
+    const sinceRefresh = requests.length;
     await page.getByRole("button", { name: "Refresh" }).click();
     await page.locator(`tr[data-document="${pdfName}"] .badge.indexed`).waitFor();
     await page.locator(".counts .badge.failed").waitFor();
     const counts = (await page.locator(".counts").textContent()).replace(/\s+/g, " ");
     check(counts.includes("3 documents") && counts.includes("indexed 2") && counts.includes("failed 1"),
       `counts by status: ${counts}`);
+    // The list and the counts come from the list's summaries: no request reads one document.
+    const perDocument = requests.slice(sinceRefresh).filter((u) => /\/documents\/[^/]+$/.test(new URL(u).pathname));
+    check(perDocument.length === 0, `no GET per document: ${perDocument.join(", ")}`);
     await page.screenshot({ path: join(shots, "03-documents.png"), fullPage: true });
     await page.locator("#status-filter").selectOption("failed");
     const failure = page.locator('tr[data-document="not-text.txt"] td.failure');

@@ -46,13 +46,26 @@ class TestDynamoDbMetadataStore(MetadataStoreContract, ReindexLedgerContract):
         for i in range(30):
             store.put_document("acme", make_document("docs", f"d{i:02d}"), create=True)
         # When listing all / Then several pages were read and joined in order
-        assert store.list_documents("acme", "docs", after=None, offset=0, limit=None) == \
+        assert [d.id for d in store.list_documents("acme", "docs", after=None, offset=0, limit=None)] == \
             [f"d{i:02d}" for i in range(30)]
         assert len(calls) >= 8
         # When asking for a small slice / Then no more than needed is read
         calls.clear()
-        assert store.list_documents("acme", "docs", after=None, offset=2, limit=1) == ["d02"]
+        assert [d.id for d in store.list_documents("acme", "docs", after=None, offset=2, limit=1)] == ["d02"]
         assert [c["Limit"] for c in calls] == [3]
+
+    def test_a_page_of_document_records_is_one_query_without_item_reads(self, dynamodb):
+        # Given 300 documents, written with a store that leaves DynamoDB's own page size alone
+        store = DynamoDbMetadataStore(TABLE, client=dynamodb)
+        for i in range(300):
+            store.put_document("acme", make_document("docs", f"d{i:03d}", title=f"title {i}"), create=True)
+        calls: list[str] = []
+        dynamodb.meta.events.register("before-call.dynamodb", lambda model, **kwargs: calls.append(model.name))
+        # When listing a page of 101 records after skipping 50
+        listed = store.list_documents("acme", "docs", after=None, offset=50, limit=101)
+        # Then they are the stored records, read by one Query (no GetItem per document)
+        assert [(d.id, d.title) for d in listed] == [(f"d{i:03d}", f"title {i}") for i in range(50, 151)]
+        assert calls == ["Query"]
 
     def test_one_megabyte_pages_are_followed(self, dynamodb):
         # Given documents big enough that DynamoDB splits a query into 1 MB pages, and no page size of our own
@@ -63,8 +76,9 @@ class TestDynamoDbMetadataStore(MetadataStoreContract, ReindexLedgerContract):
         for i in range(120):
             store.put_document("acme", make_document("docs", f"d{i:03d}", failure_reason="x" * 10_000), create=True)
         # When listing and counting / Then every item is returned across pages
-        assert store.list_documents("acme", "docs", after="d005", offset=3, limit=None) == \
-            [f"d{i:03d}" for i in range(9, 120)]
+        listed = store.list_documents("acme", "docs", after="d005", offset=3, limit=None)
+        assert [d.id for d in listed] == [f"d{i:03d}" for i in range(9, 120)]
+        assert all(d.failure_reason == "x" * 10_000 for d in listed)
         assert store.count_documents("acme", "docs") == 120
         assert len(pages) >= 4
 

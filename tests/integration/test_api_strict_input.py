@@ -12,6 +12,8 @@ from kindex.domain.models import (
     MAX_PAGE_SIZE,
     ChunkingMethod,
     Collection,
+    Document,
+    DocumentStatus,
 )
 from kindex.domain.types import StoredChunk
 from tests.conftest import load_event
@@ -202,6 +204,35 @@ def test_the_largest_page_of_the_longest_ids_answers_under_5_mb(local_container)
     # Then it holds 1,000 ids, a cursor to the last one, and is under 5 MB
     assert status == 200 and len(body["collections"]) == MAX_PAGE_SIZE and body["next_cursor"]
     assert size < RESPONSE_LIMIT
+
+
+def test_the_largest_page_of_the_heaviest_document_summaries_answers_under_5_mb(local_container):
+    # Given 1,001 documents with the longest ids, titles and failure reasons, in astral characters (12 bytes each
+    # as JSON escapes: about 21 KB a summary, 21 MB for a full page if nothing stopped it)
+    assert call(api.handler, put_collection("{}"))[0] == 201
+    expected = []
+    for i in range(MAX_PAGE_SIZE + 1):
+        document_id = f"{i:04d}" + "\U0001F600" * 251
+        local_container.metadata.put_document("acme", Document(
+            id=document_id, collection="My Collection", title="\U0001F600" * 1024, status=DocumentStatus.FAILED,
+            failure_reason="\U0001F600" * 500, mimetype="\U0001F600" * 255), create=True)
+        expected.append(document_id)
+    # When walking the list with the largest page size
+    seen, sizes, cursor = [], [], None
+    while True:
+        status, body, size = call(api.handler, with_query(load_event("api_list_documents.json"),
+                                                          number=str(MAX_PAGE_SIZE),
+                                                          **({"cursor": cursor} if cursor else {})))
+        assert status == 200, body
+        assert [d["id"] for d in body["items"]] == body["documents"]
+        seen += body["documents"]
+        sizes.append(size)
+        cursor = body["next_cursor"]
+        if not cursor:
+            break
+    # Then every answer stays under 5 MB, each with at least one document, and each document comes exactly once
+    assert seen == expected
+    assert max(sizes) < RESPONSE_LIMIT and len(sizes) > 4
 
 
 def test_lists_default_to_a_page_of_100_and_minus_one_means_the_largest_page(local_container):

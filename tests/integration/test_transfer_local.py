@@ -226,7 +226,7 @@ def test_hostile_batches_are_refused_and_change_nothing(env, fields, error):
     with pytest.raises((InvalidInput, Conflict)) as raised:
         env.transfer.import_batch("t", "copy", request(**fields))
     assert error in raised.value.message
-    assert env.catalog.list_documents("t", "copy", PageRequest()).ids == []
+    assert env.catalog.list_documents("t", "copy", PageRequest()).documents == []
 
 
 @pytest.mark.parametrize("fields, error", [

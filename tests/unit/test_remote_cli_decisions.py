@@ -3,24 +3,37 @@ error gets."""
 
 import argparse
 import hashlib
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
 from kindex.api.models import DocumentOut
 from kindex.client import errors
+from kindex.domain.models import Collection, DocumentSummary
 from kindex_local import remote_cli
 
 pytestmark = pytest.mark.unit
 
 
 class StoredDocuments:
-    """Just the two calls `_send_file` makes, over a dict; records the uploads."""
+    """Just the calls `_summaries` and `_send_file` make, over a dict; records the reads and the uploads."""
 
     def __init__(self, documents: dict[str, DocumentOut]):
         self.documents = documents
         self.uploaded: list[str] = []
+        self.reads: list[str] = []
+
+    def get_collection(self, collection: str) -> Collection:
+        self.reads.append("collection")
+        return Collection(id=collection, embedding_model="hash:384", document_count=len(self.documents))
+
+    def iter_document_summaries(self, collection: str, page_size: int):
+        pages = -(-len(self.documents) // page_size)
+        self.reads.extend(["list"] * pages)
+        return iter([DocumentSummary.of(d) for _, d in sorted(self.documents.items())])
 
     def get_document(self, collection: str, document: str) -> DocumentOut:
+        self.reads.append(document)
         if document not in self.documents:
             raise errors.NotFound(404, "not_found", "no such document")
         return self.documents[document]
@@ -47,8 +60,28 @@ def test_ingest_sends_a_file_only_when_the_deployment_does_not_hold_these_bytes_
     documents = {} if stored is None else {
         "a.md": DocumentOut(id="a.md", collection="c", **{"content_sha256": digest, **stored})}
     client = StoredDocuments(documents)
-    assert remote_cli._send_file(client, "c", "a.md", path) == expected
+    with ThreadPoolExecutor(2) as pool:
+        summary = remote_cli._summaries(client, "c", ["a.md"], pool)["a.md"]
+    assert remote_cli._send_file(client, "c", "a.md", path, summary) == expected
     assert client.uploaded == (["a.md"] if sent else [])
+
+
+@pytest.mark.parametrize("stored, asked, reads", [
+    (3, ["d0", "missing"], ["collection", "list"]),  # one page beats two GETs
+    (3, ["d0"], ["collection", "d0"]),  # one GET beats one page
+    (2500, ["d0", "d1", "missing"], ["collection", "d0", "d1", "missing"]),  # three GETs are no more than three pages
+    (2500, ["d0", "d1", "d2", "missing"], ["collection", "list", "list", "list"]),
+    (0, [], ["collection"]),
+])
+def test_ingest_reads_what_the_deployment_holds_in_the_fewest_requests(stored, asked, reads):
+    # Given a deployment holding `stored` documents
+    client = StoredDocuments({f"d{i}": DocumentOut(id=f"d{i}", collection="c", title=f"t{i}") for i in range(stored)})
+    # When the CLI asks for the named ones
+    with ThreadPoolExecutor(1) as pool:
+        found = remote_cli._summaries(client, "c", asked, pool)
+    # Then it reads them through the listing or by GET, whichever takes fewer requests, and a missing one is None
+    assert client.reads == reads
+    assert found == {d: None if d == "missing" else DocumentSummary.of(client.documents[d]) for d in asked}
 
 
 def namespace(**given) -> argparse.Namespace:

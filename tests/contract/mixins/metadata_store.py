@@ -42,6 +42,10 @@ def make_key(key_id: str, tenant: str = "acme", created_at: datetime = T0, role:
     return ApiKey(key_id=key_id, tenant=tenant, role=role, secret_sha256="ab" * 32, created_at=created_at, **changes)
 
 
+def ids_of(documents: list[Document]) -> list[str]:
+    return [document.id for document in documents]
+
+
 def expected_page(ids: list[str], *, after: str | None, offset: int, limit: int | None) -> list[str]:
     remaining = [i for i in sorted(ids) if after is None or i > after][offset:]
     return remaining if limit is None else remaining[:limit]
@@ -228,16 +232,48 @@ class DocumentStoreContract:
         for document_id in MIXED_IDS:
             store.put_document("acme", make_document("docs", document_id), create=True)
         # When listing / Then code point order (the same list for every adapter), and the count matches
-        assert store.list_documents("acme", "docs", after=None, offset=0, limit=None) == sorted(MIXED_IDS)
+        assert ids_of(store.list_documents("acme", "docs", after=None, offset=0, limit=None)) == sorted(MIXED_IDS)
         assert store.count_documents("acme", "docs") == len(MIXED_IDS)
-        assert store.list_documents("acme", "docs", after="a#", offset=0, limit=3) == \
+        assert ids_of(store.list_documents("acme", "docs", after="a#", offset=0, limit=3)) == \
             expected_page(MIXED_IDS, after="a#", offset=0, limit=3)
+
+    def test_document_pages_hold_whole_records_in_code_point_order(self, store):
+        # Given documents of mixed ids, and others of another collection and another tenant
+        for document_id in MIXED_IDS:
+            store.put_document("acme", make_document("docs", document_id, title=f"title of {document_id}"),
+                               create=True)
+        store.put_document("acme", make_document("other", "x"), create=True)
+        store.put_document("other", make_document("docs", "y"), create=True)
+        # When walking pages of 5 after the last id / Then each record is the stored one, each once, in order
+        walked, after = [], None
+        while page := store.list_documents("acme", "docs", after=after, offset=0, limit=5):
+            assert len(page) <= 5
+            assert all(d == store.get_document("acme", "docs", d.id) for d in page)
+            walked += ids_of(page)
+            after = page[-1].id
+        assert walked == sorted(MIXED_IDS)
+        assert store.list_documents("acme", "docs", after=None, offset=0, limit=0) == []
+        assert store.list_documents("acme", "docs", after="\U0010ffff", offset=0, limit=3) == []
+
+    def test_documents_list_as_their_stored_records(self, store):
+        # Given two tenants with the same collection and document ids, holding different records
+        for tenant, status in (("acme", DocumentStatus.FAILED), ("other", DocumentStatus.INDEXED)):
+            for document_id in ("d1", "d2"):
+                store.put_document(tenant, make_document("docs", document_id, title=f"{tenant} {document_id}",
+                                                         status=status, failure_reason=f"{tenant} broke",
+                                                         chunk_count=3, version=2), create=True)
+        # When listing one tenant's documents
+        listed = store.list_documents("acme", "docs", after=None, offset=0, limit=None)
+        # Then each record is exactly what a GET of it returns: that tenant's, nothing of the other's
+        assert listed == [store.get_document("acme", "docs", d) for d in ("d1", "d2")]
+        assert {(d.title, d.status, d.failure_reason) for d in listed} == {
+            ("acme d1", DocumentStatus.FAILED, "acme broke"), ("acme d2", DocumentStatus.FAILED, "acme broke")}
 
     def test_document_listing_pages(self, paged_store):
         # Given more documents than one DynamoDB page
         for after, offset, limit in PAGING_CASES:
             # When listing a page / Then exactly the expected slice
-            assert paged_store.list_documents("acme", "docs", after=after, offset=offset, limit=limit) == \
+            assert ids_of(paged_store.list_documents("acme", "docs", after=after, offset=offset, limit=limit)) == \
                 expected_page(PAGED_IDS, after=after, offset=offset, limit=limit), (after, offset, limit)
 
     def test_walking_pages_with_after_visits_every_document_once(self, paged_store):
@@ -245,8 +281,8 @@ class DocumentStoreContract:
         seen: list[str] = []
         after = None
         while page := paged_store.list_documents("acme", "docs", after=after, offset=0, limit=11):
-            seen.extend(page)
-            after = page[-1]
+            seen.extend(ids_of(page))
+            after = page[-1].id
         # Then every id is seen once, in order
         assert seen == sorted(PAGED_IDS)
 

@@ -73,21 +73,6 @@ class ReindexLedgerContract:
         store.delete_document("acme", "docs", "indexed")
         assert store.attention_documents("acme", "docs", after=None, limit=100) == ["failed-retry"]
 
-    def test_document_pages_hold_whole_records_in_code_point_order(self, store):
-        for document_id in MIXED_IDS:
-            put(store, "acme", "docs", document_id, title=f"title of {document_id}")
-        put(store, "acme", "other", "x")
-        put(store, "other", "docs", "y")
-        walked, after = [], None
-        while page := store.document_page("acme", "docs", after=after, limit=5):
-            assert len(page) <= 5
-            assert all(d == store.get_document("acme", "docs", d.id) for d in page)
-            walked += [d.id for d in page]
-            after = page[-1].id
-        assert walked == sorted(MIXED_IDS)
-        assert store.document_page("acme", "docs", after=None, limit=0) == []
-        assert store.document_page("acme", "docs", after="\U0010ffff", limit=3) == []
-
     def test_attention_pages_in_code_point_order_within_one_tenant_and_collection(self, store):
         for document_id in MIXED_IDS:
             put(store, "acme", "docs", document_id)  # pending

@@ -6,7 +6,14 @@ from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
-from kindex.domain.models import Collection, Document, EmbeddingWindow, embedding_window
+from kindex.domain.models import (
+    Collection,
+    Document,
+    DocumentPage,
+    DocumentSummary,
+    EmbeddingWindow,
+    embedding_window,
+)
 
 
 class CollectionOut(Collection):
@@ -25,8 +32,16 @@ class CollectionList(BaseModel):
 
 
 class DocumentList(BaseModel):
+    """A page of documents: `documents` their ids (as before summaries came), `items` what each one is, in the same
+    order."""
+
     documents: list[str]
+    items: list[DocumentSummary] = Field(default_factory=list)
     next_cursor: str | None = None
+
+    @classmethod
+    def of(cls, page: DocumentPage) -> "DocumentList":
+        return cls(documents=[d.id for d in page.documents], items=page.documents, next_cursor=page.next_cursor)
 
 
 class DocumentOut(Document):

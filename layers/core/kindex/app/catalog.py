@@ -23,7 +23,9 @@ from kindex.domain.models import (
     CollectionInput,
     Document,
     DocumentInput,
+    DocumentPage,
     DocumentStatus,
+    DocumentSummary,
     Page,
     PageRequest,
     check_id,
@@ -83,6 +85,16 @@ def _page(fetch: Callable[..., list[str]], page: PageRequest) -> Page:
         ids = ids[:page.number]
         return Page(ids=ids, next_cursor=keys.encode_cursor(ids[-1]))
     return Page(ids=ids)
+
+
+#: A page of documents ends early once their summaries would pass this many bytes of JSON (titles of up to 1,024
+#: characters, each up to 12 bytes escaped, could otherwise make a 1,000-document page outgrow Lambda's 6 MB).
+DOCUMENT_PAGE_MAX_BYTES = 4 * 1024 * 1024
+
+
+def _summary_json_bytes(summary: DocumentSummary) -> int:
+    # The summary as the response serialises it (ASCII only), plus its id again in the list of ids beside it.
+    return len(json.dumps(summary.model_dump(mode="json"))) + len(json.dumps(summary.id)) + 2
 
 
 @dataclass
@@ -394,9 +406,23 @@ class CatalogService:
         self.blobs.delete_prefix(keys.document_prefix(tenant, collection_id, document_id))
         self.documents.delete_document(tenant, collection_id, document_id)
 
-    def list_documents(self, tenant: str, collection_id: str, page: PageRequest) -> Page:
+    def list_documents(self, tenant: str, collection_id: str, page: PageRequest) -> DocumentPage:
+        """One page of document summaries in id order, read in one query: at most `page.number`, and no more than
+        fit DOCUMENT_PAGE_MAX_BYTES (a single document always fits), with a cursor when more follow."""
         self._collection(tenant, collection_id)
-        return _page(lambda **kw: self.documents.list_documents(tenant, collection_id, **kw), page)
+        after = keys.decode_cursor(page.cursor) if page.cursor else None
+        records = self.documents.list_documents(tenant, collection_id, after=after,
+                                                offset=0 if page.cursor else page.start, limit=page.number + 1)
+        summaries: list[DocumentSummary] = []
+        size = 0
+        for record in records:
+            summary = DocumentSummary.of(record)
+            cost = _summary_json_bytes(summary)
+            if len(summaries) == page.number or (summaries and size + cost > DOCUMENT_PAGE_MAX_BYTES):
+                return DocumentPage(documents=summaries, next_cursor=keys.encode_cursor(summaries[-1].id))
+            summaries.append(summary)
+            size += cost
+        return DocumentPage(documents=summaries)
 
     def _document(self, tenant: str, collection_id: str, document_id: str) -> Document:
         document = self.documents.get_document(tenant, collection_id, document_id)

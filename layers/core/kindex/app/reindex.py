@@ -339,7 +339,7 @@ class ReindexService:
         holds exactly as many chunks in the range as the records count, the page is consistent and no chunk item is
         read. Otherwise, and always for a sweep (`deep=True`), the chunk store's ids of each document are compared
         with the index: that also finds a chunk text lost from the store while its vector remains."""
-        page = self.ledger.document_page(tenant, collection.id, after=after, limit=max_documents)
+        page = self.documents.list_documents(tenant, collection.id, after=after, offset=0, limit=max_documents)
         documents: list[Document] = []
         counted, last, complete = 0, after, len(page) < max_documents
         for position, document in enumerate(page):
@@ -499,7 +499,7 @@ class ReindexService:
     def _documents(self, tenant: str, collection_id: str):
         """Every document record, a page (one Query) at a time."""
         after = None
-        while page := self.ledger.document_page(tenant, collection_id, after=after, limit=500):
+        while page := self.documents.list_documents(tenant, collection_id, after=after, offset=0, limit=500):
             yield from page
             after = page[-1].id
 

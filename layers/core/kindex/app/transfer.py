@@ -170,18 +170,15 @@ class TransferService:
                     return page.done(stop)
             after = position.document
         while True:
-            ids = self.documents.list_documents(tenant, collection_id, after=after, offset=0, limit=100)
-            if not ids:
+            documents = self.documents.list_documents(tenant, collection_id, after=after, offset=0, limit=100)
+            if not documents:
                 return page.done(None)
-            for document_id in ids:
+            for document in documents:
                 if page.full():
                     return page.done(_Cursor(after_document=after) if after is not None else None)
-                document = self.documents.get_document(tenant, collection_id, document_id)
-                after = document_id
-                if document is None:
-                    continue
+                after = document.id
                 if document.status is not DocumentStatus.INDEXED or not document.chunk_count:
-                    page.page.skipped_documents.append(document_id)
+                    page.page.skipped_documents.append(document.id)
                     continue
                 page.page.documents.append(TransferDocument(
                     id=document.id, title=document.title, language=document.language, url=document.url,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -21,14 +21,17 @@ from kindex.api.models import (
 )
 from kindex.client import calls
 from kindex.client.calls import ApiCall
-from kindex.client.errors import ConnectionFailed
+from kindex.client.errors import ConnectionFailed, NotFound
 from kindex.client.retry import RetryPolicy
 from kindex.client.sync import TERMINAL_STATUSES, UPLOAD_TIMEOUT
 from kindex.client.transport import ClientConfig, decode, raise_for_answer
 from kindex.client.uploads import UploadSource
-from kindex.domain.models import Collection, CollectionInput, DocumentInput, ReindexJob
+from kindex.domain.models import MAX_PAGE_SIZE, Collection, CollectionInput, DocumentInput, DocumentSummary, ReindexJob
 from kindex.domain.query import CitationsRequest, CitationsResponse, QueryRequest, QueryResponse
 from kindex.domain.transfer import DEFAULT_EXPORT_CHUNKS, ExportPage, ImportRequest, ImportResult
+
+# GETs of `document_summaries` in flight at once (when reading the named documents beats the listing).
+SUMMARY_GETS_IN_FLIGHT = 8
 
 
 class AsyncKindex:
@@ -98,6 +101,57 @@ class AsyncKindex:
 
     def iter_documents(self, collection: str, page_size: int = 100) -> AsyncIterator[str]:
         return self._pages(lambda cursor: calls.list_documents(collection, 0, page_size, cursor), "documents")
+
+    async def iter_document_summaries(self, collection: str,
+                                      page_size: int = 100) -> AsyncIterator[DocumentSummary]:
+        cursor = None
+        while True:
+            page = await self.list_documents(collection, 0, page_size, cursor)
+            summaries = page.items if calls.has_summaries(page) else await self._summaries(collection, page.documents)
+            for summary in summaries:
+                if summary is not None:
+                    yield summary
+            cursor = page.next_cursor
+            if not cursor:
+                return
+
+    async def document_summaries(self, collection: str,
+                                 documents: Iterable[str]) -> dict[str, DocumentSummary | None]:
+        wanted = list(dict.fromkeys(documents))
+        if calls.listing_is_cheaper((await self.get_collection(collection)).document_count, len(wanted)):
+            named = set(wanted)  # keep only those: a large collection's summaries would not fit in memory
+            listed = {s.id: s async for s in self.iter_document_summaries(collection, page_size=MAX_PAGE_SIZE)
+                      if s.id in named}
+            return {document: listed.get(document) for document in wanted}
+        return dict(zip(wanted, await self._summaries(collection, wanted), strict=True))
+
+    async def _summaries(self, collection: str, documents: list[str]) -> list[DocumentSummary | None]:
+        """One GET per document, SUMMARY_GETS_IN_FLIGHT at a time; None for a document that does not exist."""
+        gate = asyncio.Semaphore(SUMMARY_GETS_IN_FLIGHT)
+
+        async def one(document: str) -> DocumentSummary | None:
+            async with gate:
+                try:
+                    return DocumentSummary.of(await self.get_document(collection, document))
+                except NotFound:
+                    return None
+
+        return list(await asyncio.gather(*map(one, documents)))
+
+    async def wait_for_documents(self, collection: str, documents: Iterable[str], timeout: float = 300.0,
+                                 interval: float = 1.0) -> dict[str, DocumentSummary | None]:
+        deadline = time.monotonic() + timeout
+        done: dict[str, DocumentSummary | None] = {}
+        waiting = list(dict.fromkeys(documents))
+        while True:
+            current = await self.document_summaries(collection, waiting)
+            done.update({d: s for d, s in current.items() if s is None or s.status in TERMINAL_STATUSES})
+            waiting = [d for d in waiting if d not in done]
+            if not waiting:
+                return done
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"{len(waiting)} documents are not indexed after {timeout:.0f} s: {waiting[:5]}")
+            await self._sleep(interval)
 
     async def get_document(self, collection: str, document: str) -> DocumentOut:
         return await self._send(calls.get_document(collection, document))

@@ -19,7 +19,7 @@ from kindex.api.models import (
     UploadRequest,
     UploadResponse,
 )
-from kindex.domain.models import Collection, CollectionInput, DocumentInput, ReindexJob
+from kindex.domain.models import MAX_PAGE_SIZE, Collection, CollectionInput, DocumentInput, ReindexJob
 from kindex.domain.query import CitationsRequest, CitationsResponse, MultiQueryRequest, QueryRequest, QueryResponse
 from kindex.domain.transfer import DEFAULT_EXPORT_CHUNKS, ExportPage, ImportRequest, ImportResult
 
@@ -81,6 +81,17 @@ def list_documents(collection: str, start: int = 0, number: int = 100,
                    cursor: str | None = None) -> ApiCall[DocumentList]:
     return ApiCall("GET", "/v1/collections/{collection}/documents",
                    f"/v1/collections/{segment(collection)}/documents", DocumentList, _page(start, number, cursor))
+
+
+def listing_is_cheaper(document_count: int, wanted: int) -> bool:
+    """Whether the summaries of `wanted` named documents cost fewer requests through the collection's listing (one
+    request per MAX_PAGE_SIZE documents) than through one GET per document."""
+    return 0 < wanted and -(-document_count // MAX_PAGE_SIZE) < wanted
+
+
+def has_summaries(page: DocumentList) -> bool:
+    """Whether the page carries its documents' summaries: a deployment from before them answers ids only."""
+    return len(page.items) == len(page.documents)
 
 
 def _document_path(collection: str, document: str) -> str:

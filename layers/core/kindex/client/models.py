@@ -10,7 +10,14 @@ from kindex.api.models import (
     UploadRequest,
     UploadResponse,
 )
-from kindex.domain.models import Collection, CollectionInput, DocumentInput, DocumentStatus, ReindexJob
+from kindex.domain.models import (
+    Collection,
+    CollectionInput,
+    DocumentInput,
+    DocumentStatus,
+    DocumentSummary,
+    ReindexJob,
+)
 from kindex.domain.query import (
     Citation,
     CitationDocument,
@@ -27,5 +34,6 @@ from kindex.domain.query import (
 
 __all__ = ["ChunkList", "ChunkOut", "Citation", "CitationDocument", "CitationReference", "CitationsRequest",
            "CitationsResponse", "Collection", "CollectionInput", "CollectionList", "DocumentInput", "DocumentList",
-           "DocumentOut", "DocumentStatus", "MultiQueryRequest", "QueryFilters", "QueryRequest", "QueryResponse",
-           "QueryResult", "QueryWarning", "ReindexJob", "RightsSecret", "UploadRequest", "UploadResponse"]
+           "DocumentOut", "DocumentStatus", "DocumentSummary", "MultiQueryRequest", "QueryFilters", "QueryRequest",
+           "QueryResponse", "QueryResult", "QueryWarning", "ReindexJob", "RightsSecret", "UploadRequest",
+           "UploadResponse"]

@@ -4,7 +4,7 @@ one); `AsyncKindex` mirrors it method for method."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,11 +21,19 @@ from kindex.api.models import (
 )
 from kindex.client import calls
 from kindex.client.calls import ApiCall
-from kindex.client.errors import ConnectionFailed
+from kindex.client.errors import ConnectionFailed, NotFound
 from kindex.client.retry import RetryPolicy
 from kindex.client.transport import ClientConfig, decode, raise_for_answer
 from kindex.client.uploads import UploadSource
-from kindex.domain.models import Collection, CollectionInput, DocumentInput, DocumentStatus, ReindexJob
+from kindex.domain.models import (
+    MAX_PAGE_SIZE,
+    Collection,
+    CollectionInput,
+    DocumentInput,
+    DocumentStatus,
+    DocumentSummary,
+    ReindexJob,
+)
 from kindex.domain.query import CitationsRequest, CitationsResponse, QueryRequest, QueryResponse
 from kindex.domain.transfer import DEFAULT_EXPORT_CHUNKS, ExportPage, ImportRequest, ImportResult
 
@@ -105,6 +113,54 @@ class Kindex:
 
     def iter_documents(self, collection: str, page_size: int = 100) -> Iterator[str]:
         return self._pages(lambda cursor: calls.list_documents(collection, 0, page_size, cursor), "documents")
+
+    def iter_document_summaries(self, collection: str, page_size: int = 100) -> Iterator[DocumentSummary]:
+        """Every document's summary (status, failure_reason, chunk_count, ...), one request per page: no GET per
+        document (but from a deployment older than the summaries, whose pages hold only ids)."""
+        cursor = None
+        while True:
+            page = self.list_documents(collection, 0, page_size, cursor)
+            if calls.has_summaries(page):
+                yield from page.items
+            else:
+                yield from filter(None, (self._summary(collection, document) for document in page.documents))
+            cursor = page.next_cursor
+            if not cursor:
+                return
+
+    def document_summaries(self, collection: str, documents: Iterable[str]) -> dict[str, DocumentSummary | None]:
+        """The summaries of the named documents (None: there is no such document), read through the collection's
+        listing or one GET per document, whichever takes fewer requests."""
+        wanted = list(dict.fromkeys(documents))
+        if calls.listing_is_cheaper(self.get_collection(collection).document_count, len(wanted)):
+            named = set(wanted)  # keep only those: a large collection's summaries would not fit in memory
+            listed = {s.id: s for s in self.iter_document_summaries(collection, page_size=MAX_PAGE_SIZE)
+                      if s.id in named}
+            return {document: listed.get(document) for document in wanted}
+        return {document: self._summary(collection, document) for document in wanted}
+
+    def _summary(self, collection: str, document: str) -> DocumentSummary | None:
+        try:
+            return DocumentSummary.of(self.get_document(collection, document))
+        except NotFound:
+            return None
+
+    def wait_for_documents(self, collection: str, documents: Iterable[str], timeout: float = 300.0,
+                           interval: float = 1.0) -> dict[str, DocumentSummary | None]:
+        """The named documents' summaries once each is `indexed`, `failed` or gone (None), polling them together
+        (see `document_summaries`); TimeoutError after `timeout` s."""
+        deadline = time.monotonic() + timeout
+        done: dict[str, DocumentSummary | None] = {}
+        waiting = list(dict.fromkeys(documents))
+        while True:
+            current = self.document_summaries(collection, waiting)
+            done.update({d: s for d, s in current.items() if s is None or s.status in TERMINAL_STATUSES})
+            waiting = [d for d in waiting if d not in done]
+            if not waiting:
+                return done
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"{len(waiting)} documents are not indexed after {timeout:.0f} s: {waiting[:5]}")
+            self._sleep(interval)
 
     def get_document(self, collection: str, document: str) -> DocumentOut:
         return self._send(calls.get_document(collection, document))

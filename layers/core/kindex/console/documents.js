@@ -1,7 +1,7 @@
 // Documents of a collection: paged list with a status filter, drag-and-drop upload by presigned URL with progress,
 // delete, retry of failed documents (a reindex job), and one document's chunk viewer.
 import { api, enc, putFile } from "./api.js";
-import { badge, clear, confirmDialog, empty, errorBox, formatBytes, h, loading, pool } from "./dom.js";
+import { badge, clear, confirmDialog, empty, errorBox, formatBytes, h, loading } from "./dom.js";
 import { startReindex } from "./jobs.js";
 
 const PAGE = 20;
@@ -51,9 +51,11 @@ export async function documentsPanel(panel, collection, signal, listed = () => {
   await show(null);
 }
 
-// The API lists ids only: read the documents of each id page, keep those with the wanted status. A filtered page
-// reads at most SCAN_LIMIT documents (Next goes on from there), so a rare status never reads a whole collection.
-const SCAN_LIMIT = 500;
+// Each page of the list carries every document's summary (status, chunks, size, failure): no read per document.
+// There is no status filter on the server, so a filtered page reads the list on until at least PAGE documents
+// match, at most SCAN_LIMIT documents (Next goes on from there): a rare status never reads a whole collection.
+const SCAN_LIMIT = 2500;
+const SCAN_PAGE = 250;
 
 async function collect(c, start, status, signal) {
   const rows = [];
@@ -62,14 +64,10 @@ async function collect(c, start, status, signal) {
   let scanned = 0;
   while (rows.length < PAGE && (first || cursor) && scanned < SCAN_LIMIT) {
     first = false;
-    const page = await api("GET", `/v1/collections/${enc(c)}/documents?number=${status ? 100 : PAGE}${
+    const page = await api("GET", `/v1/collections/${enc(c)}/documents?number=${status ? SCAN_PAGE : PAGE}${
       cursor ? "&cursor=" + enc(cursor) : ""}`, undefined, { signal });
-    const docs = await pool(page.documents, 6, (d) => api("GET", docPath(c, d), undefined, { signal }));
-    scanned += page.documents.length;
-    page.documents.forEach((id, i) => {
-      const doc = docs[i].value ?? { id, status: "unreadable", failure_reason: docs[i].error?.message };
-      if (!status || doc.status === status) rows.push(doc);
-    });
+    scanned += page.items.length;
+    rows.push(...page.items.filter((doc) => !status || doc.status === status));
     cursor = page.next_cursor;
     if (!status) break;
   }

@@ -136,6 +136,7 @@ def decode_cursor(cursor: str) -> str:
         value = json.loads(base64.urlsafe_b64decode(padded.encode()))["after"]
     except (binascii.Error, ValueError, KeyError, TypeError, UnicodeDecodeError) as error:
         raise InvalidInput("cursor is not a cursor returned by this API") from error
-    if not isinstance(value, str):
+    # JSON can spell a lone surrogate (`"\\ud800"`), which no id holds and no store can encode: not one of ours.
+    if not isinstance(value, str) or any(0xD800 <= ord(c) <= 0xDFFF for c in value):
         raise InvalidInput("cursor is not a cursor returned by this API")
     return value

@@ -313,6 +313,31 @@ class Document(BaseModel):
                 and (content_sha256 is None or content_sha256 == self.content_sha256))
 
 
+class DocumentSummary(BaseModel):
+    """What the document list shows of each document: enough to tell what it is and where its indexing stands, so
+    that a client showing documents or waiting for them needs no read per document. A subset of what the document's
+    GET shows the same caller (never its source blob key or the index internals), read from the same record."""
+
+    id: str
+    title: str = ""
+    mimetype: str = ""
+    status: DocumentStatus
+    failure_reason: str | None = None
+    failure_retryable: bool = False
+    version: int = 0
+    chunk_count: int = 0
+    chunks_done: int = 0
+    content_length: int = 0
+    content_sha256: str | None = None
+    indexed_at: datetime | None = None
+    created_at: datetime
+    updated_at: datetime
+
+    @classmethod
+    def of(cls, document: Document) -> "DocumentSummary":
+        return cls.model_validate(document.model_dump(include=set(cls.model_fields)))
+
+
 DOCUMENT_READ_ONLY = frozenset({
     "status", "failure_reason", "chunk_count", "chunks_done", "content_sha256", "content_length", "source", "version",
     "indexed_version", "indexed_model", "indexed_config_version", "indexed_at", "failure_retryable",
@@ -390,6 +415,11 @@ class PageRequest(BaseModel):
 
 class Page(BaseModel):
     ids: list[str]
+    next_cursor: str | None = None
+
+
+class DocumentPage(BaseModel):
+    documents: list[DocumentSummary]
     next_cursor: str | None = None
 
 

@@ -103,8 +103,9 @@ class DocumentStore(Protocol):
         """Delete the record; False when it did not exist."""
 
     def list_documents(self, tenant: str, collection_id: str, *, after: str | None, offset: int,
-                       limit: int | None) -> list[str]:
-        """Ids in order, as `list_collections`."""
+                       limit: int | None) -> list["Document"]:
+        """The records in id order, strictly after `after` (if given), skipping `offset`, at most `limit` (None = all),
+        as `list_collections` lists ids; read in one query per page (no read per document)."""
 
     def count_documents(self, tenant: str, collection_id: str) -> int:
         """How many documents the collection holds."""
@@ -126,11 +127,6 @@ class ReindexLedger(Protocol):
         """Ids, in order and strictly after `after`, of the collection's documents that `needs_attention` (pending,
         in progress, or failed and retryable), at most `limit`; read from an index of only those documents, so the
         cost follows their number, not the collection's size. May lag a write by a moment (DynamoDB's GSI)."""
-
-    def document_page(self, tenant: str, collection_id: str, *, after: str | None,
-                      limit: int) -> list["Document"]:
-        """The records of the first `limit` documents strictly after `after`, in id order, in one read (a Query on
-        DynamoDB: a page costs what its items weigh, with no read per document)."""
 
 
 class KeyStore(Protocol):

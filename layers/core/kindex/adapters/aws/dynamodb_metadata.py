@@ -204,7 +204,7 @@ class DynamoDbMetadataStore(DynamoDbTable):
         return existed
 
     def list_collections(self, tenant: str, *, after: str | None, offset: int, limit: int | None) -> list[str]:
-        return self._list_ids(collections_pk(tenant), after=after, offset=offset, limit=limit)
+        return self._list_items(collections_pk(tenant), "sk", after=after, offset=offset, limit=limit)
 
     # Documents
     def get_document(self, tenant: str, collection_id: str, document_id: str) -> Document | None:
@@ -238,8 +238,10 @@ class DynamoDbMetadataStore(DynamoDbTable):
         return "Attributes" in response
 
     def list_documents(self, tenant: str, collection_id: str, *, after: str | None, offset: int,
-                       limit: int | None) -> list[str]:
-        return self._list_ids(documents_pk(tenant, collection_id), after=after, offset=offset, limit=limit)
+                       limit: int | None) -> list[Document]:
+        # The bodies cost no more read units than the keys: DynamoDB charges a Query by the items' whole size.
+        bodies = self._list_items(documents_pk(tenant, collection_id), "body", after=after, offset=offset, limit=limit)
+        return [Document.model_validate_json(body) for body in bodies]
 
     def count_documents(self, tenant: str, collection_id: str) -> int:
         request = build_page_query(self.table_name, documents_pk(tenant, collection_id), count=True)
@@ -253,22 +255,6 @@ class DynamoDbMetadataStore(DynamoDbTable):
     def put_state(self, tenant: str, state: ReindexState) -> None:
         self._call("put_item", build_state_put(self.table_name, tenant, state), on_condition_failed=(
             lambda _old: Conflict(f"reindex state of {state.collection!r} changed meanwhile")))
-
-    def document_page(self, tenant: str, collection_id: str, *, after: str | None, limit: int) -> list[Document]:
-        if limit <= 0:
-            return []
-        request = build_page_query(self.table_name, documents_pk(tenant, collection_id), after=after)
-        request["ProjectionExpression"] = "body"
-        documents: list[Document] = []
-
-        def needed() -> int:
-            return limit - len(documents)
-
-        for page in self._query_pages(request, needed):
-            documents.extend(Document.model_validate_json(item["body"]["S"]) for item in page["Items"])
-            if len(documents) >= limit:
-                break
-        return documents[:limit]
 
     def attention_documents(self, tenant: str, collection_id: str, *, after: str | None,
                             limit: int) -> list[str]:
@@ -352,22 +338,26 @@ class DynamoDbMetadataStore(DynamoDbTable):
             for item in page["Items"]:
                 yield item["sk"]["S"]
 
-    def _list_ids(self, pk: str, *, after: str | None, offset: int, limit: int | None) -> list[str]:
+    def _list_items(self, pk: str, attribute: str, *, after: str | None, offset: int,
+                    limit: int | None) -> list[str]:
+        """The string `attribute` (`sk`: the ids; `body`: the records) of the partition's items in sort-key order."""
         if limit is not None and limit <= 0:
             return []
-        ids: list[str] = []
+        values: list[str] = []
         to_skip = max(offset, 0)
 
         def needed() -> int | None:
             # DynamoDB cannot skip items server-side, so the skipped ones are read too; read no more than that.
-            return None if limit is None else to_skip + limit - len(ids)
+            return None if limit is None else to_skip + limit - len(values)
 
-        for page in self._query_pages(build_page_query(self.table_name, pk, after=after), needed):
+        request = build_page_query(self.table_name, pk, after=after)
+        request["ProjectionExpression"] = attribute
+        for page in self._query_pages(request, needed):
             for item in page["Items"]:
                 if to_skip:
                     to_skip -= 1
                     continue
-                ids.append(item["sk"]["S"])
-                if limit is not None and len(ids) >= limit:
-                    return ids
-        return ids
+                values.append(item[attribute]["S"])
+                if limit is not None and len(values) >= limit:
+                    return values
+        return values

@@ -135,10 +135,10 @@ class SqliteMetadataStore:
                                 (tenant, collection_id, document_id)).rowcount > 0
 
     def list_documents(self, tenant: str, collection_id: str, *, after: str | None, offset: int,
-                       limit: int | None) -> list[str]:
-        sql, params = _page_query("SELECT id FROM documents WHERE tenant = ? AND collection = ?",
+                       limit: int | None) -> list[Document]:
+        sql, params = _page_query("SELECT body FROM documents WHERE tenant = ? AND collection = ?",
                                   [tenant, collection_id], after=after, offset=offset, limit=limit)
-        return [row[0] for row in self.db.connection().execute(sql, params)]
+        return [Document.model_validate_json(row[0]) for row in self.db.connection().execute(sql, params)]
 
     def count_documents(self, tenant: str, collection_id: str) -> int:
         return self.db.connection().execute(
@@ -162,11 +162,6 @@ class SqliteMetadataStore:
                                        (state.revision, body, tenant, state.collection, expected))
             if written.rowcount == 0:
                 raise Conflict(f"reindex state of {state.collection!r} changed meanwhile")
-
-    def document_page(self, tenant: str, collection_id: str, *, after: str | None, limit: int) -> list[Document]:
-        sql, params = _page_query("SELECT body FROM documents WHERE tenant = ? AND collection = ?",
-                                  [tenant, collection_id], after=after, offset=0, limit=max(0, limit))
-        return [Document.model_validate_json(row[0]) for row in self.db.connection().execute(sql, params)]
 
     def attention_documents(self, tenant: str, collection_id: str, *, after: str | None,
                             limit: int) -> list[str]:

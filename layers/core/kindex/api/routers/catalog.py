@@ -73,8 +73,8 @@ def delete_collection(collection: str, svc: ServicesDep):
 def list_documents(collection: str, svc: ServicesDep, start: PageStart = 0, number: PageSize = DEFAULT_PAGE_SIZE,
                    cursor: PageCursor = None) -> DocumentList:
     page = svc.catalog.list_documents(require_reader(router).tenant, path_param(collection),
-                                              _page(start, number, cursor))
-    return DocumentList(documents=page.ids, next_cursor=page.next_cursor)
+                                      _page(start, number, cursor))
+    return DocumentList.of(page)
 
 
 @router.get("/v1/collections/<collection>/documents/<document>")
