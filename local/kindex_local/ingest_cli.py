@@ -10,6 +10,7 @@ from kindex.domain.models import CollectionInput, DocumentStatus
 
 TERMINAL = (DocumentStatus.INDEXED, DocumentStatus.FAILED)
 CHECK_SECONDS = 1.0  # how often the pending documents' statuses are read
+LIST_PAGE = 1000  # records per listing query when the statuses are read through the collection's listing
 
 
 def document_id_for(path: Path, root: Path) -> str:
@@ -64,8 +65,9 @@ def ingest_path(services, tenant: str, collection_id: str, root: Path, *, worker
             if time.monotonic() - checked < CHECK_SECONDS:
                 continue
             checked = time.monotonic()
+            current = _current(services.metadata, tenant, collection_id, list(pending))
             for doc_id in list(pending):
-                document = services.metadata.get_document(tenant, collection_id, doc_id)
+                document = current.get(doc_id)
                 if document is None:
                     pending.pop(doc_id)
                     bar.update(1)
@@ -76,3 +78,18 @@ def ingest_path(services, tenant: str, collection_id: str, root: Path, *, worker
                     bar.update(1)
     outcome["timed_out"] = sorted(pending)
     return outcome
+
+
+def _current(metadata, tenant: str, collection_id: str, wanted: list[str]) -> dict:
+    """The named documents' records (a missing one is absent), read through the collection's listing when that
+    takes fewer queries than one read per document."""
+    if metadata.count_documents(tenant, collection_id) // LIST_PAGE + 1 >= len(wanted):
+        return {doc_id: document for doc_id in wanted
+                if (document := metadata.get_document(tenant, collection_id, doc_id)) is not None}
+    named, found, after = set(wanted), {}, None
+    while True:
+        page = metadata.list_documents(tenant, collection_id, after=after, offset=0, limit=LIST_PAGE)
+        found.update((document.id, document) for document in page if document.id in named)
+        if len(page) < LIST_PAGE:
+            return found
+        after = page[-1].id
