@@ -4,6 +4,7 @@ writes of different fields (a title PUT and an ingest's status, say) both land."
 
 from __future__ import annotations
 
+import logging
 import random
 import time
 from collections.abc import Callable
@@ -11,6 +12,8 @@ from collections.abc import Callable
 from kindex.domain.errors import Conflict, NotFound
 from kindex.domain.models import Document
 from kindex.domain.ports import DocumentStore
+
+logger = logging.getLogger(__name__)
 
 #: Commits tried before a write gives up with Conflict. Each lost race means another write committed meanwhile, so
 #: with the pauses below 16 writers of one record at the same instant all land (tests/integration/
@@ -45,6 +48,8 @@ def write_document(documents: DocumentStore, tenant: str, collection_id: str, do
         except (Conflict, NotFound):
             continue  # another write committed (or deleted the record) since `current` was read
         return document, current is None
+    logger.warning("document write kept losing to other writes", extra={
+        "tenant": tenant, "collection": collection_id, "document": document_id, "attempts": attempts})
     raise Conflict(f"document {document_id!r} kept changing while it was written; try again")
 
 
