@@ -14,6 +14,7 @@ import time
 import pytest
 
 from kindex.app import document_writes
+from kindex.domain import keys
 from kindex.domain.errors import Conflict
 from kindex.domain.models import CollectionInput, Document, DocumentInput, DocumentStatus
 from tests.integration.test_ingest_aws import Deployment, deploy  # noqa: F401 (the moto deployment fixture)
@@ -129,6 +130,31 @@ def test_writers_of_a_document_with_content_keep_it(services):
         sixteen_writers_round(services.catalog, ["t"], round_)
     # Then its content is still what was written
     assert services.catalog.get_document("t", "c", "d")[1] == "Some text about leave."
+
+
+def test_a_content_write_among_fifteen_field_writes_lands_with_all_of_them(services):
+    catalog = services.catalog
+    for round_ in range(3):
+        # Given a document with content and every field at this round's starting value
+        start, _ = catalog.put_document("t", "c", "d", DocumentInput(
+            content=f"Round {round_} starts here.", **{name: f"start-{round_}" for name in FIELDS}))
+        # When one writer PUTs new content while 15 others each PUT one field, all at once
+        writes = [("t", "d", {"content": f"Round {round_} new content."})]
+        writes += [("t", "d", {field_of(i): value("t", round_, i)}) for i in range(1, WRITERS)]
+        outcomes = write_together(catalog, writes)
+        # Then all 16 succeed: the content write loses to no one (no other content), it only re-applies itself
+        assert all(isinstance(o, Document) for o in outcomes), outcomes
+        final, content = catalog.get_document("t", "c", "d")
+        assert content == f"Round {round_} new content." and final.version == start.version + 1
+        assert final.source == outcomes[0].source and final.status is DocumentStatus.PENDING
+        for name in FIELDS:
+            assert getattr(final, name) in {writes[i][2].get(name) for i in range(1, WRITERS)}, name
+        # And it is one chain: the content write changed only the content, each other write only its field
+        content_change = {name: getattr(outcomes[0], name) for name in (
+            "version", "source", "content_sha256", "content_length", "status", "failure_reason")}
+        assert_one_chain(start, outcomes, [content_change] + [writes[i][2] for i in range(1, WRITERS)], final)
+        # And only the current content's blob is left
+        assert services.blobs.list_blobs(keys.document_prefix("t", "c", "d")) == [final.source]
 
 
 class StatusWriteHook:
