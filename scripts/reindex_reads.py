@@ -109,9 +109,10 @@ def sample_items(chunk_chars: int) -> dict[str, int]:
     document = Document(id=document_id, collection=collection, title="Leave and absence policy", language="en",
                         url="https://intranet.example.com/policies/leave-and-absence", mimetype="application/pdf",
                         status=DocumentStatus.INDEXED, chunk_count=20, chunks_done=20, content_sha256="0" * 64,
-                        content_length=48_722, source=source, version=3, indexed_version=3,
+                        content_length=48_722, source=source, version=3, revision=9, indexed_version=3,
                         indexed_model="openai:text-embedding-3-small", indexed_config_version=1)
-    document_item = build_item(documents_pk(tenant, collection), document_id, document.model_dump_json(), version=3)
+    document_item = build_item(documents_pk(tenant, collection), document_id, document.model_dump_json(), version=3,
+                               revision=9)
     chunk = StoredChunk(chunk_id="c" * 64, collection=collection, document_id=document_id, index=7, start=12_600,
                         end=12_600 + chunk_chars, text="x" * chunk_chars, page_start=4, page_end=5)
     attention_projection = {"pk": document_item["pk"], "sk": document_item["sk"],

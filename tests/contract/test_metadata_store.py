@@ -6,6 +6,9 @@ The DynamoDB store is built with a small Query page size so every listing of the
 
 from __future__ import annotations
 
+import json
+import sqlite3
+
 import pytest
 from botocore.stub import Stubber
 
@@ -13,7 +16,7 @@ from kindex.adapters.aws import dynamodb_table
 from kindex.adapters.aws.dynamodb_metadata import DynamoDbMetadataStore
 from kindex.adapters.local.sqlite_db import SqliteDatabase
 from kindex.adapters.local.sqlite_metadata import SqliteMetadataStore
-from kindex.domain.errors import DependencyFailed
+from kindex.domain.errors import Conflict, DependencyFailed
 from kindex.domain.models import Document
 from tests.contract.mixins.metadata_store import MetadataStoreContract, make_collection, make_document
 from tests.contract.mixins.reindex_ledger import ReindexLedgerContract
@@ -24,10 +27,43 @@ pytestmark = pytest.mark.contract
 SMALL_PAGE = 7
 
 
+def legacy_body(document: Document) -> str:
+    """The JSON body a store wrote before documents had revisions."""
+    body = json.loads(document.model_dump_json())
+    del body["revision"]
+    return json.dumps(body)
+
+
 class TestSqliteMetadataStore(MetadataStoreContract, ReindexLedgerContract):
     @pytest.fixture
     def store(self, tmp_path) -> SqliteMetadataStore:
         return SqliteMetadataStore(SqliteDatabase(tmp_path / "x.sqlite3"))
+
+    def test_a_data_directory_from_before_revisions_keeps_working(self, tmp_path):
+        # Given a database of the first release (no attention, no revision column) holding a document whose body
+        # has no revision
+        path = tmp_path / "old.sqlite3"
+        old = make_document("docs", "d1", title="old", version=2)
+        with sqlite3.connect(path) as conn:
+            conn.execute("CREATE TABLE documents (tenant TEXT NOT NULL, collection TEXT NOT NULL, id TEXT NOT NULL,"
+                         " version INTEGER NOT NULL, body TEXT NOT NULL, PRIMARY KEY (tenant, collection, id))"
+                         " WITHOUT ROWID")
+            conn.execute("INSERT INTO documents VALUES ('acme', 'docs', 'd1', 2, ?)", (legacy_body(old),))
+        conn.close()
+        # When the store opens it / Then the document reads at revision 0
+        store = SqliteMetadataStore(SqliteDatabase(path))
+        assert store.get_document("acme", "docs", "d1") == old and old.revision == 0
+        # And an update over revision 0 is written, while one that claims a later revision is refused
+        with pytest.raises(Conflict):
+            store.put_document("acme", old.model_copy(update={"revision": 2, "title": "stale"}), create=False)
+        store.put_document("acme", old.model_copy(update={"revision": 1, "title": "new"}), create=False)
+        with pytest.raises(Conflict):
+            store.put_document("acme", old.model_copy(update={"revision": 1, "title": "lost"}), create=False)
+        assert (store.get_document("acme", "docs", "d1").title, store.get_document("acme", "docs", "d1").revision) \
+            == ("new", 1)
+        # And opening it again (another process of the same data directory) changes nothing
+        again = SqliteMetadataStore(SqliteDatabase(path))
+        assert again.get_document("acme", "docs", "d1").revision == 1
 
 
 class TestDynamoDbMetadataStore(MetadataStoreContract, ReindexLedgerContract):
@@ -85,11 +121,46 @@ class TestDynamoDbMetadataStore(MetadataStoreContract, ReindexLedgerContract):
     def test_item_layout(self, dynamodb):
         # Given a document written by the store
         store = DynamoDbMetadataStore(TABLE, client=dynamodb)
-        store.put_document("a#b", make_document("c%d", "x#y", version=7), create=True)
-        # When reading the raw item / Then keys are escaped in pk, raw in sk, with body and a numeric version
+        store.put_document("a#b", make_document("c%d", "x#y", version=7, revision=3), create=True)
+        # When reading the raw item / Then keys are escaped in pk, raw in sk, with body, a numeric version and revision
         item = dynamodb.get_item(TableName=TABLE, Key={"pk": {"S": "T#a%23b#C#c%25d"}, "sk": {"S": "x#y"}})["Item"]
-        assert item["version"] == {"N": "7"}
+        assert item["version"] == {"N": "7"} and item["revision"] == {"N": "3"}
         assert Document.model_validate_json(item["body"]["S"]).id == "x#y"
+
+    def test_the_conditional_write_refuses_a_stale_revision(self, dynamodb):
+        # Given a document at revision 2
+        store = DynamoDbMetadataStore(TABLE, client=dynamodb)
+        store.put_document("acme", make_document("docs", "d1", revision=1, title="one"), create=True)
+        store.put_document("acme", make_document("docs", "d1", revision=2, title="two"), create=False)
+        requests = []
+        dynamodb.meta.events.register("before-parameter-build.dynamodb.PutItem",
+                                      lambda **kwargs: requests.append(dict(kwargs["params"])))
+        # When a writer that read revision 1 commits / Then DynamoDB refuses it: Conflict, the item unchanged
+        with pytest.raises(Conflict):
+            store.put_document("acme", make_document("docs", "d1", revision=2, title="stale"), create=False)
+        assert requests[-1]["ConditionExpression"] == "attribute_exists(pk) AND #revision = :expected"
+        assert requests[-1]["ExpressionAttributeValues"] == {":expected": {"N": "1"}}
+        raw = dynamodb.get_item(TableName=TABLE, Key={"pk": {"S": "T#acme#C#docs"}, "sk": {"S": "d1"}})["Item"]
+        assert raw["revision"] == {"N": "2"} and Document.model_validate_json(raw["body"]["S"]).title == "two"
+
+    def test_an_item_written_before_revisions_is_updatable(self, dynamodb):
+        # Given an item as the store wrote it before documents had revisions: no attribute, no field in the body
+        old = make_document("docs", "d1", title="old", version=4)
+        dynamodb.put_item(TableName=TABLE, Item={"pk": {"S": "T#acme#C#docs"}, "sk": {"S": "d1"},
+                                                 "body": {"S": legacy_body(old)}, "version": {"N": "4"}})
+        store = DynamoDbMetadataStore(TABLE, client=dynamodb)
+        assert store.get_document("acme", "docs", "d1") == old and old.revision == 0
+        # When a write that claims to follow revision 1 comes / Then it is refused (the item is at 0)
+        with pytest.raises(Conflict):
+            store.put_document("acme", old.model_copy(update={"revision": 2, "title": "stale"}), create=False)
+        # When the first write over it comes (it read revision 0) / Then it is written, with revision 1
+        store.put_document("acme", old.model_copy(update={"revision": 1, "title": "new"}), create=False)
+        raw = dynamodb.get_item(TableName=TABLE, Key={"pk": {"S": "T#acme#C#docs"}, "sk": {"S": "d1"}})["Item"]
+        assert raw["revision"] == {"N": "1"} and store.get_document("acme", "docs", "d1").title == "new"
+        # And another writer that also read revision 0 now loses
+        with pytest.raises(Conflict):
+            store.put_document("acme", old.model_copy(update={"revision": 1, "title": "lost"}), create=False)
+        assert store.get_document("acme", "docs", "d1").title == "new"
 
     @pytest.mark.parametrize("code", ["ProvisionedThroughputExceededException", "ThrottlingException",
                                       "ResourceNotFoundException", "InternalServerError"])

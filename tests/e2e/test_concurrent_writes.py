@@ -146,3 +146,46 @@ def test_simultaneous_puts_to_one_document_keep_the_content_of_the_last_successf
     assert len(blobs) == 1 and blobs[0].read_text() == other_content
     # (the rounds really raced: at least one write lost somewhere, else the test proved nothing)
     assert sum(conflicts for conflicts, _ in outcomes) > 0, outcomes
+
+
+FIELDS = ("title", "language", "url", "mimetype")
+
+
+def test_simultaneous_puts_of_different_fields_all_land_and_tenants_never_mix(running):
+    # Given two tenants with the same collection and document ids, each document with content
+    keys = {"a": running.create_key("a", "admin"), "b": running.create_key("b", "admin")}
+    path = f"/v1/collections/fields/documents/{quote(DOCUMENT, safe='')}"
+    for tenant, key in keys.items():
+        admin = running.session(key)
+        admin.put(running.url("/v1/collections/fields"), json={"allow_guests": True})
+        assert admin.put(running.url(path), json={"content": f"Text of tenant {tenant}."}).status_code == 201
+    sessions = [running.session(keys["ab"[i % 2]]) for i in range(WRITERS)]
+    readers = {tenant: running.session(key) for tenant, key in keys.items()}
+    for reader in readers.values():
+        wait_for_version(reader, running.url(path), 1)  # the worker's status writes are done: only the PUTs remain
+    for round_ in range(3):
+        starts = {tenant: reader.put(running.url(path), json={name: f"{tenant}-{round_}" for name in FIELDS}).json()
+                  for tenant, reader in readers.items()}
+        # When 16 clients (8 per tenant) each PUT one field of their tenant's document at the same instant
+        bodies = [{FIELDS[(i // 2) % 4]: f"{'ab'[i % 2]}-{round_}-w{i}"} for i in range(WRITERS)]
+        answers = put_together(running.url(path), sessions, bodies)
+        # Then every PUT answered 200
+        assert [status for status, _ in answers] == [200] * WRITERS, (answers, "".join(running.output)[-3000:])
+        for t, tenant in enumerate("ab"):
+            mine = [i for i in range(WRITERS) if i % 2 == t]
+            document = readers[tenant].get(running.url(path)).json()
+            # And every field holds one of its own tenant's writers' values, and the content is untouched
+            for name in FIELDS:
+                assert document[name] in {bodies[i][name] for i in mine if name in bodies[i]}, (tenant, name)
+            assert document["content"] == f"Text of tenant {tenant}." and document["version"] == 1
+            # And the 8 answers are one chain of revisions after the start: each its predecessor plus its own field
+            chain = sorted((answers[i][1] for i in mine), key=lambda body: body["revision"])
+            assert [body["revision"] for body in chain] == list(range(starts[tenant]["revision"] + 1,
+                                                                      starts[tenant]["revision"] + 1 + len(mine)))
+            previous = starts[tenant]
+            for body in chain:
+                changed = {name for name in FIELDS if body[name] != previous[name]}
+                own = {name for i in mine if answers[i][1] is body for name in bodies[i]}
+                assert changed <= own and all(body[name] == previous[name] for name in FIELDS if name not in own)
+                previous = body
+            assert {name: document[name] for name in FIELDS} == {name: previous[name] for name in FIELDS}

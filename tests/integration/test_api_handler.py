@@ -72,6 +72,28 @@ def test_openapi_documents_the_embedding_window_of_a_collection():
     assert {"window_tokens", "exceeds_window", "long_chunks", "warning"} <= set(properties)
 
 
+def test_a_document_shows_its_revision_and_a_put_cannot_set_it(local_container):
+    # Given a collection and a document PUT twice: content, then a title (content unchanged)
+    call(load_event("api_put_collection.json"))
+    event = load_event("api_put_collection.json")
+    event["path"] = "/v1/collections/My%20Collection/documents/d1"
+    event["body"] = json.dumps({"content": "text of d1"})
+    status, created = call(copy.deepcopy(event))
+    event["body"] = json.dumps({"title": "D1"})
+    _, retitled = call(copy.deepcopy(event))
+    # Then each write has the next revision, while the content version stays
+    assert status == 201 and (created["version"], created["revision"]) == (1, 1)
+    assert (retitled["version"], retitled["revision"], retitled["title"]) == (1, 2, "D1")
+    # When a client sends a revision (a GET body PUT back, or a made-up one) / Then it is ignored like `version`
+    event["body"] = json.dumps({**retitled, "revision": 99, "version": 99, "title": "D1 again"})
+    status, body = call(copy.deepcopy(event))
+    assert status == 200 and (body["version"], body["revision"], body["title"]) == (1, 3, "D1 again")
+    assert local_container.metadata.get_document("acme", "My Collection", "d1").revision == 3
+    # And the OpenAPI document describes it as part of the document
+    schema = api.app.get_openapi_schema().model_dump(by_alias=True)
+    assert schema["components"]["schemas"]["DocumentOut"]["properties"]["revision"]["type"] == "integer"
+
+
 def test_list_documents_event_pages_for_reader_role(local_container):
     call(load_event("api_put_collection.json"))
     for doc in ("d1", "d2", "d3", "d4"):

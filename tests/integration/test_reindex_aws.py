@@ -192,8 +192,9 @@ def test_drift_is_repaired_by_the_scheduled_function(stack):
 def test_failed_retryable_document_is_retried_and_clean_job_rebuilds(stack):
     services = stack.services
     # Given a document that failed for a reason worth retrying
-    failed = document(stack, "d0").model_copy(update={
-        "status": DocumentStatus.FAILED, "failure_reason": "EmbeddingFailed: outage", "failure_retryable": True})
+    stored = document(stack, "d0")
+    failed = stored.model_copy(update={"status": DocumentStatus.FAILED, "failure_reason": "EmbeddingFailed: outage",
+                                       "failure_retryable": True, "revision": stored.revision + 1})
     services.metadata.put_document("t", failed, create=False)
     # When the scheduled functions run and the queue drains / Then exactly it is enqueued, and indexed again
     stack.reindex_pass()

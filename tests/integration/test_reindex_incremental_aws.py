@@ -172,8 +172,9 @@ def test_a_poisoned_task_is_dead_lettered_without_holding_back_the_others(stack)
     services = stack.services
     url, _, dlq_url = stack.reindex_queue
     # Given a retryable failed document, and a poisoned message ahead of the planned tasks
-    failed = services.metadata.get_document("t", "c", "d03").model_copy(update={
-        "status": DocumentStatus.FAILED, "failure_reason": "EmbeddingFailed: outage", "failure_retryable": True})
+    stored = services.metadata.get_document("t", "c", "d03")
+    failed = stored.model_copy(update={"status": DocumentStatus.FAILED, "failure_reason": "EmbeddingFailed: outage",
+                                       "failure_retryable": True, "revision": stored.revision + 1})
     services.metadata.put_document("t", failed, create=False)
     stack.sqs.send_message(QueueUrl=url, MessageBody=json.dumps({"kindex_reindex": {"kind": "drop tables"}}))
     stack.sqs.send_message(QueueUrl=url, MessageBody="not json at all")
@@ -198,8 +199,9 @@ def test_two_tenants_with_the_same_collection_ids_are_planned_and_repaired_separ
     stack.drain()
     stack.reindex_pass()
     # Given tenant u's d01 failed (retryable) and tenant t's d01 lost its vectors
-    failed = services.metadata.get_document("u", "c", "d01").model_copy(update={
-        "status": DocumentStatus.FAILED, "failure_reason": "EmbeddingFailed: outage", "failure_retryable": True})
+    stored = services.metadata.get_document("u", "c", "d01")
+    failed = stored.model_copy(update={"status": DocumentStatus.FAILED, "failure_reason": "EmbeddingFailed: outage",
+                                       "failure_retryable": True, "revision": stored.revision + 1})
     services.metadata.put_document("u", failed, create=False)
     services.search_index.delete("hash:384", "t", "c", document_ids=["d01"])
     # When the planner runs

@@ -118,8 +118,8 @@ def test_failed_retryable_documents_are_retried(setup):
     services, worker = setup
     document = services.metadata.get_document("t", "c", "d0")
     services.metadata.put_document("t", document.model_copy(update={
-        "status": DocumentStatus.FAILED, "failure_reason": "EmbeddingFailed: outage", "failure_retryable": True}),
-        create=False)
+        "status": DocumentStatus.FAILED, "failure_reason": "EmbeddingFailed: outage", "failure_retryable": True,
+        "revision": document.revision + 1}), create=False)
     services.reindex.plan()
     worker.drain()
     assert services.metadata.get_document("t", "c", "d0").status.value == "indexed"
@@ -150,8 +150,8 @@ def test_a_poisoned_task_is_dead_lettered_locally_without_holding_back_the_other
     # Given a retryable failed document and, on the same queue, a task body the worker cannot read
     document = services.metadata.get_document("t", "c", "d0")
     services.metadata.put_document("t", document.model_copy(update={
-        "status": DocumentStatus.FAILED, "failure_reason": "EmbeddingFailed: outage", "failure_retryable": True}),
-        create=False)
+        "status": DocumentStatus.FAILED, "failure_reason": "EmbeddingFailed: outage", "failure_retryable": True,
+        "revision": document.revision + 1}), create=False)
     services.queue.send('{"kindex_reindex": {"kind": "drop tables"}}', lane="t")
     # When the planner runs and the worker drains the queue
     assert services.reindex.plan() == {"tenants": 1, "collections": 1, "tasks": 2}

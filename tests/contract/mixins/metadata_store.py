@@ -174,52 +174,75 @@ class DocumentStoreContract:
         assert store.get_document("acme", "docs", "d1").title == "first"
 
     def test_updating_a_missing_document_is_not_found(self, store):
-        # Given no document / When updating, with or without an expected version / Then NotFound, nothing created
+        # Given no document / When updating it, as the first write after a read or not / Then NotFound, nothing created
         with pytest.raises(NotFound):
-            store.put_document("acme", make_document("docs", "d1"), create=False)
+            store.put_document("acme", make_document("docs", "d1", revision=1), create=False)
         with pytest.raises(NotFound):
-            store.put_document("acme", make_document("docs", "d1", version=1), create=False, expected_version=0)
+            store.put_document("acme", make_document("docs", "d1", revision=5), create=False)
         assert store.get_document("acme", "docs", "d1") is None
 
-    def test_expected_version_guards_updates(self, store):
-        # Given a document at version 1
-        store.put_document("acme", make_document("docs", "d1", version=1, title="v1"), create=True)
-        # When updating with a stale expected version / Then Conflict and the stored one is unchanged
+    def test_updates_are_conditional_on_the_revision_they_read(self, store):
+        # Given a document at revision 1
+        store.put_document("acme", make_document("docs", "d1", version=1, revision=1, title="v1"), create=True)
+        # When an update claims to follow revision 0 (it read nothing, or a record before this one) / Then Conflict
         with pytest.raises(Conflict):
-            store.put_document("acme", make_document("docs", "d1", version=2, title="stale"), create=False,
-                               expected_version=0)
+            store.put_document("acme", make_document("docs", "d1", version=1, revision=1, title="stale"),
+                               create=False)
         assert store.get_document("acme", "docs", "d1").title == "v1"
-        # When updating with the current version / Then it is written, and the old version no longer matches
-        store.put_document("acme", make_document("docs", "d1", version=2, title="v2"), create=False,
-                           expected_version=1)
-        assert store.get_document("acme", "docs", "d1").version == 2
+        # When an update follows revision 1, keeping the content version / Then it is written with revision 2
+        store.put_document("acme", make_document("docs", "d1", version=1, revision=2, title="v2"), create=False)
+        stored = store.get_document("acme", "docs", "d1")
+        assert (stored.title, stored.version, stored.revision) == ("v2", 1, 2)
+        # When a second writer that also read revision 1 commits, or one claims a revision not yet written / Then
+        # Conflict both times, and the first writer's record stays whole
         with pytest.raises(Conflict):
-            store.put_document("acme", make_document("docs", "d1", version=3), create=False, expected_version=1)
-        # And an update without expected_version overwrites whatever is there
-        store.put_document("acme", make_document("docs", "d1", version=9, title="forced"), create=False)
-        assert store.get_document("acme", "docs", "d1").title == "forced"
+            store.put_document("acme", make_document("docs", "d1", version=1, revision=2, url="https://b"),
+                               create=False)
+        with pytest.raises(Conflict):
+            store.put_document("acme", make_document("docs", "d1", version=1, revision=4, url="https://c"),
+                               create=False)
+        assert store.get_document("acme", "docs", "d1") == make_document("docs", "d1", version=1, revision=2,
+                                                                          title="v2", created_at=stored.created_at,
+                                                                          updated_at=stored.updated_at)
 
-    def test_progress_writes_keep_the_version_and_lose_to_a_newer_version(self, store):
+    def test_progress_writes_lose_to_a_newer_write(self, store):
         # Given a document being indexed at version 2
-        store.put_document("acme", make_document("docs", "d1", version=2, status=DocumentStatus.IN_PROGRESS,
-                                                 chunk_count=300), create=True)
-        # When the ingest records progress against the version it works on / Then the count is stored, the version
-        # kept
-        store.put_document("acme", make_document("docs", "d1", version=2, status=DocumentStatus.IN_PROGRESS,
-                                                 chunk_count=300, chunks_done=128), create=False, expected_version=2)
+        store.put_document("acme", make_document("docs", "d1", version=2, revision=1,
+                                                 status=DocumentStatus.IN_PROGRESS, chunk_count=300), create=True)
+        # When the ingest records progress over the revision it read / Then the count is stored, the version kept
+        store.put_document("acme", make_document("docs", "d1", version=2, revision=2,
+                                                 status=DocumentStatus.IN_PROGRESS, chunk_count=300, chunks_done=128),
+                           create=False)
         assert (store.get_document("acme", "docs", "d1").chunks_done,
                 store.get_document("acme", "docs", "d1").version) == (128, 2)
-        # When new content makes it version 3 / Then the stale ingest's next progress write conflicts and changes
-        # nothing
-        store.put_document("acme", make_document("docs", "d1", version=3, title="new content"), create=False,
-                           expected_version=2)
+        # When new content makes it version 3 / Then the ingest's next progress write (over the revision it wrote)
+        # conflicts and changes nothing
+        store.put_document("acme", make_document("docs", "d1", version=3, revision=3, title="new content"),
+                           create=False)
         with pytest.raises(Conflict):
-            store.put_document("acme", make_document("docs", "d1", version=2, status=DocumentStatus.IN_PROGRESS,
-                                                     chunk_count=300, chunks_done=256), create=False,
-                               expected_version=2)
+            store.put_document("acme", make_document("docs", "d1", version=2, revision=3,
+                                                     status=DocumentStatus.IN_PROGRESS, chunk_count=300,
+                                                     chunks_done=256), create=False)
         stored = store.get_document("acme", "docs", "d1")
-        assert (stored.version, stored.title, stored.chunks_done, stored.status) == (3, "new content", 0,
-                                                                                     DocumentStatus.PENDING)
+        assert (stored.version, stored.revision, stored.title, stored.chunks_done, stored.status) == (
+            3, 3, "new content", 0, DocumentStatus.PENDING)
+
+    def test_revisions_are_per_tenant_and_collection(self, store):
+        # Given the same document id in two tenants and two collections, each written a different number of times
+        for tenant, collection, writes in [("acme", "docs", 3), ("other", "docs", 1), ("acme", "more", 2)]:
+            store.put_document(tenant, make_document(collection, "d", revision=1, title=f"{tenant}/{collection}"),
+                               create=True)
+            for revision in range(2, writes + 1):
+                store.put_document(tenant, make_document(collection, "d", revision=revision,
+                                                         title=f"{tenant}/{collection}"), create=False)
+        # When each is updated over another's revision / Then Conflict; over its own / Then written
+        with pytest.raises(Conflict):
+            store.put_document("other", make_document("docs", "d", revision=4, title="x"), create=False)
+        store.put_document("other", make_document("docs", "d", revision=2, title="other 2"), create=False)
+        assert [(d.revision, d.title) for d in (store.get_document("acme", "docs", "d"),
+                                                store.get_document("other", "docs", "d"),
+                                                store.get_document("acme", "more", "d"))] == [
+            (3, "acme/docs"), (2, "other 2"), (2, "acme/more")]
 
     def test_delete_document_reports_whether_it_existed(self, store):
         store.put_document("acme", make_document("docs", "d1"), create=True)
@@ -376,7 +399,7 @@ class MetadataStoreContract(CollectionStoreContract, DocumentStoreContract, KeyS
             store.put_collection(tenant, make_collection("docs", title=title), create=True)
             store.put_document(tenant, make_document("docs", "readme", title=title), create=True)
         # When one tenant's data is changed and deleted
-        store.put_document("acme", make_document("docs", "readme", title="A2"), create=False)
+        store.put_document("acme", make_document("docs", "readme", title="A2", revision=1), create=False)
         assert store.delete_document("acme", "docs", "readme") is True
         # Then the other tenant sees only its own, untouched records
         assert store.get_collection("acme#C#docs", "docs").title == "B"

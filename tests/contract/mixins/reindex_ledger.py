@@ -12,8 +12,9 @@ from tests.contract.mixins.metadata_store import MIXED_IDS, make_collection, mak
 
 
 def put(store, tenant: str, collection: str, document_id: str, **changes) -> Document:
-    document = make_document(collection, document_id, **changes)
-    store.put_document(tenant, document, create=store.get_document(tenant, collection, document_id) is None)
+    stored = store.get_document(tenant, collection, document_id)
+    document = make_document(collection, document_id, revision=(stored.revision if stored else 0) + 1, **changes)
+    store.put_document(tenant, document, create=stored is None)
     return document
 
 

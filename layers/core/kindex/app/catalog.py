@@ -12,6 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from kindex.app.document_writes import Change, same_content, write_document
 from kindex.domain import keys
 from kindex.domain.errors import Conflict, InvalidInput, NotFound, PayloadTooLarge
 from kindex.domain.models import (
@@ -236,7 +237,9 @@ class CatalogService:
     def put_document(self, tenant: str, collection_id: str, document_id: str,
                      body: DocumentInput) -> tuple[Document, bool]:
         """Create (True) or partially update (False). New content is stored as a blob and makes the document
-        pending with a new version; unchanged content changes nothing."""
+        pending with a new version; unchanged content changes nothing. Only the fields in the body change: a write
+        of other fields that commits meanwhile is kept (this one applies its own on top of it), while new content
+        that commits meanwhile makes this write's own new content lose (Conflict)."""
         _checked_id("document", document_id)
         if body.id is not None and body.id != document_id:
             raise InvalidInput("id in the body must match the document id in the path")
@@ -249,51 +252,53 @@ class CatalogService:
         for name, value in changes.items():
             if value is None:
                 raise InvalidInput(f"{name}: must not be null")
-        now = utc_now()
-        if existing is None:
-            document = validated(lambda: Document(id=document_id, collection=collection_id, **changes))
-        else:
-            document = existing.model_copy(update={**changes, "updated_at": now})
+
+        def merged(current: Document | None) -> Document:
+            if current is None:
+                return validated(lambda: Document(id=document_id, collection=collection_id, **changes))
+            return current.model_copy(update={**changes, "updated_at": utc_now()})
+
         if content is not None:
             data = content.replace("\x00", "").encode("utf-8")
             digest = hashlib.sha256(data).hexdigest()
             if existing is None or digest != existing.content_sha256 or not existing.source:
-                version = document.version + 1
+                version = (existing.version if existing else 0) + 1
                 source = keys.write_blob_key(tenant, collection_id, document_id, CONTENT_FILENAME, version=version)
-                document = document.model_copy(update={
-                    "content_sha256": digest, "content_length": len(data), "version": version, "source": source,
-                    "status": DocumentStatus.PENDING, "failure_reason": None,
-                    "mimetype": document.mimetype or TEXT_MIMETYPE,
-                })
-                self._store_and_commit(tenant, document, data, existing)
-                return document, existing is None
-        self._commit(tenant, document, existing)
-        return document, existing is None
 
-    def _commit(self, tenant: str, document: Document, existing: Document | None) -> None:
-        """The write's decision: a create that fails if the document exists, or an update that fails with Conflict
-        if any other write committed since `existing` was read."""
-        self.documents.put_document(tenant, document, create=existing is None,
-                                    expected_version=None if existing is None else existing.version)
+                def with_content(current: Document | None) -> Document:
+                    same_content(existing, current, document_id)
+                    document = merged(current)
+                    return document.model_copy(update={
+                        "content_sha256": digest, "content_length": len(data), "version": version, "source": source,
+                        "status": DocumentStatus.PENDING, "failure_reason": None,
+                        "mimetype": document.mimetype or TEXT_MIMETYPE})
 
-    def _store_and_commit(self, tenant: str, document: Document, data: bytes, existing: Document | None) -> None:
-        """Store the bytes under the write's own key (`document.source`), then commit the record that points at
-        them. The bytes go first so that a committed record always finds its content (readers and ingest never
-        see a record whose blob is still to come); the key is unique to this write, so a write that loses the
+                return self._store_and_commit(tenant, existing, with_content, data)
+        # Unchanged or no content: whatever content the document has when this commits stays.
+        return write_document(self.documents, tenant, collection_id, document_id, existing, merged)
+
+    def _store_and_commit(self, tenant: str, existing: Document | None, change: Change,
+                          data: bytes) -> tuple[Document, bool]:
+        """Store the bytes under the write's own key (the `source` that `change` sets), then commit the record that
+        points at them. The bytes go first so that a committed record always finds its content (readers and ingest
+        never see a record whose blob is still to come); the key is unique to this write, so a write that loses the
         commit only ever deletes its own bytes. After the commit, the blobs of earlier writes go."""
-        self.blobs.put_blob(document.source, data, document.mimetype or TEXT_MIMETYPE)
+        planned = change(existing)  # the record as it would commit now: its key, and InvalidInput before any bytes
+        self.blobs.put_blob(planned.source, data, planned.mimetype or TEXT_MIMETYPE)
         try:
-            self._commit(tenant, document, existing)
+            document, created = write_document(self.documents, tenant, planned.collection, planned.id, existing,
+                                               change)
         except (Conflict, NotFound, InvalidInput):
-            self._discard_blob(document.source)  # a write that answers 4xx leaves nothing behind
+            self._discard_blob(planned.source)  # a write that answers 4xx leaves nothing behind
             raise
         except Exception:
             # An error that may hide a write that happened (a timeout): keep the bytes if the record points at them,
             # or if that cannot be known now (reindex deletes them later if they turn out to be an orphan).
-            if self._surely_not_committed(tenant, document):
-                self._discard_blob(document.source)
+            if self._surely_not_committed(tenant, planned):
+                self._discard_blob(planned.source)
             raise
         self._delete_superseded_blobs(tenant, document)
+        return document, created
 
     def _delete_superseded_blobs(self, tenant: str, document: Document) -> None:
         """Delete the blobs an earlier write of the document left (older versions, files dropped in by hand). Blobs
@@ -335,8 +340,8 @@ class CatalogService:
             raise InvalidInput("size must be the file's length in bytes (0 or more)")
         if size > self.max_file_bytes:
             raise PayloadTooLarge(f"size {size} exceeds the file limit of {self.max_file_bytes} bytes")
-        document, existing = self._file_document(tenant, collection_id, document_id, filename, mimetype)
-        self._commit(tenant, document, existing)
+        existing, change = self._file_write(tenant, collection_id, document_id, filename, mimetype)
+        document, _ = write_document(self.documents, tenant, collection_id, document_id, existing, change)
         self._delete_superseded_blobs(tenant, document)
         url, headers, expires = self.presigner.presign_put(document.source, document.mimetype, size,
                                                            self.upload_url_ttl)
@@ -347,18 +352,19 @@ class CatalogService:
                  mimetype: str | None = None) -> tuple[Document, bool]:
         """Store a file as the document's source (the write triggers indexing). Returns (document, written):
         the same file (name and bytes) already indexed, or pending, is not written again."""
-        document, existing = self._file_document(tenant, collection_id, document_id, filename, mimetype)
         digest = hashlib.sha256(data).hexdigest()
+        existing, change = self._file_write(tenant, collection_id, document_id, filename, mimetype,
+                                            content={"content_sha256": digest, "content_length": len(data)})
         if (existing is not None and existing.source and _file_name(existing.source) == filename
                 and existing.status is not DocumentStatus.FAILED and existing.content_sha256 == digest):
             return existing, False
-        document = document.model_copy(update={"content_sha256": digest, "content_length": len(data)})
-        self._store_and_commit(tenant, document, data, existing)
+        document, _ = self._store_and_commit(tenant, existing, change, data)
         return document, True
 
-    def _file_document(self, tenant: str, collection_id: str, document_id: str, filename: str,
-                       mimetype: str | None) -> tuple[Document, Document | None]:
-        """(the document pointing at a new key for the file, as a write would commit it; the stored one or None)."""
+    def _file_write(self, tenant: str, collection_id: str, document_id: str, filename: str, mimetype: str | None,
+                    content: dict[str, Any] | None = None) -> tuple[Document | None, Change]:
+        """(the stored document or None; the change that points it at a new key for the file, created if missing and
+        titled after the file). The change loses (Conflict) to a write of other content committed meanwhile."""
         from kindex.text.extract import guess_mimetype
 
         _checked_id("document", document_id)
@@ -371,13 +377,17 @@ class CatalogService:
         self._collection(tenant, collection_id)
         content_type = mimetype or guess_mimetype(filename) or "application/octet-stream"
         existing = self.documents.get_document(tenant, collection_id, document_id)
-        base = existing or Document(id=document_id, collection=collection_id, title=filename)
-        version = base.version + 1
-        document = base.model_copy(update={
-            "source": keys.write_blob_key(tenant, collection_id, document_id, filename, version=version),
-            "version": version, "mimetype": content_type, "status": DocumentStatus.PENDING, "failure_reason": None,
-            "updated_at": utc_now()})
-        return document, existing
+        version = (existing.version if existing else 0) + 1
+        source = keys.write_blob_key(tenant, collection_id, document_id, filename, version=version)
+
+        def change(current: Document | None) -> Document:
+            same_content(existing, current, document_id)
+            base = current or Document(id=document_id, collection=collection_id, title=filename)
+            return base.model_copy(update={
+                "source": source, "version": version, "mimetype": content_type, "status": DocumentStatus.PENDING,
+                "failure_reason": None, "updated_at": utc_now(), **(content or {})})
+
+        return existing, change
 
     def list_chunks(self, tenant: str, collection_id: str, document_id: str, page: PageRequest) -> ChunkPage:
         """One page of the document's chunks in index order: at most `page.number`, and no more than fit

@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
+from kindex.app.document_writes import same_content, write_document
 from kindex.app.embedding import EmbeddingService, text_sha256
 from kindex.domain import keys
 from kindex.domain.errors import (
@@ -237,15 +238,15 @@ class IngestService:
                 return None  # deleted since; its removal event follows
             except LimitExceeded as error:
                 too_large = error
-        document = self._document_for(tenant, collection_id, document_id, filename, key)
-        if document is None:
+        found = self._document_for(tenant, collection_id, document_id, filename, key)
+        if found is None:
             return None
+        document, adopted = found
         try:
             if too_large is not None:
-                retryable = too_large.retryable
-                return self._fail(tenant, collection, document, document.version, failure_reason(too_large),
-                                  retryable, too_large)
-            return self._index(tenant, collection, document, data, filename, batch or IngestBatch(self))
+                return self._fail(tenant, collection, document, adopted, failure_reason(too_large),
+                                  too_large.retryable, too_large)
+            return self._index(tenant, collection, document, adopted, data, filename, batch or IngestBatch(self))
         except NotFound:
             # The document was deleted while we worked: remove what we wrote, so nothing is left behind.
             self.remove_document(tenant, document, collection)
@@ -285,31 +286,35 @@ class IngestService:
 
     # Internals
     def _document_for(self, tenant: str, collection_id: str, document_id: str, filename: str,
-                      key: str) -> Document | None:
+                      key: str) -> tuple[Document, dict] | None:
+        """(the stored document this blob is the content of, what the ingest must change for that: a dropped-in file
+        that replaces a gone one becomes the document's source), or None when the event is stale."""
         from kindex.text.extract import guess_mimetype
 
         document = self.documents.get_document(tenant, collection_id, document_id)
         write = keys.blob_write(key)
         if write is not None:
-            return self._written_document(tenant, collection_id, document_id, key, write, document)
+            written = self._written_document(tenant, collection_id, document_id, key, write, document)
+            return None if written is None else (written, {})
         if document is None:
             # A file dropped straight into the tenant's prefix: it becomes a document.
             document = Document(id=document_id, collection=collection_id, title=filename, source=key,
-                                mimetype=guess_mimetype(filename) or "")
+                                mimetype=guess_mimetype(filename) or "", revision=1)
             try:
                 self.documents.put_document(tenant, document, create=True)
             except Conflict:
-                return self.documents.get_document(tenant, collection_id, document_id)
+                document = self.documents.get_document(tenant, collection_id, document_id)
+                return None if document is None else (document, {})
             if self.blobs.blob_size(key) is None:
                 # The document was deleted (blob first) while this event was in flight: do not resurrect it.
                 self.documents.delete_document(tenant, collection_id, document_id)
                 return None
-            return document
+            return document, {}
         if document.source == key:
-            return document
+            return document, {}
         if document.source and self.blobs.blob_size(document.source) is not None:
             return None  # the document's current source is another, existing blob: this event is stale
-        return document.model_copy(update={"source": key, "mimetype": guess_mimetype(filename) or document.mimetype})
+        return document, {"source": key, "mimetype": guess_mimetype(filename) or document.mimetype}
 
     def _keep_only_current_chunks(self, tenant: str, collection_id: str, document_id: str) -> None:
         """Delete the document's chunks and vectors that do not belong to its current content (chunk ids are
@@ -353,33 +358,33 @@ class IngestService:
             pause = min(pause * 2, 0.25)
             document = self.documents.get_document(tenant, collection_id, document_id)
 
-    def _index(self, tenant: str, collection: Collection, document: Document, data: bytes, filename: str,
-               batch: IngestBatch) -> Document:
+    def _index(self, tenant: str, collection: Collection, stored: Document, adopted: dict, data: bytes,
+               filename: str, batch: IngestBatch) -> Document:
+        """Index `stored` (the record as read) from `data`; `adopted` are changes the ingest makes besides its own
+        status fields (see `_document_for`). Every status write applies only the ingest's own fields (see `_save`)."""
         digest = hashlib.sha256(data).hexdigest()
         model = collection.embedding_model
+        document = stored.model_copy(update=adopted)
         if document.is_current(collection, digest):
             return document  # duplicate event: nothing changed
-        expected = document.version
         # Same content, new chunking or model: the document stays `indexed` (queries keep using what is there)
         # while its new chunks and vectors are built beside the old ones.
         rebuild_only = (digest == document.content_sha256 and document.status is DocumentStatus.INDEXED
                         and document.indexed_version == document.version)
+        own = dict(adopted)  # what is still to write besides the next write's own fields
         if digest != document.content_sha256:
-            document = document.model_copy(update={"version": document.version + 1, "content_sha256": digest,
-                                                   "content_length": len(data)})
-        working = document
+            own.update(version=document.version + 1, content_sha256=digest, content_length=len(data))
         if not rebuild_only:
-            working = document.model_copy(update={"status": DocumentStatus.IN_PROGRESS, "failure_reason": None,
-                                                  "chunks_done": 0, "updated_at": utc_now()})
-            self._save(tenant, working, expected)
-            expected = working.version
+            stored = self._save(tenant, stored, {**own, "status": DocumentStatus.IN_PROGRESS, "failure_reason": None,
+                                                 "chunks_done": 0, "updated_at": utc_now()})
+            own = {}
+        working = stored.model_copy(update=own)
 
         def record_progress(done: int, total: int) -> None:
-            # Same version, checked: progress never overwrites a newer write (new content makes it a Conflict,
-            # which stops this stale work), and it costs one small metadata write per embedded slice.
-            nonlocal working
-            working = working.model_copy(update={"chunk_count": total, "chunks_done": done})
-            self._save(tenant, working, expected)
+            # Checked against the content it works on: progress never overwrites newer content (that makes it a
+            # Conflict, which stops this stale work), and it costs one small metadata write per embedded slice.
+            nonlocal stored
+            stored = self._save(tenant, stored, {"chunk_count": total, "chunks_done": done})
 
         try:
             models = [model]
@@ -397,7 +402,7 @@ class IngestService:
                                              None if rebuild_only else record_progress)
         except (IngestError, DependencyFailed) as error:
             retryable = isinstance(error, DependencyFailed) or error.retryable
-            return self._fail(tenant, collection, working, expected, failure_reason(error), retryable, error)
+            return self._fail(tenant, collection, stored, own, failure_reason(error), retryable, error)
         except (Conflict, NotFound):
             raise  # the document changed or went away meanwhile: the caller decides
         except Exception as error:
@@ -405,27 +410,25 @@ class IngestService:
             # leaving it `in_progress`, and let the queue retry it.
             logger.exception("unexpected error while indexing", extra={"tenant": tenant, "collection": collection.id,
                                                                         "document": document.id})
-            return self._fail(tenant, collection, working, expected,
+            return self._fail(tenant, collection, stored, own,
                               f"InternalError: indexing failed unexpectedly ({type(error).__name__})", True, error)
-        indexed = working.model_copy(update={
-            "status": DocumentStatus.INDEXED, "chunk_count": chunk_count, "chunks_done": chunk_count,
+        indexed = self._save(tenant, stored, {
+            **own, "status": DocumentStatus.INDEXED, "chunk_count": chunk_count, "chunks_done": chunk_count,
             "indexed_at": utc_now(), "indexed_version": working.version, "indexed_model": model,
             "indexed_config_version": collection.config_version, "failure_reason": None, "failure_retryable": False,
             "updated_at": utc_now()})
-        self._save(tenant, indexed, expected)
         self.metrics.count("DocumentsIndexed")
         logger.info("document indexed", extra={"tenant": tenant, "collection": collection.id, "document": document.id,
                                                "chunks": chunk_count})
         return indexed
 
-    def _fail(self, tenant: str, collection: Collection, working: Document, expected: int, reason: str,
+    def _fail(self, tenant: str, collection: Collection, stored: Document, own: dict, reason: str,
               retryable: bool, error: Exception) -> Document:
-        failed = working.model_copy(update={"status": DocumentStatus.FAILED, "failure_reason": reason,
-                                            "failure_retryable": retryable, "updated_at": utc_now()})
-        self._save(tenant, failed, expected)
+        failed = self._save(tenant, stored, {**own, "status": DocumentStatus.FAILED, "failure_reason": reason,
+                                             "failure_retryable": retryable, "updated_at": utc_now()})
         self.metrics.count("DocumentsFailed")
         logger.warning("document failed", extra={"tenant": tenant, "collection": collection.id,
-                                                  "document": working.id, "reason": reason})
+                                                  "document": stored.id, "reason": reason})
         if retryable:
             raise RetryableIngestFailure(reason) from error
         return failed
@@ -451,8 +454,17 @@ class IngestService:
                 raise LimitExceeded(f"File is {size} bytes; the limit is {limit} bytes")
         return self.blobs.get_blob(key, max_bytes=limit)
 
-    def _save(self, tenant: str, document: Document, expected_version: int) -> None:
-        self.documents.put_document(tenant, document, create=False, expected_version=expected_version)
+    def _save(self, tenant: str, stored: Document, fields: dict) -> Document:
+        """Write the ingest's own `fields` over `stored` (the record as it last read or wrote it) and return the
+        record written. A write of other fields meanwhile (a metadata PUT) is kept: the ingest reads the record again
+        and applies its fields on top. New content meanwhile (another version or source) is a Conflict, so that
+        superseded content is never marked indexed (or failed); a deleted document is NotFound."""
+        def change(current: Document | None) -> Document:
+            same_content(stored, current, stored.id)
+            return current.model_copy(update=fields)
+
+        written, _ = write_document(self.documents, tenant, stored.collection, stored.id, stored, change)
+        return written
 
     def _pieces(self, collection: Collection, data: bytes, filename: str, mimetype: str | None) -> list:
         from kindex.text.chunking import chunk_text

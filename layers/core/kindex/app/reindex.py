@@ -28,6 +28,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from kindex.app.document_writes import write_document
 from kindex.domain import keys
 from kindex.domain.errors import Conflict, NotFound
 from kindex.domain.models import (
@@ -507,15 +508,24 @@ class ReindexService:
         for model in {collection.embedding_model, collection.query_model}:
             self.index.delete(model, tenant, collection.id, document_ids=[document.id])
         self.chunks.delete_chunks(tenant, collection.id, document_id=document.id)
-        cleared = document.model_copy(update={"status": DocumentStatus.PENDING, "indexed_config_version": 0,
-                                              "indexed_model": None, "chunk_count": 0, "chunks_done": 0,
-                                              "updated_at": utc_now()})
-        self.documents.put_document(tenant, cleared, create=False)
-        return cleared
+        return self._update(tenant, document, {"status": DocumentStatus.PENDING, "indexed_config_version": 0,
+                                               "indexed_model": None, "chunk_count": 0, "chunks_done": 0,
+                                               "updated_at": utc_now()})
 
     def _force_rebuild(self, tenant: str, document: Document) -> None:
         # Stays `indexed` (its chunks are still served where present); the ingest sees an outdated config and rebuilds.
-        self.documents.put_document(tenant, document.model_copy(update={"indexed_config_version": 0}), create=False)
+        self._update(tenant, document, {"indexed_config_version": 0})
+
+    def _update(self, tenant: str, document: Document, fields: dict) -> Document:
+        """Write `fields` over the document as read (or, when another write committed since, over the record as it is
+        then: what that write changed stays); NotFound when it was deleted meanwhile."""
+        def change(current: Document | None) -> Document:
+            if current is None:
+                raise NotFound(f"document {document.id!r} does not exist")
+            return current.model_copy(update=fields)
+
+        written, _ = write_document(self.documents, tenant, document.collection, document.id, document, change)
+        return written
 
     def _collection(self, tenant: str, collection_id: str) -> Collection:
         collection = self.collections.get_collection(tenant, collection_id)

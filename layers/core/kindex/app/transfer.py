@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from kindex.app.document_writes import same_content, write_document
 from kindex.app.embedding import EmbeddingService, text_sha256
 from kindex.app.ingest import chunk_id
 from kindex.domain import keys
@@ -294,7 +295,7 @@ class TransferService:
             self.remove_document(tenant, collection_id, item.id)
         record = Document(id=item.id, collection=collection_id, title=item.title, language=item.language,
                           url=item.url, mimetype=TEXT_MIMETYPE, status=DocumentStatus.IN_PROGRESS,
-                          chunk_count=item.chunk_count, chunks_done=0)
+                          chunk_count=item.chunk_count, chunks_done=0, revision=1)
         self.documents.put_document(tenant, record, create=True)
 
     def _write_chunks(self, tenant: str, collection: Collection, owner: TransferDocument | Document,
@@ -337,22 +338,31 @@ class TransferService:
         if document is None or document.status is not DocumentStatus.IN_PROGRESS or document.source is not None:
             return document is not None and document.status is DocumentStatus.INDEXED
         stored = self.chunks.list_chunks(tenant, collection.id, document_id)
+
+        def still_importing(current: Document | None) -> Document:
+            # A metadata PUT meanwhile is kept (its fields are applied over); a content write, or a delete, ends this.
+            same_content(document, current, document_id)
+            if current.status is not DocumentStatus.IN_PROGRESS:
+                raise Conflict(f"document {document_id!r} changed meanwhile")
+            return current
+
         if sorted(c.index for c in stored) != list(range(document.chunk_count)):
-            progress = document.model_copy(update={"chunks_done": len(stored), "updated_at": utc_now()})
-            self.documents.put_document(tenant, progress, create=False, expected_version=document.version)
+            write_document(self.documents, tenant, collection.id, document_id, document, lambda current: (
+                still_importing(current).model_copy(update={"chunks_done": len(stored), "updated_at": utc_now()})))
             return False
         data = rebuilt_text(stored).encode("utf-8", "surrogatepass")
         version = document.version + 1
         source = keys.write_blob_key(tenant, collection.id, document_id, CONTENT_FILENAME, version=version)
-        indexed = document.model_copy(update={
+        indexed = {
             "status": DocumentStatus.INDEXED, "chunks_done": document.chunk_count, "source": source,
             "content_sha256": hashlib.sha256(data).hexdigest(), "content_length": len(data), "version": version,
             "indexed_version": version, "indexed_model": collection.embedding_model, "indexed_at": utc_now(),
             # Chunks cut by other rules than the collection's: the next reindex pass re-chunks the document.
             "indexed_config_version": collection.config_version if chunking_matches else 0,
-            "failure_reason": None, "updated_at": utc_now()})
+            "failure_reason": None, "updated_at": utc_now()}
         self.blobs.put_blob(source, data, TEXT_MIMETYPE)
-        self.documents.put_document(tenant, indexed, create=False, expected_version=document.version)
+        write_document(self.documents, tenant, collection.id, document_id, document,
+                       lambda current: still_importing(current).model_copy(update=indexed))
         return True
 
     def _collection(self, tenant: str, collection_id: str) -> Collection:

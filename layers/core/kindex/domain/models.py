@@ -295,7 +295,11 @@ class Document(BaseModel):
     content_sha256: str | None = None
     content_length: int = 0
     source: str | None = None
+    # The content version: changes only with new content (ingest compares it to skip superseded content).
     version: int = 0
+    # Changes on every committed write of the record, content or not: updates are conditional on the revision they
+    # read, so no write can overwrite a record it has not seen. 0 for a record written before revisions existed.
+    revision: int = 0
     indexed_version: int = 0
     indexed_model: str | None = None
     indexed_config_version: int = 0
@@ -340,7 +344,7 @@ class DocumentSummary(BaseModel):
 
 DOCUMENT_READ_ONLY = frozenset({
     "status", "failure_reason", "chunk_count", "chunks_done", "content_sha256", "content_length", "source", "version",
-    "indexed_version", "indexed_model", "indexed_config_version", "indexed_at", "failure_retryable",
+    "revision", "indexed_version", "indexed_model", "indexed_config_version", "indexed_at", "failure_retryable",
     "created_at", "updated_at",
 })
 
@@ -365,6 +369,7 @@ class DocumentInput(BaseModel):
     content_length: Any = None
     source: Any = None
     version: Any = None
+    revision: Any = None
     indexed_version: Any = None
     indexed_model: Any = None
     indexed_config_version: Any = None

@@ -94,10 +94,11 @@ class DocumentStore(Protocol):
     def get_document(self, tenant: str, collection_id: str, document_id: str) -> "Document | None":
         """The document, or None when it does not exist."""
 
-    def put_document(self, tenant: str, document: "Document", *, create: bool,
-                     expected_version: int | None = None) -> None:
-        """Write the document. create=True fails with Conflict if it exists; create=False with NotFound if it does not.
-        With `expected_version`, the write fails with Conflict unless the stored version still equals it."""
+    def put_document(self, tenant: str, document: "Document", *, create: bool) -> None:
+        """Write the document. create=True fails with Conflict if it exists. create=False writes only over the stored
+        revision `document.revision - 1` (a record without one counts as 0): NotFound when there is no record,
+        Conflict when another write committed since that revision was read, and nothing changes either way. Every
+        write stores `document.revision` as given: the writer numbers it (the read revision + 1; 1 for a create)."""
 
     def delete_document(self, tenant: str, collection_id: str, document_id: str) -> bool:
         """Delete the record; False when it did not exist."""

@@ -1,6 +1,6 @@
 """DynamoDB adapter of the metadata ports (CollectionStore, DocumentStore, KeyStore): one on-demand table, `pk`/`sk`.
 
-Item layout (every item carries the model's JSON in `body`; documents also carry `version`, a number):
+Item layout (every item carries the model's JSON in `body`; documents also carry `version` and `revision`, numbers):
 
 | item                 | pk                                   | sk                        |
 |----------------------|--------------------------------------|---------------------------|
@@ -28,8 +28,11 @@ One sparse GSI, `attention` (partition key `attention`, sort key `sk`, keys only
 `attention` attribute (its own pk) only while it `needs_attention` (pending, in progress, failed and retryable), so
 the index holds just those documents and the reindex finds them with a Query whose cost follows their number, not
 the collection's size. A reindex state item carries `revision` (a number) for its conditional writes.
+A document item's `revision` changes on every write and every update is conditional on it (`build_put_request`);
+items written before documents had revisions lack the attribute, which counts as revision 0, so they stay updatable
+without a migration.
 
-Reads are strongly consistent: services read-modify-write with version checks, and a stale read there would only
+Reads are strongly consistent: services read-modify-write with revision checks, and a stale read there would only
 turn into a spurious Conflict. Requests are built by the pure functions below; `DynamoDbMetadataStore._call` is the
 one place that turns botocore errors into domain errors.
 """
@@ -114,25 +117,32 @@ def key_listing_sk(key: ApiKey) -> str:
     return f"{key.created_at.isoformat()}#{key.key_id}"
 
 
-def build_item(pk: str, sk: str, body: str, *, version: int | None = None) -> dict[str, dict[str, str]]:
+def build_item(pk: str, sk: str, body: str, *, version: int | None = None,
+               revision: int | None = None) -> dict[str, dict[str, str]]:
     item = {**item_key(pk, sk), "body": {"S": body}}
     if version is not None:
         item["version"] = {"N": str(version)}
+    if revision is not None:
+        item["revision"] = {"N": str(revision)}
     return item
 
 
-def build_put_request(table: str, item: dict, *, create: bool, expected_version: int | None = None) -> dict[str, Any]:
-    """A conditional PutItem: create needs the item absent; update needs it present (and at `expected_version`)."""
+def build_put_request(table: str, item: dict, *, create: bool, expected_revision: int | None = None) -> dict[str, Any]:
+    """A conditional PutItem: create needs the item absent; update needs it present (and, with `expected_revision`,
+    at that revision: an item without the attribute, written before revisions existed, is at revision 0)."""
     request: dict[str, Any] = {"TableName": table, "Item": item,
                                "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}
     if create:
         request["ConditionExpression"] = "attribute_not_exists(pk)"
-    elif expected_version is None:
+    elif expected_revision is None:
         request["ConditionExpression"] = "attribute_exists(pk)"
     else:
-        request["ConditionExpression"] = "attribute_exists(pk) AND #version = :expected"
-        request["ExpressionAttributeNames"] = {"#version": "version"}
-        request["ExpressionAttributeValues"] = {":expected": {"N": str(expected_version)}}
+        condition = "#revision = :expected"
+        if expected_revision == 0:
+            condition = f"(attribute_not_exists(#revision) OR {condition})"
+        request["ConditionExpression"] = f"attribute_exists(pk) AND {condition}"
+        request["ExpressionAttributeNames"] = {"#revision": "revision"}
+        request["ExpressionAttributeValues"] = {":expected": {"N": str(expected_revision)}}
     return request
 
 
@@ -211,22 +221,22 @@ class DynamoDbMetadataStore(DynamoDbTable):
         body = self._get_body(documents_pk(tenant, collection_id), document_id)
         return Document.model_validate_json(body) if body is not None else None
 
-    def put_document(self, tenant: str, document: Document, *, create: bool,
-                     expected_version: int | None = None) -> None:
+    def put_document(self, tenant: str, document: Document, *, create: bool) -> None:
         item = build_item(documents_pk(tenant, document.collection), document.id, document.model_dump_json(),
-                          version=document.version)
+                          version=document.version, revision=document.revision)
         if needs_attention(document):
             item[ATTENTION_ATTRIBUTE] = {"S": item["pk"]["S"]}
 
         def condition_failed(old: dict | None) -> KindexError:
             if create:
                 return Conflict(f"document {document.id!r} already exists")
-            # ALL_OLD returns the stored item when the version check failed; read it back in case it is not there.
+            # ALL_OLD returns the stored item when the revision check failed; read it back in case it is not there.
             if old is None and self._get_body(item["pk"]["S"], document.id) is None:
                 return NotFound(f"document {document.id!r} does not exist")
             return Conflict(f"document {document.id!r} changed meanwhile")
 
-        request = build_put_request(self.table_name, item, create=create, expected_version=expected_version)
+        request = build_put_request(self.table_name, item, create=create,
+                                    expected_revision=None if create else document.revision - 1)
         self._call("put_item", request, on_condition_failed=condition_failed)
 
     def delete_document(self, tenant: str, collection_id: str, document_id: str) -> bool:

@@ -39,6 +39,9 @@ WHERE attention IS NULL
 """
 ATTENTION_INDEX = ("CREATE INDEX IF NOT EXISTS documents_attention ON documents (tenant, collection, id)"
                    " WHERE attention = 1")
+# Added after attention: the record's write revision, which every update checks. Rows of an older data directory get
+# 0, as their JSON bodies (without `revision`) read.
+REVISION_COLUMN = "ALTER TABLE documents ADD COLUMN revision INTEGER NOT NULL DEFAULT 0"
 
 
 
@@ -60,8 +63,11 @@ class SqliteMetadataStore:
         self.db = db
         db.add_schema(SCHEMA)
         with db.write() as conn:
-            if "attention" not in {row[1] for row in conn.execute("PRAGMA table_info(documents)")}:
+            columns = {row[1] for row in conn.execute("PRAGMA table_info(documents)")}
+            if "attention" not in columns:
                 conn.execute(ATTENTION_COLUMN)
+            if "revision" not in columns:
+                conn.execute(REVISION_COLUMN)
             conn.execute(ATTENTION_BACKFILL)
             conn.execute(ATTENTION_INDEX)
 
@@ -103,26 +109,23 @@ class SqliteMetadataStore:
             (tenant, collection_id, document_id)).fetchone()
         return Document.model_validate_json(row[0]) if row else None
 
-    def put_document(self, tenant: str, document: Document, *, create: bool,
-                     expected_version: int | None = None) -> None:
+    def put_document(self, tenant: str, document: Document, *, create: bool) -> None:
         body = document.model_dump_json()
         key = (tenant, document.collection, document.id)
         attention = int(needs_attention(document))
         with self.db.write() as conn:
             if create:
                 try:
-                    conn.execute("INSERT INTO documents (tenant, collection, id, version, body, attention)"
-                                 " VALUES (?, ?, ?, ?, ?, ?)", (*key, document.version, body, attention))
+                    conn.execute("INSERT INTO documents (tenant, collection, id, version, revision, body, attention)"
+                                 " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                                 (*key, document.version, document.revision, body, attention))
                 except sqlite3.IntegrityError as error:
                     raise Conflict(f"document {document.id!r} already exists") from error
                 return
-            sql = ("UPDATE documents SET version = ?, body = ?, attention = ?"
-                   " WHERE tenant = ? AND collection = ? AND id = ?")
-            params: list = [document.version, body, attention, *key]
-            if expected_version is not None:
-                sql += " AND version = ?"
-                params.append(expected_version)
-            if conn.execute(sql, params).rowcount == 0:
+            if conn.execute("UPDATE documents SET version = ?, revision = ?, body = ?, attention = ?"
+                            " WHERE tenant = ? AND collection = ? AND id = ? AND revision = ?",
+                            (document.version, document.revision, body, attention, *key,
+                             document.revision - 1)).rowcount == 0:
                 exists = conn.execute("SELECT 1 FROM documents WHERE tenant = ? AND collection = ? AND id = ?",
                                       key).fetchone()
                 if exists:
