@@ -140,18 +140,10 @@ class AsyncKindex:
 
     async def wait_for_documents(self, collection: str, documents: Iterable[str], timeout: float = 300.0,
                                  interval: float = 1.0) -> dict[str, DocumentSummary | None]:
-        deadline = time.monotonic() + timeout
-        done: dict[str, DocumentSummary | None] = {}
-        waiting = list(dict.fromkeys(documents))
-        while True:
-            current = await self.document_summaries(collection, waiting)
-            done.update({d: s for d, s in current.items() if s is None or s.status in TERMINAL_STATUSES})
-            waiting = [d for d in waiting if d not in done]
-            if not waiting:
-                return done
-            if time.monotonic() >= deadline:
-                raise TimeoutError(f"{len(waiting)} documents are not indexed after {timeout:.0f} s: {waiting[:5]}")
+        wait = calls.DocumentWait(documents, timeout)
+        while not wait.update(await self.document_summaries(collection, wait.waiting)):
             await self._sleep(interval)
+        return wait.done
 
     async def get_document(self, collection: str, document: str) -> DocumentOut:
         return await self._send(calls.get_document(collection, document))

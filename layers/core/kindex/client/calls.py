@@ -3,6 +3,7 @@ async client send alike. No I/O here; a test checks that the builders and the AP
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 from urllib.parse import quote
@@ -19,7 +20,14 @@ from kindex.api.models import (
     UploadRequest,
     UploadResponse,
 )
-from kindex.domain.models import MAX_PAGE_SIZE, Collection, CollectionInput, DocumentInput, ReindexJob
+from kindex.domain.models import (
+    MAX_PAGE_SIZE,
+    Collection,
+    CollectionInput,
+    DocumentInput,
+    DocumentStatus,
+    ReindexJob,
+)
 from kindex.domain.query import CitationsRequest, CitationsResponse, MultiQueryRequest, QueryRequest, QueryResponse
 from kindex.domain.transfer import DEFAULT_EXPORT_CHUNKS, ExportPage, ImportRequest, ImportResult
 
@@ -83,10 +91,35 @@ def list_documents(collection: str, start: int = 0, number: int = 100,
                    f"/v1/collections/{segment(collection)}/documents", DocumentList, _page(start, number, cursor))
 
 
+TERMINAL_STATUSES = (DocumentStatus.INDEXED, DocumentStatus.FAILED)
+
+
 def listing_is_cheaper(document_count: int, wanted: int) -> bool:
     """Whether the summaries of `wanted` named documents cost fewer requests through the collection's listing (one
     request per MAX_PAGE_SIZE documents) than through one GET per document."""
     return 0 < wanted and -(-document_count // MAX_PAGE_SIZE) < wanted
+
+
+class DocumentWait:
+    """What `wait_for_documents` (sync and async) keeps between polls: the documents still waited for, and the
+    summaries of those that are done (`indexed`, `failed`, or gone: None)."""
+
+    def __init__(self, documents, timeout: float):
+        self.waiting = list(dict.fromkeys(documents))
+        self.done: dict[str, Any] = {}
+        self.timeout = timeout
+        self.deadline = time.monotonic() + timeout
+
+    def update(self, current: dict[str, Any]) -> bool:
+        """Take one poll's summaries; True once nothing is waited for, TimeoutError past the deadline."""
+        self.done.update({d: s for d, s in current.items() if s is None or s.status in TERMINAL_STATUSES})
+        self.waiting = [d for d in self.waiting if d not in self.done]
+        if not self.waiting:
+            return True
+        if time.monotonic() >= self.deadline:
+            raise TimeoutError(f"{len(self.waiting)} documents are not indexed after {self.timeout:.0f} s: "
+                               f"{self.waiting[:5]}")
+        return False
 
 
 def has_summaries(page: DocumentList) -> bool:

@@ -30,14 +30,13 @@ from kindex.domain.models import (
     Collection,
     CollectionInput,
     DocumentInput,
-    DocumentStatus,
     DocumentSummary,
     ReindexJob,
 )
 from kindex.domain.query import CitationsRequest, CitationsResponse, QueryRequest, QueryResponse
 from kindex.domain.transfer import DEFAULT_EXPORT_CHUNKS, ExportPage, ImportRequest, ImportResult
 
-TERMINAL_STATUSES = (DocumentStatus.INDEXED, DocumentStatus.FAILED)
+TERMINAL_STATUSES = calls.TERMINAL_STATUSES
 UPLOAD_TIMEOUT = 300.0
 
 
@@ -149,18 +148,10 @@ class Kindex:
                            interval: float = 1.0) -> dict[str, DocumentSummary | None]:
         """The named documents' summaries once each is `indexed`, `failed` or gone (None), polling them together
         (see `document_summaries`); TimeoutError after `timeout` s."""
-        deadline = time.monotonic() + timeout
-        done: dict[str, DocumentSummary | None] = {}
-        waiting = list(dict.fromkeys(documents))
-        while True:
-            current = self.document_summaries(collection, waiting)
-            done.update({d: s for d, s in current.items() if s is None or s.status in TERMINAL_STATUSES})
-            waiting = [d for d in waiting if d not in done]
-            if not waiting:
-                return done
-            if time.monotonic() >= deadline:
-                raise TimeoutError(f"{len(waiting)} documents are not indexed after {timeout:.0f} s: {waiting[:5]}")
+        wait = calls.DocumentWait(documents, timeout)
+        while not wait.update(self.document_summaries(collection, wait.waiting)):
             self._sleep(interval)
+        return wait.done
 
     def get_document(self, collection: str, document: str) -> DocumentOut:
         return self._send(calls.get_document(collection, document))
