@@ -155,6 +155,55 @@ def test_newer_content_written_before_the_deferred_status_write_wins(services, m
     assert status(services, "d5") == "indexed" and found(services, "capybara") == {"d5"}
 
 
+def test_a_document_deleted_before_the_batch_commit_leaves_nothing_behind(services, monkeypatch):
+    # Given a batch, and one of its documents deleted through the API after its chunk writes, before the commit
+    for i in range(4):
+        put(services, f"d{i}", text(f"jackal{i}"))
+    messages = services.queue.receive(10, 30)
+    index = services.search_index
+    original = index.commit_deferred
+
+    def commit_after_a_delete(writes):
+        services.catalog.delete_document("t", "c", "d2")
+        return original(writes)
+
+    monkeypatch.setattr(index, "commit_deferred", commit_after_a_delete)
+    # When the batch runs
+    assert run_batch(messages)["batchItemFailures"] == []
+    # Then the deleted document has no record, no chunks, nothing in the index; the others are indexed
+    assert services.metadata.get_document("t", "c", "d2") is None
+    assert services.chunks.list_chunks("t", "c", "d2") == []
+    assert found(services, "jackal2") == set()
+    assert [status(services, f"d{i}") for i in (0, 1, 3)] == ["indexed"] * 3
+
+
+def test_a_failed_batch_commit_fails_every_record_that_waited_for_it(services, monkeypatch):
+    from kindex.domain.errors import DependencyFailed
+
+    # Given a batch whose keyword commit fails (its writes were rolled back)
+    for i in range(3):
+        put(services, f"d{i}", text(f"dingo{i}"))
+    messages = services.queue.receive(10, 30)
+    index = services.search_index
+    original = index.commit_deferred
+
+    def lost(writes):
+        raise DependencyFailed("keyword writes rolled back (test)")
+
+    monkeypatch.setattr(index, "commit_deferred", lost)
+    # When the batch runs
+    response = run_batch(messages)
+    # Then every record is retried and no document says `indexed`
+    assert sorted(item["itemIdentifier"] for item in response["batchItemFailures"]) == sorted(
+        m.message_id for m in messages)
+    assert [status(services, f"d{i}") for i in range(3)] == ["in_progress"] * 3
+    # And the retries index them
+    monkeypatch.setattr(index, "commit_deferred", original)
+    assert run_batch(messages)["batchItemFailures"] == []
+    assert all(status(services, f"d{i}") == "indexed" and found(services, f"dingo{i}") == {f"d{i}"}
+               for i in range(3))
+
+
 def test_two_tenants_with_the_same_ids_in_one_batch_each_find_only_their_own(services, commits):
     # Given two tenants with the same collection and document ids, in one batch (a local receive serves one tenant)
     services.catalog.put_collection("u", "c", CollectionInput(chunking_max_size=200))

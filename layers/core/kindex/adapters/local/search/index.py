@@ -21,6 +21,9 @@ Layout under `root`:
   crash in between, an older version) the graph is rebuilt from the vectors at load and saved again.
 - `keyword/`: a tantivy index for BM25 over chunk text (see keyword.py). A data directory from a version that kept
   keywords in SQLite FTS5 (`keyword.sqlite`) is migrated into it on open (one commit, then the SQLite files go).
+  An ingest batch writes with `upsert_deferred` and commits once with `commit_deferred` (the optional
+  `DeferredKeywordCommits` capability): the vector half of such a write is durable at once, the keyword half at
+  that commit (or any earlier one: every other write still commits on return).
 
 One process owns the folder; a single lock serialises its server and worker threads.
 """
