@@ -265,7 +265,8 @@ class IngestService:
                                      [p.text for p in pieces])
 
     def object_created(self, key: str, batch: IngestBatch | None = None, size: int | None = None) -> Document | None:
-        """Index the document whose blob was written. Returns the document's final state, None if ignored.
+        """Index the document whose blob was written. Returns the document's final state, None if ignored; in a
+        batch that defers keyword commits, the state before its `indexed` write, which the batch's `finish` makes.
 
         `size` is the event's object size: an object over the file limit fails its document (LimitExceeded)
         without being downloaded, and never affects the other records of the batch."""
