@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from functools import partial
 from typing import Any
 
 from aws_lambda_powertools.utilities.batch import (
@@ -65,11 +64,26 @@ def handler(event: dict[str, Any], context: Any, service=None) -> dict[str, Any]
     service = service or container().ingest
     records = event.get("Records", [])
     created = {key: size for record in records for key, size in created_objects(record).items()}
-    batch = service.open_batch(list(created), created)
+    # The batch's keyword index writes are committed once, after its records (a commit per document cost most of a
+    # local ingest); its documents are marked indexed only after that commit, in `finish`.
+    batch = service.open_batch(list(created), created, defer_keyword_commits=True)
     # Cheapest records first: a batch's one-line documents are not held back by a large one in the same batch.
     ordered = {**event, "Records": sorted(records, key=lambda record: batch.cost(created_objects(record)))}
+
+    def handle(record: SQSRecord) -> None:
+        batch.record_id = record.message_id
+        record_handler(record, service=batch)
+
     # One processor per invocation: it collects the batch's results (local mode runs invocations on several threads).
     # A batch where every record failed still reports them as item failures, rather than as a Lambda error.
     processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
-    return process_partial_response(event=ordered, record_handler=partial(record_handler, service=batch),
-                                    processor=processor, context=context)
+    response = process_partial_response(event=ordered, record_handler=handle, processor=processor, context=context)
+    return with_failures(response, batch.finish())
+
+
+def with_failures(response: dict[str, Any], record_ids: set[str | None]) -> dict[str, Any]:
+    """The batch response with `record_ids` (records whose work failed after their own pass) among its failures."""
+    failures = list(response.get("batchItemFailures", []))
+    known = {item["itemIdentifier"] for item in failures}
+    failures += [{"itemIdentifier": record_id} for record_id in sorted(r for r in record_ids if r and r not in known)]
+    return {**response, "batchItemFailures": failures}

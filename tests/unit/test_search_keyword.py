@@ -212,3 +212,114 @@ def test_a_second_process_can_read_while_the_first_holds_the_writer(tmp_path):
     assert reader.chunk_ids(MODEL, "acme", "c") == {"a", "b"}
     reader.close()
     owner.close()
+
+
+# -- deferred commits (an ingest batch's writes) ---------------------------------------------------------------
+
+class CommitFailsOnce:
+    """Stands in for the tantivy writer: its next commit fails (a full disk), everything else goes to the real one."""
+
+    def __init__(self, writer):
+        self.writer, self.failed = writer, False
+
+    def commit(self):
+        if not self.failed:
+            self.failed = True
+            raise OSError("no space left on device (test)")
+        return self.writer.commit()
+
+    def __getattr__(self, name):
+        return getattr(self.writer, name)
+
+
+def counting_commits(index, monkeypatch) -> list[int]:
+    keywords, made = index._keywords, []
+    original = keywords._commit
+    monkeypatch.setattr(keywords, "_commit", lambda: (made.append(1), original())[1])
+    return made
+
+
+def test_deferred_writes_are_searchable_only_after_their_commit_and_one_commit_serves_many(index, monkeypatch):
+    commits = counting_commits(index, monkeypatch)
+    # Given three deferred upserts
+    writes = [index.upsert_deferred(MODEL, [record(f"c{i}", f"deferred heron{i}", document_id=f"d{i}")])
+              for i in range(3)]
+    # Then keyword search does not see them yet (vectors, written durably, do), and nothing was committed
+    assert index.keyword_search(MODEL, "acme", ["c"], "deferred", 10) == []
+    assert index.chunk_ids(MODEL, "acme", "c") == {"c0", "c1", "c2"}
+    assert commits == []
+    # When they are committed, one commit makes all visible; committing them again costs nothing
+    index.commit_deferred(writes)
+    assert sorted(ids(index.keyword_search(MODEL, "acme", ["c"], "deferred", 10))) == ["c0", "c1", "c2"]
+    index.commit_deferred(writes[:1])
+    assert len(commits) == 1
+
+
+def test_a_delete_commits_at_once_and_carries_the_deferred_writes_along(index, monkeypatch):
+    # Given a committed chunk and two deferred upserts
+    index.upsert(MODEL, [record("gone", "doomed stork")])
+    writes = [index.upsert_deferred(MODEL, [record("kept", "pending stork")]),
+              index.upsert_deferred(MODEL, [record("later", "pending crane", document_id="e")])]
+    commits = counting_commits(index, monkeypatch)
+    # When a chunk is deleted
+    index.delete(MODEL, "acme", "c", chunk_ids=["gone"])
+    # Then it is never found again once delete returned, and the deferred writes rode along with its commit
+    assert ids(index.keyword_search(MODEL, "acme", ["c"], "stork", 10)) == ["kept"]
+    index.commit_deferred(writes)
+    assert len(commits) == 1
+
+
+def test_a_deferred_write_added_before_a_document_delete_is_deleted_with_it(index):
+    # Given a deferred write of document d, then d deleted (an API delete while the batch runs)
+    written = index.upsert_deferred(MODEL, [record("c1", "ephemeral swift")])
+    index.delete(MODEL, "acme", "c", document_ids=["d"])
+    # When the batch commits / Then the chunk is not found
+    index.commit_deferred([written])
+    assert index.keyword_search(MODEL, "acme", ["c"], "ephemeral", 10) == []
+
+
+def test_writes_rolled_back_by_a_failed_commit_are_reported_lost_never_done(index):
+    from kindex.adapters.local.search.keyword import KeywordWritesLost
+    from kindex.domain.errors import DependencyFailed
+
+    # Given a deferred write, then another caller's upsert whose commit fails (the writer rolls everything back)
+    lost = index.upsert_deferred(MODEL, [record("c1", "vanished egret")])
+    index._keywords._writer = CommitFailsOnce(index._keywords._writer)
+    with pytest.raises(OSError):
+        index.upsert(MODEL, [record("c2", "failed egret")])
+    # When the deferred write's owner commits it
+    # Then it learns its write is lost (a DependencyFailed: retried), and keyword search has neither
+    with pytest.raises(KeywordWritesLost) as raised:
+        index.commit_deferred([lost])
+    assert isinstance(raised.value, DependencyFailed)
+    assert index.keyword_search(MODEL, "acme", ["c"], "egret", 10) == []
+    # And later writes work and commit as ever, without reviving the lost one
+    later = index.upsert_deferred(MODEL, [record("c3", "later egret")])
+    index.commit_deferred([later])
+    assert ids(index.keyword_search(MODEL, "acme", ["c"], "egret", 10)) == ["c3"]
+    with pytest.raises(KeywordWritesLost):
+        index.commit_deferred([lost, later])
+
+
+def test_deferred_writes_dropped_by_close_are_reported_lost(tmp_path):
+    from kindex.adapters.local.search.keyword import KeywordWritesLost
+
+    root = tmp_path / "index"
+    index = LocalSearchIndex(root)
+    written = index.upsert_deferred(MODEL, [record("c1", "unsaid plover")])
+    index.close()
+    with pytest.raises(KeywordWritesLost):
+        index.commit_deferred([written])
+    again = LocalSearchIndex(root)
+    assert again.keyword_search(MODEL, "acme", ["c"], "plover", 10) == []
+    again.close()
+
+
+def test_two_tenants_deferred_in_one_commit_never_meet(index):
+    writes = [index.upsert_deferred(MODEL, [record("a", "otter shared", tenant=tenant)])
+              for tenant in ("acme", "globex")]
+    writes.append(index.upsert_deferred(MODEL, [record("a", "beaver shared", tenant="globex")]))
+    index.commit_deferred(writes)
+    assert ids(index.keyword_search(MODEL, "acme", ["c"], "otter", 10)) == ["a"]
+    assert index.keyword_search(MODEL, "globex", ["c"], "otter", 10) == []  # replaced by its later write
+    assert ids(index.keyword_search(MODEL, "globex", ["c"], "beaver", 10)) == ["a"]

@@ -11,6 +11,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from functools import partial
 
 from kindex.app.document_writes import same_content, write_document
 from kindex.app.embedding import EmbeddingService, text_sha256
@@ -29,6 +30,7 @@ from kindex.domain.ports import (
     BlobStore,
     ChunkStore,
     CollectionStore,
+    DeferredKeywordCommits,
     DocumentStore,
     MetricsRecorder,
     SearchIndex,
@@ -105,15 +107,24 @@ class IngestBatch:
     - the models whose embedding failed in this batch: the provider already had its retries, so the batch's other
       documents fail with that error instead of each trying again (one retry sequence per batch, not per document).
 
+    - with `defer_keyword_commits` (the ingest handler's batches) and an index that can defer them (the embedded
+      one, see `DeferredKeywordCommits`): the chunk writes whose keyword commit waits for `finish`, and what each
+      written document still has to do once they are committed (its `indexed` status write), by the record
+      (`record_id`, set by the handler) that wrote it. A document is marked indexed only after that commit.
+
     It has the record handler's two calls, so the handler passes it where it would pass the service."""
 
-    def __init__(self, service: "IngestService"):
+    def __init__(self, service: "IngestService", defer_keyword_commits: bool = False):
         self.service = service
         self.fetched: dict[str, bytes] = {}
         self.prepared: dict[Memo, list | IngestError] = {}
         self.failed_models: dict[str, Exception] = {}
         self.costs: dict[str, int] = {}
         self._waiting: dict[str, list[tuple[Memo, list[str]]]] = {}
+        index = service.index
+        self._deferring = index if defer_keyword_commits and isinstance(index, DeferredKeywordCommits) else None
+        self.record_id: str | None = None  # the record being handled, which owns what is deferred now
+        self._deferred: list[tuple[str | None, list[int], Callable[[], None]]] = []
 
     def object_created(self, key: str, size: int | None = None) -> Document | None:
         return self.service.object_created(key, self, size)
@@ -133,6 +144,43 @@ class IngestBatch:
         """Waiting texts in the order the records will run (cheapest first, like the handler sorts them)."""
         for entries in self._waiting.values():
             entries.sort(key=lambda entry: self.costs.get(entry[0][0], UNKNOWN_COST))
+
+    def upsert(self, model: str, records: list[IndexRecord]) -> int | None:
+        """Write chunks to the index: with their keyword commit deferred (returns the write's number for `defer`)
+        when this batch defers them, else durable and visible at once (returns None)."""
+        if self._deferring is None:
+            self.service.index.upsert(model, records)
+            return None
+        return self._deferring.upsert_deferred(model, records)
+
+    def defer(self, writes: list[int], complete: Callable[[], None]) -> None:
+        """Run `complete` in `finish`, once `writes` are committed; its failure fails the current record."""
+        self._deferred.append((self.record_id, writes, complete))
+
+    def finish(self) -> set[str | None]:
+        """After the per-record pass: one keyword commit for every deferred write, then each deferred completion.
+        Returns the records to retry: all that deferred anything when the commit failed (their documents stay
+        `in_progress`), else those whose completion raised. Never raises: one record's failure is its own."""
+        deferred, self._deferred = self._deferred, []
+        if not deferred:
+            return set()
+        try:
+            self._deferring.commit_deferred([write for _, writes, _ in deferred for write in writes])
+        except Exception as error:
+            logger.exception("the batch's keyword commit failed; its documents are redone",
+                             extra={"documents": len(deferred), "error_type": type(error).__name__})
+            return {record for record, _, _ in deferred}
+        failed: set[str | None] = set()
+        for record, _, complete in deferred:
+            try:
+                complete()
+            except Conflict:
+                failed.add(record)  # newer content won meanwhile: this stale message is retried, and ignored
+            except Exception as error:
+                logger.exception("a document's status write after the batch commit failed; its record is retried",
+                                 extra={"record": record, "error_type": type(error).__name__})
+                failed.add(record)
+        return failed
 
     def riders(self, model: str, memo: Memo | None, room: int) -> list[str]:
         """Texts of waiting small documents to embed with `memo`'s own call, at most `room` of them; they (and
@@ -164,12 +212,14 @@ class IngestService:
         self.metrics = metrics or DiscardedMetrics()
 
     # Events
-    def open_batch(self, created_keys: list[str], sizes: Mapping[str, int | None] | None = None) -> IngestBatch:
+    def open_batch(self, created_keys: list[str], sizes: Mapping[str, int | None] | None = None,
+                   defer_keyword_commits: bool = False) -> IngestBatch:
         """Before a batch's per-record pass: read and chunk every small created object, measure what each record
         will cost, and queue the small documents' texts to share embedding calls. Never raises: a key whose
         preparation fails is simply not prepared, and its own record reports the failure, alone. `sizes` are
-        the events' object sizes, by key (an object over the file limit is never downloaded)."""
-        batch = IngestBatch(self)
+        the events' object sizes, by key (an object over the file limit is never downloaded). With
+        `defer_keyword_commits`, the caller must call the batch's `finish` after its records (see IngestBatch)."""
+        batch = IngestBatch(self, defer_keyword_commits)
         for key in dict.fromkeys(created_keys):
             try:
                 self._prepare(batch, key, (sizes or {}).get(key))
@@ -215,7 +265,8 @@ class IngestService:
                                      [p.text for p in pieces])
 
     def object_created(self, key: str, batch: IngestBatch | None = None, size: int | None = None) -> Document | None:
-        """Index the document whose blob was written. Returns the document's final state, None if ignored.
+        """Index the document whose blob was written. Returns the document's final state, None if ignored; in a
+        batch that defers keyword commits, the state before its `indexed` write, which the batch's `finish` makes.
 
         `size` is the event's object size: an object over the file limit fails its document (LimitExceeded)
         without being downloaded, and never affects the other records of the batch."""
@@ -398,8 +449,8 @@ class IngestService:
                 raise prepared
             pieces = prepared if prepared is not None else self._pieces(collection, data, filename,
                                                                        working.mimetype or None)
-            chunk_count = self._write_chunks(tenant, collection, working, pieces, models, rebuild_only, batch, memo,
-                                             None if rebuild_only else record_progress)
+            chunk_count, writes = self._write_chunks(tenant, collection, working, pieces, models, rebuild_only,
+                                                     batch, memo, None if rebuild_only else record_progress)
         except (IngestError, DependencyFailed) as error:
             retryable = isinstance(error, DependencyFailed) or error.retryable
             return self._fail(tenant, collection, stored, own, failure_reason(error), retryable, error)
@@ -412,15 +463,34 @@ class IngestService:
                                                                         "document": document.id})
             return self._fail(tenant, collection, stored, own,
                               f"InternalError: indexing failed unexpectedly ({type(error).__name__})", True, error)
-        indexed = self._save(tenant, stored, {
-            **own, "status": DocumentStatus.INDEXED, "chunk_count": chunk_count, "chunks_done": chunk_count,
-            "indexed_at": utc_now(), "indexed_version": working.version, "indexed_model": model,
-            "indexed_config_version": collection.config_version, "failure_reason": None, "failure_retryable": False,
-            "updated_at": utc_now()})
+        indexed = {**own, "status": DocumentStatus.INDEXED, "chunk_count": chunk_count, "chunks_done": chunk_count,
+                   "indexed_version": working.version, "indexed_model": model,
+                   "indexed_config_version": collection.config_version, "failure_reason": None,
+                   "failure_retryable": False}
+        if writes:
+            # Their keyword commit is the batch's, at its end: only then may the document say `indexed`.
+            batch.defer(writes, partial(self._indexed_after_commit, tenant, collection, stored, indexed))
+            return stored
+        return self._indexed(tenant, collection, stored, indexed)
+
+    def _indexed(self, tenant: str, collection: Collection, stored: Document, fields: dict) -> Document:
+        now = utc_now()
+        indexed = self._save(tenant, stored, {**fields, "indexed_at": now, "updated_at": now})
         self.metrics.count("DocumentsIndexed")
-        logger.info("document indexed", extra={"tenant": tenant, "collection": collection.id, "document": document.id,
-                                               "chunks": chunk_count})
+        logger.info("document indexed", extra={"tenant": tenant, "collection": collection.id, "document": stored.id,
+                                               "chunks": fields["chunk_count"]})
         return indexed
+
+    def _indexed_after_commit(self, tenant: str, collection: Collection, stored: Document, fields: dict) -> None:
+        """The `indexed` status write of a document whose chunks the batch's keyword commit made searchable; its
+        NotFound and Conflict end as `object_created` ends them."""
+        try:
+            self._indexed(tenant, collection, stored, fields)
+        except NotFound:
+            self.remove_document(tenant, stored, collection)  # deleted while we worked: nothing is left behind
+        except Conflict:
+            self._keep_only_current_chunks(tenant, collection.id, stored.id)
+            raise
 
     def _fail(self, tenant: str, collection: Collection, stored: Document, own: dict, reason: str,
               retryable: bool, error: Exception) -> Document:
@@ -482,11 +552,12 @@ class IngestService:
 
     def _write_chunks(self, tenant: str, collection: Collection, document: Document, pieces: list,
                       models: list[str], rebuild_only: bool, batch: IngestBatch, memo: Memo,
-                      record_progress: Callable[[int, int], None] | None) -> int:
+                      record_progress: Callable[[int, int], None] | None) -> tuple[int, list[int]]:
         """Write chunk texts, then embed and index them one slice at a time, recording progress after each slice
         but the last. While a model change is being built (`collection.switching`), a rebuild writes only the new
         model's vectors and keeps the previous chunks, which the active model still serves; new content is written
-        under both models so queries never serve stale text."""
+        under both models so queries never serve stale text. Returns the chunk count and the numbers of the index
+        writes whose keyword commit the batch deferred (see IngestBatch)."""
         stored = [StoredChunk(chunk_id=chunk_id(tenant, collection.id, document.id, p.index, text_sha256(p.text)),
                               collection=collection.id, document_id=document.id, index=p.index, start=p.start,
                               end=p.end, text=p.text, page_start=p.page_start, page_end=p.page_end)
@@ -494,15 +565,18 @@ class IngestService:
         previous = {c.chunk_id for c in self.chunks.list_chunks(tenant, collection.id, document.id)}
         self.chunks.put_chunks(tenant, stored)
         step = self._slice(models)
+        writes: list[int] = []
         for start in range(0, len(stored), step):
             part = stored[start:start + step]
             for model in models:
                 vectors = self._embed(batch, model, [c.text for c in part], memo)
-                self.index.upsert(model, [IndexRecord(tenant=tenant, collection=collection.id, document_id=document.id,
-                                                      chunk_id=c.chunk_id, vector=vec, text=c.text,
-                                                      language=document.language or None,
-                                                      mimetype=document.mimetype or None)
-                                          for c, vec in zip(part, vectors)])
+                written = batch.upsert(model, [IndexRecord(tenant=tenant, collection=collection.id,
+                                                           document_id=document.id, chunk_id=c.chunk_id, vector=vec,
+                                                           text=c.text, language=document.language or None,
+                                                           mimetype=document.mimetype or None)
+                                               for c, vec in zip(part, vectors)])
+                if written is not None:
+                    writes.append(written)
             done = start + len(part)
             if record_progress is not None and done < len(stored):
                 record_progress(done, len(stored))
@@ -511,7 +585,7 @@ class IngestService:
             for model in models:
                 self.index.delete(model, tenant, collection.id, chunk_ids=gone)
             self.chunks.delete_chunks(tenant, collection.id, document_id=document.id, chunk_ids=gone)
-        return len(stored)
+        return len(stored), writes
 
     def _slice(self, models: list[str]) -> int:
         """Texts per embedding call: the remote slice only when every model of the write is remote."""

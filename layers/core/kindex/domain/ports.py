@@ -4,7 +4,7 @@ Every adapter of a port runs that port's contract mixin (`tests/contract/mixins/
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from kindex.domain.types import (
     ChunkRef,
@@ -69,6 +69,23 @@ class SearchIndex(Protocol):
         """Every chunk id stored for the collection under this model (drift repair and tests); with
         `after_document` / `through_document`, only those of documents whose id is > / <= it (code point order,
         the order documents are listed in), whether or not such a document still exists."""
+
+
+@runtime_checkable
+class DeferredKeywordCommits(Protocol):
+    """An optional capability of a SearchIndex whose keyword writes each cost a commit (the embedded index: ~17 ms,
+    fsync-bound): an ingest batch writes its documents' chunks without one, then commits them all at once before it
+    reports any of those documents indexed. An index without it (OpenSearch) is written with `upsert` as ever.
+
+    Nothing else changes: `upsert` and `delete` stay durable and visible on return, and a later commit of any of
+    them carries the deferred writes along."""
+
+    def upsert_deferred(self, model: str, records: Sequence[IndexRecord]) -> int:
+        """`upsert`, but what keyword search sees of it waits for `commit_deferred`; returns the write's number."""
+
+    def commit_deferred(self, writes: Sequence[int]) -> None:
+        """Return once the numbered writes are durable and visible to keyword search; DependencyFailed when they
+        were lost (a failed commit rolled them back): the caller must not report them done, and redoes them."""
 
 
 class CollectionStore(Protocol):

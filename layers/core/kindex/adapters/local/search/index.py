@@ -21,6 +21,9 @@ Layout under `root`:
   crash in between, an older version) the graph is rebuilt from the vectors at load and saved again.
 - `keyword/`: a tantivy index for BM25 over chunk text (see keyword.py). A data directory from a version that kept
   keywords in SQLite FTS5 (`keyword.sqlite`) is migrated into it on open (one commit, then the SQLite files go).
+  An ingest batch writes with `upsert_deferred` and commits once with `commit_deferred` (the optional
+  `DeferredKeywordCommits` capability): the vector half of such a write is durable at once, the keyword half at
+  that commit (or any earlier one: every other write still commits on return).
 
 One process owns the folder; a single lock serialises its server and worker threads.
 """
@@ -94,8 +97,23 @@ class LocalSearchIndex:
     # -- port -------------------------------------------------------------------------------------------------
 
     def upsert(self, model: str, records: Sequence[IndexRecord]) -> None:
+        self._upsert(model, records, commit=True)
+
+    def upsert_deferred(self, model: str, records: Sequence[IndexRecord]) -> int:
+        """`upsert`, but the keyword half is not committed yet (the vector half is durable and visible as ever):
+        `commit_deferred` with the returned number makes it so. One keyword commit costs ~17 ms whatever it carries,
+        so an ingest batch commits its documents' chunks once."""
+        return self._upsert(model, records, commit=False)
+
+    def commit_deferred(self, writes: Sequence[int]) -> None:
+        """Return once the deferred writes numbered `writes` are durable and visible to keyword search (one commit,
+        or none when a later commit already carried them). KeywordWritesLost when a failed commit lost them."""
+        with self._keyword_lock:
+            self._keywords.commit_through(writes)
+
+    def _upsert(self, model: str, records: Sequence[IndexRecord], *, commit: bool) -> int:
         if not records:
-            return
+            return 0
         latest: dict[tuple[str, str, str], IndexRecord] = {}
         for record in records:  # the last record wins for a repeated chunk id
             key = (record.tenant, record.collection, record.chunk_id)
@@ -122,8 +140,10 @@ class LocalSearchIndex:
             for (tenant, collection), rows in groups.items():
                 self._upsert_vectors((model, tenant, collection), [recs[row] for row in rows], matrix[rows])
             with self._keyword_lock:
-                self._keywords.upsert(model, recs)
-        logger.info("search index upsert", extra={"model": model, "records": len(recs), "partitions": len(groups)})
+                written = self._keywords.upsert(model, recs, commit=commit)
+        logger.info("search index upsert", extra={"model": model, "records": len(recs), "partitions": len(groups),
+                                                  "committed": commit})
+        return written
 
     def delete(self, model: str, tenant: str, collection: str, *, document_ids: Sequence[str] | None = None,
                chunk_ids: Sequence[str] | None = None) -> None:

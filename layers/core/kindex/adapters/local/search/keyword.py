@@ -12,6 +12,12 @@ before the top k and never change a score. Text is indexed but not stored. Durab
 new segment files, then atomically replaces `meta.json`, so a crash leaves the last committed state. Every upsert or
 delete call is one commit, and the searcher is reloaded before the call returns (a deleted chunk is never found
 again once `delete` has returned). One process owns the folder (tantivy's writer lock).
+
+An upsert may also leave its commit to later (`commit=False`, an ingest batch's writes): a commit costs ~17 ms
+(fsync-bound) whatever it carries, so a batch of small documents commits once. Such an upsert returns a sequence
+number; `commit_through` returns once every write up to the numbers it is given is committed (any later commit,
+a delete's included, carries the pending writes along) and raises `KeywordWritesLost` when a failed commit rolled
+them back: until then they are neither durable nor visible, and whoever deferred them must not report them done.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from pathlib import Path
 import tantivy
 
 from kindex.adapters.local.private_files import private_dir, restrict_tree
+from kindex.domain.errors import DependencyFailed
 from kindex.domain.types import IndexRecord, SearchFilters, SearchHit
 
 logger = logging.getLogger(__name__)
@@ -101,6 +108,10 @@ def _document(model: str, record: IndexRecord) -> dict[str, str]:
     return fields
 
 
+class KeywordWritesLost(DependencyFailed):
+    """Deferred keyword writes were rolled back by a failed commit (or dropped by `close`): they must be redone."""
+
+
 class KeywordIndex:
     """BM25 over chunk texts in one tantivy index under `path`; the keyword half of `LocalSearchIndex`."""
 
@@ -115,18 +126,25 @@ class KeywordIndex:
         # not take the writer lock the server holds.
         self._writer: tantivy.IndexWriter | None = None
         self._lock = threading.Lock()
+        # Sequence numbers of the writes: the last one made, the last one a commit covered, and the ranges
+        # (after, through] that a failed commit rolled back (rare: a disk error), for `commit_through`.
+        self._written = 0
+        self._committed = 0
+        self._lost: list[tuple[int, int]] = []
         restrict_tree(self.path)
 
     def close(self) -> None:
         with self._lock:
             if self._writer is not None:
-                self._writer.wait_merging_threads()  # also releases the writer lock
+                self._writer.wait_merging_threads()  # also releases the writer lock, dropping uncommitted writes
                 self._writer = None
+            self._forget_uncommitted()
 
     # -- writes ---------------------------------------------------------------------------------------------
 
-    def upsert(self, model: str, records: Sequence[IndexRecord]) -> None:
-        """Replace each record's chunk (by model, tenant, collection, chunk id); one commit for the call."""
+    def upsert(self, model: str, records: Sequence[IndexRecord], *, commit: bool = True) -> int:
+        """Replace each record's chunk (by model, tenant, collection, chunk id); one commit for the call, or none
+        with `commit=False` (see `commit_through`). Returns the write's sequence number."""
         with self._lock:
             writer = self._open_writer()
             for record in records:
@@ -134,7 +152,25 @@ class KeywordIndex:
                 # A delete applies to the documents added before it, so the new version below survives it.
                 writer.delete_documents_by_term("chunk", document["chunk"])
                 writer.add_document(tantivy.Document(**document))
-            self._commit()
+            self._written += 1
+            written = self._written
+            if commit:
+                self._commit()
+        return written
+
+    def commit_through(self, sequences: Iterable[int]) -> None:
+        """Return once the writes numbered `sequences` are committed and searchable: at once when a commit since
+        covered them, else after one commit now. KeywordWritesLost when any of them was rolled back."""
+        wanted = set(sequences)
+        with self._lock:
+            self._raise_if_lost(wanted)
+            if wanted and max(wanted) > self._committed:
+                self._commit()
+            self._raise_if_lost(wanted)
+
+    def _raise_if_lost(self, sequences: set[int]) -> None:
+        if any(after < sequence <= through for after, through in self._lost for sequence in sequences):
+            raise KeywordWritesLost("deferred keyword writes were rolled back before their commit")
 
     def delete(self, model: str, tenant: str, collection: str, document_ids: Sequence[str] | None,
                chunk_ids: Sequence[str] | None) -> None:
@@ -169,17 +205,28 @@ class KeywordIndex:
             self._commit()
         return count
 
+    def _forget_uncommitted(self) -> None:
+        """The writes since the last commit are gone (rolled back or dropped): `commit_through` says so."""
+        if self._written > self._committed:
+            self._lost.append((self._committed, self._written))
+            self._committed = self._written
+
     def _open_writer(self) -> tantivy.IndexWriter:
         if self._writer is None:
             self._writer = self._index.writer(WRITER_HEAP_BYTES, 1)
         return self._writer
 
     def _commit(self) -> None:
+        if self._writer is None:  # writes pending in a writer that `close` dropped: nothing left to commit
+            self._forget_uncommitted()
+            return
         try:
             self._writer.commit()
         except BaseException:
             self._writer.rollback()  # nothing of a failed call may ride along with the next one's commit
+            self._forget_uncommitted()
             raise
+        self._committed = self._written
         # Segment merges run on tantivy's threads after a commit and write files with the process umask: wait for
         # them (which also releases the writer; the next write opens it again), then narrow every file to 0600.
         # The folder is 0700 anyway; this keeps the files owner-only too when used as a library without umask 077.

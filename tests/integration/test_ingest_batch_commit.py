@@ -1,0 +1,306 @@
+"""One keyword commit per ingest batch on the embedded index: every document of the batch is marked `indexed` only
+after that commit, a failure after it fails only its own record, and a writer killed before it leaves no document
+`indexed` (the redelivered messages finish the work)."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+from functions import ingest as ingest_function
+from kindex.domain.models import CollectionInput, DocumentInput
+from kindex_local.app import build_worker
+from kindex_local.server import LambdaContext
+from kindex_local.worker import sqs_event
+from tests.support.crash import kill_writer_after
+
+pytestmark = pytest.mark.integration
+
+MODEL = "hash:384"
+
+
+@pytest.fixture
+def services(local_container):
+    local_container.catalog.put_collection("t", "c", CollectionInput(chunking_max_size=200))
+    return local_container
+
+
+@pytest.fixture
+def commits(services, monkeypatch):
+    """The real tantivy commits the embedded index makes, counted."""
+    keywords = services.search_index._keywords
+    original = keywords._commit
+    made = []
+
+    def counted():
+        made.append(1)
+        return original()
+
+    monkeypatch.setattr(keywords, "_commit", counted)
+    return made
+
+
+def text(word: str) -> str:
+    return f"This short note is about {word} and nothing else worth a mention."
+
+
+def put(services, doc_id, content, tenant="t"):
+    return services.catalog.put_document(tenant, "c", doc_id, DocumentInput(content=content))[0]
+
+
+def status(services, doc_id, tenant="t"):
+    return services.metadata.get_document(tenant, "c", doc_id).status.value
+
+
+def found(services, word, tenant="t") -> set[str]:
+    return {hit.document_id for hit in services.search_index.keyword_search(MODEL, tenant, ["c"], word, 50)}
+
+
+def run_batch(messages):
+    return ingest_function.handler(sqs_event(messages), LambdaContext("kindex-ingest"))
+
+
+def message_of(messages, doc_id):
+    return next(m for m in messages if f"/{doc_id}/" in m.body)
+
+
+def test_a_batch_of_ten_documents_makes_one_keyword_commit_and_all_are_findable_on_return(services, commits):
+    # Given ten small documents written through the API, received as one batch
+    for i in range(10):
+        put(services, f"d{i}", text(f"zebra{i}"))
+    messages = services.queue.receive(10, 30)
+    assert len(messages) == 10
+    # When the ingest handler runs the batch
+    response = run_batch(messages)
+    # Then the keyword index was committed once, and every document is indexed and keyword-findable already
+    assert response["batchItemFailures"] == []
+    assert len(commits) == 1
+    for i in range(10):
+        assert status(services, f"d{i}") == "indexed"
+        assert found(services, f"zebra{i}") == {f"d{i}"}
+
+
+def test_one_failing_document_does_not_break_the_batch_commit(services, commits):
+    # Given nine good documents and one that cannot be extracted, in one batch
+    for i in range(9):
+        put(services, f"d{i}", text(f"okapi{i}"))
+    services.catalog.put_file("t", "c", "broken", "broken.pdf", b"%PDF-1.4 this is not really a pdf")
+    messages = services.queue.receive(10, 30)
+    # When the batch runs
+    response = run_batch(messages)
+    # Then one commit, nine indexed and findable, one failed (not retryable: not a batch item failure)
+    assert response["batchItemFailures"] == []
+    assert len(commits) == 1
+    assert [status(services, f"d{i}") for i in range(9)] == ["indexed"] * 9
+    assert all(found(services, f"okapi{i}") == {f"d{i}"} for i in range(9))
+    assert status(services, "broken") == "failed"
+
+
+def test_an_unexpected_error_in_one_deferred_status_write_fails_only_its_record(services, commits, monkeypatch):
+    # Given a batch whose status write for d3 (after the commit) fails unexpectedly
+    for i in range(6):
+        put(services, f"d{i}", text(f"lemur{i}"))
+    original = services.ingest._indexed
+
+    def flaky(tenant, collection, stored, fields):
+        if stored.id == "d3":
+            raise OSError("metadata store unavailable (test)")
+        return original(tenant, collection, stored, fields)
+
+    monkeypatch.setattr(services.ingest, "_indexed", flaky)
+    messages = services.queue.receive(10, 30)
+    # When the batch runs
+    response = run_batch(messages)
+    # Then only d3's record is a batch item failure (SQS redelivers it), d3 is not `indexed`, the others are
+    assert response["batchItemFailures"] == [{"itemIdentifier": message_of(messages, "d3").message_id}]
+    assert status(services, "d3") == "in_progress"
+    assert [status(services, f"d{i}") for i in (0, 1, 2, 4, 5)] == ["indexed"] * 5
+    assert len(commits) == 1
+    # And the redelivered message finishes it
+    monkeypatch.setattr(services.ingest, "_indexed", original)
+    assert run_batch([message_of(messages, "d3")])["batchItemFailures"] == []
+    assert status(services, "d3") == "indexed" and found(services, "lemur3") == {"d3"}
+
+
+def test_newer_content_written_before_the_deferred_status_write_wins(services, monkeypatch):
+    # Given a batch of documents, and new content for d5 committed just before the batch's keyword commit
+    for i in range(8):
+        put(services, f"d{i}", text(f"tapir{i}"))
+    messages = services.queue.receive(10, 30)
+    index = services.search_index
+    original = index.commit_deferred
+
+    def commit_after_a_newer_write(writes):
+        put(services, "d5", text("capybara"))
+        return original(writes)
+
+    monkeypatch.setattr(index, "commit_deferred", commit_after_a_newer_write)
+    # When the batch runs
+    response = run_batch(messages)
+    # Then d5's stale record fails (Conflict: retried and then ignored), and d5 keeps the newer write's state,
+    # never `indexed` for content it does not hold; its old chunks are gone; the other documents are indexed
+    assert response["batchItemFailures"] == [{"itemIdentifier": message_of(messages, "d5").message_id}]
+    d5 = services.metadata.get_document("t", "c", "d5")
+    assert (d5.status.value, d5.version) == ("pending", 2)
+    assert found(services, "tapir5") == set()
+    assert [status(services, f"d{i}") for i in range(8) if i != 5] == ["indexed"] * 7
+    # And the newer write's own event indexes the new content (once the batch is done with: a local receive never
+    # hands out a document that another message holds in flight)
+    monkeypatch.setattr(index, "commit_deferred", original)
+    for message in messages:
+        services.queue.acknowledge(message.message_id)
+    assert run_batch(services.queue.receive(10, 30))["batchItemFailures"] == []
+    assert status(services, "d5") == "indexed" and found(services, "capybara") == {"d5"}
+
+
+def test_a_document_deleted_before_the_batch_commit_leaves_nothing_behind(services, monkeypatch):
+    # Given a batch, and one of its documents deleted through the API after its chunk writes, before the commit
+    for i in range(4):
+        put(services, f"d{i}", text(f"jackal{i}"))
+    messages = services.queue.receive(10, 30)
+    index = services.search_index
+    original = index.commit_deferred
+
+    def commit_after_a_delete(writes):
+        services.catalog.delete_document("t", "c", "d2")
+        return original(writes)
+
+    monkeypatch.setattr(index, "commit_deferred", commit_after_a_delete)
+    # When the batch runs
+    assert run_batch(messages)["batchItemFailures"] == []
+    # Then the deleted document has no record, no chunks, nothing in the index; the others are indexed
+    assert services.metadata.get_document("t", "c", "d2") is None
+    assert services.chunks.list_chunks("t", "c", "d2") == []
+    assert found(services, "jackal2") == set()
+    assert [status(services, f"d{i}") for i in (0, 1, 3)] == ["indexed"] * 3
+
+
+def test_a_failed_batch_commit_fails_every_record_that_waited_for_it(services, monkeypatch):
+    from kindex.domain.errors import DependencyFailed
+
+    # Given a batch whose keyword commit fails (its writes were rolled back)
+    for i in range(3):
+        put(services, f"d{i}", text(f"dingo{i}"))
+    messages = services.queue.receive(10, 30)
+    index = services.search_index
+    original = index.commit_deferred
+
+    def lost(writes):
+        raise DependencyFailed("keyword writes rolled back (test)")
+
+    monkeypatch.setattr(index, "commit_deferred", lost)
+    # When the batch runs
+    response = run_batch(messages)
+    # Then every record is retried and no document says `indexed`
+    assert sorted(item["itemIdentifier"] for item in response["batchItemFailures"]) == sorted(
+        m.message_id for m in messages)
+    assert [status(services, f"d{i}") for i in range(3)] == ["in_progress"] * 3
+    # And the retries index them
+    monkeypatch.setattr(index, "commit_deferred", original)
+    assert run_batch(messages)["batchItemFailures"] == []
+    assert all(status(services, f"d{i}") == "indexed" and found(services, f"dingo{i}") == {f"d{i}"}
+               for i in range(3))
+
+
+def test_two_tenants_with_the_same_ids_in_one_batch_each_find_only_their_own(services, commits):
+    # Given two tenants with the same collection and document ids, in one batch (a local receive serves one tenant)
+    services.catalog.put_collection("u", "c", CollectionInput(chunking_max_size=200))
+    for i in range(5):
+        put(services, f"d{i}", text(f"walrus{i} shared"), tenant="t")
+        put(services, f"d{i}", text(f"narwhal{i} shared"), tenant="u")
+    messages = services.queue.receive(10, 30) + services.queue.receive(10, 30)
+    assert len(messages) == 10
+    # When the batch runs
+    assert run_batch(messages)["batchItemFailures"] == []
+    # Then one commit, and each tenant finds its own document only
+    assert len(commits) == 1
+    for i in range(5):
+        assert status(services, f"d{i}", "t") == status(services, f"d{i}", "u") == "indexed"
+        assert found(services, f"walrus{i}", "t") == {f"d{i}"} and found(services, f"walrus{i}", "u") == set()
+        assert found(services, f"narwhal{i}", "u") == {f"d{i}"} and found(services, f"narwhal{i}", "t") == set()
+    hits = services.search_index.keyword_search(MODEL, "t", ["c"], "shared", 50)
+    assert {services.chunks.list_chunks("t", "c", hit.document_id)[0].text for hit in hits} == {
+        text(f"walrus{i} shared") for i in range(5)}
+
+
+def test_a_delete_in_the_batch_commits_at_once_and_carries_the_pending_writes(services, commits):
+    # Given a document indexed earlier, then a batch that writes new documents and removes the first one
+    put(services, "old", text("gnu"))
+    run_batch(services.queue.receive(10, 30))
+    commits.clear()
+    for i in range(3):
+        put(services, f"d{i}", text(f"ibex{i}"))
+    services.catalog.delete_document("t", "c", "old")
+    messages = services.queue.receive(10, 30)
+    # When the batch runs
+    assert run_batch(messages)["batchItemFailures"] == []
+    # Then the removed document is never found again, the new ones are indexed and found
+    assert found(services, "gnu") == set()
+    assert all(status(services, f"d{i}") == "indexed" and found(services, f"ibex{i}") == {f"d{i}"}
+               for i in range(3))
+    assert 1 <= len(commits) <= 2  # the delete's commit, and the batch's own unless the delete carried it all
+
+
+def test_outside_a_batch_an_object_event_is_indexed_and_findable_on_return(services, commits):
+    # Given a document, and its event handled without any ingest batch (tools, tests)
+    document = put(services, "solo", text("quokka"))
+    # When the service handles the event directly
+    services.ingest.object_created(document.source)
+    # Then it is indexed with its own commit, durable and findable on return
+    assert status(services, "solo") == "indexed" and found(services, "quokka") == {"solo"}
+    assert len(commits) == 1
+
+
+# -- a writer killed before the batch commit -------------------------------------------------------------------
+
+CRASH_DOCUMENTS = 10
+
+
+def _ingest_until_the_batch_commit(root: str, ready) -> None:
+    """Write ten documents, run their batch, and stop dead (waiting to be killed) just before its keyword commit."""
+    os.environ.update(KINDEX_BACKEND="local", KINDEX_DATA_DIR=root, KINDEX_DEFAULT_EMBEDDING_MODEL=MODEL)
+    from kindex.compose import container
+
+    services = container()
+    services.catalog.put_collection("t", "c", CollectionInput(chunking_max_size=200))
+    for i in range(CRASH_DOCUMENTS):
+        put(services, f"d{i}", text(f"pangolin{i}"))
+
+    def stop_before_the_commit(writes):
+        ready.set()
+        time.sleep(3600)
+
+    services.search_index.commit_deferred = stop_before_the_commit
+    run_batch(services.queue.receive(10, 3600))
+
+
+def test_a_writer_killed_before_the_batch_commit_leaves_no_indexed_document_and_redelivery_finishes(
+        tmp_path, monkeypatch):
+    from kindex.compose import container
+
+    root = tmp_path / "data"
+    # Given a worker killed (SIGKILL) after its batch's chunk writes and before the batch's keyword commit
+    kill_writer_after(_ingest_until_the_batch_commit, root, 0.2, ready_timeout=120)
+    monkeypatch.setenv("KINDEX_BACKEND", "local")
+    monkeypatch.setenv("KINDEX_DATA_DIR", str(root))
+    monkeypatch.setenv("KINDEX_DEFAULT_EMBEDDING_MODEL", MODEL)
+    container.cache_clear()
+    try:
+        services = container()
+        # Then no document says `indexed` (their chunks were written, the keyword commit never happened)
+        assert [status(services, f"d{i}") for i in range(CRASH_DOCUMENTS)] == ["in_progress"] * CRASH_DOCUMENTS
+        assert len(services.chunks.list_chunks("t", "c", "d0")) == 1
+        assert all(found(services, f"pangolin{i}") == set() for i in range(CRASH_DOCUMENTS))
+        # When the restarted process takes back the in-flight messages and drains the queue
+        assert services.queue.recover_in_flight() == CRASH_DOCUMENTS
+        worker = build_worker()
+        worker.backoff = 0.0
+        worker.drain()
+        # Then every document is indexed and keyword-findable
+        for i in range(CRASH_DOCUMENTS):
+            assert status(services, f"d{i}") == "indexed"
+            assert found(services, f"pangolin{i}") == {f"d{i}"}
+    finally:
+        container.cache_clear()
