@@ -128,15 +128,13 @@ def build_item(pk: str, sk: str, body: str, *, version: int | None = None,
     return item
 
 
-def build_put_request(table: str, item: dict, *, create: bool, expected_revision: int | None = None) -> dict[str, Any]:
-    """A conditional PutItem: create needs the item absent; update needs it present (and, with `expected_revision`,
-    at that revision: an item without the attribute, written before revisions existed, is at revision 0)."""
+def build_put_request(table: str, item: dict, *, create: bool, expected_revision: int = 0) -> dict[str, Any]:
+    """A conditional PutItem of a document or collection item: create needs the item absent; update needs it present
+    at `expected_revision` (an item without the attribute, written before revisions existed, is at revision 0)."""
     request: dict[str, Any] = {"TableName": table, "Item": item,
                                "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}
     if create:
         request["ConditionExpression"] = "attribute_not_exists(pk)"
-    elif expected_revision is None:
-        request["ConditionExpression"] = "attribute_exists(pk)"
     else:
         condition = "#revision = :expected"
         if expected_revision == 0:
@@ -306,8 +304,7 @@ class DynamoDbMetadataStore(DynamoDbTable):
                 return NotFound(f"{what} does not exist")
             return Conflict(f"{what} changed meanwhile")
 
-        request = build_put_request(self.table_name, item, create=create,
-                                    expected_revision=None if create else revision - 1)
+        request = build_put_request(self.table_name, item, create=create, expected_revision=revision - 1)
         self._call("put_item", request, on_condition_failed=condition_failed)
 
     def _write_key(self, key: ApiKey, *, create: bool) -> None:
