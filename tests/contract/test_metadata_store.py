@@ -17,7 +17,7 @@ from kindex.adapters.aws.dynamodb_metadata import DynamoDbMetadataStore
 from kindex.adapters.local.sqlite_db import SqliteDatabase
 from kindex.adapters.local.sqlite_metadata import SqliteMetadataStore
 from kindex.domain.errors import Conflict, DependencyFailed
-from kindex.domain.models import Document
+from kindex.domain.models import Collection, Document
 from tests.contract.mixins.metadata_store import MetadataStoreContract, make_collection, make_document
 from tests.contract.mixins.reindex_ledger import ReindexLedgerContract
 from tests.support.aws import TABLE, fake_aws_env, moto_client
@@ -27,9 +27,9 @@ pytestmark = pytest.mark.contract
 SMALL_PAGE = 7
 
 
-def legacy_body(document: Document) -> str:
-    """The JSON body a store wrote before documents had revisions."""
-    body = json.loads(document.model_dump_json())
+def legacy_body(record: Document | Collection) -> str:
+    """The JSON body a store wrote before documents (or collections) had revisions."""
+    body = json.loads(record.model_dump_json())
     del body["revision"]
     return json.dumps(body)
 
@@ -64,6 +64,28 @@ class TestSqliteMetadataStore(MetadataStoreContract, ReindexLedgerContract):
         # And opening it again (another process of the same data directory) changes nothing
         again = SqliteMetadataStore(SqliteDatabase(path))
         assert again.get_document("acme", "docs", "d1").revision == 1
+
+    def test_collections_from_before_revisions_keep_working(self, tmp_path):
+        # Given a database whose collections table has no revision column, holding a collection whose body has none
+        path = tmp_path / "old.sqlite3"
+        old = make_collection(title="old", query_groups=["staff"], config_version=3)
+        with sqlite3.connect(path) as conn:
+            conn.execute("CREATE TABLE collections (tenant TEXT NOT NULL, id TEXT NOT NULL, body TEXT NOT NULL,"
+                         " PRIMARY KEY (tenant, id)) WITHOUT ROWID")
+            conn.execute("INSERT INTO collections VALUES ('acme', 'docs', ?)", (legacy_body(old),))
+        conn.close()
+        # When the store opens it / Then the collection reads at revision 0
+        store = SqliteMetadataStore(SqliteDatabase(path))
+        assert store.get_collection("acme", "docs") == old and old.revision == 0
+        # And the first update over revision 0 is written, while one claiming a later revision, or a second one
+        # over revision 0, is refused
+        with pytest.raises(Conflict):
+            store.put_collection("acme", old.model_copy(update={"revision": 2, "title": "stale"}), create=False)
+        store.put_collection("acme", old.model_copy(update={"revision": 1, "query_groups": []}), create=False)
+        with pytest.raises(Conflict):
+            store.put_collection("acme", old.model_copy(update={"revision": 1, "title": "lost"}), create=False)
+        stored = SqliteMetadataStore(SqliteDatabase(path)).get_collection("acme", "docs")
+        assert (stored.revision, stored.query_groups, stored.title, stored.config_version) == (1, [], "old", 3)
 
 
 class TestDynamoDbMetadataStore(MetadataStoreContract, ReindexLedgerContract):
@@ -161,6 +183,44 @@ class TestDynamoDbMetadataStore(MetadataStoreContract, ReindexLedgerContract):
         with pytest.raises(Conflict):
             store.put_document("acme", old.model_copy(update={"revision": 1, "title": "lost"}), create=False)
         assert store.get_document("acme", "docs", "d1").title == "new"
+
+    def test_the_conditional_write_refuses_a_stale_collection_revision(self, dynamodb):
+        # Given a collection at revision 2, whose second write revoked a group
+        store = DynamoDbMetadataStore(TABLE, client=dynamodb)
+        store.put_collection("acme", make_collection(revision=1, query_groups=["staff", "guests"]), create=True)
+        store.put_collection("acme", make_collection(revision=2, query_groups=["staff"]), create=False)
+        requests = []
+        dynamodb.meta.events.register("before-parameter-build.dynamodb.PutItem",
+                                      lambda **kwargs: requests.append(dict(kwargs["params"])))
+        # When a writer that read revision 1 commits another field (and the groups it read) / Then DynamoDB refuses
+        # it: Conflict, and the revoked group stays revoked
+        with pytest.raises(Conflict):
+            store.put_collection("acme", make_collection(revision=2, query_groups=["staff", "guests"], title="t"),
+                                 create=False)
+        assert requests[-1]["ConditionExpression"] == "attribute_exists(pk) AND #revision = :expected"
+        assert requests[-1]["ExpressionAttributeValues"] == {":expected": {"N": "1"}}
+        raw = dynamodb.get_item(TableName=TABLE, Key={"pk": {"S": "T#acme#COLLECTIONS"}, "sk": {"S": "docs"}})["Item"]
+        stored = Collection.model_validate_json(raw["body"]["S"])
+        assert raw["revision"] == {"N": "2"} and (stored.query_groups, stored.title) == (["staff"], "")
+
+    def test_a_collection_item_written_before_revisions_is_updatable_once(self, dynamodb):
+        # Given a collection item as the store wrote it before collections had revisions: no attribute, none in body
+        old = make_collection(title="old", query_groups=["staff"])
+        key = {"pk": {"S": "T#acme#COLLECTIONS"}, "sk": {"S": "docs"}}
+        dynamodb.put_item(TableName=TABLE, Item={**key, "body": {"S": legacy_body(old)}})
+        store = DynamoDbMetadataStore(TABLE, client=dynamodb)
+        assert store.get_collection("acme", "docs") == old and old.revision == 0
+        # When a write that claims to follow revision 1 comes / Then it is refused (the item is at 0)
+        with pytest.raises(Conflict):
+            store.put_collection("acme", old.model_copy(update={"revision": 2, "title": "stale"}), create=False)
+        # When the first write over it comes (it read revision 0) / Then it is written, with revision 1
+        store.put_collection("acme", old.model_copy(update={"revision": 1, "query_groups": []}), create=False)
+        raw = dynamodb.get_item(TableName=TABLE, Key=key)["Item"]
+        assert raw["revision"] == {"N": "1"} and store.get_collection("acme", "docs").query_groups == []
+        # And another writer that also read revision 0 now loses: the item is guarded from then on
+        with pytest.raises(Conflict):
+            store.put_collection("acme", old.model_copy(update={"revision": 1, "title": "lost"}), create=False)
+        assert store.get_collection("acme", "docs") == old.model_copy(update={"revision": 1, "query_groups": []})
 
     @pytest.mark.parametrize("code", ["ProvisionedThroughputExceededException", "ThrottlingException",
                                       "ResourceNotFoundException", "InternalServerError"])

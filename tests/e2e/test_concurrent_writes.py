@@ -189,3 +189,59 @@ def test_simultaneous_puts_of_different_fields_all_land_and_tenants_never_mix(ru
                 assert changed <= own and all(body[name] == previous[name] for name in FIELDS if name not in own)
                 previous = body
             assert {name: document[name] for name in FIELDS} == {name: previous[name] for name in FIELDS}
+
+
+COLLECTION_FIELDS = ("title", "query_groups", "document_spaces", "allow_guests", "chunking_max_size",
+                     "chunking_overlap_offset", "rights_check_method")
+
+
+def collection_value(field: str, tenant: str, round_: int, writer: int):
+    return {"title": f"{tenant}-{round_}-w{writer}", "query_groups": [f"{tenant}-group-{writer}"],
+            "document_spaces": [f"{tenant}-space-{writer}"], "allow_guests": round_ % 2 == 0,
+            "chunking_max_size": 300 + writer, "chunking_overlap_offset": 1 + writer,
+            "rights_check_method": "public"}[field]
+
+
+def test_simultaneous_puts_of_one_collection_all_land_and_tenants_never_mix(running):
+    # Given two tenants with the same collection id, each with a document (so a chunking change matters)
+    keys = {"a": running.create_key("a", "admin"), "b": running.create_key("b", "admin")}
+    path = "/v1/collections/settings"
+    readers = {tenant: running.session(key) for tenant, key in keys.items()}
+    for tenant, reader in readers.items():
+        assert reader.put(running.url(path), json={"title": "start"}).status_code == 201
+        assert reader.put(running.url(f"{path}/documents/d"), json={"content": f"Text of {tenant}."}).status_code \
+            == 201
+    sessions = [running.session(keys["ab"[i % 2]]) for i in range(WRITERS)]
+    for round_ in range(3):
+        starts = {tenant: reader.put(running.url(path), json={
+            "title": f"{tenant}-start-{round_}", "query_groups": [f"{tenant}-start"], "document_spaces": [],
+            "allow_guests": round_ % 2 == 1, "chunking_max_size": 200, "chunking_overlap_offset": 0}).json()
+            for tenant, reader in readers.items()}
+        # When 16 clients (8 per tenant) each PUT one field of their tenant's collection at the same instant
+        bodies = []
+        for i in range(WRITERS):
+            field = COLLECTION_FIELDS[(i // 2) % len(COLLECTION_FIELDS)]
+            bodies.append({field: collection_value(field, "ab"[i % 2], round_, i)})
+        answers = put_together(running.url(path), sessions, bodies)
+        # Then every PUT answered 200
+        assert [status for status, _ in answers] == [200] * WRITERS, (answers, "".join(running.output)[-3000:])
+        for t, tenant in enumerate("ab"):
+            mine = [i for i in range(WRITERS) if i % 2 == t]
+            collection = readers[tenant].get(running.url(path)).json()
+            # And every field written holds one of its own tenant's writers' values (no revoked group came back)
+            for name in {name for i in mine for name in bodies[i]}:
+                assert collection[name] in [bodies[i][name] for i in mine if name in bodies[i]], (tenant, name)
+            # And config_version moved once per chunking write (a title or access change does not move it)
+            chunking = sum(1 for i in mine if {"chunking_max_size", "chunking_overlap_offset"} & set(bodies[i]))
+            assert collection["config_version"] == starts[tenant]["config_version"] + chunking
+            # And the 8 answers are one chain of revisions after the start: each its predecessor plus its own field
+            chain = sorted((answers[i][1] for i in mine), key=lambda body: body["revision"])
+            assert [body["revision"] for body in chain] == list(range(starts[tenant]["revision"] + 1,
+                                                                      starts[tenant]["revision"] + 1 + len(mine)))
+            previous = starts[tenant]
+            for body in chain:
+                own = {name for i in mine if answers[i][1] is body for name in bodies[i]}
+                assert all(body[name] == previous[name] for name in COLLECTION_FIELDS if name not in own)
+                previous = body
+            assert {name: collection[name] for name in COLLECTION_FIELDS} == {
+                name: previous[name] for name in COLLECTION_FIELDS}

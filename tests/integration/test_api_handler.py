@@ -94,6 +94,31 @@ def test_a_document_shows_its_revision_and_a_put_cannot_set_it(local_container):
     assert schema["components"]["schemas"]["DocumentOut"]["properties"]["revision"]["type"] == "integer"
 
 
+def test_a_collection_shows_its_revision_and_a_put_cannot_set_it(local_container):
+    # Given a collection created, then PUT again with a title
+    status, created = call(load_event("api_put_collection.json"))
+    event = load_event("api_put_collection.json")
+    event["body"] = json.dumps({"title": "Retitled"})
+    _, retitled = call(copy.deepcopy(event))
+    # Then each write has the next revision, and a title change leaves config_version alone
+    assert status == 201 and created["revision"] == 1
+    assert (retitled["revision"], retitled["title"], retitled["config_version"]) == (2, "Retitled",
+                                                                                      created["config_version"])
+    # When a client sends a revision (a GET body PUT back, or a made-up one) / Then it is ignored like config_version
+    event["body"] = json.dumps({**retitled, "revision": 99, "config_version": 99, "title": "Again"})
+    status, body = call(copy.deepcopy(event))
+    assert status == 200 and (body["revision"], body["config_version"], body["title"]) == (
+        3, created["config_version"], "Again")
+    assert local_container.metadata.get_collection("acme", "My Collection").revision == 3
+    # When one sends a revision that is not even a number / Then it is ignored too
+    event["body"] = json.dumps({"revision": "x", "title": "Fourth"})
+    status, body = call(copy.deepcopy(event))
+    assert status == 200 and body["revision"] == 4
+    # And the OpenAPI document describes it as part of the collection
+    schema = api.app.get_openapi_schema().model_dump(by_alias=True)
+    assert schema["components"]["schemas"]["CollectionOut"]["properties"]["revision"]["type"] == "integer"
+
+
 def test_list_documents_event_pages_for_reader_role(local_container):
     call(load_event("api_put_collection.json"))
     for doc in ("d1", "d2", "d3", "d4"):

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from kindex.app import document_writes
+from kindex.app import document_writes, record_writes
 from kindex.domain import keys
 from kindex.domain.errors import Conflict
 from kindex.domain.models import CollectionInput, Document, DocumentInput, DocumentStatus
@@ -295,7 +295,7 @@ def test_reindex_writes_keep_a_concurrent_metadata_put(services):
 
 
 def test_a_write_that_keeps_losing_gives_up_with_conflict(services, monkeypatch):
-    monkeypatch.setattr(document_writes, "FIRST_PAUSE", 0.0)
+    monkeypatch.setattr(record_writes, "FIRST_PAUSE", 0.0)
     put(services, title="start")
     store = services.metadata
     attempts = []
@@ -316,7 +316,7 @@ def test_a_write_that_keeps_losing_gives_up_with_conflict(services, monkeypatch)
     with pytest.raises(Conflict):
         put(services, title="never")
     # Tried WRITE_ATTEMPTS times, each over the revision it had just read, and nothing of it was written
-    assert attempts == list(range(2, 2 + document_writes.WRITE_ATTEMPTS))
+    assert attempts == list(range(2, 2 + record_writes.WRITE_ATTEMPTS))
     assert store.get_document("t", "c", "d").title == "start"
 
 

@@ -242,8 +242,9 @@ def test_no_secret_at_query_time_denies_and_says_so(env):
     try:
         # Given an external collection stored while the tenant had no secret (saved before the check existed)
         collection("ext2", query_groups=["staff"])
-        stored = env.metadata.get_collection("t", "ext2").model_copy(update={
-            "rights_check_method": "external", "rights_check_method_configuration": {"url": server.url}})
+        stored = env.metadata.get_collection("t", "ext2")
+        stored = stored.model_copy(update={"rights_check_method": "external", "revision": stored.revision + 1,
+                                           "rights_check_method_configuration": {"url": server.url}})
         env.metadata.put_collection("t", stored, create=False)
         collection("pub", query_groups=["staff"])
         document("ext2", "d", "penguin")

@@ -247,8 +247,9 @@ def test_no_secret_in_secrets_manager_denies_without_calling(env):
                            rights_check_method_configuration={"url": server.url})
         # A collection stored before that check existed: denied at query time, and the response says why
         env.collection("ext2", query_groups=["staff"])
-        stored = env.services.metadata.get_collection("t", "ext2").model_copy(update={
-            "rights_check_method": "external", "rights_check_method_configuration": {"url": server.url}})
+        stored = env.services.metadata.get_collection("t", "ext2")
+        stored = stored.model_copy(update={"rights_check_method": "external", "revision": stored.revision + 1,
+                                           "rights_check_method_configuration": {"url": server.url}})
         env.services.metadata.put_collection("t", stored, create=False)
         env.document("ext2", "d", "penguin")
         env.stack.drain()

@@ -1,5 +1,6 @@
-"""The DynamoDB document write's condition, built by a pure function: a create needs no item, an update needs the
-item at the revision the writer read (an item from before revisions, without the attribute, is at revision 0)."""
+"""The DynamoDB document and collection write's condition, built by a pure function: a create needs no item, an
+update needs the item at the revision the writer read (an item from before revisions, without the attribute, is at
+revision 0)."""
 
 from __future__ import annotations
 
@@ -37,7 +38,10 @@ def test_an_update_over_revision_zero_also_accepts_an_item_written_before_revisi
     assert request["ExpressionAttributeValues"] == {":expected": {"N": "0"}}
 
 
-def test_an_update_without_a_revision_only_needs_the_item_to_exist():
-    # (collection items: their updates carry no revision)
-    assert build_put_request("t", build_item("T#acme#COLLECTIONS", "c", "{}"), create=False)[
-        "ConditionExpression"] == "attribute_exists(pk)"
+def test_a_collection_update_needs_the_revision_it_read_too():
+    # (collection items carry a revision since 2026-12-01; before, their updates only needed the item to exist)
+    item = build_item("T#acme#COLLECTIONS", "c", "{}", revision=3)
+    request = build_put_request("t", item, create=False, expected_revision=2)
+    assert item["revision"] == {"N": "3"} and "version" not in item
+    assert request["ConditionExpression"] == "attribute_exists(pk) AND #revision = :expected"
+    assert request["ExpressionAttributeValues"] == {":expected": {"N": "2"}}

@@ -70,7 +70,7 @@ class CollectionStoreContract:
             allow_guests=True, query_groups=["XWiki.Admins", "ops"], rights_check_method="external",
             rights_check_method_configuration={"url": "https://rights.example/check", "timeout": 2.5,
                                                "nested": {"a": [1]}},
-            created_at=T0, updated_at=T0 + timedelta(seconds=5), document_count=3, config_version=4)
+            created_at=T0, updated_at=T0 + timedelta(seconds=5), document_count=3, config_version=4, revision=7)
         # When it is created and read back
         store.put_collection("acme", collection, create=True)
         # Then every field survives, types included
@@ -88,16 +88,53 @@ class CollectionStoreContract:
         assert store.get_collection("acme", "docs").title == "first"
 
     def test_updating_a_collection(self, store):
-        # Given a stored collection / When it is updated / Then the new value is read back
-        store.put_collection("acme", make_collection(title="first"), create=True)
-        store.put_collection("acme", make_collection(title="second"), create=False)
-        assert store.get_collection("acme", "docs").title == "second"
+        # Given a stored collection / When it is updated over its revision / Then the new value is read back
+        store.put_collection("acme", make_collection(title="first", revision=1), create=True)
+        store.put_collection("acme", make_collection(title="second", revision=2), create=False)
+        assert (store.get_collection("acme", "docs").title, store.get_collection("acme", "docs").revision) == (
+            "second", 2)
 
     def test_updating_a_missing_collection_is_not_found(self, store):
-        # Given no collection / When updating one / Then NotFound and nothing was created
+        # Given no collection / When updating one, as the first write after a read or not / Then NotFound and
+        # nothing was created
         with pytest.raises(NotFound):
-            store.put_collection("acme", make_collection(), create=False)
+            store.put_collection("acme", make_collection(revision=1), create=False)
+        with pytest.raises(NotFound):
+            store.put_collection("acme", make_collection(revision=5), create=False)
         assert store.get_collection("acme", "docs") is None
+
+    def test_collection_updates_are_conditional_on_the_revision_they_read(self, store):
+        # Given a collection at revision 1
+        store.put_collection("acme", make_collection(revision=1, query_groups=["staff"]), create=True)
+        # When an update claims to follow revision 0 (it read nothing, or a record before this one) / Then Conflict
+        with pytest.raises(Conflict):
+            store.put_collection("acme", make_collection(revision=1, query_groups=["stale"]), create=False)
+        # When an update follows revision 1 / Then it is written with revision 2
+        store.put_collection("acme", make_collection(revision=2, query_groups=[]), create=False)
+        # When a second writer that also read revision 1 commits (it would bring the revoked group back), or one
+        # claims a revision not yet written / Then Conflict both times, and the first writer's record stays whole
+        with pytest.raises(Conflict):
+            store.put_collection("acme", make_collection(revision=2, query_groups=["staff"], allow_guests=True),
+                                 create=False)
+        with pytest.raises(Conflict):
+            store.put_collection("acme", make_collection(revision=4, title="ahead"), create=False)
+        stored = store.get_collection("acme", "docs")
+        assert stored == make_collection(revision=2, query_groups=[], created_at=stored.created_at,
+                                         updated_at=stored.updated_at)
+
+    def test_collection_revisions_are_per_tenant(self, store):
+        # Given the same collection id in two tenants, written a different number of times
+        for tenant, writes in [("acme", 3), ("other", 1)]:
+            store.put_collection(tenant, make_collection(revision=1, title=tenant), create=True)
+            for revision in range(2, writes + 1):
+                store.put_collection(tenant, make_collection(revision=revision, title=tenant), create=False)
+        # When one is updated over the other's revision / Then Conflict; over its own / Then written
+        with pytest.raises(Conflict):
+            store.put_collection("other", make_collection(revision=4, title="x"), create=False)
+        store.put_collection("other", make_collection(revision=2, title="other 2"), create=False)
+        assert [(c.revision, c.title) for c in (store.get_collection("acme", "docs"),
+                                                store.get_collection("other", "docs"))] == [(3, "acme"),
+                                                                                            (2, "other 2")]
 
     def test_delete_collection_reports_whether_it_existed(self, store):
         # Given a stored collection

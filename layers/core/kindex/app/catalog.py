@@ -13,6 +13,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from kindex.app.document_writes import Change, same_content, write_document
+from kindex.app.record_writes import write_collection
 from kindex.domain import keys
 from kindex.domain.errors import Conflict, InvalidInput, NotFound, PayloadTooLarge
 from kindex.domain.models import (
@@ -185,22 +186,33 @@ class CatalogService:
         return collection
 
     def put_collection(self, tenant: str, collection_id: str, body: CollectionInput) -> tuple[Collection, bool]:
-        """Create (True) or partially update (False) the collection."""
+        """Create (True) or partially update (False) the collection. Only the fields in the body change: a write
+        of other fields (or a model switch) that commits meanwhile is kept, this one applying its own on top of it.
+        A create that finds the collection created meanwhile is a Conflict."""
         _checked_id("collection", collection_id)
         if body.id is not None and body.id != collection_id:
             raise InvalidInput("id in the body must match the collection id in the path")
         existing = self.collections.get_collection(tenant, collection_id)
-        if existing is not None and existing.active_embedding_model is None:
-            existing = existing.model_copy(update={"active_embedding_model": existing.embedding_model})
-        collection = merge_collection(existing, collection_id, body.changes(), self.default_embedding_model)
-        if self.check_rights is not None:  # the deployment's URL policy, and the signing secret an external check needs
-            self.check_rights(tenant, collection)
-        count = 0 if existing is None else self.documents.count_documents(tenant, collection_id)
-        if count == 0:
-            # Nothing to rebuild: the new model is active at once.
-            collection = collection.model_copy(update={"active_embedding_model": collection.embedding_model})
-        self.collections.put_collection(tenant, collection, create=existing is None)
-        return collection.model_copy(update={"document_count": count}), existing is None
+        changes = body.changes()
+        count = 0
+
+        def merged(current: Collection | None) -> Collection:
+            nonlocal count
+            if existing is None and current is not None:
+                raise Conflict(f"collection {collection_id!r} already exists")
+            if current is not None and current.active_embedding_model is None:
+                current = current.model_copy(update={"active_embedding_model": current.embedding_model})
+            collection = merge_collection(current, collection_id, changes, self.default_embedding_model)
+            if self.check_rights is not None:  # the URL policy, and the signing secret an external check needs
+                self.check_rights(tenant, collection)
+            count = 0 if current is None else self.documents.count_documents(tenant, collection_id)
+            if count == 0:
+                # Nothing to rebuild: the new model is active at once.
+                collection = collection.model_copy(update={"active_embedding_model": collection.embedding_model})
+            return collection
+
+        collection, created = write_collection(self.collections, tenant, collection_id, existing, merged)
+        return collection.model_copy(update={"document_count": count}), created
 
     def delete_collection(self, tenant: str, collection_id: str) -> None:
         collection = self._collection(tenant, collection_id)

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from kindex.app.document_writes import write_document
+from kindex.app.record_writes import write_collection
 from kindex.domain import keys
 from kindex.domain.errors import Conflict, NotFound
 from kindex.domain.models import (
@@ -220,12 +221,25 @@ class ReindexService:
         return switched
 
     def switch(self, tenant: str, collection: Collection) -> None:
-        """Make the new model the query model, then drop the old model's vectors and unreferenced chunks."""
+        """Make the new model the query model, then drop the old model's vectors and unreferenced chunks. `collection`
+        is the record the caller found complete under its model and configuration: the switch commits over the
+        latest record (keeping whatever else was written since), and not at all when that record is no longer
+        switching to the same model with the same configuration (the next pass judges the new one)."""
         old_model = collection.query_model
-        switched = collection.model_copy(update={"active_embedding_model": collection.embedding_model,
-                                                 "updated_at": utc_now()})
+
+        def switched(current: Collection | None) -> Collection:
+            nonlocal old_model
+            if current is None:
+                raise NotFound(f"collection {collection.id!r} does not exist")
+            if (not current.switching or current.embedding_model != collection.embedding_model
+                    or current.config_version != collection.config_version):
+                raise Conflict(f"collection {collection.id!r} changed since its new model was found complete")
+            old_model = current.query_model
+            return current.model_copy(update={"active_embedding_model": current.embedding_model,
+                                              "updated_at": utc_now()})
+
         try:
-            self.collections.put_collection(tenant, switched, create=False)
+            write_collection(self.collections, tenant, collection.id, collection, switched)
         except (Conflict, NotFound):
             return
         self.index.delete(old_model, tenant, collection.id)

@@ -138,8 +138,13 @@ class Collection(BaseModel):
     created_at: datetime = Field(default_factory=utc_now)
     updated_at: datetime = Field(default_factory=utc_now)
     document_count: int = 0
+    # Bumped when the chunking or the model changes (documents indexed under an older one need reindexing); only then.
     config_version: int = 1
     active_embedding_model: str | None = None
+    # Changes on every committed write of the record (a PUT of any field, a model switch): updates are conditional on
+    # the revision they read, so no write can overwrite a record it has not seen. 0 for a record written before
+    # collections had revisions.
+    revision: int = 0
 
     @property
     def query_model(self) -> str:
@@ -238,7 +243,7 @@ def embedding_window(collection: "Collection") -> EmbeddingWindow | None:
 
 
 COLLECTION_READ_ONLY = frozenset({"created_at", "updated_at", "document_count", "config_version",
-                                  "active_embedding_model", "embedding_window"})
+                                  "active_embedding_model", "embedding_window", "revision"})
 COLLECTION_CONFIG_FIELDS = frozenset({"embedding_model", "chunking_method", "chunking_max_size",
                                       "chunking_overlap_offset"})
 
@@ -269,6 +274,7 @@ class CollectionInput(BaseModel):
     config_version: Any = None
     active_embedding_model: Any = None
     embedding_window: Any = None
+    revision: Any = None
 
     def changes(self) -> dict[str, Any]:
         """The writable fields present in the body (explicit nulls of writable fields are rejected by validation

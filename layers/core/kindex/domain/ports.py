@@ -95,8 +95,11 @@ class CollectionStore(Protocol):
         """The collection, or None when it does not exist for this tenant."""
 
     def put_collection(self, tenant: str, collection: "Collection", *, create: bool) -> None:
-        """Write the collection. create=True fails with Conflict if it exists; create=False with NotFound if it does
-        not."""
+        """Write the collection. create=True fails with Conflict if it exists. create=False writes only over the
+        stored revision `collection.revision - 1` (a record without one counts as 0): NotFound when there is no
+        record, Conflict when another write committed since that revision was read, and nothing changes either way.
+        Every write stores `collection.revision` as given: the writer numbers it (the read revision + 1; 1 for a
+        create)."""
 
     def delete_collection(self, tenant: str, collection_id: str) -> bool:
         """Delete the collection and all its document records; False when it did not exist."""

@@ -1,6 +1,7 @@
 """DynamoDB adapter of the metadata ports (CollectionStore, DocumentStore, KeyStore): one on-demand table, `pk`/`sk`.
 
-Item layout (every item carries the model's JSON in `body`; documents also carry `version` and `revision`, numbers):
+Item layout (every item carries the model's JSON in `body`; documents also carry `version` and `revision`, numbers,
+and collections `revision`):
 
 | item                 | pk                                   | sk                        |
 |----------------------|--------------------------------------|---------------------------|
@@ -28,9 +29,9 @@ One sparse GSI, `attention` (partition key `attention`, sort key `sk`, keys only
 `attention` attribute (its own pk) only while it `needs_attention` (pending, in progress, failed and retryable), so
 the index holds just those documents and the reindex finds them with a Query whose cost follows their number, not
 the collection's size. A reindex state item carries `revision` (a number) for its conditional writes.
-A document item's `revision` changes on every write and every update is conditional on it (`build_put_request`);
-items written before documents had revisions lack the attribute, which counts as revision 0, so they stay updatable
-without a migration.
+A document or collection item's `revision` changes on every write and every update is conditional on it
+(`build_put_request`); items written before they had revisions lack the attribute, which counts as revision 0, so
+they stay updatable without a migration.
 
 Reads are strongly consistent: services read-modify-write with revision checks, and a stale read there would only
 turn into a spurious Conflict. Requests are built by the pure functions below; `DynamoDbMetadataStore._call` is the
@@ -127,15 +128,13 @@ def build_item(pk: str, sk: str, body: str, *, version: int | None = None,
     return item
 
 
-def build_put_request(table: str, item: dict, *, create: bool, expected_revision: int | None = None) -> dict[str, Any]:
-    """A conditional PutItem: create needs the item absent; update needs it present (and, with `expected_revision`,
-    at that revision: an item without the attribute, written before revisions existed, is at revision 0)."""
+def build_put_request(table: str, item: dict, *, create: bool, expected_revision: int = 0) -> dict[str, Any]:
+    """A conditional PutItem of a document or collection item: create needs the item absent; update needs it present
+    at `expected_revision` (an item without the attribute, written before revisions existed, is at revision 0)."""
     request: dict[str, Any] = {"TableName": table, "Item": item,
                                "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}
     if create:
         request["ConditionExpression"] = "attribute_not_exists(pk)"
-    elif expected_revision is None:
-        request["ConditionExpression"] = "attribute_exists(pk)"
     else:
         condition = "#revision = :expected"
         if expected_revision == 0:
@@ -184,10 +183,9 @@ class DynamoDbMetadataStore(DynamoDbTable):
         return Collection.model_validate_json(body) if body is not None else None
 
     def put_collection(self, tenant: str, collection: Collection, *, create: bool) -> None:
-        item = build_item(collections_pk(tenant), collection.id, collection.model_dump_json())
-        self._call("put_item", build_put_request(self.table_name, item, create=create), on_condition_failed=(
-            lambda _old: Conflict(f"collection {collection.id!r} already exists") if create
-            else NotFound(f"collection {collection.id!r} does not exist")))
+        item = build_item(collections_pk(tenant), collection.id, collection.model_dump_json(),
+                          revision=collection.revision)
+        self._put_revisioned(item, create=create, what=f"collection {collection.id!r}")
 
     def delete_collection(self, tenant: str, collection_id: str) -> bool:
         pk = collections_pk(tenant)
@@ -226,18 +224,7 @@ class DynamoDbMetadataStore(DynamoDbTable):
                           version=document.version, revision=document.revision)
         if needs_attention(document):
             item[ATTENTION_ATTRIBUTE] = {"S": item["pk"]["S"]}
-
-        def condition_failed(old: dict | None) -> KindexError:
-            if create:
-                return Conflict(f"document {document.id!r} already exists")
-            # ALL_OLD returns the stored item when the revision check failed; read it back in case it is not there.
-            if old is None and self._get_body(item["pk"]["S"], document.id) is None:
-                return NotFound(f"document {document.id!r} does not exist")
-            return Conflict(f"document {document.id!r} changed meanwhile")
-
-        request = build_put_request(self.table_name, item, create=create,
-                                    expected_revision=None if create else document.revision - 1)
-        self._call("put_item", request, on_condition_failed=condition_failed)
+        self._put_revisioned(item, create=create, what=f"document {document.id!r}")
 
     def delete_document(self, tenant: str, collection_id: str, document_id: str) -> bool:
         pk = documents_pk(tenant, collection_id)
@@ -304,6 +291,22 @@ class DynamoDbMetadataStore(DynamoDbTable):
         return True
 
     # Internals
+    def _put_revisioned(self, item: dict, *, create: bool, what: str) -> None:
+        """Put a document or collection item (which carries its `revision`): a create only where none exists
+        (Conflict), an update only over the revision before (Conflict) of an existing item (NotFound)."""
+        revision = int(item["revision"]["N"])
+
+        def condition_failed(old: dict | None) -> KindexError:
+            if create:
+                return Conflict(f"{what} already exists")
+            # ALL_OLD returns the stored item when the revision check failed; read it back in case it is not there.
+            if old is None and self._get_body(item["pk"]["S"], item["sk"]["S"]) is None:
+                return NotFound(f"{what} does not exist")
+            return Conflict(f"{what} changed meanwhile")
+
+        request = build_put_request(self.table_name, item, create=create, expected_revision=revision - 1)
+        self._call("put_item", request, on_condition_failed=condition_failed)
+
     def _write_key(self, key: ApiKey, *, create: bool) -> None:
         """The key item and its two listing copies, all or nothing."""
         body = key.model_dump_json()

@@ -42,6 +42,8 @@ ATTENTION_INDEX = ("CREATE INDEX IF NOT EXISTS documents_attention ON documents 
 # Added after attention: the record's write revision, which every update checks. Rows of an older data directory get
 # 0, as their JSON bodies (without `revision`) read.
 REVISION_COLUMN = "ALTER TABLE documents ADD COLUMN revision INTEGER NOT NULL DEFAULT 0"
+# The same for collections, added after: rows of an older data directory get 0, as their bodies read.
+COLLECTION_REVISION_COLUMN = "ALTER TABLE collections ADD COLUMN revision INTEGER NOT NULL DEFAULT 0"
 
 
 
@@ -68,6 +70,8 @@ class SqliteMetadataStore:
                 conn.execute(ATTENTION_COLUMN)
             if "revision" not in columns:
                 conn.execute(REVISION_COLUMN)
+            if "revision" not in {row[1] for row in conn.execute("PRAGMA table_info(collections)")}:
+                conn.execute(COLLECTION_REVISION_COLUMN)
             conn.execute(ATTENTION_BACKFILL)
             conn.execute(ATTENTION_INDEX)
 
@@ -79,15 +83,20 @@ class SqliteMetadataStore:
 
     def put_collection(self, tenant: str, collection: Collection, *, create: bool) -> None:
         body = collection.model_dump_json()
+        key = (tenant, collection.id)
         with self.db.write() as conn:
             if create:
                 try:
-                    conn.execute("INSERT INTO collections (tenant, id, body) VALUES (?, ?, ?)",
-                                 (tenant, collection.id, body))
+                    conn.execute("INSERT INTO collections (tenant, id, revision, body) VALUES (?, ?, ?, ?)",
+                                 (*key, collection.revision, body))
                 except sqlite3.IntegrityError as error:
                     raise Conflict(f"collection {collection.id!r} already exists") from error
-            elif conn.execute("UPDATE collections SET body = ? WHERE tenant = ? AND id = ?",
-                              (body, tenant, collection.id)).rowcount == 0:
+                return
+            updated = conn.execute("UPDATE collections SET revision = ?, body = ? WHERE tenant = ? AND id = ?"
+                                   " AND revision = ?", (collection.revision, body, *key, collection.revision - 1))
+            if updated.rowcount == 0:
+                if conn.execute("SELECT 1 FROM collections WHERE tenant = ? AND id = ?", key).fetchone():
+                    raise Conflict(f"collection {collection.id!r} changed meanwhile")
                 raise NotFound(f"collection {collection.id!r} does not exist")
 
     def delete_collection(self, tenant: str, collection_id: str) -> bool:
