@@ -200,6 +200,29 @@ class SearchIndexContract:
         assert set(ids(knn)) == expected
         assert set(ids(words)) == expected
 
+    def test_deferred_writes_are_searchable_once_committed_and_never_cross_tenants(self, index):
+        from kindex.domain.ports import DeferredKeywordCommits
+
+        if not isinstance(index, DeferredKeywordCommits):
+            pytest.skip("this index has no deferred commits")
+        # Given two tenants' batches written with the same ids, deferred, and an empty write
+        first = index.upsert_deferred(MODEL, corpus(6, tenant="acme", text="deferred kestrel sighting"))
+        second = index.upsert_deferred(MODEL, corpus(6, tenant="globex", text="deferred kestrel sighting"))
+        empty = index.upsert_deferred(MODEL, [])
+        assert len({first, second, empty}) == 3
+        # When they are committed (twice: the second commit has nothing left to do)
+        index.commit_deferred([first, second, empty])
+        index.commit_deferred([first, second, empty])
+        # Then each tenant finds its own six chunks, by words and by vector, and nothing of the other's
+        for tenant in ("acme", "globex"):
+            words = index.keyword_search(MODEL, tenant, ["handbook"], "kestrel", 10)
+            assert sorted(ids(words)) == [f"chunk-{i:02d}" for i in range(6)]  # six, not twelve
+            assert ids(index.knn_search(MODEL, tenant, ["handbook"], unit(2).tolist(), 1)) == ["chunk-02"]
+        # And a plain delete afterwards removes them as ever
+        index.delete(MODEL, "acme", "handbook", document_ids=["doc-0", "doc-1", "doc-2"])
+        assert index.keyword_search(MODEL, "acme", ["handbook"], "kestrel", 10) == []
+        assert len(index.keyword_search(MODEL, "globex", ["handbook"], "kestrel", 10)) == 6
+
     def test_keyword_search_ranks_the_chunk_with_the_query_terms_first(self, index):
         # Given chunks of which one mentions both query terms and one only one of them
         index.upsert(MODEL, [

@@ -108,9 +108,10 @@ class IngestBatch:
       documents fail with that error instead of each trying again (one retry sequence per batch, not per document).
 
     - with `defer_keyword_commits` (the ingest handler's batches) and an index that can defer them (the embedded
-      one, see `DeferredKeywordCommits`): the chunk writes whose keyword commit waits for `finish`, and what each
-      written document still has to do once they are committed (its `indexed` status write), by the record
-      (`record_id`, set by the handler) that wrote it. A document is marked indexed only after that commit.
+      one and OpenSearch, see `DeferredKeywordCommits`): the chunk writes whose commit (OpenSearch: refresh) waits
+      for `finish`, and what each written document still has to do once they are committed (its `indexed` status
+      write), by the record (`record_id`, set by the handler) that wrote it. A document is marked indexed only
+      after that commit.
 
     It has the record handler's two calls, so the handler passes it where it would pass the service."""
 

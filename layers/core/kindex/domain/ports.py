@@ -73,19 +73,23 @@ class SearchIndex(Protocol):
 
 @runtime_checkable
 class DeferredKeywordCommits(Protocol):
-    """An optional capability of a SearchIndex whose keyword writes each cost a commit (the embedded index: ~17 ms,
-    fsync-bound): an ingest batch writes its documents' chunks without one, then commits them all at once before it
-    reports any of those documents indexed. An index without it (OpenSearch) is written with `upsert` as ever.
+    """An optional capability of a SearchIndex whose writes each cost a commit or a wait before they are searchable
+    (the embedded index: a tantivy commit, ~17 ms, fsync-bound; OpenSearch with the wait_for policy: a wait for the
+    next scheduled refresh, up to the refresh interval): an ingest batch writes its documents' chunks without one,
+    then commits them all at once (OpenSearch: one refresh per index) before it reports any of those documents
+    indexed. An index without it is written with `upsert` as ever.
 
     Nothing else changes: `upsert` and `delete` stay durable and visible on return, and a later commit of any of
     them carries the deferred writes along."""
 
     def upsert_deferred(self, model: str, records: Sequence[IndexRecord]) -> int:
-        """`upsert`, but what keyword search sees of it waits for `commit_deferred`; returns the write's number."""
+        """`upsert`, but what searches see of it (keyword search at least) may wait for `commit_deferred`; returns
+        the write's number."""
 
     def commit_deferred(self, writes: Sequence[int]) -> None:
-        """Return once the numbered writes are durable and visible to keyword search; DependencyFailed when they
-        were lost (a failed commit rolled them back): the caller must not report them done, and redoes them."""
+        """Return once the numbered writes are durable and searchable; DependencyFailed when that could not be
+        made sure (a failed commit rolled them back, a refresh failed): the caller must not report them done, and
+        redoes them."""
 
 
 class CollectionStore(Protocol):

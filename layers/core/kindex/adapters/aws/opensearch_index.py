@@ -447,6 +447,9 @@ class OpenSearchIndex:
         self._lock = threading.Lock()
         self._ready_aliases: set[str] = set()
         self._dims_by_model: dict[str, set[int]] = {}
+        # Deferred writes (an ingest batch's): write number -> the alias it went to, until a commit refreshes it.
+        self._deferred: dict[int, str] = {}
+        self._deferred_count = 0
 
     @property
     def design(self) -> IndexDesign:
@@ -473,6 +476,46 @@ class OpenSearchIndex:
             self._ensure_index(model, alias, dim)
             ok = self._bulk(alias, actions)
         logger.info("search index upsert", extra={"model": model, "index": alias, "records": ok})
+
+    # -- DeferredKeywordCommits: an ingest batch's writes become searchable with one refresh per index -------------
+
+    def upsert_deferred(self, model: str, records: Sequence[IndexRecord]) -> int:
+        """`upsert` without waiting for a refresh (with the wait_for policy each call would wait for the next
+        scheduled refresh, up to the refresh interval); `commit_deferred` makes the batch's writes searchable."""
+        if not records:
+            return self._number(None)
+        dims = {len(record.vector) for record in records}
+        if len(dims) != 1 or 0 in dims:
+            raise InvalidInput("all vectors in one upsert must have the same non-zero length")
+        (dim,) = dims
+        alias = index_alias(self._prefix, model, dim)
+        actions = build_bulk_actions(alias, records)
+        with self._translate_errors("upsert", alias):
+            self._ensure_index(model, alias, dim)
+            ok, _ = helpers.bulk(self._client, actions, index=alias, chunk_size=self._bulk_chunk_size,
+                                 max_chunk_bytes=self._bulk_max_bytes, **_call_budget())
+        logger.info("search index upsert (deferred)", extra={"model": model, "index": alias, "records": ok})
+        return self._number(alias)
+
+    def commit_deferred(self, writes: Sequence[int]) -> None:
+        """Refresh, once each, the indices the numbered writes went to (with the `false` policy, nothing: writes
+        become searchable within the refresh interval, as every write does then). The writes are durable in the
+        shards' translog once `upsert_deferred` returned, so a failed refresh loses nothing: it raises
+        DependencyFailed and the caller reports nothing done and redoes the writes."""
+        with self._lock:
+            aliases = sorted({self._deferred.pop(write) for write in writes if write in self._deferred})
+        if self._refresh != "wait_for":
+            return
+        for alias in aliases:
+            with self._translate_errors("refresh", alias):
+                self._client.indices.refresh(index=alias, **_call_budget())
+
+    def _number(self, alias: str | None) -> int:
+        with self._lock:
+            self._deferred_count += 1
+            if alias is not None:
+                self._deferred[self._deferred_count] = alias
+            return self._deferred_count
 
     def delete(self, model: str, tenant: str, collection: str, *, document_ids: Sequence[str] | None = None,
                chunk_ids: Sequence[str] | None = None) -> None:
