@@ -114,7 +114,7 @@ def session_settings(model: str, embedder) -> tuple[int, bool]:
 
         path = model_folder(model) / MODEL_FILE
     threads = max(1, available_cores() // embedder.workers)  # what both embedders compute
-    options = onnx_session(path, threads, getattr(embedder, "memory_arena", True)).get_session_options()
+    options = onnx_session(path, threads, embedder.memory_arena).get_session_options()
     return options.intra_op_num_threads, options.enable_cpu_mem_arena
 
 

@@ -464,38 +464,14 @@ class OpenSearchIndex:
     # -- port -------------------------------------------------------------------------------------------------
 
     def upsert(self, model: str, records: Sequence[IndexRecord]) -> None:
-        if not records:
-            return
-        dims = {len(record.vector) for record in records}
-        if len(dims) != 1 or 0 in dims:
-            raise InvalidInput("all vectors in one upsert must have the same non-zero length")
-        (dim,) = dims
-        alias = index_alias(self._prefix, model, dim)
-        actions = build_bulk_actions(alias, records)
-        with self._translate_errors("upsert", alias):
-            self._ensure_index(model, alias, dim)
-            ok = self._bulk(alias, actions)
-        logger.info("search index upsert", extra={"model": model, "index": alias, "records": ok})
+        self._upsert(model, records, wait=True)
 
     # -- DeferredKeywordCommits: an ingest batch's writes become searchable with one refresh per index -------------
 
     def upsert_deferred(self, model: str, records: Sequence[IndexRecord]) -> int:
         """`upsert` without waiting for a refresh (with the wait_for policy each call would wait for the next
         scheduled refresh, up to the refresh interval); `commit_deferred` makes the batch's writes searchable."""
-        if not records:
-            return self._number(None)
-        dims = {len(record.vector) for record in records}
-        if len(dims) != 1 or 0 in dims:
-            raise InvalidInput("all vectors in one upsert must have the same non-zero length")
-        (dim,) = dims
-        alias = index_alias(self._prefix, model, dim)
-        actions = build_bulk_actions(alias, records)
-        with self._translate_errors("upsert", alias):
-            self._ensure_index(model, alias, dim)
-            ok, _ = helpers.bulk(self._client, actions, index=alias, chunk_size=self._bulk_chunk_size,
-                                 max_chunk_bytes=self._bulk_max_bytes, **_call_budget())
-        logger.info("search index upsert (deferred)", extra={"model": model, "index": alias, "records": ok})
-        return self._number(alias)
+        return self._number(self._upsert(model, records, wait=False))
 
     def commit_deferred(self, writes: Sequence[int]) -> None:
         """Refresh, once each, the indices the numbered writes went to (with the `false` policy, nothing: writes
@@ -586,19 +562,37 @@ class OpenSearchIndex:
 
     # -- helpers ----------------------------------------------------------------------------------------------
 
-    def _bulk(self, alias: str, actions: list[dict[str, Any]]) -> int:
-        """Send `actions`; with the wait_for policy, return once they are searchable.
+    def _upsert(self, model: str, records: Sequence[IndexRecord], *, wait: bool) -> str | None:
+        """Write `records` to the model's index for their dimension (created if missing) and return its alias
+        (None for no records); with `wait` and the wait_for policy, only once they are searchable."""
+        if not records:
+            return None
+        dims = {len(record.vector) for record in records}
+        if len(dims) != 1 or 0 in dims:
+            raise InvalidInput("all vectors in one upsert must have the same non-zero length")
+        (dim,) = dims
+        alias = index_alias(self._prefix, model, dim)
+        actions = build_bulk_actions(alias, records)
+        with self._translate_errors("upsert", alias):
+            self._ensure_index(model, alias, dim)
+            ok = self._bulk(alias, actions, wait=wait)
+        logger.info("search index upsert", extra={"model": model, "index": alias, "records": ok, "waited": wait})
+        return alias
+
+    def _bulk(self, alias: str, actions: list[dict[str, Any]], *, wait: bool = True) -> int:
+        """Send `actions`; with `wait` and the wait_for policy, return once they are searchable.
 
         `refresh=wait_for` on a bulk request waits only for the shards that request touched, so it is exact for
         an upsert that fits one request. A larger one (a big document, a backfill batch) goes out without any
         wait and ends with one refresh of the index: one refresh per call instead of a wait per 500 chunks, and
         exact whatever shards a routing partition spread the chunks over.
         """
+        wait = wait and self._refresh == "wait_for"
         small = len(actions) <= self._bulk_chunk_size
-        params = {"refresh": "wait_for"} if self._refresh == "wait_for" and small else {}
+        params = {"refresh": "wait_for"} if wait and small else {}
         ok, _ = helpers.bulk(self._client, actions, index=alias, chunk_size=self._bulk_chunk_size,
                              max_chunk_bytes=self._bulk_max_bytes, **params, **_call_budget())
-        if self._refresh == "wait_for" and not small:
+        if wait and not small:
             self._client.indices.refresh(index=alias, **_call_budget())
         return ok
 

@@ -89,7 +89,7 @@ class LocalSearchIndex:
                     continue
                 try:
                     self._maybe_compact(key, partition, force=True)
-                except OSError:
+                except Exception:  # the keyword writer below must still be released; the log stays replayable
                     logger.exception("search index: compaction at close failed; the log replays at the next open",
                                      extra={"rows": len(partition)})
             self._keywords.close()
