@@ -58,6 +58,14 @@ def found(services, word, tenant="t") -> set[str]:
     return {hit.document_id for hit in services.search_index.keyword_search(MODEL, tenant, ["c"], word, 50)}
 
 
+def before_the_commit(monkeypatch, services, action):
+    """Run `action()` just before the batch's deferred keyword commit; returns the real commit (to put it back)."""
+    index = services.search_index
+    original = index.commit_deferred
+    monkeypatch.setattr(index, "commit_deferred", lambda writes: (action(), original(writes))[1])
+    return original
+
+
 def run_batch(messages):
     return ingest_function.handler(sqs_event(messages), LambdaContext("kindex-ingest"))
 
@@ -129,14 +137,7 @@ def test_newer_content_written_before_the_deferred_status_write_wins(services, m
     for i in range(8):
         put(services, f"d{i}", text(f"tapir{i}"))
     messages = services.queue.receive(10, 30)
-    index = services.search_index
-    original = index.commit_deferred
-
-    def commit_after_a_newer_write(writes):
-        put(services, "d5", text("capybara"))
-        return original(writes)
-
-    monkeypatch.setattr(index, "commit_deferred", commit_after_a_newer_write)
+    original = before_the_commit(monkeypatch, services, lambda: put(services, "d5", text("capybara")))
     # When the batch runs
     response = run_batch(messages)
     # Then d5's stale record fails (Conflict: retried and then ignored), and d5 keeps the newer write's state,
@@ -148,7 +149,7 @@ def test_newer_content_written_before_the_deferred_status_write_wins(services, m
     assert [status(services, f"d{i}") for i in range(8) if i != 5] == ["indexed"] * 7
     # And the newer write's own event indexes the new content (once the batch is done with: a local receive never
     # hands out a document that another message holds in flight)
-    monkeypatch.setattr(index, "commit_deferred", original)
+    monkeypatch.setattr(services.search_index, "commit_deferred", original)
     for message in messages:
         services.queue.acknowledge(message.message_id)
     assert run_batch(services.queue.receive(10, 30))["batchItemFailures"] == []
@@ -160,14 +161,7 @@ def test_a_document_deleted_before_the_batch_commit_leaves_nothing_behind(servic
     for i in range(4):
         put(services, f"d{i}", text(f"jackal{i}"))
     messages = services.queue.receive(10, 30)
-    index = services.search_index
-    original = index.commit_deferred
-
-    def commit_after_a_delete(writes):
-        services.catalog.delete_document("t", "c", "d2")
-        return original(writes)
-
-    monkeypatch.setattr(index, "commit_deferred", commit_after_a_delete)
+    before_the_commit(monkeypatch, services, lambda: services.catalog.delete_document("t", "c", "d2"))
     # When the batch runs
     assert run_batch(messages)["batchItemFailures"] == []
     # Then the deleted document has no record, no chunks, nothing in the index; the others are indexed
@@ -184,13 +178,10 @@ def test_a_failed_batch_commit_fails_every_record_that_waited_for_it(services, m
     for i in range(3):
         put(services, f"d{i}", text(f"dingo{i}"))
     messages = services.queue.receive(10, 30)
-    index = services.search_index
-    original = index.commit_deferred
-
-    def lost(writes):
+    def lost():
         raise DependencyFailed("keyword writes rolled back (test)")
 
-    monkeypatch.setattr(index, "commit_deferred", lost)
+    original = before_the_commit(monkeypatch, services, lost)
     # When the batch runs
     response = run_batch(messages)
     # Then every record is retried and no document says `indexed`
@@ -198,7 +189,7 @@ def test_a_failed_batch_commit_fails_every_record_that_waited_for_it(services, m
         m.message_id for m in messages)
     assert [status(services, f"d{i}") for i in range(3)] == ["in_progress"] * 3
     # And the retries index them
-    monkeypatch.setattr(index, "commit_deferred", original)
+    monkeypatch.setattr(services.search_index, "commit_deferred", original)
     assert run_batch(messages)["batchItemFailures"] == []
     assert all(status(services, f"d{i}") == "indexed" and found(services, f"dingo{i}") == {f"d{i}"}
                for i in range(3))
