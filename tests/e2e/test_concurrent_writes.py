@@ -7,7 +7,6 @@ A second tenant with the same collection and document ids must not be touched.""
 
 from __future__ import annotations
 
-import threading
 import time
 from pathlib import Path
 from urllib.parse import quote
@@ -16,6 +15,7 @@ import pytest
 import requests
 
 from tests.conftest import start_server
+from tests.support.together import run_together
 
 pytestmark = pytest.mark.e2e
 
@@ -72,25 +72,14 @@ def warm(session, url: str) -> None:
 
 
 def put_together(url: str, sessions: list, bodies: list[dict]) -> list[tuple[int, dict]]:
-    """Every PUT released by one barrier; returns (status, body) per writer."""
-    barrier = threading.Barrier(len(bodies))
-    answers: list = [None] * len(bodies)
+    """Every PUT released by one barrier (each session connected first); returns (status, body) per writer, or
+    (None, the error) for one that raised."""
+    def put(i: int) -> tuple[int, dict]:
+        response = sessions[i].put(url, json=bodies[i], timeout=60)
+        return response.status_code, response.json()
 
-    def write(i: int) -> None:
-        warm(sessions[i], url)
-        barrier.wait()
-        try:
-            response = sessions[i].put(url, json=bodies[i], timeout=60)
-            answers[i] = (response.status_code, response.json())
-        except Exception as error:  # reported below with the others' answers
-            answers[i] = (None, repr(error))
-
-    threads = [threading.Thread(target=write, args=(i,)) for i in range(len(bodies))]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=120)
-    return answers
+    answers = run_together([lambda i=i: put(i) for i in range(len(bodies))], ready=lambda i: warm(sessions[i], url))
+    return [(None, repr(answer)) if isinstance(answer, Exception) else answer for answer in answers]
 
 
 def test_simultaneous_puts_to_one_document_keep_the_content_of_the_last_successful_write(running):

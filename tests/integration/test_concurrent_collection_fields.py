@@ -10,14 +10,13 @@ nor is undone by one, and it does not happen over a record that changed model or
 
 from __future__ import annotations
 
-import threading
-
 import pytest
 
 from kindex.domain.errors import Conflict
 from kindex.domain.models import COLLECTION_CONFIG_FIELDS, Collection, CollectionInput, DocumentInput
 from tests.integration.test_ingest_aws import Deployment, deploy  # noqa: F401 (the moto deployment fixture)
 from tests.integration.test_linearizable_writes_aws import atomic_requests  # noqa: F401 (atomic moto requests)
+from tests.support.together import run_together
 
 pytestmark = pytest.mark.integration
 
@@ -42,23 +41,8 @@ def writer_value(field: str, tenant: str, round_: int, writer: int):
 def write_together(catalog, writes: list[tuple[str, dict]]) -> list:
     """Each (tenant, fields) PUT of collection "c" from its own thread, all released by one barrier; returns what each
     PUT returned (the collection) or raised."""
-    barrier = threading.Barrier(len(writes))
-    outcomes: list = [None] * len(writes)
-
-    def write(i: int) -> None:
-        tenant, fields = writes[i]
-        barrier.wait()
-        try:
-            outcomes[i] = catalog.put_collection(tenant, "c", CollectionInput(**fields))[0]
-        except Exception as error:  # reported by the assertions with the others' outcomes
-            outcomes[i] = error
-
-    threads = [threading.Thread(target=write, args=(i,)) for i in range(len(writes))]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=120)
-    return outcomes
+    return run_together([lambda t=tenant, f=fields: catalog.put_collection(t, "c", CollectionInput(**f))[0]
+                         for tenant, fields in writes])
 
 
 def assert_one_chain(start: Collection, written: list[Collection], changed: list[dict], final: Collection) -> None:

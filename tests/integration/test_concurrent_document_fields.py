@@ -8,7 +8,6 @@ changed. Ingest's status writes take part in the same chain, and still never mar
 
 from __future__ import annotations
 
-import threading
 import time
 
 import pytest
@@ -19,6 +18,7 @@ from kindex.domain.errors import Conflict
 from kindex.domain.models import CollectionInput, Document, DocumentInput, DocumentStatus
 from tests.integration.test_ingest_aws import Deployment, deploy  # noqa: F401 (the moto deployment fixture)
 from tests.integration.test_linearizable_writes_aws import atomic_requests  # noqa: F401 (atomic moto requests)
+from tests.support.together import run_together
 
 pytestmark = pytest.mark.integration
 
@@ -40,23 +40,9 @@ def field_of(writer: int) -> str:
 def write_together(catalog, writes: list[tuple[str, str, dict]]) -> list:
     """Each (tenant, document id, fields) PUT from its own thread, all released by one barrier; returns what each
     PUT returned (the document) or raised."""
-    barrier = threading.Barrier(len(writes))
-    outcomes: list = [None] * len(writes)
-
-    def write(i: int) -> None:
-        tenant, document_id, fields = writes[i]
-        barrier.wait()
-        try:
-            outcomes[i] = catalog.put_document(tenant, "c", document_id, DocumentInput(**fields))[0]
-        except Exception as error:  # reported by the assertions with the others' outcomes
-            outcomes[i] = error
-
-    threads = [threading.Thread(target=write, args=(i,)) for i in range(len(writes))]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=120)
-    return outcomes
+    return run_together([lambda t=tenant, d=document_id, f=fields:
+                         catalog.put_document(t, "c", d, DocumentInput(**f))[0]
+                         for tenant, document_id, fields in writes])
 
 
 def assert_one_chain(start: Document, written: list[Document], changed: list[dict], final: Document) -> None:
