@@ -295,3 +295,18 @@ def test_a_writer_killed_before_the_batch_commit_leaves_no_indexed_document_and_
             assert found(services, f"pangolin{i}") == {f"d{i}"}
     finally:
         container.cache_clear()
+
+
+def test_the_batch_commit_covers_the_writes_of_documents_that_failed_after_writing(services, commits):
+    from kindex.domain.types import IndexRecord
+
+    # Given a deferring batch where a document wrote chunks and then failed (no `indexed` status write waits)
+    batch = services.ingest.open_batch([], {}, defer_keyword_commits=True)
+    batch.upsert("hash:384", [IndexRecord(tenant="t", collection="c", document_id="half", chunk_id="half-0",
+                                          vector=tuple([1.0] + [0.0] * 383), text="orphaned wombat", language="en")])
+    # When the batch finishes
+    assert batch.finish() == set()
+    # Then its writes were committed with the batch, not left pending for some later commit to carry
+    assert len(commits) == 1
+    hits = services.search_index.keyword_search("hash:384", "t", ["c"], "wombat", 5)
+    assert [hit.chunk_id for hit in hits] == ["half-0"]

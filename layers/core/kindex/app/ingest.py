@@ -126,6 +126,7 @@ class IngestBatch:
         self._deferring = index if defer_keyword_commits and isinstance(index, DeferredKeywordCommits) else None
         self.record_id: str | None = None  # the record being handled, which owns what is deferred now
         self._deferred: list[tuple[str | None, list[int], Callable[[], None]]] = []
+        self._written: list[int] = []  # every deferred write, also those of documents that failed after writing
 
     def object_created(self, key: str, size: int | None = None) -> Document | None:
         return self.service.object_created(key, self, size)
@@ -152,7 +153,9 @@ class IngestBatch:
         if self._deferring is None:
             self.service.index.upsert(model, records)
             return None
-        return self._deferring.upsert_deferred(model, records)
+        write = self._deferring.upsert_deferred(model, records)
+        self._written.append(write)
+        return write
 
     def defer(self, writes: list[int], complete: Callable[[], None]) -> None:
         """Run `complete` in `finish`, once `writes` are committed; its failure fails the current record."""
@@ -163,10 +166,13 @@ class IngestBatch:
         Returns the records to retry: all that deferred anything when the commit failed (their documents stay
         `in_progress`), else those whose completion raised. Never raises: one record's failure is its own."""
         deferred, self._deferred = self._deferred, []
-        if not deferred:
+        written, self._written = self._written, []
+        if not written:
             return set()
         try:
-            self._deferring.commit_deferred([write for _, writes, _ in deferred for write in writes])
+            # All of the batch's writes, those of documents that failed after writing too: none is left pending in
+            # the index (the embedded one would carry it into a later commit, OpenSearch would keep its number).
+            self._deferring.commit_deferred(written)
         except Exception as error:
             logger.exception("the batch's keyword commit failed; its documents are redone",
                              extra={"documents": len(deferred), "error_type": type(error).__name__})
