@@ -18,6 +18,7 @@ from kindex.adapters.aws.opensearch_index import (
 )
 from kindex.adapters.local.search.index import LocalSearchIndex
 from kindex.compose import container
+from kindex.domain.errors import InvalidInput
 from tests.contract.mixins.search_index import DIMS, MODEL, SearchIndexContract, corpus, ids, record, unit
 from tests.support.aws import fake_aws_env
 from tests.support.opensearch_double import OpenSearchDouble
@@ -55,6 +56,26 @@ class TestOpenSearchIndexOnTheDouble(SearchIndexContract):
         yield OpenSearchIndex(double.client(), number_of_replicas=0)
         # A request the spec rejects must fail the test even if the adapter had swallowed the error.
         assert double.spec_violations == []
+
+    def test_a_query_racing_the_creation_of_its_index_finds_nothing_and_is_no_dimension_error(self):
+        # Given a reader and a writer (another process) on one cluster, and no index for the model yet
+        double = OpenSearchDouble()
+        reader = OpenSearchIndex(double.client(), number_of_replicas=0)
+        writer = OpenSearchIndex(double.client(), number_of_replicas=0)
+        searched = reader._search
+
+        def search_then_the_writer_creates_the_index(*args, **kwargs):
+            found = searched(*args, **kwargs)  # no index: nothing found
+            writer.upsert(MODEL, corpus(2))
+            return found
+
+        reader._search = search_then_the_writer_creates_the_index
+        # When the reader's query meets no index, and the index of that very dimension appears right after
+        # Then the query found nothing (no 400 "dimensions the model does not use")
+        assert reader.knn_search(MODEL, "acme", ["handbook"], unit(1).tolist(), 3) == []
+        # While a query of another dimension is still the caller's error
+        with pytest.raises(InvalidInput, match="dimensions"):
+            reader.knn_search(MODEL, "acme", ["handbook"], [1.0, 0.0, 0.0], 3)
 
 
 class TestOpenSearchIndexOnANode(SearchIndexContract):

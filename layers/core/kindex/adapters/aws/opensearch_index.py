@@ -522,8 +522,9 @@ class OpenSearchIndex:
         alias = index_alias(self._prefix, model, len(vector))
         body = build_knn_query(tenant, collections, vector, k, filters, ef_search=self._design.ef_search)
         response = self._search(alias, tenant, body)
-        if not response and self._aliases_of(model):
-            # The model is indexed, but not at this dimension: a caller bug, not an empty result.
+        if not response and (aliases := self._aliases_of(model)) and alias not in aliases:
+            # The model is indexed, but not at this dimension: a caller bug, not an empty result. (An alias of this
+            # very dimension there now was created by another writer since the search found none: nothing matched.)
             raise InvalidInput(f"query vector has {len(vector)} dimensions, which model {model} does not use")
         return _hits(response, knn=True)
 
