@@ -42,14 +42,14 @@ class TestDynamoDbEmbeddingCache(EmbeddingCacheContract):
         writes, reads = record_sizes(dynamodb, "BatchWriteItem"), record_sizes(dynamodb, "BatchGetItem")
         stored = vectors(130, dims=16)
         # When storing and reading 130 vectors (asking for one hash twice)
-        cache.put_vectors("m", stored)
-        cache.get_vectors("m", list(stored) + [next(iter(stored))])
+        cache.put_vectors("t", "m", stored)
+        cache.get_vectors("t", "m", list(stored) + [next(iter(stored))])
         # Then writes go 25 at a time, and reads 100 at a time with the duplicate asked once
         assert writes == [25, 25, 25, 25, 25, 5]
         assert reads == [100, 30]
 
     def test_vector_is_stored_as_float32_binary(self, dynamodb):
         DynamoDbEmbeddingCache(TABLE, client=dynamodb).put_vectors(
-            "hash:4", {"abc": np.array([1, 2, 3, 4], np.float32)})
-        item = dynamodb.get_item(TableName=TABLE, Key={"pk": {"S": "EMB#hash:4"}, "sk": {"S": "abc"}})["Item"]
+            "acme", "hash:4", {"abc": np.array([1, 2, 3, 4], np.float32)})
+        item = dynamodb.get_item(TableName=TABLE, Key={"pk": {"S": "T#acme#EMB#hash:4"}, "sk": {"S": "abc"}})["Item"]
         assert item["vector"]["B"] == np.array([1, 2, 3, 4], dtype="<f4").tobytes()

@@ -287,7 +287,7 @@ def test_deleting_the_collection_leaves_nothing_in_dynamodb_s3_or_the_index(depl
     d.drain()
     # Then no item of the tenant is left in the table (chunks, markers, documents, collection) but cached vectors
     leftovers = [i["pk"]["S"] for i in d.dynamodb.scan(TableName=TABLE)["Items"]]
-    assert leftovers and all(pk == embedding_pk("hash:384") for pk in leftovers)
+    assert leftovers and all(pk == embedding_pk("t", "hash:384") for pk in leftovers)
     assert d.s3.list_object_versions(Bucket=BUCKET).get("Versions", []) == []
     assert d.services.search_index.chunk_ids("hash:384", "t", "c") == set()
 
@@ -370,7 +370,7 @@ def test_duplicate_delivery_and_repeated_text_make_no_embedding_calls(openai_dep
     d.drain()
     assert d.document("d2").status.value == "indexed" and len(openai_stub.requests) == 1
     cached = d.dynamodb.query(TableName=TABLE, KeyConditionExpression="pk = :pk",
-                              ExpressionAttributeValues={":pk": {"S": embedding_pk(OPENAI_MODEL)}})["Items"]
+                              ExpressionAttributeValues={":pk": {"S": embedding_pk("t", OPENAI_MODEL)}})["Items"]
     assert len(cached) == d.document("d1").chunk_count
     assert len(cached[0]["vector"]["B"]) == 1536 * 4
 

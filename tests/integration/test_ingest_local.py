@@ -221,10 +221,11 @@ def test_real_pdf_keeps_page_numbers(deployment):
     assert [p[0] for p in pages] == sorted(p[0] for p in pages)
 
 
-def test_embedding_cache_is_keyed_by_model(local_container):
+def test_embedding_cache_is_keyed_by_tenant_and_model(local_container):
     cache = local_container.embedding_cache
-    cache.put_vectors("m1", {"h": np.ones(3, dtype=np.float32)})
-    assert "h" in cache.get_vectors("m1", ["h"]) and cache.get_vectors("m2", ["h"]) == {}
+    cache.put_vectors("t1", "m1", {"h": np.ones(3, dtype=np.float32)})
+    assert "h" in cache.get_vectors("t1", "m1", ["h"]) and cache.get_vectors("t1", "m2", ["h"]) == {}
+    assert cache.get_vectors("t2", "m1", ["h"]) == {}
 
 
 def test_document_deleted_while_an_event_is_in_flight_is_not_resurrected(deployment):

@@ -272,7 +272,7 @@ def test_chunks_cut_by_other_rules_are_re_chunked_by_the_next_reindex(env):
     assert rebuilt.indexed_config_version == 1 and rebuilt.chunk_count < imported.chunk_count
 
 
-def test_imported_vectors_never_enter_the_embedding_cache_other_tenants_share(env):
+def test_imported_vectors_never_stand_in_for_embeddings(env):
     # Given a tenant that imports a made-up vector for a text nobody has embedded yet
     env.catalog.put_collection("u", "c", CollectionInput(query_groups=["staff"]))
     text = "A sentence no one embedded before."
@@ -281,15 +281,17 @@ def test_imported_vectors_never_enter_the_embedding_cache_other_tenants_share(en
         format_version=1, embedding_model="hash:384", dimensions=384,
         documents=[{"id": "d", "chunk_count": 1}],
         chunks=[{"document_id": "d", "index": 0, "start": 0, "end": len(text), "text": text, "vector": bogus}]))
-    # Then the shared cache does not hold it, and another tenant's ingest of that text gets the real embedding
-    assert env.embedding_cache.get_vectors("hash:384", [text_sha256(text)]) == {}
-    # (it is kept for u's own exports only)
-    assert env.embedding_cache.get_vectors(imported_vectors_key("u", "hash:384"), [text_sha256(text)])
-    assert env.embedding_cache.get_vectors(imported_vectors_key("t", "hash:384"), [text_sha256(text)]) == {}
-    env.catalog.put_collection("t", "other", CollectionInput())
-    env.catalog.put_document("t", "other", "d", DocumentInput(content=text))
+    # Then no cache holds it as the model's embedding, neither u's nor another tenant's
+    assert env.embedding_cache.get_vectors("u", "hash:384", [text_sha256(text)]) == {}
+    assert env.embedding_cache.get_vectors("t", "hash:384", [text_sha256(text)]) == {}
+    # (it is kept apart for u's own exports only)
+    assert env.embedding_cache.get_vectors("u", imported_vectors_key("hash:384"), [text_sha256(text)])
+    assert env.embedding_cache.get_vectors("t", imported_vectors_key("hash:384"), [text_sha256(text)]) == {}
+    # And u's own ingest of that text gets the real embedding
+    env.catalog.put_collection("u", "other", CollectionInput())
+    env.catalog.put_document("u", "other", "d", DocumentInput(content=text))
     build_worker().drain()
-    cached = env.embedding_cache.get_vectors("hash:384", [text_sha256(text)])[text_sha256(text)]
+    cached = env.embedding_cache.get_vectors("u", "hash:384", [text_sha256(text)])[text_sha256(text)]
     assert cached.tolist() != bogus
 
 
@@ -315,4 +317,24 @@ def test_vectors_of_a_remote_model_move_without_building_its_embedder(env):
         "openai:text-embedding-3-small", 1536, ["d"])
     # And the export carries the imported vector again (kept in the tenant's own namespace of the cache)
     assert page.chunks[0].vector == [0.0] * 1535 + [1.0]
-    assert env.embedding_cache.get_vectors("openai:text-embedding-3-small", [text_sha256(text)]) == {}
+    assert env.embedding_cache.get_vectors("t", "openai:text-embedding-3-small", [text_sha256(text)]) == {}
+
+
+def test_an_import_that_must_embed_never_reuses_another_tenants_embedding(env):
+    # Given tenant t has indexed a text (its "src" documents), and tenant evil imports that very text under a model
+    # whose vectors it does not send
+    counter = CountingEmbeddings(env)
+    env.catalog.put_collection("evil", "probe", CollectionInput())
+    text = TEXTS["violin"]
+    # When evil's import has to embed it
+    result = env.transfer.import_batch("evil", "probe", ImportRequest(
+        format_version=1, embedding_model="hash:16", dimensions=16, documents=[{"id": "guess", "chunk_count": 1}],
+        chunks=[{"document_id": "guess", "index": 0, "start": 0, "end": len(text), "text": text}]))
+    # Then the text reached the embedder: t's cached vector did not answer for evil (a cache hit would have told evil,
+    # by the import's speed, that someone indexed this exact text)
+    assert result.texts_embedded == 1 and counter.texts == 1
+    # And a second import of the same text by evil is its own cache hit (never embedded twice for one tenant)
+    env.transfer.import_batch("evil", "probe", ImportRequest(
+        format_version=1, embedding_model="hash:16", dimensions=16, documents=[{"id": "again", "chunk_count": 1}],
+        chunks=[{"document_id": "again", "index": 0, "start": 0, "end": len(text), "text": text}]))
+    assert counter.texts == 1

@@ -1,4 +1,10 @@
-"""Embedding through the cache: a text is embedded at most once per model, across documents and re-ingests."""
+"""Embedding through the cache: a text is embedded at most once per tenant and model, across documents and
+re-ingests.
+
+The cache is the tenant's own (keyed by tenant, model and text hash). A cache shared by tenants would answer "has
+anyone indexed this exact text?": by the vector an export returns, and by how fast a write that must embed comes
+back (a hit answers in milliseconds, a provider call in tens or hundreds), so form letters could be guessed. Two
+tenants that index the same text therefore each embed it once."""
 
 from __future__ import annotations
 
@@ -20,10 +26,12 @@ def text_sha256(text: str) -> str:
 
 
 class EmbeddingService:
-    """Looks vectors up by (model, sha256(text)), embeds only the missing unique texts in one call, stores them.
+    """Looks vectors up by (tenant, model, sha256(text)), embeds only the missing unique texts in one call, stores
+    them under their tenant.
 
-    Safe for concurrent threads (local mode's worker pool): a text another thread is embedding right now is not
-    sent again; this thread waits for that vector instead (single flight per model and text)."""
+    Safe for concurrent threads (local mode's worker pool): a text another thread is embedding right now for the
+    same tenant is not sent again; this thread waits for that vector instead (single flight per tenant, model and
+    text)."""
 
     def __init__(self, cache: EmbeddingCache, embedder_for: Callable[[str], Embedder],
                  metrics: MetricsRecorder | None = None):
@@ -31,48 +39,70 @@ class EmbeddingService:
         self.embedder_for = embedder_for
         self.metrics = metrics
         self._lock = threading.Lock()
-        self._in_flight: dict[tuple[str, str], threading.Event] = {}
+        self._in_flight: dict[tuple[str, str, str], threading.Event] = {}
 
-    def embed(self, model: str, texts: Sequence[str]) -> np.ndarray:
+    def embed(self, tenant: str, model: str, texts: Sequence[str],
+              riders: Sequence[tuple[str, str]] = ()) -> np.ndarray:
+        """The vectors of `texts` for `tenant`, in order. `riders` are (tenant, text) pairs of other documents,
+        possibly other tenants', sent in the same provider call to save calls; each is cached for its own tenant
+        only, and none is returned."""
         embedder = self.embedder_for(model)
-        if not texts:
-            return np.zeros((0, embedder.dimensions), dtype=np.float32)
-        hashes = [text_sha256(t) for t in texts]
-        known = self.cache.get_vectors(model, hashes)
-        missing = {h: t for h, t in zip(hashes, texts) if h not in known}
-        with self._lock:
-            others = {h: self._in_flight[(model, h)] for h in missing if (model, h) in self._in_flight}
-            mine = {h: t for h, t in missing.items() if h not in others}
-            for h in mine:
-                self._in_flight[(model, h)] = threading.Event()
+        wanted = [(tenant, text_sha256(t), t) for t in texts] + [(o, text_sha256(t), t) for o, t in riders]
+        known = self._read(model, [(o, h) for o, h, _ in wanted])
+        missing = {(o, h): t for o, h, t in wanted if (o, h) not in known}
+        mine, others = self._claim(model, missing)
         try:
             if mine:
-                fresh = embedder.embed(list(mine.values()))
-                new_vectors = dict(zip(mine.keys(), fresh))
-                self.cache.put_vectors(model, new_vectors)
-                known.update(new_vectors)
+                fresh = dict(zip(mine, embedder.embed(list(mine.values()))))
+                for owner, hashes in _by_tenant(fresh).items():
+                    self.cache.put_vectors(owner, model, {h: fresh[(owner, h)] for h in hashes})
+                known.update(fresh)
                 if self.metrics:
                     self.metrics.count("ChunksEmbedded", len(mine))
         finally:
-            with self._lock:
-                for h in mine:
-                    self._in_flight.pop((model, h)).set()
+            self._release(model, mine)
         if others:
             # Waited for only after our own texts are done and released, so two threads never wait on each other.
             for event in others.values():
                 event.wait()
-            known.update(self.cache.get_vectors(model, list(others)))
-            lost = [h for h in others if h not in known]
-            if lost:  # the other thread's call failed: embed them here
-                known.update(zip(lost, self.embed(model, [missing[h] for h in lost])))
-        logger.info("embedded", extra={"model": model, "texts": len(texts), "cache_hits": len(texts) - len(missing),
-                                       "embedded": len(mine)})
-        return np.vstack([known[h] for h in hashes]).astype(np.float32, copy=False)
+            known.update(self._read(model, list(others)))
+            lost = [k for k in others if k not in known and k[0] == tenant]
+            if lost:  # the other thread's call failed: embed them here (a rider's text is its own document's job)
+                known.update(zip(lost, self.embed(tenant, model, [missing[k] for k in lost])))
+        logger.info("embedded", extra={"model": model, "texts": len(texts), "riders": len(riders),
+                                       "cache_hits": len(wanted) - len(missing), "embedded": len(mine)})
+        rows = [known[(tenant, h)] for _, h, _ in wanted[:len(texts)]]
+        if not rows:
+            return np.zeros((0, embedder.dimensions), dtype=np.float32)
+        return np.vstack(rows).astype(np.float32, copy=False)
 
-    def cached(self, model: str, texts: Sequence[str]) -> np.ndarray | None:
-        """The vectors when every text is in the cache already, else None (no provider call)."""
+    def _read(self, model: str, keys: list[tuple[str, str]]) -> dict[tuple[str, str], np.ndarray]:
+        """The cached vectors among (tenant, text hash) keys: one cache read per tenant."""
+        found: dict[tuple[str, str], np.ndarray] = {}
+        for owner, hashes in _by_tenant(keys).items():
+            found.update(((owner, h), v) for h, v in self.cache.get_vectors(owner, model, hashes).items())
+        return found
+
+    def _claim(self, model: str, missing: dict[tuple[str, str], str]):
+        """Splits the missing texts into those this thread embeds (now marked in flight) and the events of those
+        another thread is embedding already."""
+        with self._lock:
+            others = {k: self._in_flight[(k[0], model, k[1])] for k in missing
+                      if (k[0], model, k[1]) in self._in_flight}
+            mine = {k: t for k, t in missing.items() if k not in others}
+            for owner, digest in mine:
+                self._in_flight[(owner, model, digest)] = threading.Event()
+        return mine, others
+
+    def _release(self, model: str, mine: dict[tuple[str, str], str]) -> None:
+        with self._lock:
+            for owner, digest in mine:
+                self._in_flight.pop((owner, model, digest)).set()
+
+    def cached(self, tenant: str, model: str, texts: Sequence[str]) -> np.ndarray | None:
+        """The vectors when every text is in the tenant's cache already, else None (no provider call)."""
         hashes = [text_sha256(t) for t in texts]
-        known = self.cache.get_vectors(model, hashes)
+        known = self.cache.get_vectors(tenant, model, hashes)
         if any(h not in known for h in hashes):
             return None
         if not hashes:
@@ -88,3 +118,11 @@ class EmbeddingService:
             return embedder.embed_queries([text])[0]
         except EmbeddingFailed as error:
             raise DependencyFailed(f"the embedding model {model} is unavailable: {error.message}") from error
+
+
+def _by_tenant(pairs) -> dict[str, list[str]]:
+    """Text hashes grouped by tenant, each once, in first-seen order."""
+    grouped: dict[str, dict[str, None]] = {}
+    for owner, digest in pairs:
+        grouped.setdefault(owner, {})[digest] = None
+    return {owner: list(hashes) for owner, hashes in grouped.items()}

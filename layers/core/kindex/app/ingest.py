@@ -121,7 +121,8 @@ class IngestBatch:
         self.prepared: dict[Memo, list | IngestError] = {}
         self.failed_models: dict[str, Exception] = {}
         self.costs: dict[str, int] = {}
-        self._waiting: dict[str, list[tuple[Memo, list[str]]]] = {}
+        # Per model: (memo, tenant, texts) of the small documents whose texts may ride along another's call.
+        self._waiting: dict[str, list[tuple[Memo, str, list[str]]]] = {}
         index = service.index
         self._deferring = index if defer_keyword_commits and isinstance(index, DeferredKeywordCommits) else None
         self.record_id: str | None = None  # the record being handled, which owns what is deferred now
@@ -138,9 +139,9 @@ class IngestBatch:
         """The chunks a record's created objects are expected to embed; UNKNOWN_COST for anything not measured."""
         return sum(self.costs.get(key, UNKNOWN_COST) for key in created_keys)
 
-    def wait_for_embedding(self, memo: Memo, models: Iterable[str], texts: list[str]) -> None:
+    def wait_for_embedding(self, memo: Memo, tenant: str, models: Iterable[str], texts: list[str]) -> None:
         for model in models:
-            self._waiting.setdefault(model, []).append((memo, texts))
+            self._waiting.setdefault(model, []).append((memo, tenant, texts))
 
     def order_waiting(self) -> None:
         """Waiting texts in the order the records will run (cheapest first, like the handler sorts them)."""
@@ -189,14 +190,15 @@ class IngestBatch:
                 failed.add(record)
         return failed
 
-    def riders(self, model: str, memo: Memo | None, room: int) -> list[str]:
-        """Texts of waiting small documents to embed with `memo`'s own call, at most `room` of them; they (and
-        `memo`'s own entry) stop waiting."""
+    def riders(self, model: str, memo: Memo | None, room: int) -> list[tuple[str, str]]:
+        """(tenant, text) of waiting small documents to embed with `memo`'s own call, at most `room` of them; they
+        (and `memo`'s own entry) stop waiting. Each keeps its tenant: its vector is cached for that tenant only."""
         entries = self._waiting.get(model, [])
         entries[:] = [entry for entry in entries if entry[0] != memo]
-        taken: list[str] = []
-        while entries and len(taken) + len(entries[0][1]) <= room:
-            taken.extend(entries.pop(0)[1])
+        taken: list[tuple[str, str]] = []
+        while entries and len(taken) + len(entries[0][2]) <= room:
+            _, tenant, texts = entries.pop(0)
+            taken.extend((tenant, text) for text in texts)
         return taken
 
 
@@ -268,7 +270,7 @@ class IngestService:
         batch.prepared[memo] = pieces
         batch.costs[key] = len(pieces)
         if len(pieces) <= self.limits.embed_slice:
-            batch.wait_for_embedding(memo, {collection.embedding_model, collection.query_model},
+            batch.wait_for_embedding(memo, tenant, {collection.embedding_model, collection.query_model},
                                      [p.text for p in pieces])
 
     def object_created(self, key: str, batch: IngestBatch | None = None, size: int | None = None) -> Document | None:
@@ -576,7 +578,7 @@ class IngestService:
         for start in range(0, len(stored), step):
             part = stored[start:start + step]
             for model in models:
-                vectors = self._embed(batch, model, [c.text for c in part], memo)
+                vectors = self._embed(batch, tenant, model, [c.text for c in part], memo)
                 written = batch.upsert(model, [IndexRecord(tenant=tenant, collection=collection.id,
                                                            document_id=document.id, chunk_id=c.chunk_id, vector=vec,
                                                            text=c.text, language=document.language or None,
@@ -601,17 +603,17 @@ class IngestService:
         remote = all(parse_embedding_model(model).family == "openai" for model in models)
         return self.limits.remote_embed_slice if remote else self.limits.embed_slice
 
-    def _embed(self, batch: IngestBatch, model: str, texts: list[str], memo: Memo):
+    def _embed(self, batch: IngestBatch, tenant: str, model: str, texts: list[str], memo: Memo):
         """One slice's vectors, in one embedding call that also carries waiting small documents' texts."""
         failed = batch.failed_models.get(model)
         if failed is not None:
-            vectors = self.embeddings.cached(model, texts)
+            vectors = self.embeddings.cached(tenant, model, texts)
             if vectors is None:
                 raise failed
             return vectors
         riders = batch.riders(model, memo, max(0, self._slice([model]) - len(texts)))
         try:
-            return self.embeddings.embed(model, texts + riders)[:len(texts)]
+            return self.embeddings.embed(tenant, model, texts, riders=riders)
         except (IngestError, DependencyFailed) as error:
             batch.failed_models[model] = error
             logger.warning("embedding failed for the batch", extra={"model": model, "error_type": type(error).__name__})

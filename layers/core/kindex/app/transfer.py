@@ -2,13 +2,12 @@
 deployments without embedding anything again when the models match.
 
 Export reads chunk texts from the chunk store and their vectors from the embedding cache (every indexed chunk was
-embedded through it, keyed by model and text hash), so the search index needs no new read. Import writes chunk
+embedded through it, keyed by tenant, model and text hash), so the search index needs no new read. Import writes chunk
 texts and vectors the way ingest does, under the importing tenant's own chunk ids, then gives each document, once all
 its chunks are in, a content blob: the text its chunks cover, at their offsets. With that blob the document is an
 ordinary indexed text document that reindex can rebuild later (a model or chunking change). Imported vectors never go
-into the shared part of the embedding cache: it serves every tenant, and a vector a tenant sends is not an embedding
-anyone else should trust; they are kept in the importing tenant's own namespace of it (`imported_vectors_key`), which
-only that tenant's exports read."""
+among the vectors ingest reuses: a vector a tenant sends is not an embedding even that tenant's ingest should trust;
+they are kept apart in the tenant's own cache (`imported_vectors_key`), which only that tenant's exports read."""
 
 from __future__ import annotations
 
@@ -196,10 +195,10 @@ class TransferService:
 
         def flush() -> None:
             hashes = [text_sha256(c.text) for c in pending]
-            vectors = self.cache.get_vectors(model, hashes)
+            vectors = self.cache.get_vectors(tenant, model, hashes)
             missing = [h for h in hashes if h not in vectors]
-            if missing:  # chunks this tenant imported: their vectors are in its own namespace of the cache
-                vectors.update(self.cache.get_vectors(imported_vectors_key(tenant, model), missing))
+            if missing:  # chunks this tenant imported: their vectors are kept apart in its cache
+                vectors.update(self.cache.get_vectors(tenant, imported_vectors_key(model), missing))
             for chunk in pending:
                 vector = vectors.get(text_sha256(chunk.text))
                 page.page.chunks.append(TransferChunk(
@@ -317,10 +316,10 @@ class TransferService:
                          for c in chunks]
         given = {text_sha256(c.text): _unit_array(v) for c, v in zip(chunks, vectors) if v is not None}
         if given:  # for this tenant's later exports only (see imported_vectors_key)
-            self.cache.put_vectors(imported_vectors_key(tenant, collection.embedding_model), given)
+            self.cache.put_vectors(tenant, imported_vectors_key(collection.embedding_model), given)
         missing = [i for i, v in enumerate(vectors) if v is None]
         if missing:
-            fresh = self.embeddings.embed(collection.embedding_model, [chunks[i].text for i in missing])
+            fresh = self.embeddings.embed(tenant, collection.embedding_model, [chunks[i].text for i in missing])
             for i, vector in zip(missing, fresh):
                 vectors[i] = vector
         self.chunks.put_chunks(tenant, stored)
@@ -394,10 +393,9 @@ def _unit(vector) -> list[float]:
     return _unit_array(vector).tolist()
 
 
-def imported_vectors_key(tenant: str, model: str) -> str:
-    """The embedding cache's "model" under which a tenant's imported vectors are kept: the tenant's own namespace
-    (ids hold no control characters, and no model name starts like this), which ingest never reads, so a vector one
-    tenant sends can never stand in for another tenant's embedding. Export reads it after the shared entries, so a
-    collection imported without embedding exports its vectors again (a chain of moves embeds nothing)."""
-    return f"imported\x1f{tenant}\x1f{model}"
-
+def imported_vectors_key(model: str) -> str:
+    """The embedding cache's "model" under which a tenant's imported vectors are kept in its own cache: no model
+    name starts like this, and ingest never reads it, so a vector a tenant sent never stands in for an embedding of
+    the model. Export reads it after the model's own entries, so a collection imported without embedding exports its
+    vectors again (a chain of moves embeds nothing)."""
+    return f"imported\x1f{model}"

@@ -223,13 +223,14 @@ class ChunkStore(Protocol):
 
 
 class EmbeddingCache(Protocol):
-    """Vectors by (model, sha256 of the text): a text is embedded once per model, across documents."""
+    """Vectors by (tenant, model, sha256 of the text): a text is embedded once per tenant and model, across
+    documents. A tenant's entries are its own: no read for one tenant ever returns a vector stored for another."""
 
-    def get_vectors(self, model: str, text_hashes: Sequence[str]) -> dict[str, "np.ndarray"]:
-        """The cached vectors among the hashes (float32); absent hashes are simply missing."""
+    def get_vectors(self, tenant: str, model: str, text_hashes: Sequence[str]) -> dict[str, "np.ndarray"]:
+        """The tenant's cached vectors among the hashes (float32); absent hashes are simply missing."""
 
-    def put_vectors(self, model: str, vectors: dict[str, "np.ndarray"]) -> None:
-        """Store vectors; storing an existing hash again is harmless."""
+    def put_vectors(self, tenant: str, model: str, vectors: dict[str, "np.ndarray"]) -> None:
+        """Store vectors for the tenant; storing an existing hash again is harmless."""
 
 
 class MessageQueue(Protocol):

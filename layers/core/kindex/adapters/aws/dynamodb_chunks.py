@@ -7,7 +7,7 @@ Item layout (key parts escaped with `dynamodb_store.escape_part`, sort keys raw;
 |---------------------------|------------------------------------------|-----------------|------------------------|
 | chunk                     | `T#{tenant}#C#{collection}#D#{document}` | `{chunk_id}`    | idx, start, end, text  |
 | chunked document (marker) | `T#{tenant}#C#{collection}#CHUNKDOCS`    | `{document_id}` | -                      |
-| cached vector             | `EMB#{model}`                            | `{sha256}`      | vector (float32 LE)    |
+| cached vector             | `T#{tenant}#EMB#{model}`                 | `{sha256}`      | vector (float32 LE)    |
 | query log entry           | `T#{tenant}#Q#{query_id}`                | `Q`             | body, expires_at (TTL) |
 
 Chunks. One partition per document, so listing a document's chunks is one Query and a read by (collection,
@@ -15,7 +15,7 @@ document, chunk id) is a direct key: search hits carry exactly those, so `get_ch
 refs. The sort key is the chunk id (not the index) for that reason; `list_chunks` sorts by the `idx` attribute.
 Escaped ids can make a key longer than DynamoDB's 2,048-byte partition key limit (a 255-character id of 4-byte
 characters is 1,020 bytes), so a partition key that would be too long is replaced by `H#{sha256 of it}`; every
-readable key starts with `T#` or `EMB#`, so the two forms never meet. Each chunk item also carries its collection
+readable key starts with `T#`, so the two forms never meet. Each chunk item also carries its collection
 and document id (and its pages when it has them), so an item read back never depends on decoding its key.
 
 Deleting a collection's chunks must find every chunked document without a Scan: `put_chunks` first writes one
@@ -23,7 +23,8 @@ marker item per document into the collection's `CHUNKDOCS` partition, and delete
 are kept by the chunk store itself rather than derived from the document records, so chunks whose document record
 is already gone (or not yet written) are still found.
 
-Embedding cache. One partition per model; sha256 sort keys spread evenly, which lets DynamoDB split a hot partition.
+Embedding cache. One partition per tenant and model; sha256 sort keys spread evenly, which lets DynamoDB split a hot
+partition.
 
 Query log. One item per query (its own partition, so a tenant's busy query traffic spreads). `expires_at` is the
 table's TTL attribute; TTL deletion is lazy (up to days late), so reads check the expiry themselves.
@@ -57,8 +58,9 @@ ITER_BATCH = 100  # BatchGetItem's limit
 
 # Pure key and request building
 def fit_partition_key(readable: str) -> str:
-    """`readable`, or `H#{its sha256}` when it is longer than DynamoDB accepts (readable keys start with `T#` or
-    `EMB#`, never `H#`, and different readable keys hash differently, so no two partitions can meet)."""
+    """`readable`, or `H#{its sha256}` when it is longer than DynamoDB accepts (readable keys start with `T#`, older
+    versions' cache items with `EMB#`, never `H#`, and different readable keys hash differently, so no two partitions
+    can meet)."""
     if len(readable.encode("utf-8")) <= MAX_PK_BYTES:
         return readable
     return "H#" + hashlib.sha256(readable.encode("utf-8")).hexdigest()
