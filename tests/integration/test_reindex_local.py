@@ -225,10 +225,11 @@ def test_a_full_plan_sweeps_covered_collections_and_finds_what_drift_pages_canno
     assert victim.chunk_id in services.search_index.chunk_ids("hash:384", "t", "c")
 
 
-def pass_at(services, worker, **later) -> None:
-    """One scheduled pass whose clock reads `later` (a timedelta's fields) from now: what time does to waits."""
+def pass_at(services, worker, full: bool = False, **later) -> None:
+    """One scheduled pass (`full`: a sweep of every document) whose clock reads `later` (a timedelta's fields) from
+    now: what time does to waits."""
     services.reindex.clock = lambda: utc_now() + timedelta(**later)
-    services.reindex.plan()
+    services.reindex.plan(full=full)
     worker.drain()
 
 
@@ -311,8 +312,8 @@ def test_an_import_whose_chunks_stop_coming_fails_after_a_day_and_a_rerun_comple
     # When the passes of the next 23 hours run / Then it is still being imported
     pass_at(services, worker, hours=23)
     assert services.metadata.get_document("t", "c", "imp").status is DocumentStatus.IN_PROGRESS
-    # When a pass runs a day after its last chunk
-    pass_at(services, worker, hours=25)
+    # When a full pass (a sweep: the other path that reads documents) runs a day after its last chunk
+    pass_at(services, worker, full=True, hours=25)
     # Then it failed for good, saying how far it got and what completes it; u's is indexed
     failed = services.metadata.get_document("t", "c", "imp")
     assert failed.status is DocumentStatus.FAILED and not failed.failure_retryable
