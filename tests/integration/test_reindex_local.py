@@ -350,3 +350,34 @@ def test_a_write_after_the_pass_read_the_document_keeps_it_from_failing(setup):
     services.reindex.clock = lambda: current.updated_at + timedelta(minutes=61)
     assert services.reindex.reindex_collection("t", collection, clean=False).repaired["documents_without_content"] == 1
     assert services.metadata.get_document("t", "c", "racy").status is DocumentStatus.FAILED
+
+
+def test_sixteen_writers_and_passes_at_once_never_leave_content_failed(setup):
+    from kindex.domain.errors import Conflict as Lost
+    from tests.support.together import run_together
+
+    services, worker = setup
+    pass_at(services, worker)  # covered: the passes below read the attention documents (with the real clock)
+    collection = services.metadata.get_collection("t", "c")
+    for round_ in range(5):
+        # Given a title-only document well past its bound (its record dated back: the writes below are fresh, and a
+        # clock moved on would also judge their blobs abandoned)
+        doc_id = f"race{round_}"
+        created, _ = services.catalog.put_document("t", "c", doc_id, DocumentInput(title="Title first"))
+        services.metadata.put_document("t", created.model_copy(update={
+            "updated_at": created.updated_at - timedelta(hours=2), "revision": created.revision + 1}), create=False)
+        # When 8 passes and 8 content PUTs (each its own text) run at once
+        calls = [lambda: services.reindex.reindex_collection("t", collection, clean=False)] * 8 + [
+            (lambda i=i, d=doc_id: services.catalog.put_document("t", "c", d, DocumentInput(content=f"Text {i}.")))
+            for i in range(8)]
+        outcomes = run_together(calls)
+        assert not [o for o in outcomes if isinstance(o, Exception) and not isinstance(o, Lost)], outcomes
+        # Then the content that won waits for its ingest: a pass that judged the record before it changed nothing
+        stored = services.metadata.get_document("t", "c", doc_id)
+        assert stored.source is not None and stored.status is DocumentStatus.PENDING, stored
+        worker.drain()
+        # And is indexed
+        document = services.metadata.get_document("t", "c", doc_id)
+        assert (document.status, document.failure_reason) == (DocumentStatus.INDEXED, None), document
+        assert [c.text for c in services.chunks.list_chunks("t", "c", doc_id)] == [
+            services.blobs.get_blob(document.source).decode()]
