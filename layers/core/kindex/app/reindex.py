@@ -11,7 +11,9 @@ one bounded task per tenant and per collection to the reindex queue. The worker 
   full drift sweep is spread over many passes) and one bounded page of the collection's blobs from another cursor.
 - a page (of a sweep, or the drift page) checks its documents against the search index for exactly their id range:
   outdated, retryable failed or stuck documents are re-sent to the ingest, documents whose vectors are missing are
-  rebuilt, vectors without chunks (of those documents, or of ids in the range with no document) are deleted. A
+  rebuilt, vectors without chunks (of those documents, or of ids in the range with no document) are deleted;
+  documents whose content never came (a title-only record, an unused upload URL, a stalled import) fail past their
+  bound (NO_CONTENT_AFTER and after), there and among the documents needing attention. A
   drift page whose documents are all indexed and whose chunk counts match the index reads no chunk item.
 - a tenant task walks the tenant's collection prefixes in the blob store, one key per collection, and deletes the
   blobs of collections that no longer exist.
