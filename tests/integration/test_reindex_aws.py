@@ -6,14 +6,16 @@ change, zero-downtime model switch, drift repair, and the scheduled functions.""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import timedelta
 
 import pytest
 
 from kindex.adapters.aws.dynamodb_jobs import DynamoDbJobStore, jobs_pk
-from kindex.domain.errors import NotFound
+from kindex.domain.errors import Conflict, NotFound
 from kindex.domain.keys import blob_key, decode_s3_event_key
-from kindex.domain.models import CollectionInput, DocumentInput, DocumentStatus
+from kindex.domain.models import CollectionInput, DocumentInput, DocumentStatus, utc_now
 from kindex.domain.query import QueryRequest
+from kindex.domain.transfer import ImportRequest
 from kindex.domain.types import IndexRecord
 from tests.support.aws import BUCKET, TABLE
 from tests.support.aws_deployment import AwsStack, aws_stack, created_keys
@@ -207,3 +209,82 @@ def test_failed_retryable_document_is_retried_and_clean_job_rebuilds(stack):
     assert services.reindex.get_job("t", job.id).status == "completed"
     assert services.search_index.chunk_ids("hash:384", "t", "c") == stored_chunk_ids(stack)
     assert len(ask(stack, "hybrid").results) == 3
+
+
+def pass_at(stack: AwsStack, **later) -> None:
+    """The scheduled functions, with the worker's clock `later` (a timedelta's fields) from now, then the ingest."""
+    stack.services.reindex.clock = lambda: utc_now() + timedelta(**later)
+    stack.reindex_pass()
+    stack.drain()
+
+
+def import_of(document_id: str, chunk_count: int, *indexes: int, record: bool = True) -> ImportRequest:
+    texts = [f"Imported part {i} of {document_id}. " for i in range(chunk_count)]
+    starts = [sum(len(t) for t in texts[:i]) for i in range(chunk_count)]
+    return ImportRequest(
+        format_version=1, embedding_model="hash:384", dimensions=384,
+        documents=[{"id": document_id, "title": "Imported", "chunk_count": chunk_count}] if record else [],
+        chunks=[{"document_id": document_id, "index": i, "start": starts[i], "end": starts[i] + len(texts[i]),
+                 "text": texts[i]} for i in indexes])
+
+
+def test_documents_whose_content_never_came_fail_after_their_bound_and_late_content_indexes_them(stack):
+    services = stack.services
+    catalog = services.catalog
+    # Given in tenant t a document created with a title only and one whose upload URL was never used; and tenant u
+    # with the same ids, whose content came
+    services.keys.create("u", "admin")
+    catalog.put_collection("u", "c", CollectionInput())
+    for tenant in ("t", "u"):
+        catalog.put_document(tenant, "c", "later", DocumentInput(title="A title first"))
+        ticket = catalog.prepare_upload(tenant, "c", "up", "report.md", None, size=9)
+    stack.s3.put_object(Bucket=BUCKET, Key=ticket.document.source, Body=b"# Report\n")
+    catalog.put_document("u", "c", "later", DocumentInput(content="Tenant u sent its content in time."))
+    stack.drain()
+    # When the scheduled functions run within the hour (a first sweep of t's collection, then its pass)
+    pass_at(stack, minutes=59)
+    pass_at(stack, minutes=59)
+    # Then both still wait
+    assert document(stack, "later").status is DocumentStatus.PENDING
+    assert document(stack, "up").status is DocumentStatus.PENDING
+    # When they run past the bound
+    pass_at(stack, minutes=61)
+    # Then both failed for good, each saying what brings it back; u's documents of the same ids are indexed
+    later, up = document(stack, "later"), document(stack, "up")
+    assert (later.status, later.failure_retryable, up.status, up.failure_retryable) == (
+        DocumentStatus.FAILED, False, DocumentStatus.FAILED, False)
+    assert later.failure_reason.startswith("NoContent: ") and up.failure_reason.startswith("UploadMissing: ")
+    assert {services.metadata.get_document("u", "c", d).status for d in ("later", "up")} == {DocumentStatus.INDEXED}
+    # And they left the sparse attention index (no pass reads them again)
+    assert not {"later", "up"} & set(services.metadata.attention_documents("t", "c", after=None, limit=100))
+    # When a file comes through a new upload URL, and content is PUT / Then both are indexed
+    notes = b"# Penguin notes\n\nThey came later than their title."
+    ticket = catalog.prepare_upload("t", "c", "later", "notes.md", None, size=len(notes))
+    stack.s3.put_object(Bucket=BUCKET, Key=ticket.document.source, Body=notes)
+    catalog.put_document("t", "c", "up", DocumentInput(content="The report, sent as text instead."))
+    stack.drain()
+    assert {document(stack, d).status for d in ("later", "up")} == {DocumentStatus.INDEXED}
+    assert [c.text for c in services.chunks.list_chunks("t", "c", "later")] == [notes.decode()]
+
+
+def test_an_import_whose_chunks_stop_coming_fails_after_a_day_and_a_rerun_completes_it(stack):
+    services = stack.services
+    # Given tenant t's import of a 2-chunk document that got 1 chunk, and tenant u's complete one of the same ids
+    services.keys.create("u", "admin")
+    services.catalog.put_collection("u", "c", CollectionInput())
+    assert services.transfer.import_batch("t", "c", import_of("imp", 2, 0)).incomplete_documents == ["imp"]
+    assert services.transfer.import_batch("u", "c", import_of("imp", 2, 0, 1)).documents_completed == 1
+    # When the scheduled functions run 23 hours later / Then it is still being imported
+    pass_at(stack, hours=23)
+    assert document(stack, "imp").status is DocumentStatus.IN_PROGRESS
+    # When they run a day after its last chunk / Then it failed for good, saying how far it got; u's is indexed
+    pass_at(stack, hours=25)
+    failed = document(stack, "imp")
+    assert failed.status is DocumentStatus.FAILED and not failed.failure_retryable
+    assert failed.failure_reason.startswith("ImportIncomplete: 1 of 2 chunks arrived")
+    assert services.metadata.get_document("u", "c", "imp").status is DocumentStatus.INDEXED
+    # And the missing chunk alone is refused, while importing the document again completes it
+    with pytest.raises(Conflict):
+        services.transfer.import_batch("t", "c", import_of("imp", 2, 1, record=False))
+    assert services.transfer.import_batch("t", "c", import_of("imp", 2, 0, 1)).documents_completed == 1
+    assert document(stack, "imp").status is DocumentStatus.INDEXED

@@ -1,10 +1,14 @@
 """Reindex on the local backend: config change, zero-downtime model switch, drift repair, jobs."""
 
+from datetime import timedelta
+
 import pytest
 
+from kindex.domain.errors import Conflict
 from kindex.domain.keys import blob_key
-from kindex.domain.models import CollectionInput, DocumentInput, DocumentStatus
+from kindex.domain.models import CollectionInput, DocumentInput, DocumentStatus, utc_now
 from kindex.domain.query import QueryRequest
+from kindex.domain.transfer import ImportRequest
 from kindex_local.app import build_worker
 
 pytestmark = pytest.mark.integration
@@ -219,3 +223,161 @@ def test_a_full_plan_sweeps_covered_collections_and_finds_what_drift_pages_canno
     worker.drain()
     assert victim in services.chunks.list_chunks("t", "c", "d2")
     assert victim.chunk_id in services.search_index.chunk_ids("hash:384", "t", "c")
+
+
+def pass_at(services, worker, full: bool = False, **later) -> None:
+    """One scheduled pass (`full`: a sweep of every document) whose clock reads `later` (a timedelta's fields) from
+    now: what time does to waits."""
+    services.reindex.clock = lambda: utc_now() + timedelta(**later)
+    services.reindex.plan(full=full)
+    worker.drain()
+
+
+def import_of(document_id: str, chunk_count: int, *indexes: int, record: bool = True) -> ImportRequest:
+    """An import batch: the document's record (unless `record` is False) and the chunks at `indexes` of its text."""
+    texts = [f"Imported part {i} of {document_id}. " for i in range(chunk_count)]
+    starts = [sum(len(t) for t in texts[:i]) for i in range(chunk_count)]
+    return ImportRequest(
+        format_version=1, embedding_model="hash:384", dimensions=384,
+        documents=[{"id": document_id, "title": "Imported", "chunk_count": chunk_count}] if record else [],
+        chunks=[{"document_id": document_id, "index": i, "start": starts[i], "end": starts[i] + len(texts[i]),
+                 "text": texts[i]} for i in indexes])
+
+
+def test_a_document_created_without_content_fails_after_its_bound_and_a_later_upload_indexes_it(setup):
+    services, worker = setup
+    catalog = services.catalog
+    # Given tenant t's document created with a title only, and tenant u's of the same ids, which got its content
+    services.keys.create("u", "admin")
+    catalog.put_collection("u", "c", CollectionInput(allow_guests=True))
+    for tenant in ("t", "u"):
+        catalog.put_document(tenant, "c", "later", DocumentInput(title="A title first"))
+    catalog.put_document("u", "c", "later", DocumentInput(content="Tenant u sent its content in time."))
+    worker.drain()
+    # When the passes of the next hour run / Then it still waits (pending, no content yet: version 0)
+    pass_at(services, worker, minutes=59)
+    waiting = services.metadata.get_document("t", "c", "later")
+    assert (waiting.status, waiting.version, waiting.failure_reason) == (DocumentStatus.PENDING, 0, None)
+    # When a pass runs past the bound
+    pass_at(services, worker, minutes=61)
+    # Then it failed for good, saying what brings it back; u's document of the same ids is untouched
+    failed = services.metadata.get_document("t", "c", "later")
+    assert failed.status is DocumentStatus.FAILED and not failed.failure_retryable
+    assert failed.failure_reason.startswith("NoContent: ") and "upload a file" in failed.failure_reason
+    assert services.metadata.get_document("u", "c", "later").status is DocumentStatus.INDEXED
+    # And it left the documents a pass looks at (nothing to retry)
+    assert "later" not in services.metadata.attention_documents("t", "c", after=None, limit=100)
+    # When its file is uploaded later / Then it is indexed like any upload
+    notes = b"# Penguin notes\n\nPenguins came later than their title."
+    ticket = catalog.prepare_upload("t", "c", "later", "notes.md", None, size=len(notes))
+    assert ticket.document.status is DocumentStatus.PENDING and ticket.document.failure_reason is None
+    services.blobs.put_blob(ticket.document.source, notes, "text/markdown")
+    worker.drain()
+    indexed = services.metadata.get_document("t", "c", "later")
+    assert indexed.status is DocumentStatus.INDEXED and indexed.failure_reason is None
+    assert [c.text for c in services.chunks.list_chunks("t", "c", "later")] == [notes.decode()]
+
+
+def test_an_upload_url_never_used_fails_its_document_after_its_bound_and_content_still_indexes_it(setup):
+    services, worker = setup
+    catalog = services.catalog
+    # Given an upload URL asked for and never used (t), and one used (u, same ids)
+    services.keys.create("u", "admin")
+    catalog.put_collection("u", "c", CollectionInput())
+    tickets = {tenant: catalog.prepare_upload(tenant, "c", "up", "report.md", None, size=9) for tenant in ("t", "u")}
+    services.blobs.put_blob(tickets["u"].document.source, b"# Report\n", "text/markdown")
+    worker.drain()
+    # When the passes of the next hour run / Then it still waits for its file
+    pass_at(services, worker, minutes=59)
+    assert services.metadata.get_document("t", "c", "up").status is DocumentStatus.PENDING
+    # When a pass runs past the bound / Then it failed for good, saying so; u's is indexed
+    pass_at(services, worker, minutes=61)
+    failed = services.metadata.get_document("t", "c", "up")
+    assert failed.status is DocumentStatus.FAILED and not failed.failure_retryable
+    assert failed.failure_reason.startswith("UploadMissing: ") and "new upload URL" in failed.failure_reason
+    assert services.metadata.get_document("u", "c", "up").status is DocumentStatus.INDEXED
+    # When its content is PUT later / Then it is indexed
+    catalog.put_document("t", "c", "up", DocumentInput(content="The report, sent as text instead."))
+    worker.drain()
+    assert services.metadata.get_document("t", "c", "up").status is DocumentStatus.INDEXED
+
+
+def test_an_import_whose_chunks_stop_coming_fails_after_a_day_and_a_rerun_completes_it(setup):
+    services, worker = setup
+    # Given tenant t's import of a 2-chunk document that got 1 chunk, and tenant u's complete one of the same ids
+    services.keys.create("u", "admin")
+    services.catalog.put_collection("u", "c", CollectionInput())
+    assert services.transfer.import_batch("t", "c", import_of("imp", 2, 0)).incomplete_documents == ["imp"]
+    assert services.transfer.import_batch("u", "c", import_of("imp", 2, 0, 1)).documents_completed == 1
+    # When the passes of the next 23 hours run / Then it is still being imported
+    pass_at(services, worker, hours=23)
+    assert services.metadata.get_document("t", "c", "imp").status is DocumentStatus.IN_PROGRESS
+    # When a full pass (a sweep: the other path that reads documents) runs a day after its last chunk
+    pass_at(services, worker, full=True, hours=25)
+    # Then it failed for good, saying how far it got and what completes it; u's is indexed
+    failed = services.metadata.get_document("t", "c", "imp")
+    assert failed.status is DocumentStatus.FAILED and not failed.failure_retryable
+    assert failed.failure_reason.startswith("ImportIncomplete: 1 of 2 chunks arrived")
+    assert "import the document again" in failed.failure_reason
+    assert services.metadata.get_document("u", "c", "imp").status is DocumentStatus.INDEXED
+    # And the missing chunk alone is refused (the document is no longer being imported)...
+    with pytest.raises(Conflict):
+        services.transfer.import_batch("t", "c", import_of("imp", 2, 1, record=False))
+    # ...while importing the document again completes it
+    assert services.transfer.import_batch("t", "c", import_of("imp", 2, 0, 1)).documents_completed == 1
+    indexed = services.metadata.get_document("t", "c", "imp")
+    assert indexed.status is DocumentStatus.INDEXED and indexed.failure_reason is None
+
+
+def test_a_write_after_the_pass_read_the_document_keeps_it_from_failing(setup):
+    from tests.support.interleave import Interleave
+
+    services, worker = setup
+    pass_at(services, worker)  # the collection is covered: the pass reads the documents needing attention
+    # Given a title-only document past its bound, and a title PUT that commits just before the pass writes
+    services.catalog.put_document("t", "c", "racy", DocumentInput(title="First title"))
+    services.reindex.documents = Interleave(services.metadata, lambda: services.catalog.put_document(
+        "t", "c", "racy", DocumentInput(title="Second title")), "before_commit")
+    collection = services.metadata.get_collection("t", "c")
+    services.reindex.clock = lambda: utc_now() + timedelta(hours=2)
+    # When the pass runs / Then it did not fail it: the record it judged is no longer the one stored
+    report = services.reindex.reindex_collection("t", collection, clean=False)
+    assert services.reindex.documents.fired and report.repaired["documents_without_content"] == 0
+    current = services.metadata.get_document("t", "c", "racy")
+    assert (current.status, current.title) == (DocumentStatus.PENDING, "Second title")
+    # When the next pass runs, the PUT's own hour later / Then it fails it
+    services.reindex.documents = services.metadata
+    services.reindex.clock = lambda: current.updated_at + timedelta(minutes=61)
+    assert services.reindex.reindex_collection("t", collection, clean=False).repaired["documents_without_content"] == 1
+    assert services.metadata.get_document("t", "c", "racy").status is DocumentStatus.FAILED
+
+
+def test_sixteen_writers_and_passes_at_once_never_leave_content_failed(setup):
+    from kindex.domain.errors import Conflict as Lost
+    from tests.support.together import run_together
+
+    services, worker = setup
+    pass_at(services, worker)  # covered: the passes below read the attention documents (with the real clock)
+    collection = services.metadata.get_collection("t", "c")
+    for round_ in range(5):
+        # Given a title-only document well past its bound (its record dated back: the writes below are fresh, and a
+        # clock moved on would also judge their blobs abandoned)
+        doc_id = f"race{round_}"
+        created, _ = services.catalog.put_document("t", "c", doc_id, DocumentInput(title="Title first"))
+        services.metadata.put_document("t", created.model_copy(update={
+            "updated_at": created.updated_at - timedelta(hours=2), "revision": created.revision + 1}), create=False)
+        # When 8 passes and 8 content PUTs (each its own text) run at once
+        calls = [lambda: services.reindex.reindex_collection("t", collection, clean=False)] * 8 + [
+            (lambda i=i, d=doc_id: services.catalog.put_document("t", "c", d, DocumentInput(content=f"Text {i}.")))
+            for i in range(8)]
+        outcomes = run_together(calls)
+        assert not [o for o in outcomes if isinstance(o, Exception) and not isinstance(o, Lost)], outcomes
+        # Then the content that won waits for its ingest: a pass that judged the record before it changed nothing
+        stored = services.metadata.get_document("t", "c", doc_id)
+        assert stored.source is not None and stored.status is DocumentStatus.PENDING, stored
+        worker.drain()
+        # And is indexed
+        document = services.metadata.get_document("t", "c", doc_id)
+        assert (document.status, document.failure_reason) == (DocumentStatus.INDEXED, None), document
+        assert [c.text for c in services.chunks.list_chunks("t", "c", doc_id)] == [
+            services.blobs.get_blob(document.source).decode()]

@@ -11,7 +11,9 @@ one bounded task per tenant and per collection to the reindex queue. The worker 
   full drift sweep is spread over many passes) and one bounded page of the collection's blobs from another cursor.
 - a page (of a sweep, or the drift page) checks its documents against the search index for exactly their id range:
   outdated, retryable failed or stuck documents are re-sent to the ingest, documents whose vectors are missing are
-  rebuilt, vectors without chunks (of those documents, or of ids in the range with no document) are deleted. A
+  rebuilt, vectors without chunks (of those documents, or of ids in the range with no document) are deleted;
+  documents whose content never came (a title-only record, an unused upload URL, a stalled import) fail past their
+  bound (NO_CONTENT_AFTER and after), there and among the documents needing attention. A
   drift page whose documents are all indexed and whose chunk counts match the index reads no chunk item.
 - a tenant task walks the tenant's collection prefixes in the blob store, one key per collection, and deletes the
   blobs of collections that no longer exist.
@@ -64,6 +66,19 @@ ABANDONED_AFTER = timedelta(hours=1)
 # starts it again.
 SWEEP_LEASE = timedelta(minutes=30)
 STATE_WRITE_ATTEMPTS = 3
+# Content only the client can send, that never came: the pass fails such a document for good (retrying cannot help),
+# with a reason saying what brings it back; that content, sent any time later, indexes it as usual (docs/decisions.md,
+# "Documents whose content never came").
+# - A record created without content (a PUT of metadata alone): a client that creates the record first asks for its
+#   upload URL at once (that points the record at a key), so an hour without any write means nothing is coming.
+NO_CONTENT_AFTER = timedelta(hours=1)
+# - An upload URL that was never used: it lives 15 minutes (`CatalogService.upload_url_ttl`); an hour after it was
+#   issued no upload through it can still arrive.
+UPLOAD_MISSING_AFTER = timedelta(hours=1)
+# - An import whose chunks stopped coming: every batch that brings some of them stamps `updated_at`, and the import
+#   client sends a file's batches back to back, so a day without one is an import given up (rerunning it replaces
+#   the documents it sends).
+IMPORT_STALLED_AFTER = timedelta(hours=24)
 
 
 @dataclass(frozen=True)
@@ -92,7 +107,7 @@ class CollectionReport:
     complete: bool = True
     repaired: dict[str, int] = field(default_factory=lambda: {
         "blobs_without_documents": 0, "documents_without_vectors": 0, "vectors_without_chunks": 0,
-        "abandoned_blobs": 0})
+        "abandoned_blobs": 0, "documents_without_content": 0})
 
 
 @dataclass
@@ -112,11 +127,13 @@ def up_to_date(document: Document, collection: Collection) -> bool:
 
 
 class ReindexService:
-    """Plans bounded reindex tasks and does one task at a time; the ingest pipeline does the indexing."""
+    """Plans bounded reindex tasks and does one task at a time; the ingest pipeline does the indexing. `clock` is
+    the time a task judges waits by (stuck, abandoned, content that never came)."""
 
     def __init__(self, collections: CollectionStore, documents: DocumentStore, blobs: BlobStore, chunks: ChunkStore,
                  index: SearchIndex, trigger: IngestTrigger, jobs: JobStore, key_store: KeyStore,
-                 ledger: ReindexLedger, queue: ReindexQueue, *, limits: ReindexLimits | None = None):
+                 ledger: ReindexLedger, queue: ReindexQueue, *, limits: ReindexLimits | None = None,
+                 clock: Callable[[], datetime] = utc_now):
         self.collections = collections
         self.documents = documents
         self.blobs = blobs
@@ -128,6 +145,7 @@ class ReindexService:
         self.ledger = ledger
         self.queue = queue
         self.limits = limits or ReindexLimits()
+        self.clock = clock
 
     # Entry points
     def plan(self, *, full: bool = False) -> dict[str, int]:
@@ -256,7 +274,7 @@ class ReindexService:
     def _collection_pass(self, tenant: str, collection: Collection) -> CollectionReport:
         report = CollectionReport()
         state = self._state(tenant, collection)
-        now = utc_now()
+        now = self.clock()
         cursors: dict[str, str | None] = {}
         if not state.covers(collection):
             if state.sweeping_since is None or now - state.sweeping_since > SWEEP_LEASE:
@@ -280,7 +298,7 @@ class ReindexService:
     def _sweep_page(self, task: ReindexTask, collection: Collection, *,
                     max_documents: int | None = None) -> CollectionReport:
         report = CollectionReport()
-        now = utc_now()
+        now = self.clock()
         page = self._check_page(task.tenant, collection, after=task.after, clean=task.clean, report=report, now=now,
                                 max_documents=max_documents or self.limits.sweep_page_documents,
                                 chunk_budget=self.limits.sweep_page_chunks, deep=task.deep)
@@ -377,6 +395,7 @@ class ReindexService:
             chunk_ids = {c.chunk_id for c in self.chunks.list_chunks(tenant, collection.id, document.id)}
             stored |= chunk_ids
             if document.source is None:
+                self._fail_if_content_never_came(tenant, document, now, report)
                 continue  # a record without content has nothing to index
             report.total += 1
             if self._needs_ingest(tenant, collection, document, chunk_ids, indexed, clean=clean, report=report,
@@ -402,7 +421,10 @@ class ReindexService:
         for document_id in self.ledger.attention_documents(tenant, collection.id, after=None,
                                                            limit=self.limits.attention_documents):
             document = self.documents.get_document(tenant, collection.id, document_id)
-            if document is None or document.source is None or up_to_date(document, collection):
+            if document is not None and document.source is None:
+                self._fail_if_content_never_came(tenant, document, now, report)
+                continue
+            if document is None or up_to_date(document, collection):
                 continue
             if self._needs_ingest(tenant, collection, document, set(), set(), clean=False, report=report, now=now):
                 to_send.append(document.source)
@@ -457,7 +479,52 @@ class ReindexService:
             return False
         stuck = document.status in (DocumentStatus.PENDING, DocumentStatus.IN_PROGRESS) and \
             now - document.updated_at > STUCK_AFTER
+        if stuck and self._fail_if_content_never_came(tenant, document, now, report):
+            report.done += 1  # failed for good: nothing left to do for it
+            return False
         return document.status in (DocumentStatus.INDEXED, DocumentStatus.FAILED) or stuck
+
+    def _fail_if_content_never_came(self, tenant: str, document: Document, now: datetime,
+                                    report: CollectionReport) -> bool:
+        """Fails the document (for good) when it waited past its bound for content only its client can send; True
+        when it did. The write commits only over the very record judged (one attempt, over its revision): any write
+        since (content, progress, a metadata PUT, a delete) means it is no longer that record, and the next pass
+        judges it again."""
+        reason = self._content_never_came(document, now)
+        if reason is None:
+            return False
+        failed = {"status": DocumentStatus.FAILED, "failure_reason": reason, "failure_retryable": False,
+                  "updated_at": now}
+        try:
+            write_document(self.documents, tenant, document.collection, document.id, document,
+                           lambda judged: judged.model_copy(update=failed), attempts=1)
+        except (Conflict, NotFound):
+            return False
+        report.repaired["documents_without_content"] += 1
+        logger.info("document failed: content never came", extra={
+            "tenant": tenant, "collection": document.collection, "document": document.id, "reason": reason})
+        return True
+
+    def _content_never_came(self, document: Document, now: datetime) -> str | None:
+        """Why the document has waited too long for its content (see NO_CONTENT_AFTER and the bounds after it), or
+        None. Reads the blob store only for an upload URL past its bound (one HEAD: did the file arrive?)."""
+        if document.source is None:
+            idle = now - document.updated_at
+            if document.status is DocumentStatus.PENDING and idle > NO_CONTENT_AFTER:
+                return (f"NoContent: created without content, and none came within {_hours(NO_CONTENT_AFTER)}; "
+                        "PUT its content or upload a file to index it")
+            if document.status is DocumentStatus.IN_PROGRESS and idle > IMPORT_STALLED_AFTER:
+                return (f"ImportIncomplete: {document.chunks_done} of {document.chunk_count} chunks arrived, and none "
+                        f"for {_hours(IMPORT_STALLED_AFTER)}; import the document again (its record, then all its "
+                        "chunks)")
+            return None
+        write = keys.blob_write(document.source)
+        if (document.status is DocumentStatus.PENDING and write is not None
+                and now - write.written_at > UPLOAD_MISSING_AFTER and self.blobs.blob_size(document.source) is None):
+            return (f"UploadMissing: no file came through the upload URL issued at "
+                    f"{write.written_at:%Y-%m-%dT%H:%M:%SZ}, which has expired; ask for a new upload URL or PUT its "
+                    "content")
+        return None
 
     def _send(self, blob_keys: Sequence[str], report: CollectionReport) -> None:
         if blob_keys:
@@ -552,3 +619,8 @@ class ReindexService:
         logger.info(message, extra={"tenant": tenant, "collection": collection.id, "total": report.total,
                                     "done": report.done, "enqueued": report.enqueued, "complete": report.complete,
                                     "switched": report.switched, **report.repaired})
+
+
+def _hours(wait: timedelta) -> str:
+    hours = round(wait.total_seconds() / 3600)
+    return "1 hour" if hours == 1 else f"{hours} hours"
