@@ -12,6 +12,7 @@ from urllib.parse import unquote, urlsplit
 
 from kindex.adapters.local.private_files import private_data_dir
 from kindex.api.http import error_response
+from kindex.domain.errors import Conflict
 from kindex.settings import ENV_NAMES, Settings, SettingsError
 from kindex_local.server import Gateway, LocalServer, Route
 from kindex_local.throttle import TenantThrottle
@@ -31,9 +32,10 @@ def export_settings(settings: Settings) -> None:
 
 
 class UploadRoute:
-    """What S3 does for presigned PUTs: check the signature (which covers the key, Content-Type and the exact
-    Content-Length) before reading the body, stream the bytes to the blob store, keep them only when exactly the
-    signed length arrived; the blob store's notification then queues the ingest event."""
+    """What S3 does for presigned PUTs: check the signature (which covers the key, Content-Type, the exact
+    Content-Length and `If-None-Match: *`) before reading the body, stream the bytes to the blob store, keep them
+    only when exactly the signed length arrived and the key holds no blob yet; the blob store's notification then
+    queues the ingest event. A second PUT of one URL, however its bytes differ, gets 412 and changes nothing."""
 
     method = "PUT"
 
@@ -53,16 +55,23 @@ class UploadRoute:
         # No Content-Length (a chunked body) never verifies: the signature covers the length as sent.
         if not container().adapters.presigner.verify(self._key(path), headers.get("content-type", ""),
                                           headers.get("content-length", ""), query.get("expires", ""),
-                                          query.get("signature", "")):
-            return error_response(403, "forbidden", "the upload URL is invalid or expired, or Content-Type or "
-                                                    "Content-Length differs from the signed one")
+                                          query.get("signature", ""), headers.get("if-none-match", "")):
+            return error_response(403, "forbidden", "the upload URL is invalid or expired, or Content-Type, "
+                                                    "Content-Length or If-None-Match differs from the signed one")
+        if container().blobs.blob_size(self._key(path)) is not None:
+            return _already_uploaded()  # early, to not read a body that will be refused; the commit decides
         return None
 
     def open(self, path: str, query: dict[str, str], headers: dict[str, str]) -> _UploadSink:
         from kindex.compose import container
 
-        writer = container().blobs.open_put(self._key(path), headers.get("content-type", ""))
+        writer = container().blobs.open_put(self._key(path), headers.get("content-type", ""), only_if_absent=True)
         return _UploadSink(writer, int(headers["content-length"]))
+
+
+def _already_uploaded() -> dict:
+    return error_response(412, "precondition_failed", "this upload URL was already used: each ticket uploads one "
+                                                      "file once (ask for a new ticket to upload again)")
 
 
 class _UploadSink:
@@ -79,7 +88,10 @@ class _UploadSink:
         if self.writer.size != self.expected:  # the signed length is the only one S3 would store
             self.writer.abort()
             return error_response(403, "forbidden", "the body's length differs from the signed Content-Length")
-        self.writer.commit()
+        try:
+            self.writer.commit()
+        except Conflict:
+            return _already_uploaded()  # another PUT of this URL committed first (the writer left nothing)
         return {"statusCode": 200, "headers": {"ETag": f'"{self.md5.hexdigest()}"'}, "body": ""}
 
     def abort(self) -> None:

@@ -24,10 +24,11 @@ from moto import mock_aws
 from kindex.adapters.aws import s3_blobs
 from kindex.adapters.aws.s3_blobs import S3BlobStore
 from kindex.adapters.local.folder_blobs import FolderBlobStore
-from kindex.domain.errors import DependencyFailed, InvalidInput, LimitExceeded
+from kindex.domain.errors import Conflict, DependencyFailed, InvalidInput, LimitExceeded
 from kindex.domain.keys import blob_key
 from tests.contract.mixins.blob_store import UNICODE_KEY, BlobStoreContract
 from tests.support.aws import BUCKET, create_versioned_bucket, fake_aws_env, moto_client
+from tests.support.together import run_together
 
 pytestmark = pytest.mark.contract
 
@@ -110,6 +111,61 @@ class TestFolderBlobStore(BlobStoreContract):
         # When the write goes on / Then it lands anyway
         store.put_blob("t/c/d/f.txt", b"data", "text/plain")
         assert pruned and store.get_blob("t/c/d/f.txt") == b"data"
+
+    def test_a_create_only_write_never_replaces_a_blob_and_notifies_nothing(self, tmp_path):
+        # Given a blob written once, create-only (an upload ticket's one upload), with notifications recorded
+        events = []
+        store = FolderBlobStore(tmp_path / "blobs", notify=lambda *event: events.append(event))
+        first = store.open_put("t/c/d/v1@f.txt", "text/plain", only_if_absent=True)
+        first.write(b"first")
+        first.commit()
+        # When another create-only write of the same key commits
+        replay = store.open_put("t/c/d/v1@f.txt", "text/plain", only_if_absent=True)
+        replay.write(b"other bytes")
+        with pytest.raises(Conflict):
+            replay.commit()
+        # Then the first bytes stay, only the first write was notified, and no temp file is left
+        assert store.get_blob("t/c/d/v1@f.txt") == b"first"
+        assert events == [("ObjectCreated:Put", "t/c/d/v1@f.txt", 5)]
+        assert list(store.temp.iterdir()) == []
+        # And the file is still owner-only (a link keeps the temp file's mode)
+        assert stat.S_IMODE(store._path("t/c/d/v1@f.txt").stat().st_mode) == 0o600
+
+    def test_of_sixteen_racing_create_only_writes_of_one_key_exactly_one_commits(self, tmp_path):
+        # Given 16 writers of one key, each with its bytes written and ready to commit
+        store = FolderBlobStore(tmp_path / "blobs")
+        writers = []
+        for i in range(16):
+            writer = store.open_put("t/c/d/v1@f.txt", "text/plain", only_if_absent=True)
+            writer.write(f"writer {i}".encode())
+            writers.append(writer)
+        # When they all commit at once
+        outcomes = run_together([writer.commit for writer in writers])
+        # Then exactly one committed, the others were refused, and the blob is the winner's
+        won = [i for i, outcome in enumerate(outcomes) if outcome is None]
+        assert len(won) == 1 and all(isinstance(o, Conflict) for i, o in enumerate(outcomes) if i != won[0])
+        assert store.get_blob("t/c/d/v1@f.txt") == f"writer {won[0]}".encode()
+        assert list(store.temp.iterdir()) == []
+
+    def test_a_create_only_write_survives_a_concurrent_prune_of_its_folder(self, tmp_path, monkeypatch):
+        # Given a create-only write whose target folder is pruned by a delete just before the link
+        store = FolderBlobStore(tmp_path / "blobs")
+        real_link = os.link
+        pruned = []
+
+        def link_after_prune(src, dst):
+            if not pruned:
+                pruned.append(dst)
+                Path(dst).parent.rmdir()
+            return real_link(src, dst)
+
+        monkeypatch.setattr("kindex.adapters.local.folder_blobs.os.link", link_after_prune)
+        writer = store.open_put("t/c/d/f.txt", "text/plain", only_if_absent=True)
+        writer.write(b"data")
+        # When it commits / Then it lands anyway
+        writer.commit()
+        assert pruned and store.get_blob("t/c/d/f.txt") == b"data"
+        assert list(store.temp.iterdir()) == []
 
     def test_drops_crash_leftovers_of_the_older_layout_once(self, tmp_path):
         # Given a store folder written by a version that kept temp files next to the blobs
@@ -231,7 +287,7 @@ class TestS3BlobStore(BlobStoreContract):
         assert 0 <= signed_at.timestamp() + 300 - expires_at <= 2
         assert {"content-type", "content-length"} <= set(query["X-Amz-SignedHeaders"][0].split(";"))
         assert headers == {"Content-Type": "application/pdf", "Content-Length": "8",
-                           "x-amz-server-side-encryption": "AES256"}
+                           "x-amz-server-side-encryption": "AES256", "If-None-Match": "*"}
         # When the file is PUT to it (moto intercepts the request) / Then the store reads it back
         response = requests.put(url, data=b"%PDF-1.7", headers=headers, timeout=5)
         assert response.status_code == 200
@@ -248,6 +304,22 @@ class TestS3BlobStore(BlobStoreContract):
             assert not presigned_put_accepts(url, {**headers, "Content-Length": length})
         assert not presigned_put_accepts(url, {k: v for k, v in headers.items() if k != "Content-Length"})
         assert not presigned_put_accepts(url, {**headers, "Content-Type": "text/html"})
+        # And the create-only condition is signed: a PUT that drops it (to overwrite) does not match either
+        assert "if-none-match" in parse_qs(urlparse(url).query)["X-Amz-SignedHeaders"][0].split(";")
+        assert not presigned_put_accepts(url, {k: v for k, v in headers.items() if k != "If-None-Match"})
+        assert not presigned_put_accepts(url, {**headers, "If-None-Match": '"etag"'})
+
+    def test_presigned_put_uploads_once_and_a_replay_gets_412(self, s3):
+        # Given a presigned upload, used once
+        store = S3BlobStore(BUCKET, client=s3)
+        url, headers, _ = store.presign_put(UNICODE_KEY, "text/plain", 8, 300)
+        assert requests.put(url, data=b"original", headers=headers, timeout=5).status_code == 200
+        # When the same URL is PUT again with other bytes of the signed length
+        replay = requests.put(url, data=b"replayed", headers=headers, timeout=5)
+        # Then S3 refuses the conditional write, and the first upload is the only version the bucket holds
+        assert replay.status_code == 412 and b"PreconditionFailed" in replay.content
+        assert store.get_blob(UNICODE_KEY) == b"original"
+        assert all_versions(s3) == [(UNICODE_KEY, "version")]
 
     def test_head_of_a_missing_key_is_none_and_other_errors_fail(self, monkeypatch):
         fake_aws_env(monkeypatch)

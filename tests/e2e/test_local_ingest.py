@@ -36,7 +36,8 @@ def test_presigned_upload_of_a_real_pdf_is_indexed_with_pages(server):
     assert ticket.status_code == 200, ticket.text
     body = ticket.json()
     assert body["method"] == "PUT"
-    assert body["headers"] == {"Content-Type": "application/pdf", "Content-Length": str(len(pdf))}
+    assert body["headers"] == {"Content-Type": "application/pdf", "Content-Length": str(len(pdf)),
+                               "If-None-Match": "*"}
     assert body["document"]["title"] == "docling multi page.pdf" and body["expires_at"]
     # When the client PUTs the raw bytes with those headers (no API key needed: the URL is signed)
     uploaded = requests.put(body["url"], data=pdf, headers=body["headers"])
@@ -59,6 +60,8 @@ def test_upload_url_is_bound_to_its_signature_content_type_length_and_key(server
                         ).status_code == 403
     assert requests.put(body["url"].replace("signature=", "signature=0"), data=b"hello",
                         headers=body["headers"]).status_code == 403
+    without_condition = {name: value for name, value in body["headers"].items() if name != "If-None-Match"}
+    assert requests.put(body["url"], data=b"hello", headers=without_condition).status_code == 403
     other_key = body["url"].replace("a.txt", "b.txt")
     assert requests.put(other_key, data=b"hello", headers=body["headers"]).status_code == 403
     # A body of another length than the signed one is refused (requests sends the body's real Content-Length)

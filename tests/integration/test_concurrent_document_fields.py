@@ -30,7 +30,8 @@ CONTENT_FIELDS = ("version", "source", "content_sha256", "status", "chunk_count"
 
 
 def value(tenant: str, round_: int, writer: int) -> str:
-    return f"{tenant}-r{round_}-w{writer}"
+    """A value every field accepts (a media type, so that the mimetype field does too), unique to the write."""
+    return f"text/{tenant}-r{round_}-w{writer}"
 
 
 def field_of(writer: int) -> str:
@@ -66,7 +67,7 @@ def sixteen_writers_round(catalog, tenants: list[str], round_: int) -> None:
     for tenant in tenants:
         # Given the document with every field at this round's starting value
         starts[tenant], _ = catalog.put_document(tenant, "c", "d", DocumentInput(
-            **{name: f"{tenant}-start-{round_}" for name in FIELDS}))
+            **{name: f"text/{tenant}-start-{round_}" for name in FIELDS}))
     writes = []
     for i in range(WRITERS):
         tenant = tenants[i % len(tenants)]
@@ -123,7 +124,7 @@ def test_a_content_write_among_fifteen_field_writes_lands_with_all_of_them(servi
     for round_ in range(3):
         # Given a document with content and every field at this round's starting value
         start, _ = catalog.put_document("t", "c", "d", DocumentInput(
-            content=f"Round {round_} starts here.", **{name: f"start-{round_}" for name in FIELDS}))
+            content=f"Round {round_} starts here.", **{name: f"text/start-{round_}" for name in FIELDS}))
         # When one writer PUTs new content while 15 others each PUT one field, all at once
         writes = [("t", "d", {"content": f"Round {round_} new content."})]
         writes += [("t", "d", {field_of(i): value("t", round_, i)}) for i in range(1, WRITERS)]

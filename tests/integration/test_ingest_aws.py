@@ -255,6 +255,27 @@ def test_presigned_upload_to_s3_is_indexed(deployment):
     assert d.s3.head_object(Bucket=BUCKET, Key=document.source)["ServerSideEncryption"] == "AES256"
 
 
+def test_a_presigned_upload_replayed_with_other_bytes_gets_412_and_is_not_ingested(deployment):
+    d = deployment
+    # Given an upload ticket whose upload S3 stored and the ingest indexed
+    content = ("# Uploaded\n\n" + TEXT).encode()
+    ticket = d.services.catalog.prepare_upload("t", "c", "once", "notes.md", None, size=len(content))
+    assert ticket.headers["If-None-Match"] == "*"
+    assert requests.put(ticket.url, data=content, headers=ticket.headers, timeout=5).status_code == 200
+    assert len(d.drain()) == 1
+    indexed = d.document("once")
+    assert indexed.status.value == "indexed" and indexed.version == ticket.document.version + 1
+    # When the URL is PUT 19 more times, each with other bytes of the signed length
+    replays = [requests.put(ticket.url, data=content.replace(b"Uploaded", f"Forged{i:02d}".encode()),
+                            headers=ticket.headers, timeout=5) for i in range(19)]
+    # Then S3 refuses every one (412), notifies nothing, and the document, its chunks and its object are unchanged
+    assert [r.status_code for r in replays] == [412] * 19
+    assert d.drain() == []
+    assert d.document("once") == indexed
+    assert d.services.catalog.blobs.get_blob(indexed.source) == content
+    assert len(d.s3.list_object_versions(Bucket=BUCKET, Prefix=indexed.source)["Versions"]) == 1
+
+
 def test_object_deleted_in_s3_removes_document_chunks_and_vectors(deployment):
     d = deployment
     # Given an indexed file

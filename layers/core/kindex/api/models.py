@@ -6,6 +6,7 @@ from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
+from kindex.domain.media_types import MediaType
 from kindex.domain.models import (
     Collection,
     Document,
@@ -52,7 +53,7 @@ class UploadRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     filename: str = Field(min_length=1, max_length=255)
-    mimetype: str | None = Field(default=None, max_length=255)
+    mimetype: MediaType | None = None
     # The exact length of the file to upload: it is signed into the upload URL, and over the file limit is a 413.
     size: int = Field(ge=0, le=2**53, strict=True)
 

@@ -23,6 +23,7 @@ from pydantic import (
 
 from kindex.domain.embedding_models import EmbeddingModelName, check_embedding_model, parse_embedding_model
 from kindex.domain.errors import InvalidInput
+from kindex.domain.media_types import MediaType, StoredMediaType
 
 ID_MAX_LENGTH = 255
 ID_MAX_ENCODED_BYTES = 255  # one file name (NAME_MAX) per id in the folder blob store
@@ -292,7 +293,7 @@ class Document(BaseModel):
     title: str = Field(default="", max_length=1024)
     language: str = Field(default="", max_length=64)
     url: str = Field(default="", max_length=4096)
-    mimetype: str = Field(default="", max_length=255)
+    mimetype: StoredMediaType = ""
     status: DocumentStatus = DocumentStatus.PENDING
     failure_reason: str | None = None
     chunk_count: int = 0
@@ -365,7 +366,7 @@ class DocumentInput(BaseModel):
     title: str | None = Field(default=None, max_length=1024)
     language: str | None = Field(default=None, max_length=64)
     url: str | None = Field(default=None, max_length=4096)
-    mimetype: str | None = Field(default=None, max_length=255)
+    mimetype: MediaType | None = None
     content: str | None = None
     status: Any = None
     failure_reason: Any = None

@@ -313,7 +313,8 @@ class Presigner(Protocol):
     def presign_put(self, key: str, content_type: str, content_length: int,
                     expires_in: int) -> tuple[str, dict[str, str], int]:
         """(url, headers the client must send, expiry in unix seconds). Content-Type and Content-Length are
-        signed: the upload is refused unless it sends exactly that type and exactly that many bytes."""
+        signed: the upload is refused unless it sends exactly that type and exactly that many bytes. The URL
+        uploads once: a PUT to a key that already holds a blob is refused (412), so a replay changes nothing."""
 
 
 class RightsEndpoint(Protocol):

@@ -49,11 +49,14 @@ def build_presign_params(bucket: str, key: str, content_type: str,
     """PutObject parameters to sign, and the headers the uploader must send with exactly those values.
 
     Content-Length is a signed header: S3 refuses (403 SignatureDoesNotMatch) a PUT of any other length, so the
-    size the client declared, and the catalog checked against the file limit, is the only size S3 accepts."""
+    size the client declared, and the catalog checked against the file limit, is the only size S3 accepts.
+    `If-None-Match: *` is signed too (a conditional write): S3 stores the PUT only if the key holds no object, and
+    answers 412 PreconditionFailed otherwise. The key is unique to the ticket, so the URL uploads one file, once: a
+    replay with other bytes can neither replace the document's content nor trigger another ingest."""
     params = {"Bucket": bucket, "Key": key, "ContentType": content_type, "ContentLength": content_length,
-              "ServerSideEncryption": SERVER_SIDE_ENCRYPTION}
+              "ServerSideEncryption": SERVER_SIDE_ENCRYPTION, "IfNoneMatch": "*"}
     headers = {"Content-Type": content_type, "Content-Length": str(content_length),
-               "x-amz-server-side-encryption": SERVER_SIDE_ENCRYPTION}
+               "x-amz-server-side-encryption": SERVER_SIDE_ENCRYPTION, "If-None-Match": "*"}
     return params, headers
 
 

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from kindex.adapters.local.private_files import private_dir
-from kindex.domain.errors import InvalidInput, LimitExceeded, NotFound
+from kindex.domain.errors import Conflict, InvalidInput, LimitExceeded, NotFound
 
 logger = logging.getLogger(__name__)
 
@@ -60,10 +60,12 @@ class FolderBlobStore:
             raise
         writer.commit()
 
-    def open_put(self, key: str, content_type: str) -> BlobWriter:
+    def open_put(self, key: str, content_type: str, *, only_if_absent: bool = False) -> BlobWriter:
         """A blob written piece by piece (the local server streams uploads to disk instead of holding them in
-        memory): nothing is visible under `key` until `commit`, and `abort` leaves nothing behind."""
-        return BlobWriter(self, key)
+        memory): nothing is visible under `key` until `commit`, and `abort` leaves nothing behind. With
+        `only_if_absent`, `commit` refuses (Conflict, nothing written) when the key already holds a blob, as S3
+        refuses a PUT with `If-None-Match: *`: of writers racing for one key exactly one commits."""
+        return BlobWriter(self, key, only_if_absent=only_if_absent)
 
     def get_blob(self, key: str, *, max_bytes: int | None = None) -> bytes:
         try:
@@ -121,17 +123,20 @@ class FolderBlobStore:
                     keys.append(key)
         return sorted(keys)
 
-    def _move_into_place(self, tmp: str, path: Path) -> None:
+    def _move_into_place(self, tmp: str, path: Path, *, only_if_absent: bool = False) -> None:
+        # A hard link is the rename that never replaces: it fails with FileExistsError when `path` exists, atomically
+        # (two links to one name cannot both succeed), and the file is complete before it has the name.
+        place = _link_new if only_if_absent else os.replace
         for _ in range(2):
             private_dir(path.parent)
             try:
-                os.replace(tmp, path)
+                place(tmp, path)
                 return
             except FileNotFoundError:
                 # A delete in the same folder pruned it, empty, between its creation and the rename: create it again.
                 continue
         private_dir(path.parent)
-        os.replace(tmp, path)
+        place(tmp, path)
 
     def _drop_legacy_temp_files(self) -> None:
         """Before `.tmp/` existed, temp files were written next to the blobs as `.tmp-XXXXXXXX` and hidden from the
@@ -171,12 +176,18 @@ class FolderBlobStore:
             directory = directory.parent
 
 
+def _link_new(tmp: str, path: Path) -> None:
+    os.link(tmp, path)
+    os.unlink(tmp)
+
+
 class BlobWriter:
     """One blob being written into the store's temp folder; `commit` moves it into place and notifies."""
 
-    def __init__(self, store: FolderBlobStore, key: str):
+    def __init__(self, store: FolderBlobStore, key: str, *, only_if_absent: bool = False):
         self.store = store
         self.key = key
+        self.only_if_absent = only_if_absent
         self.path = store._path(key)
         fd, self.tmp = tempfile.mkstemp(dir=store.temp)  # mkstemp creates the file 0600
         self.handle = os.fdopen(fd, "wb")
@@ -189,7 +200,10 @@ class BlobWriter:
     def commit(self) -> None:
         try:
             self.handle.close()
-            self.store._move_into_place(self.tmp, self.path)
+            self.store._move_into_place(self.tmp, self.path, only_if_absent=self.only_if_absent)
+        except FileExistsError as error:
+            self.abort()
+            raise Conflict(f"blob {self.key!r} already exists") from error
         except BaseException:
             self.abort()
             raise
