@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from kindex.adapters.local.search.index import LocalSearchIndex
+from kindex.adapters.local.search.keyword import tenant_folder
 from kindex.domain.types import IndexRecord, SearchFilters
 from tests.support.crash import kill_writer_after
 
@@ -195,7 +196,7 @@ def test_paths_are_not_shared_between_two_folders(tmp_path):
     first, second = LocalSearchIndex(tmp_path / "one"), LocalSearchIndex(tmp_path / "two")
     first.upsert(MODEL, [record("a", "only here")])
     assert second.keyword_search(MODEL, "acme", ["c"], "only", 10) == []
-    assert Path(tmp_path / "one" / "keyword" / "meta.json").exists()
+    assert Path(tmp_path / "one" / "keywords" / tenant_folder("acme") / "meta.json").exists()
     first.close()
     second.close()
 
@@ -235,7 +236,7 @@ class CommitFailsOnce:
 def counting_commits(index, monkeypatch) -> list[int]:
     keywords, made = index._keywords, []
     original = keywords._commit
-    monkeypatch.setattr(keywords, "_commit", lambda: (made.append(1), original())[1])
+    monkeypatch.setattr(keywords, "_commit", lambda tenant: (made.append(1), original(tenant))[1])
     return made
 
 
@@ -284,7 +285,8 @@ def test_writes_rolled_back_by_a_failed_commit_are_reported_lost_never_done(inde
 
     # Given a deferred write, then another caller's upsert whose commit fails (the writer rolls everything back)
     lost = index.upsert_deferred(MODEL, [record("c1", "vanished egret")])
-    index._keywords._writer = CommitFailsOnce(index._keywords._writer)
+    keywords = index._keywords._tenant("acme", create=False)
+    keywords.writer = CommitFailsOnce(keywords.writer)
     with pytest.raises(OSError):
         index.upsert(MODEL, [record("c2", "failed egret")])
     # When the deferred write's owner commits it
