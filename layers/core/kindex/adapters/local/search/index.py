@@ -425,12 +425,12 @@ class LocalSearchIndex:
     def _migrate_shared_keywords(self, folder: Path, chunks: ChunkStore | None) -> None:
         """Rebuild the keywords of the tantivy index older versions shared between tenants (whose BM25 statistics
         mixed every tenant's documents) as one index per tenant, then remove the shared one."""
-        if chunks is None:
-            raise RuntimeError(f"{folder} is a keyword index shared by all tenants: rebuilding it per tenant needs "
-                               "the chunk store (open the data directory through kindex's composition root)")
         groups: dict[tuple[str, str, str], list[tuple[str, str]]] = {}
         for model, tenant, collection, document_id, chunk_id in legacy_shared_chunks(folder):
             groups.setdefault((tenant, model, collection), []).append((document_id, chunk_id))
+        if groups and chunks is None:
+            raise RuntimeError(f"{folder} is a keyword index shared by all tenants: rebuilding it per tenant needs "
+                               "the chunk store (open the data directory through kindex's composition root)")
         without_text = 0
 
         def rows():
