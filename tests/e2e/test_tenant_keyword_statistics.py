@@ -1,10 +1,17 @@
 """A tenant's keyword scores over HTTP depend on its own documents only (issue 26, item 2): in one shared BM25 index
 evil's score for its own term fell from 10.870 to 7.465 once acme indexed ten chunks holding it, which told evil how
-many chunks in the whole deployment held the word."""
+many chunks in the whole deployment held the word. And a data directory of that shared index is rebuilt per tenant
+when the server starts."""
 
+import json
+import shutil
 import time
+from pathlib import Path
 
 import pytest
+
+from kindex.adapters.local.private_files import private_dir
+from tests.conftest import start_server
 
 pytestmark = pytest.mark.e2e
 
@@ -58,3 +65,63 @@ def test_a_tenants_keyword_scores_do_not_move_when_another_tenant_indexes_or_del
     # Then evil's ranking and every score are exactly what they were
     assert during == before
     assert after == before
+
+
+def rewrite_as_one_shared_keyword_index(index_dir: Path) -> None:
+    """Turn a data directory's per-tenant keyword indices into the one index all tenants shared before: the same
+    key fields (texts were never stored, so the rebuild must take them from the chunk store)."""
+    import tantivy
+
+    from kindex.adapters.local.search.keyword import ANALYZER, build_schema, text_analyzer
+
+    shared = tantivy.Index(build_schema(), path=str(private_dir(index_dir / "keyword")))
+    shared.register_tokenizer(ANALYZER, text_analyzer())
+    writer = shared.writer(15_000_000, 1)
+    for folder in (index_dir / "keywords").iterdir():
+        tenant_index = tantivy.Index(build_schema(), path=str(folder), reuse=True)
+        searcher = tenant_index.searcher()
+        for _, address in searcher.search(tantivy.Query.all_query(), max(searcher.num_docs, 1)).hits:
+            stored = searcher.doc(address)
+            model, tenant, collection, _ = json.loads(stored["chunk"][0])
+            writer.add_document(tantivy.Document(text="", partition=json.dumps([model, tenant, collection]),
+                                                 document=stored["document"][0], chunk=stored["chunk"][0]))
+    writer.commit()
+    writer.wait_merging_threads()
+    shutil.rmtree(index_dir / "keywords")
+
+
+def test_a_data_directory_with_the_shared_keyword_index_is_rebuilt_per_tenant_when_the_server_starts(tmp_path):
+    # Given a server's data directory with two tenants' documents under the same ids, one of them in French
+    data_dir = tmp_path / "data"
+    server = start_server(data_dir)
+    queries = {"keyword": {"query": f"{TERM} nonce", "mode": "keyword", "k": 20},
+               "french": {"query": TERM, "mode": "keyword", "k": 20, "filters": {"language": "fr"}}}
+    try:
+        sessions = {tenant: server.session(server.create_key(tenant, "admin")) for tenant in ("evil", "acme")}
+        url = server.url("/v1/collections/kb")
+        for tenant, session in sessions.items():
+            assert session.put(url, json={"allow_guests": True}).status_code == 201
+            for i in range(4):
+                body = {"content": f"{TERM} {tenant} nonce {'word ' * i}", "language": "fr" if i == 1 else "en"}
+                assert session.put(f"{url}/documents/d{i}", json=body).status_code in (201, 202)
+        for session in sessions.values():
+            wait_for(lambda session=session: indexed(session, url, [f"d{i}" for i in range(4)]))
+        before = {(tenant, name): session.post(f"{url}/query", json=query).json()["results"]
+                  for tenant, session in sessions.items() for name, query in queries.items()}
+    finally:
+        server.stop()
+    assert [hit["document_id"] for hit in before[("evil", "french")]] == ["d1"]
+    rewrite_as_one_shared_keyword_index(data_dir / "index")
+    # When the server starts on it again
+    server = start_server(data_dir)
+    try:
+        sessions = {tenant: server.session(server.create_key(tenant, "query")) for tenant in ("evil", "acme")}
+        url = server.url("/v1/collections/kb")
+        after = {(tenant, name): session.post(f"{url}/query", json=query).json()["results"]
+                 for tenant, session in sessions.items() for name, query in queries.items()}
+    finally:
+        server.stop()
+    # Then every tenant's keyword results are what they were, scores and filter fields included, and the shared
+    # index is gone
+    assert after == before
+    assert not (data_dir / "index" / "keyword").exists()
