@@ -155,7 +155,7 @@ def latency_100k(count: int = 100_000, queries: int = 300) -> list[Figure]:
                 started = time.perf_counter()
                 run_query(text)
                 samples[name].append((time.perf_counter() - started) * 1000)
-        size = sum(f.stat().st_size for f in (Path(tmp) / "index" / "keyword").iterdir() if f.is_file())
+        size = sum(f.stat().st_size for f in (Path(tmp) / "index" / "keywords").rglob("*") if f.is_file())
         index.close()
     log(f"keyword {count}: tantivy p50 {median(samples['tantivy']):.2f} ms, fts5 p50 {median(samples['fts5']):.2f} ms")
     notes = (f"{count} chunks of ~900 characters of real sentences, {queries} synthetic queries, k=10, in process, "

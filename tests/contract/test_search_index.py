@@ -49,6 +49,27 @@ class TestLocalSearchIndex(SearchIndexContract):
         second.close()
 
 
+    def test_a_tenants_keyword_scores_never_depend_on_another_tenants_documents(self, index):
+        def globex_ranking(index) -> list[tuple[str, float]]:
+            hits = index.keyword_search(MODEL, "globex", ["handbook"], "kestrel", 5)
+            return [(hit.chunk_id, hit.score) for hit in hits]
+
+        # Given globex's chunks, and the same collection, document and chunk ids in acme, all holding one word
+        index.upsert(MODEL, [record(f"chunk-{i}", unit(i), tenant="globex", document_id=f"doc-{i}",
+                                    text=f"kestrel {'nest ' * i}") for i in range(3)])
+        before = globex_ranking(index)
+        # When acme writes many chunks with the word, then deletes its collection
+        index.upsert(MODEL, [record(f"chunk-{i}", unit(i), tenant="acme", document_id=f"doc-{i}", text="kestrel")
+                             for i in range(20)])
+        during = globex_ranking(index)
+        index.delete(MODEL, "acme", "handbook")
+        after = globex_ranking(index)
+        # Then globex's ranking and scores are exactly the same throughout (in the embedded index BM25's statistics
+        # are per tenant; on OpenSearch they are per shard, see docs/scale.md)
+        assert [chunk for chunk, _ in before] == ["chunk-0", "chunk-1", "chunk-2"]
+        assert before == during == after
+
+
 class TestOpenSearchIndexOnTheDouble(SearchIndexContract):
     @pytest.fixture
     def index(self) -> Iterator[OpenSearchIndex]:

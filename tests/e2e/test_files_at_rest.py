@@ -10,10 +10,14 @@ import pytest
 import requests
 
 from kindex.adapters.local.private_files import DATA_DIR_ENTRIES
+from kindex.adapters.local.search.keyword import tenant_folder
 from tests.conftest import start_server
 from tests.e2e.test_local_ingest import wait_for_status
 
 pytestmark = pytest.mark.e2e
+
+# The keyword index of the tenant the admin key writes as (one tantivy index per tenant).
+KEYWORDS_META = f"index/keywords/{tenant_folder('default')}/meta.json"
 
 
 def modes(root: Path) -> dict[str, int]:
@@ -81,7 +85,7 @@ def test_every_folder_is_0700_and_every_file_0600_after_real_use(tmp_path, permi
         assert len(hits["results"]) == 3
         # When the data directory is walked while the server runs (its SQLite side files exist now)
         found = modes(data_dir)
-        for side_file in ("kindex.sqlite3-wal", "kindex.sqlite3-shm", "index/keyword/meta.json", "secrets",
+        for side_file in ("kindex.sqlite3-wal", "kindex.sqlite3-shm", KEYWORDS_META, "secrets",
                           "upload-secret", "admin-key", "worker.lock"):
             assert side_file in found, sorted(found)
         assert any(name.startswith("index/vectors/") for name in found)
@@ -104,7 +108,7 @@ def test_a_data_directory_of_an_older_version_is_narrowed_at_start(tmp_path, per
     finally:
         stop(server)
     widen_like_an_older_version(data_dir)
-    assert {"admin-key", "upload-secret", "worker.lock", "kindex.sqlite3", "blobs", "index/keyword/meta.json"} <= set(
+    assert {"admin-key", "upload-secret", "worker.lock", "kindex.sqlite3", "blobs", KEYWORDS_META} <= set(
         wrong_modes(data_dir))
     # When a key command, then the server, opens it
     subprocess.run([sys.executable, "-m", "kindex_local.cli", "keys", "list", "--data-dir", str(data_dir)], check=True,

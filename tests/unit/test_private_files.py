@@ -74,7 +74,7 @@ def test_search_index_keyword_database_vectors_and_snapshots_are_owner_only(tmp_
         seen |= {p.name for p in (tmp_path / "index").rglob("*")}
         wrong.update(wrong_modes(tmp_path / "index"))
     # Then the keyword index's files, the logs and the snapshots were 0600 in 0700 folders
-    assert {"keyword", "meta.json"} <= seen and any(name.endswith(".idx") for name in seen)
+    assert {"keywords", "meta.json"} <= seen and any(name.endswith(".idx") for name in seen)
     assert any(name.endswith(".npz") for name in seen) and any(name.endswith(".log") for name in seen)
     assert wrong == {}
     index.close()

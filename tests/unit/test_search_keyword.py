@@ -4,12 +4,14 @@ tenants and partitions sharing ids, deletes never found again, filters before th
 from __future__ import annotations
 
 import json
+import shutil
 import sqlite3
 from pathlib import Path
 
 import pytest
 
 from kindex.adapters.local.search.index import LocalSearchIndex
+from kindex.adapters.local.search.keyword import tenant_folder
 from kindex.domain.types import IndexRecord, SearchFilters
 from tests.support.crash import kill_writer_after
 
@@ -195,7 +197,7 @@ def test_paths_are_not_shared_between_two_folders(tmp_path):
     first, second = LocalSearchIndex(tmp_path / "one"), LocalSearchIndex(tmp_path / "two")
     first.upsert(MODEL, [record("a", "only here")])
     assert second.keyword_search(MODEL, "acme", ["c"], "only", 10) == []
-    assert Path(tmp_path / "one" / "keyword" / "meta.json").exists()
+    assert Path(tmp_path / "one" / "keywords" / tenant_folder("acme") / "meta.json").exists()
     first.close()
     second.close()
 
@@ -235,7 +237,7 @@ class CommitFailsOnce:
 def counting_commits(index, monkeypatch) -> list[int]:
     keywords, made = index._keywords, []
     original = keywords._commit
-    monkeypatch.setattr(keywords, "_commit", lambda: (made.append(1), original())[1])
+    monkeypatch.setattr(keywords, "_commit", lambda tenant: (made.append(1), original(tenant))[1])
     return made
 
 
@@ -284,7 +286,8 @@ def test_writes_rolled_back_by_a_failed_commit_are_reported_lost_never_done(inde
 
     # Given a deferred write, then another caller's upsert whose commit fails (the writer rolls everything back)
     lost = index.upsert_deferred(MODEL, [record("c1", "vanished egret")])
-    index._keywords._writer = CommitFailsOnce(index._keywords._writer)
+    keywords = index._keywords._tenant("acme", create=False)
+    keywords.writer = CommitFailsOnce(keywords.writer)
     with pytest.raises(OSError):
         index.upsert(MODEL, [record("c2", "failed egret")])
     # When the deferred write's owner commits it
@@ -323,3 +326,219 @@ def test_two_tenants_deferred_in_one_commit_never_meet(index):
     assert ids(index.keyword_search(MODEL, "acme", ["c"], "otter", 10)) == ["a"]
     assert index.keyword_search(MODEL, "globex", ["c"], "otter", 10) == []  # replaced by its later write
     assert ids(index.keyword_search(MODEL, "globex", ["c"], "beaver", 10)) == ["a"]
+
+
+# -- one index per tenant (issue 26: BM25 statistics crossed tenants) -------------------------------------------
+
+def scores(hits) -> list[tuple[str, str, float]]:
+    return [(hit.document_id, hit.chunk_id, hit.score) for hit in hits]
+
+
+def test_a_tenants_scores_are_computed_over_its_own_documents_only(index, tmp_path):
+    # Given evil's chunks holding its term, and the very same chunks alone in an index of their own
+    mine = [record("e1", "projectfalcon nonce", tenant="evil"),
+            record("e2", "projectfalcon and a longer text around the nonce", tenant="evil", document_id="d2"),
+            record("e3", "only the nonce", tenant="evil", document_id="d3")]
+    index.upsert(MODEL, mine)
+    alone = LocalSearchIndex(tmp_path / "alone")
+    alone.upsert(MODEL, mine)
+    before = scores(index.keyword_search(MODEL, "evil", ["c"], "projectfalcon nonce", 10))
+    # When acme indexes ten chunks holding the term under the same collection, document and chunk ids, then deletes
+    # them one document at a time
+    acme = [record(f"e{i}", "projectfalcon projectfalcon acme words", tenant="acme", document_id=f"d{i}")
+            for i in range(10)]
+    index.upsert(MODEL, acme)
+    during = scores(index.keyword_search(MODEL, "evil", ["c"], "projectfalcon nonce", 10))
+    acme_during = scores(index.keyword_search(MODEL, "acme", ["c"], "projectfalcon", 10))
+    for i in range(10):
+        index.delete(MODEL, "acme", "c", document_ids=[f"d{i}"])
+    after = scores(index.keyword_search(MODEL, "evil", ["c"], "projectfalcon nonce", 10))
+    # Then evil's ranking and scores never moved, and are exactly those of its chunks alone
+    assert before == during == after == scores(alone.keyword_search(MODEL, "evil", ["c"], "projectfalcon nonce", 10))
+    assert [chunk for _, chunk, _ in before] == ["e1", "e2", "e3"]
+    # And acme's were over acme's chunks only: ten equal matches, none of evil's documents among them
+    assert len(acme_during) == 10 and len({score for _, _, score in acme_during}) == 1
+    assert index.keyword_search(MODEL, "acme", ["c"], "projectfalcon", 10) == []
+    alone.close()
+
+
+def test_a_collection_delete_of_one_tenant_leaves_the_same_ids_of_another_with_their_scores(index):
+    # Given two tenants with the same collection, document and chunk ids and texts
+    for tenant in ("acme", "globex"):
+        index.upsert(MODEL, [record(f"x{i}", f"heron word{i} marsh", tenant=tenant, document_id=f"d{i}")
+                             for i in range(4)])
+    globex_before = scores(index.keyword_search(MODEL, "globex", ["c"], "heron marsh word1", 10))
+    # When acme deletes the whole collection
+    index.delete(MODEL, "acme", "c")
+    # Then acme finds nothing and lists nothing; globex finds all of its own with unchanged scores
+    assert index.keyword_search(MODEL, "acme", ["c"], "heron", 10) == []
+    assert index.chunk_ids(MODEL, "acme", "c") == set()
+    assert scores(index.keyword_search(MODEL, "globex", ["c"], "heron marsh word1", 10)) == globex_before
+    assert index.chunk_ids(MODEL, "globex", "c") == {f"x{i}" for i in range(4)}
+
+
+def test_a_deferred_batch_over_two_tenants_commits_each_tenants_index_once(index, monkeypatch):
+    commits = counting_commits(index, monkeypatch)
+    # Given one batch's deferred writes for two tenants with the same ids, one of them a single upsert of both
+    writes = [index.upsert_deferred(MODEL, [record("a", "deferred ibis", tenant="acme"),
+                                            record("a", "deferred ibis", tenant="globex")]),
+              index.upsert_deferred(MODEL, [record("b", "deferred ibis", tenant="globex", document_id="e")])]
+    assert index.keyword_search(MODEL, "globex", ["c"], "ibis", 10) == []
+    # When the batch commits
+    index.commit_deferred(writes)
+    # Then each tenant sees its own, after one commit of each tenant's index
+    assert ids(index.keyword_search(MODEL, "acme", ["c"], "ibis", 10)) == ["a"]
+    assert sorted(ids(index.keyword_search(MODEL, "globex", ["c"], "ibis", 10))) == ["a", "b"]
+    assert len(commits) == 2
+
+
+def test_one_tenants_failed_commit_loses_only_that_tenants_deferred_writes(index):
+    from kindex.adapters.local.search.keyword import KeywordWritesLost
+
+    # Given deferred writes of two tenants in one batch, and globex's next commit fails (a full disk)
+    acme_write = index.upsert_deferred(MODEL, [record("a", "deferred crane", tenant="acme")])
+    globex_write = index.upsert_deferred(MODEL, [record("a", "deferred crane", tenant="globex")])
+    globex = index._keywords._tenant("globex", create=False)
+    globex.writer = CommitFailsOnce(globex.writer)
+    # When the batch commits both
+    with pytest.raises(OSError):
+        index.commit_deferred([acme_write, globex_write])
+    # Then acme's write is committed and searchable, globex's is reported lost and is nowhere
+    index.commit_deferred([acme_write])
+    assert ids(index.keyword_search(MODEL, "acme", ["c"], "crane", 10)) == ["a"]
+    with pytest.raises(KeywordWritesLost):
+        index.commit_deferred([globex_write])
+    assert index.keyword_search(MODEL, "globex", ["c"], "crane", 10) == []
+
+
+def test_beyond_the_open_bound_indices_are_reopened_and_pending_writes_are_never_dropped(index, monkeypatch):
+    from kindex.adapters.local.search import keyword
+
+    monkeypatch.setattr(keyword, "MAX_OPEN_TENANTS", 2)
+    # Given a deferred write of tenant t0, then five more tenants writing and searching (more than stay open)
+    pending = index.upsert_deferred(MODEL, [record("p", "pending gannet", tenant="t0")])
+    for i in range(1, 6):
+        index.upsert(MODEL, [record("x", f"gannet of t{i}", tenant=f"t{i}")])
+        assert ids(index.keyword_search(MODEL, f"t{i}", ["c"], "gannet", 10)) == ["x"]
+    # Then no more than the bound stay open besides the one with pending writes, which was kept
+    assert len(index._keywords._tenants) <= 3
+    # When the deferred write commits / Then it is searchable, and every other tenant still finds its own (reopened)
+    index.commit_deferred([pending])
+    assert ids(index.keyword_search(MODEL, "t0", ["c"], "gannet", 10)) == ["p"]
+    for i in range(1, 6):
+        assert ids(index.keyword_search(MODEL, f"t{i}", ["c"], f"gannet t{i}", 10)) == ["x"]
+        assert index.chunk_ids(MODEL, f"t{i}", "c") == {"x"}
+    assert len(index._keywords._tenants) <= 2
+
+
+def test_sixteen_threads_of_eight_tenants_writing_deleting_and_searching_lose_nothing(index, monkeypatch):
+    from kindex.adapters.local.search import keyword
+    from tests.support.together import run_together
+
+    monkeypatch.setattr(keyword, "MAX_OPEN_TENANTS", 3)  # tenants keep being evicted and reopened meanwhile
+
+    def writer(tenant: str):
+        def run():
+            for i in range(15):
+                written = index.upsert_deferred(MODEL, [record(f"k{i}", f"pelican {tenant} n{i}", tenant=tenant,
+                                                               document_id=f"d{i}")])
+                index.commit_deferred([written])
+                if i % 3 == 0:
+                    index.delete(MODEL, tenant, "c", document_ids=[f"d{i}"])
+                # read-your-writes, whatever the other threads evicted
+                found = set(ids(index.keyword_search(MODEL, tenant, ["c"], "pelican", 100)))
+                assert f"k{i}" in found or i % 3 == 0, (tenant, i, found)
+        return run
+
+    def reader(tenant: str):
+        def run():
+            for _ in range(30):
+                for hit in index.keyword_search(MODEL, tenant, ["c"], f"pelican {tenant}", 100):
+                    assert hit.collection == "c" and hit.chunk_id.startswith("k")
+        return run
+
+    tenants = [f"t{i}" for i in range(8)]
+    outcomes = run_together([writer(t) for t in tenants] + [reader(t) for t in tenants])
+    assert [outcome for outcome in outcomes if outcome is not None] == []
+    for tenant in tenants:
+        assert index.chunk_ids(MODEL, tenant, "c") == {f"k{i}" for i in range(15) if i % 3}
+        assert len(index.keyword_search(MODEL, tenant, ["c"], f"pelican {tenant}", 100)) == 10
+
+
+# -- migration from the one index all tenants shared --------------------------------------------------------------
+
+def write_shared_keyword_index(folder: Path, rows: list[tuple[str, IndexRecord]]) -> None:
+    """The layout older versions wrote: one tantivy index for every tenant under `keyword/`, texts not stored."""
+    import tantivy
+
+    from kindex.adapters.local.search.keyword import ANALYZER, _document, build_schema, text_analyzer
+
+    folder.mkdir(parents=True)
+    shared = tantivy.Index(build_schema(), path=str(folder))
+    shared.register_tokenizer(ANALYZER, text_analyzer())
+    writer = shared.writer(15_000_000, 1)
+    for model, item in rows:
+        writer.add_document(tantivy.Document(**_document(model, item)))
+    writer.commit()
+    writer.wait_merging_threads()
+
+
+def chunk_store(path: Path, records: list[IndexRecord]):
+    from kindex.adapters.local.sqlite_chunks import SqliteChunkStore
+    from kindex.adapters.local.sqlite_db import SqliteDatabase
+    from kindex.domain.types import StoredChunk
+
+    store = SqliteChunkStore(SqliteDatabase(path))
+    for item in records:
+        store.put_chunks(item.tenant, [StoredChunk(chunk_id=item.chunk_id, collection=item.collection,
+                                                   document_id=item.document_id, index=0, start=0,
+                                                   end=len(item.text), text=item.text)])
+    return store
+
+
+def test_a_keyword_index_shared_by_tenants_is_rebuilt_per_tenant_from_the_chunk_store(tmp_path):
+    # Given a data directory of an older version: vectors per partition, and one keyword index for all tenants
+    # holding two tenants' chunks with the same ids (and one chunk the chunk store no longer has)
+    root = tmp_path / "index"
+    records = [record("x", "fjord glacier", tenant="acme"),
+               record("y", "glacier moraine", tenant="acme", document_id="e", language="fr"),
+               record("x", "fjord glacier", tenant="globex"),
+               record("y", "glacier glacier glacier", tenant="globex", document_id="e", mimetype="text/html")]
+    vectors = LocalSearchIndex(root)
+    vectors.upsert(MODEL, records)
+    vectors.close()
+    shutil.rmtree(root / "keywords")
+    write_shared_keyword_index(root / "keyword", [(MODEL, item) for item in records]
+                               + [(MODEL, record("gone", "glacier ghost", tenant="acme", document_id="g"))])
+    # and a rebuild of it cut short earlier, which left a stale index for acme
+    stale = LocalSearchIndex(tmp_path / "stale")
+    stale.upsert(MODEL, [record("stale", "stale glacier", tenant="acme")])
+    stale.close()
+    shutil.copytree(tmp_path / "stale" / "keywords", root / "keywords")
+    store = chunk_store(tmp_path / "db.sqlite3", records)
+    # When it is opened without the chunk store / Then it refuses and changes nothing
+    with pytest.raises(RuntimeError, match="chunk store"):
+        LocalSearchIndex(root)
+    assert (root / "keyword" / "meta.json").exists()
+    # When it is opened with the chunk store
+    index = LocalSearchIndex(root, chunks=store)
+    # Then each tenant finds its own chunks, with their filter fields, scored over its own chunks only (as a fresh
+    # index of them alone scores them), the stale and the textless chunks are gone, and so is the shared index
+    fresh = LocalSearchIndex(tmp_path / "fresh")
+    fresh.upsert(MODEL, records)
+    for tenant in ("acme", "globex"):
+        assert scores(index.keyword_search(MODEL, tenant, ["c"], "glacier fjord", 10)) \
+            == scores(fresh.keyword_search(MODEL, tenant, ["c"], "glacier fjord", 10))
+        assert index.chunk_ids(MODEL, tenant, "c") == {"x", "y"}
+    assert ids(index.keyword_search(MODEL, "acme", ["c"], "glacier", 10, SearchFilters(language="fr"))) == ["y"]
+    assert ids(index.keyword_search(MODEL, "globex", ["c"], "glacier", 10, SearchFilters(mimetype="text/html"))) \
+        == ["y"]
+    assert index.keyword_search(MODEL, "acme", ["c"], "stale ghost", 10) == []
+    assert not (root / "keyword").exists()
+    # And writes go on, and reopening rebuilds nothing again (no chunk store needed any more)
+    index.upsert(MODEL, [record("z", "glacier again", tenant="acme", document_id="z")])
+    index.close()
+    again = LocalSearchIndex(root)
+    assert again.chunk_ids(MODEL, "acme", "c") == {"x", "y", "z"}
+    again.close()
+    fresh.close()

@@ -60,12 +60,13 @@ class LocalAdapters(AdapterSet):
 
     @cached_property
     def search_index(self):
-        """The embedded index in the data directory; with `search_url`, an OpenSearch cluster instead."""
+        """The embedded index in the data directory (the chunk store rebuilds the keywords of an older layout);
+        with `search_url`, an OpenSearch cluster instead."""
         if self.settings.search_url:
             return self._opensearch_index()
         from kindex.adapters.local.search.index import LocalSearchIndex
 
-        return LocalSearchIndex(self.settings.data_dir / "index")
+        return LocalSearchIndex(self.settings.data_dir / "index", chunks=self.chunks)
 
     @cached_property
     def search_index_prefix(self) -> str:

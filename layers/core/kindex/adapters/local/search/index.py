@@ -19,8 +19,12 @@ Layout under `root`:
   Filtered searches that keep few rows stay exact. The graph is saved as `vectors/<key>.<generation>.usearch`
   just before the snapshot that names its generation, so a snapshot loads only its own graph; without one (a
   crash in between, an older version) the graph is rebuilt from the vectors at load and saved again.
-- `keyword/`: a tantivy index for BM25 over chunk text (see keyword.py). A data directory from a version that kept
-  keywords in SQLite FTS5 (`keyword.sqlite`) is migrated into it on open (one commit, then the SQLite files go).
+- `keywords/<tenant hash>/`: one tantivy index per tenant for BM25 over chunk text, so that every statistic a
+  score uses is the tenant's own (see keyword.py). Older data directories are migrated on open: keywords kept in
+  SQLite FTS5 (`keyword.sqlite`, which stored the texts), or in the one tantivy index all tenants shared
+  (`keyword/`, which did not: its chunks' texts come from the chunk store, their filter fields from the vector
+  partitions). The rebuild starts from nothing, and the old files go only once it is committed, so a crash
+  midway repeats it.
   An ingest batch writes with `upsert_deferred` and commits once with `commit_deferred` (the optional
   `DeferredKeywordCommits` capability): the vector half of such a write is durable at once, the keyword half at
   that commit (or any earlier one: every other write still commits on return).
@@ -35,6 +39,7 @@ import json
 import logging
 import os
 import secrets
+import shutil
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -45,7 +50,7 @@ from kindex.adapters.local.private_files import FILE_MODE, private_dir, restrict
 from kindex.adapters.local.search import ann
 from kindex.adapters.local.search import log as vector_log
 from kindex.adapters.local.search.ann import AnnGraph
-from kindex.adapters.local.search.keyword import KeywordIndex, legacy_fts_rows
+from kindex.adapters.local.search.keyword import KeywordIndex, legacy_fts_rows, legacy_shared_chunks
 from kindex.adapters.local.search.log import (
     FLOAT32,
     OP_CLEAR,
@@ -57,15 +62,21 @@ from kindex.adapters.local.search.log import (
 )
 from kindex.adapters.local.search.partition import Partition, normalise_rows
 from kindex.domain.errors import InvalidInput
-from kindex.domain.types import IndexRecord, SearchFilters, SearchHit
+from kindex.domain.ports import ChunkStore
+from kindex.domain.types import ChunkRef, IndexRecord, SearchFilters, SearchHit
 
 logger = logging.getLogger(__name__)
+
+# Chunk texts read from the chunk store per call while migrating the shared keyword index.
+MIGRATION_BATCH = 500
 
 
 class LocalSearchIndex:
     """`SearchIndex` for the local deployment: exact cosine k-NN (numpy) and BM25 (tantivy) under `root`."""
 
-    def __init__(self, root: Path | str):
+    def __init__(self, root: Path | str, chunks: ChunkStore | None = None):
+        """`chunks` (the chunk store) is needed only to migrate a data directory whose keyword index all tenants
+        shared; opening one without it raises before anything is changed."""
         self.root = Path(root)
         self._vector_dir = private_dir(self.root / "vectors")
         restrict_tree(self.root)  # files written by a version that did not set modes (a few per collection)
@@ -75,8 +86,8 @@ class LocalSearchIndex:
         self._lock = threading.RLock()
         self._keyword_lock = threading.RLock()
         self._partitions: dict[tuple[str, str, str], Partition | None] = {}
-        self._keywords = KeywordIndex(self.root / "keyword")
-        self._migrate_fts()
+        self._keywords = KeywordIndex(self.root / "keywords")
+        self._migrate_keywords(chunks)
 
     def close(self) -> None:
         """A clean shutdown: compact every loaded partition that has an HNSW graph and writes in its log (so the next
@@ -387,22 +398,72 @@ class LocalSearchIndex:
 
     # -- keywords ---------------------------------------------------------------------------------------------
 
-    def _migrate_fts(self) -> None:
-        """Move the keywords of an older version's SQLite FTS5 index into tantivy: all in one commit, then the
-        SQLite files go. A crash in between only repeats the migration (it starts by emptying the index)."""
-        database = self.root / "keyword.sqlite"
-        if not database.exists():
-            return
+    def _migrate_keywords(self, chunks: ChunkStore | None) -> None:
+        """Per-tenant keyword indices from an older version's layout, if the folder has one (see the module doc)."""
+        database, shared = self.root / "keyword.sqlite", self.root / "keyword"
+        if database.exists():
+            # FTS5 comes first: its rows hold the texts. A `keyword/` beside it is a migration of it cut short.
+            self._migrate_fts(database)
+        elif shared.exists():
+            self._migrate_shared_keywords(shared, chunks)
+
+    def _migrate_fts(self, database: Path) -> None:
+        """Move the keywords of an older version's SQLite FTS5 index into per-tenant tantivy indices, then remove
+        the SQLite files (and what an interrupted migration of them into a shared tantivy index left)."""
         rows, complete = legacy_fts_rows(database)
-        migrated = self._keywords.replace_all(rows)
+        migrated = self._keywords.rebuild(rows)
         if not complete:
             # A contentless FTS5 table (SQLite >= 3.43) kept no text to move: those chunks need a full reindex.
             logger.warning("search index: the old keyword index kept no chunk text; keyword search misses its "
                            "chunks until they are indexed again", extra={"path": str(database)})
+        shutil.rmtree(self.root / "keyword", ignore_errors=True)
         for suffix in ("-wal", "-shm", ""):
             Path(f"{database}{suffix}").unlink(missing_ok=True)
         self._sync_dir(self.root)
         logger.info("search index: keywords migrated from SQLite FTS5", extra={"chunks": migrated})
+
+    def _migrate_shared_keywords(self, folder: Path, chunks: ChunkStore | None) -> None:
+        """Rebuild the keywords of the tantivy index older versions shared between tenants (whose BM25 statistics
+        mixed every tenant's documents) as one index per tenant, then remove the shared one."""
+        groups: dict[tuple[str, str, str], list[tuple[str, str]]] = {}
+        for model, tenant, collection, document_id, chunk_id in legacy_shared_chunks(folder):
+            groups.setdefault((tenant, model, collection), []).append((document_id, chunk_id))
+        if groups and chunks is None:
+            raise RuntimeError(f"{folder} is a keyword index shared by all tenants: rebuilding it per tenant needs "
+                               "the chunk store (open the data directory through kindex's composition root)")
+        without_text = 0
+
+        def rows():
+            nonlocal without_text
+            for tenant, model, collection in sorted(groups):  # by tenant: one tenant's index written at a time
+                key = (model, tenant, collection)
+                cached = key in self._partitions
+                partition = self._partition(model, tenant, collection)
+                members = groups[(tenant, model, collection)]
+                for start in range(0, len(members), MIGRATION_BATCH):
+                    part = members[start:start + MIGRATION_BATCH]
+                    stored = chunks.get_chunks(tenant, [ChunkRef(collection=collection, document_id=document_id,
+                                                                 chunk_id=chunk_id) for document_id, chunk_id in part])
+                    for document_id, chunk_id in part:
+                        chunk = stored.get(chunk_id)
+                        if chunk is None:  # a chunk the index kept after the store dropped it: drift, not data
+                            without_text += 1
+                            continue
+                        # A chunk without vectors (drift too) gets no filter fields: only unfiltered searches find it.
+                        language, mimetype = partition.filter_fields(chunk_id) if partition else (None, None)
+                        yield model, IndexRecord(tenant=tenant, collection=collection, document_id=document_id,
+                                                 chunk_id=chunk_id, vector=(), text=chunk.text, language=language,
+                                                 mimetype=mimetype)
+                if not cached:
+                    self._partitions.pop(key, None)  # one partition in memory at a time; queries load theirs
+
+        with self._lock:
+            migrated = self._keywords.rebuild(rows())
+        shutil.rmtree(folder)
+        self._sync_dir(self.root)
+        logger.info("search index: keywords rebuilt per tenant from the shared index",
+                    extra={"chunks": migrated, "tenants": len({tenant for tenant, _, _ in groups}),
+                           "without_text": without_text})
 
 
 def _apply_record(key: tuple[str, str, str], log: Path, partition: Partition | None, op: bytes, header: dict,

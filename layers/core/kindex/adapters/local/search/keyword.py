@@ -1,31 +1,45 @@
-"""The keyword half of the embedded index: BM25 over chunk text with tantivy (Rust, block-max WAND), persisted in
-`root/keyword/`.
+"""The keyword half of the embedded index: BM25 over chunk text with tantivy (Rust, block-max WAND), one tantivy
+index per tenant under `root/keywords/<sha-256 of the tenant id>/`.
 
 Why tantivy and not SQLite FTS5 (measured, 100k chunks of ~900 characters, 200 synthetic queries, one process):
 FTS5's bm25() is computed for every chunk that matches any query word (p50 27 ms, p99 75 ms); tantivy skips the
 blocks that cannot reach the top k (p50 0.9 ms, p99 2.2 ms), with the same BM25 (k1 1.2, b 0.75). Words are
 stemmed (English Snowball), which FTS5's unicode61 could not do: SciFact nDCG@10 0.690 against FTS5's 0.667.
 
-One index for every (model, tenant, collection): the partition, the document and the chunk are `raw` key fields
-(JSON arrays, so no id can forge another's key), filters are zero-scored clauses of the same query, so they apply
-before the top k and never change a score. Text is indexed but not stored. Durability is tantivy's: a commit writes
-new segment files, then atomically replaces `meta.json`, so a crash leaves the last committed state. Every upsert or
-delete call is one commit, and the searcher is reloaded before the call returns (a deleted chunk is never found
-again once `delete` has returned). One process owns the folder (tantivy's writer lock).
+Why one index per tenant: tantivy's BM25 takes its statistics (document frequency of a term, document count,
+average length) from the searcher, summed over every segment of the index, deleted documents included until a
+merge drops them. In one shared index a tenant's score therefore moved with every other tenant's documents: it
+told a tenant how many chunks in the whole deployment held a word, and made its ranking depend on corpora it
+cannot see. Per tenant, every statistic is the tenant's own (its collections and models together, so a query over
+several collections ranks them on one scale). At most `MAX_OPEN_TENANTS` indices stay open (least recently used
+first out), never one with a writer or uncommitted writes; a tenant without an index has no keywords.
+
+Within a tenant's index the partition, the document and the chunk are still `raw` key fields naming (model,
+tenant, collection) (JSON arrays, so no id can forge another's key), filters are zero-scored clauses of the same
+query, so they apply before the top k and never change a score. Text is indexed but not stored. Durability is
+tantivy's, per tenant: a commit writes new segment files, then atomically replaces that index's `meta.json`, so a
+crash leaves each tenant's last committed state. Every upsert or delete call commits the indices it touched, and
+their searchers are reloaded before the call returns (a deleted chunk is never found again once `delete` has
+returned). One process owns the folder: each tenant's index has tantivy's writer lock, taken at the first write
+and released once its commit is done.
 
 An upsert may also leave its commit to later (`commit=False`, an ingest batch's writes): a commit costs ~17 ms
-(fsync-bound) whatever it carries, so a batch of small documents commits once. Such an upsert returns a sequence
-number; `commit_through` returns once every write up to the numbers it is given is committed (any later commit,
-a delete's included, carries the pending writes along) and raises `KeywordWritesLost` when a failed commit rolled
-them back: until then they are neither durable nor visible, and whoever deferred them must not report them done.
+(fsync-bound) whatever it carries, so a batch of small documents commits once per tenant. Such an upsert returns a
+sequence number (one numbering for every tenant); `commit_through` returns once every write numbered as it is given
+is committed (any later commit of that tenant's index, a delete's included, carries its pending writes along) and
+raises `KeywordWritesLost` when a failed commit rolled any of them back: until then they are neither durable nor
+visible, and whoever deferred them must not report them done.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
+import shutil
 import sqlite3
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
@@ -44,6 +58,8 @@ MAX_TOKEN_BYTES = 64
 # The writer's indexing memory: a commit per call keeps segments small, so a modest arena is enough.
 WRITER_HEAP_BYTES = 32_000_000
 ANALYZER = "kindex_text_en"
+# Tenant indices kept open at once (each holds its segment files mapped); more are reopened from disk as needed.
+MAX_OPEN_TENANTS = 64
 
 # Lucene's classic English stop set. They carry almost no BM25 weight, yet OR-ing them in makes the engine score
 # nearly every chunk: leaving them out of the query keeps keyword search proportional to the rare terms.
@@ -112,135 +128,255 @@ class KeywordWritesLost(DependencyFailed):
     """Deferred keyword writes were rolled back by a failed commit (or dropped by `close`): they must be redone."""
 
 
+def tenant_folder(tenant: str) -> str:
+    """The folder name of a tenant's index: a hash, so that any tenant id makes a safe name of fixed length."""
+    return hashlib.sha256(tenant.encode("utf-8")).hexdigest()[:40]
+
+
+class TenantKeywords:
+    """One tenant's tantivy index: its searcher, its writer (open while writes are pending or being committed) and
+    the sequence numbers of the writes it holds uncommitted."""
+
+    def __init__(self, path: Path, schema: tantivy.Schema):
+        self.path = private_dir(path)
+        self.index = tantivy.Index(schema, path=str(self.path), reuse=True)
+        self.index.register_tokenizer(ANALYZER, text_analyzer())
+        self.writer: tantivy.IndexWriter | None = None
+        self.pending: set[int] = set()
+        self.held = False  # a write call is using it: it must not be evicted meanwhile
+        restrict_tree(self.path)
+
+    @property
+    def idle(self) -> bool:
+        """Nothing would be lost by dropping this object: a new one opened on the folder sees the same commits."""
+        return self.writer is None and not self.pending and not self.held
+
+    def open_writer(self) -> tantivy.IndexWriter:
+        if self.writer is None:
+            self.writer = self.index.writer(WRITER_HEAP_BYTES, 1)
+        return self.writer
+
+
 class KeywordIndex:
-    """BM25 over chunk texts in one tantivy index under `path`; the keyword half of `LocalSearchIndex`."""
+    """BM25 over chunk texts, one tantivy index per tenant under `path`; the keyword half of `LocalSearchIndex`."""
 
     def __init__(self, path: Path):
         self.path = private_dir(path)
         self._schema = build_schema()
-        self._index = tantivy.Index(self._schema, path=str(self.path), reuse=True)
         self._analyzer = text_analyzer()
         self._words = word_analyzer()
-        self._index.register_tokenizer(ANALYZER, self._analyzer)
-        # Opened at the first write: a process that only reads (`kindex reindex` beside a running server) must
-        # not take the writer lock the server holds.
-        self._writer: tantivy.IndexWriter | None = None
+        # The open tenant indices by folder, least recently used first. Their own lock guards only this map, so a
+        # search never waits for another tenant's commit; writes and commits are serialised by `_lock`.
+        self._tenants: OrderedDict[str, TenantKeywords] = OrderedDict()
+        self._tenants_lock = threading.Lock()
         self._lock = threading.Lock()
-        # Sequence numbers of the writes: the last one made, the last one a commit covered, and the ranges
-        # (after, through] that a failed commit rolled back (rare: a disk error), for `commit_through`.
+        # Sequence numbers of the writes (the last one made, and those a failed commit rolled back: rare, a disk
+        # error) for `commit_through`; the pending ones are on the tenant indices that hold them.
         self._written = 0
-        self._committed = 0
-        self._lost: list[tuple[int, int]] = []
-        restrict_tree(self.path)
+        self._lost: set[int] = set()
 
     def close(self) -> None:
         with self._lock:
-            if self._writer is not None:
-                self._writer.wait_merging_threads()  # also releases the writer lock, dropping uncommitted writes
-                self._writer = None
-            self._forget_uncommitted()
+            for tenant in self._open_tenants():
+                if tenant.writer is not None:
+                    tenant.writer.wait_merging_threads()  # also releases the writer lock, dropping uncommitted writes
+                    tenant.writer = None
+                self._forget_uncommitted(tenant)
 
     # -- writes ---------------------------------------------------------------------------------------------
 
     def upsert(self, model: str, records: Sequence[IndexRecord], *, commit: bool = True) -> int:
-        """Replace each record's chunk (by model, tenant, collection, chunk id); one commit for the call, or none
-        with `commit=False` (see `commit_through`). Returns the write's sequence number."""
+        """Replace each record's chunk (by model, tenant, collection, chunk id); one commit per tenant of the call,
+        or none with `commit=False` (see `commit_through`). Returns the write's sequence number."""
+        by_tenant: dict[str, list[IndexRecord]] = {}
+        for record in records:
+            by_tenant.setdefault(record.tenant, []).append(record)
         with self._lock:
-            writer = self._open_writer()
-            for record in records:
-                document = _document(model, record)
-                # A delete applies to the documents added before it, so the new version below survives it.
-                writer.delete_documents_by_term("chunk", document["chunk"])
-                writer.add_document(tantivy.Document(**document))
             self._written += 1
             written = self._written
-            if commit:
-                self._commit()
+            touched: list[TenantKeywords] = []
+            try:
+                for tenant, group in by_tenant.items():
+                    keywords = self._tenant(tenant, create=True, hold=True)
+                    touched.append(keywords)
+                    keywords.pending.add(written)
+                    writer = keywords.open_writer()
+                    for record in group:
+                        document = _document(model, record)
+                        # A delete applies to the documents added before it, so the new version below survives it.
+                        writer.delete_documents_by_term("chunk", document["chunk"])
+                        writer.add_document(tantivy.Document(**document))
+                if commit:
+                    self._commit_each(touched)
+            finally:
+                self._release(touched)
         return written
 
     def commit_through(self, sequences: Iterable[int]) -> None:
-        """Return once the writes numbered `sequences` are committed and searchable: at once when a commit since
-        covered them, else after one commit now. KeywordWritesLost when any of them was rolled back."""
+        """Return once the writes numbered `sequences` are committed and searchable: at once when commits since
+        covered them, else after one commit of each tenant index holding some. KeywordWritesLost when any of them
+        was rolled back."""
         wanted = set(sequences)
         with self._lock:
             self._raise_if_lost(wanted)
-            if wanted and max(wanted) > self._committed:
-                self._commit()
+            # An index with pending writes is never evicted, so every uncommitted wanted write is on one of these.
+            due = [keywords for keywords in self._open_tenants() if keywords.pending & wanted]
+            self._hold(due)
+            try:
+                self._commit_each(due)
+            finally:
+                self._release(due)
             self._raise_if_lost(wanted)
 
     def _raise_if_lost(self, sequences: set[int]) -> None:
-        if any(after < sequence <= through for after, through in self._lost for sequence in sequences):
+        if sequences & self._lost:
             raise KeywordWritesLost("deferred keyword writes were rolled back before their commit")
 
     def delete(self, model: str, tenant: str, collection: str, document_ids: Sequence[str] | None,
                chunk_ids: Sequence[str] | None) -> None:
         """Remove the collection's chunks named by chunk id, by document, by both (the chunks among `chunk_ids`
-        that belong to `document_ids`) or, with neither, all of them; one commit for the call."""
+        that belong to `document_ids`) or, with neither, all of them; one commit for the call (none when the
+        tenant has no keyword index)."""
         with self._lock:
-            writer = self._open_writer()
-            if chunk_ids is not None and document_ids is not None:
-                writer.delete_documents_by_query(tantivy.Query.boolean_query([
-                    (tantivy.Occur.Must, self._terms("chunk", [_key(model, tenant, collection, c) for c in chunk_ids])),
-                    (tantivy.Occur.Must, self._terms("document", [_key(model, tenant, collection, d)
-                                                                  for d in document_ids]))]))
-            elif chunk_ids is not None:
-                for chunk_id in dict.fromkeys(chunk_ids):
-                    writer.delete_documents_by_term("chunk", _key(model, tenant, collection, chunk_id))
-            elif document_ids is not None:
-                for document_id in dict.fromkeys(document_ids):
-                    writer.delete_documents_by_term("document", _key(model, tenant, collection, document_id))
-            else:
-                writer.delete_documents_by_term("partition", _key(model, tenant, collection))
-            self._commit()
+            keywords = self._tenant(tenant, create=False, hold=True)
+            if keywords is None:
+                return
+            try:
+                writer = keywords.open_writer()
+                if chunk_ids is not None and document_ids is not None:
+                    writer.delete_documents_by_query(tantivy.Query.boolean_query([
+                        (tantivy.Occur.Must, self._terms("chunk", [_key(model, tenant, collection, c)
+                                                                   for c in chunk_ids])),
+                        (tantivy.Occur.Must, self._terms("document", [_key(model, tenant, collection, d)
+                                                                      for d in document_ids]))]))
+                elif chunk_ids is not None:
+                    for chunk_id in dict.fromkeys(chunk_ids):
+                        writer.delete_documents_by_term("chunk", _key(model, tenant, collection, chunk_id))
+                elif document_ids is not None:
+                    for document_id in dict.fromkeys(document_ids):
+                        writer.delete_documents_by_term("document", _key(model, tenant, collection, document_id))
+                else:
+                    writer.delete_documents_by_term("partition", _key(model, tenant, collection))
+                self._commit(keywords)
+            finally:
+                self._release([keywords])
 
-    def replace_all(self, rows: Iterable[tuple[str, IndexRecord]]) -> int:
-        """Drop everything and index (model, record) rows in one commit (the migration from the FTS5 index)."""
+    def rebuild(self, rows: Iterable[tuple[str, IndexRecord]]) -> int:
+        """Drop every tenant's index and index the (model, record) rows anew, one commit per run of one tenant's
+        rows (so rows grouped by tenant keep one writer open at a time). For the migrations from older layouts,
+        at open: a crash midway leaves their source in place, and the rebuild starts from nothing again."""
         count = 0
         with self._lock:
-            writer = self._open_writer()
-            writer.delete_all_documents()
-            for model, record in rows:
-                writer.add_document(tantivy.Document(**_document(model, record)))
-                count += 1
-            self._commit()
+            with self._tenants_lock:
+                if any(not keywords.idle for keywords in self._tenants.values()):
+                    raise RuntimeError("keyword index rebuilt while writes are pending")
+                self._tenants.clear()
+            shutil.rmtree(self.path)
+            private_dir(self.path)
+            current: TenantKeywords | None = None
+            try:
+                for model, record in rows:
+                    name = tenant_folder(record.tenant)
+                    if current is None or current.path.name != name:
+                        if current is not None:
+                            self._commit(current)
+                            self._release([current])
+                        current = self._tenant(record.tenant, create=True, hold=True)
+                    current.open_writer().add_document(tantivy.Document(**_document(model, record)))
+                    count += 1
+                if current is not None:
+                    self._commit(current)
+            finally:
+                if current is not None:
+                    self._release([current])
         return count
 
-    def _forget_uncommitted(self) -> None:
-        """The writes since the last commit are gone (rolled back or dropped): `commit_through` says so."""
-        if self._written > self._committed:
-            self._lost.append((self._committed, self._written))
-            self._committed = self._written
+    def _forget_uncommitted(self, keywords: TenantKeywords) -> None:
+        """The index's writes since its last commit are gone (rolled back or dropped): `commit_through` says so."""
+        self._lost |= keywords.pending
+        keywords.pending.clear()
 
-    def _open_writer(self) -> tantivy.IndexWriter:
-        if self._writer is None:
-            self._writer = self._index.writer(WRITER_HEAP_BYTES, 1)
-        return self._writer
+    def _commit_each(self, indices: Sequence[TenantKeywords]) -> None:
+        """Commit every one of `indices`, even after one failed (each carries only its own tenant's writes), then
+        raise the first failure."""
+        failure: BaseException | None = None
+        for keywords in indices:
+            try:
+                self._commit(keywords)
+            except BaseException as error:
+                failure = failure or error
+        if failure is not None:
+            raise failure
 
-    def _commit(self) -> None:
-        if self._writer is None:  # writes pending in a writer that `close` dropped: nothing left to commit
-            self._forget_uncommitted()
+    def _commit(self, keywords: TenantKeywords) -> None:
+        if keywords.writer is None:  # writes pending in a writer that `close` dropped: nothing left to commit
+            self._forget_uncommitted(keywords)
             return
         try:
-            self._writer.commit()
+            keywords.writer.commit()
         except BaseException:
-            self._writer.rollback()  # nothing of a failed call may ride along with the next one's commit
-            self._forget_uncommitted()
+            keywords.writer.rollback()  # nothing of a failed call may ride along with the next one's commit
+            self._forget_uncommitted(keywords)
             raise
-        self._committed = self._written
+        keywords.pending.clear()
         # Segment merges run on tantivy's threads after a commit and write files with the process umask: wait for
         # them (which also releases the writer; the next write opens it again), then narrow every file to 0600.
         # The folder is 0700 anyway; this keeps the files owner-only too when used as a library without umask 077.
-        self._writer.wait_merging_threads()
-        self._writer = None
-        self._index.reload()  # read-your-writes: the call returns only once searches see it
-        restrict_tree(self.path)
+        keywords.writer.wait_merging_threads()
+        keywords.writer = None
+        keywords.index.reload()  # read-your-writes: the call returns only once searches see it
+        restrict_tree(keywords.path)
+
+    # -- tenant indices -------------------------------------------------------------------------------------
+
+    def _tenant(self, tenant: str, *, create: bool, hold: bool = False) -> TenantKeywords | None:
+        """The tenant's index, opened if need be (and created, with `create`); None when it has none. `hold` keeps
+        it from eviction until `_release` (a writer's call: taken in the same step, so no search evicts it first)."""
+        name = tenant_folder(tenant)
+        with self._tenants_lock:
+            keywords = self._tenants.get(name)
+            if keywords is None:
+                if not create and not (self.path / name / "meta.json").exists():
+                    return None
+                keywords = self._tenants[name] = TenantKeywords(self.path / name, self._schema)
+            self._tenants.move_to_end(name)
+            keywords.held = keywords.held or hold
+            self._evict()
+        return keywords
+
+    def _hold(self, indices: Sequence[TenantKeywords]) -> None:
+        with self._tenants_lock:
+            for keywords in indices:
+                keywords.held = True
+
+    def _release(self, indices: Sequence[TenantKeywords]) -> None:
+        with self._tenants_lock:
+            for keywords in indices:
+                keywords.held = False
+            self._evict()
+
+    def _evict(self) -> None:
+        """Close the least recently used idle indices beyond `MAX_OPEN_TENANTS` (under `_tenants_lock`); a search
+        still running on one keeps its searcher."""
+        excess = len(self._tenants) - MAX_OPEN_TENANTS
+        if excess > 0:
+            for name in [name for name, keywords in self._tenants.items() if keywords.idle][:excess]:
+                del self._tenants[name]
+
+    def _open_tenants(self) -> list[TenantKeywords]:
+        with self._tenants_lock:
+            return list(self._tenants.values())
 
     # -- reads ----------------------------------------------------------------------------------------------
 
     def search(self, model: str, tenant: str, collections: Sequence[str], query: str, k: int,
                filters: SearchFilters | None) -> list[SearchHit]:
+        """The top k chunks of the tenant's collections, by BM25 over the tenant's own documents only."""
         terms = query_terms(self._words, self._analyzer, query)
         if not terms or k <= 0 or not collections:
+            return []
+        keywords = self._tenant(tenant, create=False)
+        if keywords is None:
             return []
         words = tantivy.Query.boolean_query([(tantivy.Occur.Should, tantivy.Query.term_query(self._schema, "text", t))
                                              for t in terms])
@@ -252,7 +388,7 @@ class KeywordIndex:
         for field, value in (("language", filters and filters.language), ("mimetype", filters and filters.mimetype)):
             if value is not None:
                 clauses.append((tantivy.Occur.Must, self._terms(field, [value])))
-        searcher = self._index.searcher()
+        searcher = keywords.index.searcher()
         found = searcher.search(tantivy.Query.boolean_query(clauses), k, count=False).hits
         hits = []
         for score, address in found:
@@ -267,9 +403,12 @@ class KeywordIndex:
                   document_in_range: Callable[[str], bool] | None = None) -> set[str]:
         """The partition's chunk ids, of the documents `document_in_range` admits (all without it). It reads every
         document of the partition: fine for one machine's drift pages, not for a cluster."""
-        if self._writer is None:
-            self._index.reload()  # a reading process sees the writing process's last commit, not its own opening
-        searcher = self._index.searcher()
+        keywords = self._tenant(tenant, create=False)
+        if keywords is None:
+            return set()
+        if keywords.writer is None:
+            keywords.index.reload()  # a reading process sees the writing process's last commit, not its own opening
+        searcher = keywords.index.searcher()
         if not searcher.num_docs:
             return set()
         found = searcher.search(self._terms("partition", [_key(model, tenant, collection)]), searcher.num_docs,
@@ -287,6 +426,22 @@ class KeywordIndex:
             tantivy.Query.term_set_query(self._schema, field, list(dict.fromkeys(values))), 0.0)
 
 
+def legacy_shared_chunks(path: Path) -> list[tuple[str, str, str, str, str]]:
+    """(model, tenant, collection, document id, chunk id) of every chunk in the one tantivy index that older versions
+    shared between all tenants, in `path`. It never stored texts: the chunk store has them."""
+    index = tantivy.Index(build_schema(), path=str(path), reuse=True)
+    index.register_tokenizer(ANALYZER, text_analyzer())
+    searcher = index.searcher()
+    if not searcher.num_docs:
+        return []
+    chunks = []
+    for _, address in searcher.search(tantivy.Query.all_query(), searcher.num_docs, count=False).hits:
+        document = searcher.doc(address)
+        model, tenant, collection, chunk_id = json.loads(document["chunk"][0])
+        chunks.append((model, tenant, collection, json.loads(document["document"][0])[3], chunk_id))
+    return chunks
+
+
 def legacy_fts_rows(database: Path) -> tuple[list[tuple[str, IndexRecord]], bool]:
     """The chunks of an FTS5 keyword index written by an older version, as (model, record) rows with empty
     vectors, and whether their texts were there: a contentless FTS5 table (SQLite >= 3.43) kept none."""
@@ -298,8 +453,10 @@ def legacy_fts_rows(database: Path) -> tuple[list[tuple[str, IndexRecord]], bool
         if "chunk_text" not in tables:
             count = db.execute("SELECT count(*) FROM chunk").fetchone()[0]
             return [], count == 0
+        # By tenant: `KeywordIndex.rebuild` then writes one tenant's index at a time.
         rows = db.execute("SELECT c.model, c.tenant, c.collection, c.chunk_id, c.document_id, c.language, "
-                          "c.mimetype, t.text FROM chunk c JOIN chunk_text t ON t.rowid = c.rowid").fetchall()
+                          "c.mimetype, t.text FROM chunk c JOIN chunk_text t ON t.rowid = c.rowid "
+                          "ORDER BY c.tenant").fetchall()
     finally:
         db.close()
     return [(model, IndexRecord(tenant=tenant, collection=collection, document_id=document_id, chunk_id=chunk_id,

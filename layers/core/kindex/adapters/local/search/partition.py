@@ -122,6 +122,14 @@ class Partition:
         self.language_codes[rows] = [self.languages.code(field[2]) for field in fields]
         self.mimetype_codes[rows] = [self.mimetypes.code(field[3]) for field in fields]
 
+    def filter_fields(self, chunk_id: str) -> tuple[str | None, str | None]:
+        """The (language, mimetype) a chunk was indexed with (None for a missing value or a missing chunk)."""
+        row = self.rows.get(chunk_id)
+        if row is None:
+            return None, None
+        return (self.languages.values[self.language_codes[row]] or None,
+                self.mimetypes.values[self.mimetype_codes[row]] or None)
+
     def remove(self, chunk_ids: Iterable[str]) -> int:
         doomed = [chunk_id for chunk_id in dict.fromkeys(chunk_ids) if chunk_id in self.rows]
         if len(doomed) * GATHER_RATIO > self.size:  # many rows: one vectorised pass beats row-by-row moves
