@@ -10,6 +10,7 @@ import time
 import pytest
 
 from functions import ingest as ingest_function
+from kindex.app.ingest_run import IngestRun
 from kindex.domain.models import CollectionInput, DocumentInput
 from kindex_local.app import build_worker
 from kindex_local.server import LambdaContext
@@ -301,11 +302,11 @@ def test_the_batch_commit_covers_the_writes_of_documents_that_failed_after_writi
     from kindex.domain.types import IndexRecord
 
     # Given a deferring batch where a document wrote chunks and then failed (no `indexed` status write waits)
-    batch = services.ingest.open_batch([], {}, defer_keyword_commits=True)
-    batch.upsert("hash:384", [IndexRecord(tenant="t", collection="c", document_id="half", chunk_id="half-0",
+    run = IngestRun(services.ingest)
+    run.batch.upsert("hash:384", [IndexRecord(tenant="t", collection="c", document_id="half", chunk_id="half-0",
                                           vector=tuple([1.0] + [0.0] * 383), text="orphaned wombat", language="en")])
     # When the batch finishes
-    assert batch.finish() == set()
+    assert run.finish() == set()
     # Then its writes were committed with the batch, not left pending for some later commit to carry
     assert len(commits) == 1
     hits = services.search_index.keyword_search("hash:384", "t", ["c"], "wombat", 5)

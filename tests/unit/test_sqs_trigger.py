@@ -9,7 +9,6 @@ from collections.abc import Iterator
 
 import boto3
 import pytest
-from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from botocore.exceptions import EndpointConnectionError
 from botocore.stub import Stubber
 
@@ -96,21 +95,11 @@ def test_ingest_function_reads_the_keys_back_from_the_messages(sqs):
     stub.add_response("send_message_batch", ok(len(AWKWARD_KEYS)))
     SqsIngestTrigger(QUEUE_URL, BUCKET, client=client).trigger(AWKWARD_KEYS)
 
-    class Recorder:
-        created: list[str] = []
-
-        def object_created(self, key: str, size: int | None = None) -> None:
-            self.created.append(key)
-
-        def object_removed(self, key: str) -> None:
-            raise AssertionError("a trigger only sends created-events")
-
-    # When the ingest function's record handler gets each message / Then it asks to index exactly those keys
-    recorder = Recorder()
-    for entry in sent[0]["Entries"]:
-        ingest_function.record_handler(SQSRecord({"messageId": entry["Id"], "body": entry["MessageBody"]}),
-                                       service=recorder)
-    assert recorder.created == AWKWARD_KEYS
+    # When the ingest function parses each message / Then it asks to index exactly those keys
+    records = [ingest_function.ingest_record({"messageId": entry["Id"], "body": entry["MessageBody"]})
+               for entry in sent[0]["Entries"]]
+    assert [event.key for record in records for event in record.events] == AWKWARD_KEYS
+    assert all(event.created for record in records for event in record.events)
 
 
 def test_no_keys_sends_nothing(sqs):

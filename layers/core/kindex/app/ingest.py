@@ -9,12 +9,13 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
 
 from kindex.app.document_writes import same_content, write_document
 from kindex.app.embedding import EmbeddingService, text_sha256
+from kindex.app.ingest_batch import UNKNOWN_COST, IngestBatch, Memo
 from kindex.domain import keys
 from kindex.domain.errors import (
     Conflict,
@@ -30,7 +31,6 @@ from kindex.domain.ports import (
     BlobStore,
     ChunkStore,
     CollectionStore,
-    DeferredKeywordCommits,
     DocumentStore,
     MetricsRecorder,
     SearchIndex,
@@ -91,117 +91,6 @@ class IngestLimits:
     prepare_max_bytes: int = 1024 * 1024
 
 
-# (blob key, sha256 of its bytes, collection config version, mimetype): what a chunking result depends on.
-Memo = tuple[str, str, int, "str | None"]
-UNKNOWN_COST = 1 << 40  # work not measured ahead (a big object, or one whose preparation failed unexpectedly)
-
-
-class IngestBatch:
-    """One invocation's batch of events, created by the ingest handler and never shared with another invocation
-    or thread. What was learnt before the per-record pass, so each record reuses it:
-
-    - the bytes read (one GET per object per batch) and each small object's chunks (or its extraction failure);
-    - each object's cost in chunks, so the handler runs the cheap records first;
-    - the chunk texts of small documents still to embed: the first of them takes its followers' texts along, so a
-      batch of small documents makes one embedding call per model (up to `embed_slice` texts);
-    - the models whose embedding failed in this batch: the provider already had its retries, so the batch's other
-      documents fail with that error instead of each trying again (one retry sequence per batch, not per document).
-
-    - with `defer_keyword_commits` (the ingest handler's batches) and an index that can defer them (the embedded
-      one and OpenSearch, see `DeferredKeywordCommits`): the chunk writes whose commit (OpenSearch: refresh) waits
-      for `finish`, and what each written document still has to do once they are committed (its `indexed` status
-      write), by the record (`record_id`, set by the handler) that wrote it. A document is marked indexed only
-      after that commit.
-
-    It has the record handler's two calls, so the handler passes it where it would pass the service."""
-
-    def __init__(self, service: "IngestService", defer_keyword_commits: bool = False):
-        self.service = service
-        self.fetched: dict[str, bytes] = {}
-        self.prepared: dict[Memo, list | IngestError] = {}
-        self.failed_models: dict[str, Exception] = {}
-        self.costs: dict[str, int] = {}
-        # Per model: (memo, tenant, texts) of the small documents whose texts may ride along another's call.
-        self._waiting: dict[str, list[tuple[Memo, str, list[str]]]] = {}
-        index = service.index
-        self._deferring = index if defer_keyword_commits and isinstance(index, DeferredKeywordCommits) else None
-        self.record_id: str | None = None  # the record being handled, which owns what is deferred now
-        self._deferred: list[tuple[str | None, list[int], Callable[[], None]]] = []
-        self._written: list[int] = []  # every deferred write, also those of documents that failed after writing
-
-    def object_created(self, key: str, size: int | None = None) -> Document | None:
-        return self.service.object_created(key, self, size)
-
-    def object_removed(self, key: str) -> None:
-        self.service.object_removed(key)
-
-    def cost(self, created_keys: Iterable[str]) -> int:
-        """The chunks a record's created objects are expected to embed; UNKNOWN_COST for anything not measured."""
-        return sum(self.costs.get(key, UNKNOWN_COST) for key in created_keys)
-
-    def wait_for_embedding(self, memo: Memo, tenant: str, models: Iterable[str], texts: list[str]) -> None:
-        for model in models:
-            self._waiting.setdefault(model, []).append((memo, tenant, texts))
-
-    def order_waiting(self) -> None:
-        """Waiting texts in the order the records will run (cheapest first, like the handler sorts them)."""
-        for entries in self._waiting.values():
-            entries.sort(key=lambda entry: self.costs.get(entry[0][0], UNKNOWN_COST))
-
-    def upsert(self, model: str, records: list[IndexRecord]) -> int | None:
-        """Write chunks to the index: with their keyword commit deferred (returns the write's number for `defer`)
-        when this batch defers them, else durable and visible at once (returns None)."""
-        if self._deferring is None:
-            self.service.index.upsert(model, records)
-            return None
-        write = self._deferring.upsert_deferred(model, records)
-        self._written.append(write)
-        return write
-
-    def defer(self, writes: list[int], complete: Callable[[], None]) -> None:
-        """Run `complete` in `finish`, once `writes` are committed; its failure fails the current record."""
-        self._deferred.append((self.record_id, writes, complete))
-
-    def finish(self) -> set[str | None]:
-        """After the per-record pass: one keyword commit for every deferred write, then each deferred completion.
-        Returns the records to retry: all that deferred anything when the commit failed (their documents stay
-        `in_progress`), else those whose completion raised. Never raises: one record's failure is its own."""
-        deferred, self._deferred = self._deferred, []
-        written, self._written = self._written, []
-        if not written:
-            return set()
-        try:
-            # All of the batch's writes, those of documents that failed after writing too: none is left pending in
-            # the index (the embedded one would carry it into a later commit, OpenSearch would keep its number).
-            self._deferring.commit_deferred(written)
-        except Exception as error:
-            logger.exception("the batch's keyword commit failed; its documents are redone",
-                             extra={"documents": len(deferred), "error_type": type(error).__name__})
-            return {record for record, _, _ in deferred}
-        failed: set[str | None] = set()
-        for record, _, complete in deferred:
-            try:
-                complete()
-            except Conflict:
-                failed.add(record)  # newer content won meanwhile: this stale message is retried, and ignored
-            except Exception as error:
-                logger.exception("a document's status write after the batch commit failed; its record is retried",
-                                 extra={"record": record, "error_type": type(error).__name__})
-                failed.add(record)
-        return failed
-
-    def riders(self, model: str, memo: Memo | None, room: int) -> list[tuple[str, str]]:
-        """(tenant, text) of waiting small documents to embed with `memo`'s own call, at most `room` of them; they
-        (and `memo`'s own entry) stop waiting. Each keeps its tenant: its vector is cached for that tenant only."""
-        entries = self._waiting.get(model, [])
-        entries[:] = [entry for entry in entries if entry[0] != memo]
-        taken: list[tuple[str, str]] = []
-        while entries and len(taken) + len(entries[0][2]) <= room:
-            _, tenant, texts = entries.pop(0)
-            taken.extend((tenant, text) for text in texts)
-        return taken
-
-
 class IngestService:
     """Processes blob created/removed events for document blobs and keeps chunks and vectors in step."""
 
@@ -221,22 +110,18 @@ class IngestService:
         self.metrics = metrics or DiscardedMetrics()
 
     # Events
-    def open_batch(self, created_keys: list[str], sizes: Mapping[str, int | None] | None = None,
-                   defer_keyword_commits: bool = False) -> IngestBatch:
-        """Before a batch's per-record pass: read and chunk every small created object, measure what each record
-        will cost, and queue the small documents' texts to share embedding calls. Never raises: a key whose
-        preparation fails is simply not prepared, and its own record reports the failure, alone. `sizes` are
-        the events' object sizes, by key (an object over the file limit is never downloaded). With
-        `defer_keyword_commits`, the caller must call the batch's `finish` after its records (see IngestBatch)."""
-        batch = IngestBatch(self, defer_keyword_commits)
-        for key in dict.fromkeys(created_keys):
+    def prepare(self, batch: IngestBatch, created: Mapping[str, int | None]) -> None:
+        """Before a batch's per-record pass: read and chunk every small created object (by key, with the event's
+        object size: an object over the file limit is never downloaded), measure what each record will cost, and
+        queue the small documents' texts to share embedding calls. Never raises: a key whose preparation fails is
+        simply not prepared, and its own record reports the failure, alone."""
+        for key, size in created.items():
             try:
-                self._prepare(batch, key, (sizes or {}).get(key))
+                self._prepare(batch, key, size)
             except Exception as error:  # its record reports it, with the right status and retry semantics
                 logger.warning("could not prepare an object ahead of its record",
                                extra={"key": key, "error_type": type(error).__name__})
         batch.order_waiting()
-        return batch
 
     def _prepare(self, batch: IngestBatch, key: str, size: int | None = None) -> None:
         batch.costs[key] = 0  # nothing to do unless shown otherwise below
@@ -273,9 +158,10 @@ class IngestService:
             batch.wait_for_embedding(memo, tenant, {collection.embedding_model, collection.query_model},
                                      [p.text for p in pieces])
 
-    def object_created(self, key: str, batch: IngestBatch | None = None, size: int | None = None) -> Document | None:
-        """Index the document whose blob was written. Returns the document's final state, None if ignored; in a
-        batch that defers keyword commits, the state before its `indexed` write, which the batch's `finish` makes.
+    def object_created(self, key: str, size: int | None = None, batch: IngestBatch | None = None) -> Document | None:
+        """Index the document whose blob was written, with what `batch` (the invocation's, see IngestRun) learnt
+        ahead. Returns the document's final state, None if ignored; in a batch that defers keyword commits, the
+        state before its `indexed` write, which the run makes once the batch's writes are committed.
 
         `size` is the event's object size: an object over the file limit fails its document (LimitExceeded)
         without being downloaded, and never affects the other records of the batch."""
@@ -306,7 +192,8 @@ class IngestService:
             if too_large is not None:
                 return self._fail(tenant, collection, document, adopted, failure_reason(too_large),
                                   too_large.retryable, too_large)
-            return self._index(tenant, collection, document, adopted, data, filename, batch or IngestBatch(self))
+            return self._index(tenant, collection, document, adopted, data, filename,
+                               batch or IngestBatch(self.index))
         except NotFound:
             # The document was deleted while we worked: remove what we wrote, so nothing is left behind.
             self.remove_document(tenant, document, collection)
