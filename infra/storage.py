@@ -66,8 +66,12 @@ class Storage(Construct):
                                  abort_incomplete_multipart_upload_after=Duration.days(1)),
             ],
             # The web console (served by the API at /console) PUTs files to presigned URLs from the browser: CORS
-            # lets pages of this region's API Gateway origins do so. The signature still authorizes each PUT.
-            cors=[s3.CorsRule(allowed_methods=[s3.HttpMethods.PUT], allowed_headers=["Content-Type"],
+            # lets pages of this region's API Gateway origins do so. The signature still authorizes each PUT. The
+            # allowed headers are those the presigner signs and the console therefore sends (s3_blobs
+            # build_presign_params; Content-Length is the browser's own and never preflighted): a header missing
+            # here fails every browser upload at its preflight.
+            cors=[s3.CorsRule(allowed_methods=[s3.HttpMethods.PUT],
+                              allowed_headers=["Content-Type", "x-amz-server-side-encryption", "If-None-Match"],
                               allowed_origins=[f"https://*.execute-api.{Stack.of(self).region}.amazonaws.com"],
                               exposed_headers=["ETag"], max_age=3600)],
             removal_policy=RemovalPolicy.RETAIN,

@@ -14,6 +14,7 @@ import pytest
 from aws_cdk.assertions import Annotations, Match, Template
 
 from infra import build_app
+from kindex.adapters.aws.s3_blobs import build_presign_params
 from infra.config import ConfigError, StackConfig
 
 pytestmark = pytest.mark.infra
@@ -359,7 +360,12 @@ def test_document_bucket_is_encrypted_versioned_private_tls_only_and_logged(synt
     assert bucket["DeletionPolicy"] == "Retain"
     # The console's browser uploads: PUT only, from this region's API Gateway origins only
     [rule] = props["CorsConfiguration"]["CorsRules"]
-    assert rule["AllowedMethods"] == ["PUT"] and rule["AllowedHeaders"] == ["Content-Type"]
+    assert rule["AllowedMethods"] == ["PUT"]
+    # every header a presigned upload must send is allowed at the preflight (the browser sets Content-Length itself)
+    _, signed = build_presign_params("bucket", "tenants/t/collections/c/documents/d/v1.1.a@f.pdf", "application/pdf",
+                                     10)
+    preflighted = {name.lower() for name in signed} - {"content-length"}
+    assert preflighted and preflighted <= {name.lower() for name in rule["AllowedHeaders"]}
     [origin] = rule["AllowedOrigins"]
     assert origin != "*" and "https://*.execute-api." in text(origin) and "AWS::Region" in text(origin)
     template.has_resource_properties("AWS::S3::BucketPolicy", {
