@@ -14,8 +14,8 @@ import pytest
 from aws_cdk.assertions import Annotations, Match, Template
 
 from infra import build_app
-from kindex.adapters.aws.s3_blobs import build_presign_params
 from infra.config import ConfigError, StackConfig
+from kindex.adapters.aws.s3_blobs import build_presign_params
 
 pytestmark = pytest.mark.infra
 

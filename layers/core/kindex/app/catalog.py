@@ -12,6 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from kindex.app.chunk_removal import require_collection
 from kindex.app.document_writes import Change, same_content, write_document
 from kindex.app.record_writes import write_collection
 from kindex.domain import keys
@@ -180,10 +181,7 @@ class CatalogService:
         return collection.model_copy(update={"document_count": self.documents.count_documents(tenant, collection_id)})
 
     def _collection(self, tenant: str, collection_id: str) -> Collection:
-        collection = self.collections.get_collection(tenant, collection_id)
-        if collection is None:
-            raise NotFound(f"collection {collection_id!r} does not exist")
-        return collection
+        return require_collection(self.collections, tenant, collection_id)
 
     def put_collection(self, tenant: str, collection_id: str, body: CollectionInput) -> tuple[Collection, bool]:
         """Create (True) or partially update (False) the collection. Only the fields in the body change: a write

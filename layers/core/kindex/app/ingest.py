@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
 
+from kindex.app.chunk_removal import ChunkRemover
 from kindex.app.document_writes import same_content, write_document
 from kindex.app.embedding import EmbeddingService, text_sha256
 from kindex.app.ingest_batch import UNKNOWN_COST, IngestBatch, Memo
@@ -103,6 +104,7 @@ class IngestService:
         self.blobs = blobs
         self.chunks = chunks
         self.index = index
+        self.remover = ChunkRemover(index, chunks)
         self.embeddings = embeddings
         self.limits = limits or IngestLimits()
         self._extract = extract
@@ -196,7 +198,7 @@ class IngestService:
                                batch or IngestBatch(self.index))
         except NotFound:
             # The document was deleted while we worked: remove what we wrote, so nothing is left behind.
-            self.remove_document(tenant, document, collection)
+            self.remover.remove_document(tenant, collection, document)
             return None
         except Conflict:
             # A newer write committed while this content was being indexed (on AWS, two events of one document can
@@ -217,19 +219,8 @@ class IngestService:
             return
         if self.blobs.blob_size(key) is not None:
             return  # written again since the removal: the object exists, keep the document
-        self.remove_document(tenant, document, collection)
+        self.remover.remove_document(tenant, collection, document)
         self.documents.delete_document(tenant, collection_id, document_id)
-
-    # Deletion hooks used by the catalog
-    def remove_document(self, tenant: str, document: Document, collection: Collection) -> None:
-        for model in {collection.embedding_model, collection.query_model, document.indexed_model} - {None}:
-            self.index.delete(model, tenant, collection.id, document_ids=[document.id])
-        self.chunks.delete_chunks(tenant, collection.id, document_id=document.id)
-
-    def remove_collection(self, tenant: str, collection: Collection) -> None:
-        for model in {collection.embedding_model, collection.query_model}:
-            self.index.delete(model, tenant, collection.id)
-        self.chunks.delete_chunks(tenant, collection.id)
 
     # Internals
     def _document_for(self, tenant: str, collection_id: str, document_id: str, filename: str,
@@ -278,10 +269,8 @@ class IngestService:
             return  # replaced again, or content that cannot be indexed: its own event decides
         current = {chunk_id(tenant, collection_id, document_id, p.index, text_sha256(p.text)) for p in pieces}
         other = sorted({c.chunk_id for c in self.chunks.list_chunks(tenant, collection_id, document_id)} - current)
-        if other:
-            for model in {collection.embedding_model, collection.query_model}:
-                self.index.delete(model, tenant, collection_id, chunk_ids=other)
-            self.chunks.delete_chunks(tenant, collection_id, document_id=document_id, chunk_ids=other)
+        self.remover.remove_chunks(tenant, collection_id, document_id, other,
+                                   {collection.embedding_model, collection.query_model})
 
     def _written_document(self, tenant: str, collection_id: str, document_id: str, key: str, write: keys.BlobWrite,
                           document: Document | None) -> Document | None:
@@ -383,7 +372,7 @@ class IngestService:
         try:
             self._indexed(tenant, collection, stored, fields)
         except NotFound:
-            self.remove_document(tenant, stored, collection)  # deleted while we worked: nothing is left behind
+            self.remover.remove_document(tenant, collection, stored)  # deleted while we worked: nothing is left behind
         except Conflict:
             self._keep_only_current_chunks(tenant, collection.id, stored.id)
             raise
@@ -477,10 +466,8 @@ class IngestService:
             if record_progress is not None and done < len(stored):
                 record_progress(done, len(stored))
         gone = sorted(previous - {c.chunk_id for c in stored})
-        if gone and not (collection.switching and rebuild_only):
-            for model in models:
-                self.index.delete(model, tenant, collection.id, chunk_ids=gone)
-            self.chunks.delete_chunks(tenant, collection.id, document_id=document.id, chunk_ids=gone)
+        if not (collection.switching and rebuild_only):
+            self.remover.remove_chunks(tenant, collection.id, document.id, gone, models)
         return len(stored), writes
 
     def _slice(self, models: list[str]) -> int:

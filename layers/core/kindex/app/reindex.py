@@ -30,6 +30,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from kindex.app.chunk_removal import ChunkRemover, require_collection
 from kindex.app.document_writes import write_document
 from kindex.app.record_writes import write_collection
 from kindex.domain import keys
@@ -139,6 +140,7 @@ class ReindexService:
         self.blobs = blobs
         self.chunks = chunks
         self.index = index
+        self.remover = ChunkRemover(index, chunks)
         self.trigger = trigger
         self.jobs = jobs
         self.key_store = key_store
@@ -265,8 +267,7 @@ class ReindexService:
         for document in self._documents(tenant, collection.id):
             stale = [c.chunk_id for c in self.chunks.list_chunks(tenant, collection.id, document.id)
                      if c.chunk_id not in live]
-            if stale:
-                self.chunks.delete_chunks(tenant, collection.id, document_id=document.id, chunk_ids=stale)
+            self.remover.remove_chunks(tenant, collection.id, document.id, stale, models=())  # no vector left
         logger.info("model switched", extra={"tenant": tenant, "collection": collection.id, "from_model": old_model,
                                              "to_model": collection.embedding_model})
 
@@ -586,9 +587,7 @@ class ReindexService:
             after = page[-1].id
 
     def _clear(self, tenant: str, collection: Collection, document: Document) -> Document:
-        for model in {collection.embedding_model, collection.query_model}:
-            self.index.delete(model, tenant, collection.id, document_ids=[document.id])
-        self.chunks.delete_chunks(tenant, collection.id, document_id=document.id)
+        self.remover.remove_document(tenant, collection, document)
         return self._update(tenant, document, {"status": DocumentStatus.PENDING, "indexed_config_version": 0,
                                                "indexed_model": None, "chunk_count": 0, "chunks_done": 0,
                                                "updated_at": utc_now()})
@@ -609,10 +608,7 @@ class ReindexService:
         return written
 
     def _collection(self, tenant: str, collection_id: str) -> Collection:
-        collection = self.collections.get_collection(tenant, collection_id)
-        if collection is None:
-            raise NotFound(f"collection {collection_id!r} does not exist")
-        return collection
+        return require_collection(self.collections, tenant, collection_id)
 
     @staticmethod
     def _log(message: str, tenant: str, collection: Collection, report: CollectionReport) -> None:

@@ -11,6 +11,7 @@ from kindex.settings import Settings, load_settings
 
 if TYPE_CHECKING:  # imports stay inside the properties: each function loads only what it uses (cold start)
     from kindex.app.catalog import CatalogService
+    from kindex.app.chunk_removal import ChunkRemover
     from kindex.app.citations import CitationService
     from kindex.app.embedding import EmbeddingService
     from kindex.app.ingest import IngestService
@@ -133,13 +134,19 @@ class Services:
     def _replace_document(self, tenant, collection_id, document_id) -> None:
         self.catalog.delete_document(tenant, collection_id, document_id)
 
-    # The catalog's hooks, resolved when called: the API function builds the ingest and rights services only when a
-    # delete or a rights setting needs them.
+    @cached_property
+    def remover(self) -> ChunkRemover:
+        from kindex.app.chunk_removal import ChunkRemover
+
+        return ChunkRemover(self.adapters.search_index, self.adapters.chunks)
+
+    # The catalog's hooks, resolved when called: the API function builds the search index and the rights service only
+    # when a delete or a rights setting needs them.
     def _remove_collection_index(self, tenant, collection) -> None:
-        self.ingest.remove_collection(tenant, collection)
+        self.remover.remove_collection(tenant, collection)
 
     def _remove_document_index(self, tenant, document, collection) -> None:
-        self.ingest.remove_document(tenant, document, collection)
+        self.remover.remove_document(tenant, collection, document)
 
     def _check_rights(self, tenant, collection) -> None:
         self.rights_checks.check_collection(tenant, collection)
