@@ -394,6 +394,7 @@ def test_reading_text_loads_no_pdf_docx_or_html_library():
             "print('\\n'.join(sorted(sys.modules)))")
     loaded = set(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                                 check=True).stdout.split())
-    # Then no format's parser was loaded (each format's reader imports its own library when it runs)
+    # Then no other format's reader or parser was loaded (each loads when a file of its format is first read)
     heavy = {"pypdf", "docx", "bs4", "lxml", "charset_normalizer"}
     assert {name for name in loaded if name.split(".")[0] in heavy} == set()
+    assert {"kindex.text.extract.html", "kindex.text.extract.pdf", "kindex.text.extract.docx"} & loaded == set()

@@ -9,8 +9,8 @@ decompressed in bounded reads before python-docx opens it (`docx`), HTML is meas
 streaming pre-scan before BeautifulSoup builds a tree (`html`), and pypdf runs with tighter decompression and
 parsing limits plus a page and content budget (`pdf`). Every failure is a domain `IngestError` with a short
 one-line message, so that the document's `failure_reason` is readable and nothing above this package needs to know
-which parser was used. PDF, DOCX and HTML libraries are imported inside their format's reader so that a plain-text
-ingest does not pay for loading them.
+which parser was used. Each format's module, and the PDF, DOCX or HTML library it uses, is imported when a file of
+that format is first read, so that a plain-text ingest does not pay for loading them.
 
 One module per format, each with one reader `(data, limits) -> ExtractedText`: what a format knows beyond its text
 (pages today; sections or tables later) travels in the `ExtractedText` its reader returns, and this module only
@@ -24,7 +24,6 @@ from collections.abc import Callable
 
 from kindex.domain.errors import EmptyText, LimitExceeded
 from kindex.domain.types import ExtractedText
-from kindex.text.extract.docx import extract_docx
 from kindex.text.extract.formats import (
     APPLICATION_DOCX,
     APPLICATION_PDF,
@@ -35,10 +34,7 @@ from kindex.text.extract.formats import (
     guess_mimetype,
     resolve_mimetype,
 )
-from kindex.text.extract.html import extract_html
 from kindex.text.extract.limits import DEFAULT_LIMITS, DEFAULT_MAX_BYTES, ExtractLimits
-from kindex.text.extract.pdf import extract_pdf
-from kindex.text.extract.plain import extract_plain
 from kindex.text.extract.sniff import check_signature
 
 __all__ = [
@@ -50,13 +46,27 @@ logger = logging.getLogger(__name__)
 
 Reader = Callable[[bytes, ExtractLimits], ExtractedText]
 
-_READERS: dict[str, Reader] = {
-    TEXT_PLAIN: extract_plain,
-    TEXT_MARKDOWN: extract_plain,
-    TEXT_HTML: extract_html,
-    APPLICATION_PDF: extract_pdf,
-    APPLICATION_DOCX: extract_docx,
-}
+
+def _reader(kind: str) -> Reader:
+    """The reader of a supported mimetype. Each format's module is imported when a file of that format is first
+    read, as its parser is: a plain-text ingest loads neither the HTML, PDF nor DOCX module."""
+    if kind in (TEXT_PLAIN, TEXT_MARKDOWN):
+        from kindex.text.extract.plain import extract_plain
+
+        return extract_plain
+    if kind == TEXT_HTML:
+        from kindex.text.extract.html import extract_html
+
+        return extract_html
+    if kind == APPLICATION_PDF:
+        from kindex.text.extract.pdf import extract_pdf
+
+        return extract_pdf
+    if kind == APPLICATION_DOCX:
+        from kindex.text.extract.docx import extract_docx
+
+        return extract_docx
+    raise ValueError(f"no reader for {kind!r}")  # resolve_mimetype returns supported types only
 
 
 def extract(
@@ -79,7 +89,7 @@ def extract(
         raise LimitExceeded(f"File is {len(data)} bytes; the limit is {max_bytes} bytes")
     kind = resolve_mimetype(mimetype, filename)
     check_signature(data, kind)
-    extracted = _READERS[kind](data, limits)
+    extracted = _reader(kind)(data, limits)
     if not extracted.text.strip():
         raise EmptyText("No text could be extracted")
     logger.debug(
