@@ -104,6 +104,30 @@ def test_hash_embedder_rejects_unreasonable_dimensions(dimensions):
         HashEmbedder(dimensions)
 
 
+# --- what every embedder does to a text first ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(("given", "read"), [
+    ("a\ud800b", "a\ufffdb"),  # a lone high surrogate
+    ("lone \udc80", "lone \ufffd"),  # a lone low one, as surrogateescape decoding leaves
+    ("x\ud83d\ude00y", "x\U0001f600y"),  # a pair: the character it encodes
+    ("\ude00\ud83d", "\ufffd\ufffd"),  # low before high is no pair
+    ("end \ud83d", "end \ufffd"),
+])
+def test_surrogates_are_read_as_utf16_would_read_them(given, read):
+    from kindex.adapters.embedders.text_input import encodable
+
+    assert encodable(given) == read
+    assert encodable(given).encode("utf-8")  # now UTF-8 can carry it
+
+
+def test_valid_text_passes_unchanged_so_its_vectors_cannot_change():
+    from kindex.adapters.embedders.text_input import encodable
+
+    for text in ("plain ascii", "Ünïcödé 文字 🙂", "\ufffd already replaced", ""):
+        assert encodable(text) is text
+
+
 # --- MiniLM (ONNX int8) -------------------------------------------------------------------------------
 
 

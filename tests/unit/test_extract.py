@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import csv
 import io
+import subprocess
+import sys
 from functools import lru_cache
 from pathlib import Path
 
@@ -382,3 +384,17 @@ def test_guess_mimetype_and_supported_mimetypes_agree():
     assert guess_mimetype(None) is None
     for name in ("a.txt", "a.md", "a.markdown", "a.html", "a.htm", "a.pdf", "a.docx"):
         assert guess_mimetype(name) in SUPPORTED_MIMETYPES
+
+
+def test_reading_text_loads_no_pdf_docx_or_html_library():
+    # Given a fresh interpreter that imports the extraction package and reads a UTF-8 text file
+    code = ("import sys\n"
+            "from kindex.text.extract import extract\n"
+            "assert extract('héllo'.encode(), mimetype=None, filename='a.txt').text == 'héllo'\n"
+            "print('\\n'.join(sorted(sys.modules)))")
+    loaded = set(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                                check=True).stdout.split())
+    # Then no other format's reader or parser was loaded (each loads when a file of its format is first read)
+    heavy = {"pypdf", "docx", "bs4", "lxml", "charset_normalizer"}
+    assert {name for name in loaded if name.split(".")[0] in heavy} == set()
+    assert {"kindex.text.extract.html", "kindex.text.extract.pdf", "kindex.text.extract.docx"} & loaded == set()

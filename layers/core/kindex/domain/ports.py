@@ -27,10 +27,20 @@ class Embedder(Protocol):
 
     `model` is the collection-facing name (`local:all-MiniLM-L6-v2`, `openai:text-embedding-3-small`,
     `hash:384`); `dimensions` is the vector length. `embed` returns one L2-normalised float32 row per
-    input, in input order, batching remote calls itself; it raises `EmbeddingFailed` when the provider
-    cannot answer after retries. It does no caching: the embedding cache wraps it. `embed` is for the
-    texts that get indexed (passages), `embed_queries` for search queries: the same for most models,
-    different for those trained with instructions (e5's `query: ` and `passage: `).
+    input, in input order (a row does not depend on the other texts of the call, up to the rounding of int8
+    activations in a batch: cosine 0.999 or more), batching remote calls itself; it raises
+    `EmbeddingFailed` when the provider cannot answer after retries. No texts give a (0, dimensions)
+    matrix and no call; the same text twice gets the same vector twice. It does no caching: the embedding
+    cache wraps it. `embed` is for the texts that get indexed (passages), `embed_queries` for search
+    queries: the same for most models, different for those trained with instructions (bge's instruction,
+    e5's `query: ` and `passage: `).
+
+    Any Python string is accepted. Surrogates are read as UTF-16 would read them: a high surrogate followed
+    by a low one is the character the pair encodes, and any other surrogate is U+FFFD, so `'a\\ud800b'` gets
+    the vector of `'a\\ufffdb'`. A text longer than the model's window is never refused: the local models
+    read it as consecutive windows whose vectors are averaged by token count; OpenAI's models truncate it
+    to their 8,191-token input limit (logged); the hash embedder reads every word.
+    Every embedder runs the contract in `tests/contract/mixins/embedder.py`.
     """
 
     model: str

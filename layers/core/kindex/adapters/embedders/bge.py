@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -11,18 +10,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from kindex.adapters.embedders.model_files import MODEL_FILE, TOKENIZER_FILE, model_folder
-from kindex.adapters.embedders.windows import (
-    BatchPool,
-    available_cores,
-    encode_windows,
-    length_buckets,
-    onnx_session,
-    padded_batch,
-    pool_windows,
-)
+from kindex.adapters.embedders.windowed import WindowedOnnxEmbedder
 from kindex.domain.embedding_models import LOCAL_BGE_SMALL, LOCAL_BGE_SMALL_Q, LOCAL_MODELS
 
 if TYPE_CHECKING:
+    import onnxruntime
     import tokenizers
 
 logger = logging.getLogger(__name__)
@@ -57,12 +49,7 @@ def _tokenizer(folder: Path) -> "tokenizers.Tokenizer":
     return tokenizer
 
 
-def _encodable(text: str) -> str:
-    """A lone surrogate cannot cross into the (Rust) tokenizer; it becomes U+FFFD like any undecodable byte."""
-    return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace") if not text.isascii() else text
-
-
-class BgeSmallEmbedder:
+class BgeSmallEmbedder(WindowedOnnxEmbedder):
     """The bge-small-en-v1.5 embedder (384 dimensions, [CLS] pooling, L2-normalised) on onnxruntime, CPU only.
 
     Fully offline: the ONNX graph (int8 for `local:bge-small-en-v1.5-q`, the local default; fp32 for
@@ -71,7 +58,7 @@ class BgeSmallEmbedder:
     DependencyFailed naming the command that fetches them. Queries (`embed_queries`) get the model card's
     instruction prefix, passages do not. No text is cut: one longer than the 512-token window is read as
     consecutive windows whose unit [CLS] vectors are averaged, weighted by their token counts, then normalised
-    (windows.py); a text that fits one window gets exactly the model's own vector. Windows run in length-sorted
+    (windowed.py); a text that fits one window gets exactly the model's own vector. Windows run in length-sorted
     batches (int8: one window each, and no onnxruntime memory arena), one single-threaded batch per available core
     at a time; vectors come back in input order. The session and tokenizer load lazily, once per process; an
     instance is safe to share between threads.
@@ -79,38 +66,22 @@ class BgeSmallEmbedder:
 
     dimensions = DIMENSIONS
     window_tokens = WINDOW_TOKENS
+    query_prefix = QUERY_INSTRUCTION
 
     def __init__(self, model: str = LOCAL_BGE_SMALL, batch_size: int | None = None,
                  workers: int | None = None, bucketed: bool = True, memory_arena: bool | None = None):
         self.model = model
         int8 = model == LOCAL_BGE_SMALL_Q
-        self.batch_size = batch_size or (INT8_BATCH_SIZE if int8 else DEFAULT_BATCH_SIZE)
-        self.memory_arena = (INT8_MEMORY_ARENA if int8 else True) if memory_arena is None else memory_arena
-        self.workers = workers or available_cores()
-        self.bucketed = bucketed
-        self._batches = BatchPool(self.workers, "bge")
+        super().__init__(batch_size=batch_size or (INT8_BATCH_SIZE if int8 else DEFAULT_BATCH_SIZE),
+                         workers=workers, bucketed=bucketed, name="bge",
+                         memory_arena=(INT8_MEMORY_ARENA if int8 else True) if memory_arena is None else memory_arena)
 
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        return self._encode(texts, prefix="")
-
-    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
-        return self._encode(texts, prefix=QUERY_INSTRUCTION)
-
-    def _encode(self, texts: Sequence[str], prefix: str) -> np.ndarray:
-        if not texts:
-            return np.zeros((0, DIMENSIONS), dtype=np.float32)
+    def _model_files(self) -> tuple["tokenizers.Tokenizer", Path]:
         folder = model_folder(self.model)
-        windows, owners = encode_windows(_tokenizer(folder), [prefix + _encodable(text) for text in texts],
-                                         WINDOW_TOKENS)
-        lengths = np.array([len(window) for window in windows])
-        weighted = np.zeros((len(windows), DIMENSIONS), dtype=np.float32)
-        session = onnx_session(folder / MODEL_FILE, max(1, available_cores() // self.workers), self.memory_arena)
+        return _tokenizer(folder), folder / MODEL_FILE
 
-        def run(batch: np.ndarray) -> None:
-            (hidden,) = session.run(["last_hidden_state"], padded_batch([windows[i] for i in batch]))
-            cls = hidden[:, 0, :]
-            cls = cls / np.clip(np.linalg.norm(cls, axis=1, keepdims=True), 1e-12, None)
-            weighted[batch] = cls * lengths[batch, None]  # pool_windows divides by the token counts again
-
-        self._batches.run(length_buckets(lengths, self.batch_size, self.bucketed), run)
-        return pool_windows(weighted, lengths, owners, len(texts))
+    def _window_sums(self, session: "onnxruntime.InferenceSession", feed: dict[str, np.ndarray]) -> np.ndarray:
+        (hidden,) = session.run(["last_hidden_state"], feed)
+        cls = hidden[:, 0, :]
+        cls = cls / np.clip(np.linalg.norm(cls, axis=1, keepdims=True), 1e-12, None)
+        return cls * feed["attention_mask"].sum(axis=1)[:, None]

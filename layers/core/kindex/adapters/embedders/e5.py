@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from kindex.adapters.embedders.text_input import encodable
 from kindex.domain.embedding_models import LOCAL_E5_SMALL, LOCAL_MODELS
 from kindex.domain.errors import DependencyFailed
 
@@ -85,5 +86,6 @@ class E5SmallEmbedder:
 
 
 def _c_string_safe(text: str) -> str:
-    """The text as the engine can take it: NUL would end the C string early, and a lone surrogate cannot be UTF-8."""
-    return text.replace("\x00", " ").encode("utf-8", "replace").decode("utf-8")
+    """The text as the engine can take it: NUL would end the C string early, and a lone surrogate cannot be UTF-8
+    (it becomes U+FFFD, as for every embedder: text_input.py)."""
+    return encodable(text).replace("\x00", " ")

@@ -9,6 +9,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from kindex.adapters.embedders.text_input import encodable
 from kindex.domain.embedding_models import HASH_MAX_DIMENSIONS as MAX_DIMENSIONS
 from kindex.domain.embedding_models import HASH_MIN_DIMENSIONS as MIN_DIMENSIONS
 from kindex.domain.errors import InvalidInput
@@ -27,7 +28,7 @@ def _feature_hash(feature: str) -> int:
 
 
 def _features(text: str) -> tuple[list[str], list[float]]:
-    words = _WORD.findall(text.lower())
+    words = _WORD.findall(encodable(text).lower())
     if not words:
         return [_NO_WORDS_FEATURE], [1.0]
     features: list[str] = []

