@@ -21,7 +21,7 @@ import numpy as np
 
 from kindex.app.document_writes import write_document
 from kindex.app.embedding import EmbeddingService, text_sha256
-from kindex.app.ingest import chunk_id
+from kindex.app.ingest import import_chunk_id
 from kindex.app.record_writes import WRITE_ATTEMPTS
 from kindex.domain import keys
 from kindex.domain.embedding_models import parse_embedding_model
@@ -526,15 +526,6 @@ def _content(document: Document | None) -> tuple[int, str | None]:
 def _run(document: Document) -> tuple[int, datetime]:
     """One import run of a document: the version and creation time its in-progress record got when it started."""
     return document.version, document.created_at
-
-
-def import_chunk_id(tenant: str, run: Document, index: int, text_hash: str) -> str:
-    """An imported chunk's id: that of its text at its index in this run of the import. Unlike ingest's
-    content-derived ids, two runs (two imports of one document racing, or a run replaced meanwhile) never share an
-    id, so a run that lost its document removes exactly what it wrote and nothing of the winner's."""
-    version, created = _run(run)
-    return chunk_id(tenant, run.collection, run.id, index,
-                    f"{text_hash}\x1fimport\x1f{version}\x1f{created.isoformat()}")
 
 
 def imported_vectors_key(model: str) -> str:
