@@ -69,9 +69,9 @@ def cached_vectors(server, model):
     """Rows of the server's embedding cache: every text an embedder sees goes through it (none yet: no table)."""
     db = sqlite3.connect(server.data_dir / "kindex.sqlite3")
     try:
-        if not db.execute("SELECT 1 FROM sqlite_master WHERE name = 'embedding_cache'").fetchone():
+        if not db.execute("SELECT 1 FROM sqlite_master WHERE name = 'tenant_embedding_cache'").fetchone():
             return 0
-        return db.execute("SELECT COUNT(*) FROM embedding_cache WHERE model = ?", (model,)).fetchone()[0]
+        return db.execute("SELECT COUNT(*) FROM tenant_embedding_cache WHERE model = ?", (model,)).fetchone()[0]
     finally:
         db.close()
 

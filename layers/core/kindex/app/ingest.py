@@ -70,6 +70,15 @@ def chunk_id(tenant: str, collection: str, document: str, index: int, text_hash:
     return hashlib.sha256(material.encode("utf-8")).hexdigest()[:32]
 
 
+def import_chunk_id(tenant: str, run: Document, index: int, text_hash: str) -> str:
+    """An imported chunk's id: that of its text at its index in one run of an import (the in-progress record the
+    run started: its version and creation time). Unlike content-derived ids, two runs (two imports of one document
+    racing, or a run replaced meanwhile) never share an id, so a run that lost its document removes exactly what it
+    wrote and nothing of the winner's, and a write that lost to a run knows which chunks are the run's."""
+    return chunk_id(tenant, run.collection, run.id, index,
+                    f"{text_hash}\x1fimport\x1f{run.version}\x1f{run.created_at.isoformat()}")
+
+
 def failure_reason(error: Exception) -> str:
     kind = getattr(error, "kind", None) or ("DependencyFailed" if isinstance(error, DependencyFailed) else "Error")
     message = " ".join(str(getattr(error, "message", error)).split())
@@ -259,6 +268,16 @@ class IngestService:
         derived from the content, so the current content's ids are known without embedding anything)."""
         collection = self.collections.get_collection(tenant, collection_id)
         document = self.documents.get_document(tenant, collection_id, document_id)
+        if (collection is not None and document is not None and not document.source and not collection.switching
+                and document.status is DocumentStatus.IN_PROGRESS):
+            # An import run replaced the content meanwhile: only that run's chunks belong to the document now.
+            other = sorted(c.chunk_id for c in self.chunks.list_chunks(tenant, collection_id, document_id)
+                           if c.chunk_id != import_chunk_id(tenant, document, c.index, text_sha256(c.text)))
+            if other:
+                for model in {collection.embedding_model, collection.query_model}:
+                    self.index.delete(model, tenant, collection_id, chunk_ids=other)
+                self.chunks.delete_chunks(tenant, collection_id, document_id=document_id, chunk_ids=other)
+            return
         if collection is None or document is None or not document.source or collection.switching:
             return  # gone (its removal cleans up), or a model switch keeps the old model's chunks until it ends
         parsed = keys.parse_blob_key(document.source)

@@ -14,17 +14,18 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import datetime
 
 import numpy as np
 
-from kindex.app.document_writes import same_content, write_document
+from kindex.app.document_writes import write_document
 from kindex.app.embedding import EmbeddingService, text_sha256
-from kindex.app.ingest import chunk_id
+from kindex.app.ingest import import_chunk_id
+from kindex.app.record_writes import WRITE_ATTEMPTS
 from kindex.domain import keys
 from kindex.domain.embedding_models import parse_embedding_model
-from kindex.domain.errors import Conflict, InvalidInput, NotFound
+from kindex.domain.errors import Conflict, InvalidInput, NotFound, PayloadTooLarge
 from kindex.domain.models import Collection, Document, DocumentStatus, check_id, utc_now
 from kindex.domain.ports import (
     BlobStore,
@@ -38,11 +39,14 @@ from kindex.domain.ports import (
 from kindex.domain.transfer import (
     DEFAULT_EXPORT_CHUNKS,
     MAX_BATCH_DOCUMENTS,
+    MAX_EMBED_CHARS,
+    MAX_EMBED_TEXTS,
     ExportPage,
     ImportRequest,
     ImportResult,
     TransferChunk,
     TransferDocument,
+    must_embed,
 )
 from kindex.domain.types import IndexRecord, StoredChunk
 
@@ -56,6 +60,8 @@ EXPORT_PAGE_MAX_BYTES = 4 * 1024 * 1024
 _BYTES_PER_VECTOR_VALUE = 24
 _CHUNK_OVERHEAD_BYTES = 200
 CHUNKING_FIELDS = ("chunking_method", "chunking_max_size", "chunking_overlap_offset")
+#: The largest chunk index an export cursor may name (stored indexes stay far below; -1 is "before the first").
+MAX_CHUNK_INDEX = 2**31 - 1
 
 
 @dataclass(frozen=True)
@@ -79,12 +85,18 @@ class _Cursor:
             value = json.loads(keys.decode_cursor(cursor))
         except ValueError:
             value = None
-        if isinstance(value, list) and len(value) == 2 and value[0] == "after" and isinstance(value[1], str):
+        if isinstance(value, list) and len(value) == 2 and value[0] == "after" and _storable(value[1]):
             return cls(after_document=value[1])
-        if (isinstance(value, list) and len(value) == 4 and value[0] == "in" and isinstance(value[1], str)
-                and type(value[2]) is int and isinstance(value[3], str)):
+        # The inner JSON can spell what no store takes (an index past 64 bits, a lone surrogate): not one of ours.
+        if (isinstance(value, list) and len(value) == 4 and value[0] == "in" and _storable(value[1])
+                and type(value[2]) is int and -1 <= value[2] <= MAX_CHUNK_INDEX and _storable(value[3])):
             return cls(document=value[1], after_chunk=(value[2], value[3]))
         raise InvalidInput("cursor is not a cursor returned by this API")
+
+
+def _storable(value) -> bool:
+    """A string every store can encode: no lone surrogate (which JSON can spell and UTF-8 cannot)."""
+    return isinstance(value, str) and not any(0xD800 <= ord(c) <= 0xDFFF for c in value)
 
 
 class _PageBuilder:
@@ -136,7 +148,7 @@ class TransferService:
 
     def __init__(self, collections: CollectionStore, documents: DocumentStore, blobs: BlobStore, chunks: ChunkStore,
                  index: SearchIndex, embeddings: EmbeddingService, cache: EmbeddingCache, *,
-                 remove_document: Callable[[str, str, str], None], max_chunks_per_document: int = 20_000,
+                 max_chunks_per_document: int = 20_000, max_file_bytes: int = 50 * 1024 * 1024,
                  metrics: MetricsRecorder | None = None):
         self.collections = collections
         self.documents = documents
@@ -145,8 +157,8 @@ class TransferService:
         self.index = index
         self.embeddings = embeddings
         self.cache = cache
-        self.remove_document = remove_document
         self.max_chunks_per_document = max_chunks_per_document
+        self.max_file_bytes = max_file_bytes
         self.metrics = metrics
 
     # Export
@@ -222,7 +234,10 @@ class TransferService:
     # Import
     def import_batch(self, tenant: str, collection_id: str, request: ImportRequest) -> ImportResult:
         """Write one batch: documents first (an existing document of the same id is replaced), then chunks and their
-        vectors. Everything is validated before anything is written, so a 4xx batch changes nothing."""
+        vectors. Everything is validated, and every text that must be embedded is embedded, before anything is
+        written, so a 4xx batch (and one whose embedding fails: 422 or 503) changes nothing. A write of the same
+        document that commits meanwhile (a PUT, a DELETE, another import) makes this batch 409 and leaves that
+        write's state: every step of an import is tied to its own run of the document (see `import_chunk_id`)."""
         collection = self._collection(tenant, collection_id)
         if collection.switching:
             raise Conflict(f"collection {collection_id!r} is switching embedding models; import when it is done")
@@ -231,21 +246,25 @@ class TransferService:
         if reuse and request.dimensions != dimensions:
             raise InvalidInput(f"dimensions: {request.embedding_model} has {dimensions} dimensions, "
                                f"not {request.dimensions}")
-        importing = self._check_batch(tenant, collection_id, request, dimensions if reuse else None)
+        plan = self._check_batch(tenant, collection_id, request, dimensions if reuse else None)
+        _check_embedding_load(request, reuse)
+        vectors = self._vectors(tenant, collection, request.chunks, reuse)
         result = ImportResult()
+        runs: dict[str, Document] = {}
         for item in request.documents:
-            self._start_document(tenant, collection_id, item)
+            runs[item.id] = self._start_document(tenant, collection, item, plan.stored.get(item.id))
             result.documents_started += 1
-        by_document: dict[str, list[TransferChunk]] = {}
-        for chunk in request.chunks:
-            by_document.setdefault(chunk.document_id, []).append(chunk)
-        for document_id, chunks in by_document.items():
-            result.texts_embedded += self._write_chunks(tenant, collection, importing[document_id], chunks, reuse)
+        written: dict[str, list[str]] = {}
+        for document_id, chunks in plan.chunks_by_document.items():
+            run = runs.get(document_id) or plan.stored[document_id]
+            written[document_id] = self._write_chunks(tenant, collection, run, chunks, vectors, reuse)
             result.chunks_written += len(chunks)
+        result.texts_embedded = sum(must_embed(c, reuse) for c in request.chunks)
         chunking_matches = request.chunking is not None and all(
             request.chunking.get(name) == _plain(getattr(collection, name)) for name in CHUNKING_FIELDS)
-        for document_id in dict.fromkeys([d.id for d in request.documents] + list(by_document)):
-            if self._finish_document(tenant, collection, document_id, chunking_matches):
+        for document_id in dict.fromkeys([d.id for d in request.documents] + list(plan.chunks_by_document)):
+            run = runs.get(document_id) or plan.stored[document_id]
+            if self._finish_document(tenant, collection, run, written.get(document_id, []), chunking_matches):
                 result.documents_completed += 1
             else:
                 result.incomplete_documents.append(document_id)
@@ -256,9 +275,36 @@ class TransferService:
         return result
 
     def _check_batch(self, tenant: str, collection_id: str, request: ImportRequest,
-                     dimensions: int | None) -> dict[str, TransferDocument | Document]:
-        """The batch's documents by id (new ones, and stored ones still being imported); InvalidInput or Conflict
-        naming the first problem."""
+                     dimensions: int | None) -> "_Plan":
+        """The batch's plan (see `_Plan`); InvalidInput or Conflict naming the first problem."""
+        plan = _Plan()
+        importing: dict[str, TransferDocument | Document] = self._check_documents(tenant, collection_id, request, plan)
+        seen: set[tuple[str, int]] = set()
+        for i, chunk in enumerate(request.chunks):
+            owner = importing.get(chunk.document_id)
+            if owner is None:
+                stored = self.documents.get_document(tenant, collection_id, chunk.document_id)
+                if stored is None or stored.source is not None or stored.status is not DocumentStatus.IN_PROGRESS:
+                    raise Conflict(f"chunks[{i}]: document {chunk.document_id!r} is not being imported into "
+                                   f"{collection_id!r} (send its document record first)")
+                owner = importing[chunk.document_id] = plan.stored[chunk.document_id] = stored
+                plan.continued[chunk.document_id] = self.chunks.list_chunks(tenant, collection_id, chunk.document_id)
+            if chunk.index >= owner.chunk_count:
+                raise InvalidInput(f"chunks[{i}].index: document {chunk.document_id!r} has {owner.chunk_count} chunks")
+            if (chunk.document_id, chunk.index) in seen:
+                raise InvalidInput(f"chunks[{i}]: chunk {chunk.index} of {chunk.document_id!r} appears twice")
+            seen.add((chunk.document_id, chunk.index))
+            if dimensions is not None and chunk.vector is not None and len(chunk.vector) != dimensions:
+                raise InvalidInput(f"chunks[{i}].vector: {len(chunk.vector)} values, the model has {dimensions}")
+            plan.chunks_by_document.setdefault(chunk.document_id, []).append((i, chunk))
+        for document_id, chunks in plan.chunks_by_document.items():
+            self._check_text(document_id, importing[document_id].chunk_count, plan.continued.get(document_id, []),
+                             chunks)
+        return plan
+
+    def _check_documents(self, tenant: str, collection_id: str, request: ImportRequest,
+                         plan: "_Plan") -> dict[str, TransferDocument | Document]:
+        """The batch's document lines by id, each checked; the stored records they replace go into `plan`."""
         importing: dict[str, TransferDocument | Document] = {}
         for i, item in enumerate(request.documents):
             try:
@@ -270,99 +316,158 @@ class TransferService:
             if item.chunk_count > self.max_chunks_per_document:
                 raise InvalidInput(f"documents[{i}].chunk_count: at most {self.max_chunks_per_document}")
             importing[item.id] = item
-        seen: set[tuple[str, int]] = set()
-        for i, chunk in enumerate(request.chunks):
-            owner = importing.get(chunk.document_id)
-            if owner is None:
-                stored = self.documents.get_document(tenant, collection_id, chunk.document_id)
-                if stored is None or stored.source is not None or stored.status is not DocumentStatus.IN_PROGRESS:
-                    raise Conflict(f"chunks[{i}]: document {chunk.document_id!r} is not being imported into "
-                                   f"{collection_id!r} (send its document record first)")
-                owner = importing[chunk.document_id] = stored
-            if chunk.index >= owner.chunk_count:
-                raise InvalidInput(f"chunks[{i}].index: document {chunk.document_id!r} has {owner.chunk_count} chunks")
-            if (chunk.document_id, chunk.index) in seen:
-                raise InvalidInput(f"chunks[{i}]: chunk {chunk.index} of {chunk.document_id!r} appears twice")
-            seen.add((chunk.document_id, chunk.index))
-            if dimensions is not None and chunk.vector is not None and len(chunk.vector) != dimensions:
-                raise InvalidInput(f"chunks[{i}].vector: {len(chunk.vector)} values, the model has {dimensions}")
+            stored = self.documents.get_document(tenant, collection_id, item.id)
+            if stored is not None:
+                plan.stored[item.id] = stored  # the record this document's line replaces
         return importing
 
-    def _start_document(self, tenant: str, collection_id: str, item: TransferDocument) -> None:
-        existing = self.documents.get_document(tenant, collection_id, item.id)
-        if existing is not None:
-            self.remove_document(tenant, collection_id, item.id)
-        record = Document(id=item.id, collection=collection_id, title=item.title, language=item.language,
-                          url=item.url, mimetype=TEXT_MIMETYPE, status=DocumentStatus.IN_PROGRESS,
-                          chunk_count=item.chunk_count, chunks_done=0, revision=1)
-        self.documents.put_document(tenant, record, create=True)
+    def _check_text(self, document_id: str, chunk_count: int, stored: list[StoredChunk],
+                    incoming: list[tuple[int, TransferChunk]]) -> None:
+        """The text the document's chunks rebuild (`rebuilt_text`) must stay within the file limit and within what
+        the chunks carry: the characters no chunk covers (spaces in the rebuilt text) are at most as many as the
+        chunks' own, so a body of a few bytes can never become gigabytes of blob. Chunks of one document may come over
+        several batches; those stored already count (the ones this batch sends again are replaced)."""
+        by_index = {c.index: (c.start, c.end, c.text) for c in stored}
+        by_index.update((c.index, (c.start, c.end, c.text)) for _, c in incoming)
+        length = max(end for _, end, _ in by_index.values())
+        carried = sum(len(text) for _, _, text in by_index.values())
+        at, farthest = max(incoming, key=lambda pair: pair[1].end)
+        where = f"chunks[{at}].end"
+        if length > self.max_file_bytes:
+            raise InvalidInput(f"{where}: document {document_id!r} would be {length} characters long, over the file "
+                               f"limit of {self.max_file_bytes} bytes")
+        if length > 2 * carried:
+            raise InvalidInput(f"{where}: document {document_id!r} would be {length} characters long, but its chunks "
+                               f"hold {carried}: the text between chunks may be at most as long as the chunks' texts")
+        if len(by_index) == chunk_count:  # the batch completes the document: check its exact size in bytes
+            size = len(rebuilt_text([StoredChunk(chunk_id="", collection="", document_id=document_id, index=index,
+                                                 start=start, end=end, text=text)
+                                     for index, (start, end, text) in by_index.items()]).encode("utf-8",
+                                                                                                "surrogatepass"))
+            if size > self.max_file_bytes:
+                raise InvalidInput(f"{where}: document {document_id!r} would be {size} bytes, over the file limit of "
+                                   f"{self.max_file_bytes} bytes")
 
-    def _write_chunks(self, tenant: str, collection: Collection, owner: TransferDocument | Document,
-                      chunks: list[TransferChunk], reuse: bool) -> int:
-        """Chunk texts, then vectors (given, or embedded through the service and its cache); returns how many texts
-        went to the embedding service."""
-        document_id = chunks[0].document_id
-        stored = [StoredChunk(chunk_id=chunk_id(tenant, collection.id, document_id, c.index, text_sha256(c.text)),
+    def _vectors(self, tenant: str, collection: Collection, chunks: list[TransferChunk],
+                 reuse: bool) -> list[np.ndarray]:
+        """Every chunk's vector, in order: the one it carries when the models match, else embedded through the
+        service and its cache, all at once before anything is written (a provider failure fails the batch whole)."""
+        vectors: list = [np.asarray(c.vector, dtype=np.float32) if not must_embed(c, reuse) else None
+                         for c in chunks]
+        missing = [i for i, v in enumerate(vectors) if v is None]
+        if missing:
+            fresh = self.embeddings.embed(tenant, collection.embedding_model, [chunks[i].text for i in missing])
+            for i, vector in zip(missing, fresh):
+                vectors[i] = vector
+        return vectors
+
+    def _start_document(self, tenant: str, collection: Collection, item: TransferDocument,
+                        read: Document | None) -> Document:
+        """Begin this import's run of the document: a new in-progress record committed over the one read (a write
+        that changed the document's content since, or deleted or created it, makes this Conflict), then the replaced
+        content's chunks, vectors and blobs go: exactly those found before the commit, so nothing another write
+        makes afterwards is touched."""
+        def replace(current: Document | None) -> Document:
+            if (current is None) != (read is None) or _content(current) != _content(read):
+                raise Conflict(f"document {item.id!r} changed meanwhile; send the batch again")
+            return Document(id=item.id, collection=collection.id, title=item.title, language=item.language,
+                            url=item.url, mimetype=TEXT_MIMETYPE, status=DocumentStatus.IN_PROGRESS,
+                            chunk_count=item.chunk_count, chunks_done=0,
+                            version=(current.version if current else 0) + 1, created_at=utc_now())
+
+        current = read
+        for _ in range(WRITE_ATTEMPTS):
+            replace(current)  # the content this batch replaces is still the document's
+            # Listed after reading the record and before committing over it: a chunk written after this listing is
+            # followed by its writer's commit, which either makes ours lose (we list again) or loses to ours (its
+            # writer removes its own chunks).
+            old_chunks = [c.chunk_id for c in self.chunks.list_chunks(tenant, collection.id, item.id)]
+            old_blobs = self.blobs.list_blobs(keys.document_prefix(tenant, collection.id, item.id))
+            try:
+                run, _ = write_document(self.documents, tenant, collection.id, item.id, current, replace, attempts=1)
+                break
+            except Conflict:
+                current = self.documents.get_document(tenant, collection.id, item.id)
+        else:
+            raise Conflict(f"document {item.id!r} kept changing while it was written; try again")
+        if old_chunks:
+            for model in {collection.embedding_model, collection.query_model,
+                          read.indexed_model if read else None} - {None}:
+                self.index.delete(model, tenant, collection.id, chunk_ids=old_chunks)
+            self.chunks.delete_chunks(tenant, collection.id, document_id=item.id, chunk_ids=old_chunks)
+        for key in old_blobs:
+            self.blobs.delete_blob(key)
+        return run
+
+    def _write_chunks(self, tenant: str, collection: Collection, run: Document,
+                      chunks: list[tuple[int, TransferChunk]], vectors: list[np.ndarray], reuse: bool) -> list[str]:
+        """Chunk texts and their vectors under this run's own chunk ids; returns those ids. A chunk sent again (an
+        export of a changed document) replaces the one at its index."""
+        document_id = run.id
+        stored = [StoredChunk(chunk_id=import_chunk_id(tenant, run, c.index, text_sha256(c.text)),
                               collection=collection.id, document_id=document_id, index=c.index, start=c.start,
-                              end=c.end, text=c.text, page_start=c.page_start, page_end=c.page_end) for c in chunks]
-        # A chunk sent again with other text (an export of a changed document) replaces the one at its index.
+                              end=c.end, text=c.text, page_start=c.page_start, page_end=c.page_end) for _, c in chunks]
         incoming = {c.index: c.chunk_id for c in stored}
         replaced = [c.chunk_id for c in self.chunks.list_chunks(tenant, collection.id, document_id)
                     if incoming.get(c.index, c.chunk_id) != c.chunk_id]
         if replaced:
             self.index.delete(collection.embedding_model, tenant, collection.id, chunk_ids=replaced)
             self.chunks.delete_chunks(tenant, collection.id, document_id=document_id, chunk_ids=replaced)
-        vectors: list = [np.asarray(c.vector, dtype=np.float32) if reuse and c.vector is not None else None
-                         for c in chunks]
-        given = {text_sha256(c.text): _unit_array(v) for c, v in zip(chunks, vectors) if v is not None}
+        given = {text_sha256(c.text): _unit_array(vectors[i]) for i, c in chunks if not must_embed(c, reuse)}
         if given:  # for this tenant's later exports only (see imported_vectors_key)
             self.cache.put_vectors(tenant, imported_vectors_key(collection.embedding_model), given)
-        missing = [i for i, v in enumerate(vectors) if v is None]
-        if missing:
-            fresh = self.embeddings.embed(tenant, collection.embedding_model, [chunks[i].text for i in missing])
-            for i, vector in zip(missing, fresh):
-                vectors[i] = vector
         self.chunks.put_chunks(tenant, stored)
-        language = owner.language or None
+        language = run.language or None
         self.index.upsert(collection.embedding_model, [
             IndexRecord(tenant=tenant, collection=collection.id, document_id=document_id, chunk_id=c.chunk_id,
-                        vector=_unit(v), text=c.text, language=language, mimetype=TEXT_MIMETYPE)
-            for c, v in zip(stored, vectors)])
-        return len(missing)
+                        vector=_unit(vectors[i]), text=c.text, language=language, mimetype=TEXT_MIMETYPE)
+            for (i, _), c in zip(chunks, stored)])
+        return [c.chunk_id for c in stored]
 
-    def _finish_document(self, tenant: str, collection: Collection, document_id: str, chunking_matches: bool) -> bool:
-        """Once every chunk is in: store the content blob and commit the document as indexed; else record progress.
-        True when the document is complete."""
-        document = self.documents.get_document(tenant, collection.id, document_id)
-        if document is None or document.status is not DocumentStatus.IN_PROGRESS or document.source is not None:
-            return document is not None and document.status is DocumentStatus.INDEXED
-        stored = self.chunks.list_chunks(tenant, collection.id, document_id)
+    def _finish_document(self, tenant: str, collection: Collection, run: Document, written: list[str],
+                         chunking_matches: bool) -> bool:
+        """Once every chunk of the run is in: store the content blob and commit the document as indexed; else record
+        progress. Either commit is over the run's own record: when another write replaced or deleted the document
+        meanwhile, the chunks this batch wrote for the run are removed again and the batch is 409. True when the
+        document is complete."""
+        document_id = run.id
+        stored = [c for c in self.chunks.list_chunks(tenant, collection.id, document_id)
+                  if c.chunk_id == import_chunk_id(tenant, run, c.index, text_sha256(c.text))]
 
-        def still_importing(current: Document | None) -> Document:
+        def still_this_run(current: Document | None) -> Document:
             # A metadata PUT meanwhile is kept (its fields are applied over); a content write, or a delete, ends this.
-            same_content(document, current, document_id)
-            if current.status is not DocumentStatus.IN_PROGRESS:
-                raise Conflict(f"document {document_id!r} changed meanwhile")
+            if current is None or _run(current) != _run(run) or current.status is not DocumentStatus.IN_PROGRESS:
+                raise Conflict(f"document {document_id!r} changed meanwhile; send the batch again")
             return current
 
-        if sorted(c.index for c in stored) != list(range(document.chunk_count)):
-            write_document(self.documents, tenant, collection.id, document_id, document, lambda current: (
-                still_importing(current).model_copy(update={"chunks_done": len(stored), "updated_at": utc_now()})))
-            return False
-        data = rebuilt_text(stored).encode("utf-8", "surrogatepass")
-        version = document.version + 1
-        source = keys.write_blob_key(tenant, collection.id, document_id, CONTENT_FILENAME, version=version)
-        indexed = {
-            "status": DocumentStatus.INDEXED, "chunks_done": document.chunk_count, "source": source,
-            "content_sha256": hashlib.sha256(data).hexdigest(), "content_length": len(data), "version": version,
-            "indexed_version": version, "indexed_model": collection.embedding_model, "indexed_at": utc_now(),
-            # Chunks cut by other rules than the collection's: the next reindex pass re-chunks the document.
-            "indexed_config_version": collection.config_version if chunking_matches else 0,
-            "failure_reason": None, "updated_at": utc_now()}
-        self.blobs.put_blob(source, data, TEXT_MIMETYPE)
-        write_document(self.documents, tenant, collection.id, document_id, document,
-                       lambda current: still_importing(current).model_copy(update=indexed))
-        return True
+        try:
+            if sorted(c.index for c in stored) != list(range(run.chunk_count)):
+                write_document(self.documents, tenant, collection.id, document_id, run, lambda current: (
+                    still_this_run(current).model_copy(update={"chunks_done": len(stored), "updated_at": utc_now()})))
+                return False
+            data = rebuilt_text(stored).encode("utf-8", "surrogatepass")
+            version = run.version + 1
+            source = keys.write_blob_key(tenant, collection.id, document_id, CONTENT_FILENAME, version=version)
+            indexed = {
+                "status": DocumentStatus.INDEXED, "chunks_done": run.chunk_count, "source": source,
+                "content_sha256": hashlib.sha256(data).hexdigest(), "content_length": len(data), "version": version,
+                "indexed_version": version, "indexed_model": collection.embedding_model, "indexed_at": utc_now(),
+                # Chunks cut by other rules than the collection's: the next reindex pass re-chunks the document.
+                "indexed_config_version": collection.config_version if chunking_matches else 0,
+                "failure_reason": None, "updated_at": utc_now()}
+            self.blobs.put_blob(source, data, TEXT_MIMETYPE)
+            try:
+                write_document(self.documents, tenant, collection.id, document_id, run,
+                               lambda current: still_this_run(current).model_copy(update=indexed))
+            except (Conflict, NotFound):
+                self.blobs.delete_blob(source)  # the key is this write's own
+                raise
+            return True
+        except (Conflict, NotFound) as error:
+            if written:  # ids of this run only: no other write's chunks share them
+                self.index.delete(collection.embedding_model, tenant, collection.id, chunk_ids=written)
+                self.chunks.delete_chunks(tenant, collection.id, document_id=document_id, chunk_ids=written)
+            raise Conflict(f"document {document_id!r} changed meanwhile; send the batch again") from error
 
     def _collection(self, tenant: str, collection_id: str) -> Collection:
         collection = self.collections.get_collection(tenant, collection_id)
@@ -391,6 +496,36 @@ def _unit_array(vector) -> np.ndarray:
 
 def _unit(vector) -> list[float]:
     return _unit_array(vector).tolist()
+
+
+@dataclass
+class _Plan:
+    """What a validated batch will write: the stored records of its documents (those its lines replace, and those
+    in progress whose chunks it continues), the stored chunks of the continued ones, and its chunks by document
+    (with their positions in the batch, for messages)."""
+
+    stored: dict[str, Document] = field(default_factory=dict)
+    continued: dict[str, list[StoredChunk]] = field(default_factory=dict)
+    chunks_by_document: dict[str, list[tuple[int, TransferChunk]]] = field(default_factory=dict)
+
+
+def _check_embedding_load(request: ImportRequest, reuse: bool) -> None:
+    """PayloadTooLarge when the batch sends more to the embedding model than fits one request's time budget."""
+    texts = [c.text for c in request.chunks if must_embed(c, reuse)]
+    if len(texts) > MAX_EMBED_TEXTS or sum(map(len, texts)) > MAX_EMBED_CHARS:
+        raise PayloadTooLarge(
+            f"chunks: this batch must embed {len(texts)} texts of {sum(map(len, texts))} characters (their vectors "
+            f"are {'missing' if reuse else 'of another model'}); at most {MAX_EMBED_TEXTS} texts and "
+            f"{MAX_EMBED_CHARS} characters per batch: send smaller batches")
+
+
+def _content(document: Document | None) -> tuple[int, str | None]:
+    return (document.version, document.source) if document is not None else (0, None)
+
+
+def _run(document: Document) -> tuple[int, datetime]:
+    """One import run of a document: the version and creation time its in-progress record got when it started."""
+    return document.version, document.created_at
 
 
 def imported_vectors_key(model: str) -> str:

@@ -224,8 +224,14 @@ class AsyncKindex:
         return await self._send(calls.export_collection(collection, cursor, number))
 
     async def import_batch(self, collection: str, batch: ImportRequest | dict, **fields: Any) -> ImportResult:
-        """One batch of an export into the collection (admin); vectors are kept when the models match."""
-        return await self._send(calls.import_batch(collection, batch, **fields))
+        """One batch of an export into the collection (admin); vectors are kept when the models match. A batch
+        that would embed more than one request may is sent in consecutive parts (`calls.import_parts`)."""
+        body = calls.import_body(batch, fields)
+        if not calls.may_embed_too_much(body):
+            return await self._send(calls.import_batch(collection, body))
+        bodies = calls.import_parts(body, (await self.get_collection(collection)).embedding_model)
+        results = [await self._send(calls.import_batch(collection, part)) for part in bodies]
+        return calls.merged_import_result(bodies, results)
 
     # -- paging -------------------------------------------------------------------------------------------------
 

@@ -29,7 +29,15 @@ from kindex.domain.models import (
     ReindexJob,
 )
 from kindex.domain.query import CitationsRequest, CitationsResponse, MultiQueryRequest, QueryRequest, QueryResponse
-from kindex.domain.transfer import DEFAULT_EXPORT_CHUNKS, ExportPage, ImportRequest, ImportResult
+from kindex.domain.transfer import (
+    DEFAULT_EXPORT_CHUNKS,
+    MAX_EMBED_CHARS,
+    MAX_EMBED_TEXTS,
+    ExportPage,
+    ImportRequest,
+    ImportResult,
+    split_for_embedding,
+)
 
 T = TypeVar("T")
 
@@ -205,6 +213,43 @@ def export_collection(collection: str, cursor: str | None = None,
 def import_batch(collection: str, batch: ImportRequest | dict, **fields: Any) -> ApiCall[ImportResult]:
     return ApiCall("POST", "/v1/collections/{collection}/import", f"/v1/collections/{segment(collection)}/import",
                    ImportResult, body=_body(ImportRequest, batch, fields))
+
+
+def import_body(batch: ImportRequest | dict, fields: dict[str, Any]) -> dict[str, Any]:
+    """The JSON body of one import batch, validated by the API's own model."""
+    return _body(ImportRequest, batch, fields)
+
+
+def may_embed_too_much(body: dict[str, Any]) -> bool:
+    """Whether the batch could send more texts to embed than one request may (MAX_EMBED_TEXTS, MAX_EMBED_CHARS),
+    were every chunk embedded: only then does the target collection's model need asking (`import_parts`)."""
+    chunks = body.get("chunks", [])
+    return len(chunks) > MAX_EMBED_TEXTS or sum(len(c["text"]) for c in chunks) > MAX_EMBED_CHARS
+
+
+def import_parts(body: dict[str, Any], collection_model: str) -> list[dict[str, Any]]:
+    """The bodies that carry one import batch into a collection of `collection_model`: the batch itself, or, when
+    it sends more texts to embed than one request may (the API answers 413), consecutive parts that each fit."""
+    reuse = body["embedding_model"] == collection_model
+    return [{**body, "documents": documents, "chunks": part}
+            for documents, part in split_for_embedding(body.get("documents", []), body.get("chunks", []), reuse)]
+
+
+def merged_import_result(bodies: list[dict[str, Any]], results: list[ImportResult]) -> ImportResult:
+    """One result for the parts of a batch: counts added up; incomplete documents as the last part touching each
+    one left it."""
+    merged = ImportResult()
+    incomplete: dict[str, bool] = {}
+    for body, result in zip(bodies, results):
+        merged.documents_started += result.documents_started
+        merged.documents_completed += result.documents_completed
+        merged.chunks_written += result.chunks_written
+        merged.texts_embedded += result.texts_embedded
+        for document_id in [d["id"] for d in body.get("documents", [])] + [c["document_id"] for c in body["chunks"]]:
+            incomplete[document_id] = False
+        incomplete.update(dict.fromkeys(result.incomplete_documents, True))
+    merged.incomplete_documents = [document_id for document_id, waiting in incomplete.items() if waiting]
+    return merged
 
 
 #: Every route the client covers, by the name of its builder (and of the clients' method).

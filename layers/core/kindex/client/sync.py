@@ -240,8 +240,14 @@ class Kindex:
         return self._send(calls.export_collection(collection, cursor, number))
 
     def import_batch(self, collection: str, batch: ImportRequest | dict, **fields: Any) -> ImportResult:
-        """One batch of an export into the collection (admin); vectors are kept when the models match."""
-        return self._send(calls.import_batch(collection, batch, **fields))
+        """One batch of an export into the collection (admin); vectors are kept when the models match. A batch
+        that would embed more than one request may is sent in consecutive parts (`calls.import_parts`)."""
+        body = calls.import_body(batch, fields)
+        if not calls.may_embed_too_much(body):
+            return self._send(calls.import_batch(collection, body))
+        bodies = calls.import_parts(body, (self.get_collection(collection)).embedding_model)
+        results = [self._send(calls.import_batch(collection, part)) for part in bodies]
+        return calls.merged_import_result(bodies, results)
 
     # -- paging -------------------------------------------------------------------------------------------------
 

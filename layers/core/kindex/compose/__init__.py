@@ -128,11 +128,8 @@ class Services:
 
         a = self.adapters
         return TransferService(a.metadata, a.metadata, a.blobs, a.chunks, a.search_index, self.embeddings,
-                               a.embedding_cache, remove_document=self._replace_document,
-                               max_chunks_per_document=self.settings.max_chunks_per_document, metrics=a.metrics)
-
-    def _replace_document(self, tenant, collection_id, document_id) -> None:
-        self.catalog.delete_document(tenant, collection_id, document_id)
+                               a.embedding_cache, max_chunks_per_document=self.settings.max_chunks_per_document,
+                               max_file_bytes=self.settings.max_file_bytes, metrics=a.metrics)
 
     @cached_property
     def remover(self) -> ChunkRemover:

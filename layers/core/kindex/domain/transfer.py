@@ -26,6 +26,14 @@ DEFAULT_EXPORT_CHUNKS = 500
 MAX_CHUNK_TEXT = 100_000
 #: A document's text, rebuilt from its chunks' offsets on import: the file limit's order of magnitude.
 MAX_DOCUMENT_CHARS = 64 * 1024 * 1024
+#: What one import batch may send to the embedding model (chunks without a vector, or every chunk when the export's
+#: model is not the collection's): the embedding runs inside the request, which must answer within its budget
+#: (KINDEX_REQUEST_BUDGET_S, 25 s; API Gateway gives up at 29 s). The local int8 model embeds about 65,000
+#: characters a second on one idle 2-core machine and 16,000 under load, so 100,000 characters take 2-7 s; a
+#: provider embeds them in one or two calls. A larger batch is 413 `payload_too_large`: split it
+#: (`split_for_embedding`; `kindex import` and the SDK's `import_batch` do).
+MAX_EMBED_TEXTS = 100
+MAX_EMBED_CHARS = 100_000
 
 Count = Annotated[int, Strict(), Field(ge=0, le=MAX_DOCUMENT_CHARS)]
 Page = Annotated[int, Strict(), Field(ge=1, le=10**6)]
@@ -107,6 +115,32 @@ class ImportRequest(BaseModel):
     chunking: dict[str, Any] | None = Field(default=None, max_length=3)
     documents: list[TransferDocument] = Field(default_factory=list, max_length=MAX_BATCH_DOCUMENTS)
     chunks: list[TransferChunk] = Field(default_factory=list, max_length=MAX_BATCH_CHUNKS)
+
+
+def must_embed(chunk: dict[str, Any] | TransferChunk, reuse: bool) -> bool:
+    """Whether the importing collection embeds this chunk's text: its vector is not usable there."""
+    vector = chunk.vector if isinstance(chunk, TransferChunk) else chunk.get("vector")
+    return not reuse or vector is None
+
+
+def split_for_embedding(documents: list, chunks: list, reuse: bool) -> list[tuple[list, list]]:
+    """The batch as (documents, chunks) parts, in order, each within MAX_EMBED_TEXTS and MAX_EMBED_CHARS of texts to
+    embed (`reuse`: the export's model is the collection's, so given vectors are kept); the documents go with the
+    first part (a document's line must come no later than its first chunks). One part when the batch fits."""
+    parts: list[tuple[list, list]] = []
+    current: list = []
+    texts = chars = 0
+    for chunk in chunks:
+        text = chunk.text if isinstance(chunk, TransferChunk) else str(chunk.get("text", ""))
+        if must_embed(chunk, reuse):
+            if current and (texts + 1 > MAX_EMBED_TEXTS or chars + len(text) > MAX_EMBED_CHARS):
+                parts.append((documents if not parts else [], current))
+                current, texts, chars = [], 0, 0
+            texts += 1
+            chars += len(text)
+        current.append(chunk)
+    parts.append((documents if not parts else [], current))
+    return parts
 
 
 class ImportResult(BaseModel):

@@ -23,16 +23,23 @@ def private_dir(path: Path | str) -> Path:
     """`path` as a folder only its owner can enter: missing levels are created 0700 (`Path.mkdir(parents=True)`
     gives parents the default mode instead), and the folder itself is narrowed to 0700 if it is wider."""
     path = Path(path)
-    missing = []
-    current = path
-    while not current.exists():
-        missing.append(current)
-        current = current.parent
-    for directory in reversed(missing):
+    for attempt in range(8):
+        missing = []
+        current = path
+        while not current.exists():
+            missing.append(current)
+            current = current.parent
         try:
-            directory.mkdir(mode=DIR_MODE)
-        except FileExistsError:  # created meanwhile by another thread or process: still checked below
-            pass
+            for directory in reversed(missing):
+                try:
+                    directory.mkdir(mode=DIR_MODE)
+                except FileExistsError:  # created meanwhile by another thread or process: still checked below
+                    pass
+            break
+        except FileNotFoundError:
+            # A delete pruned a level we found (empty) between our look and our mkdir: look again.
+            if attempt == 7:
+                raise
     _narrow(path, DIR_MODE)
     return path
 
