@@ -273,10 +273,8 @@ class IngestService:
             # An import run replaced the content meanwhile: only that run's chunks belong to the document now.
             other = sorted(c.chunk_id for c in self.chunks.list_chunks(tenant, collection_id, document_id)
                            if c.chunk_id != import_chunk_id(tenant, document, c.index, text_sha256(c.text)))
-            if other:
-                for model in {collection.embedding_model, collection.query_model}:
-                    self.index.delete(model, tenant, collection_id, chunk_ids=other)
-                self.chunks.delete_chunks(tenant, collection_id, document_id=document_id, chunk_ids=other)
+            self.remover.remove_chunks(tenant, collection_id, document_id, other,
+                                       {collection.embedding_model, collection.query_model})
             return
         if collection is None or document is None or not document.source or collection.switching:
             return  # gone (its removal cleans up), or a model switch keeps the old model's chunks until it ends

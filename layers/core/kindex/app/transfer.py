@@ -19,6 +19,7 @@ from datetime import datetime
 
 import numpy as np
 
+from kindex.app.chunk_removal import ChunkRemover, models_of, require_collection
 from kindex.app.document_writes import write_document
 from kindex.app.embedding import EmbeddingService, text_sha256
 from kindex.app.ingest import import_chunk_id
@@ -155,6 +156,7 @@ class TransferService:
         self.blobs = blobs
         self.chunks = chunks
         self.index = index
+        self.remover = ChunkRemover(index, chunks)
         self.embeddings = embeddings
         self.cache = cache
         self.max_chunks_per_document = max_chunks_per_document
@@ -390,11 +392,7 @@ class TransferService:
                 current = self.documents.get_document(tenant, collection.id, item.id)
         else:
             raise Conflict(f"document {item.id!r} kept changing while it was written; try again")
-        if old_chunks:
-            for model in {collection.embedding_model, collection.query_model,
-                          read.indexed_model if read else None} - {None}:
-                self.index.delete(model, tenant, collection.id, chunk_ids=old_chunks)
-            self.chunks.delete_chunks(tenant, collection.id, document_id=item.id, chunk_ids=old_chunks)
+        self.remover.remove_chunks(tenant, collection.id, item.id, old_chunks, models_of(collection, read))
         for key in old_blobs:
             self.blobs.delete_blob(key)
         return run
@@ -410,9 +408,7 @@ class TransferService:
         incoming = {c.index: c.chunk_id for c in stored}
         replaced = [c.chunk_id for c in self.chunks.list_chunks(tenant, collection.id, document_id)
                     if incoming.get(c.index, c.chunk_id) != c.chunk_id]
-        if replaced:
-            self.index.delete(collection.embedding_model, tenant, collection.id, chunk_ids=replaced)
-            self.chunks.delete_chunks(tenant, collection.id, document_id=document_id, chunk_ids=replaced)
+        self.remover.remove_chunks(tenant, collection.id, document_id, replaced, [collection.embedding_model])
         given = {text_sha256(c.text): _unit_array(vectors[i]) for i, c in chunks if not must_embed(c, reuse)}
         if given:  # for this tenant's later exports only (see imported_vectors_key)
             self.cache.put_vectors(tenant, imported_vectors_key(collection.embedding_model), given)
@@ -464,16 +460,12 @@ class TransferService:
                 raise
             return True
         except (Conflict, NotFound) as error:
-            if written:  # ids of this run only: no other write's chunks share them
-                self.index.delete(collection.embedding_model, tenant, collection.id, chunk_ids=written)
-                self.chunks.delete_chunks(tenant, collection.id, document_id=document_id, chunk_ids=written)
+            # ids of this run only: no other write's chunks share them
+            self.remover.remove_chunks(tenant, collection.id, document_id, written, [collection.embedding_model])
             raise Conflict(f"document {document_id!r} changed meanwhile; send the batch again") from error
 
     def _collection(self, tenant: str, collection_id: str) -> Collection:
-        collection = self.collections.get_collection(tenant, collection_id)
-        if collection is None:
-            raise NotFound(f"collection {collection_id!r} does not exist")
-        return collection
+        return require_collection(self.collections, tenant, collection_id)
 
     def _dimensions(self, model: str) -> int:
         """From the name when it says (hash, OpenAI: no embedder is built, so the API function needs no provider
