@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, Strict, StrictFloat, StrictInt, model_validator
 
 from kindex.domain.embedding_models import HASH_MAX_DIMENSIONS, EmbeddingModelName
-from kindex.domain.models import Collection, ResourceId
+from kindex.domain.models import Collection, DocumentUrl, ResourceId
 
 FORMAT = "kindex-export"
 FORMAT_VERSION = 1
@@ -38,7 +38,7 @@ class TransferDocument(BaseModel):
     id: ResourceId
     title: str = Field(default="", max_length=1024)
     language: str = Field(default="", max_length=64)
-    url: str = Field(default="", max_length=4096)
+    url: DocumentUrl = ""
     mimetype: str = Field(default="", max_length=255)  # of the source it was indexed from (informative on import)
     content_sha256: str | None = Field(default=None, max_length=64)
     chunk_count: Annotated[int, Strict(), Field(ge=1, le=10**6)]
