@@ -51,6 +51,10 @@ def check_stored_id(value: str) -> str:
 REFUSED_ID_CATEGORIES = {"Cc": "control", "Cf": "format or bidi", "Zl": "line separator", "Zp": "paragraph separator",
                          "Cs": "lone surrogate"}
 
+# Symbols drawn as '/' that NFKC keeps apart (Unicode's confusables of '/' that are no letter of a script): an id
+# "hr\u2215policy" would read as a path.
+SLASH_LOOKALIKES = frozenset("\u2044\u2215\u29f8\u2571\u27cb")
+
 
 def normalize_id(value: str) -> str:
     """The one form of an id that is compared and stored: NFC ('café' typed precomposed and the decomposed form a
@@ -65,7 +69,7 @@ def check_id(value: str) -> str:
     parts, see domain/keys.py). It must be in NFC form (the API normalizes path ids before they get here, so only
     a body can send another form); format, bidi and separator characters are refused, and so is any character
     that compatibility-normalizes to '/' (U+FF0F FULLWIDTH SOLIDUS shows as '/', and NFKC-folding tools make it
-    one)."""
+    one) or is a slash-like symbol (SLASH_LOOKALIKES)."""
     check_stored_id(value)
     if value in (".", ".."):
         raise ValueError("must not be '.' or '..'")
@@ -75,7 +79,7 @@ def check_id(value: str) -> str:
             name = unicodedata.name(ch, "")
             raise ValueError(f"must not contain {REFUSED_ID_CATEGORIES[category]} characters "
                              f"(U+{ord(ch):04X}{' ' + name if name else ''})")
-        if "/" in unicodedata.normalize("NFKC", ch):
+        if ch in SLASH_LOOKALIKES or "/" in unicodedata.normalize("NFKC", ch):
             raise ValueError(f"must not contain characters that stand for '/' (U+{ord(ch):04X} "
                              f"{unicodedata.name(ch, '')})")
     if normalize_id(value) != value:
