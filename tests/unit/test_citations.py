@@ -1,5 +1,8 @@
 """Citation rendering: `<CIT id />` -> footnotes, as Open Chat Studio does it."""
 
+import subprocess
+import sys
+
 import pytest
 
 from kindex.app.citations import render_html
@@ -116,3 +119,20 @@ def test_relative_urls_and_urls_with_spaces_and_parentheses_stay_one_link():
     text, refs = render_citations("Hi <CIT r />", docs)
     assert text.endswith("[^1]: [Rel](/wiki/My%20Page%20%28draft%29)\n") and refs[0].url == "/wiki/My Page (draft)"
     assert 'href="/wiki/My%20Page%20%28draft%29"' in render_html(text)
+
+
+# Built in the child from these expressions: answers of the largest size the API takes (200,000 characters).
+HOSTILE_ANSWERS = ['"<CIT " + " " * 199_995', '"<CIT a" * 33_333', "'<CIT \"' * 33_333", '"<CIT \\t \\n" * 25_000']
+
+
+def test_tags_are_found_in_one_pass_over_a_hostile_answer():
+    # Given answers built to make a backtracking pattern try every split (the previous `\s+...*?\s*` pattern took
+    # 55 s for 5,000 spaces after `<CIT`)
+    script = ("from kindex.domain.citations import render_citations, CitedDocument\n"
+              f"for text in [{', '.join(HOSTILE_ANSWERS)}]:\n"
+              "    assert len(text) >= 199_995\n"
+              "    render_citations(text, [CitedDocument('a', 'A')])\n")
+    # When they are all rendered (in a child process, so that a regression fails instead of hanging the run)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=20)
+    # Then each is one linear pass: the four together take well under the 20 s allowed (milliseconds here)
+    assert done.returncode == 0, done.stderr

@@ -13,9 +13,11 @@ from dataclasses import dataclass
 
 from kindex.domain.models import is_safe_url, normalize_id
 
-# `<CIT a />`, `<CIT a, "b" />`, any whitespace before `/>`. A quoted id holds no '"' or '/', a bare one no
-# '"', '/', '<' or '>'; so a tag cannot run on past the `/>` of its own.
-CIT_TAG = re.compile(r'([ \t]*)<CIT\s+((?:"[^"/]*"|[^"/<>])*?)\s*/>')
+# `<CIT a />`, `<CIT a, "b" />`, any whitespace before `/>`. A quoted id holds no '"', '/', '<' or '>' (cite_form
+# writes those as entities), a bare one no '"', '/', '<' or '>'; so a tag cannot run on past the `/>` of its own,
+# nor past the next '<'. Possessive quantifiers and no leading whitespace group: nothing backtracks, so a hostile
+# answer (200,000 spaces after `<CIT`) costs one pass, not the minutes the ambiguous `\s+...*?\s*` pattern took.
+CIT_TAG = re.compile(r'<CIT\s++((?:"[^"/<>]*+"|[^"/<>])*+)/>')
 _TAG_ITEM = re.compile(r'"([^"]*)"|([^,"]+)')
 # An id that reads back as itself bare: nothing a tag or a list uses, no whitespace at either end.
 _BARE_ID = re.compile(r'[^"<>&,/]+')
@@ -90,9 +92,9 @@ def render_citations(text: str, documents: list[CitedDocument]) -> tuple[str, li
     normalized = {normalize_id(d.document_id): d for d in reversed(documents)}
     numbers: dict[str, int] = {}
 
-    def replace(match: re.Match) -> str:
+    def footnotes(tag_body: str) -> str:
         notes = []
-        for doc_id in parse_tag_ids(match.group(2)):
+        for doc_id in parse_tag_ids(tag_body):
             doc = known.get(doc_id) or normalized.get(normalize_id(doc_id))
             if doc is None:
                 continue
@@ -100,11 +102,17 @@ def render_citations(text: str, documents: list[CitedDocument]) -> tuple[str, li
             note = f"[^{number}]"
             if note not in notes:
                 notes.append(note)
-        if not notes:
-            return ""  # a tag with no known id disappears together with the whitespace before it
-        return "".join(notes)  # footnote marks attach to the word before them
+        return "".join(notes)
 
-    body = CIT_TAG.sub(replace, text)
+    pieces: list[str] = []
+    position = 0
+    for match in CIT_TAG.finditer(text):
+        before = text[position:match.start()]
+        # footnote marks attach to the word before them; a tag with no known id disappears with its spaces
+        pieces.append(before.rstrip(" \t") + footnotes(match.group(1)))
+        position = match.end()
+    pieces.append(text[position:])
+    body = "".join(pieces)
     references = []
     for doc_id, number in numbers.items():
         doc = known[doc_id]
