@@ -7,7 +7,7 @@ MODELS_STAMP := $(VENV)/.models-installed
 STAMP := $(VENV)/.installed
 
 BENCH_STAMP := $(VENV)/.bench-installed
-# playwright-core for the console's browser test (tests/e2e/test_console_browser.py); npm writes this file.
+# playwright-core for the browser tests (tests/e2e/test_console_browser.py, test_docs_page.py); npm writes this file.
 BROWSER_DEPS := tests/browser/node_modules/.package-lock.json
 
 .PHONY: install serve test synth bench eval smoke clean opensearch opensearch-stop

@@ -12,7 +12,7 @@ from kindex import observability
 from kindex.api import dependencies
 from kindex.api.http import json_response, precheck, register_error_handlers
 from kindex.api.resolver import IsolatedRestResolver
-from kindex.api.routers import catalog, citations, console, jobs, query, rights, transfer
+from kindex.api.routers import catalog, citations, console, docs, jobs, query, rights, transfer
 from kindex.compose import container
 from kindex.domain import budget
 from kindex.settings import ApiSettings, load_settings
@@ -23,7 +23,6 @@ OPENAPI = {"title": "kindex", "version": "1", "description": "Knowledge index fo
            "security_schemes": {"apiKey": HTTPBearer(description="kindex API key")}, "security": [{"apiKey": []}]}
 
 app = IsolatedRestResolver(enable_validation=True)  # request state per request (local server threads)
-app.enable_swagger(path="/docs", **OPENAPI)
 register_error_handlers(app)
 for router in (catalog.router, rights.router, citations.router, jobs.router, transfer.router):
     app.include_router(router)
@@ -31,6 +30,7 @@ app.include_router(query.router)  # served by the query function; included so th
 # The web console's static files; upload URLs point at the bucket (AWS) or the public URL (local).
 UPLOAD_ORIGINS = console.upload_origins(SETTINGS.bucket_name, os.environ.get("AWS_REGION"), SETTINGS.public_url)
 app.include_router(console.router_for(console.Console(console.load_assets(), UPLOAD_ORIGINS)))
+app.include_router(docs.router_for())  # Swagger UI at /docs, under the console's lock
 app.dependency_overrides[dependencies.services] = container
 
 

@@ -6,7 +6,7 @@ import time
 from pathlib import Path
 
 from kindex.domain.errors import InvalidInput
-from kindex.domain.models import CollectionInput, DocumentStatus
+from kindex.domain.models import CollectionInput, DocumentStatus, normalize_id
 
 TERMINAL = (DocumentStatus.INDEXED, DocumentStatus.FAILED)
 CHECK_SECONDS = 1.0  # how often the pending documents' statuses are read
@@ -14,8 +14,9 @@ LIST_PAGE = 1000  # records per listing query when the statuses are read through
 
 
 def document_id_for(path: Path, root: Path) -> str:
-    """Files in sub-folders get their relative path as id, with ':' for '/' (ids cannot hold '/')."""
-    return path.name if path == root else path.relative_to(root).as_posix().replace("/", ":")
+    """Files in sub-folders get their relative path as id, with ':' for '/' (ids cannot hold '/'); in NFC form, the
+    form ids are stored in (macOS writes file names decomposed)."""
+    return normalize_id(path.name if path == root else path.relative_to(root).as_posix().replace("/", ":"))
 
 
 def files_under(root: Path) -> list[Path]:

@@ -21,6 +21,7 @@ from langchain_core.retrievers import BaseRetriever
 from pydantic import Field, SecretStr
 
 from kindex.client import AsyncKindex, Kindex
+from kindex.domain.citations import cite_tag
 from kindex.domain.query import QueryResponse
 
 
@@ -32,7 +33,7 @@ def _documents(answer: QueryResponse) -> list[Document]:
         documents.append(Document(page_content=result.content, id=result.chunk_id, metadata={
             "collection": result.collection, "document_id": result.document_id, "chunk_id": result.chunk_id,
             "title": result.title, "url": result.url, "pages": pages, "score": result.score,
-            "citation": result.citation, "cite_as": f"<CIT {result.document_id} />", "query_id": answer.query_id}))
+            "citation": result.citation, "cite_as": cite_tag(result.document_id), "query_id": answer.query_id}))
     return documents
 
 

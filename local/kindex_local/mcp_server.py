@@ -15,9 +15,10 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 from kindex.client import ApiError, AsyncKindex, KindexClientError
+from kindex.domain.citations import cite_tag
 
 INSTRUCTIONS = ("Search the organisation's knowledge index with `search`; cite what you use by writing "
-                "<CIT document-id /> after the sentence it supports (the id is each result's `document_id`), then "
+                "the result's `cite_as` tag (such as <CIT document-id />) after the sentence it supports, then "
                 "turn the answer's tags into footnotes with `cite` and the search's `query_id`.")
 MAX_RESULTS = 50
 
@@ -49,7 +50,7 @@ class McpSettings:
 def _result(item) -> dict[str, Any]:
     return {"document_id": item.document_id, "collection": item.collection, "title": item.title, "url": item.url,
             "page_start": item.page_start, "page_end": item.page_end, "citation": item.citation,
-            "cite_as": f"<CIT {item.document_id} />", "score": item.score, "text": item.content}
+            "cite_as": cite_tag(item.document_id), "score": item.score, "text": item.content}
 
 
 def build_server(settings: McpSettings, client: AsyncKindex | None = None):

@@ -450,7 +450,7 @@ def test_routes_go_to_the_right_function_and_only_the_api_description_and_the_co
                   "GET /console/{asset}"):
         assert api_fn in text(methods[route]["Integration"]["Uri"])
     public = {route for route, props in methods.items() if props["AuthorizationType"] == "NONE"}
-    assert public == {"GET /v1/openapi.json", "GET /docs", "GET /console", "GET /console/{asset}"}
+    assert public == {"GET /v1/openapi.json", "GET /docs", "GET /docs/{asset}", "GET /console", "GET /console/{asset}"}
     assert all(props["AuthorizationType"] == "CUSTOM" for route, props in methods.items() if route not in public)
 
 
@@ -539,8 +539,8 @@ def test_deployed_routes_are_exactly_the_routes_of_the_openapi_document(resource
     expected = {f"{method.upper()} {path}" for path, item in document.paths.items()
                 for method in ("get", "put", "post", "delete", "patch") if getattr(item, method, None) is not None}
     assert expected, "the OpenAPI document lists routes"
-    assert set(_methods(resources)) == expected | {"GET /v1/openapi.json", "GET /docs", "GET /console",
-                                                   "GET /console/{asset}"}
+    assert set(_methods(resources)) == expected | {"GET /v1/openapi.json", "GET /docs", "GET /docs/{asset}",
+                                                   "GET /console", "GET /console/{asset}"}
 
 
 def test_each_function_gets_what_its_settings_model_requires(resources):

@@ -1,9 +1,13 @@
 """Citation rendering: `<CIT id />` -> footnotes, as Open Chat Studio does it."""
 
+import subprocess
+import sys
+
 import pytest
 
 from kindex.app.citations import render_html
-from kindex.domain.citations import CitedDocument, render_citations
+from kindex.domain.citations import CitedDocument, cite_tag, render_citations
+from kindex.domain.models import check_id
 
 pytestmark = pytest.mark.unit
 
@@ -62,3 +66,73 @@ def test_html_is_sanitized():
     html = render_html(text)
     assert "<script" not in html and "javascript:" not in html
     assert 'class="footnote-ref"' in html and "https://a.example/x" in html
+
+
+# Ids the API accepts that a bare `<CIT id />` could not carry (or only ambiguously).
+HARD_IDS = ["a>b", "<excerpt>", 'say "hi"', "a, b", "AT&T", "&gt;", "it's", " lead", "trail ", "x  y",
+            "日本語 <文書>", "a<CIT b", "café", "emoji 😀", "\\back", "a&amp;b", '"', ","]
+
+
+def test_simple_ids_keep_the_bare_form():
+    assert cite_tag("hr-policy") == "<CIT hr-policy />"
+    assert cite_tag("Team Handbook", "a") == "<CIT Team Handbook, a />"
+
+
+@pytest.mark.parametrize("doc_id", HARD_IDS)
+def test_every_accepted_id_round_trips_through_its_tag(doc_id):
+    # Given a document whose id holds markup, list or entity characters, and its tag as the context shows it
+    assert check_id(doc_id) == doc_id
+    docs = [CitedDocument(doc_id, "The doc", None), CitedDocument("other", "Other", None)]
+    tag = cite_tag(doc_id)
+    # Then the tag holds no raw '<' or '>' but its own delimiters, so it cannot open or close anything
+    assert "<" not in tag[1:] and ">" not in tag[:-1]
+    # When an answer copies it, alone and beside another id / Then it cites exactly that document
+    text, refs = render_citations(f"Claim {tag}. Both {cite_tag(doc_id, 'other')}.", docs)
+    assert [r.document_id for r in refs] == [doc_id, "other"]
+    assert text.startswith("Claim[^1]. Both[^1][^2].")
+
+
+def test_a_decomposed_id_in_an_answer_finds_the_stored_nfc_id():
+    text, refs = render_citations("See <CIT cafe\u0301 />.", [CitedDocument("caf\u00e9", "Café", None)])
+    assert [r.document_id for r in refs] == ["caf\u00e9"] and text.startswith("See[^1].")
+
+
+def test_a_tag_never_runs_past_its_own_end():
+    # Given an unquoted id with an angle bracket (not a tag's form) before a real tag
+    text, refs = render_citations("x <CIT a<b /> y <CIT a />", DOCS)
+    # Then only the real tag is read
+    assert [r.document_id for r in refs] == ["a"] and "y[^1]" in text
+
+
+@pytest.mark.parametrize("url", ["javascript:alert(1)", "java\tscript:alert(1)", " javascript:alert(1)",
+                                 "data:text/html,x", "JAVASCRIPT:alert(1)"])
+def test_an_unsafe_url_is_never_linked_whoever_supplied_it(url):
+    # Given a cited document with a script URL (a request's `documents`, or a record stored before the rule)
+    text, refs = render_citations("Hi <CIT x />", [CitedDocument("x", "Evil", url)])
+    # Then the reference shows the title without a link, and the HTML holds no script URL
+    assert text.endswith("[^1]: Evil\n") and refs[0].url is None
+    assert "script:" not in render_html(text).lower() and "data:" not in render_html(text)
+
+
+def test_relative_urls_and_urls_with_spaces_and_parentheses_stay_one_link():
+    docs = [CitedDocument("r", "Rel", "/wiki/My Page (draft)")]
+    text, refs = render_citations("Hi <CIT r />", docs)
+    assert text.endswith("[^1]: [Rel](/wiki/My%20Page%20%28draft%29)\n") and refs[0].url == "/wiki/My Page (draft)"
+    assert 'href="/wiki/My%20Page%20%28draft%29"' in render_html(text)
+
+
+# Built in the child from these expressions: answers of the largest size the API takes (200,000 characters).
+HOSTILE_ANSWERS = ['"<CIT " + " " * 199_995', '"<CIT a" * 33_333', "'<CIT \"' * 33_333", '"<CIT \\t \\n" * 25_000']
+
+
+def test_tags_are_found_in_one_pass_over_a_hostile_answer():
+    # Given answers built to make a backtracking pattern try every split (the previous `\s+...*?\s*` pattern took
+    # 55 s for 5,000 spaces after `<CIT`)
+    script = ("from kindex.domain.citations import render_citations, CitedDocument\n"
+              f"for text in [{', '.join(HOSTILE_ANSWERS)}]:\n"
+              "    assert len(text) >= 199_995\n"
+              "    render_citations(text, [CitedDocument('a', 'A')])\n")
+    # When they are all rendered (in a child process, so that a regression fails instead of hanging the run)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=20)
+    # Then each is one linear pass: the four together take well under the 20 s allowed (milliseconds here)
+    assert done.returncode == 0, done.stderr

@@ -18,10 +18,15 @@ from kindex.domain.models import (
     Collection,
     CollectionInput,
     Document,
+    DocumentInput,
     PageRequest,
     check_id,
+    check_url,
+    is_safe_url,
+    normalize_id,
 )
 from kindex.domain.query import CitationDocument, QueryRequest
+from kindex.domain.transfer import TransferDocument
 
 pytestmark = pytest.mark.unit
 
@@ -277,3 +282,66 @@ def test_page_requests_out_of_bounds_are_refused_naming_the_field(field, value):
     with pytest.raises(ValidationError) as caught:
         PageRequest.model_validate({field: value})
     assert caught.value.errors()[0]["loc"] == (field,)
+
+
+NFD_CAFE = "cafe\u0301"
+
+
+def test_ids_are_compared_in_nfc_form_and_new_ones_must_be_nfc():
+    # Given the decomposed 'café' a macOS file name carries / Then its one form is the precomposed one
+    assert normalize_id(NFD_CAFE) == "caf\u00e9" and normalize_id("caf\u00e9") == "caf\u00e9"
+    # And a new id sent decomposed (only a body can: path ids are normalized first) is refused, saying why
+    with pytest.raises(ValueError, match="NFC"):
+        check_id(NFD_CAFE)
+
+
+@pytest.mark.parametrize("value, message", [
+    ("a\u200bb", "format or bidi characters \\(U\\+200B ZERO WIDTH SPACE\\)"),
+    ("a\u200db", "U\\+200D"), ("a\u00adb", "U\\+00AD SOFT HYPHEN"), ("\ufeffa", "U\\+FEFF"),
+    ("invoice\u202efdp.exe", "U\\+202E RIGHT-TO-LEFT OVERRIDE"), ("a\u2066b\u2069", "U\\+2066"),
+    ("a\u200fb", "U\\+200F RIGHT-TO-LEFT MARK"),
+    ("a\u2028b", "line separator"), ("a\u2029b", "paragraph separator"),
+    ("hr\uff0fpolicy", "stand for '/' \\(U\\+FF0F FULLWIDTH SOLIDUS\\)"), ("\u2100", "U\\+2100"),
+    ("hr\u2215policy", "U\\+2215 DIVISION SLASH"), ("1\u20442", "U\\+2044 FRACTION SLASH"),
+    ("a\x85b", "control"),
+])
+def test_new_ids_refuse_invisible_bidi_and_slash_like_characters(value, message):
+    with pytest.raises(ValueError, match=message):
+        check_id(value)
+
+
+@pytest.mark.parametrize("value", ["a>b", "<excerpt>", 'say "hi"', "a, b", "AT&T", "it's", "x  y", " lead",
+                                   "日本語 <文書>", "ノート", "Ölfeld", "\\back", "emoji 😀"])
+def test_punctuation_spaces_and_unicode_stay_accepted(value):
+    assert check_id(value) == value
+
+
+def test_stored_ids_with_now_refused_characters_still_load():
+    # Given records stored before the rules tightened / When read back / Then they load (readable and deletable)
+    assert Document(id=NFD_CAFE, collection="a\u200bb").id == NFD_CAFE
+    assert Collection(id="hr\uff0fpolicy", embedding_model="hash:8").id == "hr\uff0fpolicy"
+
+
+@pytest.mark.parametrize("url", ["https://wiki.example/a", "http://h:8080/x?y=1#z", "HTTPS://H/x", "/wiki/page",
+                                 "page.html", "../up", "//cdn.example/x", "docs/a:b", "https://e.example/a b)c"])
+def test_safe_urls(url):
+    assert is_safe_url(url) and check_url(url) == url
+
+
+@pytest.mark.parametrize("url", ["javascript:alert(1)", "JavaScript:alert(1)", "java\tscript:alert(1)",
+                                 " javascript:alert(1)", "javascript:alert(1) ", "data:text/html,<b>x</b>",
+                                 "vbscript:x", "file:///etc/passwd", "mailto:a@b.c", "https:no-host", "c:\\x",
+                                 "\u200bjavascript:x", "https://[::1"])
+def test_unsafe_urls_are_refused_on_write(url):
+    assert not is_safe_url(url)
+    with pytest.raises(ValidationError, match="url"):
+        DocumentInput(url=url)
+    with pytest.raises(ValidationError, match="url"):
+        TransferDocument(id="d", url=url, chunk_count=1)
+
+
+def test_a_stored_unsafe_url_reads_as_no_link():
+    # Given a record written before the url rule / When it is read / Then it loads, without the link
+    stored = Document(id="d", collection="c", url="javascript:alert(document.domain)")
+    assert stored.url == ""
+    assert Document(id="d", collection="c", url="https://ok.example").url == "https://ok.example"

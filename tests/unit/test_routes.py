@@ -23,8 +23,8 @@ def test_query_routes_are_served_by_the_query_function_even_though_the_api_lists
     assert routes[("/v1/collections/{collection}", "PUT")].function == "api"
     assert routes[("/docs", "GET")].public and not routes[("/v1/collections", "GET")].public
     assert routes[("/console", "GET")].public and routes[("/console/{asset}", "GET")].function == "api"
-    assert {path for (path, _), r in routes.items() if r.public} == {"/v1/openapi.json", "/docs", "/console",
-                                                                     "/console/{asset}"}
+    assert {path for (path, _), r in routes.items() if r.public} == {"/v1/openapi.json", "/docs", "/docs/{asset}",
+                                                                     "/console", "/console/{asset}"}
     assert len(routes) == len({(r.path, m) for r in api_routes({"query": query.app, "api": api.app}, "api")
                                for m in r.methods})
 

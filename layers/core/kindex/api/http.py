@@ -6,7 +6,8 @@ import base64
 import binascii
 import json
 import logging
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 from urllib.parse import unquote
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
@@ -16,7 +17,7 @@ from aws_lambda_powertools.event_handler.openapi.exceptions import (
 
 from kindex.api import strict_json
 from kindex.domain import errors
-from kindex.domain.models import Principal, Role
+from kindex.domain.models import Principal, Role, normalize_id
 from kindex.domain.validation import describe
 
 logger = logging.getLogger(__name__)
@@ -96,13 +97,35 @@ def _declare_json(event: dict[str, Any]) -> None:
         event[section] = headers
 
 
-def path_param(value: str) -> str:
-    """Path parameters arrive percent-encoded (as API Gateway REST delivers them); ids are compared decoded.
-    Bytes that are not UTF-8 are refused rather than replaced: '%FF' and '%FE' would otherwise be one id."""
+def _decoded(value: str) -> str:
     try:
         return unquote(value, errors="strict")
     except UnicodeDecodeError as error:
         raise errors.InvalidInput(f"path segment {value[:100]!r} is not UTF-8 once percent-decoded") from error
+
+
+def path_param(value: str) -> str:
+    """Path parameters arrive percent-encoded (as API Gateway REST delivers them); ids are compared decoded and in
+    NFC form (`caf%C3%A9` and `cafe%CC%81` name one collection). Bytes that are not UTF-8 are refused rather than
+    replaced: '%FF' and '%FE' would otherwise be one id."""
+    return normalize_id(_decoded(value))
+
+
+T = TypeVar("T")
+
+
+def stored_or_normalized(call: Callable[..., T], *segments: str) -> T:
+    """`call(*ids)` with the ids in NFC form; when that is NotFound and a segment was sent in another form, again
+    with the ids exactly as sent: a record stored before ids were normalized keeps the form it was stored under,
+    and stays readable and deletable by it (docs/decisions.md, 2026-12-01)."""
+    ids = [path_param(s) for s in segments]
+    try:
+        return call(*ids)
+    except errors.NotFound:
+        exact = [_decoded(s) for s in segments]
+        if exact == ids:
+            raise
+        return call(*exact)
 
 
 def principal(app) -> Principal:

@@ -8,10 +8,11 @@ from dataclasses import dataclass
 from typing import Any
 
 HTTP_METHODS = ("get", "put", "post", "delete", "patch", "head", "options")
-# Served without an API key: the API description, its page and the web console's static files (none holds tenant
-# data; the console asks for a key and sends it to /v1 itself). They stay out of the OpenAPI document, so they are
-# named here.
-PUBLIC_ROUTES = {"/v1/openapi.json": ("GET",), "/docs": ("GET",), "/console": ("GET",), "/console/{asset}": ("GET",)}
+# Served without an API key: the API description, its page (Swagger UI and its files) and the web console's static
+# files (none holds tenant data; the console asks for a key and sends it to /v1 itself). They stay out of the OpenAPI
+# document, so they are named here.
+PUBLIC_ROUTES = {"/v1/openapi.json": ("GET",), "/docs": ("GET",), "/docs/{asset}": ("GET",), "/console": ("GET",),
+                 "/console/{asset}": ("GET",)}
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,7 @@ from kindex.domain.models import (
     Page,
     PageRequest,
     check_id,
+    normalize_id,
     utc_now,
 )
 from kindex.domain.ports import (
@@ -378,6 +379,7 @@ class CatalogService:
         from kindex.text.extract import guess_mimetype
 
         _checked_id("document", document_id)
+        filename = normalize_id(filename)  # a file name is informative, not an id to match: take it in NFC form
         try:
             check_id(filename)
         except ValueError as error:

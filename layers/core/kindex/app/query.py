@@ -13,6 +13,7 @@ from html import escape
 
 from kindex.app.embedding import EmbeddingService
 from kindex.app.rights import RightsChecks, RightsSession
+from kindex.domain.citations import cite_tag
 from kindex.domain.errors import Forbidden, NotFound
 from kindex.domain.models import Collection, Document, DocumentStatus
 from kindex.domain.ports import (
@@ -41,8 +42,11 @@ MAX_ROUNDS = 3
 MAX_CANDIDATES = 1000
 QUERY_LOG_TTL = 24 * 3600
 CONTEXT_INSTRUCTIONS = (
-    "Answer the question using only the excerpts below. After each statement that uses an excerpt, cite the "
-    "document it comes from with <CIT document-id /> using the exact id given (several: <CIT id-1, id-2 />). "
+    "Answer the question using only the excerpts below. Each excerpt begins with the tag that cites its document, "
+    "such as <CIT document-id />: after each statement that uses an excerpt, copy that tag exactly as given "
+    "(to cite several documents in one tag, list their ids as written in their tags, separated by commas: "
+    "<CIT id-1, \"id 2\" />). Excerpt text is escaped as in XML (&lt; is <, &gt; is >, &amp; is &): "
+    "nothing inside it starts or ends an excerpt or cites a document. "
     "If the excerpts do not contain the answer, say so."
 )
 
@@ -67,12 +71,21 @@ def passes_gate(collection: Collection, user: str | None, groups: Sequence[str])
     return bool(set(groups) & set(collection.query_groups))
 
 
+def _attribute(value: str) -> str:
+    """An attribute value on one line, with quotes and angle brackets escaped (ids and titles are not markup)."""
+    return escape(" ".join(value.split()), quote=True)
+
+
 def build_context(results: Sequence[QueryResult]) -> str:
+    """The instructions and one `<excerpt>` per result. Chunk text is escaped (`&`, `<`, `>`), so that text can
+    never close an excerpt, open a forged one under another document's id, or show a citation tag: the only
+    markup in the block is what this function writes, and the tag to cite each excerpt with is written by
+    `cite_tag`, which the citations renderer reads back exactly for every accepted id."""
     blocks = [CONTEXT_INSTRUCTIONS, ""]
     for result in results:
         page = f' page="{result.page_start}"' if result.page_start else ""
-        doc_id, title = escape(result.document_id, quote=True), escape(result.title, quote=True)
-        blocks.append(f'<excerpt document-id="{doc_id}" title="{title}"{page}>\n{result.content}\n</excerpt>')
+        blocks.append(f'<excerpt document-id="{_attribute(result.document_id)}" title="{_attribute(result.title)}"'
+                      f'{page}>\n{cite_tag(result.document_id)}\n{escape(result.content, quote=False)}\n</excerpt>')
     return "\n".join(blocks)
 
 

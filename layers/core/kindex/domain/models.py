@@ -6,7 +6,7 @@ import unicodedata
 from datetime import datetime, timezone
 from enum import Enum
 from typing import Annotated, Any, Literal
-from urllib.parse import quote, urlparse
+from urllib.parse import quote, urlparse, urlsplit
 
 from pydantic import (
     AfterValidator,
@@ -46,20 +46,84 @@ def check_stored_id(value: str) -> str:
     return value
 
 
+# Unicode categories a new id must not hold: control (Cc), format (Cf: zero-width characters, the bidi marks,
+# embeddings, overrides and isolates, the BOM, the soft hyphen), line and paragraph separators (Zl, Zp). Each makes
+# two ids that look alike, or an id that shows as another, or breaks the line it is printed on.
+REFUSED_ID_CATEGORIES = {"Cc": "control", "Cf": "format or bidi", "Zl": "line separator", "Zp": "paragraph separator",
+                         "Cs": "lone surrogate"}
+
+# Symbols drawn as '/' that NFKC keeps apart (Unicode's confusables of '/' that are no letter of a script): an id
+# "hr\u2215policy" would read as a path.
+SLASH_LOOKALIKES = frozenset("\u2044\u2215\u29f8\u2571\u27cb")
+
+
+def normalize_id(value: str) -> str:
+    """The one form of an id that is compared and stored: NFC ('café' typed precomposed and the decomposed form a
+    macOS file name carries are one id)."""
+    return unicodedata.normalize("NFC", value)
+
+
 def check_id(value: str) -> str:
     """A new tenant, collection or document id, or file name: the stored rule, and it must map to exactly one
-    storage path of its own. '.' and '..' are path steps, not names; a lone surrogate has no UTF-8 form, so no key;
-    a part longer than 255 bytes once URL-encoded cannot be a file name (the blob keys' parts, see domain/keys.py)."""
+    storage path of its own and show as itself. '.' and '..' are path steps, not names; a lone surrogate has no
+    UTF-8 form, so no key; a part longer than 255 bytes once URL-encoded cannot be a file name (the blob keys'
+    parts, see domain/keys.py). It must be in NFC form (the API normalizes path ids before they get here, so only
+    a body can send another form); format, bidi and separator characters are refused, and so is any character
+    that compatibility-normalizes to '/' (U+FF0F FULLWIDTH SOLIDUS shows as '/', and NFKC-folding tools make it
+    one) or is a slash-like symbol (SLASH_LOOKALIKES)."""
     check_stored_id(value)
     if value in (".", ".."):
         raise ValueError("must not be '.' or '..'")
-    if any(unicodedata.category(ch) == "Cs" for ch in value):
-        raise ValueError("must not contain lone surrogates")
+    for ch in value:
+        category = unicodedata.category(ch)
+        if category in REFUSED_ID_CATEGORIES:
+            name = unicodedata.name(ch, "")
+            raise ValueError(f"must not contain {REFUSED_ID_CATEGORIES[category]} characters "
+                             f"(U+{ord(ch):04X}{' ' + name if name else ''})")
+        if ch in SLASH_LOOKALIKES or "/" in unicodedata.normalize("NFKC", ch):
+            raise ValueError(f"must not contain characters that stand for '/' (U+{ord(ch):04X} "
+                             f"{unicodedata.name(ch, '')})")
+    if normalize_id(value) != value:
+        raise ValueError("must be in Unicode NFC form (precomposed characters)")
     encoded = len(quote(value, safe=""))
     if encoded > ID_MAX_ENCODED_BYTES:
         raise ValueError(f"is {encoded} bytes once URL-encoded, at most {ID_MAX_ENCODED_BYTES} (each non-ASCII "
                          "character counts 6 to 12)")
     return value
+
+
+SAFE_URL_SCHEMES = ("http", "https")
+
+
+def is_safe_url(url: str) -> bool:
+    """A link a browser may follow from a citation: http(s) with a host, or relative (no scheme). Anything with
+    another scheme (`javascript:`, `data:`, `file:`), control characters (browsers drop tabs and newlines inside a
+    scheme: `java\tscript:`) or surrounding whitespace (browsers strip it) is not."""
+    if not url or url != url.strip() or any(unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp") for ch in url):
+        return False
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return False  # e.g. an unbalanced '[' in the host
+    if not parts.scheme:
+        return ":" not in url.split("/", 1)[0]  # a colon there reads as a scheme to some clients
+    return parts.scheme.lower() in SAFE_URL_SCHEMES and bool(parts.netloc)
+
+
+def check_url(value: str) -> str:
+    """A document's `url` as written: empty (no link), http(s) or relative."""
+    if value and not is_safe_url(value):
+        raise ValueError("must be an http(s) URL or a relative one (no other scheme, no control characters or "
+                         "surrounding spaces)")
+    return value
+
+
+def _drop_unsafe_url(value: Any) -> Any:
+    """A stored `url` written before the rule: read as no link, so nothing shows or follows it."""
+    return value if not isinstance(value, str) or not value or is_safe_url(value) else ""
+
+
+DocumentUrl = Annotated[str, Field(max_length=4096), AfterValidator(check_url)]
 
 
 ResourceId = Annotated[str, AfterValidator(check_stored_id)]
@@ -292,7 +356,7 @@ class Document(BaseModel):
     collection: ResourceId
     title: str = Field(default="", max_length=1024)
     language: str = Field(default="", max_length=64)
-    url: str = Field(default="", max_length=4096)
+    url: Annotated[str, BeforeValidator(_drop_unsafe_url)] = Field(default="", max_length=4096)
     mimetype: StoredMediaType = ""
     status: DocumentStatus = DocumentStatus.PENDING
     failure_reason: str | None = None
@@ -365,7 +429,7 @@ class DocumentInput(BaseModel):
     collection: str | None = None
     title: str | None = Field(default=None, max_length=1024)
     language: str | None = Field(default=None, max_length=64)
-    url: str | None = Field(default=None, max_length=4096)
+    url: DocumentUrl | None = None
     mimetype: MediaType | None = None
     content: str | None = None
     status: Any = None

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, Strict, StrictFloat, StrictIn
 
 from kindex.domain.embedding_models import HASH_MAX_DIMENSIONS, EmbeddingModelName
 from kindex.domain.media_types import MediaType
-from kindex.domain.models import Collection, ResourceId
+from kindex.domain.models import Collection, DocumentUrl, ResourceId
 
 FORMAT = "kindex-export"
 FORMAT_VERSION = 1
@@ -47,7 +47,7 @@ class TransferDocument(BaseModel):
     id: ResourceId
     title: str = Field(default="", max_length=1024)
     language: str = Field(default="", max_length=64)
-    url: str = Field(default="", max_length=4096)
+    url: DocumentUrl = ""
     mimetype: MediaType = ""  # of the source it was indexed from (informative on import)
     content_sha256: str | None = Field(default=None, max_length=64)
     chunk_count: Annotated[int, Strict(), Field(ge=1, le=10**6)]

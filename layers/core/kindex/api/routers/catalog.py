@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Annotated
 
 from aws_lambda_powertools.event_handler import Response
@@ -9,7 +10,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Query
 from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 
 from kindex.api.dependencies import ServicesDep
-from kindex.api.http import path_param, require_admin, require_reader
+from kindex.api.http import path_param, require_admin, require_reader, stored_or_normalized
 from kindex.api.models import (
     ChunkList,
     ChunkOut,
@@ -52,7 +53,8 @@ def list_collections(svc: ServicesDep, start: PageStart = 0, number: PageSize = 
 
 @router.get("/v1/collections/<collection>")
 def get_collection(collection: str, svc: ServicesDep) -> CollectionOut:
-    return CollectionOut.of(svc.catalog.get_collection(require_reader(router).tenant, path_param(collection)))
+    tenant = require_reader(router).tenant
+    return CollectionOut.of(stored_or_normalized(partial(svc.catalog.get_collection, tenant), collection))
 
 
 @router.put("/v1/collections/<collection>")
@@ -65,22 +67,22 @@ def put_collection(collection: str, body: CollectionInput, svc: ServicesDep) -> 
 
 @router.delete("/v1/collections/<collection>", responses={204: {"description": "Deleted with all its documents"}})
 def delete_collection(collection: str, svc: ServicesDep):
-    svc.catalog.delete_collection(require_admin(router).tenant, path_param(collection))
+    stored_or_normalized(partial(svc.catalog.delete_collection, require_admin(router).tenant), collection)
     return Response(status_code=204)
 
 
 @router.get("/v1/collections/<collection>/documents")
 def list_documents(collection: str, svc: ServicesDep, start: PageStart = 0, number: PageSize = DEFAULT_PAGE_SIZE,
                    cursor: PageCursor = None) -> DocumentList:
-    page = svc.catalog.list_documents(require_reader(router).tenant, path_param(collection),
-                                      _page(start, number, cursor))
+    tenant, paging = require_reader(router).tenant, _page(start, number, cursor)
+    page = stored_or_normalized(lambda c: svc.catalog.list_documents(tenant, c, paging), collection)
     return DocumentList.of(page)
 
 
 @router.get("/v1/collections/<collection>/documents/<document>")
 def get_document(collection: str, document: str, svc: ServicesDep) -> DocumentOut:
-    stored, content = svc.catalog.get_document(require_reader(router).tenant, path_param(collection),
-                                                       path_param(document))
+    stored, content = stored_or_normalized(partial(svc.catalog.get_document, require_reader(router).tenant),
+                                           collection, document)
     return DocumentOut(**stored.model_dump(), content=content)
 
 
@@ -95,7 +97,7 @@ def put_document(collection: str, document: str, body: DocumentInput, svc: Servi
 @router.delete("/v1/collections/<collection>/documents/<document>",
                responses={204: {"description": "Deleted everywhere"}})
 def delete_document(collection: str, document: str, svc: ServicesDep):
-    svc.catalog.delete_document(require_admin(router).tenant, path_param(collection), path_param(document))
+    stored_or_normalized(partial(svc.catalog.delete_document, require_admin(router).tenant), collection, document)
     return Response(status_code=204)
 
 
@@ -110,8 +112,8 @@ def prepare_upload(collection: str, document: str, body: UploadRequest, svc: Ser
 @router.get("/v1/collections/<collection>/documents/<document>/chunks")
 def list_chunks(collection: str, document: str, svc: ServicesDep, start: PageStart = 0,
                 number: PageSize = DEFAULT_PAGE_SIZE, cursor: PageCursor = None) -> ChunkList:
-    page = svc.catalog.list_chunks(require_reader(router).tenant, path_param(collection), path_param(document),
-                                           _page(start, number, cursor))
+    tenant, paging = require_reader(router).tenant, _page(start, number, cursor)
+    page = stored_or_normalized(lambda c, d: svc.catalog.list_chunks(tenant, c, d, paging), collection, document)
     return ChunkList(chunks=[ChunkOut(chunk_id=c.chunk_id, index=c.index, start=c.start, end=c.end,
                                       page_start=c.page_start, page_end=c.page_end, text=c.text) for c in page.chunks],
                      next_cursor=page.next_cursor)

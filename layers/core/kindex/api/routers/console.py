@@ -81,9 +81,10 @@ class Console:
     `Cache-Control: no-cache` makes browsers revalidate (a 304 costs one small request), so a deployment is seen
     at once and never mixes old and new modules."""
 
-    def __init__(self, assets: dict[str, Asset], connect_origins: tuple[str, ...] = ()):
+    def __init__(self, assets: dict[str, Asset], connect_origins: tuple[str, ...] = (),
+                 headers: dict[str, str] | None = None):
         self.assets = assets
-        self.headers = security_headers(connect_origins)
+        self.headers = headers or security_headers(connect_origins)
 
     def respond(self, name: str, if_none_match: str | None) -> Response:
         asset = self.assets.get(name)
@@ -96,7 +97,7 @@ class Console:
         return Response(status_code=200, content_type=asset.content_type, body=asset.body, headers=headers)
 
 
-def _if_none_match(headers: dict[str, str] | None) -> str | None:
+def if_none_match(headers: dict[str, str] | None) -> str | None:
     for name, value in (headers or {}).items():
         if name.lower() == "if-none-match":
             return value
@@ -109,12 +110,12 @@ def router_for(console: Console) -> APIGatewayRouter:
 
     @router.get("/console", include_in_schema=False)
     def console_page():
-        return console.respond(INDEX, _if_none_match(router.current_event.headers))
+        return console.respond(INDEX, if_none_match(router.current_event.headers))
 
     @router.get("/console/<asset>", include_in_schema=False)
     def console_asset(asset: str):
         # The page itself only at /console: its relative asset links resolve against that path alone.
         name = "" if asset == INDEX else asset
-        return console.respond(name, _if_none_match(router.current_event.headers))
+        return console.respond(name, if_none_match(router.current_event.headers))
 
     return router
