@@ -287,6 +287,29 @@ class DocumentStoreContract:
         assert store.delete_document("acme", "docs", "d1") is False
         assert store.get_document("acme", "docs", "d1") is None
 
+    def test_a_delete_at_a_revision_deletes_only_the_record_still_at_it(self, store):
+        # Given a document at revision 2, and the same id in another tenant at revision 1
+        store.put_document("acme", make_document("docs", "d", revision=1), create=True)
+        store.put_document("acme", make_document("docs", "d", revision=2, title="second"), create=False)
+        store.put_document("other", make_document("docs", "d", revision=1), create=True)
+        # When deleted at a revision it no longer has / Then Conflict, and the record is unchanged
+        with pytest.raises(Conflict):
+            store.delete_document("acme", "docs", "d", revision=1)
+        assert store.get_document("acme", "docs", "d").title == "second"
+        # When deleted at its own revision / Then it is gone, and only it
+        assert store.delete_document("acme", "docs", "d", revision=2) is True
+        assert store.get_document("acme", "docs", "d") is None
+        assert store.get_document("other", "docs", "d") is not None
+        # And a conditional delete of a missing record reports that it did not exist
+        assert store.delete_document("acme", "docs", "d", revision=2) is False
+        assert store.delete_document("acme", "docs", "never", revision=0) is False
+
+    def test_a_delete_at_revision_zero_matches_a_record_written_before_revisions(self, store):
+        store.put_document("acme", make_document("docs", "old", revision=0), create=True)
+        with pytest.raises(Conflict):
+            store.delete_document("acme", "docs", "old", revision=1)
+        assert store.delete_document("acme", "docs", "old", revision=0) is True
+
     def test_documents_list_in_code_point_order_like_every_adapter(self, store):
         # Given documents with mixed ids
         for document_id in MIXED_IDS:

@@ -152,6 +152,10 @@ def merge_collection(existing: Collection | None, collection_id: str, changes: d
     return validated(lambda: Collection.model_validate(data, context=SAVING))
 
 
+#: Rounds of a document delete racing writers of that document before it gives up with 409.
+DELETE_ATTEMPTS = 8
+
+
 class CatalogService:
     """Owns collection and document records and their source blobs. `on_document_removed` lets the indexing
     side drop chunks and vectors of a deleted document or collection, so nothing is left behind."""
@@ -423,10 +427,25 @@ class CatalogService:
     def delete_document(self, tenant: str, collection_id: str, document_id: str) -> None:
         collection = self._collection(tenant, collection_id)
         document = self._document(tenant, collection_id, document_id)
-        if self.on_document_removed:
-            self.on_document_removed(tenant, document, collection)
-        self.blobs.delete_prefix(keys.document_prefix(tenant, collection_id, document_id))
-        self.documents.delete_document(tenant, collection_id, document_id)
+        # The record goes last, and only at the revision whose chunks and blobs were just removed: a writer that
+        # committed meanwhile (an ingest or import that wrote chunks, a new upload) makes the delete look again, so
+        # nothing it wrote outlives the record. A writer that commits after the record is gone finds it NotFound and
+        # removes its own writes.
+        for _ in range(DELETE_ATTEMPTS):
+            if self.on_document_removed:
+                self.on_document_removed(tenant, document, collection)
+            self.blobs.delete_prefix(keys.document_prefix(tenant, collection_id, document_id))
+            try:
+                self.documents.delete_document(tenant, collection_id, document_id, revision=document.revision)
+                return
+            except Conflict:
+                current = self.documents.get_document(tenant, collection_id, document_id)
+                if current is None:
+                    return
+                document = current
+        logger.warning("document delete kept losing to writers", extra={"tenant": tenant, "collection": collection_id,
+                                                                        "document": document_id})
+        raise Conflict(f"document {document_id!r} kept changing while it was deleted; try again")
 
     def list_documents(self, tenant: str, collection_id: str, page: PageRequest) -> DocumentPage:
         """One page of document summaries in id order, read in one query: at most `page.number`, and no more than

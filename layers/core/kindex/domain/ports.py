@@ -134,8 +134,10 @@ class DocumentStore(Protocol):
         Conflict when another write committed since that revision was read, and nothing changes either way. Every
         write stores `document.revision` as given: the writer numbers it (the read revision + 1; 1 for a create)."""
 
-    def delete_document(self, tenant: str, collection_id: str, document_id: str) -> bool:
-        """Delete the record; False when it did not exist."""
+    def delete_document(self, tenant: str, collection_id: str, document_id: str, *,
+                        revision: int | None = None) -> bool:
+        """Delete the record; False when it did not exist. With `revision`, only the record still at that revision
+        (one without a revision counts as 0): Conflict, and nothing deleted, when another write committed since."""
 
     def list_documents(self, tenant: str, collection_id: str, *, after: str | None, offset: int,
                        limit: int | None) -> list["Document"]:

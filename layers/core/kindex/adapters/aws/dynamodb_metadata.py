@@ -128,6 +128,24 @@ def build_item(pk: str, sk: str, body: str, *, version: int | None = None,
     return item
 
 
+def build_delete_request(table: str, key: dict, revision: int | None) -> dict[str, Any]:
+    """A DeleteItem of a document item; with `revision`, only while the item is at it (0: an item without one)."""
+    request: dict[str, Any] = {"TableName": table, "Key": key, "ReturnValues": "ALL_OLD"}
+    if revision is not None:
+        condition = "#revision = :expected"
+        if revision == 0:
+            condition = f"(attribute_not_exists(#revision) OR {condition})"
+        request["ConditionExpression"] = f"attribute_exists(pk) AND {condition}"
+        request["ExpressionAttributeNames"] = {"#revision": "revision"}
+        request["ExpressionAttributeValues"] = {":expected": {"N": str(revision)}}
+        request["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
+    return request
+
+
+class _Gone(Exception):
+    """A conditional delete found no item (its condition's attribute_exists failed)."""
+
+
 def build_put_request(table: str, item: dict, *, create: bool, expected_revision: int = 0) -> dict[str, Any]:
     """A conditional PutItem of a document or collection item: create needs the item absent; update needs it present
     at `expected_revision` (an item without the attribute, written before revisions existed, is at revision 0)."""
@@ -226,12 +244,21 @@ class DynamoDbMetadataStore(DynamoDbTable):
             item[ATTENTION_ATTRIBUTE] = {"S": item["pk"]["S"]}
         self._put_revisioned(item, create=create, what=f"document {document.id!r}")
 
-    def delete_document(self, tenant: str, collection_id: str, document_id: str) -> bool:
+    def delete_document(self, tenant: str, collection_id: str, document_id: str, *,
+                        revision: int | None = None) -> bool:
         pk = documents_pk(tenant, collection_id)
         if not addressable(pk, document_id):
             return False
-        response = self._call("delete_item", {"TableName": self.table_name, "Key": item_key(pk, document_id),
-                                              "ReturnValues": "ALL_OLD"})
+        request = build_delete_request(self.table_name, item_key(pk, document_id), revision)
+
+        def changed(item: dict | None) -> Exception:
+            # The item as it was: None when it did not exist (nothing to delete), else at another revision.
+            return _Gone() if item is None else Conflict(f"document {document_id!r} changed since revision {revision}")
+
+        try:
+            response = self._call("delete_item", request, on_condition_failed=changed)
+        except _Gone:
+            return False
         return "Attributes" in response
 
     def list_documents(self, tenant: str, collection_id: str, *, after: str | None, offset: int,

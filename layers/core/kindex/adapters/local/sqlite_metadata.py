@@ -141,10 +141,20 @@ class SqliteMetadataStore:
                     raise Conflict(f"document {document.id!r} changed meanwhile")
                 raise NotFound(f"document {document.id!r} does not exist")
 
-    def delete_document(self, tenant: str, collection_id: str, document_id: str) -> bool:
+    def delete_document(self, tenant: str, collection_id: str, document_id: str, *,
+                        revision: int | None = None) -> bool:
+        key = (tenant, collection_id, document_id)
         with self.db.write() as conn:
-            return conn.execute("DELETE FROM documents WHERE tenant = ? AND collection = ? AND id = ?",
-                                (tenant, collection_id, document_id)).rowcount > 0
+            if revision is None:
+                return conn.execute("DELETE FROM documents WHERE tenant = ? AND collection = ? AND id = ?",
+                                    key).rowcount > 0
+            if conn.execute("DELETE FROM documents WHERE tenant = ? AND collection = ? AND id = ? AND revision = ?",
+                            (*key, revision)).rowcount:
+                return True
+            if conn.execute("SELECT 1 FROM documents WHERE tenant = ? AND collection = ? AND id = ?",
+                            key).fetchone() is None:
+                return False
+        raise Conflict(f"document {document_id!r} changed since revision {revision}")
 
     def list_documents(self, tenant: str, collection_id: str, *, after: str | None, offset: int,
                        limit: int | None) -> list[Document]:
