@@ -9,6 +9,7 @@ return, per tenant, exactly the ids the reference picks."""
 from __future__ import annotations
 
 import itertools
+import json
 
 import numpy as np
 import pytest
@@ -46,12 +47,14 @@ FILTERS = [
     {}, {"year": 2020}, {"year": 2020.0}, {"year": "2020"}, {"year": True}, {"year": {"$ne": 2020}},
     {"year": {"$gt": 2020}}, {"year": {"$gte": 2020}}, {"year": {"$lt": 0}}, {"year": {"$lte": 0}},
     {"year": {"$gt": -0.0}}, {"year": {"$gte": 0}}, {"year": {"$lt": 2**53 - 1}}, {"year": {"$lte": 2**53 - 1}},
-    {"year": {"$gt": -(2**53 - 1)}}, {"year": {"$gte": -1e308, "$lt": 1e308}}, {"year": {"$gt": 1.7976931348623157e308}},
-    {"year": {"$lt": -1.7976931348623157e308}}, {"score": {"$gt": -1, "$lt": 0.75}}, {"zero": 0},
+    {"year": {"$gt": -(2**53 - 1)}}, {"year": {"$gte": -1e308, "$lt": 1e308}},
+    {"year": {"$gt": 1.7976931348623157e308}}, {"year": {"$lt": -1.7976931348623157e308}},
+    {"score": {"$gt": -1, "$lt": 0.75}}, {"zero": 0},
     {"year": {"$in": [2020, "2020", True]}}, {"year": {"$in": []}}, {"year": {"$nin": []}},
     {"year": {"$nin": [2020, -3]}}, {"region": "eu"}, {"region": {"$ne": "eu"}}, {"region": {"$in": ["eu", 1]}},
-    {"region": "eu\x1fregion"}, {"region": "日本"}, {"region": {"$starts_with": "eu"}}, {"region": {"$starts_with": ""}},
-    {"region": {"$starts_with": "日"}}, {"region": {"$starts_with": "eu\x1f"}}, {"title": ""},
+    {"region": "eu\x1fregion"}, {"region": "日本"}, {"region": {"$starts_with": "eu"}},
+    {"region": {"$starts_with": ""}}, {"region": {"$starts_with": "日"}},
+    {"region": {"$starts_with": "eu\x1f"}}, {"title": ""},
     {"title": {"$starts_with": "a.b"}}, {"title": {"$starts_with": "a.b(c)*+?[x]{2}|^$\\"}},
     {"title": {"$starts_with": "a."}}, {"tags": "x"}, {"tags": {"$contains": "x"}}, {"tags": {"$contains": "eu"}},
     {"tags": {"$ne": "y"}}, {"tags": {"$nin": ["x", "y"]}}, {"tags": {"$contains": "x\x1f"}},
@@ -115,10 +118,11 @@ def opensearch(opensearch_node):
     lines = []
     for chunk, (tenant, attributes) in DOCUMENTS.items():
         vector = rng.standard_normal(4)
+        vector = list(vector / np.linalg.norm(vector))
         lines += [{"index": {"_index": index, "_id": chunk}},
-                  {"tenant": tenant, "chunk": chunk, "text": "common words", "vector": list(vector / np.linalg.norm(vector)),
+                  {"tenant": tenant, "chunk": chunk, "text": "common words", "vector": vector,
                    **index_fields(attributes, ACCESS.get(chunk))}]
-    payload = "".join(f"{requests.compat.json.dumps(line)}\n" for line in lines)
+    payload = "".join(f"{json.dumps(line)}\n" for line in lines)
     response = requests.post(f"{opensearch_node.url}/_bulk", params={"refresh": "true"}, data=payload,
                              headers={"Content-Type": "application/x-ndjson"}, timeout=60)
     response.raise_for_status()
@@ -274,3 +278,35 @@ def test_the_document_table_forgets_replaced_and_removed_documents():
     assert list(table.mask(parse_filter({"year": {"$lt": 2000}, "region": "us"}), None, [], required=False)) == \
         [True, False]
     assert list(table.mask(None, "alice", [], required=True)) == [False, False]
+    # And a code the table never saw is invisible (fail closed), whatever the mask's length
+    assert list(table.mask(None, None, [], required=False, documents=3)) == [True, False, False]
+    assert list(table.mask(None, None, [], required=False, documents=1)) == [True]
+
+
+def test_tantivy_prefixes_of_every_ascii_character_match_the_reference():
+    # Given titles made of every ASCII character (regex meta characters, controls, NUL) and some unicode
+    import random
+
+    rng = random.Random(4)
+    alphabet = [chr(c) for c in range(128)] + ["é", "日", "\u2028", "\U0001f600"]
+    titles = {f"t{i}": "".join(rng.choice(alphabet) for _ in range(rng.randrange(1, 6))) for i in range(300)}
+    builder = tantivy.SchemaBuilder()
+    builder.add_text_field("chunk", stored=True, tokenizer_name="raw")
+    add_schema_fields(builder)
+    schema = builder.build()
+    index = tantivy.Index(schema)
+    writer = index.writer(15_000_000, 1)
+    for chunk, title in titles.items():
+        writer.add_document(tantivy.Document(chunk=chunk, **tantivy_fields({"title": title}, None)))
+    writer.commit()
+    index.reload()
+    searcher = index.searcher()
+    compiler = TantivyFilters(schema)
+    # When each title's prefixes are asked for
+    for title in list(titles.values())[:120]:
+        for prefix in {title[:1], title[:2], title}:
+            expression = parse_filter({"title": {"$starts_with": prefix}})
+            found = {searcher.doc(address)["chunk"][0]
+                     for _, address in searcher.search(compiler.attributes(expression), 400).hits}
+            # Then tantivy finds exactly the titles the reference does
+            assert found == {c for c, t in titles.items() if matches(expression, {"title": t})}, repr(prefix)

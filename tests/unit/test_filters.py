@@ -290,3 +290,32 @@ def test_a_key_or_operator_with_a_lone_surrogate_is_refused_with_a_message_that_
     with pytest.raises(InvalidInput) as raised:
         validate_attributes({"\ud800": 1})
     assert raised.value.message.encode("utf-8")
+
+
+def random_json(rng, depth: int = 0):
+    """Arbitrary decoded JSON, biased towards what the parser looks at (operators, keys, edge numbers)."""
+    atoms = [None, True, False, 0, -0.0, 1.5, 2**53, 2**63, -(2**64), float("nan"), float("inf"), "", "x", "\ud800",
+             "é" * 1025, "$eq", [], {}]
+    keys = ["$and", "$or", "$eq", "$ne", "$gt", "$gte", "$lt", "$lte", "$in", "$nin", "$exists", "$contains",
+            "$starts_with", "$not", "a", "b.c", "1x", "", "\udc00", "k" * 70]
+    if depth > 6 or rng.random() < 0.3:
+        return rng.choice(atoms)
+    if rng.random() < 0.5:
+        return [random_json(rng, depth + 1) for _ in range(rng.randrange(4))]
+    return {rng.choice(keys): random_json(rng, depth + 1) for _ in range(rng.randrange(4))}
+
+
+def test_arbitrary_json_is_parsed_or_refused_with_invalid_input_never_another_exception():
+    import random
+
+    rng = random.Random(23)
+    for _ in range(5_000):
+        value = random_json(rng)
+        for parse in (parse_filter, validate_attributes, validate_access):
+            try:
+                result = parse(value)
+            except InvalidInput as error:
+                error.message.encode("utf-8")  # every message can be sent
+            else:
+                if parse is parse_filter:
+                    matches(result, {"a": 1, "b.c": ["x"]})  # whatever parses, evaluates

@@ -30,9 +30,9 @@ from kindex.domain.filters import Access, AllOf, AttributeValue, Comparison, Exp
 HAS_ACCESS = "access_set"
 ACCESS_FIELDS = ("access_users", "access_groups", "access_deny_users", "access_deny_groups")
 HAS_ACCESS_TERM = "1"
-# Rust regex-syntax meta characters; anything else (`<` included, which it would read as a word boundary) stays
-# literal.
-_REGEX_META = frozenset("\\.+*?()|[]{}^$#&-~")
+# Characters a regex may hold as they are; every other one is written `\x{hex}`, which Rust's regex syntax reads as
+# that very character (a backslash before `&`, `-` or `<` does not always mean the character itself there).
+_REGEX_LITERAL = frozenset("0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_")
 _HEX = "0123456789abcdef"
 
 
@@ -55,7 +55,7 @@ def tantivy_fields(attributes: Mapping[str, AttributeValue] | None, access: Acce
 
 
 def _escape(text: str) -> str:
-    return "".join(f"\\{char}" if char in _REGEX_META else char for char in text)
+    return "".join(char if char in _REGEX_LITERAL else f"\\x{{{ord(char):x}}}" for char in text)
 
 
 def hex_range_regex(low: str, high: str) -> str:
@@ -163,7 +163,7 @@ class TantivyFilters:
         if operator == "$contains":
             return self._set(terms.LISTS, [terms.term(key, value)])  # type: ignore[arg-type]
         if operator == "$starts_with":
-            return tantivy.Query.regex_query(self.schema, terms.STRINGS, _escape(terms.term(key, value)) + ".*")
+            return tantivy.Query.regex_query(self.schema, terms.STRINGS, _escape(terms.term(key, value)) + "(?s:.*)")
         bounds = _number_bounds(operator, value)  # type: ignore[arg-type]
         if bounds is None:
             return tantivy.Query.empty_query()
@@ -241,12 +241,19 @@ class DocumentTable:
             self._strings.pop(string_term.split(terms.SEPARATOR, 1)[0], None)
 
     def mask(self, expression: Expression | None, user: str | None, groups: Collection[str], *,
-             required: bool) -> np.ndarray:
-        """A boolean array over document codes: the documents the filter and the access check both admit
-        (codes of removed documents are False)."""
+             required: bool, documents: int | None = None) -> np.ndarray:
+        """A boolean array over document codes 0..`documents`-1 (default: every code put so far): the documents the
+        filter and the access check both admit. A code never put, or removed, is False - fail closed: put
+        `(code, None, None)` for a document without attributes or access list. The row mask of a partition is
+        `mask(..., documents=len(partition.documents.values))[partition.document_codes[:partition.size]]`."""
         known = self._known()
         visible = self._access(user, groups, required=required) & known
-        return visible & self._evaluate(expression) if expression is not None else visible
+        found = visible & self._evaluate(expression) if expression is not None else visible
+        if documents is None or documents == self.size:
+            return found
+        padded = np.zeros(documents, dtype=bool)
+        padded[:min(documents, self.size)] = found[:documents]
+        return padded
 
     # -- evaluation -------------------------------------------------------------------------------------------
 
