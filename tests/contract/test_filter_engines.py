@@ -310,3 +310,67 @@ def test_tantivy_prefixes_of_every_ascii_character_match_the_reference():
                      for _, address in searcher.search(compiler.attributes(expression), 400).hits}
             # Then tantivy finds exactly the titles the reference does
             assert found == {c for c, t in titles.items() if matches(expression, {"title": t})}, repr(prefix)
+
+
+def test_an_index_from_before_takes_the_fields_with_a_mapping_update_and_its_chunks_read_as_unlisted(
+        opensearch_node):
+    # Given an index created before the filter fields existed, holding one chunk, with a strict mapping
+    prefix = opensearch_node.new_prefix()
+    index, url = f"{prefix}-old", opensearch_node.url
+    try:
+        requests.put(f"{url}/{index}", timeout=60, json={
+            "settings": {"index": {"number_of_replicas": 0}},
+            "mappings": {"dynamic": "strict", "properties": {"tenant": {"type": "keyword"},
+                                                             "chunk": {"type": "keyword"}}}}).raise_for_status()
+        requests.put(f"{url}/{index}/_doc/old", params={"refresh": "true"}, timeout=60,
+                     json={"tenant": "a", "chunk": "old"}).raise_for_status()
+        # When the new properties are added in place and a new chunk is written with them
+        requests.put(f"{url}/{index}/_mapping", json={"properties": mapping_properties()},
+                     timeout=60).raise_for_status()
+        requests.put(f"{url}/{index}/_doc/new", params={"refresh": "true"}, timeout=60, json={
+            "tenant": "a", "chunk": "new", **index_fields({"year": 2020}, Access(users=("alice",)))}).raise_for_status()
+
+        def found(clauses):
+            body = {"size": 10, "query": {"bool": {"filter": [{"term": {"tenant": "a"}}, *clauses]}}}
+            response = requests.post(f"{url}/{index}/_search", json=body, timeout=60)
+            assert response.status_code == 200, response.text
+            return {hit["_id"] for hit in response.json()["hits"]["hits"]}
+        # Then the old chunk reads as "no attributes, no access list", exactly as the reference says
+        assert found([build_access_filter(None, [], required=False)]) == {"old"}
+        assert found([build_access_filter("alice", [], required=True)]) == {"new"}
+        assert found([build_attribute_filter(parse_filter({"year": {"$ne": 2020}}))]) == {"old"}
+        assert found([build_attribute_filter(parse_filter({"year": {"$exists": True}}))]) == {"new"}
+    finally:
+        opensearch_node.delete_indices(prefix)
+
+
+def test_opensearch_prefixes_of_every_ascii_character_match_the_reference(opensearch_node):
+    # Given titles made of every ASCII character and some unicode, on the real node
+    import random
+
+    rng = random.Random(4)
+    alphabet = [chr(c) for c in range(128)] + ["é", "日", "\u2028", "\U0001f600"]
+    titles = {f"t{i}": "".join(rng.choice(alphabet) for _ in range(rng.randrange(1, 6))) for i in range(300)}
+    prefix = opensearch_node.new_prefix()
+    index, url = f"{prefix}-prefixes", opensearch_node.url
+    try:
+        requests.put(f"{url}/{index}", timeout=60, json={
+            "settings": {"index": {"number_of_replicas": 0}},
+            "mappings": {"dynamic": "strict", "properties": {"chunk": {"type": "keyword"},
+                                                             **mapping_properties()}}}).raise_for_status()
+        payload = "".join(f"{json.dumps(line)}\n" for chunk, title in titles.items() for line in (
+            {"index": {"_index": index, "_id": chunk}}, {"chunk": chunk, **index_fields({"title": title}, None)}))
+        response = requests.post(f"{url}/_bulk", params={"refresh": "true"}, data=payload.encode("utf-8"),
+                                 headers={"Content-Type": "application/x-ndjson"}, timeout=60)
+        assert not response.json()["errors"]
+        # When each title's prefixes are asked for
+        for title in list(titles.values())[:60]:
+            for start in {title[:1], title[:2], title}:
+                expression = parse_filter({"title": {"$starts_with": start}})
+                body = {"size": 400, "query": {"bool": {"filter": [build_attribute_filter(expression)]}}}
+                hits = requests.post(f"{url}/{index}/_search", json=body, timeout=60).json()["hits"]["hits"]
+                # Then the node finds exactly the titles the reference does
+                assert {hit["_id"] for hit in hits} == {c for c, t in titles.items()
+                                                         if matches(expression, {"title": t})}, repr(start)
+    finally:
+        opensearch_node.delete_indices(prefix)
