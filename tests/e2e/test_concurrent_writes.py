@@ -140,6 +140,11 @@ def test_simultaneous_puts_to_one_document_keep_the_content_of_the_last_successf
 FIELDS = ("title", "language", "url", "mimetype")
 
 
+def field_value(field: str, label: str) -> str:
+    """A value each field accepts (a URL is http(s), a mimetype a media type), distinct per label."""
+    return {"url": f"https://example.com/{label}", "mimetype": f"text/x-{label}"}.get(field, label)
+
+
 def test_simultaneous_puts_of_different_fields_all_land_and_tenants_never_mix(running):
     # Given two tenants with the same collection and document ids, each document with content
     keys = {"a": running.create_key("a", "admin"), "b": running.create_key("b", "admin")}
@@ -153,10 +158,11 @@ def test_simultaneous_puts_of_different_fields_all_land_and_tenants_never_mix(ru
     for reader in readers.values():
         wait_for_version(reader, running.url(path), 1)  # the worker's status writes are done: only the PUTs remain
     for round_ in range(3):
-        starts = {tenant: reader.put(running.url(path), json={name: f"{tenant}-{round_}" for name in FIELDS}).json()
+        starts = {tenant: reader.put(running.url(path), json={name: field_value(name, f"{tenant}-{round_}") for name in FIELDS}).json()
                   for tenant, reader in readers.items()}
         # When 16 clients (8 per tenant) each PUT one field of their tenant's document at the same instant
-        bodies = [{FIELDS[(i // 2) % 4]: f"{'ab'[i % 2]}-{round_}-w{i}"} for i in range(WRITERS)]
+        bodies = [{FIELDS[(i // 2) % 4]: field_value(FIELDS[(i // 2) % 4], f"{'ab'[i % 2]}-{round_}-w{i}")}
+                  for i in range(WRITERS)]
         answers = put_together(running.url(path), sessions, bodies)
         # Then every PUT answered 200
         assert [status for status, _ in answers] == [200] * WRITERS, (answers, "".join(running.output)[-3000:])
