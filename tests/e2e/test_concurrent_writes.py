@@ -158,7 +158,8 @@ def test_simultaneous_puts_of_different_fields_all_land_and_tenants_never_mix(ru
     for reader in readers.values():
         wait_for_version(reader, running.url(path), 1)  # the worker's status writes are done: only the PUTs remain
     for round_ in range(3):
-        starts = {tenant: reader.put(running.url(path), json={name: field_value(name, f"{tenant}-{round_}") for name in FIELDS}).json()
+        starts = {tenant: reader.put(running.url(path),
+                                     json={name: field_value(name, f"{tenant}-{round_}") for name in FIELDS}).json()
                   for tenant, reader in readers.items()}
         # When 16 clients (8 per tenant) each PUT one field of their tenant's document at the same instant
         bodies = [{FIELDS[(i // 2) % 4]: field_value(FIELDS[(i // 2) % 4], f"{'ab'[i % 2]}-{round_}-w{i}")}
