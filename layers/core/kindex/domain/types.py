@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from kindex.domain.filters import Access, AttributeValue, Expression
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,12 +39,27 @@ class TextChunk:
 
 
 @dataclass(frozen=True, slots=True)
+class Principals:
+    """On whose behalf a query searches, for the documents' access lists (domain/filters.py `admits`): the end
+    user and their groups as the tenant's backend names them, and whether the collection requires an access list
+    (`document_access: "required"`: a document without one is visible to nobody). No groups match no group."""
+
+    user: str | None = None
+    groups: tuple[str, ...] = ()
+    required: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class SearchFilters:
-    """Optional narrowing of a search; None means 'no constraint'."""
+    """Optional narrowing of a search; None means 'no constraint'. `attributes` (a parsed filter expression) and
+    `principals` are applied inside the index, before ranking, on every leg of a search: a hit always satisfies
+    them, so k results come back whenever k exist."""
 
     document_ids: tuple[str, ...] | None = None
     language: str | None = None
     mimetype: str | None = None
+    attributes: Expression | None = None
+    principals: Principals | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +78,10 @@ class IndexRecord:
     text: str
     language: str | None = None
     mimetype: str | None = None
+    # The document's attributes and access list (domain/filters.py), for `SearchFilters.attributes`/`principals`;
+    # None: the document has none (every attribute missing; visible unless the collection requires a list).
+    attributes: Mapping[str, AttributeValue] | None = None
+    access: Access | None = None
 
 
 @dataclass(frozen=True, slots=True)
