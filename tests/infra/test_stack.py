@@ -213,8 +213,8 @@ def test_each_role_has_exactly_the_dynamodb_actions_its_code_calls_with_their_co
 def test_the_query_log_condition_admits_every_query_log_key_and_no_key_item():
     from fnmatch import fnmatchcase
 
-    from kindex.adapters.aws.dynamodb_query_log import query_pk
     from kindex.adapters.aws.dynamodb_metadata import KEYS_PARTITION, key_pk, tenant_keys_pk
+    from kindex.adapters.aws.dynamodb_query_log import query_pk
 
     # Given the query log's partition keys (tenant and query ids with the characters the key format escapes)
     for tenant, query_id in (("acme", "q1"), ("a#b", "x%y"), ("T", "Q")):
