@@ -38,6 +38,8 @@ def main() -> int:
     findings = [m for m in messages if m.level.name in ("ERROR", "WARNING") and "AwsSolutions-" in str(m.entry.data)]
     for message in findings:
         print(f"{message.level.name} {message.id}: {str(message.entry.data).splitlines()[0]}", file=sys.stderr)
+    if stack.capacity is not None:
+        print(stack.capacity.describe(), file=sys.stderr)
     print(f"synthesized {stack.stack_name} into {assembly.directory} in {time.monotonic() - started:.1f} s",
           file=sys.stderr)
     return 1 if findings else 0

@@ -15,8 +15,6 @@ from constructs import Construct
 
 from infra.config import StackConfig
 
-AUTHORIZER_CACHE = Duration.seconds(300)
-
 
 def routes():
     """Every route, derived from the functions' resolvers (kindex.api.routes): (path without the leading '/',
@@ -103,7 +101,8 @@ class Api(Construct):
             self, "KeyAuthorizer",
             handler=authorizer,
             identity_sources=[apigw.IdentitySource.header("Authorization")],
-            results_cache_ttl=AUTHORIZER_CACHE,
+            # A revoked key keeps working until its cached answer expires: api_authorizer_cache_seconds (0: no cache).
+            results_cache_ttl=Duration.seconds(config.api_authorizer_cache_seconds),
         )
         # Body validation is on, but no route declares an API Gateway model: the functions validate bodies against
         # their pydantic models, the single source of the OpenAPI document, and answer in the API's error shape.
@@ -188,6 +187,11 @@ class Api(Construct):
                 # TransactWriteItems (a key and its two listings) is authorized per Put inside it: PutItem.
                 conditions={"ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["KEY#*", "KEYS", "T#*#KEYS"]}}),
         ])
+
+    def origin(self) -> str:
+        """The origin of this API's default endpoint, where the console's pages come from."""
+        stack = Stack.of(self)
+        return f"https://{self.rest_api.rest_api_id}.execute-api.{stack.region}.{stack.url_suffix}"
 
     def _resource(self, path: str) -> apigw.IResource:
         resource: apigw.IResource = self.rest_api.root

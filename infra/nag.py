@@ -57,11 +57,7 @@ def acknowledge_findings(stack: KindexStack) -> None:
                                     r"(?:_alias/)?kindex-\*(?:/_[a-z_]+)?"))
             reasons.append("OpenSearch paths are granted per method on the `kindex-*` indexes only (query: _search, "
                            "_msearch and the alias lookup); the index names carry the model and dimension, known "
-                           "at run time.")
-        if name not in ("authorizer", "reindex"):
-            wildcards.append(_regex(r"Resource::<StorageMetadata[A-Za-z0-9]+\.Arn>/index/\*"))
-            reasons.append("CDK's table grants cover the table's indexes (`index/*`): there is one, the sparse "
-                           "keys-only `attention` index the reindex worker queries.")
+                           "at run time. The domain's policy defers to these grants (its principal is the account).")
         if name in ("api", "ingest", "reindexworker"):
             wildcards.append(_regex(r"Resource::<StorageDocuments[A-Za-z0-9]+\.Arn>/tenants/\*"))
             reasons.append("Object actions are limited to the `tenants/` prefix, where every document blob lives.")
@@ -74,10 +70,10 @@ def acknowledge_findings(stack: KindexStack) -> None:
     if stack.search.domain is not None:
         domain = stack.search.domain
         _on(domain, "AwsSolutions-OS1", "The functions run outside a VPC (they call OpenAI over the internet; a VPC "
-            "would need NAT). Access is IAM-only: the resource policy names the function roles, requests are "
-            "SigV4-signed.")
+            "would need NAT). Access is IAM-only and SigV4-signed: the resource policy admits this account's "
+            "principals, and each function role's own policy grants its methods and paths (no other role has any).")
         _on(domain, "AwsSolutions-OS3", "No IP allowlist: Lambda has no fixed addresses. The resource policy admits "
-            "only the function roles.")
+            "only principals of this account that an IAM policy allows (the function roles' paths).")
         _on(domain, "AwsSolutions-OS4", "Dedicated master nodes triple the cost of a small deployment; add them with "
             "larger instance counts (they matter from about 10 data nodes).")
         if not domain.node.default_child.cluster_config.zone_awareness_enabled:

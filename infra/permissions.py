@@ -1,7 +1,8 @@
 """Who may do what: every data permission of every function role, in one table-like module.
 
-CDK grant helpers are used only where they are exact (DynamoDB action sets, SQS send); S3, OpenSearch and
-Secrets Manager statements are spelled out so that each role gets only the actions its code calls.
+CDK grant helpers are used only where they are exact (SQS send); DynamoDB, S3, OpenSearch and Secrets Manager
+statements are spelled out so that each role gets only the actions its code calls (CDK's table grants would add
+Scan, UpdateItem, ConditionCheckItem, DescribeTable, stream reads on a table without a stream, and `index/*`).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from aws_cdk import aws_sqs as sqs
 from infra.functions import KindexFunction
 from infra.search import Search
 from infra.secrets import Secrets
-from infra.storage import BLOB_PREFIX, Storage
+from infra.storage import ATTENTION_INDEX, BLOB_PREFIX, Storage
 
 # OpenSearch permissions are per HTTP method and request path (`<domain ARN>/<path>`), from what
 # kindex/adapters/aws/opensearch_index.py sends: every index it uses is `kindex-<model>-<dims>` (an alias) or
@@ -25,16 +26,24 @@ ES_QUERY_PATHS = {
     "es:ESHttpPost": [f"{INDEX_PATTERN}/_search", f"{INDEX_PATTERN}/_msearch"],
     "es:ESHttpGet": [f"{INDEX_PATTERN}/_search", f"{INDEX_PATTERN}/_msearch", f"_alias/{INDEX_PATTERN}"],
 }
-# Writers also check and create their index (HEAD/PUT on the index path), bulk-write to it and delete by query. The
-# adapter's bulk requests go to `<index>/_bulk` with no index in the actions, and the domain refuses explicit indices
-# in bodies (`rest.action.multi.allow_explicit_index: false`), so a writer can reach no other index.
+# Writers also check and create their index (HEAD/PUT on the index path), bulk-write to it, delete by query and
+# refresh it (an ingest batch's deferred commit, an upsert over one bulk request, a backfill's end). The adapter's
+# bulk requests go to `<index>/_bulk` with no index in the actions, and the domain refuses explicit indices in
+# bodies (`rest.action.multi.allow_explicit_index: false`), so a writer can reach no other index.
 ES_WRITE_PATHS = {
     "es:ESHttpHead": [INDEX_PATTERN],
     "es:ESHttpPut": [INDEX_PATTERN],
     "es:ESHttpPost": [*ES_QUERY_PATHS["es:ESHttpPost"], f"{INDEX_PATTERN}/_bulk",
-                      f"{INDEX_PATTERN}/_delete_by_query"],
+                      f"{INDEX_PATTERN}/_delete_by_query", f"{INDEX_PATTERN}/_refresh"],
     "es:ESHttpGet": ES_QUERY_PATHS["es:ESHttpGet"],
 }
+# DynamoDB: what the adapters (kindex/adapters/aws/dynamodb_*.py) call. TransactWriteItems has no action of its
+# own: each Put inside it is authorized as PutItem. No adapter calls UpdateItem, Scan or a stream.
+DYNAMODB_READ = ["dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query"]
+DYNAMODB_WRITE = ["dynamodb:PutItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem"]
+# The query log's partitions (kindex/adapters/aws/dynamodb_query_log.py query_pk: `T#<tenant>#Q#<query id>`, tenant
+# and id escaped so neither holds a `#`): the only items the query function writes.
+QUERY_LOG_KEYS = ["T#*#Q#*"]
 S3_READ_OBJECTS = ["s3:GetObject", "s3:GetObjectVersion"]
 S3_LIST = ["s3:ListBucket", "s3:ListBucketVersions"]
 # Removing a blob removes every version of it (DeleteObjects with version ids), not just a delete marker.
@@ -52,7 +61,7 @@ def grant_least_privilege(functions: dict[str, KindexFunction], *, storage: Stor
     api, query, ingest = functions["api"], functions["query"], functions["ingest"]
     authorizer, planner, worker = functions["authorizer"], functions["reindex"], functions["reindexworker"]
 
-    table.grant_read_write_data(api.role)
+    api.add_to_role(_dynamodb(table.table_arn, DYNAMODB_READ + DYNAMODB_WRITE))
     ingest_queue.grant_send_messages(api.role)
     reindex_queue.grant_send_messages(api.role)
     api.add_to_role(
@@ -66,37 +75,44 @@ def grant_least_privilege(functions: dict[str, KindexFunction], *, storage: Stor
         _secrets(secrets.openai_key.secret_arn, ["secretsmanager:GetSecretValue"]),
     )
 
-    table.grant_read_data(query.role)
-    table.grant(query.role, "dynamodb:PutItem")  # the query log that POST /v1/citations reads back
     query.add_to_role(
+        _dynamodb(table.table_arn, DYNAMODB_READ),
+        # The query log that POST /v1/citations reads back, and nothing else: never a key item (`KEY#...`).
+        iam.PolicyStatement(actions=["dynamodb:PutItem"], resources=[table.table_arn],
+                            conditions={"ForAllValues:StringLike": {"dynamodb:LeadingKeys": QUERY_LOG_KEYS}}),
         *_es(search, ES_QUERY_PATHS),
         _secrets(secrets.tenant_secrets_arn(), ["secretsmanager:GetSecretValue"]),
         _secrets(secrets.openai_key.secret_arn, ["secretsmanager:GetSecretValue"]),  # to embed the question
     )
 
-    table.grant_read_write_data(ingest.role)
     ingest.add_to_role(
+        _dynamodb(table.table_arn, DYNAMODB_READ + DYNAMODB_WRITE),
         _s3_objects(storage, S3_READ_OBJECTS + S3_DELETE),
         _s3_list(storage),
         *_es(search, ES_WRITE_PATHS),
         _secrets(secrets.openai_key.secret_arn, ["secretsmanager:GetSecretValue"]),
     )
 
-    # Spelled out: CDK's table grants also cover the table's indexes (`index/*`), which a key lookup never reads.
-    authorizer.add_to_role(iam.PolicyStatement(actions=["dynamodb:GetItem"], resources=[table.table_arn]))
+    authorizer.add_to_role(_dynamodb(table.table_arn, ["dynamodb:GetItem"]))
 
     # The planner: Query (the key listing, each tenant's collection ids) and SendMessage(Batch) to its queue.
-    planner.add_to_role(iam.PolicyStatement(actions=["dynamodb:Query"], resources=[table.table_arn]),
+    planner.add_to_role(_dynamodb(table.table_arn, ["dynamodb:Query"]),
                         iam.PolicyStatement(actions=["sqs:SendMessage"], resources=[reindex_queue.queue_arn]))
 
-    table.grant_read_write_data(worker.role)
     ingest_queue.grant_send_messages(worker.role)
     worker.add_to_role(
+        _dynamodb(table.table_arn, DYNAMODB_READ + DYNAMODB_WRITE),
+        # The sparse `attention` index: the only index any function reads (the documents needing a retry).
+        _dynamodb(f"{table.table_arn}/index/{ATTENTION_INDEX}", ["dynamodb:Query"]),
         iam.PolicyStatement(actions=["sqs:SendMessage"], resources=[reindex_queue.queue_arn]),  # a sweep's next page
         _s3_objects(storage, S3_READ_OBJECTS + S3_DELETE),
         _s3_list(storage),
         *_es(search, ES_WRITE_PATHS),
     )
+
+
+def _dynamodb(arn: str, actions: list[str]) -> iam.PolicyStatement:
+    return iam.PolicyStatement(actions=actions, resources=[arn])
 
 
 def _s3_objects(storage: Storage, actions: list[str]) -> iam.PolicyStatement:

@@ -20,8 +20,8 @@ VISIBILITY_FACTOR = 6
 BATCH_SIZE = 2
 # Bounds the reindex's parallel load on DynamoDB, S3 and OpenSearch however many collections there are.
 WORKER_CONCURRENCY = 4
-# A scheduled plan still waiting after this long (the previous one runs on: reserved concurrency 1) is dropped to
-# the failure queue: an hourly schedule never stacks plans up.
+# A scheduled plan still waiting after this long (throttled, or behind the previous one where reserved concurrency 1
+# is configured) is dropped to the failure queue: an hourly schedule never stacks plans up.
 PLAN_MAX_AGE = Duration.minutes(50)
 
 
@@ -49,11 +49,17 @@ class ReindexWork(Construct):
         self.schedule_dead_letter_queue = sqs.Queue(self, "ScheduleDeadLetters", retention_period=Duration.days(14),
                                                     encryption=sqs.QueueEncryption.SQS_MANAGED, enforce_ssl=True)
 
-    def attach(self, *, planner: lambda_.Function, worker: lambda_.IFunction, expression: str) -> None:
-        """Planner: reserved concurrency 1 and no async retries, so two plans never run at once and a failed one is
-        not repeated (the next hour's plan finds the same work); failures go to `plan_failures`. Worker: the work
-        queue's consumer at bounded concurrency, reporting failed tasks one by one."""
-        planner.node.default_child.reserved_concurrent_executions = 1
+    def attach(self, *, planner: lambda_.Function, worker: lambda_.IFunction, expression: str,
+               planner_reserved_concurrency: int = 0) -> None:
+        """Planner: no async retries, so a failed plan is not repeated (the next hour's plan finds the same work);
+        failures go to `plan_failures`. Reserved concurrency 1 only when configured: Lambda refuses any reservation
+        that leaves fewer than 100 of the account's concurrency unreserved, so on a new account (quota 10) it fails
+        the deploy. Without it two plans can overlap only when a plan outlives the schedule's period (it takes
+        seconds: it reads key and collection ids), and an overlap only sends the same tasks twice, which the worker
+        handles as it handles a redelivery. Worker: the work queue's consumer at bounded concurrency, reporting
+        failed tasks one by one."""
+        if planner_reserved_concurrency:
+            planner.node.default_child.reserved_concurrent_executions = planner_reserved_concurrency
         planner.configure_async_invoke(retry_attempts=0, max_event_age=PLAN_MAX_AGE,
                                        on_failure=destinations.SqsDestination(self.plan_failures))
         worker.add_event_source(event_sources.SqsEventSource(

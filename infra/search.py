@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from aws_cdk import ArnFormat, RemovalPolicy, Stack
+from aws_cdk import ArnFormat, Aws, RemovalPolicy, Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
@@ -16,9 +16,11 @@ class Search(Construct):
     """An OpenSearch domain (k-NN is built into OpenSearch Service) or a reference to an existing one.
 
     Encryption at rest and node to node, HTTPS only with TLS 1.2, slow and application logs to CloudWatch.
-    Access is IAM only: the domain's resource policy names the function roles and nobody else, and each
-    role's own policy narrows the HTTP methods it may use (the query role can only read). The domain keeps
-    derived data only (every vector can be rebuilt from S3 by a reindex), so it is destroyed with the stack.
+    Access is IAM only: the domain's resource policy admits this account as principal and so defers to IAM, where
+    each function role's own policy grants the HTTP methods and paths it sends (the query role can only read).
+    A policy naming the roles with `es:ESHttp*` would grant each of them everything: within one account, an allow
+    in either the resource or the identity policy suffices. The domain keeps derived data only (every vector can be
+    rebuilt from S3 by a reindex), so it is destroyed with the stack.
     """
 
     def __init__(self, scope: Construct, construct_id: str, *, config: StackConfig) -> None:
@@ -28,7 +30,8 @@ class Search(Construct):
             self.endpoint = config.opensearch_existing_endpoint
             self.domain_arn = config.opensearch_existing_domain_arn
             return
-        # An explicit name lets the resource policy name the domain's ARN without a circular reference.
+        # An explicit name lets the resource policy name the domain's ARN without a circular reference. Domain
+        # names are unique per account and region, so the same stage in another region does not collide.
         domain_name = f"kindex-{config.stage}"
         self.domain_arn = Stack.of(self).format_arn(service="es", resource="domain", resource_name=domain_name,
                                                     arn_format=ArnFormat.SLASH_RESOURCE_NAME)
@@ -71,7 +74,9 @@ class Search(Construct):
 
     def _log_delivery_policy(self, domain_name: str, log_groups: list[logs.ILogGroup]) -> logs.ResourcePolicy:
         """Lets OpenSearch Service write this domain's logs (the domain refuses log options it cannot deliver)."""
-        return logs.ResourcePolicy(self, "LogDelivery", resource_policy_name=f"{domain_name}-opensearch-logs",
+        # Named after the stack and region: two stacks (or stages) never share a policy name.
+        name = f"{Stack.of(self).stack_name}-{Aws.REGION}-opensearch-logs"
+        return logs.ResourcePolicy(self, "LogDelivery", resource_policy_name=name,
                                    policy_statements=[iam.PolicyStatement(
                                        principals=[iam.ServicePrincipal("es.amazonaws.com")],
                                        actions=["logs:CreateLogStream", "logs:PutLogEvents"],
@@ -83,13 +88,15 @@ class Search(Construct):
     def http_resources(self) -> list[str]:
         return [self.domain_arn, f"{self.domain_arn}/*"]
 
-    def allow(self, roles: list[iam.IRole]) -> None:
-        """Resource policy: only these roles may send HTTP requests to the domain (no anonymous access)."""
+    def defer_to_iam(self) -> None:
+        """Resource policy: principals of this account, as far as their IAM policies allow (no anonymous access).
+        With the account as principal the resource policy grants no one anything by itself: each request needs an
+        identity policy allowing its method and path, which only the function roles have (infra/permissions.py)."""
         if self.domain is None:
-            return  # an existing domain's policy is its owner's: docs/aws.md says which roles to allow
+            return  # an existing domain's policy is its owner's: docs/aws.md says what it should say
         policy = iam.PolicyDocument(statements=[iam.PolicyStatement(
             effect=iam.Effect.ALLOW,
-            principals=[iam.ArnPrincipal(role.role_arn) for role in roles],
+            principals=[iam.AccountRootPrincipal()],
             actions=["es:ESHttp*"],
             resources=[f"{self.domain_arn}/*"],
         )])

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from aws_cdk import CfnOutput, Duration, Fn, Stack
+from aws_cdk import Aws, CfnOutput, Duration, Fn, Stack
 from constructs import Construct
 
 from infra.api import Api
+from infra.capacity import search_capacity
 from infra.config import StackConfig
 from infra.dashboard import Dashboard
 from infra.functions import KindexFunction, SharedLayers
@@ -85,17 +86,19 @@ class KindexStack(Stack):
 
         grant_least_privilege(self.functions, storage=self.storage, search=self.search, secrets=self.secrets,
                               ingest_queue=self.ingest_pipeline.queue, reindex_queue=self.reindex.queue)
-        self.search.allow([self.functions[name].role for name in sorted(SEARCHES)])
+        self.search.defer_to_iam()
         self.ingest_pipeline.attach(self.functions["ingest"].function)
 
         self.api = Api(self, "Api", config=config,
                        targets={"api": self.functions["api"].function, "query": self.functions["query"].function},
                        authorizer=self.functions["authorizer"].function)
+        self.storage.allow_browser_uploads(self.api.origin())
         # The authorizer returns each tenant's usage identifier in this scope; `kindex keys` creates the same keys.
         self.functions["authorizer"].function.add_environment("KINDEX_GATEWAY_KEY_SCOPE", config.secrets_prefix)
         self.key_provisioning = self.api.provisioning_policy(self.storage.table)
         self.reindex.attach(planner=self.functions["reindex"].function,
-                            worker=self.functions["reindexworker"].function, expression=config.reindex_schedule)
+                            worker=self.functions["reindexworker"].function, expression=config.reindex_schedule,
+                            planner_reserved_concurrency=config.reindex_planner_reserved_concurrency)
 
         self.monitoring = Monitoring(self, "Monitoring", alarm_email=config.alarm_email)
         self.monitoring.dead_letters("IngestDeadLetters", self.ingest_pipeline.dead_letter_queue, "a document")
@@ -106,6 +109,7 @@ class KindexStack(Stack):
                                      "a reindex plan that failed or waited too long")
         for name, fn in self.functions.items():
             self.monitoring.function_errors(f"{name.title()}Errors", fn.function, name)
+            self.monitoring.function_throttles(f"{name.title()}Throttles", fn.function, name)
         self._observe()
 
         acknowledge_findings(self)
@@ -116,11 +120,16 @@ class KindexStack(Stack):
         config = self.config
         self.monitoring.queue_age("IngestLag", self.ingest_pipeline.queue)
         self.monitoring.api_server_errors("Api5xx", self.api.rest_api)
+        # What the stack's own domain holds before its k-NN memory is full (app.py prints it at synth).
+        self.capacity = None if self.search.domain is None else search_capacity(
+            config.opensearch_instance_type, config.opensearch_instance_count, config.opensearch_index,
+            config.opensearch_capacity_dimensions)
         if self.search.domain is not None:
             self.monitoring.search_domain(self.search.domain, instance_type=config.opensearch_instance_type,
                                           instance_count=config.opensearch_instance_count,
                                           volume_gib=config.opensearch_volume_gib)
-        self.dashboard = Dashboard(self, "Dashboard", name=f"kindex-{config.stage}",
+        # Dashboard names are global to the account (not per region): the region keeps two stacks of one stage apart.
+        self.dashboard = Dashboard(self, "Dashboard", name=f"kindex-{config.stage}-{Aws.REGION}",
                                    ingest_queue=self.ingest_pipeline.queue,
                                    dead_letter_queue=self.ingest_pipeline.dead_letter_queue,
                                    rest_api=self.api.rest_api, query=self.functions["query"].function,
@@ -139,6 +148,10 @@ class KindexStack(Stack):
                   description="KINDEX_USAGE_PLANS for `kindex keys` (plans, their ids, the usage identifier scope)")
         CfnOutput(self, "KeyProvisioningPolicyArn", value=self.key_provisioning.managed_policy_arn,
                   description="attach to whoever runs `kindex keys` against this stack")
+        if self.capacity is not None:
+            CfnOutput(self, "SearchCapacityChunks",
+                      value=str(self.capacity.chunks) if self.capacity.chunks is not None else "unknown",
+                      description=self.capacity.describe()[:1000])
         if self.search.domain is None:
             # An existing domain's access policy must admit these roles (its owner adds them).
             search_roles = [self.functions[name].role.role_arn for name in sorted(SEARCHES)]

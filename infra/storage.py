@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from aws_cdk import Duration, RemovalPolicy, Stack
+from aws_cdk import Duration, RemovalPolicy
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
@@ -65,17 +65,18 @@ class Storage(Construct):
                 s3.LifecycleRule(id="abort-incomplete-uploads",
                                  abort_incomplete_multipart_upload_after=Duration.days(1)),
             ],
-            # The web console (served by the API at /console) PUTs files to presigned URLs from the browser: CORS
-            # lets pages of this region's API Gateway origins do so. The signature still authorizes each PUT. The
-            # allowed headers are those the presigner signs and the console therefore sends (s3_blobs
-            # build_presign_params; Content-Length is the browser's own and never preflighted): a header missing
-            # here fails every browser upload at its preflight.
-            cors=[s3.CorsRule(allowed_methods=[s3.HttpMethods.PUT],
-                              allowed_headers=["Content-Type", "x-amz-server-side-encryption", "If-None-Match"],
-                              allowed_origins=[f"https://*.execute-api.{Stack.of(self).region}.amazonaws.com"],
-                              exposed_headers=["ETag"], max_age=3600)],
             removal_policy=RemovalPolicy.RETAIN,
         )
+
+    def allow_browser_uploads(self, origin: str) -> None:
+        """The web console (served by the API at /console) PUTs files to presigned URLs from the browser: CORS lets
+        pages of `origin` (the stack's own API) do so, no other site, other accounts' API Gateway pages included.
+        The signature still authorizes each PUT. The allowed headers are those the presigner signs and the console
+        therefore sends (s3_blobs build_presign_params; Content-Length is the browser's own and never preflighted):
+        a header missing here fails every browser upload at its preflight."""
+        self.bucket.add_cors_rule(allowed_methods=[s3.HttpMethods.PUT],
+                                  allowed_headers=["Content-Type", "x-amz-server-side-encryption", "If-None-Match"],
+                                  allowed_origins=[origin], exposed_headers=["ETag"], max_age=3600)
 
     def objects_arn(self) -> str:
         """ARN pattern of every object the functions may touch."""

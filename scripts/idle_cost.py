@@ -70,10 +70,43 @@ def idle_lines(template: dict, prices: dict) -> list[Line]:
     if sqs_sources:
         polling = prices["idle_sqs_polling"]
         requests = len(sqs_sources) * polling["pollers"] * (3600 / polling["long_poll_seconds"]) * hours
-        lines.append(Line("SQS requests of the ingest trigger's idle long polling (estimate)",
+        lines.append(Line(f"SQS requests of the {len(sqs_sources)} queue triggers' idle long polling (estimate)",
                           f"{requests / 1e6:.2f} M requests",
                           requests / 1e6 * table["sqs_million_requests"]["value"]))
     return lines
+
+
+def modest_lines(template: dict, prices: dict) -> list[Line]:
+    """What a modest month adds on top of the idle cost: `modest_load` in the price file (1M API requests, 200k new
+    chunks) times the per-use prices. The per-request figures (function time, read units, log bytes) are estimates,
+    stated beside the prices, not measured."""
+    table, load = prices["prices"], prices["modest_load"]
+    price = {name: entry["value"] for name, entry in table.items() if isinstance(entry, dict) and "value" in entry}
+    requests, chunks = load["requests"], load["chunks"]
+    documents = chunks / load["chunks_per_document"]
+    queries = requests * load["query_share"]
+    invocations = requests * (1 + load["authorizer_invocations_per_request"]) + documents
+    gb_seconds = (requests * load["request_function_seconds"] * load["request_function_gb"]
+                  + requests * load["authorizer_invocations_per_request"] * load["authorizer_seconds"]
+                  * load["authorizer_gb"] + documents * load["ingest_seconds_per_document"] * load["ingest_gb"])
+    write_units = chunks * load["write_units_per_chunk"] + queries * load["write_units_per_query"]
+    read_units = requests * load["read_units_per_request"]
+    tokens = chunks * load["tokens_per_chunk"] + queries * load["tokens_per_query"]
+    log_gb = requests * load["log_bytes_per_request"] / 1e9
+    return [
+        Line("API Gateway REST requests", f"{requests / 1e6:g} M", requests / 1e6
+             * price["apigateway_rest_million_requests"]),
+        Line("Lambda invocations (api/query, authorizer, ingest)", f"{invocations / 1e6:.2f} M",
+             invocations / 1e6 * price["lambda_million_requests"]),
+        Line("Lambda compute, arm64", f"{gb_seconds / 1e3:.0f} k GB-s", gb_seconds * price["lambda_arm_gb_second"]),
+        Line("DynamoDB writes (chunks, documents, query log)", f"{write_units / 1e6:.2f} M WRU",
+             write_units / 1e6 * price["dynamodb_million_write_units"]),
+        Line("DynamoDB reads", f"{read_units / 1e6:.1f} M RRU",
+             read_units / 1e6 * price["dynamodb_million_read_units"]),
+        Line("OpenAI embeddings (text-embedding-3-small)", f"{tokens / 1e6:.0f} M tokens",
+             tokens / 1e6 * price["openai_embedding_million_tokens"]),
+        Line("CloudWatch Logs ingested", f"{log_gb:.1f} GB", log_gb * price["logs_gb_ingested"]),
+    ]
 
 
 def _domain_lines(props: dict, table: dict, hours: int) -> list[Line]:
@@ -117,6 +150,7 @@ def per_use_items(template: dict) -> list[str]:
 
 def render(template: dict, prices: dict) -> str:
     lines = idle_lines(template, prices)
+    modest = modest_lines(template, prices)
     total = sum(line.monthly_usd for line in lines)
     rows = [f"| {line.item} | {line.quantity} | ${line.monthly_usd:.2f} |" for line in lines]
     return "\n".join([
@@ -129,6 +163,15 @@ def render(template: dict, prices: dict) -> str:
         f"| **total** | | **${total:.2f}** |",
         "",
         "Billed per use only (nothing when idle): " + ", ".join(per_use_items(template)) + ".",
+        "",
+        f"A modest month on top ({prices['modest_load']['requests']:,} API requests, "
+        f"{prices['modest_load']['chunks']:,} new chunks; the per-request assumptions are `modest_load` in the price "
+        "file):",
+        "",
+        "| per use | quantity | per month |",
+        "|---|---|---|",
+        *(f"| {line.item} | {line.quantity} | ${line.monthly_usd:.2f} |" for line in modest),
+        f"| **total with the idle cost** | | **${total + sum(line.monthly_usd for line in modest):.2f}** |",
     ])
 
 

@@ -170,16 +170,58 @@ def test_authorizer_can_only_get_items_from_the_table(resources):
 
 def test_query_function_cannot_touch_s3_and_only_reads_search_and_secrets(resources):
     # Given the query role's actions
-    granted = actions(resources, "query")
-    # Then: no S3 at all, DynamoDB reads plus the query-log PutItem, OpenSearch reads, secrets read-only
+    # Then: no S3 at all, OpenSearch reads, secrets read-only (its DynamoDB grants: the test below)
     assert actions(resources, "query", "s3") == set()
-    assert actions(resources, "query", "dynamodb") - {"dynamodb:PutItem"} <= {
-        "dynamodb:BatchGetItem", "dynamodb:GetRecords", "dynamodb:GetShardIterator", "dynamodb:Query",
-        "dynamodb:GetItem", "dynamodb:Scan", "dynamodb:ConditionCheckItem", "dynamodb:DescribeTable"}
-    assert not {"dynamodb:DeleteItem", "dynamodb:UpdateItem", "dynamodb:BatchWriteItem"} & granted
     assert actions(resources, "query", "es") == {"es:ESHttpGet", "es:ESHttpPost"}
     assert actions(resources, "query", "secretsmanager") == {"secretsmanager:GetSecretValue"}
     assert "kindex-dev/tenants/*" in text(resources_for(resources, "query", "secretsmanager:GetSecretValue"))
+
+
+def dynamodb_grants(resources: dict, name: str) -> set[tuple[str, str, str]]:
+    """(action, resource, condition) of every DynamoDB grant of the role, the table named `table`."""
+    [table] = of_type(resources, "AWS::DynamoDB::Table")
+    grants = set()
+    for statement in statements(resources, name):
+        for action in (a for a in as_list(statement["Action"]) if a.startswith("dynamodb:")):
+            for resource in as_list(statement["Resource"]):
+                where = text(resource).replace(text({"Fn::GetAtt": [table, "Arn"]}), "table")
+                grants.add((action, where, text(statement.get("Condition", {}))))
+    return grants
+
+
+READ = {"dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query"}
+WRITE = {"dynamodb:PutItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem"}
+
+
+def test_each_role_has_exactly_the_dynamodb_actions_its_code_calls_with_their_conditions(resources):
+    attention = text({"Fn::Join": ["", [{"Fn::GetAtt": ["X", "Arn"]}, "/index/attention"]]}).replace(
+        text({"Fn::GetAtt": ["X", "Arn"]}), "table")
+    on_table = lambda names, condition="{}": {(a, "table", condition) for a in names}  # noqa: E731
+    query_log_only = text({"ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["T#*#Q#*"]}})
+    # Then each role gets the actions of the adapters it runs, on the table (never `index/*`), and nothing more:
+    # no Scan, UpdateItem, ConditionCheckItem, DescribeTable or stream reads (CDK's table grants would add them)
+    assert dynamodb_grants(resources, "api") == on_table(READ | WRITE)
+    assert dynamodb_grants(resources, "ingest") == on_table(READ | WRITE)
+    assert dynamodb_grants(resources, "reindexworker") == on_table(READ | WRITE) | {
+        ("dynamodb:Query", attention, "{}")}  # the only index read: the documents needing attention
+    # The query role reads, and writes only query-log items: a forged `KEY#...` (an admin key) is refused
+    assert dynamodb_grants(resources, "query") == on_table(READ) | {("dynamodb:PutItem", "table", query_log_only)}
+    assert dynamodb_grants(resources, "authorizer") == on_table({"dynamodb:GetItem"})
+    assert dynamodb_grants(resources, "reindex") == on_table({"dynamodb:Query"})
+
+
+def test_the_query_log_condition_admits_every_query_log_key_and_no_key_item():
+    from fnmatch import fnmatchcase
+
+    from kindex.adapters.aws.dynamodb_metadata import KEYS_PARTITION, key_pk, tenant_keys_pk
+    from kindex.adapters.aws.dynamodb_query_log import query_pk
+
+    # Given the query log's partition keys (tenant and query ids with the characters the key format escapes)
+    for tenant, query_id in (("acme", "q1"), ("a#b", "x%y"), ("T", "Q")):
+        assert fnmatchcase(query_pk(tenant, query_id), "T#*#Q#*")
+    # Then no key item matches (StringLike's `*` is fnmatch's)
+    for pk in (key_pk("k1"), KEYS_PARTITION, tenant_keys_pk("acme")):
+        assert not fnmatchcase(pk, "T#*#Q#*"), pk
 
 
 def test_api_function_manages_documents_uploads_and_tenant_secrets(resources):
@@ -244,10 +286,23 @@ def test_reindex_planner_may_only_query_the_table_and_send_tasks(resources):
     assert not actions(resources, "reindex", "s3") and not actions(resources, "reindex", "es")
 
 
-def test_reindex_planner_runs_alone_without_retries_and_records_failures(resources):
+def test_reindex_planner_reserves_one_execution_only_when_the_context_asks(tmp_path):
+    context = {**cdk_json_context(), "layer_build_dir": str(placeholder_layers(tmp_path / "layers")),
+               "reindex_planner_reserved_concurrency": 1}
+    _, stack = build_app(context=context, outdir=str(tmp_path / "out"), checks=False)
+    resources = Template.from_stack(stack).to_json()["Resources"]
+    assert resources[function_id(resources, "reindex")]["Properties"]["ReservedConcurrentExecutions"] == 1
+    with pytest.raises(ConfigError, match="reindex_planner_reserved_concurrency"):
+        StackConfig.from_context({**cdk_json_context(), "reindex_planner_reserved_concurrency": 2}.get)
+
+
+def test_reindex_planner_runs_without_retries_and_records_failures(resources):
     planner = function_id(resources, "reindex")
-    # Then at most one plan runs at a time
-    assert resources[planner]["Properties"]["ReservedConcurrentExecutions"] == 1
+    # Then it reserves no concurrency by default (a new account's quota of 10 cannot reserve any: Lambda keeps 100
+    # unreserved, and the deploy would fail)
+    assert "ReservedConcurrentExecutions" not in resources[planner]["Properties"]
+    assert not [f for f in of_type(resources, "AWS::Lambda::Function").values()
+                if "ReservedConcurrentExecutions" in f["Properties"]]
     # And a failed (or too long queued) plan is not retried but sent to the failure queue, which pages someone
     [config] = [c["Properties"] for c in of_type(resources, "AWS::Lambda::EventInvokeConfig").values()
                 if c["Properties"]["FunctionName"] == {"Ref": planner}]
@@ -358,7 +413,7 @@ def test_document_bucket_is_encrypted_versioned_private_tls_only_and_logged(synt
     assert any(r.get("NoncurrentVersionExpiration", {}).get("NoncurrentDays") == 7
                for r in props["LifecycleConfiguration"]["Rules"])
     assert bucket["DeletionPolicy"] == "Retain"
-    # The console's browser uploads: PUT only, from this region's API Gateway origins only
+    # The console's browser uploads: PUT only
     [rule] = props["CorsConfiguration"]["CorsRules"]
     assert rule["AllowedMethods"] == ["PUT"]
     # every header a presigned upload must send is allowed at the preflight (the browser sets Content-Length itself)
@@ -366,8 +421,12 @@ def test_document_bucket_is_encrypted_versioned_private_tls_only_and_logged(synt
                                      10)
     preflighted = {name.lower() for name in signed} - {"content-length"}
     assert preflighted and preflighted <= {name.lower() for name in rule["AllowedHeaders"]}
+    # and from the stack's own API only: no wildcard that would admit other accounts' API Gateway pages
     [origin] = rule["AllowedOrigins"]
-    assert origin != "*" and "https://*.execute-api." in text(origin) and "AWS::Region" in text(origin)
+    [api_id] = of_type(resources, "AWS::ApiGateway::RestApi")
+    assert origin == {"Fn::Join": ["", ["https://", {"Ref": api_id}, ".execute-api.", {"Ref": "AWS::Region"}, ".",
+                                        {"Ref": "AWS::URLSuffix"}]]}
+    assert "*" not in text(origin)
     template.has_resource_properties("AWS::S3::BucketPolicy", {
         "Bucket": {"Ref": bucket_id},
         "PolicyDocument": {"Statement": Match.array_with([Match.object_like({
@@ -384,7 +443,7 @@ def test_table_is_on_demand_with_pitr_ttl_and_retained(resources):
     assert table["DeletionPolicy"] == "Retain"
 
 
-def test_opensearch_domain_is_encrypted_https_only_and_open_to_the_data_roles_only(resources):
+def test_opensearch_domain_is_encrypted_https_only_and_defers_to_the_roles_own_paths(resources):
     [domain] = of_type(resources, "AWS::OpenSearchService::Domain").values()
     props = domain["Properties"]
     assert props["EncryptionAtRestOptions"]["Enabled"] is True
@@ -392,9 +451,14 @@ def test_opensearch_domain_is_encrypted_https_only_and_open_to_the_data_roles_on
     assert props["DomainEndpointOptions"]["EnforceHTTPS"] is True
     assert props["DomainEndpointOptions"]["TLSSecurityPolicy"] == "Policy-Min-TLS-1-2-2019-07"
     assert props["ClusterConfig"]["ZoneAwarenessEnabled"] is False and props["ClusterConfig"]["InstanceCount"] == 1
+    # The resource policy defers to IAM: the account is the principal, so each role's own paths decide (naming the
+    # roles with es:ESHttp* would grant each of them everything, the query role's deletes included)
     [statement] = props["AccessPolicies"]["Statement"]
-    principals = {p["Fn::GetAtt"][0] for p in as_list(statement["Principal"]["AWS"])}
-    assert principals == {role_id(resources, n) for n in ("api", "query", "ingest", "reindexworker")}
+    assert statement["Effect"] == "Allow" and statement["Action"] == "es:ESHttp*"
+    assert text(statement["Principal"]) == text({"AWS": {"Fn::Join": ["", [
+        "arn:", {"Ref": "AWS::Partition"}, ":iam::", {"Ref": "AWS::AccountId"}, ":root"]]}})
+    assert "Condition" not in statement and not [r for r in resources.values() if r["Type"] == "AWS::IAM::Role"
+                                                 and "es:" in text(r["Properties"].get("Policies", ""))]
 
 
 def test_openai_secret_is_a_generated_placeholder_not_a_value_in_the_template(resources):
@@ -417,8 +481,19 @@ def test_authorizer_is_a_cached_request_authorizer_on_the_authorization_header(r
     props = authorizer["Properties"]
     assert props["Type"] == "REQUEST"
     assert props["IdentitySource"] == "method.request.header.Authorization"
-    assert props["AuthorizerResultTtlInSeconds"] == 300
+    # A revoked key works until its cached answer expires: a minute by default, set by context
+    assert props["AuthorizerResultTtlInSeconds"] == cdk_json_context()["api_authorizer_cache_seconds"] == 60
     assert function_id(resources, "authorizer") in text(props["AuthorizerUri"])
+
+
+def test_the_authorizer_cache_is_a_context_setting_and_zero_turns_it_off(tmp_path):
+    context = {**cdk_json_context(), "layer_build_dir": str(placeholder_layers(tmp_path / "layers")),
+               "api_authorizer_cache_seconds": 0}
+    _, stack = build_app(context=context, outdir=str(tmp_path / "out"), checks=False)
+    [authorizer] = of_type(Template.from_stack(stack).to_json()["Resources"], "AWS::ApiGateway::Authorizer").values()
+    assert authorizer["Properties"]["AuthorizerResultTtlInSeconds"] == 0
+    with pytest.raises(ConfigError, match="api_authorizer_cache_seconds"):
+        StackConfig.from_context({**cdk_json_context(), "api_authorizer_cache_seconds": 3601}.get)
 
 
 def _methods(resources: dict) -> dict[str, dict]:
@@ -596,10 +671,10 @@ def test_writers_reach_only_kindex_index_paths_and_nobody_reaches_the_cluster_ap
     for name in ("api", "ingest", "reindexworker"):
         # Given a writer's grants
         paths = es_paths(resources, name)
-        # Then: index existence and creation on kindex-* only, bulk and delete_by_query, searches; never DELETE
+        # Then: index existence and creation on kindex-* only, bulk, delete_by_query, refresh, searches; never DELETE
         assert paths["es:ESHttpHead"] == paths["es:ESHttpPut"] == {"kindex-*"}
         assert paths["es:ESHttpPost"] == {"kindex-*/_search", "kindex-*/_msearch", "kindex-*/_bulk",
-                                          "kindex-*/_delete_by_query"}
+                                          "kindex-*/_delete_by_query", "kindex-*/_refresh"}
         assert "es:ESHttpDelete" not in paths and "es:ESHttp*" not in paths
     for name in DOMAIN_ROLES:
         every_path = {p for ps in es_paths(resources, name).values() for p in ps}
@@ -716,40 +791,20 @@ def test_api_execution_logs_expire_and_exist_before_the_stage(resources):
     assert all("RetentionInDays" in r["Properties"] for r in of_type(resources, "AWS::Logs::LogGroup").values())
 
 
-class RecordingTransport:
-    """Stands in for opensearch-py's Transport.perform_request, which every API call goes through: records the
-    (method, path) of each request the adapter sends and answers like a cluster holding no documents."""
+def adapter_requests(operations, *, refresh: str = "wait_for", setup=None) -> list[tuple[str, str]]:
+    """(method, path) of every request `operations` makes the real adapter send, through a real opensearch-py
+    client answered by the OpenSearch double (which checks each request against the API spec). `setup` runs first
+    in another adapter (another function's process), and its requests are not counted."""
+    from kindex.adapters.aws.opensearch_index import OpenSearchIndex
+    from tests.support.opensearch_double import OpenSearchDouble
 
-    def __init__(self, model_alias: str):
-        self.calls: list[tuple[str, str]] = []
-        self.alias = model_alias
-
-    def perform_request(self, method, url, headers=None, params=None, body=None):
-        self.calls.append((method, url.split("?", 1)[0]))
-        if method == "HEAD":
-            return False  # no index yet: the adapter creates it
-        if url.endswith("/_bulk") or url == "/_bulk":
-            lines = [line for line in (body if isinstance(body, str) else body.decode()).splitlines() if line]
-            return {"errors": False, "items": [{"index": {"status": 201}} for _ in range(len(lines) // 2)]}
-        if url.startswith("/_alias/"):
-            return {f"{self.alias}-v1": {"aliases": {self.alias: {}}}}
-        if url.endswith("/_delete_by_query"):
-            return {"deleted": 0}
-        if url.endswith("/_search"):
-            return {"hits": {"hits": []}}
-        return {"acknowledged": True}
-
-
-def adapter_requests(operations) -> list[tuple[str, str]]:
-    from opensearchpy import OpenSearch
-
-    from kindex.adapters.aws.opensearch_index import OpenSearchIndex, index_alias
-
-    transport = RecordingTransport(index_alias("kindex", "text-embedding-3-small", 4))
-    client = OpenSearch(hosts=[{"host": "search-x.us-east-1.es.amazonaws.com", "port": 443}])
-    client.transport.perform_request = transport.perform_request  # serializer and the rest stay real
-    operations(OpenSearchIndex(client))
-    return transport.calls
+    double = OpenSearchDouble()
+    if setup is not None:
+        setup(OpenSearchIndex(double.client()))
+        double.requests.clear()
+    operations(OpenSearchIndex(double.client(), refresh=refresh))
+    assert double.spec_violations == []
+    return [(request.method, request.path.split("?", 1)[0]) for request in double.requests]
 
 
 def allowed(paths: dict[str, set[str]], method: str, path: str) -> bool:
@@ -759,37 +814,69 @@ def allowed(paths: dict[str, set[str]], method: str, path: str) -> bool:
     return any(fnmatchcase(path.lstrip("/"), granted) for granted in paths.get("es:ESHttp" + method.title(), ()))
 
 
-def test_every_request_the_adapter_sends_is_granted_to_the_role_that_sends_it(resources):
+def records(model_dims: int, count: int, *, tenant: str = "acme", collection: str = "c1", document: str = "d1"):
     from kindex.domain.types import IndexRecord
 
-    model = "text-embedding-3-small"
-    record = IndexRecord(tenant="acme", collection="c1", document_id="d1", chunk_id="k1", vector=[0.5] * 4,
-                         text="hello")
+    return [IndexRecord(tenant=tenant, collection=collection, document_id=document, chunk_id=f"{document}-{n}",
+                        vector=[0.5 + n % 7] * model_dims, text=f"hello {n}") for n in range(count)]
 
-    def write(index):  # ingest, reindex and api: upsert, chunk listing, deletes
-        index.upsert(model, [record])
-        index.chunk_ids(model, "acme", "c1")
-        index.delete(model, "acme", "c1", document_ids=["d1"])
-        index.delete(model, "acme", "c1")
 
-    def query(index):
-        index.knn_search(model, "acme", ["c1"], [0.5] * 4, 5)
-        index.keyword_search(model, "acme", ["c1"], "hello", 5)
+MODEL, OLD_MODEL = "text-embedding-3-small", "text-embedding-ada-002"
 
-    writes, reads = adapter_requests(write), adapter_requests(query)
-    # Given the requests really sent (index creation included)
-    assert ("PUT", f"/kindex-{model}-4-v1") in writes and ("POST", f"/kindex-{model}-4/_bulk") in writes
+
+def writer_operations(index) -> None:
+    """What the writers send (functions/ingest.py, api.py and reindex_worker.py through kindex/compose/aws.py):
+    ingest commits a batch's deferred upserts with one refresh per index (an upsert over 500 chunks goes out in
+    several bulk requests), replaces and removes documents (deletes by document and chunk ids); the api imports
+    (upserts), deletes documents and whole collections, and runs a reindex job's first sweep page (chunk listing,
+    orphan deletes); the worker sweeps and switches a collection to a new model (the old model's vectors deleted by
+    query, the new model's chunk ids listed), and bulk loaders end with a refresh."""
+    writes = [index.upsert_deferred(MODEL, records(4, 600)), index.upsert_deferred(MODEL, records(4, 3,
+                                                                                                 document="d2"))]
+    index.commit_deferred(writes)
+    index.upsert(MODEL, records(4, 3, document="d3"))  # one bulk request, refresh=wait_for
+    index.upsert(MODEL, records(4, 700, document="d4"))  # several bulk requests, then one refresh
+    index.upsert(OLD_MODEL, records(8, 2))  # a second model's index (the collection's previous model)
+    index.chunk_ids(MODEL, "acme", "c1")
+    index.delete(MODEL, "acme", "c1", document_ids=["d1"])
+    index.delete(MODEL, "acme", "c1", document_ids=["d4"], chunk_ids=["d4-1", "d4-2"])
+    index.delete(OLD_MODEL, "acme", "c1")  # a switch: the old model's vectors of the collection; a collection delete
+    index.refresh(MODEL)
+
+
+def reader_operations(index) -> None:
+    """What the query function sends: k-NN and keyword searches (the keyword search first looks up the model's
+    aliases), and a k-NN search at a dimension the model does not use (an alias lookup to tell the error)."""
+    from kindex.domain.errors import InvalidInput
+
+    index.knn_search(MODEL, "acme", ["c1"], [0.5] * 4, 5)
+    index.keyword_search(MODEL, "acme", ["c1"], "hello", 5)
+    with pytest.raises(InvalidInput):
+        index.knn_search(MODEL, "acme", ["c1"], [0.5] * 6, 5)
+
+
+def test_every_request_the_adapter_sends_is_granted_to_the_role_that_sends_it(resources):
+    writes = adapter_requests(writer_operations)
+    no_wait = adapter_requests(writer_operations, refresh="false")
+    reads = adapter_requests(reader_operations, setup=lambda index: index.upsert(MODEL, records(4, 2)))
+    # Given the requests really sent: index creation, bulk (several for 600 and 700 chunks), deferred and final
+    # refreshes, deletes by query, chunk listings, alias lookups and searches
+    sent = set(writes + no_wait + reads)
+    assert {("HEAD", f"/kindex-{MODEL}-4"), ("PUT", f"/kindex-{MODEL}-4-v1"), ("POST", f"/kindex-{MODEL}-4/_bulk"),
+            ("POST", f"/kindex-{MODEL}-4/_refresh"), ("POST", f"/kindex-{OLD_MODEL}-8/_delete_by_query"),
+            ("POST", f"/kindex-{MODEL}-4/_search"), ("GET", f"/_alias/kindex-{MODEL}-*")} <= sent
+    assert writes.count(("POST", f"/kindex-{MODEL}-4/_bulk")) >= 4  # 600 and 700 chunks: over 500 per request
     # And no bulk goes to the domain's root (a root bulk body could name any index)
-    assert ("POST", "/_bulk") not in writes
+    assert not [call for call in sent if call[1] in ("/_bulk", "/_msearch", "/_refresh")]
     # Then each is granted to every writer, and the query role's are granted to it
     for name in ("api", "ingest", "reindexworker"):
         paths = es_paths(resources, name)
-        assert [call for call in writes + reads if not allowed(paths, *call)] == [], name
+        assert sorted({call for call in sent if not allowed(paths, *call)}) == [], name
     query_paths = es_paths(resources, "query")
-    assert [call for call in reads if not allowed(query_paths, *call)] == []
+    assert sorted({call for call in reads if not allowed(query_paths, *call)}) == []
     # And none of the writes but the searches and alias lookups they include is open to the query role
-    assert {call for call in writes if allowed(query_paths, *call)} == {
-        call for call in writes if call[1].endswith("/_search") or call[1].startswith("/_alias/")}
+    assert {call for call in writes + no_wait if allowed(query_paths, *call)} == {
+        call for call in writes + no_wait if call[1].endswith("/_search") or call[1].startswith("/_alias/")}
 
 
 # --- idle cost (scripts/idle_cost.py) --------------------------------------------------------------------------
@@ -914,3 +1001,54 @@ def test_request_functions_stop_before_api_gateways_limit_and_its_own_errors_are
         assert responses[response_type]["StatusCode"] == "503"
         body = json.loads(responses[response_type]["ResponseTemplates"]["application/json"])
         assert body["error"] == "dependency_unavailable" and body["message"]
+
+
+# --- names, capacity, new alarms -------------------------------------------------------------------------------
+
+def test_names_that_must_be_unique_carry_what_makes_them_unique(resources):
+    # Dashboard names are global to the account: the region keeps the same stage in two regions apart
+    [dashboard] = of_type(resources, "AWS::CloudWatch::Dashboard").values()
+    assert dashboard["Properties"]["DashboardName"] == {"Fn::Join": ["", ["kindex-dev-", {"Ref": "AWS::Region"}]]}
+    # The log delivery policy is named after the stack and the region; the domain is named per stage (domain
+    # names are unique per account and region)
+    [policy] = of_type(resources, "AWS::Logs::ResourcePolicy").values()
+    assert policy["Properties"]["PolicyName"] == {"Fn::Join": ["", ["kindex-dev-", {"Ref": "AWS::Region"},
+                                                                    "-opensearch-logs"]]}
+    [domain] = of_type(resources, "AWS::OpenSearchService::Domain").values()
+    assert domain["Properties"]["DomainName"] == "kindex-dev"
+    # And every other named resource either holds the stage (its own per-region namespace) or is retained data
+    # whose name CloudFormation generates (so a redeploy after destroy never meets a leftover)
+    for kind in ("AWS::DynamoDB::Table", "AWS::S3::Bucket"):
+        assert all(not {"TableName", "BucketName"} & set(r["Properties"]) for r in of_type(resources, kind).values())
+
+
+def test_the_stack_states_the_domains_capacity_in_chunks(synthesized):
+    from infra.capacity import search_capacity
+
+    stack, _, template, _ = synthesized
+    output = template["Outputs"]["SearchCapacityChunks"]
+    # Given one t3.small.search (2 GiB: 1 GiB heap, half the rest for graphs), float32 vectors of 1,536 dims, m 16
+    # Then about 0.5 GiB / (1.1 x (4 x 1,536 + 8 x 16)) bytes = 77,8xx chunks
+    assert output["Value"] == str(stack.capacity.chunks) and 77_000 < stack.capacity.chunks < 78_500
+    assert "t3.small.search" in output["Description"]
+    # And the formula follows replicas, compression and nodes
+    design = stack.config.opensearch_index
+    from dataclasses import replace
+    assert search_capacity("r6g.large.search", 2, replace(design, number_of_replicas=1)).chunks == \
+        search_capacity("r6g.large.search", 1, design).chunks
+    assert search_capacity("t3.small.search", 1, replace(design, compression="32x", engine="faiss")).chunks > \
+        15 * stack.capacity.chunks
+    assert search_capacity("x9.huge.search", 1, design).chunks is None
+
+
+def test_alarms_cover_blocked_writes_snapshots_knn_memory_and_throttles(resources):
+    by_metric = alarms_by_metric(resources)
+    [blocked] = by_metric["ClusterIndexWritesBlocked"]
+    assert (blocked["Statistic"], blocked["Threshold"], blocked["Period"]) == ("Maximum", 1, 300)
+    [snapshot] = by_metric["AutomatedSnapshotFailure"]
+    assert (snapshot["Statistic"], snapshot["Threshold"]) == ("Maximum", 1)
+    # k-NN graph memory: well before the breaker (100 % of its limit)
+    [knn] = by_metric["KNNGraphMemoryUsagePercentage"]
+    assert knn["Threshold"] <= 75 and knn["ComparisonOperator"] == "GreaterThanOrEqualToThreshold"
+    throttled = {a["Dimensions"][0]["Value"]["Ref"] for a in by_metric["Throttles"]}
+    assert throttled == {function_id(resources, name) for name in HANDLERS}
