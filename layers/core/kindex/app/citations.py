@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from kindex.domain.citations import CitedDocument, render_citations
 from kindex.domain.errors import InvalidInput, NotFound
 from kindex.domain.ports import QueryLog
@@ -12,14 +14,23 @@ ALLOWED_TAGS = {"p", "a", "sup", "section", "ol", "li", "hr", "div", "em", "stro
 
 
 def render_html(markdown_text: str) -> str:
-    """Markdown (with footnotes) to HTML, then sanitized: LLM output is untrusted."""
-    import markdown
+    """Markdown (with footnotes and tables) to HTML, then sanitized: LLM output is untrusted. Raw HTML in the
+    answer is shown as text, never passed through (the sanitizer would drop it anyway)."""
     import nh3
 
-    html = markdown.markdown(markdown_text, extensions=["footnotes", "tables"], output_format="html")
-    return nh3.clean(html, tags=ALLOWED_TAGS, attributes={"a": {"href", "title", "class"}, "sup": {"id"},
-                                                          "li": {"id"}, "div": {"class"}},
-                     url_schemes={"http", "https", "mailto"}, link_rel="noopener noreferrer")
+    html = _markdown().render(markdown_text)
+    return nh3.clean(html, tags=ALLOWED_TAGS, attributes={
+        "a": {"href", "title", "class", "id"}, "sup": {"class"}, "li": {"id", "class"}, "section": {"class"},
+        "ol": {"class"}, "hr": {"class"}},
+        url_schemes={"http", "https", "mailto"}, link_rel="noopener noreferrer")
+
+
+@lru_cache(maxsize=1)
+def _markdown():
+    from markdown_it import MarkdownIt
+    from mdit_py_plugins.footnote import footnote_plugin
+
+    return MarkdownIt("commonmark", {"html": False}).enable("table").use(footnote_plugin)
 
 
 class CitationService:
