@@ -63,15 +63,13 @@ def test_another_tenants_one_line_document_is_indexed_while_a_large_one_runs(slo
     big = lambda: document(big_tenant, server, "reports", "big")  # noqa: E731
     wait_until(big, until=lambda body: body["status"] == "in_progress", message="the large document did not start")
     # When another tenant writes a one-line document
-    started = time.monotonic()
     assert put(small_tenant, server.url("/v1/collections/reports/documents/note"),
                {"content": "One line about cats."}) in (200, 201)
     wait_until(lambda: document(small_tenant, server, "reports", "note"),
                until=lambda body: body["status"] == "indexed", message="the one-line document was not indexed")
-    # Then it is indexed while the large one is still being worked on, sooner than the large one's embedding alone
-    # could take (1,000 chunks at 5 ms each): it never waited behind it
+    # Then it is indexed while the large one is still being worked on: it never waited behind it. (No wall-clock
+    # bound: on a loaded machine the one line took 6 s while the large one still ran, which is no bug.)
     assert big()["status"] == "in_progress"
-    assert time.monotonic() - started < 1000 * SECONDS_PER_TEXT
     # And the large one shows its progress on the way, then is indexed with every chunk done
     seen = []
 

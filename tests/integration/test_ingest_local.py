@@ -337,7 +337,6 @@ def test_small_documents_are_indexed_within_seconds_while_a_large_one_runs(deplo
         wait_until(lambda: big().status.value, until=lambda status: status == "in_progress",
                    message="the large document did not start")
         # And another tenant, then the same tenant, each write a one-line document
-        started = time.monotonic()
         for tenant, content in (("small-tenant", "One line about cats."), ("big-tenant", "One line about dogs.")):
             write_like_a_client(lambda tenant=tenant, content=content: catalog.put_document(
                 tenant, "c", "one-line", DocumentInput(content=content)))
@@ -349,10 +348,9 @@ def test_small_documents_are_indexed_within_seconds_while_a_large_one_runs(deplo
                        for t in ("small-tenant", "big-tenant"))
 
         wait_until(small_ones_indexed, message="the one-line documents were not indexed")
-        # Then both are indexed while the large one is still in progress, with partial progress, sooner than the
-        # large one's embedding alone could take (1,000 chunks at 5 ms each): they never waited behind it
+        # Then both are indexed while the large one is still in progress, with partial progress: they never waited
+        # behind it (no wall-clock bound: a loaded machine makes the one-liners slow too, which is no bug)
         assert big().status.value == "in_progress"
-        assert time.monotonic() - started < 1000 * embedder.delay
 
         def big_one_indexed():
             progress.append((big().status.value, big().chunks_done, big().chunk_count))
