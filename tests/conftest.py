@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import requests
+from pytest_socket import disable_socket
 
 from tests.support.opensearch_node import ENV_URL, OpenSearchNode, find_node
 
@@ -24,6 +25,15 @@ os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "true")
 REPO = Path(__file__).resolve().parents[1]
 EVENTS = Path(__file__).resolve().parent / "events"
 SHARED_DATA = REPO.parent / "shared" / "data"
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """No network in unit tests (pytest-socket, as serverless-python-demo guards its unit tests): creating an
+    internet socket fails, to 127.0.0.1 too (a test that needs a real server is an integration test). Unix sockets
+    stay allowed: asyncio's event loop wakes itself through a socket pair. pytest-socket lifts the guard after
+    each test."""
+    if item.get_closest_marker("unit") is not None:
+        disable_socket(allow_unix_socket=True)
 
 
 def load_event(name: str) -> dict:

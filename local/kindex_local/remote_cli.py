@@ -1,6 +1,7 @@
 """The `kindex` commands that talk to a deployment over HTTP(S) through the SDK (`kindex.client`): `collections`,
 `documents`, `query`, `cite`, `jobs`, and `ingest`/`reindex` when a deployment is named (--url, --profile,
-KINDEX_URL or KINDEX_PROFILE; without one those two keep working on the local data directory).
+KINDEX_URL or KINDEX_PROFILE; without one those two keep working on the local data directory). This module parses
+the arguments, connects and prints; a folder's ingest is remote_ingest.py.
 
 Output is for scripts first: results on stdout (`--json` where a table is the default), nothing else unless asked;
 progress and notes on stderr (the progress bar only on a terminal); errors on stderr as `error: <code>: <message>`
@@ -9,23 +10,23 @@ with the exit codes of EXIT_CODES."""
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import shutil
 import sys
 import tomllib
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ValidationError
 
-from kindex.client import calls, errors
+from kindex.client import errors
 from kindex.client.sync import Kindex
-from kindex.domain.models import MAX_PAGE_SIZE, DocumentStatus, DocumentSummary
+from kindex.domain.models import DocumentStatus
+
+if TYPE_CHECKING:
+    from kindex_local.remote_ingest import IngestOutcome
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_AUTH, EXIT_NOT_FOUND, EXIT_CONFLICT, EXIT_UNAVAILABLE = 0, 1, 2, 3, 4, 5, 6
 #: Exit codes a script can rely on (docs/clients.md lists them).
@@ -365,145 +366,18 @@ def reindex(args: argparse.Namespace, client: Kindex) -> int:
 # -- ingest ---------------------------------------------------------------------------------------------------------
 
 
-@dataclass
-class IngestOutcome:
-    indexed: list[str] = field(default_factory=list)
-    unchanged: list[str] = field(default_factory=list)
-    failed: list[tuple[str, str]] = field(default_factory=list)
-    pending: list[str] = field(default_factory=list)  # uploaded, not yet indexed when the wait ended
-
-    def as_json(self) -> dict[str, Any]:
-        return {"indexed": self.indexed, "unchanged": self.unchanged, "pending": self.pending,
-                "failed": [{"document": d, "reason": r} for d, r in self.failed]}
-
-
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        while block := handle.read(1 << 20):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def _summaries(client: Kindex, collection: str, doc_ids: list[str],
-               pool: ThreadPoolExecutor) -> dict[str, DocumentSummary | None]:
-    """What the deployment holds of these documents (None: nothing): through the collection's listing when that takes
-    fewer requests, else one GET per document, `--jobs` at a time."""
-    if calls.listing_is_cheaper(client.get_collection(collection).document_count, len(doc_ids)):
-        named = set(doc_ids)  # keep only those: a large collection's summaries would not fit in memory
-        listed = {s.id: s for s in client.iter_document_summaries(collection, page_size=MAX_PAGE_SIZE)
-                  if s.id in named}
-        return {doc_id: listed.get(doc_id) for doc_id in doc_ids}
-
-    def one(doc_id: str) -> tuple[str, DocumentSummary | None]:
-        try:
-            return doc_id, DocumentSummary.of(client.get_document(collection, doc_id))
-        except errors.NotFound:
-            return doc_id, None
-
-    return dict(pool.map(one, doc_ids))
-
-
-def _send_file(client: Kindex, collection: str, doc_id: str, path: Path, stored: DocumentSummary | None) -> str:
-    """'unchanged' when the deployment holds exactly these bytes, indexed; 'waiting' when it holds them and is still
-    indexing them; 'failed:<reason>' when these bytes failed for good (a corrupt or unsupported file fails again);
-    else uploads the file ('uploaded')."""
-    if stored is None or stored.content_sha256 != sha256_of(path):
-        client.upload_file(collection, doc_id, path)
-        return "uploaded"
-    if stored.status.value == "failed":
-        if not stored.failure_retryable:
-            return f"failed:{stored.failure_reason or 'failed'} (unchanged file, not sent again)"
-        client.upload_file(collection, doc_id, path)
-        return "uploaded"
-    return "unchanged" if stored.status.value == "indexed" else "waiting"
-
-
-def _ensure_collection(client: Kindex, collection: str, query_groups: str | None) -> None:
-    """Create the collection if needed; `--query-groups` sets who may query it (created or not)."""
-    try:
-        client.get_collection(collection)
-    except errors.NotFound:
-        client.put_collection(collection, **({"query_groups": query_groups} if query_groups is not None else {}))
-        print(f"created collection {collection!r}", file=sys.stderr)
-        return
-    if query_groups is not None:
-        client.put_collection(collection, query_groups=query_groups)
-
-
 def ingest(args: argparse.Namespace, client: Kindex) -> int:
-    from tqdm import tqdm
-
-    from kindex_local.ingest_cli import document_id_for, files_under
+    """`kindex ingest PATH --collection C` on a deployment: the arguments checked, the folder sent by remote_ingest."""
+    from kindex_local.remote_ingest import ingest_folder
 
     if not args.path.exists():
         raise UsageError(f"{args.path} does not exist")
     if args.jobs < 1:
         raise UsageError("--jobs must be at least 1")
-    _ensure_collection(client, args.collection, args.query_groups)
-    outcome = IngestOutcome()
-    files: dict[str, Path] = {}
-    for path in files_under(args.path):
-        doc_id = document_id_for(path, args.path)
-        if doc_id in files:  # `a/b.md` and a file named `a:b.md` would overwrite each other
-            outcome.failed.append((doc_id, f"{path} has the same document id as {files[doc_id]}; not sent"))
-        else:
-            files[doc_id] = path
-    waiting: list[str] = []
-    show = sys.stderr.isatty() and not args.quiet
-    with tqdm(total=len(files), unit="file", disable=not show, file=sys.stderr) as bar, \
-            ThreadPoolExecutor(max_workers=args.jobs) as pool:
-
-        stored = _summaries(client, args.collection, list(files), pool) if files else {}
-
-        def send(item: tuple[str, Path]) -> tuple[str, str]:
-            doc_id, path = item
-            try:
-                return doc_id, _send_file(client, args.collection, doc_id, path, stored[doc_id])
-            except (errors.ApiError, errors.ConnectionFailed, OSError) as error:
-                detail = f"{error.error}: {error.message}" if isinstance(error, errors.ApiError) else str(error)
-                return doc_id, f"failed:upload refused: {detail}"
-
-        for doc_id, state in pool.map(send, files.items()):
-            if state == "unchanged":
-                outcome.unchanged.append(doc_id)
-                bar.update(1)
-            elif state.startswith("failed:"):
-                outcome.failed.append((doc_id, state.removeprefix("failed:")))
-                bar.update(1)
-            else:
-                waiting.append(doc_id)
-        if args.wait:
-            _wait_indexed(client, args, waiting, outcome, pool, bar)
-        else:
-            outcome.pending = waiting
+    outcome = ingest_folder(client, args.collection, args.path, jobs=args.jobs, query_groups=args.query_groups,
+                            wait=args.wait, wait_timeout=args.wait_timeout, poll_interval=args.poll_interval,
+                            progress=sys.stderr.isatty() and not args.quiet)
     return _report(outcome, args)
-
-
-def _wait_indexed(client: Kindex, args: argparse.Namespace, waiting: list[str], outcome: IngestOutcome,
-                  pool: ThreadPoolExecutor, bar) -> None:
-    import time
-
-    deadline = time.monotonic() + args.wait_timeout
-    while waiting:
-        states = _summaries(client, args.collection, waiting, pool)
-        waiting = []
-        for doc_id, document in states.items():
-            if document is None:
-                outcome.failed.append((doc_id, "deleted while it was being indexed"))
-            elif document.status.value == "indexed":
-                outcome.indexed.append(document.id)
-            elif document.status.value == "failed":
-                outcome.failed.append((document.id, document.failure_reason or "failed"))
-            else:
-                waiting.append(document.id)
-                continue
-            bar.update(1)
-        if waiting and time.monotonic() >= deadline:
-            outcome.pending = waiting
-            return
-        if waiting:
-            time.sleep(args.poll_interval)
 
 
 def _report(outcome: IngestOutcome, args: argparse.Namespace) -> int:

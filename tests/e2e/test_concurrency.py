@@ -3,11 +3,12 @@ queries. No answer may carry the other tenant's data and none may be a 5xx."""
 
 import random
 import threading
-import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+
+from tests.support.waiting import wait_settled
 
 pytestmark = pytest.mark.e2e
 
@@ -15,17 +16,6 @@ CLIENTS = 16
 REQUESTS = 2400
 DOCUMENTS = [f"doc-{n}" for n in range(8)]
 TENANTS = {"alpha": "ALPHA", "beta": "BETA"}
-
-
-def wait_indexed(session, url, ids, timeout=60.0):
-    deadline = time.monotonic() + timeout
-    statuses = {}
-    while time.monotonic() < deadline:
-        statuses = {d: session.get(f"{url}/documents/{d}").json()["status"] for d in ids}
-        if all(s == "indexed" for s in statuses.values()):
-            return
-        time.sleep(0.1)
-    raise AssertionError(statuses)
 
 
 def content(marker: str, doc: str, round_: int) -> str:
@@ -46,7 +36,8 @@ def tenants(server):
             assert response.status_code == 201, response.text
         sessions[tenant] = session
     for session in sessions.values():
-        wait_indexed(session, server.url("/v1/collections/shared"), DOCUMENTS)
+        assert wait_settled(session, server.url("/v1/collections/shared"), DOCUMENTS) == dict.fromkeys(DOCUMENTS,
+                                                                                                         "indexed")
     return sessions
 
 

@@ -7,7 +7,6 @@ A second tenant with the same collection and document ids must not be touched.""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from urllib.parse import quote
 
@@ -16,6 +15,7 @@ import requests
 
 from tests.conftest import start_server
 from tests.support.together import run_together
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -48,27 +48,23 @@ def document_blobs(data_dir: Path, tenant: str) -> list[Path]:
     return sorted(p for p in folder.iterdir() if not p.name.startswith(".tmp-")) if folder.exists() else []
 
 
-def wait_for_version(session, url: str, version: int, timeout: float = 60.0) -> dict:
-    deadline = time.monotonic() + timeout
-    body: dict = {}
-    while time.monotonic() < deadline:
-        body = session.get(url).json()
-        if body["version"] >= version and body["status"] in ("indexed", "failed"):
-            return body
-        time.sleep(0.1)
-    raise AssertionError(f"document did not reach version {version} indexed: {body}")
+def wait_for_version(session, url: str, version: int) -> dict:
+    return wait_until(lambda: session.get(url).json(),
+                      until=lambda body: body["version"] >= version and body["status"] in ("indexed", "failed"),
+                      message=f"the document did not reach version {version} indexed")
 
 
 def warm(session, url: str) -> None:
     """Open the session's keep-alive connection beforehand (a GET is safe to repeat), so the barrier releases the
     PUTs themselves, not 16 TCP handshakes."""
-    for _ in range(20):
+    def connects() -> bool:
         try:
             session.get(url, timeout=30)
-            return
+            return True
         except requests.ConnectionError:
-            time.sleep(0.1)
-    raise AssertionError("could not connect")
+            return False
+
+    wait_until(connects, interval=0.1, message=f"could not connect to {url}")
 
 
 def put_together(url: str, sessions: list, bodies: list[dict]) -> list[tuple[int, dict]]:

@@ -3,11 +3,10 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from tests.conftest import start_server
+from tests.support.waiting import wait_settled
 
 pytestmark = pytest.mark.e2e
 
@@ -17,16 +16,6 @@ DOCUMENTS = {
     "stadium": "The stadium was rebuilt in 1998 after the fire and now seats forty thousand people.",
     "telescope": "The space telescope measured the light of distant galaxies to date the early universe.",
 }
-
-
-def wait_indexed(session, url, ids, timeout=120.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        statuses = {d: session.get(f"{url}/documents/{d}").json()["status"] for d in ids}
-        if all(s in ("indexed", "failed") for s in statuses.values()):
-            return statuses
-        time.sleep(0.2)
-    raise AssertionError(statuses)
 
 
 def test_serve_uses_bge_small_by_default_offline(tmp_path):
@@ -46,7 +35,7 @@ def test_serve_uses_bge_small_by_default_offline(tmp_path):
         assert collection["embedding_window"]["exceeds_window"] is False
         for doc_id, text in DOCUMENTS.items():
             assert admin.put(f"{url}/documents/{doc_id}", json={"content": text}).status_code in (200, 201)
-        assert wait_indexed(admin, url, list(DOCUMENTS)) == {d: "indexed" for d in DOCUMENTS}
+        assert wait_settled(admin, url, list(DOCUMENTS), timeout=120) == {d: "indexed" for d in DOCUMENTS}
         # When a question is asked in other words than its answer, by vector search alone
         response = admin.post(f"{url}/query", json={"query": "what causes adult-onset diabetes?", "mode": "vector",
                                                      "k": 3})
@@ -67,7 +56,7 @@ def test_serve_without_the_model_files_fails_documents_and_queries_with_the_comm
         assert admin.put(url, json={"allow_guests": True}).status_code == 201
         assert admin.put(f"{url}/documents/d", json={"content": "hello world"}).status_code in (200, 201)
         # Then the document fails, retryably, saying what to run; the server keeps serving
-        assert wait_indexed(admin, url, ["d"]) == {"d": "failed"}
+        assert wait_settled(admin, url, ["d"], timeout=120) == {"d": "failed"}
         document = admin.get(f"{url}/documents/d").json()
         command = "python -m kindex.adapters.embedders.model_files --model local:bge-small-en-v1.5-q"
         assert document["failure_retryable"] is True and command in document["failure_reason"]

@@ -13,6 +13,7 @@ import requests
 
 from tests.conftest import SHARED_DATA, RunningServer, start_server
 from tests.support import hostile_files as hostile
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -56,15 +57,11 @@ def upload(session: requests.Session, server: RunningServer, collection: str, do
 
 def wait_terminal(session: requests.Session, server: RunningServer, collection: str, ids: list[str],
                   timeout: float = 240.0) -> dict[str, dict]:
-    deadline = time.monotonic() + timeout
-    while True:
-        documents = {d: session.get(server.url(f"/v1/collections/{collection}/documents/{quote(d, safe='')}")).json()
-                     for d in ids}
-        if all(doc["status"] in ("indexed", "failed") for doc in documents.values()):
-            return documents
-        if time.monotonic() > deadline:
-            raise AssertionError({d: doc["status"] for d, doc in documents.items()})
-        time.sleep(0.25)
+    return wait_until(
+        lambda: {d: session.get(server.url(f"/v1/collections/{collection}/documents/{quote(d, safe='')}")).json()
+                 for d in ids},
+        until=lambda documents: all(doc["status"] in ("indexed", "failed") for doc in documents.values()),
+        timeout=timeout, interval=0.25, message="the documents were neither all indexed nor failed")
 
 
 def test_hostile_files_fail_alone_within_a_memory_bound_and_the_documents_behind_them_index(own_server):
@@ -108,15 +105,13 @@ def test_hostile_files_fail_alone_within_a_memory_bound_and_the_documents_behind
     for document, (filename, data) in ordinary.items():
         upload(admin, server, "h", document, filename, data)
     # (sampling RSS while the worker runs, in case the kernel refused the peak reset)
-    deadline = time.monotonic() + 240
-    documents: dict[str, dict] = {}
-    while time.monotonic() < deadline:
+    def sampled_documents() -> dict[str, dict]:
         samples.append(status_kib(pid, "VmRSS"))
-        documents = {d: admin.get(server.url(f"/v1/collections/h/documents/{d}")).json()
-                     for d in [*hostile_set, *ordinary]}
-        if all(doc["status"] in ("indexed", "failed") for doc in documents.values()):
-            break
-        time.sleep(0.1)
+        return {d: admin.get(server.url(f"/v1/collections/h/documents/{d}")).json() for d in [*hostile_set, *ordinary]}
+
+    documents = wait_until(sampled_documents, timeout=240, interval=0.1,
+                           until=lambda docs: all(doc["status"] in ("indexed", "failed") for doc in docs.values()),
+                           message="the documents were neither all indexed nor failed")
     peak = max(samples + ([status_kib(pid, "VmHWM")] if hwm_was_reset else []))
 
     # Then each hostile file ended as it should, with a reason that names what it is

@@ -2,7 +2,6 @@
 user's rights applied, and the deployment's errors raised as the SDK's typed exceptions."""
 
 import asyncio
-import time
 
 import pytest
 
@@ -14,6 +13,7 @@ from langchain_core.retrievers import BaseRetriever  # noqa: E402
 from kindex.client import NotFound, Unauthorized  # noqa: E402
 from kindex_local.langchain_retriever import KindexRetriever  # noqa: E402
 from tests.conftest import SHARED_DATA  # noqa: E402
+from tests.support.waiting import wait_settled  # noqa: E402
 
 pytestmark = pytest.mark.e2e
 
@@ -32,11 +32,8 @@ def collection(server):
     ticket = admin.post(server.url("/v1/collections/lc/documents/paper/upload"),
                         json={"filename": "paper.pdf", "size": len(pdf)}).json()
     assert requests.put(ticket["url"], data=pdf, headers=ticket["headers"]).status_code == 200
-    deadline = time.monotonic() + 60
-    for document in ("expenses", "paper"):
-        while admin.get(server.url(f"/v1/collections/lc/documents/{document}")).json()["status"] != "indexed":
-            assert time.monotonic() < deadline, "not indexed in time"
-            time.sleep(0.1)
+    assert wait_settled(admin, server.url("/v1/collections/lc"), ["expenses", "paper"]) == {
+        "expenses": "indexed", "paper": "indexed"}
     return "lc"
 
 

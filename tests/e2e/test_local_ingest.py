@@ -2,28 +2,30 @@
 
 import subprocess
 import sys
-import time
 from urllib.parse import quote
 
 import pytest
 import requests
 
 from tests.conftest import SHARED_DATA
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
 
 
-def wait_for_status(session, url, timeout=30.0):
-    deadline = time.monotonic() + timeout
+def wait_for_status(session, url):
+    """The document once indexed or failed, and the statuses it went through on the way."""
     seen = []
-    while time.monotonic() < deadline:
+
+    def look():
         body = session.get(url).json()
         if not seen or seen[-1] != body["status"]:
             seen.append(body["status"])
-        if body["status"] in ("indexed", "failed"):
-            return body, seen
-        time.sleep(0.1)
-    raise AssertionError(f"document stuck in {seen}")
+        return body
+
+    body = wait_until(look, until=lambda b: b["status"] in ("indexed", "failed"), interval=0.1,
+                      message="the document was neither indexed nor failed")
+    return body, seen
 
 
 def test_presigned_upload_of_a_real_pdf_is_indexed_with_pages(server):

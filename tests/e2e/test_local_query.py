@@ -1,22 +1,11 @@
 """Query and citations through `kindex serve` over HTTP, with both roles and an external rights check."""
 
-import time
-
 import pytest
 
 from tests.support.rights_server import RightsServer
+from tests.support.waiting import wait_settled
 
 pytestmark = pytest.mark.e2e
-
-
-def wait_indexed(session, url, ids, timeout=30.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        statuses = {d: session.get(f"{url}/documents/{d}").json()["status"] for d in ids}
-        if all(s in ("indexed", "failed") for s in statuses.values()):
-            return statuses
-        time.sleep(0.1)
-    raise AssertionError(statuses)
 
 
 def test_query_then_citations_over_http(server):
@@ -29,7 +18,7 @@ def test_query_then_citations_over_http(server):
                          "pets": "Dogs are welcome in the office on Fridays."}.items():
         admin.put(f"{url}/documents/{doc_id}", json={"content": text, "title": doc_id.title(),
                                                     "url": f"https://wiki.example/{doc_id}"})
-    wait_indexed(admin, url, ["leave", "travel", "pets"])
+    wait_settled(admin, url, ["leave", "travel", "pets"])
     # the query role may query
     response = reader.post(f"{url}/query",
                            json={"query": "annual leave days", "user": "ann", "groups": ["staff"], "k": 2})
@@ -69,7 +58,7 @@ def test_external_rights_over_http(server):
                              "rights_check_method_configuration": {"url": rights.url, "timeout": 1}})
         for doc_id in ("open", "secret"):
             admin.put(f"{url}/documents/{doc_id}", json={"content": f"quarterly numbers {doc_id}"})
-        wait_indexed(admin, url, ["open", "secret"])
+        wait_settled(admin, url, ["open", "secret"])
         rights.allowed = {"open"}
         body = admin.post(f"{url}/query", json={"query": "quarterly numbers", "user": "ann"}).json()
         assert [r["document_id"] for r in body["results"]] == ["open"] and body["denied_count"] == 1

@@ -5,7 +5,6 @@ import os
 import socket
 import subprocess
 import sys
-import time
 
 import anyio
 import pytest
@@ -15,6 +14,8 @@ pytest.importorskip("mcp", reason="the mcp extra is not installed")
 from mcp.client.session import ClientSession  # noqa: E402
 from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
 from mcp.client.streamable_http import streamable_http_client  # noqa: E402
+
+from tests.support.waiting import wait_settled, wait_until  # noqa: E402
 
 pytestmark = pytest.mark.e2e
 
@@ -27,10 +28,8 @@ def handbook(server):
     assert admin.put(server.url("/v1/collections/mcp-handbook"), json={"query_groups": ["staff"]}).status_code == 201
     assert admin.put(server.url("/v1/collections/mcp-handbook/documents/leave-policy"),
                      json={"content": LEAVE, "title": "Leave policy", "url": "https://example.com/leave"}).ok
-    deadline = time.monotonic() + 60
-    while admin.get(server.url("/v1/collections/mcp-handbook/documents/leave-policy")).json()["status"] != "indexed":
-        assert time.monotonic() < deadline, "not indexed in time"
-        time.sleep(0.1)
+    assert wait_settled(admin, server.url("/v1/collections/mcp-handbook"), ["leave-policy"]) == {
+        "leave-policy": "indexed"}
     return "mcp-handbook"
 
 
@@ -115,14 +114,15 @@ def test_streamable_http_transport_serves_the_same_tools(server, handbook):
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
     try:
-        deadline = time.monotonic() + 30
-        while True:
+        def listening() -> bool:
+            assert process.poll() is None, "kindex mcp exited"
             try:
                 socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
+                return True
             except OSError:
-                assert time.monotonic() < deadline and process.poll() is None, "kindex mcp did not start"
-                time.sleep(0.2)
+                return False
+
+        wait_until(listening, timeout=30, interval=0.2, message="kindex mcp did not start")
 
         async def run():
             async with streamable_http_client(f"http://127.0.0.1:{port}/mcp") as (read, write):

@@ -13,7 +13,6 @@ import shutil
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +22,7 @@ import requests
 
 from tests.conftest import SHARED_DATA, RunningServer, start_server
 from tests.support.opensearch_node import OpenSearchNode
+from tests.support.waiting import wait_settled, wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -214,13 +214,8 @@ def test_deleting_a_document_then_the_collection_leaves_nothing_of_them_in_the_c
 
 
 def poll_job(session: requests.Session, url: str, timeout: float = 300.0) -> dict:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        job = session.get(url).json()
-        if job["status"] == "completed":
-            return job
-        time.sleep(0.2)
-    raise AssertionError(job)
+    return wait_until(lambda: session.get(url).json(), until=lambda job: job["status"] == "completed",
+                      timeout=timeout, interval=0.2, message="the reindex job did not complete")
 
 
 def test_a_model_switch_by_reindex_moves_the_collection_to_the_new_index(cluster, corpus):
@@ -318,14 +313,16 @@ def test_a_data_directory_moves_from_the_embedded_index_to_the_cluster_with_one_
                                  str(tmp_path)], capture_output=True, text=True, timeout=120, env=cli_env(env))
         assert "1 collection(s), 2 task(s) queued" in result.stdout, result.stdout + result.stderr
         assert "the running server's worker does the tasks" in result.stdout
-        deadline = time.monotonic() + 60
-        while not (answer := admin.post(url, json={"query": "ravens"}).json()).get("results"):
+        def answer() -> dict:
+            found = admin.post(url, json={"query": "ravens"}).json()
             # While the worker creates the cluster index, a search can meet its shard before it has started (the
             # node answers 503 "all shards failed"): the API says so with a retryable 503, which a client retries.
             # Any other error fails.
-            assert answer.get("error", "dependency_unavailable") == "dependency_unavailable", answer
-            assert time.monotonic() < deadline, "the document never reached the cluster"
-            time.sleep(0.2)
+            assert found.get("error", "dependency_unavailable") == "dependency_unavailable", found
+            return found
+
+        wait_until(answer, until=lambda found: found.get("results"), interval=0.2,
+                   message="the document never reached the cluster")
         assert node_count(opensearch_node, f"{prefix}-*", tenant="default", collection="c", document_id="d") == 1
     finally:
         stop(server)
@@ -333,15 +330,9 @@ def test_a_data_directory_moves_from_the_embedded_index_to_the_cluster_with_one_
 
 
 def wait_indexed(server: RunningServer, collection: str, doc_id: str, timeout: float = 60.0) -> None:
-    session = server.session(server.admin_key)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        status = session.get(server.url(f"/v1/collections/{collection}/documents/{doc_id}")).json()["status"]
-        if status in ("indexed", "failed"):
-            assert status == "indexed"
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"{doc_id} not indexed")
+    statuses = wait_settled(server.session(server.admin_key), server.url(f"/v1/collections/{collection}"), [doc_id],
+                            timeout=timeout)
+    assert statuses == {doc_id: "indexed"}
 
 
 def closed_port() -> int:

@@ -1,9 +1,9 @@
 """`kindex serve` over real HTTP: hostile JSON bodies, numbers and paging parameters get a 4xx JSON answer that
 names the field, never a 5xx, and change nothing; list and chunk routes answer in bounded pages."""
 
-import time
-
 import pytest
+
+from tests.support.waiting import wait_settled
 
 pytestmark = pytest.mark.e2e
 
@@ -69,10 +69,7 @@ def test_chunks_answer_in_pages(server, admin):
     assert admin.put(server.url("/v1/collections/paged"), json={"chunking_max_size": 20}).status_code == 201
     text = " ".join(f"sentence {i:03d}." for i in range(300))
     assert admin.put(server.url("/v1/collections/paged/documents/long"), json={"content": text}).status_code == 201
-    deadline = time.monotonic() + 60
-    while admin.get(server.url("/v1/collections/paged/documents/long")).json()["status"] != "indexed":
-        assert time.monotonic() < deadline, "document was not indexed in time"
-        time.sleep(0.2)
+    assert wait_settled(admin, server.url("/v1/collections/paged"), ["long"]) == {"long": "indexed"}
     total = admin.get(server.url("/v1/collections/paged/documents/long")).json()["chunk_count"]
     assert total > 150
     # When walking its chunks with the default page, following next_cursor

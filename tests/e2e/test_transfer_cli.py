@@ -7,13 +7,13 @@ import json
 import sqlite3
 import subprocess
 import sys
-import time
 from urllib.parse import quote
 
 import pytest
 import requests
 
 from tests.conftest import SHARED_DATA, start_server
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -29,15 +29,11 @@ def cli(*args, env=None, stdin=None):
                           timeout=300, env=env, stdin=stdin)
 
 
-def wait_indexed(session, url, timeout=60.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        body = session.get(url).json()
-        if body["status"] in ("indexed", "failed"):
-            assert body["status"] == "indexed", body["failure_reason"]
-            return body
-        time.sleep(0.1)
-    raise AssertionError(f"{url} not indexed in time")
+def wait_indexed(session, url):
+    body = wait_until(lambda: session.get(url).json(), until=lambda b: b["status"] in ("indexed", "failed"),
+                      message=f"{url} was not indexed")
+    assert body["status"] == "indexed", body["failure_reason"]
+    return body
 
 
 def everything(server, key, collection):
@@ -72,6 +68,16 @@ def cached_vectors(server, model):
         if not db.execute("SELECT 1 FROM sqlite_master WHERE name = 'tenant_embedding_cache'").fetchone():
             return 0
         return db.execute("SELECT COUNT(*) FROM tenant_embedding_cache WHERE model = ?", (model,)).fetchone()[0]
+    finally:
+        db.close()
+
+
+def unhandled_events(server) -> int:
+    """Messages on the server's queue that its worker has not handled yet (waiting or in flight; a handled one is
+    deleted, a dead-lettered one is counted too)."""
+    db = sqlite3.connect(server.data_dir / "kindex.sqlite3")
+    try:
+        return db.execute("SELECT COUNT(*) FROM queue").fetchone()[0]
     finally:
         db.close()
 
@@ -164,7 +170,9 @@ def test_import_on_a_second_server_embeds_nothing_when_the_model_matches(second_
     assert done.returncode == 0, done.stderr
     # Then nothing was embedded (the cache, which every embedding goes through, is still empty)...
     assert "0 texts embedded" in done.stdout
-    time.sleep(1)  # the content blobs' events reach the worker: it finds the documents current
+    # (once the worker has handled the content blobs' events: it finds the documents current)
+    wait_until(lambda: unhandled_events(second_server), until=lambda count: count == 0,
+               message="the worker did not handle the import's events")
     assert cached_vectors(second_server, "hash:384") == 0
     # ... and the moved collection holds the same chunks and the same vectors: vector search answers exactly as the
     # original (BM25 statistics are the index's, across collections, so keyword scores differ between servers)

@@ -8,8 +8,6 @@ changed. Ingest's status writes take part in the same chain, and still never mar
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from kindex.app import document_writes, record_writes
@@ -19,6 +17,7 @@ from kindex.domain.models import CollectionInput, Document, DocumentInput, Docum
 from tests.integration.test_ingest_aws import Deployment, deploy  # noqa: F401 (the moto deployment fixture)
 from tests.integration.test_linearizable_writes_aws import atomic_requests  # noqa: F401 (atomic moto requests)
 from tests.support.together import run_together
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -251,10 +250,9 @@ def test_metadata_puts_while_the_worker_indexes_all_land(services):
         outcomes = write_together(services.catalog, [("t", "d", {field_of(i): value("t", 0, i)}) for i in
                                                      range(WRITERS)])
         assert all(isinstance(o, Document) for o in outcomes), outcomes
-        for _ in range(600):
-            if services.metadata.get_document("t", "c", "d").status is DocumentStatus.INDEXED:
-                break
-            time.sleep(0.05)
+        wait_until(lambda: services.metadata.get_document("t", "c", "d").status,
+                   until=lambda status: status in (DocumentStatus.INDEXED, DocumentStatus.FAILED),
+                   message="the document was neither indexed nor failed")
     finally:
         worker.stop()
     # Then the document is indexed from its content, and every field holds one of its writers' values

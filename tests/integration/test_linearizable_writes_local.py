@@ -7,7 +7,6 @@ letting another write (or the worker) run at the exact moment between a write's 
 from __future__ import annotations
 
 import threading
-import time
 from datetime import timedelta
 
 import pytest
@@ -18,6 +17,7 @@ from kindex.domain.models import CollectionInput, DocumentInput, utc_now
 from kindex_local.app import build_worker
 from tests.support.interleave import Interleave
 from tests.support.local_queue import queue_depth
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -92,45 +92,55 @@ def test_a_create_that_loses_leaves_no_trace(services, worker, moment):
     assert len(doc_blobs(services, "new")) == 1
 
 
-def wait_until(condition, timeout=30.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.02)
-    return False
+class WaitsForTheCommit:
+    """The ingest's blob store, telling when the ingest looks for a blob: it does only while it waits for the write
+    that stored the blob to commit (its document does not point at the blob yet)."""
+
+    def __init__(self, inner):
+        self.inner = inner
+        self.looked = threading.Event()
+
+    def list_blobs(self, prefix):
+        found = self.inner.list_blobs(prefix)
+        self.looked.set()
+        return found
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
 
 
 @pytest.mark.parametrize("existing", [False, True], ids=["create", "update"])
-def test_an_event_that_comes_before_its_commit_waits_for_it(services, worker, existing):
+def test_an_event_that_comes_before_its_commit_waits_for_it(services, worker, existing, monkeypatch):
     if existing:
         put(services, "d", "the text before")
         worker.drain()
     failures = []
-    received = threading.Event()
     handler = worker.handler
 
     def recording_handler(event, context):
-        received.set()
         response = handler(event, context)
         failures.extend(response.get("batchItemFailures", []))
         return response
 
     worker.handler = recording_handler
     catalog = services.catalog
+    waiting = WaitsForTheCommit(services.ingest.blobs)
+    monkeypatch.setattr(services.ingest, "blobs", waiting)
 
-    def hold_until_the_worker_has_the_event():
-        assert received.wait(10)
-        time.sleep(0.1)  # the ingest is now looking at a document that does not point at the blob yet
+    def hold_until_the_worker_waits_for_the_commit():
+        # The ingest has read the document, seen that it does not point at the blob yet, and checked that the blob
+        # is still there: it is waiting for this very commit.
+        assert waiting.looked.wait(60), "the worker never waited for the commit"
 
-    # Given the worker running, and a write held between its blob and its commit until the worker took its event
+    # Given the worker running, and a write held between its blob and its commit until the worker waits for it
     worker.start()
     try:
-        catalog.documents = Interleave(catalog.documents, hold_until_the_worker_has_the_event, "before_commit")
+        catalog.documents = Interleave(catalog.documents, hold_until_the_worker_waits_for_the_commit, "before_commit")
         document, created = put(services, "d", "text whose event came first")
         # Then the event still indexes the committed write, on its first delivery
-        assert wait_until(lambda: services.metadata.get_document("t", "c", "d").status.value == "indexed"
-                          and services.metadata.get_document("t", "c", "d").version == document.version)
+        wait_until(lambda: services.metadata.get_document("t", "c", "d"),
+                   until=lambda d: d.status.value == "indexed" and d.version == document.version,
+                   message="the committed write was not indexed")
     finally:
         worker.stop()
     assert created is not existing and failures == []
@@ -189,8 +199,9 @@ def test_concurrent_writers_while_the_worker_runs_keep_the_last_successful_write
             assert len({d.version for d in succeeded}) == len(succeeded)
             expected = f"round {round_} writer {outcomes.index(last)} text"
             # Then the last successful write is stored, indexed and returned, and only its blob is left
-            assert wait_until(lambda last=last: services.metadata.get_document("t", "c", "d").version == last.version
-                              and services.metadata.get_document("t", "c", "d").status.value == "indexed")
+            wait_until(lambda: services.metadata.get_document("t", "c", "d"),
+                       until=lambda d, last=last: d.version == last.version and d.status.value == "indexed",
+                       message="the last successful write was not indexed")
             document, content = services.catalog.get_document("t", "c", "d")
             assert (document.version, document.status.value, content) == (last.version, "indexed", expected)
             assert indexed_texts(services) == [expected]

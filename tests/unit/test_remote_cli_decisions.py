@@ -10,13 +10,13 @@ import pytest
 from kindex.api.models import DocumentOut
 from kindex.client import errors
 from kindex.domain.models import Collection, DocumentSummary
-from kindex_local import remote_cli
+from kindex_local import remote_cli, remote_ingest
 
 pytestmark = pytest.mark.unit
 
 
 class StoredDocuments:
-    """Just the calls `_summaries` and `_send_file` make, over a dict; records the reads and the uploads."""
+    """Just the calls `stored_summaries` and `send_file` make, over a dict; records the reads and the uploads."""
 
     def __init__(self, documents: dict[str, DocumentOut]):
         self.documents = documents
@@ -61,8 +61,8 @@ def test_ingest_sends_a_file_only_when_the_deployment_does_not_hold_these_bytes_
         "a.md": DocumentOut(id="a.md", collection="c", **{"content_sha256": digest, **stored})}
     client = StoredDocuments(documents)
     with ThreadPoolExecutor(2) as pool:
-        summary = remote_cli._summaries(client, "c", ["a.md"], pool)["a.md"]
-    assert remote_cli._send_file(client, "c", "a.md", path, summary) == expected
+        summary = remote_ingest.stored_summaries(client, "c", ["a.md"], pool)["a.md"]
+    assert remote_ingest.send_file(client, "c", "a.md", path, summary) == expected
     assert client.uploaded == (["a.md"] if sent else [])
 
 
@@ -78,7 +78,7 @@ def test_ingest_reads_what_the_deployment_holds_in_the_fewest_requests(stored, a
     client = StoredDocuments({f"d{i}": DocumentOut(id=f"d{i}", collection="c", title=f"t{i}") for i in range(stored)})
     # When the CLI asks for the named ones
     with ThreadPoolExecutor(1) as pool:
-        found = remote_cli._summaries(client, "c", asked, pool)
+        found = remote_ingest.stored_summaries(client, "c", asked, pool)
     # Then it reads them through the listing or by GET, whichever takes fewer requests, and a missing one is None
     assert client.reads == reads
     assert found == {d: None if d == "missing" else DocumentSummary.of(client.documents[d]) for d in asked}

@@ -58,18 +58,39 @@ def test_tenant_limiter_bounds_one_tenant_without_touching_another():
     limiter = TenantLimiter(limit=2)
     soon = time.monotonic() + 0.15
     assert limiter.acquire("a", soon) and limiter.acquire("a", soon)
-    # Given tenant a holds both its slots, its third call waits until its deadline and gives up
-    started = time.monotonic()
+    # Given tenant a holds both its slots, its third call waits until its deadline and gives up: not before it, and
+    # not long after it (a wait without end, or for a release, would be far longer)
     assert limiter.acquire("a", soon) is False
-    assert 0.1 <= time.monotonic() - started < 0.5
+    assert soon <= time.monotonic() < soon + 5
     # while tenant b is not affected at all
     assert limiter.acquire("b", time.monotonic()) and limiter.in_flight("b") == 1
-    # And a released slot wakes a waiter at once
+    # And a released slot wakes a waiter at once: long before its deadline, which is all a waiter that is never
+    # woken would see (it finds the free slot then too)
     threading.Timer(0.05, limiter.release, args=("a",)).start()
-    assert limiter.acquire("a", time.monotonic() + 2)
+    started = time.monotonic()
+    assert limiter.acquire("a", started + 30)
+    assert time.monotonic() - started < 10
     for tenant in ("a", "a", "b"):
         limiter.release(tenant)
     assert limiter.in_flight("a") == 0 and limiter.in_flight("b") == 0
+
+
+class FakeClock:
+    """The session's clock (time.monotonic's stand-in): it moves only when a call says it took time, so a budget is
+    checked exactly, whatever the machine's load. Real waits (a future's result) still use real time, so budgets
+    here are seconds long: a wait that uses one ends at once in practice."""
+
+    def __init__(self):
+        self.now = 1000.0
+        self.lock = threading.Lock()
+
+    def __call__(self) -> float:
+        with self.lock:
+            return self.now
+
+    def advance_to(self, moment: float) -> None:
+        with self.lock:
+            self.now = max(self.now, moment)
 
 
 class RecordingEndpoint:
@@ -131,15 +152,21 @@ def test_no_secret_denies_with_a_warning_and_no_call(secrets):
 def test_a_failed_call_denies_warns_once_and_costs_its_whole_budget(secrets, answer):
     secrets.put_secret(rights_secret_name("t"), b"s")
     sleeps = []
-    checks = checks_with(secrets, answer, sleeps)
-    session = checks.session("t", [external("ext", timeout=0.3)])
-    started = time.monotonic()
+    clock = FakeClock()
+
+    def after_a_while(*args):
+        clock.advance_to(clock() + 2.5)  # the failed call took 2.5 s of its 8 s budget
+        return answer(*args)
+
+    checks = checks_with(secrets, after_a_while, sleeps, clock=clock)
+    session = checks.session("t", [external("ext", timeout=8.0)])
     assert session.allowed("ann", {"ext": ["a", "b"]}) == {"ext": set()}
     # Then the query is told, without any address or cause in the message
     assert [(w.collection, w.code) for w in session.warnings] == [("ext", CHECK_FAILED)]
     assert "rights.example" not in session.warnings[0].message
-    # And the call is padded to its deadline, so a closed port answers as late as a filtered one
-    assert len(sleeps) == 1 and 0.2 < time.monotonic() - started + sleeps[0] <= 0.35
+    # And the call is padded to its deadline (2.5 s spent, 5.5 s slept), so a closed port answers as late as a
+    # filtered one
+    assert sleeps == [pytest.approx(5.5)]
     # And a later over-fetch round neither calls again nor warns twice
     calls = len(checks.endpoint.calls)
     assert session.allowed("ann", {"ext": ["c"]}) == {"ext": set()}
@@ -157,26 +184,41 @@ def test_a_valid_denial_is_no_failure(secrets):
 
 def test_one_budget_for_the_query_and_calls_in_parallel(secrets):
     secrets.put_secret(rights_secret_name("t"), b"s")
+    clock = FakeClock()
+    sleeps: list[float] = []
+    all_five_out = threading.Barrier(5, timeout=30)
+    deadlines: list[float] = []
+    in_flight = {"now": 0, "max": 0}
 
     def slow_until_deadline(url, body, deadline):
-        time.sleep(max(0.0, deadline - time.monotonic()))
+        with checks.endpoint.lock:
+            deadlines.append(deadline)
+            in_flight["now"] += 1
+            in_flight["max"] = max(in_flight["max"], in_flight["now"])
+        if deadline > clock():
+            all_five_out.wait()  # calls made one after another would never all be out at once
+            clock.advance_to(deadline)  # each answers only when its deadline has come
+        with checks.endpoint.lock:
+            in_flight["now"] -= 1
         raise RightsCallFailed("timeout")
 
-    checks = checks_with(secrets, slow_until_deadline)
-    session = checks.session("t", [external(f"c{i}", timeout=0.4) for i in range(5)])
-    started = time.monotonic()
+    checks = checks_with(secrets, slow_until_deadline, sleeps, clock=clock)
+    session = checks.session("t", [external(f"c{i}", timeout=4.0) for i in range(5)])
+    started = clock()
     verdicts = session.allowed("ann", {f"c{i}": ["a"] for i in range(5)})
-    elapsed = time.monotonic() - started
-    # Then five slow collections cost one budget, not five
+    # Then the five calls were out at once, all with the deadline of the query's one budget
     assert verdicts == {f"c{i}": set() for i in range(5)}
-    assert 0.35 < elapsed < 0.8
+    assert in_flight["max"] == 5 and deadlines == [started + 4.0] * 5
+    # And five slow collections cost one budget, not five: the query ends at that deadline, with nothing to pad
+    assert clock() == started + 4.0 and sleeps == [0.0]
     assert sorted(w.collection for w in session.warnings) == [f"c{i}" for i in range(5)]
-    # And a later round of the same query has no budget left: it fails at once without calling
-    fresh = checks.session("t", [external("late", timeout=0.4)])
-    fresh._started = time.monotonic() - 1
-    started = time.monotonic()
+    # And a later round of the same query has no budget left: it fails at once, its call given a deadline already
+    # passed (the HTTP endpoint then makes no connection), with nothing to wait for
+    fresh = checks.session("t", [external("late", timeout=4.0)])
+    fresh._started = clock() - 5
     assert fresh.allowed("ann", {"late": ["a"]}) == {"late": set()}
-    assert time.monotonic() - started < 0.2 and fresh.warnings[0].code == CHECK_FAILED
+    assert deadlines[-1] < clock() == started + 4.0 and sleeps == [0.0, 0.0]
+    assert fresh.warnings[0].code == CHECK_FAILED
 
 
 def test_save_checks_policy_then_secret(secrets):
