@@ -36,25 +36,6 @@ def stack(monkeypatch: pytest.MonkeyPatch) -> Iterator[AwsStack]:
         yield stack
 
 
-def count_requests(stack: AwsStack, run) -> list[dict]:
-    """Every DynamoDB request `run()` sends (operation and parameters), on every client the stores use."""
-    sent: list[dict] = []
-    clients = {id(c): c for c in (stack.services.metadata.client, stack.services.chunks.client,
-                                  stack.services.query_log.client)}
-
-    def record(model, params, **_):
-        sent.append({"operation": model.name, **params})
-
-    for client in clients.values():
-        client.meta.events.register("before-parameter-build.dynamodb", record)
-    try:
-        run()
-    finally:
-        for client in clients.values():
-            client.meta.events.unregister("before-parameter-build.dynamodb", record)
-    return sent
-
-
 def batch_keys(requests: list[dict]) -> list[list[str]]:
     """The pks asked for by each BatchGetItem."""
     return [[key["pk"]["S"] for entry in r["RequestItems"].values() for key in entry["Keys"]]
@@ -75,7 +56,7 @@ def check_requests_of_one_query(stack: AwsStack, k: int) -> None:
         response = stack.services.query.query("t", list(COLLECTIONS), request, multi=True)
 
     # When tenant t queries both collections for k results
-    sent = count_requests(stack, query)
+    sent = stack.dynamodb_requests(query)
     # Then k results came back
     assert len(response.results) == k
     operations = Counter(r["operation"] for r in sent)
