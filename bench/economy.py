@@ -9,6 +9,9 @@ A 1,000-chunk corpus (100 documents of 10 maxChars chunks):
 Each step: requests the stub received, texts sent, and tokens sent (cl100k, counted on the request bodies).
 Then OpenAI requests for one document of 2,048 chunks, beside the minimum the API limits allow
 (2,048 inputs and 300,000 tokens per request).
+
+And the DynamoDB requests of one query on the AWS backend (moto, as tests/integration/test_query_requests_aws.py
+counts them): a hybrid query of k=10 over two collections of 60 documents each.
 """
 
 from __future__ import annotations
@@ -49,6 +52,36 @@ def _put_all(services, documents: dict[str, str]) -> None:
     for document_id, content in documents.items():
         services.catalog.put_document(TENANT, "economy", document_id, DocumentInput(title=document_id, content=content))
     drain_worker()
+
+
+def _dynamodb_requests_per_query() -> Figure:
+    from collections import Counter
+
+    import pytest
+
+    from kindex.domain.models import CollectionInput, DocumentInput
+    from kindex.domain.query import QueryRequest
+    from tests.support.aws_deployment import aws_stack
+
+    collections, per_collection = ("a", "b"), 60
+    with pytest.MonkeyPatch.context() as patch, aws_stack(patch) as stack:
+        for collection in collections:
+            stack.services.catalog.put_collection("t", collection, CollectionInput(allow_guests=True))
+            for i in range(per_collection):
+                stack.services.catalog.put_document("t", collection, f"d{i:03d}", DocumentInput(
+                    content=f"Walrus {i} of herd {collection} hauls out on the ice floe."))
+        stack.drain()
+        request = QueryRequest(query="walrus herd ice floe", k=10, mode="hybrid")
+        sent = stack.dynamodb_requests(lambda: stack.services.query.query("t", list(collections), request,
+                                                                          multi=True))
+    operations = Counter(r["operation"] for r in sent)
+    candidates = sum(len(entry["Keys"]) for r in sent if r["operation"] == "BatchGetItem"
+                     for entry in r["RequestItems"].values()) - request.k
+    log(f"economy: one query's DynamoDB requests {dict(operations)}")
+    return Figure("dynamodb_requests_per_query", len(sent), "requests", section="query economy",
+                  details={**operations, "candidate_documents": candidates},
+                  notes=f"hybrid k={request.k} over {len(collections)} collections of {per_collection} documents, "
+                        "AWS backend on moto: collection reads, batched document and chunk reads, the query log")
 
 
 def run() -> list[Figure]:
@@ -126,4 +159,5 @@ def run() -> list[Figure]:
                "minimum under the API limits (2,048 inputs, 300,000 tokens per request)", minimum, section=section,
                details={**batch, "chunks": len(big_chunks)},
                notes=f"one document of {len(big_chunks)} chunks, {batch['tokens']} tokens, through the ingest path"),
+        _dynamodb_requests_per_query(),
     ]

@@ -154,6 +154,8 @@ def rows(workload: Workload, limits: ReindexLimits, sizes: dict[str, int]) -> li
             query_units(t * workload.keys_per_tenant, sizes["key"])),
         Row("planner", "Query collection ids", t * pages_per_tenant, c / t / pages_per_tenant, sizes["collection"],
             "strong Query", t * pages_per_tenant * query_units(c / t / pages_per_tenant, sizes["collection"])),
+        # Collections being deleted (their delete jobs resumed): a partition that is empty but while one runs.
+        Row("planner", "Query pending deletions", t, 0, sizes["collection"], "strong Query", t * query_units(0, 0)),
         Row("tenant task", "GetItem collection", c, 1, sizes["collection"], "strong GetItem",
             c * get_units(sizes["collection"])),
         Row("collection task", "GetItem collection", c, 1, sizes["collection"], "strong GetItem",

@@ -226,7 +226,11 @@ def collections_put(args: argparse.Namespace, client: Kindex) -> int:
 
 
 def collections_delete(args: argparse.Namespace, client: Kindex) -> int:
-    client.delete_collection(args.collection)
+    job = client.delete_collection(args.collection, wait=args.wait, timeout=args.wait_timeout)
+    if args.json:
+        emit_json(job)
+    else:
+        print(_job_line(job) if args.wait else job.id)
     return EXIT_OK
 
 
@@ -442,8 +446,10 @@ def add_commands(sub) -> None:
     put.add_argument("--query-groups", help="comma-separated groups whose users may query")
     put.add_argument("--allow-guests", type=_boolean, metavar="{true,false}")
     put.add_argument("--body", help="more fields as a JSON object (text, @file or - for stdin)")
-    _remote(col, "delete", collections_delete, "delete a collection with all its documents").add_argument(
-        "collection")
+    delete = _remote(col, "delete", collections_delete, "delete a collection with all its documents (prints its "
+                     "delete job's id; gone from reads at once)", json_flag=True)
+    delete.add_argument("collection")
+    add_wait_options(delete, default_wait=False)
 
     documents = sub.add_parser("documents", help="list, read, write or delete documents, read chunks (remote)")
     doc = documents.add_subparsers(dest="documents_command", required=True)

@@ -2,6 +2,7 @@
 against SQLite and DynamoDB (moto), plus DynamoDB's paging, layout, retries and error translation.
 
 The DynamoDB store is built with a small Query page size so every listing of the contract crosses several pages.
+Both also run CollectionDeletions' contract (tests/contract/mixins/collection_deletions.py).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from kindex.adapters.local.sqlite_db import SqliteDatabase
 from kindex.adapters.local.sqlite_metadata import SqliteMetadataStore
 from kindex.domain.errors import Conflict, DependencyFailed
 from kindex.domain.models import Collection, Document
+from tests.contract.mixins.collection_deletions import CollectionDeletionsContract
 from tests.contract.mixins.metadata_store import MetadataStoreContract, make_collection, make_document
 from tests.contract.mixins.reindex_ledger import ReindexLedgerContract
 from tests.support.aws import TABLE, fake_aws_env, moto_client
@@ -34,7 +36,7 @@ def legacy_body(record: Document | Collection) -> str:
     return json.dumps(body)
 
 
-class TestSqliteMetadataStore(MetadataStoreContract, ReindexLedgerContract):
+class TestSqliteMetadataStore(MetadataStoreContract, ReindexLedgerContract, CollectionDeletionsContract):
     @pytest.fixture
     def store(self, tmp_path) -> SqliteMetadataStore:
         return SqliteMetadataStore(SqliteDatabase(tmp_path / "x.sqlite3"))
@@ -88,7 +90,7 @@ class TestSqliteMetadataStore(MetadataStoreContract, ReindexLedgerContract):
         assert (stored.revision, stored.query_groups, stored.title, stored.config_version) == (1, [], "old", 3)
 
 
-class TestDynamoDbMetadataStore(MetadataStoreContract, ReindexLedgerContract):
+class TestDynamoDbMetadataStore(MetadataStoreContract, ReindexLedgerContract, CollectionDeletionsContract):
     """Beyond the contract: paging really happens, error translation, retries, layout."""
 
     @pytest.fixture

@@ -54,10 +54,12 @@ def test_collections_documents_chunks_query_citations_and_reindex_through_the_sd
     admin.delete_document(HOSTILE_ID, HOSTILE_ID)
     with pytest.raises(NotFound):
         admin.get_document(HOSTILE_ID, HOSTILE_ID)
-    admin.delete_collection(HOSTILE_ID)
+    deleting = admin.delete_collection(HOSTILE_ID)
+    assert (deleting.kind, deleting.collection) == ("delete", HOSTILE_ID)
     with pytest.raises(NotFound) as raised:
         admin.get_collection(HOSTILE_ID)
     assert raised.value.status == 404 and raised.value.error == "not_found" and HOSTILE_ID in raised.value.message
+    assert admin.wait_for_job(deleting.id, timeout=120).status == "completed"
 
 
 def test_the_served_openapi_document_has_no_route_without_a_client_method(server):
@@ -142,7 +144,8 @@ def test_the_async_client_does_the_same_work(server):
             answer = await client.query("async", "How many gulls?", groups=["staff"], mode="keyword")
             with pytest.raises(NotFound):
                 await client.get_job("no-such-job")
-            await client.delete_collection("async")
+            deleted = await client.delete_collection("async", wait=True, timeout=120)
+            assert (deleted.kind, deleted.status) == ("delete", "completed")
             return indexed, ids, chunks, answer
 
     indexed, ids, chunks, answer = asyncio.run(scenario())

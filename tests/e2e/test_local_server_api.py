@@ -4,6 +4,7 @@ import os
 import stat
 import subprocess
 import sys
+import time
 from urllib.parse import quote
 
 import pytest
@@ -27,6 +28,14 @@ def test_first_start_writes_admin_key_0600_and_serves_docs(server):
     assert docs.status_code == 200 and "swagger" in docs.text.lower()
 
 
+def wait_for_job(session, server, job_id: str, timeout: float = 60.0) -> dict:
+    deadline = time.monotonic() + timeout
+    while (job := session.get(server.url(f"/v1/jobs/{job_id}")).json())["status"] != "completed":
+        assert time.monotonic() < deadline, job
+        time.sleep(0.1)
+    return job
+
+
 def test_collection_lifecycle_with_partial_update(server):
     admin = server.session(server.admin_key)
     # Given a new collection
@@ -41,9 +50,14 @@ def test_collection_lifecycle_with_partial_update(server):
     assert body["title"] == "Handbook" and body["allow_guests"] is True and body["query_groups"] == ["staff", "hr"]
     # And a GET body can be PUT back as is (read-only fields are ignored)
     assert admin.put(server.url(path("Team Handbook")), json=body).status_code == 200
-    # When it is deleted, it is gone, and deleting again is 404
-    assert admin.delete(server.url(path("Team Handbook"))).status_code == 204
+    # When it is deleted, it is gone at once, with a delete job
+    deleted = admin.delete(server.url(path("Team Handbook")))
+    assert deleted.status_code == 202 and deleted.json()["kind"] == "delete", deleted.text
     assert admin.get(server.url(path("Team Handbook"))).status_code == 404
+    # And deleting again answers the same job while it runs, 404 once it completed
+    again = admin.delete(server.url(path("Team Handbook")))
+    assert again.status_code == 404 or (again.status_code, again.json()["id"]) == (202, deleted.json()["id"])
+    wait_for_job(admin, server, deleted.json()["id"])
     assert admin.delete(server.url(path("Team Handbook"))).status_code == 404
 
 
@@ -84,7 +98,9 @@ def test_documents_with_unicode_ids_paging_and_cascade_delete(server):
     # delete a document, then the collection with the rest
     assert admin.delete(server.url(path("docs", "documents", "zeta"))).status_code == 204
     assert admin.delete(server.url(path("docs", "documents", "zeta"))).status_code == 404
-    assert admin.delete(server.url(path("docs"))).status_code == 204
+    deleted = admin.delete(server.url(path("docs")))
+    assert deleted.status_code == 202, deleted.text
+    wait_for_job(admin, server, deleted.json()["id"])
     assert admin.put(server.url(path("docs")), json={}).status_code == 201
     assert admin.get(server.url(path("docs", "documents"))).json()["documents"] == []
     blobs = server.data_dir / "blobs" / "tenants" / "default" / "collections" / "docs"

@@ -44,8 +44,11 @@ def test_collections_put_get_list_delete(deployment):
     # And a partial change leaves the rest
     changed = json.loads(kindex("collections", "put", "cli-col", "--allow-guests", "false", env=deployment).stdout)
     assert (changed["title"], changed["allow_guests"]) == ("CLI", False)
-    deleted = kindex("collections", "delete", "cli-col", env=deployment)
-    assert (deleted.returncode, deleted.stdout) == (0, "")
+    # When it is deleted (waiting for its delete job) / Then the job's line is printed, and the collection is gone
+    deleted = kindex("collections", "delete", "cli-col", "--wait", "--wait-timeout", "120", env=deployment)
+    assert deleted.returncode == 0, deleted.stderr
+    job_id, collection, status, progress = deleted.stdout.strip().split("\t")
+    assert (collection, status, progress) == ("cli-col", "completed", "3/3") and job_id
     gone = kindex("collections", "get", "cli-col", env=deployment)
     assert gone.returncode == 4 and gone.stdout == ""
     assert gone.stderr.strip() == "error: not_found: collection 'cli-col' does not exist"

@@ -206,7 +206,10 @@ def test_deleting_a_document_then_the_collection_leaves_nothing_of_them_in_the_c
     assert cluster.query("acme", "gone", {"query": "siege of Vicksburg"})["results"][0]["document_id"] == VICKSBURG_PDF
     assert cluster.count(tenant="default", collection="gone") > 0
     # When it deletes the whole collection / Then nothing of it is left in any of the server's indices
-    assert admin.delete(cluster.server.url("/v1/collections/gone")).status_code in (200, 204)
+    deleted = admin.delete(cluster.server.url("/v1/collections/gone"))
+    assert deleted.status_code == 202, deleted.text
+    assert admin.get(cluster.server.url("/v1/collections/gone")).status_code == 404
+    poll_job(admin, cluster.server.url(f"/v1/jobs/{deleted.json()['id']}"))
     assert cluster.count(tenant="default", collection="gone") == 0
     # And acme's collection of the same name, and tenant default's other collection, are whole
     assert cluster.count(tenant="acme", collection="gone") == acme_chunks
@@ -280,7 +283,9 @@ def test_two_servers_on_one_cluster_with_their_own_data_directories_never_meet(o
             assert [r["content"] for r in results["results"]] == [text]
         # When the first deletes the collection / Then the second's chunks are all still in the cluster
         first = servers[0]
-        assert first.session(first.admin_key).delete(first.url("/v1/collections/c")).status_code in (200, 204)
+        deleted = first.session(first.admin_key).delete(first.url("/v1/collections/c"))
+        assert deleted.status_code == 202, deleted.text
+        poll_job(first.session(first.admin_key), first.url(f"/v1/jobs/{deleted.json()['id']}"))
         assert node_count(opensearch_node, f"{prefixes[0]}-*", collection="c") == 0
         assert node_count(opensearch_node, f"{prefixes[1]}-*", collection="c") == 1
     finally:

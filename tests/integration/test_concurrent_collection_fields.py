@@ -254,20 +254,31 @@ def test_a_create_that_finds_the_collection_created_meanwhile_is_a_conflict(loca
     assert (stored.title, stored.query_groups, stored.revision) == ("first", [], 1)
 
 
-def test_a_put_racing_a_delete_creates_the_collection_afresh(local_container):
-    # Given a collection with groups and a chunking of its own, deleted between a PUT's read and its commit
+def test_a_put_racing_a_delete_is_refused_until_the_deletion_ends_then_creates_afresh(local_container):
+    from kindex_local.app import build_worker
+
+    # Given a collection with groups, a chunking of its own and a document, deleted between a PUT's read and its
+    # commit
     put(local_container, query_groups=["staff"], chunking_max_size=500, title="old")
+    local_container.catalog.put_document("t", "c", "d1", DocumentInput(content="old text"))
     catalog = local_container.catalog
     store = catalog.collections
     catalog.collections = AfterRead(store, lambda: catalog.delete_collection("t", "c"))
-    # When the PUT commits / Then it creates a fresh collection with only its fields (as if it came after the
-    # delete): nothing of the deleted one comes back
-    written, created = catalog.put_collection("t", "c", CollectionInput(title="new"))
+    # When the PUT commits / Then it is refused (409) while the delete job runs: creating the collection now would
+    # show the old documents again
+    with pytest.raises(Conflict, match="being deleted"):
+        catalog.put_collection("t", "c", CollectionInput(title="new"))
     catalog.collections = store
+    assert local_container.metadata.get_collection("t", "c") is None
+    # When the job has run / Then the same PUT creates a fresh collection with only its fields: nothing of the
+    # deleted one comes back
+    build_worker().drain()
+    written, created = catalog.put_collection("t", "c", CollectionInput(title="new"))
     stored = local_container.metadata.get_collection("t", "c")
     assert created and written.model_copy(update={"document_count": 0}) == stored
     assert (stored.title, stored.query_groups, stored.chunking_max_size, stored.revision, stored.config_version) == (
         "new", [], 2000, 1, 1)
+    assert local_container.metadata.list_documents("t", "c", after=None, offset=0, limit=None) == []
 
 
 def test_a_refused_change_is_not_retried_and_writes_nothing(local_container):

@@ -295,21 +295,6 @@ def test_object_deleted_in_s3_removes_document_chunks_and_vectors(deployment):
     assert d.services.search_index.chunk_ids("hash:384", "t", "c") == set()
 
 
-def test_deleting_the_collection_leaves_nothing_in_dynamodb_s3_or_the_index(deployment):
-    d = deployment
-    for document_id in ("d1", "d2 two"):
-        d.services.catalog.put_document("t", "c", document_id, DocumentInput(content=TEXT + document_id))
-    d.drain()
-    # When the collection is deleted through the catalog, and the resulting S3 notifications are delivered
-    d.services.catalog.delete_collection("t", "c")
-    d.drain()
-    # Then no item of the tenant is left in the table (chunks, markers, documents, collection) but cached vectors
-    leftovers = [i["pk"]["S"] for i in d.dynamodb.scan(TableName=TABLE)["Items"]]
-    assert leftovers and all(pk == embedding_pk("t", "hash:384") for pk in leftovers)
-    assert d.s3.list_object_versions(Bucket=BUCKET).get("Versions", []) == []
-    assert d.services.search_index.chunk_ids("hash:384", "t", "c") == set()
-
-
 def test_openai_outage_retries_dead_letters_then_redrive_indexes(openai_deployment, openai_stub):
     d = openai_deployment
     attempts_per_call = 6  # the embedder's first try and its 5 retries

@@ -230,9 +230,10 @@ def test_the_planner_reads_only_the_key_listing_and_collection_ids(stack):
     spy = DynamoDbSpy(stack.services.metadata.client)
     # When the scheduled planner runs
     assert planner.handler(SCHEDULED_EVENT, LambdaContext()) == {"tenants": 1, "collections": 1, "tasks": 2}
-    # Then it sent Queries only: the key listing and the tenant's collection ids (sort keys only)
+    # Then it sent Queries only: the key listing, the tenant's collection ids (sort keys only) and its pending
+    # collection deletions (none here)
     assert {operation for operation, _ in spy.calls} == {"Query"}
-    assert sorted(set(spy.partitions())) == ["KEYS", "T#t#COLLECTIONS"]
+    assert sorted(set(spy.partitions())) == ["KEYS", "T#t#COLLECTIONS", "T#t#DELETING"]
     [listing] = [p for _, p in spy.calls if p["ExpressionAttributeValues"][":pk"]["S"] == "T#t#COLLECTIONS"]
     assert listing["ProjectionExpression"] == "sk"
 
@@ -264,6 +265,8 @@ def request_category(operation: str, params: dict) -> str:
         return "Query collection ids" if operation == "Query" else "GetItem collection"
     if pk.endswith("#REINDEX"):
         return "GetItem reindex state"
+    if pk.endswith("#DELETING"):
+        return "Query pending deletions"
     return "Query document page" if operation == "Query" else "GetItem blob's document"
 
 

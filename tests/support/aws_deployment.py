@@ -117,6 +117,24 @@ class AwsStack:
         self.work_reindex()
         return summary
 
+    def dynamodb_requests(self, run: Callable[[], Any]) -> list[dict]:
+        """Every DynamoDB request `run()` sends, as its operation and parameters, on every client the stores use."""
+        sent: list[dict] = []
+        clients = {id(c): c for c in (self.services.metadata.client, self.services.chunks.client,
+                                      self.services.query_log.client)}
+
+        def record(model, params, **_):
+            sent.append({"operation": model.name, **params})
+
+        for client in clients.values():
+            client.meta.events.register("before-parameter-build.dynamodb", record)
+        try:
+            run()
+        finally:
+            for client in clients.values():
+                client.meta.events.unregister("before-parameter-build.dynamodb", record)
+        return sent
+
     def lose_events(self) -> int:
         """Receive and delete every waiting message unprocessed, as if the notifications had been lost."""
         lost = 0

@@ -191,6 +191,31 @@ class DocumentStoreContract:
     def test_missing_document_is_none(self, store):
         assert store.get_document("acme", "docs", "nope") is None
 
+    def test_batch_read_returns_the_existing_documents_of_any_collections(self, store):
+        # Given 130 documents in "docs" (more than one DynamoDB batch), one in "other", and the same ids in another
+        # tenant with other titles
+        for i in range(130):
+            store.put_document("acme", make_document("docs", f"d{i:03d}", title=f"acme {i}"), create=True)
+            store.put_document("rival", make_document("docs", f"d{i:03d}", title=f"rival {i}"), create=True)
+        store.put_document("acme", make_document("other", "d000", title="other"), create=True)
+        # When reading them in one call, with missing ids, a missing collection, duplicates and a mixed-id document
+        refs = [("docs", f"d{i:03d}") for i in range(130)] + [("other", "d000"), ("docs", "missing"),
+                                                             ("nowhere", "d001"), ("docs", "d007"), ("other", "d000")]
+        found = store.get_documents("acme", refs)
+        # Then every existing one is there once, keyed by (collection, id), as get_document reads it; missing are absent
+        assert set(found) == {("docs", f"d{i:03d}") for i in range(130)} | {("other", "d000")}
+        assert all(found[("docs", f"d{i:03d}")] == store.get_document("acme", "docs", f"d{i:03d}")
+                   for i in range(130))
+        assert found[("other", "d000")].title == "other"
+        assert {document.title for key, document in found.items() if key[0] == "docs"} == {
+            f"acme {i}" for i in range(130)}
+
+    def test_batch_read_of_nothing_or_of_unaddressable_ids_is_empty(self, store):
+        store.put_document("acme", make_document("docs", "d1"), create=True)
+        assert store.get_documents("acme", []) == {}
+        assert store.get_documents("acme", [("docs", ""), ("docs", "\U0001F600" * 400), ("", "d1")]) == {}
+        assert store.get_documents("rival", [("docs", "d1")]) == {}
+
     def test_document_round_trips_every_field(self, store):
         # Given a document using every field, in a collection and with an id full of awkward characters
         document = make_document(

@@ -13,6 +13,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from kindex.app.chunk_removal import require_collection
+from kindex.app.collection_deletion import start_deletion
 from kindex.app.document_writes import Change, same_content, write_document
 from kindex.app.record_writes import write_collection
 from kindex.domain import keys
@@ -31,6 +32,7 @@ from kindex.domain.models import (
     DocumentSummary,
     Page,
     PageRequest,
+    ReindexJob,
     check_id,
     normalize_id,
     utc_now,
@@ -38,9 +40,12 @@ from kindex.domain.models import (
 from kindex.domain.ports import (
     BlobStore,
     ChunkStore,
+    CollectionDeletions,
     CollectionStore,
     DocumentStore,
+    JobStore,
     Presigner,
+    ReindexQueue,
 )
 from kindex.domain.types import StoredChunk
 from kindex.domain.validation import validated
@@ -158,11 +163,13 @@ DELETE_ATTEMPTS = 8
 
 class CatalogService:
     """Owns collection and document records and their source blobs. `on_document_removed` lets the indexing
-    side drop chunks and vectors of a deleted document or collection, so nothing is left behind."""
+    side drop chunks and vectors of a deleted document, so nothing is left behind; a collection's delete is a job
+    (`deletions`, `jobs` and `reindex_queue`: the reindex worker runs it)."""
 
     def __init__(self, collections: CollectionStore, documents: DocumentStore, blobs: BlobStore, *,
                  default_embedding_model: str,
-                 on_collection_removed: Callable[[str, Collection], None] | None = None,
+                 deletions: CollectionDeletions | None = None, jobs: JobStore | None = None,
+                 reindex_queue: ReindexQueue | None = None,
                  on_document_removed: Callable[[str, Document, Collection], None] | None = None,
                  presigner: Presigner | None = None, upload_url_ttl: int = 900, chunks: ChunkStore | None = None,
                  check_rights: Callable[[str, Collection], None] | None = None,
@@ -171,7 +178,9 @@ class CatalogService:
         self.documents = documents
         self.blobs = blobs
         self.default_embedding_model = default_embedding_model
-        self.on_collection_removed = on_collection_removed
+        self.deletions = deletions
+        self.jobs = jobs
+        self.reindex_queue = reindex_queue
         self.on_document_removed = on_document_removed
         self.presigner = presigner
         self.chunks = chunks
@@ -203,6 +212,12 @@ class CatalogService:
             nonlocal count
             if existing is None and current is not None:
                 raise Conflict(f"collection {collection_id!r} already exists")
+            if current is None and self.deletions is not None and (
+                    pending := self.deletions.pending_deletion(tenant, collection_id)):
+                # Its documents are still being deleted: creating it now would show them again (the store refuses
+                # the create too; this says why, and is not retried).
+                raise Conflict(f"collection {collection_id!r} is being deleted (job {pending.job}); create it "
+                               "again once that job is completed")
             if current is not None and current.active_embedding_model is None:
                 current = current.model_copy(update={"active_embedding_model": current.embedding_model})
             collection = merge_collection(current, collection_id, changes, self.default_embedding_model)
@@ -217,12 +232,12 @@ class CatalogService:
         collection, created = write_collection(self.collections, tenant, collection_id, existing, merged)
         return collection.model_copy(update={"document_count": count}), created
 
-    def delete_collection(self, tenant: str, collection_id: str) -> None:
-        collection = self._collection(tenant, collection_id)
-        if self.on_collection_removed:
-            self.on_collection_removed(tenant, collection)
-        self.blobs.delete_prefix(keys.collection_prefix(tenant, collection_id))
-        self.collections.delete_collection(tenant, collection_id)
+    def delete_collection(self, tenant: str, collection_id: str) -> ReindexJob:
+        """The collection disappears from every read and refuses writes at once; its blobs, records, chunks and
+        vectors go in the background (the returned delete job; kindex/app/collection_deletion.py)."""
+        if self.deletions is None or self.jobs is None or self.reindex_queue is None:
+            raise InvalidInput("collection deletes are not configured for this deployment")
+        return start_deletion(self.collections, self.deletions, self.jobs, self.reindex_queue, tenant, collection_id)
 
     def list_collections(self, tenant: str, page: PageRequest) -> Page:
         return _page(lambda **kw: self.collections.list_collections(tenant, **kw), page)

@@ -207,18 +207,18 @@ class QueryService:
     def _decide(self, tenant: str, user: str | None, hits: Sequence[SearchHit], rights: RightsSession,
                 decisions: dict, documents: dict, denied: set) -> None:
         """Decide each new (collection, document) once: it must be indexed, then the rights check must allow it.
-        One rights call per collection per round, with all its undecided candidates; the calls run in parallel."""
+        The new candidates' records are read in one batch per round; one rights call per collection per round, with
+        all its undecided candidates; the calls run in parallel."""
         undecided: dict[str, list[str]] = {}
-        for hit in hits:
-            key = (hit.collection, hit.document_id)
-            if key in decisions or hit.document_id in undecided.get(hit.collection, []):
-                continue
-            document = self.documents.get_document(tenant, hit.collection, hit.document_id)
+        new = [key for key in dict.fromkeys((hit.collection, hit.document_id) for hit in hits) if key not in decisions]
+        records = self.documents.get_documents(tenant, new) if new else {}
+        for key in new:
+            document = records.get(key)
             if document is None or document.status is not DocumentStatus.INDEXED:
                 decisions[key] = False
                 continue
             documents[key] = document
-            undecided.setdefault(hit.collection, []).append(hit.document_id)
+            undecided.setdefault(key[0], []).append(key[1])
         verdicts = rights.allowed(user, undecided) if undecided else {}
         for collection_id, doc_ids in undecided.items():
             allowed = verdicts.get(collection_id, set())

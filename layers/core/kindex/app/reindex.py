@@ -17,6 +17,8 @@ one bounded task per tenant and per collection to the reindex queue. The worker 
   drift page whose documents are all indexed and whose chunk counts match the index reads no chunk item.
 - a tenant task walks the tenant's collection prefixes in the blob store, one key per collection, and deletes the
   blobs of collections that no longer exist.
+- a delete task is one step of a collection's delete job (kindex/app/collection_deletion.py); the planner sends
+  every pending deletion's first step again, so a deletion whose chain was lost (a crash) resumes and ends.
 
 A model change is built beside the old vectors; when a sweep finds every document done under the new model, the
 collection switches its query model and the old vectors and unreferenced chunks are dropped.
@@ -31,6 +33,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from kindex.app.chunk_removal import ChunkRemover, require_collection
+from kindex.app.collection_deletion import CollectionDeleter
 from kindex.app.document_writes import write_document
 from kindex.app.record_writes import write_collection
 from kindex.domain import keys
@@ -45,6 +48,7 @@ from kindex.domain.models import (
 from kindex.domain.ports import (
     BlobStore,
     ChunkStore,
+    CollectionDeletions,
     CollectionStore,
     DocumentStore,
     IngestTrigger,
@@ -133,8 +137,8 @@ class ReindexService:
 
     def __init__(self, collections: CollectionStore, documents: DocumentStore, blobs: BlobStore, chunks: ChunkStore,
                  index: SearchIndex, trigger: IngestTrigger, jobs: JobStore, key_store: KeyStore,
-                 ledger: ReindexLedger, queue: ReindexQueue, *, limits: ReindexLimits | None = None,
-                 clock: Callable[[], datetime] = utc_now):
+                 ledger: ReindexLedger, queue: ReindexQueue, deletions: CollectionDeletions, *,
+                 limits: ReindexLimits | None = None, clock: Callable[[], datetime] = utc_now):
         self.collections = collections
         self.documents = documents
         self.blobs = blobs
@@ -146,19 +150,24 @@ class ReindexService:
         self.key_store = key_store
         self.ledger = ledger
         self.queue = queue
+        self.deletions = deletions
+        self.deleter = CollectionDeleter(collections, deletions, blobs, self.remover, jobs, queue)
         self.limits = limits or ReindexLimits()
         self.clock = clock
 
     # Entry points
     def plan(self, *, full: bool = False) -> dict[str, int]:
-        """The scheduled run: one task per tenant and per collection on the reindex queue. Reads the key listing
-        and each tenant's collection ids (keys only); no collection, document or chunk item. `full` sends each
+        """The scheduled run: one task per tenant and per collection on the reindex queue, and one per pending
+        collection deletion. Reads the key listing, each tenant's collection ids (keys only) and pending deletions;
+        no collection, document or chunk item. `full` sends each
         collection's first sweep page instead (`kindex reindex --full`): every document is checked, page by page."""
         summary = {"tenants": 0, "collections": 0, "tasks": 0}
         pending: list[ReindexTask] = []
         for tenant in sorted({key.tenant for key in self.key_store.list_keys()}):
             summary["tenants"] += 1
             pending.append(ReindexTask(kind="tenant", tenant=tenant))
+            pending += [ReindexTask(kind="delete", tenant=tenant, collection=deletion.collection.id,
+                                    job=deletion.job) for deletion in self.deletions.pending_deletions(tenant)]
             after, more = None, True
             while more:
                 ids = self.collections.list_collections(tenant, after=after, offset=0,
@@ -178,6 +187,9 @@ class ReindexService:
         """The worker: one task's bounded work."""
         if task.kind == "tenant":
             return self._tenant_step(task)
+        if task.kind == "delete":
+            self.deleter.run(task)
+            return CollectionReport()
         collection = self.collections.get_collection(task.tenant, task.collection or "")
         if collection is None:
             return CollectionReport()
@@ -212,8 +224,8 @@ class ReindexService:
         job = self.jobs.get_job(tenant, job_id)
         if job is None:
             raise NotFound(f"job {job_id!r} does not exist")
-        if job.status == "completed":
-            return job
+        if job.status == "completed" or job.kind == "delete":
+            return job  # a delete job's worker writes its progress
         collection = self.collections.get_collection(tenant, job.collection)
         if collection is None:
             return job.model_copy(update={"status": "completed"})

@@ -90,8 +90,9 @@ class AsyncKindex:
                              **fields: Any) -> Collection:
         return await self._send(calls.put_collection(collection, value, **fields))
 
-    async def delete_collection(self, collection: str) -> None:
-        await self._send(calls.delete_collection(collection))
+    async def delete_collection(self, collection: str, *, wait: bool = False, timeout: float = 3600.0) -> ReindexJob:
+        job = await self._send(calls.delete_collection(collection))
+        return await self.wait_for_job(job.id, timeout=timeout) if wait else job
 
     # -- documents ----------------------------------------------------------------------------------------------
 

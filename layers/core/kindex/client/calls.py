@@ -89,8 +89,9 @@ def put_collection(collection: str, value: CollectionInput | dict | None = None,
                    body=_body(CollectionInput, value, fields))
 
 
-def delete_collection(collection: str) -> ApiCall[None]:
-    return ApiCall("DELETE", "/v1/collections/{collection}", f"/v1/collections/{segment(collection)}", None)
+def delete_collection(collection: str) -> ApiCall[ReindexJob]:
+    """202 with the delete job: the collection is gone from reads at once, the job deletes the rest."""
+    return ApiCall("DELETE", "/v1/collections/{collection}", f"/v1/collections/{segment(collection)}", ReindexJob)
 
 
 def list_documents(collection: str, start: int = 0, number: int = 100,

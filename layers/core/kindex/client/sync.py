@@ -101,8 +101,12 @@ class Kindex:
         """Create the collection or change only the fields given."""
         return self._send(calls.put_collection(collection, value, **fields))
 
-    def delete_collection(self, collection: str) -> None:
-        self._send(calls.delete_collection(collection))
+    def delete_collection(self, collection: str, *, wait: bool = False, timeout: float = 3600.0) -> ReindexJob:
+        """Delete the collection with everything in it: it is gone from every read at once, and the returned job
+        deletes its documents, chunks, vectors and files in the background (with `wait`, returned completed; its id
+        can be created again from then on)."""
+        job = self._send(calls.delete_collection(collection))
+        return self.wait_for_job(job.id, timeout=timeout) if wait else job
 
     # -- documents ----------------------------------------------------------------------------------------------
 

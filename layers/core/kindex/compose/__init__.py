@@ -97,7 +97,7 @@ class Services:
         a = self.adapters
         return ReindexService(collections=a.metadata, documents=a.metadata, blobs=a.blobs, chunks=a.chunks,
                               index=a.search_index, trigger=a.ingest_trigger, jobs=a.jobs, key_store=a.metadata,
-                              ledger=a.metadata, queue=a.reindex_queue)
+                              ledger=a.metadata, queue=a.reindex_queue, deletions=a.metadata)
 
     @cached_property
     def keys(self) -> KeyService:
@@ -117,7 +117,7 @@ class Services:
         a = self.adapters
         return CatalogService(a.metadata, a.metadata, a.blobs,
                               default_embedding_model=self.settings.embedding_model,
-                              on_collection_removed=self._remove_collection_index,
+                              deletions=a.metadata, jobs=a.jobs, reindex_queue=a.reindex_queue,
                               on_document_removed=self._remove_document_index,
                               presigner=a.presigner, chunks=a.chunks,
                               check_rights=self._check_rights, max_file_bytes=self.settings.max_file_bytes)
@@ -139,9 +139,6 @@ class Services:
 
     # The catalog's hooks, resolved when called: the API function builds the search index and the rights service only
     # when a delete or a rights setting needs them.
-    def _remove_collection_index(self, tenant, collection) -> None:
-        self.remover.remove_collection(tenant, collection)
-
     def _remove_document_index(self, tenant, document, collection) -> None:
         self.remover.remove_document(tenant, collection, document)
 

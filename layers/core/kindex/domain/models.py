@@ -501,11 +501,14 @@ class DocumentPage(BaseModel):
 
 
 class ReindexJob(BaseModel):
-    """A reindex of one collection, as `GET /v1/jobs/{id}` shows it. Progress is recomputed from the documents."""
+    """A job on one collection, as `GET /v1/jobs/{id}` shows it. `kind` `reindex` (POST .../reindex): progress is
+    recomputed from the documents. `delete` (DELETE /v1/collections/{c}): `total` is the number of deletion steps and
+    `done` those finished (kindex/app/collection_deletion.py); `completed` once nothing of the collection is left."""
 
     id: str
     tenant: str
     collection: str
+    kind: Literal["reindex", "delete"] = "reindex"
     clean: bool = False
     status: Literal["running", "completed"] = "running"
     total: int = 0
@@ -514,3 +517,13 @@ class ReindexJob(BaseModel):
     repaired: dict[str, int] = Field(default_factory=dict)
     created_at: datetime = Field(default_factory=utc_now)
     updated_at: datetime = Field(default_factory=utc_now)
+
+
+class PendingDeletion(BaseModel):
+    """A collection being deleted (see `CollectionDeletions`): the record as it was when its deletion began (the
+    models whose vectors go) and the delete job that does the work."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    collection: Collection
+    job: str

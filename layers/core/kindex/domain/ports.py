@@ -18,7 +18,7 @@ from kindex.domain.types import (
 if TYPE_CHECKING:
     import numpy as np
 
-    from kindex.domain.models import ApiKey, Collection, Document, ReindexJob
+    from kindex.domain.models import ApiKey, Collection, Document, PendingDeletion, ReindexJob
     from kindex.domain.reindex import ReindexState, ReindexTask
 
 
@@ -103,30 +103,42 @@ class DeferredKeywordCommits(Protocol):
 
 
 class CollectionStore(Protocol):
-    """Collections of one tenant. Listing is by id (code point order), stable across calls."""
+    """Collections of one tenant. Listing is by id (code point order), stable across calls. A collection being
+    deleted (`CollectionDeletions`) is no collection to any method here: not read, not listed, not created again."""
 
     def get_collection(self, tenant: str, collection_id: str) -> "Collection | None":
-        """The collection, or None when it does not exist for this tenant."""
+        """The collection, or None when it does not exist for this tenant (or is being deleted)."""
 
     def put_collection(self, tenant: str, collection: "Collection", *, create: bool) -> None:
-        """Write the collection. create=True fails with Conflict if it exists. create=False writes only over the
-        stored revision `collection.revision - 1` (a record without one counts as 0): NotFound when there is no
-        record, Conflict when another write committed since that revision was read, and nothing changes either way.
-        Every write stores `collection.revision` as given: the writer numbers it (the read revision + 1; 1 for a
-        create)."""
+        """Write the collection. create=True fails with Conflict if it exists, or while a collection of that id is
+        being deleted. create=False writes only over the stored revision `collection.revision - 1` (a record without
+        one counts as 0): NotFound when there is no record, Conflict when another write committed since that
+        revision was read, and nothing changes either way. Every write stores `collection.revision` as given: the
+        writer numbers it (the read revision + 1; 1 for a create)."""
 
     def delete_collection(self, tenant: str, collection_id: str) -> bool:
-        """Delete the collection and all its document records; False when it did not exist."""
+        """Delete the collection's record, all its document records and its reindex state (a pending deletion of it
+        stays: `CollectionDeletions.end_deletion` ends that); False when there was no collection record."""
 
     def list_collections(self, tenant: str, *, after: str | None, offset: int, limit: int | None) -> list[str]:
         """Ids in order, strictly after `after` (if given), skipping `offset`, at most `limit` (None = all)."""
 
 
 class DocumentStore(Protocol):
-    """Document records of one tenant's collection. Same ordering and conditional-write rules as collections."""
+    """Document records of one tenant's collection. Same ordering and conditional-write rules as collections.
+
+    Six methods, one over the house limit of five: `get_documents` is the batched read a query needs for its
+    candidates (one read per document made a query on AWS tens of sequential DynamoDB calls), and no other method
+    can answer it without one read per document."""
 
     def get_document(self, tenant: str, collection_id: str, document_id: str) -> "Document | None":
         """The document, or None when it does not exist."""
+
+    def get_documents(self, tenant: str, refs: Sequence[tuple[str, str]]) -> dict[tuple[str, str], "Document"]:
+        """The documents that exist among `refs` ((collection id, document id) pairs, of any collections of the
+        tenant), by that pair, read as strongly as `get_document` in batches (DynamoDB: one BatchGetItem per 100
+        documents; SQLite: one query): missing ones are absent, a pair given twice is read once, and an empty
+        `refs` reads nothing."""
 
     def put_document(self, tenant: str, document: "Document", *, create: bool) -> None:
         """Write the document. create=True fails with Conflict if it exists. create=False writes only over the stored
@@ -164,6 +176,28 @@ class ReindexLedger(Protocol):
         """Ids, in order and strictly after `after`, of the collection's documents that `needs_attention` (pending,
         in progress, or failed and retryable), at most `limit`; read from an index of only those documents, so the
         cost follows their number, not the collection's size. May lag a write by a moment (DynamoDB's GSI)."""
+
+
+class CollectionDeletions(Protocol):
+    """Collections being deleted, implemented by the metadata store beside their records: `DELETE
+    /v1/collections/{c}` takes the collection out of every read at once (`mark_deleting`), and its delete job
+    removes the rest in the background, ending the deletion last (`end_deletion`)."""
+
+    def mark_deleting(self, tenant: str, collection: "Collection", job: str) -> None:
+        """In one atomic write, delete the collection's record (only over the stored revision `collection.revision`:
+        Conflict when another write committed since, NotFound when there is no record) and keep `collection` with
+        `job` as its pending deletion. From then until `end_deletion`, the collection store does not read, list or
+        create a collection of that id; its document records stay until `CollectionStore.delete_collection`."""
+
+    def pending_deletion(self, tenant: str, collection_id: str) -> "PendingDeletion | None":
+        """The collection's pending deletion, or None when none is under way."""
+
+    def pending_deletions(self, tenant: str) -> list["PendingDeletion"]:
+        """Every pending deletion of the tenant, by collection id (one query: the reindex planner resumes them)."""
+
+    def end_deletion(self, tenant: str, collection_id: str, job: str) -> bool:
+        """Delete the pending deletion if it is `job`'s (another job's is left alone); False when it was not there.
+        A collection of that id may be created again from then on."""
 
 
 class KeyStore(Protocol):

@@ -74,11 +74,13 @@ class ReindexTask(BaseModel):
     blob key). kind `collection`: one collection's pass (documents needing attention, one bounded drift page, one
     blob page; a sweep when its configuration changed). kind `sweep`: one page of a sweep, documents strictly after
     `after`; `total`/`done`/`enqueued` carry the counts of the sweep's earlier pages; `job` is the reindex job it
-    reports to (POST .../reindex), `clean` rebuilds from scratch, `deep` reads every page's chunk items."""
+    reports to (POST .../reindex), `clean` rebuilds from scratch, `deep` reads every page's chunk items. kind
+    `delete`: the next step of the delete job `job` (DELETE /v1/collections/{c}), after the step named by `after`
+    (None: the first; kindex/app/collection_deletion.py)."""
 
     model_config = ConfigDict(extra="forbid")
 
-    kind: Literal["tenant", "collection", "sweep"]
+    kind: Literal["tenant", "collection", "sweep", "delete"]
     tenant: ResourceId
     collection: ResourceId | None = None
     after: str | None = None
@@ -92,7 +94,9 @@ class ReindexTask(BaseModel):
     @model_validator(mode="after")
     def _collection_when_needed(self) -> ReindexTask:
         if (self.collection is None) != (self.kind == "tenant"):
-            raise ValueError("a collection or sweep task names a collection; a tenant task does not")
+            raise ValueError("a collection, sweep or delete task names a collection; a tenant task does not")
+        if self.kind == "delete" and not self.job:
+            raise ValueError("a delete task names its job")
         if self.after is not None and len(self.after.encode("utf-8", errors="replace")) > 2048:
             raise ValueError("after is a document id or a blob key (S3 keys are at most 1,024 bytes): at most "
                              "2,048 bytes")

@@ -11,6 +11,7 @@ and collections `revision`):
 | key listing (all)    | `KEYS`                               | `{created_at}#{key_id}`   |
 | key listing (tenant) | `T#{tenant}#KEYS`                    | `{created_at}#{key_id}`   |
 | reindex state        | `T#{tenant}#REINDEX`                 | `{collection_id}`         |
+| collection deleting  | `T#{tenant}#DELETING`                | `{collection_id}`         |
 
 Key construction. Ids may contain '#', '%', spaces and any unicode, so the parts of a partition key are escaped:
 `%` becomes `%25` and `#` becomes `%23` (and nothing else changes). Escaped parts never contain '#', so the '#'
@@ -29,6 +30,9 @@ One sparse GSI, `attention` (partition key `attention`, sort key `sk`, keys only
 `attention` attribute (its own pk) only while it `needs_attention` (pending, in progress, failed and retryable), so
 the index holds just those documents and the reindex finds them with a Query whose cost follows their number, not
 the collection's size. A reindex state item carries `revision` (a number) for its conditional writes.
+A collection being deleted has its item moved, in one TransactWriteItems, from the collections partition to the
+`DELETING` one (with `job`, its delete job's id); a create of the collection checks in the same way that no such
+item is there, so no read, listing or create can see the collection until its delete job ends the deletion.
 A document or collection item's `revision` changes on every write and every update is conditional on it
 (`build_put_request`); items written before they had revisions lack the attribute, which counts as revision 0, so
 they stay updatable without a migration.
@@ -41,7 +45,7 @@ one place that turns botocore errors into domain errors.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from kindex.adapters.aws.dynamodb_table import (
@@ -54,7 +58,7 @@ from kindex.adapters.aws.dynamodb_table import (
     item_key,
 )
 from kindex.domain.errors import Conflict, KindexError, NotFound
-from kindex.domain.models import ApiKey, Collection, Document
+from kindex.domain.models import ApiKey, Collection, Document, PendingDeletion
 from kindex.domain.reindex import ReindexState, needs_attention
 
 logger = logging.getLogger(__name__)
@@ -77,6 +81,36 @@ def documents_pk(tenant: str, collection_id: str) -> str:
 
 def reindex_state_pk(tenant: str) -> str:
     return f"T#{escape_part(tenant)}#REINDEX"
+
+
+def deleting_pk(tenant: str) -> str:
+    return f"T#{escape_part(tenant)}#DELETING"
+
+
+def build_mark_deleting(table: str, tenant: str, collection: Collection, job: str) -> dict[str, Any]:
+    """One TransactWriteItems: the collection item goes (only at the revision read; an item without the attribute
+    is at 0), and its pending-deletion item, carrying the record and the job, takes its place."""
+    condition = "attribute_exists(pk) AND #revision = :expected"
+    if collection.revision == 0:
+        condition = "attribute_exists(pk) AND (attribute_not_exists(#revision) OR #revision = :expected)"
+    pending = build_item(deleting_pk(tenant), collection.id, collection.model_dump_json())
+    pending["job"] = {"S": job}
+    return {"TransactItems": [
+        {"Delete": {"TableName": table, "Key": item_key(collections_pk(tenant), collection.id),
+                    "ConditionExpression": condition, "ExpressionAttributeNames": {"#revision": "revision"},
+                    "ExpressionAttributeValues": {":expected": {"N": str(collection.revision)}},
+                    "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}},
+        {"Put": {"TableName": table, "Item": pending}},
+    ]}
+
+
+def build_create_collection(table: str, tenant: str, item: dict) -> dict[str, Any]:
+    """One TransactWriteItems: put the new collection item where none is, while no deletion of that id is pending."""
+    return {"TransactItems": [
+        {"ConditionCheck": {"TableName": table, "Key": item_key(deleting_pk(tenant), item["sk"]["S"]),
+                            "ConditionExpression": "attribute_not_exists(pk)"}},
+        {"Put": {"TableName": table, "Item": item, "ConditionExpression": "attribute_not_exists(pk)"}},
+    ]}
 
 
 def build_attention_query(table: str, pk: str, *, after: str | None, limit: int) -> dict[str, Any]:
@@ -184,8 +218,13 @@ def build_page_query(table: str, pk: str, *, after: str | None = None, count: bo
 
 
 
+def _pending(item: dict) -> PendingDeletion:
+    return PendingDeletion(job=item["job"]["S"], collection=Collection.model_validate_json(item["body"]["S"]))
+
+
 class DynamoDbMetadataStore(DynamoDbTable):
-    """Collections, documents and API keys in one DynamoDB table (implements CollectionStore, DocumentStore, KeyStore).
+    """Collections, documents and API keys in one DynamoDB table (implements CollectionStore, DocumentStore, KeyStore,
+    ReindexLedger, CollectionDeletions).
 
     `client` is a boto3 DynamoDB client (created lazily when omitted). `page_size`, when set, caps the items per Query
     page (DynamoDB's own cap is 1 MB); tests use it to exercise paging.
@@ -203,7 +242,48 @@ class DynamoDbMetadataStore(DynamoDbTable):
     def put_collection(self, tenant: str, collection: Collection, *, create: bool) -> None:
         item = build_item(collections_pk(tenant), collection.id, collection.model_dump_json(),
                           revision=collection.revision)
+        if create:
+            self._call("transact_write_items", build_create_collection(self.table_name, tenant, item),
+                       on_condition_failed=lambda _old: Conflict(
+                           f"collection {collection.id!r} already exists, or is being deleted"))
+            return
         self._put_revisioned(item, create=create, what=f"collection {collection.id!r}")
+
+    # Collections being deleted
+    def mark_deleting(self, tenant: str, collection: Collection, job: str) -> None:
+        def condition_failed(old: dict | None) -> KindexError:
+            if old is None:
+                return NotFound(f"collection {collection.id!r} does not exist")
+            return Conflict(f"collection {collection.id!r} changed meanwhile")
+
+        if not addressable(collections_pk(tenant), collection.id):
+            raise NotFound(f"collection {collection.id!r} does not exist")
+        self._call("transact_write_items", build_mark_deleting(self.table_name, tenant, collection, job),
+                   on_condition_failed=condition_failed)
+
+    def pending_deletion(self, tenant: str, collection_id: str) -> PendingDeletion | None:
+        pk = deleting_pk(tenant)
+        if not addressable(pk, collection_id):
+            return None
+        item = self._call("get_item", {"TableName": self.table_name, "Key": item_key(pk, collection_id),
+                                       "ConsistentRead": True, "ProjectionExpression": "body, job"}).get("Item")
+        return _pending(item) if item else None
+
+    def pending_deletions(self, tenant: str) -> list[PendingDeletion]:
+        return [_pending(item) for item in self._query_items(deleting_pk(tenant), projection="body, job")]
+
+    def end_deletion(self, tenant: str, collection_id: str, job: str) -> bool:
+        pk = deleting_pk(tenant)
+        if not addressable(pk, collection_id):
+            return False
+        try:
+            self._call("delete_item", {"TableName": self.table_name, "Key": item_key(pk, collection_id),
+                                       "ConditionExpression": "job = :job",
+                                       "ExpressionAttributeValues": {":job": {"S": job}}},
+                       on_condition_failed=lambda _old: NotFound("no such pending deletion"))
+        except NotFound:
+            return False
+        return True
 
     def delete_collection(self, tenant: str, collection_id: str) -> bool:
         pk = collections_pk(tenant)
@@ -236,6 +316,17 @@ class DynamoDbMetadataStore(DynamoDbTable):
     def get_document(self, tenant: str, collection_id: str, document_id: str) -> Document | None:
         body = self._get_body(documents_pk(tenant, collection_id), document_id)
         return Document.model_validate_json(body) if body is not None else None
+
+    def get_documents(self, tenant: str, refs: Sequence[tuple[str, str]]) -> dict[tuple[str, str], Document]:
+        keys = [item_key(documents_pk(tenant, collection_id), document_id)
+                for collection_id, document_id in dict.fromkeys(refs)]
+        # Strongly consistent, as get_document: a query must not skip a document indexed a moment ago.
+        found: dict[tuple[str, str], Document] = {}
+        for item in self._batch_get([key for key in keys if addressable(key["pk"]["S"], key["sk"]["S"])],
+                                    projection="body", consistent=True):
+            document = Document.model_validate_json(item["body"]["S"])
+            found[(document.collection, document.id)] = document
+        return found
 
     def put_document(self, tenant: str, document: Document, *, create: bool) -> None:
         item = build_item(documents_pk(tenant, document.collection), document.id, document.model_dump_json(),

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Sequence
 
 from kindex.adapters.local.sqlite_db import SqliteDatabase
 from kindex.domain.errors import Conflict, NotFound
-from kindex.domain.models import ApiKey, Collection, Document
+from kindex.domain.models import ApiKey, Collection, Document, PendingDeletion
 from kindex.domain.reindex import ReindexState, needs_attention
 
 SCHEMA = """
@@ -21,6 +22,10 @@ CREATE TABLE IF NOT EXISTS documents (
 CREATE TABLE IF NOT EXISTS api_keys (
     key_id TEXT PRIMARY KEY, tenant TEXT NOT NULL, created_at TEXT NOT NULL, body TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS deleting_collections (
+    tenant TEXT NOT NULL, id TEXT NOT NULL, job TEXT NOT NULL, body TEXT NOT NULL,
+    PRIMARY KEY (tenant, id)
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS reindex_state (
     tenant TEXT NOT NULL, collection TEXT NOT NULL, revision INTEGER NOT NULL, body TEXT NOT NULL,
     PRIMARY KEY (tenant, collection)
@@ -44,8 +49,14 @@ ATTENTION_INDEX = ("CREATE INDEX IF NOT EXISTS documents_attention ON documents 
 REVISION_COLUMN = "ALTER TABLE documents ADD COLUMN revision INTEGER NOT NULL DEFAULT 0"
 # The same for collections, added after: rows of an older data directory get 0, as their bodies read.
 COLLECTION_REVISION_COLUMN = "ALTER TABLE collections ADD COLUMN revision INTEGER NOT NULL DEFAULT 0"
+# Rows per batched document read: two bound values each, far below SQLite's limit of 32,766 per statement.
+DOCUMENTS_PER_READ = 500
 
 
+
+
+def _pending(row: tuple[str, str]) -> PendingDeletion:
+    return PendingDeletion(job=row[0], collection=Collection.model_validate_json(row[1]))
 
 
 def _page_query(base: str, params: list, *, after: str | None, offset: int, limit: int | None) -> tuple[str, list]:
@@ -59,7 +70,9 @@ def _page_query(base: str, params: list, *, after: str | None, offset: int, limi
 
 
 class SqliteMetadataStore:
-    """Collections, documents and API keys in SQLite (implements CollectionStore, DocumentStore, KeyStore)."""
+    """Collections, documents and API keys in SQLite (implements CollectionStore, DocumentStore, KeyStore,
+    ReindexLedger, CollectionDeletions). A collection being deleted is a row of `deleting_collections` instead of
+    `collections`, moved there in one transaction."""
 
     def __init__(self, db: SqliteDatabase):
         self.db = db
@@ -86,6 +99,8 @@ class SqliteMetadataStore:
         key = (tenant, collection.id)
         with self.db.write() as conn:
             if create:
+                if conn.execute("SELECT 1 FROM deleting_collections WHERE tenant = ? AND id = ?", key).fetchone():
+                    raise Conflict(f"collection {collection.id!r} is being deleted")
                 try:
                     conn.execute("INSERT INTO collections (tenant, id, revision, body) VALUES (?, ?, ?, ?)",
                                  (*key, collection.revision, body))
@@ -106,6 +121,33 @@ class SqliteMetadataStore:
             return conn.execute("DELETE FROM collections WHERE tenant = ? AND id = ?",
                                 (tenant, collection_id)).rowcount > 0
 
+    # Collections being deleted
+    def mark_deleting(self, tenant: str, collection: Collection, job: str) -> None:
+        key = (tenant, collection.id)
+        with self.db.write() as conn:
+            if conn.execute("DELETE FROM collections WHERE tenant = ? AND id = ? AND revision = ?",
+                            (*key, collection.revision)).rowcount == 0:
+                if conn.execute("SELECT 1 FROM collections WHERE tenant = ? AND id = ?", key).fetchone():
+                    raise Conflict(f"collection {collection.id!r} changed meanwhile")
+                raise NotFound(f"collection {collection.id!r} does not exist")
+            conn.execute("INSERT OR REPLACE INTO deleting_collections (tenant, id, job, body) VALUES (?, ?, ?, ?)",
+                         (*key, job, collection.model_dump_json()))
+
+    def pending_deletion(self, tenant: str, collection_id: str) -> PendingDeletion | None:
+        row = self.db.connection().execute("SELECT job, body FROM deleting_collections WHERE tenant = ? AND id = ?",
+                                           (tenant, collection_id)).fetchone()
+        return _pending(row) if row else None
+
+    def pending_deletions(self, tenant: str) -> list[PendingDeletion]:
+        rows = self.db.connection().execute("SELECT job, body FROM deleting_collections WHERE tenant = ? ORDER BY id",
+                                            (tenant,))
+        return [_pending(row) for row in rows]
+
+    def end_deletion(self, tenant: str, collection_id: str, job: str) -> bool:
+        with self.db.write() as conn:
+            return conn.execute("DELETE FROM deleting_collections WHERE tenant = ? AND id = ? AND job = ?",
+                                (tenant, collection_id, job)).rowcount > 0
+
     def list_collections(self, tenant: str, *, after: str | None, offset: int, limit: int | None) -> list[str]:
         sql, params = _page_query("SELECT id FROM collections WHERE tenant = ?", [tenant],
                                   after=after, offset=offset, limit=limit)
@@ -117,6 +159,19 @@ class SqliteMetadataStore:
             "SELECT body FROM documents WHERE tenant = ? AND collection = ? AND id = ?",
             (tenant, collection_id, document_id)).fetchone()
         return Document.model_validate_json(row[0]) if row else None
+
+    def get_documents(self, tenant: str, refs: Sequence[tuple[str, str]]) -> dict[tuple[str, str], Document]:
+        unique = list(dict.fromkeys(refs))
+        found: dict[tuple[str, str], Document] = {}
+        conn = self.db.connection()
+        for start in range(0, len(unique), DOCUMENTS_PER_READ):
+            batch = unique[start:start + DOCUMENTS_PER_READ]
+            # Joined on a VALUES list, so SQLite probes the primary key once per pair (as the chunk store's read).
+            sql = ("SELECT d.collection, d.id, d.body FROM (VALUES " + ",".join("(?, ?)" for _ in batch) + ") AS v"
+                   " JOIN documents AS d ON d.tenant = ? AND d.collection = v.column1 AND d.id = v.column2")
+            for collection_id, document_id, body in conn.execute(sql, [*(v for ref in batch for v in ref), tenant]):
+                found[(collection_id, document_id)] = Document.model_validate_json(body)
+        return found
 
     def put_document(self, tenant: str, document: Document, *, create: bool) -> None:
         body = document.model_dump_json()

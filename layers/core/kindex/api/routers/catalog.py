@@ -28,6 +28,7 @@ from kindex.domain.models import (
     CollectionInput,
     DocumentInput,
     PageRequest,
+    ReindexJob,
 )
 from kindex.domain.validation import validated
 
@@ -65,10 +66,11 @@ def put_collection(collection: str, body: CollectionInput, svc: ServicesDep) -> 
                     body=CollectionOut.of(stored))
 
 
-@router.delete("/v1/collections/<collection>", responses={204: {"description": "Deleted with all its documents"}})
-def delete_collection(collection: str, svc: ServicesDep):
-    stored_or_normalized(partial(svc.catalog.delete_collection, require_admin(router).tenant), collection)
-    return Response(status_code=204)
+@router.delete("/v1/collections/<collection>", responses={202: {
+    "description": "Gone from every read at once; its documents, chunks, vectors and blobs are deleted by the job"}})
+def delete_collection(collection: str, svc: ServicesDep) -> Response[ReindexJob]:
+    job = stored_or_normalized(partial(svc.catalog.delete_collection, require_admin(router).tenant), collection)
+    return Response(status_code=202, content_type="application/json", body=job)
 
 
 @router.get("/v1/collections/<collection>/documents")
