@@ -38,7 +38,10 @@ ES_WRITE_PATHS = {
     "es:ESHttpGet": ES_QUERY_PATHS["es:ESHttpGet"],
 }
 # DynamoDB: what the adapters (kindex/adapters/aws/dynamodb_*.py) call. TransactWriteItems has no action of its
-# own: each Put inside it is authorized as PutItem. No adapter calls UpdateItem, Scan or a stream.
+# own: each Put and Delete inside it is authorized as PutItem and DeleteItem, and a ConditionCheck as
+# ConditionCheckItem (AWS, "Using IAM with DynamoDB transactions"): only a collection create has one (no deletion of
+# that id may be pending, dynamodb_metadata build_create_collection), and only the API creates collections. No adapter
+# calls UpdateItem, Scan or a stream.
 DYNAMODB_READ = ["dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query"]
 DYNAMODB_WRITE = ["dynamodb:PutItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem"]
 # The query log's partitions (kindex/adapters/aws/dynamodb_query_log.py query_pk: `T#<tenant>#Q#<query id>`, tenant
@@ -61,7 +64,7 @@ def grant_least_privilege(functions: dict[str, KindexFunction], *, storage: Stor
     api, query, ingest = functions["api"], functions["query"], functions["ingest"]
     authorizer, planner, worker = functions["authorizer"], functions["reindex"], functions["reindexworker"]
 
-    api.add_to_role(_dynamodb(table.table_arn, DYNAMODB_READ + DYNAMODB_WRITE))
+    api.add_to_role(_dynamodb(table.table_arn, DYNAMODB_READ + DYNAMODB_WRITE + ["dynamodb:ConditionCheckItem"]))
     ingest_queue.grant_send_messages(api.role)
     reindex_queue.grant_send_messages(api.role)
     api.add_to_role(

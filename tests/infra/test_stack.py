@@ -199,8 +199,9 @@ def test_each_role_has_exactly_the_dynamodb_actions_its_code_calls_with_their_co
     on_table = lambda names, condition="{}": {(a, "table", condition) for a in names}  # noqa: E731
     query_log_only = text({"ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["T#*#Q#*"]}})
     # Then each role gets the actions of the adapters it runs, on the table (never `index/*`), and nothing more:
-    # no Scan, UpdateItem, ConditionCheckItem, DescribeTable or stream reads (CDK's table grants would add them)
-    assert dynamodb_grants(resources, "api") == on_table(READ | WRITE)
+    # no Scan, UpdateItem, DescribeTable or stream reads (CDK's table grants would add them); ConditionCheckItem only
+    # for the API, whose collection create checks in its transaction that no deletion of that id is pending
+    assert dynamodb_grants(resources, "api") == on_table(READ | WRITE | {"dynamodb:ConditionCheckItem"})
     assert dynamodb_grants(resources, "ingest") == on_table(READ | WRITE)
     assert dynamodb_grants(resources, "reindexworker") == on_table(READ | WRITE) | {
         ("dynamodb:Query", attention, "{}")}  # the only index read: the documents needing attention
