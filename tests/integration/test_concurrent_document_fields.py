@@ -258,7 +258,7 @@ def test_metadata_puts_while_the_worker_indexes_all_land(services):
     # Then the document is indexed from its content, and every field holds one of its writers' values
     stored = services.metadata.get_document("t", "c", "d")
     assert (stored.status, stored.indexed_version, stored.version) == (DocumentStatus.INDEXED, document.version,
-                                                                      document.version)
+                                                                      document.version), stored.failure_reason
     for name in FIELDS:
         assert getattr(stored, name) in {value("t", 0, i) for i in range(WRITERS) if field_of(i) == name}
     assert stored.chunk_count == stored.chunks_done == len(services.chunks.list_chunks("t", "c", "d")) > 1

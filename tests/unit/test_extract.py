@@ -398,3 +398,12 @@ def test_reading_text_loads_no_pdf_docx_or_html_library():
     heavy = {"pypdf", "docx", "bs4", "lxml", "charset_normalizer"}
     assert {name for name in loaded if name.split(".")[0] in heavy} == set()
     assert {"kindex.text.extract.html", "kindex.text.extract.pdf", "kindex.text.extract.docx"} & loaded == set()
+
+
+def test_an_unrecognised_text_subtype_is_read_as_plain_text():
+    # Given text declared with a text/* subtype no reader has (RFC 2046: read it as text/plain)
+    result = extract("a,b\n1,2\n".encode(), mimetype="text/csv", filename="data.csv")
+    # Then it is extracted as plain text, while a non-text type stays unsupported
+    assert result.text == "a,b\n1,2\n"
+    with pytest.raises(UnsupportedType):
+        extract(b"x", mimetype="application/x-unknown", filename="f.bin")

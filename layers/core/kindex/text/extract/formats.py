@@ -55,6 +55,10 @@ def resolve_mimetype(mimetype: str | None, filename: str | None) -> str:
         declared = _MIMETYPE_ALIASES.get(declared, declared)
         if declared in SUPPORTED_MIMETYPES:
             return declared
+        if declared.startswith("text/"):
+            # RFC 2046 4.1.4: an unrecognised subtype of text is read as text/plain (text/csv, text/x-log, ...);
+            # the content is still checked to be text, so bytes that are not fail as before.
+            return TEXT_PLAIN
         raise UnsupportedType(f"Unsupported file type: {declared}")
     if filename is None:
         # Content posted without a name or type is text by contract (the API's `content` field).
