@@ -348,7 +348,7 @@ def local_deployment(data_dir: Path, model: str, extra_env: dict[str, str] | Non
         yield services
     finally:
         if "search_index" in services.adapters.__dict__:
-            services.search_index.close()
+            services.adapters.search_index.close()
         container.cache_clear()
         for name, value in saved.items():
             if value is None:

@@ -107,8 +107,8 @@ def run() -> list[Figure]:
             _put_all(services, documents)
             first = counter.take()
             _put_all(services, documents)
-            sources = [services.metadata.get_document(TENANT, "economy", d).source for d in documents]
-            services.ingest_trigger.trigger(sources)  # the same events delivered again
+            sources = [services.adapters.metadata.get_document(TENANT, "economy", d).source for d in documents]
+            services.adapters.ingest_trigger.trigger(sources)  # the same events delivered again
             drain_worker()
             unchanged = counter.take()
             edited = {}
@@ -123,7 +123,7 @@ def run() -> list[Figure]:
             documents.update(edited)
             _put_all(services, edited)
             edit = counter.take()
-            statuses = {services.metadata.get_document(TENANT, "economy", d).status.value for d in documents}
+            statuses = {services.adapters.metadata.get_document(TENANT, "economy", d).status.value for d in documents}
 
             big = "\n\n".join(corpus.paragraph(700) for _ in range(2200))
             pieces = chunk_text(big, method="maxChars", max_size=CHUNK_CHARS, overlap=0)
@@ -131,7 +131,7 @@ def run() -> list[Figure]:
             big_chunks = chunk_text(big, method="maxChars", max_size=CHUNK_CHARS, overlap=0)
             _put_all(services, {"big": big})
             batch = counter.take()
-            big_status = services.metadata.get_document(TENANT, "economy", "big")
+            big_status = services.adapters.metadata.get_document(TENANT, "economy", "big")
     if statuses != {"indexed"} or big_status.status.value != "indexed":
         raise RuntimeError(f"economy benchmark: documents ended {statuses}, big {big_status.status}")
     minimum = max(math.ceil(len(big_chunks) / 2048), math.ceil(batch["tokens"] / 300_000))

@@ -150,7 +150,7 @@ def index_corpus(services, model: str, limit: int | None, distractors: int | Non
     statuses: dict[str, int] = {}
     chunks = 0
     for doc in corpus:
-        document = services.metadata.get_document(TENANT, COLLECTION, doc["_id"])
+        document = services.adapters.metadata.get_document(TENANT, COLLECTION, doc["_id"])
         statuses[document.status.value] = statuses.get(document.status.value, 0) + 1
         chunks += document.chunk_count or 0
     return {"documents": len(corpus), "chunks": chunks, "statuses": statuses, "put_seconds": round(put_seconds, 2),

@@ -74,7 +74,7 @@ def _end_to_end(model: str, documents: list[tuple[str, str]], expected: int, roo
                                                                                            content=content))
             drain_worker()
             seconds = time.perf_counter() - started
-            indexed = [services.metadata.get_document(TENANT, "ingest", d) for d, _ in documents]
+            indexed = [services.adapters.metadata.get_document(TENANT, "ingest", d) for d, _ in documents]
             if embedder is not None and registry._cache.get((model, None, None)) is not embedder:
                 raise RuntimeError(f"ingest benchmark: the pipeline did not embed with the given {model} instance")
         finally:

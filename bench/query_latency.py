@@ -111,14 +111,14 @@ def write_directly(data_dir: Path, documents: int, model: str = MODEL, sentence_
                                           collection=COLLECTION, document_id=document_id, index=index, start=offset,
                                           end=offset + len(text), text=text))
                 offset += len(text) + 2
-            services.chunks.put_chunks(TENANT, stored)
+            services.adapters.chunks.put_chunks(TENANT, stored)
             vectors = np.stack([sentence_vectors[[position[i] for i in plan]].sum(axis=0) for plan in rows])
             pending += [IndexRecord(tenant=TENANT, collection=COLLECTION, document_id=document_id,
                                     chunk_id=c.chunk_id, vector=v, text=c.text) for c, v in zip(stored, vectors)]
             if len(pending) >= 20_000 or d == documents - 1:
-                services.search_index.upsert(model, pending)
+                services.adapters.search_index.upsert(model, pending)
                 pending = []
-            services.metadata.put_document(TENANT, Document(
+            services.adapters.metadata.put_document(TENANT, Document(
                 id=document_id, collection=COLLECTION, title=f"Document {d}", mimetype="text/plain",
                 status=DocumentStatus.INDEXED, chunk_count=len(stored), version=1, indexed_version=1,
                 indexed_model=model, indexed_config_version=1), create=True)

@@ -58,14 +58,14 @@ class UploadRoute:
                                           query.get("signature", ""), headers.get("if-none-match", "")):
             return error_response(403, "forbidden", "the upload URL is invalid or expired, or Content-Type, "
                                                     "Content-Length or If-None-Match differs from the signed one")
-        if container().blobs.blob_size(self._key(path)) is not None:
+        if container().adapters.blobs.blob_size(self._key(path)) is not None:
             return _already_uploaded()  # early, to not read a body that will be refused; the commit decides
         return None
 
     def open(self, path: str, query: dict[str, str], headers: dict[str, str]) -> _UploadSink:
         from kindex.compose import container
 
-        writer = container().blobs.open_put(self._key(path), headers.get("content-type", ""), only_if_absent=True)
+        writer = container().adapters.blobs.open_put(self._key(path), headers.get("content-type", ""), only_if_absent=True)
         return _UploadSink(writer, int(headers["content-length"]))
 
 
@@ -122,11 +122,11 @@ def build_gateway(settings: Settings) -> Gateway:
 
 def build_worker():
     from functions import ingest, reindex_worker
-    from kindex.compose import container
+    from kindex.compose import container, local_adapters
     from kindex_local.worker import Worker, by_message_kind
 
     services = container()
-    return Worker(services.queue, by_message_kind(ingest.handler, reindex_worker.handler),
+    return Worker(local_adapters(services).queue, by_message_kind(ingest.handler, reindex_worker.handler),
                   threads=services.settings.ingest_workers)
 
 
@@ -154,7 +154,7 @@ def worker_lock(data_dir: Path):
 
 def start(settings: Settings) -> LocalServer:
     """Prepare the data directory, the first admin key, the server (bound, not yet serving) and its worker."""
-    from kindex.compose import container
+    from kindex.compose import container, local_adapters
 
     private_data_dir(settings.data_dir)  # 0700, and a data directory of an older version narrowed (files 0600)
     lock = worker_lock(settings.data_dir)
@@ -173,7 +173,7 @@ def start(settings: Settings) -> LocalServer:
         print(token, flush=True)
     if settings.search_url:
         # Built now: a missing client library or a damaged data directory id stops the start, not the first query.
-        index = services.search_index
+        index = services.adapters.search_index
         print(f"Search index: OpenSearch at {cluster_address(settings.search_url)}, indices "
               f"{services.adapters.search_index_prefix}-*, engine {index.engine}", flush=True)
     if settings.plans is not None:
@@ -182,7 +182,7 @@ def start(settings: Settings) -> LocalServer:
             + (f", {plan.quota_per_day}/day" if plan.quota_per_day else "")
             + (f" ({len(plan.tenants)} tenant(s))" if name != "default" else "")
             for name, plan in settings.plans.all_plans().items()), flush=True)
-    recovered = services.queue.recover_in_flight()
+    recovered = local_adapters(services).queue.recover_in_flight()
     if recovered:
         logger.warning("recovered in-flight messages from a previous run", extra={"messages": recovered})
     worker = build_worker()
@@ -195,6 +195,6 @@ def start(settings: Settings) -> LocalServer:
     server.background.append(scheduler)
     if not settings.search_url:
         # The embedded index compacts its graph partitions when closed, after the worker has stopped (shutdown).
-        server.closing.append(services.search_index.close)
+        server.closing.append(services.adapters.search_index.close)
     server.lock = lock
     return server

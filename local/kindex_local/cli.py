@@ -150,7 +150,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
                               progress=not args.quiet)
     finally:
         if worker is not None and not services.settings.search_url:
-            services.search_index.close()  # this process wrote the embedded index: compact it like a server stop
+            services.adapters.search_index.close()  # this process wrote the embedded index: compact it like a server stop
     print(f"indexed {len(outcome['indexed'])}, unchanged {len(outcome['unchanged'])}, "
           f"failed {len(outcome['failed'])}, still pending {len(outcome['timed_out'])}")
     for line in outcome["failed"]:
@@ -160,9 +160,9 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
 def cmd_redrive(args: argparse.Namespace) -> int:
     _keys(args)
-    from kindex.compose import container
+    from kindex.compose import container, local_adapters
 
-    moved = container().queue.redrive()
+    moved = local_adapters(container()).queue.redrive()
     print(f"Moved {moved} dead-lettered message(s) back to the queue")
     return 0
 

@@ -33,7 +33,7 @@ def ingest_path(services, tenant: str, collection_id: str, root: Path, *, worker
     from tqdm import tqdm
 
     catalog = services.catalog
-    if services.metadata.get_collection(tenant, collection_id) is None:
+    if services.adapters.metadata.get_collection(tenant, collection_id) is None:
         catalog.put_collection(tenant, collection_id, CollectionInput())
         print(f"Created collection '{collection_id}'")
     files = files_under(root)
@@ -66,7 +66,7 @@ def ingest_path(services, tenant: str, collection_id: str, root: Path, *, worker
             if time.monotonic() - checked < CHECK_SECONDS:
                 continue
             checked = time.monotonic()
-            current = _current(services.metadata, tenant, collection_id, list(pending))
+            current = _current(services.adapters.metadata, tenant, collection_id, list(pending))
             for doc_id in list(pending):
                 document = current.get(doc_id)
                 if document is None:

@@ -176,12 +176,12 @@ class TestOpenSearchIndexOnANode(SearchIndexContract):
         try:
             # When the wired search index writes a chunk (SigV4-signed: the node has no security plugin to check
             # it); checked first, as a faiss index would stop this node (it has no faiss library)
-            assert container().search_index.engine == "lucene"
-            container().search_index.upsert(model, [record("c-1", unit(1))])
+            assert container().adapters.search_index.engine == "lucene"
+            container().adapters.search_index.upsert(model, [record("c-1", unit(1))])
             # Then the node's index maps the vector with the lucene engine, and the chunk is there
             (index,) = requests.get(f"{opensearch_node.url}/{alias}/_mapping", timeout=10).json().values()
             assert index["mappings"]["properties"]["vector"]["method"]["engine"] == "lucene"
-            assert container().search_index.chunk_ids(model, "acme", "handbook") == {"c-1"}
+            assert container().adapters.search_index.chunk_ids(model, "acme", "handbook") == {"c-1"}
         finally:
             container.cache_clear()
             opensearch_client.cache_clear()

@@ -34,8 +34,8 @@ def test_put_collection_event_creates_then_updates(local_container):
     status, body = call(copy.deepcopy(event))
     # Then the second is an update of the same collection, stored for tenant acme only
     assert status == 200
-    assert local_container.metadata.get_collection("acme", "My Collection").title == "Handbook"
-    assert local_container.metadata.get_collection("default", "My Collection") is None
+    assert local_container.adapters.metadata.get_collection("acme", "My Collection").title == "Handbook"
+    assert local_container.adapters.metadata.get_collection("default", "My Collection") is None
 
 
 def test_collection_says_when_its_chunks_exceed_its_model_window(local_container):
@@ -62,7 +62,7 @@ def test_collection_says_when_its_chunks_exceed_its_model_window(local_container
     event["body"] = json.dumps(read)
     status, _ = call(copy.deepcopy(event))
     assert status == 200
-    stored = local_container.metadata.get_collection("acme", "My Collection")
+    stored = local_container.adapters.metadata.get_collection("acme", "My Collection")
     assert "embedding_window" not in stored.model_dump()
 
 
@@ -88,7 +88,7 @@ def test_a_document_shows_its_revision_and_a_put_cannot_set_it(local_container):
     event["body"] = json.dumps({**retitled, "revision": 99, "version": 99, "title": "D1 again"})
     status, body = call(copy.deepcopy(event))
     assert status == 200 and (body["version"], body["revision"], body["title"]) == (1, 3, "D1 again")
-    assert local_container.metadata.get_document("acme", "My Collection", "d1").revision == 3
+    assert local_container.adapters.metadata.get_document("acme", "My Collection", "d1").revision == 3
     # And the OpenAPI document describes it as part of the document
     schema = api.app.get_openapi_schema().model_dump(by_alias=True)
     assert schema["components"]["schemas"]["DocumentOut"]["properties"]["revision"]["type"] == "integer"
@@ -109,7 +109,7 @@ def test_a_collection_shows_its_revision_and_a_put_cannot_set_it(local_container
     status, body = call(copy.deepcopy(event))
     assert status == 200 and (body["revision"], body["config_version"], body["title"]) == (
         3, created["config_version"], "Again")
-    assert local_container.metadata.get_collection("acme", "My Collection").revision == 3
+    assert local_container.adapters.metadata.get_collection("acme", "My Collection").revision == 3
     # When one sends a revision that is not even a number / Then it is ignored too
     event["body"] = json.dumps({"revision": "x", "title": "Fourth"})
     status, body = call(copy.deepcopy(event))
@@ -165,7 +165,7 @@ def test_bad_bodies_get_4xx_with_error_and_message(local_container, body, status
     got_status, got = call(event)
     assert (got_status, got["error"]) == (status, code)
     assert got["message"]
-    assert local_container.metadata.get_collection("acme", "My Collection") is None
+    assert local_container.adapters.metadata.get_collection("acme", "My Collection") is None
 
 
 def test_unknown_field_is_named_in_the_message(local_container):
@@ -221,7 +221,7 @@ def tenant_data(local_container):
     for role in ROLES:
         assert call(role_event("admin", "PUT", f"/v1/collections/gone-{role}", {}))[0] == 201
         assert call(role_event("admin", "PUT", f"{D}/gone-{role}", {"content": "to delete"}))[0] == 201
-    Worker(local_container.queue, ingest.handler).drain(timeout=60)
+    Worker(local_container.adapters.queue, ingest.handler).drain(timeout=60)
     status, job = call(role_event("admin", "POST", C + "/reindex", {"clean": False}))
     assert status == 202
     return {"job": job["id"]}
@@ -253,11 +253,11 @@ def test_each_role_reaches_exactly_its_routes(local_container, tenant_data, role
                 assert got["error"] == "forbidden" and f"this {role} key may only" in got["message"]
     # And a refused write changed nothing
     if role != "admin":
-        assert local_container.metadata.get_collection("acme", f"gone-{role}") is not None
-        assert local_container.metadata.get_document("acme", "c", f"gone-{role}") is not None
-        assert local_container.metadata.get_collection("acme", f"new-{role}") is None
-        assert local_container.metadata.get_document("acme", "c", f"up-{role}") is None
-        assert local_container.metadata.get_document("acme", "c", "imported") is None
+        assert local_container.adapters.metadata.get_collection("acme", f"gone-{role}") is not None
+        assert local_container.adapters.metadata.get_document("acme", "c", f"gone-{role}") is not None
+        assert local_container.adapters.metadata.get_collection("acme", f"new-{role}") is None
+        assert local_container.adapters.metadata.get_document("acme", "c", f"up-{role}") is None
+        assert local_container.adapters.metadata.get_document("acme", "c", "imported") is None
 
 
 @pytest.mark.parametrize("role", ["superuser", "", "ADMIN", "query "])
@@ -277,4 +277,4 @@ def test_path_ids_that_are_not_utf8_are_422_not_merged_into_one(local_container,
     # When it is used in a path / Then 422 naming the segment, and nothing was stored
     status, body = call(role_event("admin", "PUT", f"{D}/{segment}", {"content": "x"}))
     assert status == 422 and segment in body["message"]
-    assert local_container.metadata.list_documents("acme", "c", after=None, offset=0, limit=None) == []
+    assert local_container.adapters.metadata.list_documents("acme", "c", after=None, offset=0, limit=None) == []

@@ -83,7 +83,7 @@ def test_hostile_collection_bodies_get_4xx_naming_the_field_and_store_nothing(lo
     got_status, got, _ = call(api.handler, put_collection(body))
     # Then it is refused with our error body naming the field, and no collection exists
     assert_refused(got_status, got, status, field)
-    assert local_container.metadata.get_collection("acme", "My Collection") is None
+    assert local_container.adapters.metadata.get_collection("acme", "My Collection") is None
 
 
 def test_the_deepest_accepted_body_is_safe_for_the_resolver_too(local_container):
@@ -97,7 +97,7 @@ def test_the_deepest_accepted_body_is_safe_for_the_resolver_too(local_container)
 def test_a_known_model_is_saved_in_its_canonical_form(local_container):
     status, body, _ = call(api.handler, put_collection('{"embedding_model": "hash:0256"}'))
     assert status == 201 and body["embedding_model"] == "hash:256"
-    assert local_container.metadata.get_collection("acme", "My Collection").embedding_model == "hash:256"
+    assert local_container.adapters.metadata.get_collection("acme", "My Collection").embedding_model == "hash:256"
 
 
 @pytest.mark.parametrize(("k", "field"), [('"5"', "k"), ("true", "k"), ("5.0", "k"), ("0", "k"), ("101", "k"),
@@ -195,7 +195,7 @@ def test_the_largest_page_of_the_longest_ids_answers_under_5_mb(local_container)
     # Given 1,001 collections whose ids are 255 astral characters (the longest id, 12 bytes a character in JSON)
     for i in range(MAX_PAGE_SIZE + 1):
         collection_id = f"{i:04d}" + "\U0001F600" * 251
-        local_container.metadata.put_collection("acme", Collection(id=collection_id, embedding_model="hash:384"),
+        local_container.adapters.metadata.put_collection("acme", Collection(id=collection_id, embedding_model="hash:384"),
                                                 create=True)
     event = with_query(load_event("api_list_documents.json"), number=str(MAX_PAGE_SIZE))
     event["path"] = "/v1/collections"
@@ -213,7 +213,7 @@ def test_the_largest_page_of_the_heaviest_document_summaries_answers_under_5_mb(
     expected = []
     for i in range(MAX_PAGE_SIZE + 1):
         document_id = f"{i:04d}" + "\U0001F600" * 251
-        local_container.metadata.put_document("acme", Document(
+        local_container.adapters.metadata.put_document("acme", Document(
             id=document_id, collection="My Collection", title="\U0001F600" * 1024, status=DocumentStatus.FAILED,
             failure_reason="\U0001F600" * 500, mimetype="\U0001F600" * 255), create=True)
         expected.append(document_id)
@@ -237,7 +237,7 @@ def test_the_largest_page_of_the_heaviest_document_summaries_answers_under_5_mb(
 
 def test_lists_default_to_a_page_of_100_and_minus_one_means_the_largest_page(local_container):
     for i in range(MAX_PAGE_SIZE + 5):
-        local_container.metadata.put_collection("acme", Collection(id=f"c{i:04d}", embedding_model="hash:384"),
+        local_container.adapters.metadata.put_collection("acme", Collection(id=f"c{i:04d}", embedding_model="hash:384"),
                                                 create=True)
     event = with_query(load_event("api_list_documents.json"))
     event["path"] = "/v1/collections"
@@ -254,7 +254,7 @@ def test_a_documents_cursor_is_not_a_chunks_cursor(local_container):
     store_chunks(local_container, 3, lambda i: "text")
     event = with_query(load_event("api_list_documents.json"), number="1")
     event["path"] = "/v1/collections"
-    local_container.metadata.put_collection("acme", Collection(id="zz", embedding_model="hash:384"), create=True)
+    local_container.adapters.metadata.put_collection("acme", Collection(id="zz", embedding_model="hash:384"), create=True)
     cursor = call(api.handler, event)[1]["next_cursor"]
     status, body, _ = call(api.handler, with_query(load_event("api_list_chunks.json"), cursor=cursor))
     assert_refused(status, body, 422, "cursor")

@@ -42,7 +42,7 @@ def stack(monkeypatch: pytest.MonkeyPatch) -> Iterator[AwsStack]:
         services.catalog.put_document("t", "c", "d00", DocumentInput(content="Penguins, rewritten. " * 3))
         stack.drain()
         assert all(d.status is DocumentStatus.INDEXED
-                   for d in services.metadata.list_documents("t", "c", after=None, offset=0, limit=None))
+                   for d in services.adapters.metadata.list_documents("t", "c", after=None, offset=0, limit=None))
         yield stack
 
 
@@ -61,7 +61,7 @@ def object_versions(stack: AwsStack, tenant: str) -> list[str]:
 
 
 def vectors(stack: AwsStack, tenant: str) -> set[str]:
-    return stack.services.search_index.chunk_ids("hash:384", tenant, "c")
+    return stack.services.adapters.search_index.chunk_ids("hash:384", tenant, "c")
 
 
 def ask(stack: AwsStack, tenant: str):
@@ -147,7 +147,7 @@ def test_a_lost_task_is_sent_again_by_the_scheduled_planner(stack):
     # Then the planner resumed the deletion and it ended with nothing left
     assert stack.services.reindex.get_job("t", job.id).status == "completed"
     assert (tenant_items(stack, "t"), object_versions(stack, "t"), vectors(stack, "t")) == ([], [], set())
-    assert stack.services.metadata.pending_deletions("t") == []
+    assert stack.services.adapters.metadata.pending_deletions("t") == []
 
 
 def test_a_task_of_an_ended_deletion_never_touches_the_collection_created_again(stack):

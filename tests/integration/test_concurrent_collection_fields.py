@@ -161,7 +161,7 @@ def test_a_put_racing_a_config_change_keeps_both_and_bumps_config_version_once(l
     # When `first` commits between `second`'s read and its commit
     written = put_between_read_and_commit(local_container, lambda: put(local_container, **first), **second)
     # Then the stored collection has both changes, and config_version moved once: for the chunking change only
-    stored = local_container.metadata.get_collection("t", "c")
+    stored = local_container.adapters.metadata.get_collection("t", "c")
     for name, value in {**first, **second}.items():
         assert getattr(stored, name) == value, name
     assert (stored.config_version, stored.revision) == (2, start.revision + 2)
@@ -172,7 +172,7 @@ def test_a_put_racing_a_put_that_changes_nothing_of_the_config_leaves_config_ver
     start = put(local_container, title="start")
     put_between_read_and_commit(local_container, lambda: put(local_container, query_groups=["a", "b"]),
                                 title="Handbook", allow_guests=True)
-    stored = local_container.metadata.get_collection("t", "c")
+    stored = local_container.adapters.metadata.get_collection("t", "c")
     assert (stored.title, stored.allow_guests, stored.query_groups) == ("Handbook", True, ["a", "b"])
     assert (stored.config_version, stored.revision) == (start.config_version, start.revision + 2)
 
@@ -188,8 +188,8 @@ def switching(local_container) -> tuple:
     services.ingest.object_created(document.source)
     changed = put(services, embedding_model="hash:256")
     assert changed.switching and changed.query_model == "hash:384" and changed.config_version == 2
-    services.ingest.object_created(services.metadata.get_document("t", "c", "d").source)
-    return services, services.metadata.get_collection("t", "c")
+    services.ingest.object_created(services.adapters.metadata.get_document("t", "c", "d").source)
+    return services, services.adapters.metadata.get_collection("t", "c")
 
 
 def test_a_put_that_commits_before_a_switch_is_kept_by_it(switching):
@@ -199,12 +199,12 @@ def test_a_put_that_commits_before_a_switch_is_kept_by_it(switching):
     # When the switch commits over the record it judged
     services.reindex.switch("t", judged)
     # Then the new model is the query model, and the PUT's change stays (the revoked group does not come back)
-    stored = services.metadata.get_collection("t", "c")
+    stored = services.adapters.metadata.get_collection("t", "c")
     assert (stored.query_model, stored.switching) == ("hash:256", False)
     assert (stored.query_groups, stored.title, stored.config_version) == ([], "Handbook", judged.config_version)
     assert stored.revision == judged.revision + 2
     # And the old model's vectors are gone
-    assert services.search_index.chunk_ids("hash:384", "t", "c") == set()
+    assert services.adapters.search_index.chunk_ids("hash:384", "t", "c") == set()
 
 
 def test_a_switch_that_commits_between_a_puts_read_and_commit_is_kept_by_it(switching):
@@ -213,11 +213,11 @@ def test_a_switch_that_commits_between_a_puts_read_and_commit_is_kept_by_it(swit
     written = put_between_read_and_commit(services, lambda: services.reindex.switch("t", judged), query_groups=[])
     # Then the PUT applied its groups on top of the switched record: the query model is the new one (the PUT did
     # not write the old one back, whose vectors the switch deleted)
-    stored = services.metadata.get_collection("t", "c")
+    stored = services.adapters.metadata.get_collection("t", "c")
     assert (stored.query_model, stored.switching, stored.query_groups) == ("hash:256", False, [])
     assert stored.config_version == judged.config_version and stored.revision == judged.revision + 2
     assert written.query_model == "hash:256"
-    assert services.search_index.chunk_ids("hash:256", "t", "c")
+    assert services.adapters.search_index.chunk_ids("hash:256", "t", "c")
 
 
 @pytest.mark.parametrize("change", [{"embedding_model": "hash:128"}, {"chunking_max_size": 300}])
@@ -227,20 +227,20 @@ def test_a_switch_does_not_happen_over_a_model_or_config_change_since_it_was_jud
     put(services, **change)
     # When the switch comes / Then it does not switch: the documents are not complete under the new configuration
     services.reindex.switch("t", judged)
-    stored = services.metadata.get_collection("t", "c")
+    stored = services.adapters.metadata.get_collection("t", "c")
     assert (stored.query_model, stored.switching, stored.config_version) == ("hash:384", True, 3)
     for name, value in change.items():
         assert getattr(stored, name) == value
     # And the old model's vectors, which queries still use, are kept
-    assert services.search_index.chunk_ids("hash:384", "t", "c")
+    assert services.adapters.search_index.chunk_ids("hash:384", "t", "c")
 
 
 def test_switching_twice_does_nothing_the_second_time(switching):
     services, judged = switching
     services.reindex.switch("t", judged)
-    switched = services.metadata.get_collection("t", "c")
+    switched = services.adapters.metadata.get_collection("t", "c")
     services.reindex.switch("t", judged)
-    assert services.metadata.get_collection("t", "c") == switched
+    assert services.adapters.metadata.get_collection("t", "c") == switched
 
 
 # Creates and deletes
@@ -250,7 +250,7 @@ def test_a_create_that_finds_the_collection_created_meanwhile_is_a_conflict(loca
         put_between_read_and_commit(local_container, lambda: put(local_container, title="first"),
                                     title="second", query_groups=["x"])
     # Then the first one's collection stands, untouched (as before revisions: a create never merges into another)
-    stored = local_container.metadata.get_collection("t", "c")
+    stored = local_container.adapters.metadata.get_collection("t", "c")
     assert (stored.title, stored.query_groups, stored.revision) == ("first", [], 1)
 
 
@@ -269,16 +269,16 @@ def test_a_put_racing_a_delete_is_refused_until_the_deletion_ends_then_creates_a
     with pytest.raises(Conflict, match="being deleted"):
         catalog.put_collection("t", "c", CollectionInput(title="new"))
     catalog.collections = store
-    assert local_container.metadata.get_collection("t", "c") is None
+    assert local_container.adapters.metadata.get_collection("t", "c") is None
     # When the job has run / Then the same PUT creates a fresh collection with only its fields: nothing of the
     # deleted one comes back
     build_worker().drain()
     written, created = catalog.put_collection("t", "c", CollectionInput(title="new"))
-    stored = local_container.metadata.get_collection("t", "c")
+    stored = local_container.adapters.metadata.get_collection("t", "c")
     assert created and written.model_copy(update={"document_count": 0}) == stored
     assert (stored.title, stored.query_groups, stored.chunking_max_size, stored.revision, stored.config_version) == (
         "new", [], 2000, 1, 1)
-    assert local_container.metadata.list_documents("t", "c", after=None, offset=0, limit=None) == []
+    assert local_container.adapters.metadata.list_documents("t", "c", after=None, offset=0, limit=None) == []
 
 
 def test_a_refused_change_is_not_retried_and_writes_nothing(local_container):
@@ -288,7 +288,7 @@ def test_a_refused_change_is_not_retried_and_writes_nothing(local_container):
     with pytest.raises(Conflict, match="secret"):
         put(local_container, title="never", rights_check_method="external",
             rights_check_method_configuration={"url": "https://rights.example/check"})
-    assert local_container.metadata.get_collection("t", "c") == start.model_copy(update={"document_count": 0})
+    assert local_container.adapters.metadata.get_collection("t", "c") == start.model_copy(update={"document_count": 0})
 
 
 # DynamoDB (the AWS backend, moto)
@@ -306,6 +306,6 @@ def test_a_put_racing_a_config_change_keeps_both_on_dynamodb(aws):
     services = aws.services
     start = put(services, title="start", query_groups=["staff"])
     put_between_read_and_commit(services, lambda: put(services, chunking_max_size=500), query_groups=[])
-    stored = services.metadata.get_collection("t", "c")
+    stored = services.adapters.metadata.get_collection("t", "c")
     assert (stored.query_groups, stored.chunking_max_size, stored.config_version, stored.revision) == (
         [], 500, start.config_version + 1, start.revision + 2)

@@ -140,7 +140,7 @@ def test_a_content_write_among_fifteen_field_writes_lands_with_all_of_them(servi
             "version", "source", "content_sha256", "content_length", "status", "failure_reason")}
         assert_one_chain(start, outcomes, [content_change] + [writes[i][2] for i in range(1, WRITERS)], final)
         # And only the current content's blob is left
-        assert services.blobs.list_blobs(keys.document_prefix("t", "c", "d")) == [final.source]
+        assert services.adapters.blobs.list_blobs(keys.document_prefix("t", "c", "d")) == [final.source]
 
 
 class StatusWriteHook:
@@ -179,7 +179,7 @@ def test_a_metadata_put_just_before_an_ingest_status_write_keeps_both(services, 
     assert ingest.documents.fired and indexed == stored
     assert (stored.status, stored.title, stored.url, stored.version, stored.indexed_version) == (
         DocumentStatus.INDEXED, "Leave", "https://wiki/leave", document.version, document.version)
-    assert stored.chunk_count == len(services.chunks.list_chunks("t", "c", "d")) > 0
+    assert stored.chunk_count == len(services.adapters.chunks.list_chunks("t", "c", "d")) > 0
 
 
 def test_an_ingest_that_runs_between_a_metadata_put_read_and_commit_keeps_both(services):
@@ -207,7 +207,7 @@ def test_an_ingest_that_runs_between_a_metadata_put_read_and_commit_keeps_both(s
     # When the PUT commits over the record it read before the ingest's writes
     written = put(services, title="Leave")
     # Then the PUT applied its title on top of the indexed record instead of writing back the pending one
-    stored = services.metadata.get_document("t", "c", "d")
+    stored = services.adapters.metadata.get_document("t", "c", "d")
     assert written == stored
     assert (stored.status, stored.title, stored.indexed_version) == (DocumentStatus.INDEXED, "Leave",
                                                                       document.version)
@@ -224,15 +224,15 @@ def test_superseded_content_is_never_marked_indexed(services):
     with pytest.raises(Conflict):
         ingest.object_created(first.source)
     # And the record is the new content's, pending: not marked indexed from the first content
-    stored = services.metadata.get_document("t", "c", "d")
+    stored = services.adapters.metadata.get_document("t", "c", "d")
     assert (stored.version, stored.status, stored.title, stored.source) == (
         newer["doc"].version, DocumentStatus.PENDING, "2", newer["doc"].source)
     assert stored.indexed_version < stored.version
     # When the new content's ingest runs / Then it is indexed, with the new text only
     ingest.documents = ingest.documents.inner
     ingest.object_created(stored.source)
-    assert services.metadata.get_document("t", "c", "d").status is DocumentStatus.INDEXED
-    assert [c.text for c in services.chunks.list_chunks("t", "c", "d")] == ["Second version."]
+    assert services.adapters.metadata.get_document("t", "c", "d").status is DocumentStatus.INDEXED
+    assert [c.text for c in services.adapters.chunks.list_chunks("t", "c", "d")] == ["Second version."]
 
 
 def test_metadata_puts_while_the_worker_indexes_all_land(services):
@@ -250,18 +250,18 @@ def test_metadata_puts_while_the_worker_indexes_all_land(services):
         outcomes = write_together(services.catalog, [("t", "d", {field_of(i): value("t", 0, i)}) for i in
                                                      range(WRITERS)])
         assert all(isinstance(o, Document) for o in outcomes), outcomes
-        wait_until(lambda: services.metadata.get_document("t", "c", "d").status,
+        wait_until(lambda: services.adapters.metadata.get_document("t", "c", "d").status,
                    until=lambda status: status in (DocumentStatus.INDEXED, DocumentStatus.FAILED),
                    message="the document was neither indexed nor failed")
     finally:
         worker.stop()
     # Then the document is indexed from its content, and every field holds one of its writers' values
-    stored = services.metadata.get_document("t", "c", "d")
+    stored = services.adapters.metadata.get_document("t", "c", "d")
     assert (stored.status, stored.indexed_version, stored.version) == (DocumentStatus.INDEXED, document.version,
                                                                       document.version), stored.failure_reason
     for name in FIELDS:
         assert getattr(stored, name) in {value("t", 0, i) for i in range(WRITERS) if field_of(i) == name}
-    assert stored.chunk_count == stored.chunks_done == len(services.chunks.list_chunks("t", "c", "d")) > 1
+    assert stored.chunk_count == stored.chunks_done == len(services.adapters.chunks.list_chunks("t", "c", "d")) > 1
 
 
 def test_reindex_writes_keep_a_concurrent_metadata_put(services):
@@ -271,10 +271,10 @@ def test_reindex_writes_keep_a_concurrent_metadata_put(services):
     reindex = services.reindex
     reindex.documents = StatusWriteHook(reindex.documents, DocumentStatus.PENDING, lambda: put(services, title="T"))
     # When the clean reindex resets the document
-    collection = services.metadata.get_collection("t", "c")
+    collection = services.adapters.metadata.get_collection("t", "c")
     reindex.reindex_collection("t", collection, clean=True)
     # Then it is pending for the rebuild and keeps the title
-    stored = services.metadata.get_document("t", "c", "d")
+    stored = services.adapters.metadata.get_document("t", "c", "d")
     assert reindex.documents.fired
     assert (stored.status, stored.title, stored.indexed_config_version) == (DocumentStatus.PENDING, "T", 0)
 
@@ -282,7 +282,7 @@ def test_reindex_writes_keep_a_concurrent_metadata_put(services):
 def test_a_write_that_keeps_losing_gives_up_with_conflict(services, monkeypatch):
     monkeypatch.setattr(record_writes, "FIRST_PAUSE", 0.0)
     put(services, title="start")
-    store = services.metadata
+    store = services.adapters.metadata
     attempts = []
 
     class AlwaysOvertaken:
@@ -314,7 +314,7 @@ def test_a_change_that_refuses_is_not_retried(services):
         raise Conflict("superseded")
 
     with pytest.raises(Conflict, match="superseded"):
-        document_writes.write_document(services.metadata, "t", "c", "d", services.metadata.get_document("t", "c", "d"),
+        document_writes.write_document(services.adapters.metadata, "t", "c", "d", services.adapters.metadata.get_document("t", "c", "d"),
                                        refuse)
     assert len(calls) == 1
 
@@ -335,8 +335,8 @@ def test_a_metadata_put_racing_a_delete_creates_the_document_afresh(services):
     assert written == stored and stored.revision == 1
     # And the deleted content's event, processed late, indexes nothing into the new document
     assert services.ingest.object_created(first.source) is None
-    assert services.metadata.get_document("t", "c", "d").status is DocumentStatus.PENDING
-    assert services.chunks.list_chunks("t", "c", "d") == []
+    assert services.adapters.metadata.get_document("t", "c", "d").status is DocumentStatus.PENDING
+    assert services.adapters.chunks.list_chunks("t", "c", "d") == []
 
 
 # DynamoDB (the AWS backend, moto)
@@ -359,7 +359,7 @@ def test_a_metadata_put_just_before_the_ingest_marks_indexed_keeps_both_on_dynam
     ingest = services.ingest
     ingest.documents = StatusWriteHook(ingest.documents, DocumentStatus.INDEXED, lambda: put(services, title="Leave"))
     ingest.object_created(document.source)
-    stored = services.metadata.get_document("t", "c", "d")
+    stored = services.adapters.metadata.get_document("t", "c", "d")
     assert ingest.documents.fired
     assert (stored.status, stored.title, stored.indexed_version) == (DocumentStatus.INDEXED, "Leave",
                                                                       document.version)

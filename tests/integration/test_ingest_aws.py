@@ -116,7 +116,7 @@ class Deployment:
         return moved
 
     def document(self, document_id: str, collection: str = "c"):
-        return self.services.metadata.get_document("t", collection, document_id)
+        return self.services.adapters.metadata.get_document("t", collection, document_id)
 
     def chunk_items(self, collection: str, document_id: str) -> list[dict]:
         """The raw chunk items in DynamoDB (not through the adapter)."""
@@ -181,7 +181,7 @@ def openai_deployment(deploy, openai_stub, monkeypatch) -> Deployment:
     services = deployment.services
     services.catalog.put_collection("t", "c", CollectionInput(chunking_max_size=400, embedding_model=OPENAI_MODEL))
     # The registry builds one embedder per (model, key, URL) and the container asks it for the same one.
-    embedder = services.embedder(OPENAI_MODEL)
+    embedder = services.adapters.embedder(OPENAI_MODEL)
     monkeypatch.setattr(embedder, "_sleep", deployment.sleeps.append)
     return deployment
 
@@ -204,12 +204,12 @@ def test_file_dropped_into_s3_is_indexed_through_sqs(deployment):
     document = d.document("My Document")
     assert document.status.value == "indexed" and document.title == "notes.md" and document.chunk_count > 1
     # And the chunk texts are in DynamoDB, in order, and one vector per chunk is in OpenSearch
-    assert isinstance(d.services.chunks, DynamoDbChunkStore)
-    chunks = d.services.chunks.list_chunks("t", "c", "My Document")
+    assert isinstance(d.services.adapters.chunks, DynamoDbChunkStore)
+    chunks = d.services.adapters.chunks.list_chunks("t", "c", "My Document")
     assert [c.index for c in chunks] == list(range(document.chunk_count))
     assert {i["sk"]["S"]: i["text"]["S"] for i in d.chunk_items("c", "My Document")} == {c.chunk_id: c.text
                                                                                            for c in chunks}
-    assert d.services.search_index.chunk_ids("hash:384", "t", "c") == {c.chunk_id for c in chunks}
+    assert d.services.adapters.search_index.chunk_ids("hash:384", "t", "c") == {c.chunk_id for c in chunks}
     assert d.receive() == []
 
 
@@ -225,11 +225,11 @@ def test_content_written_through_the_catalog_lands_in_s3_and_is_indexed(deployme
     # Then nothing failed and the document is indexed and searchable
     assert all(not delivery.failed_ids for delivery in deliveries)
     assert d.document("d1").status.value == "indexed"
-    chunks = d.services.chunks.list_chunks("t", "c", "d1")
+    chunks = d.services.adapters.chunks.list_chunks("t", "c", "d1")
     query = d.services.embeddings.embed_query("hash:384", chunks[2].text)
-    hits = d.services.search_index.knn_search("hash:384", "t", ["c"], query, 1)
+    hits = d.services.adapters.search_index.knn_search("hash:384", "t", ["c"], query, 1)
     assert hits[0].chunk_id == chunks[2].chunk_id
-    found = d.services.chunks.get_chunks("t", [ChunkRef("c", "d1", hits[0].chunk_id)])
+    found = d.services.adapters.chunks.get_chunks("t", [ChunkRef("c", "d1", hits[0].chunk_id)])
     assert found[hits[0].chunk_id].text == chunks[2].text
 
 
@@ -292,7 +292,7 @@ def test_object_deleted_in_s3_removes_document_chunks_and_vectors(deployment):
     # Then the document, its chunk texts and its vectors are gone
     assert d.document("My Document") is None
     assert d.chunk_items("c", "My Document") == []
-    assert d.services.search_index.chunk_ids("hash:384", "t", "c") == set()
+    assert d.services.adapters.search_index.chunk_ids("hash:384", "t", "c") == set()
 
 
 def test_openai_outage_retries_dead_letters_then_redrive_indexes(openai_deployment, openai_stub):
@@ -325,15 +325,15 @@ def test_openai_outage_retries_dead_letters_then_redrive_indexes(openai_deployme
     assert len(openai_stub.requests) == 3 * attempts_per_call + 1
     document = d.document("d1")
     assert document.status.value == "indexed" and document.indexed_model == OPENAI_MODEL
-    chunk_ids = {c.chunk_id for c in d.services.chunks.list_chunks("t", "c", "d1")}
-    assert d.services.search_index.chunk_ids(OPENAI_MODEL, "t", "c") == chunk_ids
+    chunk_ids = {c.chunk_id for c in d.services.adapters.chunks.list_chunks("t", "c", "d1")}
+    assert d.services.adapters.search_index.chunk_ids(OPENAI_MODEL, "t", "c") == chunk_ids
     assert d.dead_letters() == 0
 
 
 def test_an_unknown_model_fails_only_its_own_record_of_the_batch(deployment):
     d = deployment
     # Given a tenant whose collection names a model the registry does not know (stored before the API checked)
-    d.services.metadata.put_collection("x", Collection(id="old", embedding_model="local:foo"), create=True)
+    d.services.adapters.metadata.put_collection("x", Collection(id="old", embedding_model="local:foo"), create=True)
     d.services.catalog.put_document("x", "old", "bad", DocumentInput(content="Text for an unknown model."))
     # And another tenant's valid document, its event in the same SQS batch
     d.services.catalog.put_document("t", "c", "good", DocumentInput(content=TEXT))
@@ -347,7 +347,7 @@ def test_an_unknown_model_fails_only_its_own_record_of_the_batch(deployment):
     assert [delivery.failed_ids for delivery in deliveries] == [{bad["MessageId"]}] * 3
     assert d.dead_letters() == 1
     assert d.document("good").status.value == "indexed"
-    failed = d.services.metadata.get_document("x", "old", "bad")
+    failed = d.services.adapters.metadata.get_document("x", "old", "bad")
     assert failed.status.value == "failed" and failed.failure_retryable
     assert failed.failure_reason.startswith("UnknownModel: unknown embedding model 'local:foo'")
 
@@ -423,7 +423,7 @@ def test_aws_wiring_signs_search_requests_with_sigv4(monkeypatch):
         reset_process_caches()
         opensearch_client.cache_clear()
         # When the wired search index makes a request
-        assert container().search_index.chunk_ids("hash:384", "t", "c") == set()
+        assert container().adapters.search_index.chunk_ids("hash:384", "t", "c") == set()
         # Then it was signed with SigV4 for the `es` service in the process's region, with the session token
         (headers,) = _RecordingOpenSearch.seen
         assert headers["authorization"].startswith("AWS4-HMAC-SHA256 Credential=testing/")

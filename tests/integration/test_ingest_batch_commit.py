@@ -31,7 +31,7 @@ def services(local_container):
 @pytest.fixture
 def commits(services, monkeypatch):
     """The real tantivy commits the embedded index makes, counted."""
-    keywords = services.search_index._keywords
+    keywords = services.adapters.search_index._keywords
     original = keywords._commit
     made = []
 
@@ -52,16 +52,16 @@ def put(services, doc_id, content, tenant="t"):
 
 
 def status(services, doc_id, tenant="t"):
-    return services.metadata.get_document(tenant, "c", doc_id).status.value
+    return services.adapters.metadata.get_document(tenant, "c", doc_id).status.value
 
 
 def found(services, word, tenant="t") -> set[str]:
-    return {hit.document_id for hit in services.search_index.keyword_search(MODEL, tenant, ["c"], word, 50)}
+    return {hit.document_id for hit in services.adapters.search_index.keyword_search(MODEL, tenant, ["c"], word, 50)}
 
 
 def before_the_commit(monkeypatch, services, action):
     """Run `action()` just before the batch's deferred keyword commit; returns the real commit (to put it back)."""
-    index = services.search_index
+    index = services.adapters.search_index
     original = index.commit_deferred
     monkeypatch.setattr(index, "commit_deferred", lambda writes: (action(), original(writes))[1])
     return original
@@ -79,7 +79,7 @@ def test_a_batch_of_ten_documents_makes_one_keyword_commit_and_all_are_findable_
     # Given ten small documents written through the API, received as one batch
     for i in range(10):
         put(services, f"d{i}", text(f"zebra{i}"))
-    messages = services.queue.receive(10, 30)
+    messages = services.adapters.queue.receive(10, 30)
     assert len(messages) == 10
     # When the ingest handler runs the batch
     response = run_batch(messages)
@@ -96,7 +96,7 @@ def test_one_failing_document_does_not_break_the_batch_commit(services, commits)
     for i in range(9):
         put(services, f"d{i}", text(f"okapi{i}"))
     services.catalog.put_file("t", "c", "broken", "broken.pdf", b"%PDF-1.4 this is not really a pdf")
-    messages = services.queue.receive(10, 30)
+    messages = services.adapters.queue.receive(10, 30)
     # When the batch runs
     response = run_batch(messages)
     # Then one commit, nine indexed and findable, one failed (not retryable: not a batch item failure)
@@ -119,7 +119,7 @@ def test_an_unexpected_error_in_one_deferred_status_write_fails_only_its_record(
         return original(tenant, collection, stored, fields)
 
     monkeypatch.setattr(services.ingest, "_indexed", flaky)
-    messages = services.queue.receive(10, 30)
+    messages = services.adapters.queue.receive(10, 30)
     # When the batch runs
     response = run_batch(messages)
     # Then only d3's record is a batch item failure (SQS redelivers it), d3 is not `indexed`, the others are
@@ -137,23 +137,23 @@ def test_newer_content_written_before_the_deferred_status_write_wins(services, m
     # Given a batch of documents, and new content for d5 committed just before the batch's keyword commit
     for i in range(8):
         put(services, f"d{i}", text(f"tapir{i}"))
-    messages = services.queue.receive(10, 30)
+    messages = services.adapters.queue.receive(10, 30)
     original = before_the_commit(monkeypatch, services, lambda: put(services, "d5", text("capybara")))
     # When the batch runs
     response = run_batch(messages)
     # Then d5's stale record fails (Conflict: retried and then ignored), and d5 keeps the newer write's state,
     # never `indexed` for content it does not hold; its old chunks are gone; the other documents are indexed
     assert response["batchItemFailures"] == [{"itemIdentifier": message_of(messages, "d5").message_id}]
-    d5 = services.metadata.get_document("t", "c", "d5")
+    d5 = services.adapters.metadata.get_document("t", "c", "d5")
     assert (d5.status.value, d5.version) == ("pending", 2)
     assert found(services, "tapir5") == set()
     assert [status(services, f"d{i}") for i in range(8) if i != 5] == ["indexed"] * 7
     # And the newer write's own event indexes the new content (once the batch is done with: a local receive never
     # hands out a document that another message holds in flight)
-    monkeypatch.setattr(services.search_index, "commit_deferred", original)
+    monkeypatch.setattr(services.adapters.search_index, "commit_deferred", original)
     for message in messages:
-        services.queue.acknowledge(message.message_id)
-    assert run_batch(services.queue.receive(10, 30))["batchItemFailures"] == []
+        services.adapters.queue.acknowledge(message.message_id)
+    assert run_batch(services.adapters.queue.receive(10, 30))["batchItemFailures"] == []
     assert status(services, "d5") == "indexed" and found(services, "capybara") == {"d5"}
 
 
@@ -161,13 +161,13 @@ def test_a_document_deleted_before_the_batch_commit_leaves_nothing_behind(servic
     # Given a batch, and one of its documents deleted through the API after its chunk writes, before the commit
     for i in range(4):
         put(services, f"d{i}", text(f"jackal{i}"))
-    messages = services.queue.receive(10, 30)
+    messages = services.adapters.queue.receive(10, 30)
     before_the_commit(monkeypatch, services, lambda: services.catalog.delete_document("t", "c", "d2"))
     # When the batch runs
     assert run_batch(messages)["batchItemFailures"] == []
     # Then the deleted document has no record, no chunks, nothing in the index; the others are indexed
-    assert services.metadata.get_document("t", "c", "d2") is None
-    assert services.chunks.list_chunks("t", "c", "d2") == []
+    assert services.adapters.metadata.get_document("t", "c", "d2") is None
+    assert services.adapters.chunks.list_chunks("t", "c", "d2") == []
     assert found(services, "jackal2") == set()
     assert [status(services, f"d{i}") for i in (0, 1, 3)] == ["indexed"] * 3
 
@@ -178,7 +178,7 @@ def test_a_failed_batch_commit_fails_every_record_that_waited_for_it(services, m
     # Given a batch whose keyword commit fails (its writes were rolled back)
     for i in range(3):
         put(services, f"d{i}", text(f"dingo{i}"))
-    messages = services.queue.receive(10, 30)
+    messages = services.adapters.queue.receive(10, 30)
     def lost():
         raise DependencyFailed("keyword writes rolled back (test)")
 
@@ -190,7 +190,7 @@ def test_a_failed_batch_commit_fails_every_record_that_waited_for_it(services, m
         m.message_id for m in messages)
     assert [status(services, f"d{i}") for i in range(3)] == ["in_progress"] * 3
     # And the retries index them
-    monkeypatch.setattr(services.search_index, "commit_deferred", original)
+    monkeypatch.setattr(services.adapters.search_index, "commit_deferred", original)
     assert run_batch(messages)["batchItemFailures"] == []
     assert all(status(services, f"d{i}") == "indexed" and found(services, f"dingo{i}") == {f"d{i}"}
                for i in range(3))
@@ -202,7 +202,7 @@ def test_two_tenants_with_the_same_ids_in_one_batch_each_find_only_their_own(ser
     for i in range(5):
         put(services, f"d{i}", text(f"walrus{i} shared"), tenant="t")
         put(services, f"d{i}", text(f"narwhal{i} shared"), tenant="u")
-    messages = services.queue.receive(10, 30) + services.queue.receive(10, 30)
+    messages = services.adapters.queue.receive(10, 30) + services.adapters.queue.receive(10, 30)
     assert len(messages) == 10
     # When the batch runs
     assert run_batch(messages)["batchItemFailures"] == []
@@ -212,20 +212,20 @@ def test_two_tenants_with_the_same_ids_in_one_batch_each_find_only_their_own(ser
         assert status(services, f"d{i}", "t") == status(services, f"d{i}", "u") == "indexed"
         assert found(services, f"walrus{i}", "t") == {f"d{i}"} and found(services, f"walrus{i}", "u") == set()
         assert found(services, f"narwhal{i}", "u") == {f"d{i}"} and found(services, f"narwhal{i}", "t") == set()
-    hits = services.search_index.keyword_search(MODEL, "t", ["c"], "shared", 50)
-    assert {services.chunks.list_chunks("t", "c", hit.document_id)[0].text for hit in hits} == {
+    hits = services.adapters.search_index.keyword_search(MODEL, "t", ["c"], "shared", 50)
+    assert {services.adapters.chunks.list_chunks("t", "c", hit.document_id)[0].text for hit in hits} == {
         text(f"walrus{i} shared") for i in range(5)}
 
 
 def test_a_delete_in_the_batch_commits_at_once_and_carries_the_pending_writes(services, commits):
     # Given a document indexed earlier, then a batch that writes new documents and removes the first one
     put(services, "old", text("gnu"))
-    run_batch(services.queue.receive(10, 30))
+    run_batch(services.adapters.queue.receive(10, 30))
     commits.clear()
     for i in range(3):
         put(services, f"d{i}", text(f"ibex{i}"))
     services.catalog.delete_document("t", "c", "old")
-    messages = services.queue.receive(10, 30)
+    messages = services.adapters.queue.receive(10, 30)
     # When the batch runs
     assert run_batch(messages)["batchItemFailures"] == []
     # Then the removed document is never found again, the new ones are indexed and found
@@ -264,8 +264,8 @@ def _ingest_until_the_batch_commit(root: str, ready) -> None:
         ready.set()
         time.sleep(3600)
 
-    services.search_index.commit_deferred = stop_before_the_commit
-    run_batch(services.queue.receive(10, 3600))
+    services.adapters.search_index.commit_deferred = stop_before_the_commit
+    run_batch(services.adapters.queue.receive(10, 3600))
 
 
 def test_a_writer_killed_before_the_batch_commit_leaves_no_indexed_document_and_redelivery_finishes(
@@ -283,10 +283,10 @@ def test_a_writer_killed_before_the_batch_commit_leaves_no_indexed_document_and_
         services = container()
         # Then no document says `indexed` (their chunks were written, the keyword commit never happened)
         assert [status(services, f"d{i}") for i in range(CRASH_DOCUMENTS)] == ["in_progress"] * CRASH_DOCUMENTS
-        assert len(services.chunks.list_chunks("t", "c", "d0")) == 1
+        assert len(services.adapters.chunks.list_chunks("t", "c", "d0")) == 1
         assert all(found(services, f"pangolin{i}") == set() for i in range(CRASH_DOCUMENTS))
         # When the restarted process takes back the in-flight messages and drains the queue
-        assert services.queue.recover_in_flight() == CRASH_DOCUMENTS
+        assert services.adapters.queue.recover_in_flight() == CRASH_DOCUMENTS
         worker = build_worker()
         worker.backoff = 0.0
         worker.drain()
@@ -309,5 +309,5 @@ def test_the_batch_commit_covers_the_writes_of_documents_that_failed_after_writi
     assert run.finish() == set()
     # Then its writes were committed with the batch, not left pending for some later commit to carry
     assert len(commits) == 1
-    hits = services.search_index.keyword_search("hash:384", "t", ["c"], "wombat", 5)
+    hits = services.adapters.search_index.keyword_search("hash:384", "t", ["c"], "wombat", 5)
     assert [hit.chunk_id for hit in hits] == ["half-0"]

@@ -58,7 +58,7 @@ def put(services, doc_id, content, **fields):
 
 
 def doc(services, doc_id):
-    return services.metadata.get_document("t", "c", doc_id)
+    return services.adapters.metadata.get_document("t", "c", doc_id)
 
 
 TEXT = "\n\n".join(f"Paragraph {i} talks about topic {i} with several words to fill the space." for i in range(20))
@@ -74,13 +74,13 @@ def test_content_is_indexed_with_chunks_and_vectors(deployment):
     # Then it is indexed, with chunks whose offsets point into the text and one vector per chunk
     document = doc(services, "d1")
     assert document.status.value == "indexed" and document.chunk_count > 1 and document.indexed_at
-    chunks = services.chunks.list_chunks("t", "c", "d1")
+    chunks = services.adapters.chunks.list_chunks("t", "c", "d1")
     assert [c.index for c in chunks] == list(range(len(chunks)))
     assert all(TEXT[c.start:c.end] == c.text for c in chunks)
-    indexed_ids = services.search_index.chunk_ids("hash:384", "t", "c")
+    indexed_ids = services.adapters.search_index.chunk_ids("hash:384", "t", "c")
     assert indexed_ids == {c.chunk_id for c in chunks}
     query = embedder.inner.embed([chunks[3].text])[0]
-    assert services.search_index.knn_search("hash:384", "t", ["c"], query, 1)[0].chunk_id == chunks[3].chunk_id
+    assert services.adapters.search_index.knn_search("hash:384", "t", ["c"], query, 1)[0].chunk_id == chunks[3].chunk_id
 
 
 def test_unchanged_reingest_makes_no_embedding_call_and_edit_embeds_only_new_chunks(deployment):
@@ -88,7 +88,7 @@ def test_unchanged_reingest_makes_no_embedding_call_and_edit_embeds_only_new_chu
     put(services, "d1", TEXT)
     worker.drain()
     calls, texts = embedder.calls, embedder.texts
-    first_ids = {c.chunk_id for c in services.chunks.list_chunks("t", "c", "d1")}
+    first_ids = {c.chunk_id for c in services.adapters.chunks.list_chunks("t", "c", "d1")}
     # Re-sending the same content: nothing to do
     put(services, "d1", TEXT)
     worker.drain()
@@ -102,9 +102,9 @@ def test_unchanged_reingest_makes_no_embedding_call_and_edit_embeds_only_new_chu
     put(services, "d1", edited)
     worker.drain()
     assert 1 <= embedder.texts - texts <= 2
-    new_ids = {c.chunk_id for c in services.chunks.list_chunks("t", "c", "d1")}
+    new_ids = {c.chunk_id for c in services.adapters.chunks.list_chunks("t", "c", "d1")}
     assert new_ids != first_ids
-    vectors = services.search_index.chunk_ids("hash:384", "t", "c")
+    vectors = services.adapters.search_index.chunk_ids("hash:384", "t", "c")
     assert not (first_ids - new_ids) & vectors  # stale chunks gone from the index
     assert doc(services, "d1").version == 2
 
@@ -115,7 +115,7 @@ def test_duplicate_and_stale_events_converge_to_the_latest_content(deployment):
     put(services, "d1", "second version of the text")
     # two events are queued (one per write); both read the current object, so the result is the second version
     worker.drain()
-    chunks = services.chunks.list_chunks("t", "c", "d1")
+    chunks = services.adapters.chunks.list_chunks("t", "c", "d1")
     assert [c.text for c in chunks] == ["second version of the text"]
     assert doc(services, "d1").status.value == "indexed"
 
@@ -159,13 +159,13 @@ def test_provider_outage_is_retried_then_dead_lettered_and_redrive_recovers(depl
     put(services, "d1", TEXT)
     worker.drain()
     # three deliveries, then the message is dead-lettered and the document says why
-    assert queue_depth(services.queue) == (0, 1)
+    assert queue_depth(services.adapters.queue) == (0, 1)
     document = doc(services, "d1")
     assert document.status.value == "failed" and document.failure_reason.startswith("EmbeddingFailed: ")
     assert document.failure_retryable
     # When the provider is back and the dead letters are redriven, the document is indexed
     embedder.fail = False
-    assert services.queue.redrive() == 1
+    assert services.adapters.queue.redrive() == 1
     worker.drain()
     assert doc(services, "d1").status.value == "indexed"
 
@@ -177,14 +177,14 @@ def test_delete_document_and_collection_leave_nothing_behind(deployment):
     worker.drain()
     services.catalog.delete_document("t", "c", "d1")
     worker.drain()  # the blob's removal event is a no-op now
-    assert services.chunks.list_chunks("t", "c", "d1") == []
-    remaining = services.search_index.chunk_ids("hash:384", "t", "c")
-    assert remaining == {c.chunk_id for c in services.chunks.list_chunks("t", "c", "d2")}
+    assert services.adapters.chunks.list_chunks("t", "c", "d1") == []
+    remaining = services.adapters.search_index.chunk_ids("hash:384", "t", "c")
+    assert remaining == {c.chunk_id for c in services.adapters.chunks.list_chunks("t", "c", "d2")}
     services.catalog.delete_collection("t", "c")
     worker.drain()
-    assert services.search_index.chunk_ids("hash:384", "t", "c") == set()
-    assert services.chunks.list_chunks("t", "c", "d2") == []
-    assert services.blobs.list_blobs("tenants/") == []
+    assert services.adapters.search_index.chunk_ids("hash:384", "t", "c") == set()
+    assert services.adapters.chunks.list_chunks("t", "c", "d2") == []
+    assert services.adapters.blobs.list_blobs("tenants/") == []
 
 
 def test_blob_removed_directly_deletes_the_document_everywhere(deployment):
@@ -192,18 +192,18 @@ def test_blob_removed_directly_deletes_the_document_everywhere(deployment):
     put(services, "d1", TEXT)
     worker.drain()
     source = doc(services, "d1").source
-    services.blobs.delete_blob(source)  # like `aws s3 rm` on the tenant's prefix
+    services.adapters.blobs.delete_blob(source)  # like `aws s3 rm` on the tenant's prefix
     worker.drain()
     assert doc(services, "d1") is None
-    assert services.chunks.list_chunks("t", "c", "d1") == []
-    assert services.search_index.chunk_ids("hash:384", "t", "c") == set()
+    assert services.adapters.chunks.list_chunks("t", "c", "d1") == []
+    assert services.adapters.search_index.chunk_ids("hash:384", "t", "c") == set()
 
 
 def test_file_dropped_into_the_prefix_becomes_a_document(deployment):
     services, _, worker = deployment
     from kindex.domain.keys import blob_key
 
-    services.blobs.put_blob(blob_key("t", "c", "dropped doc", "notes.md"), b"# Notes\n\nDropped in directly.", "")
+    services.adapters.blobs.put_blob(blob_key("t", "c", "dropped doc", "notes.md"), b"# Notes\n\nDropped in directly.", "")
     worker.drain()
     document = doc(services, "dropped doc")
     assert document.status.value == "indexed" and document.title == "notes.md"
@@ -214,7 +214,7 @@ def test_real_pdf_keeps_page_numbers(deployment):
     pdf = SHARED_DATA / "docs" / "pdf" / "docling-multi_page.pdf"
     services.catalog.put_file("t", "c", "pdf", pdf.name, pdf.read_bytes())
     worker.drain()
-    chunks = services.chunks.list_chunks("t", "c", "pdf")
+    chunks = services.adapters.chunks.list_chunks("t", "c", "pdf")
     assert doc(services, "pdf").status.value == "indexed"
     pages = [(c.page_start, c.page_end) for c in chunks]
     assert pages[0][0] == 1 and max(p[1] for p in pages) == 5
@@ -223,7 +223,7 @@ def test_real_pdf_keeps_page_numbers(deployment):
 
 
 def test_embedding_cache_is_keyed_by_tenant_and_model(local_container):
-    cache = local_container.embedding_cache
+    cache = local_container.adapters.embedding_cache
     cache.put_vectors("t1", "m1", {"h": np.ones(3, dtype=np.float32)})
     assert "h" in cache.get_vectors("t1", "m1", ["h"]) and cache.get_vectors("t1", "m2", ["h"]) == {}
     assert cache.get_vectors("t2", "m1", ["h"]) == {}
@@ -240,8 +240,8 @@ def test_document_deleted_while_an_event_is_in_flight_is_not_resurrected(deploym
     worker.drain()
     # Then the document stays deleted and nothing of it is left
     assert doc(services, "d1") is None
-    assert services.chunks.list_chunks("t", "c", "d1") == []
-    assert services.search_index.chunk_ids("hash:384", "t", "c") == set()
+    assert services.adapters.chunks.list_chunks("t", "c", "d1") == []
+    assert services.adapters.search_index.chunk_ids("hash:384", "t", "c") == set()
 
 
 def test_deletion_during_indexing_leaves_nothing_behind(deployment):
@@ -256,8 +256,8 @@ def test_deletion_during_indexing_leaves_nothing_behind(deployment):
     embedder.embed = delete_midway
     worker.drain()
     assert doc(services, "d1") is None
-    assert services.chunks.list_chunks("t", "c", "d1") == []
-    assert services.search_index.chunk_ids("hash:384", "t", "c") == set()
+    assert services.adapters.chunks.list_chunks("t", "c", "d1") == []
+    assert services.adapters.search_index.chunk_ids("hash:384", "t", "c") == set()
 
 
 def test_a_batch_of_small_documents_is_embedded_in_one_call(deployment):
@@ -297,8 +297,8 @@ def test_each_object_is_read_once_per_batch(deployment, monkeypatch):
     services, _, worker = deployment
     put(services, "once", TEXT)
     reads = []
-    original = services.blobs.get_blob
-    monkeypatch.setattr(services.blobs, "get_blob", lambda key, **kwargs: reads.append(key) or original(key, **kwargs))
+    original = services.adapters.blobs.get_blob
+    monkeypatch.setattr(services.adapters.blobs, "get_blob", lambda key, **kwargs: reads.append(key) or original(key, **kwargs))
     worker.drain()
     source = doc(services, "once").source
     assert doc(services, "once").status.value == "indexed" and reads.count(source) == 1
@@ -334,7 +334,7 @@ def test_small_documents_are_indexed_within_seconds_while_a_large_one_runs(deplo
     try:
         # When one tenant's large document is being indexed
         write_like_a_client(lambda: catalog.put_document("big-tenant", "c", "big", DocumentInput(content=BIG)))
-        big = lambda: services.metadata.get_document("big-tenant", "c", "big")  # noqa: E731
+        big = lambda: services.adapters.metadata.get_document("big-tenant", "c", "big")  # noqa: E731
         wait_until(lambda: big().status.value, until=lambda status: status == "in_progress",
                    message="the large document did not start")
         # And another tenant, then the same tenant, each write a one-line document
@@ -345,7 +345,7 @@ def test_small_documents_are_indexed_within_seconds_while_a_large_one_runs(deplo
 
         def small_ones_indexed():
             progress.append((big().status.value, big().chunks_done, big().chunk_count))
-            return all(services.metadata.get_document(t, "c", "one-line").status.value == "indexed"
+            return all(services.adapters.metadata.get_document(t, "c", "one-line").status.value == "indexed"
                        for t in ("small-tenant", "big-tenant"))
 
         wait_until(small_ones_indexed, message="the one-line documents were not indexed")
@@ -363,7 +363,7 @@ def test_small_documents_are_indexed_within_seconds_while_a_large_one_runs(deplo
         pool.stop()
     # And once indexed, every chunk is done and searchable
     assert (big().chunk_count, big().chunks_done) == (1000, 1000)
-    assert len(services.search_index.chunk_ids("hash:384", "big-tenant", "c")) == 1001
+    assert len(services.adapters.search_index.chunk_ids("hash:384", "big-tenant", "c")) == 1001
 
 
 def test_new_content_written_during_indexing_wins_over_the_stale_run(deployment):
@@ -384,9 +384,9 @@ def test_new_content_written_during_indexing_wins_over_the_stale_run(deployment)
     # Then the stored, indexed and searchable content is the new write's, and nothing of the old one is left
     document = doc(services, "d1")
     assert (document.status.value, document.version, document.chunk_count, document.chunks_done) == ("indexed", 2, 1, 1)
-    chunks = services.chunks.list_chunks("t", "c", "d1")
+    chunks = services.adapters.chunks.list_chunks("t", "c", "d1")
     assert [c.text for c in chunks] == ["Entirely new content."]
-    assert services.search_index.chunk_ids("hash:384", "t", "c") == {chunks[0].chunk_id}
+    assert services.adapters.search_index.chunk_ids("hash:384", "t", "c") == {chunks[0].chunk_id}
     assert services.catalog.get_document("t", "c", "d1")[1] == "Entirely new content."
 
 
@@ -406,25 +406,25 @@ def test_a_batch_runs_its_small_documents_first_and_embeds_them_together(deploym
 
 def store_collection_with_unknown_model(services, tenant):
     """A collection saved before the API checked models against the registry (written straight to the store)."""
-    services.metadata.put_collection(tenant, Collection(id="old", embedding_model="local:foo"), create=True)
+    services.adapters.metadata.put_collection(tenant, Collection(id="old", embedding_model="local:foo"), create=True)
 
 
 def test_an_unknown_model_fails_only_its_own_record(deployment):
     services, _, _ = deployment
-    services.embeddings.embedder_for = services.embedder  # the real registry
+    services.embeddings.embedder_for = services.adapters.embedder  # the real registry
     # Given one tenant's collection with a model the registry does not know, and another tenant's valid collection
     store_collection_with_unknown_model(services, "x")
     services.catalog.put_collection("t", "c", CollectionInput(embedding_model="hash:384"))
     services.catalog.put_document("x", "old", "bad", DocumentInput(content="Text for an unknown model."))
     put(services, "good", "Text for a known model.")
     # When both records come in one batch (locally a receive serves one tenant: two receives make the batch)
-    messages = services.queue.receive(10, 30) + services.queue.receive(10, 30)
+    messages = services.adapters.queue.receive(10, 30) + services.adapters.queue.receive(10, 30)
     bad_message = next(m for m in messages if "/x/" in m.body)
     response = ingest_function.handler(sqs_event(messages), LambdaContext("kindex-ingest"))
     # Then only the bad record is reported failed, and each document says what happened to it
     assert response["batchItemFailures"] == [{"itemIdentifier": bad_message.message_id}]
     assert doc(services, "good").status.value == "indexed"
-    bad = services.metadata.get_document("x", "old", "bad")
+    bad = services.adapters.metadata.get_document("x", "old", "bad")
     assert bad.status.value == "failed" and bad.failure_retryable
     assert bad.failure_reason.startswith("UnknownModel: unknown embedding model 'local:foo'")
 
@@ -441,7 +441,7 @@ def test_an_unexpected_error_in_one_documents_preparation_fails_only_that_record
     monkeypatch.setattr(services.ingest, "_extract", extract_that_breaks_on_one_file)
     services.catalog.put_file("t", "c", "broken", "broken.txt", b"poison")
     put(services, "fine", "Perfectly fine text.")
-    messages = services.queue.receive(10, 30)
+    messages = services.adapters.queue.receive(10, 30)
     broken_message = next(m for m in messages if "broken" in m.body)
     # When the batch runs / Then only the broken record fails, its document says so without internals
     response = ingest_function.handler(sqs_event(messages), LambdaContext("kindex-ingest"))
@@ -456,15 +456,15 @@ def test_an_unreadable_blob_fails_only_its_own_record(deployment, monkeypatch):
     services, _, _ = deployment
     services.catalog.put_file("t", "c", "unreadable", "u.txt", b"some text")
     put(services, "fine", "Perfectly fine text.")
-    original = services.blobs.get_blob
+    original = services.adapters.blobs.get_blob
 
     def flaky_storage(key, **kwargs):
         if "unreadable" in key:
             raise OSError("disk read error")
         return original(key, **kwargs)
 
-    monkeypatch.setattr(services.blobs, "get_blob", flaky_storage)
-    messages = services.queue.receive(10, 30)
+    monkeypatch.setattr(services.adapters.blobs, "get_blob", flaky_storage)
+    messages = services.adapters.queue.receive(10, 30)
     unreadable_message = next(m for m in messages if "unreadable" in m.body)
     response = ingest_function.handler(sqs_event(messages), LambdaContext("kindex-ingest"))
     assert response["batchItemFailures"] == [{"itemIdentifier": unreadable_message.message_id}]
@@ -490,17 +490,17 @@ def test_a_busy_pool_keeps_tenants_apart_embeds_each_text_once_and_ends_on_the_l
                     write_like_a_client(lambda tenant=tenant, i=i, content=content: catalog.put_document(
                         tenant, "c", f"d{i}", DocumentInput(content=content)))
         # When the queue drains
-        wait_until(lambda: queue_depth(services.queue), until=lambda depth: depth == (0, 0),
+        wait_until(lambda: queue_depth(services.adapters.queue), until=lambda depth: depth == (0, 0),
                    message="the queue did not drain")
     finally:
         pool.stop()
     # Then every document holds its tenant's last write, in its chunks and in the index, and nothing else
     for tenant in tenants:
-        indexed_ids = services.search_index.chunk_ids("hash:384", tenant, "c")
+        indexed_ids = services.adapters.search_index.chunk_ids("hash:384", tenant, "c")
         expected_ids = set()
         for i in range(5):
-            document = services.metadata.get_document(tenant, "c", f"d{i}")
-            chunks = services.chunks.list_chunks(tenant, "c", f"d{i}")
+            document = services.adapters.metadata.get_document(tenant, "c", f"d{i}")
+            chunks = services.adapters.chunks.list_chunks(tenant, "c", f"d{i}")
             assert document.status.value == "indexed" and document.chunks_done == document.chunk_count == len(chunks)
             assert "".join(c.text for c in chunks).endswith(f"Round 3 text of {tenant} document {i}.")
             expected_ids |= {c.chunk_id for c in chunks}
@@ -517,8 +517,8 @@ def test_a_batch_keeps_read_bytes_only_of_objects_within_its_budget(deployment, 
     put(services, "first", TEXT)
     put(services, "second", TEXT + " And one more sentence that makes it longer than the budget.")
     reads = []
-    original = services.blobs.get_blob
-    monkeypatch.setattr(services.blobs, "get_blob", lambda key, **kwargs: reads.append(key) or original(key, **kwargs))
+    original = services.adapters.blobs.get_blob
+    monkeypatch.setattr(services.adapters.blobs, "get_blob", lambda key, **kwargs: reads.append(key) or original(key, **kwargs))
     # When one batch processes both
     worker.drain()
     # Then both indexed; the first was kept from the batch's first pass, the second read again in its own record
@@ -531,11 +531,11 @@ def test_file_over_the_limit_fails_alone_without_being_read(deployment, monkeypa
     services, _, worker = deployment
     # Given a file over the file limit dropped into the store next to an ordinary one
     services.ingest.limits.max_file_bytes = 1000
-    services.blobs.put_blob(blob_key("t", "c", "big", "big.txt"), b"x" * 1001, "text/plain")
+    services.adapters.blobs.put_blob(blob_key("t", "c", "big", "big.txt"), b"x" * 1001, "text/plain")
     put(services, "small", "A small document.")
     reads = []
-    original = services.blobs.get_blob
-    monkeypatch.setattr(services.blobs, "get_blob", lambda key, **kwargs: reads.append(key) or original(key, **kwargs))
+    original = services.adapters.blobs.get_blob
+    monkeypatch.setattr(services.adapters.blobs, "get_blob", lambda key, **kwargs: reads.append(key) or original(key, **kwargs))
     # When the worker processes them
     worker.drain()
     # Then the big one failed with LimitExceeded and was never read; the other indexed

@@ -29,7 +29,7 @@ def stack(monkeypatch: pytest.MonkeyPatch) -> Iterator[AwsStack]:
 def s3_calls(stack) -> list[tuple[str, str]]:
     """(operation, key) of every S3 object request the ingest side makes from now on."""
     calls: list[tuple[str, str]] = []
-    events = stack.services.blobs.client.meta.events
+    events = stack.services.adapters.blobs.client.meta.events
     for operation in ("GetObject", "HeadObject"):
         events.register(f"before-parameter-build.s3.{operation}",
                         lambda params, _op=operation, **_: calls.append((_op, params["Key"])))
@@ -50,14 +50,14 @@ def test_object_over_the_limit_fails_its_document_without_a_get_and_spares_the_b
     # Then no message failed (nothing is retried or dead-lettered)
     assert failed == set()
     # And the big document failed with LimitExceeded, read only through HEADs (the event's size, then confirmed)
-    document = stack.services.metadata.get_document("t", "c", "big")
+    document = stack.services.adapters.metadata.get_document("t", "c", "big")
     assert document.status.value == "failed"
     assert document.failure_reason == f"LimitExceeded: File is {LIMIT + 1} bytes; the limit is {LIMIT} bytes"
     assert ("GetObject", big) not in s3_calls and ("HeadObject", big) in s3_calls
     # And the others indexed, each downloaded once (their event sizes were within the limit, so no HEAD first);
     # their one HEAD is the existence check before a dropped-in file becomes a document
     for number, key in enumerate(small):
-        assert stack.services.metadata.get_document("t", "c", f"d{number}").status.value == "indexed"
+        assert stack.services.adapters.metadata.get_document("t", "c", f"d{number}").status.value == "indexed"
         assert s3_calls.count(("GetObject", key)) == 1 and s3_calls.count(("HeadObject", key)) == 1
 
 
@@ -69,7 +69,7 @@ def test_stale_event_of_an_oversized_version_does_not_fail_the_current_object(st
     # When the events are delivered (the first says the object is over the limit)
     stack.drain()
     # Then the HEAD found the current object within the limit and the document is indexed from it
-    document = stack.services.metadata.get_document("t", "c", "d")
+    document = stack.services.adapters.metadata.get_document("t", "c", "d")
     assert document.status.value == "indexed" and document.content_length == len(TEXT.encode())
 
 
@@ -82,5 +82,5 @@ def test_removal_and_staleness_checks_are_heads(stack, s3_calls):
     # When the removal event arrives while the object exists
     stack.services.ingest.object_removed(key)
     # Then the document stays, and the check was one HEAD, no download
-    assert stack.services.metadata.get_document("t", "c", "d").status.value == "indexed"
+    assert stack.services.adapters.metadata.get_document("t", "c", "d").status.value == "indexed"
     assert s3_calls == [("HeadObject", key)]

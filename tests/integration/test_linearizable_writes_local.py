@@ -41,13 +41,13 @@ def put(services, doc_id, content, tenant="t", **fields):
 
 
 def doc_blobs(services, doc_id="d", tenant="t"):
-    return services.blobs.list_blobs(keys.document_prefix(tenant, "c", doc_id))
+    return services.adapters.blobs.list_blobs(keys.document_prefix(tenant, "c", doc_id))
 
 
 def indexed_texts(services, doc_id="d", tenant="t"):
     """The chunk texts of the document, after checking each one has its vector (and no other vector exists)."""
-    chunks = services.chunks.list_chunks(tenant, "c", doc_id)
-    assert services.search_index.chunk_ids("hash:384", tenant, "c") == {c.chunk_id for c in chunks}
+    chunks = services.adapters.chunks.list_chunks(tenant, "c", doc_id)
+    assert services.adapters.search_index.chunk_ids("hash:384", tenant, "c") == {c.chunk_id for c in chunks}
     return [c.text for c in chunks]
 
 
@@ -77,7 +77,7 @@ def test_a_write_that_loses_its_version_check_leaves_no_trace(services, worker, 
     assert indexed_texts(services) == ["the winning text"]
     # And the loser left no blob: the document's folder holds exactly the winner's
     assert doc_blobs(services) == [winner["doc"].source]
-    assert queue_depth(services.queue) == (0, 0)
+    assert queue_depth(services.adapters.queue) == (0, 0)
 
 
 @pytest.mark.parametrize("moment", ["after_read", "before_commit"])
@@ -138,14 +138,14 @@ def test_an_event_that_comes_before_its_commit_waits_for_it(services, worker, ex
         catalog.documents = Interleave(catalog.documents, hold_until_the_worker_waits_for_the_commit, "before_commit")
         document, created = put(services, "d", "text whose event came first")
         # Then the event still indexes the committed write, on its first delivery
-        wait_until(lambda: services.metadata.get_document("t", "c", "d"),
+        wait_until(lambda: services.adapters.metadata.get_document("t", "c", "d"),
                    until=lambda d: d.status.value == "indexed" and d.version == document.version,
                    message="the committed write was not indexed")
     finally:
         worker.stop()
     assert created is not existing and failures == []
     assert indexed_texts(services) == ["text whose event came first"]
-    assert queue_depth(services.queue) == (0, 0)
+    assert queue_depth(services.adapters.queue) == (0, 0)
 
 
 def test_an_event_of_a_write_that_never_commits_is_retried_then_ignored(services, worker, monkeypatch):
@@ -154,21 +154,21 @@ def test_an_event_of_a_write_that_never_commits_is_retried_then_ignored(services
     monkeypatch.setattr(ingest, "COMMIT_WAIT_SECONDS", 0.1)
     put(services, "d", "committed text")
     worker.drain()
-    current = services.metadata.get_document("t", "c", "d")
+    current = services.adapters.metadata.get_document("t", "c", "d")
     # Given the blob of a write that is still deciding (its writer hangs between the blob and the commit)
     pending = keys.write_blob_key("t", "c", "d", "content.txt", version=current.version + 1)
-    services.blobs.put_blob(pending, b"undecided text", "text/plain")
+    services.adapters.blobs.put_blob(pending, b"undecided text", "text/plain")
     # When its event is processed: not indexed, retried rather than acknowledged
     worker.max_receives = 10
     worker.run_once()
-    assert queue_depth(services.queue) == (1, 0)  # still queued, for a retry
+    assert queue_depth(services.adapters.queue) == (1, 0)  # still queued, for a retry
     # When the write then loses (another one commits and deletes nothing of it; the loser deletes its blob)
     put(services, "d", "the winner")
-    services.blobs.delete_blob(pending)
+    services.adapters.blobs.delete_blob(pending)
     worker.drain()
     # Then the event is ignored: the winner is indexed, the undecided text never was
     assert indexed_texts(services) == ["the winner"]
-    assert queue_depth(services.queue) == (0, 0)
+    assert queue_depth(services.adapters.queue) == (0, 0)
 
 
 def test_concurrent_writers_while_the_worker_runs_keep_the_last_successful_write(services, worker):
@@ -199,7 +199,7 @@ def test_concurrent_writers_while_the_worker_runs_keep_the_last_successful_write
             assert len({d.version for d in succeeded}) == len(succeeded)
             expected = f"round {round_} writer {outcomes.index(last)} text"
             # Then the last successful write is stored, indexed and returned, and only its blob is left
-            wait_until(lambda: services.metadata.get_document("t", "c", "d"),
+            wait_until(lambda: services.adapters.metadata.get_document("t", "c", "d"),
                        until=lambda d, last=last: d.version == last.version and d.status.value == "indexed",
                        message="the last successful write was not indexed")
             document, content = services.catalog.get_document("t", "c", "d")
@@ -212,7 +212,7 @@ def test_concurrent_writers_while_the_worker_runs_keep_the_last_successful_write
     assert services.catalog.get_document("u", "c", "d")[1] == "tenant u keeps this"
     assert len(doc_blobs(services, tenant="u")) == 1
     assert indexed_texts(services, tenant="u") == ["tenant u keeps this"]
-    assert queue_depth(services.queue)[1] == 0
+    assert queue_depth(services.adapters.queue)[1] == 0
 
 
 def test_a_read_between_two_writes_returns_one_write_whole(services):
@@ -293,12 +293,12 @@ def test_an_upload_to_a_superseded_ticket_is_not_indexed(services, worker, monke
     catalog.blobs.put_blob(old.document.source, b"# Old\n\nfrom the superseded ticket", "text/markdown")
     worker.drain()
     # Then only the current ticket's file is indexed
-    assert services.metadata.get_document("t", "c", "up").source == new.document.source
+    assert services.adapters.metadata.get_document("t", "c", "up").source == new.document.source
     assert indexed_texts(services, "up") == ["# New\n\nfrom the current ticket"]
     # And reindex deletes the superseded upload once it is clearly abandoned, not before
     import kindex.app.reindex as reindex
 
-    collection = services.metadata.get_collection("t", "c")
+    collection = services.adapters.metadata.get_collection("t", "c")
     assert services.reindex.reindex_collection("t", collection, clean=False).repaired["abandoned_blobs"] == 0
     assert old.document.source in doc_blobs(services, "up")
     monkeypatch.setattr(reindex, "ABANDONED_AFTER", timedelta(seconds=-1))  # now: reindex's clock is whole seconds
@@ -309,9 +309,9 @@ def test_an_upload_to_a_superseded_ticket_is_not_indexed(services, worker, monke
 def test_reindex_deletes_abandoned_write_blobs_and_still_adopts_dropped_files(services, worker):
     put(services, "d", "committed text")
     worker.drain()
-    current = services.metadata.get_document("t", "c", "d")
+    current = services.adapters.metadata.get_document("t", "c", "d")
     long_ago = utc_now() - timedelta(hours=2)
-    services.blobs.notify = None  # as if written by writers that died before their commit (no event either)
+    services.adapters.blobs.notify = None  # as if written by writers that died before their commit (no event either)
     abandoned = [
         keys.write_blob_key("t", "c", "d", "content.txt", version=current.version + 1, written_at=long_ago),
         keys.write_blob_key("t", "c", "never created", "content.txt", version=1, written_at=long_ago),
@@ -320,21 +320,21 @@ def test_reindex_deletes_abandoned_write_blobs_and_still_adopts_dropped_files(se
     dropped = keys.blob_key("t", "c", "dropped", "notes.md")
     other_tenant = keys.write_blob_key("u", "c", "d", "content.txt", version=9, written_at=long_ago)
     for key in (*abandoned, fresh, dropped, other_tenant):
-        services.blobs.put_blob(key, b"some bytes", "text/plain")
+        services.adapters.blobs.put_blob(key, b"some bytes", "text/plain")
     from kindex.adapters.local.queue_notifier import QueueNotifier
 
-    services.blobs.notify = QueueNotifier(services.queue)
-    report = services.reindex.reindex_collection("t", services.metadata.get_collection("t", "c"), clean=False)
+    services.adapters.blobs.notify = QueueNotifier(services.adapters.queue)
+    report = services.reindex.reindex_collection("t", services.adapters.metadata.get_collection("t", "c"), clean=False)
     worker.drain()
     assert report.repaired["abandoned_blobs"] == 2 and report.repaired["blobs_without_documents"] == 1
-    remaining = services.blobs.list_blobs(keys.collection_prefix("t", "c"))
+    remaining = services.adapters.blobs.list_blobs(keys.collection_prefix("t", "c"))
     assert not set(abandoned) & set(remaining)
     assert {current.source, fresh}.issubset(remaining)
-    assert services.metadata.get_document("t", "c", "dropped").status.value == "indexed"
-    assert services.metadata.get_document("t", "c", "never created") is None
-    assert services.metadata.get_document("t", "c", "d").source == current.source
+    assert services.adapters.metadata.get_document("t", "c", "dropped").status.value == "indexed"
+    assert services.adapters.metadata.get_document("t", "c", "never created") is None
+    assert services.adapters.metadata.get_document("t", "c", "d").source == current.source
     # another tenant's blobs are not this collection's business
-    assert other_tenant in services.blobs.list_blobs(keys.collection_prefix("u", "c"))
+    assert other_tenant in services.adapters.blobs.list_blobs(keys.collection_prefix("u", "c"))
 
 
 def test_a_binary_file_uploaded_as_content_txt_reads_without_content(services):
@@ -347,7 +347,7 @@ def test_a_binary_file_uploaded_as_content_txt_reads_without_content(services):
 def test_an_ingest_overtaken_by_a_newer_write_leaves_none_of_its_chunks(services):
     # Given a document whose first version is being indexed (on AWS two events of one document can run at once)
     put(services, "d", "first version " * 30)
-    source = services.metadata.get_document("t", "c", "d").source
+    source = services.adapters.metadata.get_document("t", "c", "d").source
     chunks = services.ingest.chunks
     original = chunks.put_chunks
     overtaken = {}
@@ -368,4 +368,4 @@ def test_an_ingest_overtaken_by_a_newer_write_leaves_none_of_its_chunks(services
     # Then only the newer version's chunks and vectors are left
     texts = indexed_texts(services)
     assert texts and all("second version" in text and "first" not in text for text in texts)
-    assert services.metadata.get_document("t", "c", "d").status.value == "indexed"
+    assert services.adapters.metadata.get_document("t", "c", "d").status.value == "indexed"

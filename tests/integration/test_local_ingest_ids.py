@@ -29,10 +29,10 @@ def test_a_file_whose_id_another_file_already_has_is_not_written(local_container
     clash = next(line for line in outcome["failed"] if line.startswith("a:b.md: "))
     assert "has the same document id as" in clash and "not written" in clash
     assert any(line.startswith("bad\x01name.md: ") for line in outcome["failed"])
-    chunks = local_container.chunks.list_chunks("t", "c", "a:b.md")
+    chunks = local_container.adapters.chunks.list_chunks("t", "c", "a:b.md")
     assert "alpha bravo" in " ".join(chunk.text for chunk in chunks)
     assert "charlie" not in " ".join(chunk.text for chunk in chunks)
-    assert local_container.metadata.get_document("t", "c", "bad\x01name.md") is None
+    assert local_container.adapters.metadata.get_document("t", "c", "bad\x01name.md") is None
 
 
 def test_pending_statuses_are_read_through_the_listing_or_one_read_each_with_the_same_answer(local_container,
@@ -48,18 +48,18 @@ def test_pending_statuses_are_read_through_the_listing_or_one_read_each_with_the
     wanted = [f"d{i:02d}" for i in (3, 7, 11, 24)] + ["missing"]
     monkeypatch.setattr(ingest_cli, "LIST_PAGE", 4)  # 25 documents: 7 pages of listing
     # When 5 are wanted (5 reads are fewer than 7 pages) and when 13 are (the listing is)
-    one_each = ingest_cli._current(local_container.metadata, "t", "c", wanted)
+    one_each = ingest_cli._current(local_container.adapters.metadata, "t", "c", wanted)
     many = wanted[:4] + [f"d{i:02d}" for i in range(12, 20)] + ["missing"]
     calls = []
-    original = local_container.metadata.list_documents
-    monkeypatch.setattr(local_container.metadata, "list_documents",
+    original = local_container.adapters.metadata.list_documents
+    monkeypatch.setattr(local_container.adapters.metadata, "list_documents",
                         lambda *a, **k: calls.append(k) or original(*a, **k))
-    listed = ingest_cli._current(local_container.metadata, "t", "c", many)
+    listed = ingest_cli._current(local_container.adapters.metadata, "t", "c", many)
     # Then both ways find the same records of this tenant only, and a missing document is absent
     assert sorted(one_each) == wanted[:4] and "missing" not in listed
     assert sorted(listed) == sorted(many[:-1]) and len(calls) == 7
     assert all(document.id == doc_id and document.status.value == "pending" for doc_id, document in listed.items())
-    own = {doc_id: local_container.metadata.get_document("t", "c", doc_id).content_sha256 for doc_id in many[:-1]}
+    own = {doc_id: local_container.adapters.metadata.get_document("t", "c", doc_id).content_sha256 for doc_id in many[:-1]}
     assert {doc_id: document.content_sha256 for doc_id, document in listed.items()} == own
     assert {doc_id: document.content_sha256 for doc_id, document in one_each.items()} == {
         doc_id: own[doc_id] for doc_id in one_each}

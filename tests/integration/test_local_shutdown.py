@@ -32,7 +32,7 @@ def test_a_server_stop_compacts_the_embedded_index_after_its_background_threads_
     try:
         os.environ["KINDEX_DEFAULT_EMBEDDING_MODEL"] = "hash:384"
         server = start(load_settings(data_dir=tmp_path / "data", port=0, host="127.0.0.1"))
-        index = container().search_index
+        index = container().adapters.search_index
         # Given a graph partition with writes in its log
         index.upsert(MODEL, _records(500, 1))
         index.upsert(MODEL, _records(30, 2, start=500))

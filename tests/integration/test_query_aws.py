@@ -56,7 +56,7 @@ def env(monkeypatch: pytest.MonkeyPatch) -> Iterator[Env]:
 
 def trusting(env: Env, server: RightsServer) -> RightsServer:
     """AWS calls rights endpoints over https only: make the deployment trust the test server's CA."""
-    env.services.adapters.__dict__["rights_endpoint"] = HttpRightsEndpoint(env.services.rights_policy,
+    env.services.adapters.__dict__["rights_endpoint"] = HttpRightsEndpoint(env.services.adapters.rights_policy,
                                                                   ssl_context=server.client_ssl_context())
     env.services.__dict__.pop("rights_checks", None)
     env.services.__dict__.pop("query", None)
@@ -66,10 +66,10 @@ def trusting(env: Env, server: RightsServer) -> RightsServer:
 def test_aws_adapters_serve_the_query(env):
     # The point of this module: the query path runs on the AWS adapters, not the local ones
     services = env.services
-    assert type(services.metadata).__name__ == "DynamoDbMetadataStore"
-    assert type(services.chunks).__name__ == "DynamoDbChunkStore"
-    assert isinstance(services.query_log, DynamoDbQueryLog) and isinstance(services.secrets, SecretsManagerStore)
-    assert services.query.index is services.search_index and services.query.chunks is services.chunks
+    assert type(services.adapters.metadata).__name__ == "DynamoDbMetadataStore"
+    assert type(services.adapters.chunks).__name__ == "DynamoDbChunkStore"
+    assert isinstance(services.adapters.query_log, DynamoDbQueryLog) and isinstance(services.adapters.secrets, SecretsManagerStore)
+    assert services.query.index is services.adapters.search_index and services.query.chunks is services.adapters.chunks
 
 
 def test_collection_gate(env):
@@ -183,7 +183,7 @@ def rights(env) -> Iterator[RightsServer]:
 
 def test_external_rights_allow_a_subset_with_a_valid_signature(env, rights):
     # The secret is in Secrets Manager under the deployment's prefix (a fresh process would read it there)
-    stored = env.stack.services.secrets.client.get_secret_value(SecretId="kindex/tenants/t/rights-check-signing")
+    stored = env.stack.services.adapters.secrets.client.get_secret_value(SecretId="kindex/tenants/t/rights-check-signing")
     assert stored["SecretBinary"] == rights.secret
     # Given the endpoint allows two documents
     rights.allowed = {"d03", "d07"}
@@ -208,7 +208,7 @@ def test_rights_failures_fail_closed(env, rights):
     for case, (mode, allowed) in cases.items():
         rights.mode, rights.allowed = mode, allowed
         if case == "bad-signature":
-            env.services.secrets.put_secret("tenants/t/rights-check-signing", b"not the secret the server knows")
+            env.services.adapters.secrets.put_secret("tenants/t/rights-check-signing", b"not the secret the server knows")
         # When ann queries / Then nothing is returned and the candidates are counted as denied
         response = env.query(["ext"], query="penguin report", user="ann", k=5)
         assert response.results == [] and response.denied_count > 0, case
@@ -233,7 +233,7 @@ def test_aws_calls_https_only_and_no_private_address_by_default(monkeypatch):
             with pytest.raises(InvalidInput, match=rule):
                 env.collection("ext", query_groups=["staff"], rights_check_method="external",
                                rights_check_method_configuration={"url": url})
-        assert env.services.metadata.get_collection("t", "ext") is None
+        assert env.services.adapters.metadata.get_collection("t", "ext") is None
         env.collection("ext", query_groups=["staff"], rights_check_method="external",
                        rights_check_method_configuration={"url": "https://rights.example.com/check"})
 
@@ -247,10 +247,10 @@ def test_no_secret_in_secrets_manager_denies_without_calling(env):
                            rights_check_method_configuration={"url": server.url})
         # A collection stored before that check existed: denied at query time, and the response says why
         env.collection("ext2", query_groups=["staff"])
-        stored = env.services.metadata.get_collection("t", "ext2")
+        stored = env.services.adapters.metadata.get_collection("t", "ext2")
         stored = stored.model_copy(update={"rights_check_method": "external", "revision": stored.revision + 1,
                                            "rights_check_method_configuration": {"url": server.url}})
-        env.services.metadata.put_collection("t", stored, create=False)
+        env.services.adapters.metadata.put_collection("t", stored, create=False)
         env.document("ext2", "d", "penguin")
         env.stack.drain()
         response = env.query(["ext2"], query="penguin")

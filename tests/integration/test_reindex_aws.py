@@ -41,7 +41,7 @@ def stack(monkeypatch: pytest.MonkeyPatch) -> Iterator[AwsStack]:
 
 
 def document(stack: AwsStack, doc_id: str):
-    return stack.services.metadata.get_document("t", "c", doc_id)
+    return stack.services.adapters.metadata.get_document("t", "c", doc_id)
 
 
 def ask(stack: AwsStack, mode: str, text: str = "penguins"):
@@ -49,7 +49,7 @@ def ask(stack: AwsStack, mode: str, text: str = "penguins"):
 
 
 def stored_chunk_ids(stack: AwsStack) -> set[str]:
-    return {c.chunk_id for d in DOCS for c in stack.services.chunks.list_chunks("t", "c", d)}
+    return {c.chunk_id for d in DOCS for c in stack.services.adapters.chunks.list_chunks("t", "c", d)}
 
 
 def vectors_in_double(stack: AwsStack, model: str) -> int:
@@ -68,7 +68,7 @@ def test_config_change_reindexes_every_document_through_the_queue(stack):
     job = services.reindex.start("t", "c", clean=False)
     # Then it is running with every document enqueued, and stored in the tenant's partition for 30 days
     assert job.enqueued == len(DOCS) and job.status == "running"
-    assert isinstance(services.jobs, DynamoDbJobStore)
+    assert isinstance(services.adapters.jobs, DynamoDbJobStore)
     item = stack.dynamodb.get_item(TableName=TABLE, Key={"pk": {"S": jobs_pk("t")}, "sk": {"S": job.id}})["Item"]
     assert int(item["expires_at"]["N"]) > 0
     # When the ingest function drains the queue
@@ -83,7 +83,7 @@ def test_config_change_reindexes_every_document_through_the_queue(stack):
     for doc_id in DOCS:
         rebuilt = document(stack, doc_id)
         assert rebuilt.indexed_config_version == 2 and rebuilt.chunk_count == 1 < before[doc_id]
-    assert services.search_index.chunk_ids("hash:384", "t", "c") == stored_chunk_ids(stack)
+    assert services.adapters.search_index.chunk_ids("hash:384", "t", "c") == stored_chunk_ids(stack)
     # And another tenant cannot read the job
     with pytest.raises(NotFound):
         services.reindex.get_job("other", job.id)
@@ -105,7 +105,7 @@ def test_model_change_keeps_queries_answering_then_switches(stack):
             response = ask(stack, mode)
             assert response.results and response.results[0].document_id == "d1"
             assert all(r.content for r in response.results)
-        assert services.metadata.get_collection("t", "c").query_model == "hash:384"
+        assert services.adapters.metadata.get_collection("t", "c").query_model == "hash:384"
         answered.append(True)
 
     # When the queue is processed one message at a time, queries are asked after every message
@@ -113,14 +113,14 @@ def test_model_change_keeps_queries_answering_then_switches(stack):
     assert len(answered) == len(DOCS)
     # And the new vectors were built beside the old ones
     assert vectors_in_double(stack, "hash:384") == old_vectors
-    assert services.search_index.chunk_ids("hash:256", "t", "c") == stored_chunk_ids(stack)
+    assert services.adapters.search_index.chunk_ids("hash:256", "t", "c") == stored_chunk_ids(stack)
     # When the job is looked at after the last document
     job = services.reindex.get_job("t", job.id)
     # Then it switched the collection, and the old model's vectors are gone from OpenSearch
     assert job.status == "completed" and job.done == job.total == len(DOCS)
-    collection = services.metadata.get_collection("t", "c")
+    collection = services.adapters.metadata.get_collection("t", "c")
     assert collection.query_model == "hash:256" and not collection.switching
-    assert services.search_index.chunk_ids("hash:384", "t", "c") == set()
+    assert services.adapters.search_index.chunk_ids("hash:384", "t", "c") == set()
     assert vectors_in_double(stack, "hash:384") == 0
     # And queries answer from the new model
     for mode in ("vector", "hybrid"):
@@ -138,21 +138,21 @@ def test_scheduled_function_rebuilds_model_and_chunking_change_then_switches(sta
     # Then the planner sent one task for the tenant and one for its collection, and every document was enqueued
     assert summary == {"tenants": 1, "collections": 1, "tasks": 2}
     assert len(stack.receive(10)) == len(DOCS)
-    assert services.metadata.get_collection("t", "c").query_model == "hash:384"
+    assert services.adapters.metadata.get_collection("t", "c").query_model == "hash:384"
     # And while the work is processed, the old chunks still serve the old model
     def old_chunks_answer():
         top = ask(stack, "hybrid").results[0]
         assert top.document_id == "d1" and top.content
 
     stack.drain(batch_size=2, after_each=old_chunks_answer)
-    assert services.metadata.get_collection("t", "c").query_model == "hash:384"
+    assert services.adapters.metadata.get_collection("t", "c").query_model == "hash:384"
     # When the scheduled functions run again
     stack.reindex_pass()
     # Then they switched the collection, enqueued nothing, and collected the old chunks and vectors
     assert stack.receive(10) == []
-    assert services.metadata.get_collection("t", "c").query_model == "hash:256"
-    assert all(len(services.chunks.list_chunks("t", "c", d)) == 1 for d in DOCS)
-    assert services.search_index.chunk_ids("hash:256", "t", "c") == stored_chunk_ids(stack)
+    assert services.adapters.metadata.get_collection("t", "c").query_model == "hash:256"
+    assert all(len(services.adapters.chunks.list_chunks("t", "c", d)) == 1 for d in DOCS)
+    assert services.adapters.search_index.chunk_ids("hash:256", "t", "c") == stored_chunk_ids(stack)
     assert vectors_in_double(stack, "hash:384") == 0
     assert ask(stack, "vector").results[0].document_id == "d1"
 
@@ -160,13 +160,13 @@ def test_scheduled_function_rebuilds_model_and_chunking_change_then_switches(sta
 def test_drift_is_repaired_by_the_scheduled_function(stack):
     services = stack.services
     # Given a vector without a chunk (of a document that does not exist)
-    services.search_index.upsert("hash:384", [IndexRecord(tenant="t", collection="c", document_id="ghost",
+    services.adapters.search_index.upsert("hash:384", [IndexRecord(tenant="t", collection="c", document_id="ghost",
                                                           chunk_id="ghost-chunk", vector=[1.0] * 384, text="ghost")])
     # And a document that lost a chunk text in DynamoDB (its vector is then an orphan, the document incomplete)
-    victim = services.chunks.list_chunks("t", "c", "d2")[0]
-    services.chunks.delete_chunks("t", "c", document_id="d2", chunk_ids=[victim.chunk_id])
+    victim = services.adapters.chunks.list_chunks("t", "c", "d2")[0]
+    services.adapters.chunks.delete_chunks("t", "c", document_id="d2", chunk_ids=[victim.chunk_id])
     # And a document without its vectors
-    services.search_index.delete("hash:384", "t", "c", document_ids=["d3"])
+    services.adapters.search_index.delete("hash:384", "t", "c", document_ids=["d3"])
     # And a blob without a document, and a blob of a collection that no longer exists, whose events were lost
     lost_key = blob_key("t", "c", "lost", "lost.md")
     gone_key = blob_key("t", "gone", "x", "x.txt")
@@ -181,10 +181,10 @@ def test_drift_is_repaired_by_the_scheduled_function(stack):
     assert sorted(decode_s3_event_key(k) for k in created_keys(bodies)) == sorted(
         [document(stack, "d2").source, document(stack, "d3").source, lost_key])
     # And the orphan vectors are gone, d2 and d3 are whole again, and the lost upload became a document
-    indexed = services.search_index.chunk_ids("hash:384", "t", "c")
+    indexed = services.adapters.search_index.chunk_ids("hash:384", "t", "c")
     assert "ghost-chunk" not in indexed
-    assert victim in services.chunks.list_chunks("t", "c", "d2") and victim.chunk_id in indexed
-    assert indexed == stored_chunk_ids(stack) | {c.chunk_id for c in services.chunks.list_chunks("t", "c", "lost")}
+    assert victim in services.adapters.chunks.list_chunks("t", "c", "d2") and victim.chunk_id in indexed
+    assert indexed == stored_chunk_ids(stack) | {c.chunk_id for c in services.adapters.chunks.list_chunks("t", "c", "lost")}
     lost = document(stack, "lost")
     assert lost.status is DocumentStatus.INDEXED and lost.title == "lost.md" and lost.chunk_count == 1
     # And no version of the dead collection's blob is left in the versioned bucket
@@ -197,17 +197,17 @@ def test_failed_retryable_document_is_retried_and_clean_job_rebuilds(stack):
     stored = document(stack, "d0")
     failed = stored.model_copy(update={"status": DocumentStatus.FAILED, "failure_reason": "EmbeddingFailed: outage",
                                        "failure_retryable": True, "revision": stored.revision + 1})
-    services.metadata.put_document("t", failed, create=False)
+    services.adapters.metadata.put_document("t", failed, create=False)
     # When the scheduled functions run and the queue drains / Then exactly it is enqueued, and indexed again
     stack.reindex_pass()
     assert sorted(decode_s3_event_key(k) for k in created_keys(stack.drain())) == [document(stack, "d0").source]
     assert document(stack, "d0").status is DocumentStatus.INDEXED
     # When a clean reindex starts / Then the vectors are gone at once, and back after the queue drains
     job = services.reindex.start("t", "c", clean=True)
-    assert job.enqueued == len(DOCS) and services.search_index.chunk_ids("hash:384", "t", "c") == set()
+    assert job.enqueued == len(DOCS) and services.adapters.search_index.chunk_ids("hash:384", "t", "c") == set()
     stack.drain()
     assert services.reindex.get_job("t", job.id).status == "completed"
-    assert services.search_index.chunk_ids("hash:384", "t", "c") == stored_chunk_ids(stack)
+    assert services.adapters.search_index.chunk_ids("hash:384", "t", "c") == stored_chunk_ids(stack)
     assert len(ask(stack, "hybrid").results) == 3
 
 
@@ -254,9 +254,9 @@ def test_documents_whose_content_never_came_fail_after_their_bound_and_late_cont
     assert (later.status, later.failure_retryable, up.status, up.failure_retryable) == (
         DocumentStatus.FAILED, False, DocumentStatus.FAILED, False)
     assert later.failure_reason.startswith("NoContent: ") and up.failure_reason.startswith("UploadMissing: ")
-    assert {services.metadata.get_document("u", "c", d).status for d in ("later", "up")} == {DocumentStatus.INDEXED}
+    assert {services.adapters.metadata.get_document("u", "c", d).status for d in ("later", "up")} == {DocumentStatus.INDEXED}
     # And they left the sparse attention index (no pass reads them again)
-    assert not {"later", "up"} & set(services.metadata.attention_documents("t", "c", after=None, limit=100))
+    assert not {"later", "up"} & set(services.adapters.metadata.attention_documents("t", "c", after=None, limit=100))
     # When a file comes through a new upload URL, and content is PUT / Then both are indexed
     notes = b"# Penguin notes\n\nThey came later than their title."
     ticket = catalog.prepare_upload("t", "c", "later", "notes.md", None, size=len(notes))
@@ -264,7 +264,7 @@ def test_documents_whose_content_never_came_fail_after_their_bound_and_late_cont
     catalog.put_document("t", "c", "up", DocumentInput(content="The report, sent as text instead."))
     stack.drain()
     assert {document(stack, d).status for d in ("later", "up")} == {DocumentStatus.INDEXED}
-    assert [c.text for c in services.chunks.list_chunks("t", "c", "later")] == [notes.decode()]
+    assert [c.text for c in services.adapters.chunks.list_chunks("t", "c", "later")] == [notes.decode()]
 
 
 def test_an_import_whose_chunks_stop_coming_fails_after_a_day_and_a_rerun_completes_it(stack):
@@ -282,7 +282,7 @@ def test_an_import_whose_chunks_stop_coming_fails_after_a_day_and_a_rerun_comple
     failed = document(stack, "imp")
     assert failed.status is DocumentStatus.FAILED and not failed.failure_retryable
     assert failed.failure_reason.startswith("ImportIncomplete: 1 of 2 chunks arrived")
-    assert services.metadata.get_document("u", "c", "imp").status is DocumentStatus.INDEXED
+    assert services.adapters.metadata.get_document("u", "c", "imp").status is DocumentStatus.INDEXED
     # And the missing chunk alone is refused, while importing the document again completes it
     with pytest.raises(Conflict):
         services.transfer.import_batch("t", "c", import_of("imp", 2, 1, record=False))

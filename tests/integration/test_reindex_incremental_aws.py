@@ -84,9 +84,9 @@ def test_a_pass_over_unchanged_collections_reads_no_chunk_item(stack):
     # Given a first pass that swept the collection and found it complete
     stack.reindex_pass()
     assert stack.receive(10) == []
-    state = stack.services.metadata.get_state("t", "c")
+    state = stack.services.adapters.metadata.get_state("t", "c")
     assert state.swept_config_version == 1 and state.swept_model == "hash:384"
-    spy = DynamoDbSpy(stack.services.metadata.client)
+    spy = DynamoDbSpy(stack.services.adapters.metadata.client)
     # When the next pass runs (planner and worker)
     stack.reindex_pass()
     # Then nothing was enqueued, no chunk item and no chunk marker was read, nothing was scanned
@@ -110,20 +110,20 @@ def test_the_drift_cursor_spreads_a_full_sweep_over_passes_and_finds_drift_anywh
     services = stack.services
     stack.reindex_pass()  # the covering sweep
     # Given a document, in the last drift page, whose vectors are gone
-    services.search_index.delete("hash:384", "t", "c", document_ids=["d11"])
+    services.adapters.search_index.delete("hash:384", "t", "c", document_ids=["d11"])
     # When passes run, each drift page moving the cursor 5 documents on
     cursors = []
     for _ in range(3):
         stack.reindex_pass()
-        cursors.append(services.metadata.get_state("t", "c").drift_after)
+        cursors.append(services.adapters.metadata.get_state("t", "c").drift_after)
         if stack.receive(10):
             break
     # Then the first two pages found nothing, the third found and re-sent d11, and the cursor went back to the start
     assert cursors == ["d04", "d09", None]
     assert [decode_s3_event_key(k) for k in created_keys(stack.drain())] == [
-        services.metadata.get_document("t", "c", "d11").source]
-    assert services.metadata.get_document("t", "c", "d11").status is DocumentStatus.INDEXED
-    assert services.search_index.chunk_ids("hash:384", "t", "c", after_document="d10")
+        services.adapters.metadata.get_document("t", "c", "d11").source]
+    assert services.adapters.metadata.get_document("t", "c", "d11").status is DocumentStatus.INDEXED
+    assert services.adapters.search_index.chunk_ids("hash:384", "t", "c", after_document="d10")
 
 
 def test_a_configuration_change_is_swept_in_chained_bounded_pages(stack):
@@ -136,17 +136,17 @@ def test_a_configuration_change_is_swept_in_chained_bounded_pages(stack):
     # Then the sweep ran in pages of at most 5 documents (the first in the collection task, then 2 chained), and
     # every document was re-sent once
     keys = [decode_s3_event_key(k) for k in created_keys(stack.drain())]
-    assert sorted(keys) == sorted(services.metadata.get_document("t", "c", f"d{i:02d}").source
+    assert sorted(keys) == sorted(services.adapters.metadata.get_document("t", "c", f"d{i:02d}").source
                                   for i in range(DOCUMENTS))
-    assert all(services.metadata.get_document("t", "c", f"d{i:02d}").indexed_config_version == 2
+    assert all(services.adapters.metadata.get_document("t", "c", f"d{i:02d}").indexed_config_version == 2
                for i in range(DOCUMENTS))
     # And the next pass sweeps again to confirm, shallow (no chunk item read: every page's counts agree), finds
     # every document done and marks the configuration covered
-    spy = DynamoDbSpy(services.metadata.client)
+    spy = DynamoDbSpy(services.adapters.metadata.client)
     stack.reindex_pass()
     assert stack.receive(10) == []
     assert chunk_partitions(spy.partitions()) == []
-    state = services.metadata.get_state("t", "c")
+    state = services.adapters.metadata.get_state("t", "c")
     assert (state.swept_config_version, state.sweeping_since) == (2, None)
 
 
@@ -154,9 +154,9 @@ def test_every_task_message_is_bounded(stack):
     # Given stored tenant and collection ids as long as stored ids get, in 4-byte characters (written before the
     # rules for new ids tightened), and a pass that plans them
     tenant, collection = "\U0001F600" * 255, "\U0001F680" * 255
-    admin = stack.services.metadata.list_keys("t")[0]
-    stack.services.metadata.put_key(admin.model_copy(update={"key_id": "long", "tenant": tenant}))
-    stack.services.metadata.put_collection(tenant, Collection(id=collection, embedding_model="hash:384"), create=True)
+    admin = stack.services.adapters.metadata.list_keys("t")[0]
+    stack.services.adapters.metadata.put_key(admin.model_copy(update={"key_id": "long", "tenant": tenant}))
+    stack.services.adapters.metadata.put_collection(tenant, Collection(id=collection, embedding_model="hash:384"), create=True)
     stack.services.reindex.plan()
     # Then every queued task is a small JSON body, far below SQS's 256 KiB
     bodies = [m["Body"] for m in stack.reindex_tasks(10)]
@@ -172,17 +172,17 @@ def test_a_poisoned_task_is_dead_lettered_without_holding_back_the_others(stack)
     services = stack.services
     url, _, dlq_url = stack.reindex_queue
     # Given a retryable failed document, and a poisoned message ahead of the planned tasks
-    stored = services.metadata.get_document("t", "c", "d03")
+    stored = services.adapters.metadata.get_document("t", "c", "d03")
     failed = stored.model_copy(update={"status": DocumentStatus.FAILED, "failure_reason": "EmbeddingFailed: outage",
                                        "failure_retryable": True, "revision": stored.revision + 1})
-    services.metadata.put_document("t", failed, create=False)
+    services.adapters.metadata.put_document("t", failed, create=False)
     stack.sqs.send_message(QueueUrl=url, MessageBody=json.dumps({"kindex_reindex": {"kind": "drop tables"}}))
     stack.sqs.send_message(QueueUrl=url, MessageBody="not json at all")
     # When the planner runs and the worker drains the queue (failed messages come back until dead-lettered)
     stack.reindex_pass()
     # Then the good tasks did their work: the failed document was re-sent and is indexed again
     assert [decode_s3_event_key(k) for k in created_keys(stack.drain())] == [failed.source]
-    assert services.metadata.get_document("t", "c", "d03").status is DocumentStatus.INDEXED
+    assert services.adapters.metadata.get_document("t", "c", "d03").status is DocumentStatus.INDEXED
     # And both poisoned messages are in the dead-letter queue after MAX_RECEIVES receives, the work queue empty
     dead = stack.sqs.receive_message(QueueUrl=dlq_url, MaxNumberOfMessages=10,
                                      AttributeNames=["All"]).get("Messages", [])
@@ -199,11 +199,11 @@ def test_two_tenants_with_the_same_collection_ids_are_planned_and_repaired_separ
     stack.drain()
     stack.reindex_pass()
     # Given tenant u's d01 failed (retryable) and tenant t's d01 lost its vectors
-    stored = services.metadata.get_document("u", "c", "d01")
+    stored = services.adapters.metadata.get_document("u", "c", "d01")
     failed = stored.model_copy(update={"status": DocumentStatus.FAILED, "failure_reason": "EmbeddingFailed: outage",
                                        "failure_retryable": True, "revision": stored.revision + 1})
-    services.metadata.put_document("u", failed, create=False)
-    services.search_index.delete("hash:384", "t", "c", document_ids=["d01"])
+    services.adapters.metadata.put_document("u", failed, create=False)
+    services.adapters.search_index.delete("hash:384", "t", "c", document_ids=["d01"])
     # When the planner runs
     summary = services.reindex.plan()
     # Then each tenant's collection got its own task
@@ -215,11 +215,11 @@ def test_two_tenants_with_the_same_collection_ids_are_planned_and_repaired_separ
     stack.work_reindex()
     # Then exactly u's failed document and t's document without vectors were re-sent, each in its own tenant
     resent = sorted(decode_s3_event_key(k) for k in created_keys(stack.drain()))
-    assert resent == sorted([failed.source, services.metadata.get_document("t", "c", "d01").source])
-    assert services.search_index.chunk_ids("hash:384", "t", "c", after_document="d00", through_document="d01")
+    assert resent == sorted([failed.source, services.adapters.metadata.get_document("t", "c", "d01").source])
+    assert services.adapters.search_index.chunk_ids("hash:384", "t", "c", after_document="d00", through_document="d01")
     # And each tenant has its own reindex state: t's 12 documents need more drift pages, u's 3 fit in one
-    assert services.metadata.get_state("t", "c").drift_after == "d04"
-    assert services.metadata.get_state("u", "c").drift_after is None
+    assert services.adapters.metadata.get_state("t", "c").drift_after == "d04"
+    assert services.adapters.metadata.get_state("u", "c").drift_after is None
 
 
 def test_the_planner_reads_only_the_key_listing_and_collection_ids(stack):
@@ -227,7 +227,7 @@ def test_the_planner_reads_only_the_key_listing_and_collection_ids(stack):
     from tests.support.aws import LambdaContext
     from tests.support.aws_deployment import SCHEDULED_EVENT
 
-    spy = DynamoDbSpy(stack.services.metadata.client)
+    spy = DynamoDbSpy(stack.services.adapters.metadata.client)
     # When the scheduled planner runs
     assert planner.handler(SCHEDULED_EVENT, LambdaContext()) == {"tenants": 1, "collections": 1, "tasks": 2}
     # Then it sent Queries only: the key listing, the tenant's collection ids (sort keys only) and its pending
@@ -280,7 +280,7 @@ def test_the_read_model_counts_the_requests_a_pass_really_sends(stack):
     for row in model.rows(workload, stack.services.reindex.limits, model.sample_items(1800)):
         expected[row.request] = expected.get(row.request, 0) + row.requests
     # When a pass runs, watched at the DynamoDB API
-    spy = DynamoDbSpy(stack.services.metadata.client)
+    spy = DynamoDbSpy(stack.services.adapters.metadata.client)
     stack.reindex_pass()
     sent: dict[str, int] = {}
     for operation, params in spy.calls:

@@ -35,7 +35,7 @@ def ask(services, text="penguins"):
 
 def test_chunking_change_reindexes_every_document(setup):
     services, worker = setup
-    before = {d: services.metadata.get_document("t", "c", d).chunk_count for d in DOCS}
+    before = {d: services.adapters.metadata.get_document("t", "c", d).chunk_count for d in DOCS}
     services.catalog.put_collection("t", "c", CollectionInput(chunking_max_size=2000))
     job = services.reindex.start("t", "c", clean=False)
     assert job.enqueued == len(DOCS) and job.status == "running"
@@ -43,10 +43,10 @@ def test_chunking_change_reindexes_every_document(setup):
     job = services.reindex.get_job("t", job.id)
     assert job.status == "completed" and job.done == job.total == len(DOCS)
     for doc_id in DOCS:
-        document = services.metadata.get_document("t", "c", doc_id)
+        document = services.adapters.metadata.get_document("t", "c", doc_id)
         assert document.indexed_config_version == 2 and document.chunk_count == 1 < before[doc_id]
-    ids = {c.chunk_id for d in DOCS for c in services.chunks.list_chunks("t", "c", d)}
-    assert services.search_index.chunk_ids("hash:384", "t", "c") == ids
+    ids = {c.chunk_id for d in DOCS for c in services.adapters.chunks.list_chunks("t", "c", d)}
+    assert services.adapters.search_index.chunk_ids("hash:384", "t", "c") == ids
 
 
 def test_model_change_keeps_queries_answering_then_switches(setup):
@@ -61,15 +61,15 @@ def test_model_change_keeps_queries_answering_then_switches(setup):
     while worker.run_once():
         response = ask(services)
         assert response.results and response.results[0].document_id == "d1" and response.results[0].content
-        assert services.metadata.get_collection("t", "c").query_model == "hash:384"
+        assert services.adapters.metadata.get_collection("t", "c").query_model == "hash:384"
     # The scheduler's check switches once every document is done
     assert services.reindex.finish_switches() == 1
-    collection = services.metadata.get_collection("t", "c")
+    collection = services.adapters.metadata.get_collection("t", "c")
     assert collection.query_model == "hash:256" and not collection.switching
-    assert services.search_index.chunk_ids("hash:384", "t", "c") == set()
+    assert services.adapters.search_index.chunk_ids("hash:384", "t", "c") == set()
     assert ask(services).results[0].document_id == "d1"
-    live = services.search_index.chunk_ids("hash:256", "t", "c")
-    assert live == {c.chunk_id for d in DOCS for c in services.chunks.list_chunks("t", "c", d)}
+    live = services.adapters.search_index.chunk_ids("hash:256", "t", "c")
+    assert live == {c.chunk_id for d in DOCS for c in services.adapters.chunks.list_chunks("t", "c", d)}
 
 
 def test_model_and_chunking_change_together_switch_cleanly(setup):
@@ -81,8 +81,8 @@ def test_model_and_chunking_change_together_switch_cleanly(setup):
         assert ask(services).results[0].content  # old chunks still there for the old model
     services.reindex.plan()  # the scheduled pass switches too (its sweep finds every document done)
     worker.drain()
-    assert services.metadata.get_collection("t", "c").query_model == "hash:256"
-    assert all(len(services.chunks.list_chunks("t", "c", d)) == 1 for d in DOCS)  # old chunks collected
+    assert services.adapters.metadata.get_collection("t", "c").query_model == "hash:256"
+    assert all(len(services.adapters.chunks.list_chunks("t", "c", d)) == 1 for d in DOCS)  # old chunks collected
     assert ask(services).results[0].document_id == "d1"
 
 
@@ -91,49 +91,49 @@ def test_drift_is_repaired(setup):
     # vectors without chunks: a vector of a document that does not exist
     from kindex.domain.types import IndexRecord
 
-    services.search_index.upsert("hash:384", [IndexRecord(tenant="t", collection="c", document_id="ghost",
+    services.adapters.search_index.upsert("hash:384", [IndexRecord(tenant="t", collection="c", document_id="ghost",
                                                           chunk_id="ghost-chunk", vector=[1.0] * 384, text="ghost")])
     # a document that lost a chunk text (its vector is then an orphan, and the document incomplete)
-    victim = services.chunks.list_chunks("t", "c", "d2")[0]
-    services.chunks.delete_chunks("t", "c", document_id="d2", chunk_ids=[victim.chunk_id])
+    victim = services.adapters.chunks.list_chunks("t", "c", "d2")[0]
+    services.adapters.chunks.delete_chunks("t", "c", document_id="d2", chunk_ids=[victim.chunk_id])
     # a document without its vectors
-    services.search_index.delete("hash:384", "t", "c", document_ids=["d3"])
+    services.adapters.search_index.delete("hash:384", "t", "c", document_ids=["d3"])
     # a blob without a document (its event was lost), and a blob of a collection that no longer exists
-    services.blobs.notify = None  # as if the events were lost
-    services.blobs.put_blob(blob_key("t", "c", "lost", "lost.md"), b"# Lost\n\nA lost upload.", "text/markdown")
-    services.blobs.put_blob(blob_key("t", "gone", "x", "x.txt"), b"orphan", "text/plain")
+    services.adapters.blobs.notify = None  # as if the events were lost
+    services.adapters.blobs.put_blob(blob_key("t", "c", "lost", "lost.md"), b"# Lost\n\nA lost upload.", "text/markdown")
+    services.adapters.blobs.put_blob(blob_key("t", "gone", "x", "x.txt"), b"orphan", "text/plain")
     from kindex.adapters.local.queue_notifier import QueueNotifier
 
-    services.blobs.notify = QueueNotifier(services.queue)
+    services.adapters.blobs.notify = QueueNotifier(services.adapters.queue)
     assert services.reindex.plan() == {"tenants": 1, "collections": 1, "tasks": 2}
-    assert services.blobs.list_blobs("tenants/t/collections/gone/")  # the planner only plans
+    assert services.adapters.blobs.list_blobs("tenants/t/collections/gone/")  # the planner only plans
     worker.drain()
-    indexed = services.search_index.chunk_ids("hash:384", "t", "c")
+    indexed = services.adapters.search_index.chunk_ids("hash:384", "t", "c")
     assert "ghost-chunk" not in indexed
     # d2 was rebuilt: its chunk text and vector are both back
-    assert victim in services.chunks.list_chunks("t", "c", "d2") and victim.chunk_id in indexed
-    d3 = {c.chunk_id for c in services.chunks.list_chunks("t", "c", "d3")}
-    assert d3 and d3 <= services.search_index.chunk_ids("hash:384", "t", "c")
-    assert services.metadata.get_document("t", "c", "lost").status.value == "indexed"
-    assert services.blobs.list_blobs("tenants/t/collections/gone/") == []
+    assert victim in services.adapters.chunks.list_chunks("t", "c", "d2") and victim.chunk_id in indexed
+    d3 = {c.chunk_id for c in services.adapters.chunks.list_chunks("t", "c", "d3")}
+    assert d3 and d3 <= services.adapters.search_index.chunk_ids("hash:384", "t", "c")
+    assert services.adapters.metadata.get_document("t", "c", "lost").status.value == "indexed"
+    assert services.adapters.blobs.list_blobs("tenants/t/collections/gone/") == []
 
 
 def test_failed_retryable_documents_are_retried(setup):
     services, worker = setup
-    document = services.metadata.get_document("t", "c", "d0")
-    services.metadata.put_document("t", document.model_copy(update={
+    document = services.adapters.metadata.get_document("t", "c", "d0")
+    services.adapters.metadata.put_document("t", document.model_copy(update={
         "status": DocumentStatus.FAILED, "failure_reason": "EmbeddingFailed: outage", "failure_retryable": True,
         "revision": document.revision + 1}), create=False)
     services.reindex.plan()
     worker.drain()
-    assert services.metadata.get_document("t", "c", "d0").status.value == "indexed"
+    assert services.adapters.metadata.get_document("t", "c", "d0").status.value == "indexed"
 
 
 def test_clean_reindex_rebuilds_from_scratch(setup):
     services, worker = setup
     job = services.reindex.start("t", "c", clean=True)
     assert job.enqueued == len(DOCS)
-    assert services.search_index.chunk_ids("hash:384", "t", "c") == set()
+    assert services.adapters.search_index.chunk_ids("hash:384", "t", "c") == set()
     worker.drain()
     assert services.reindex.get_job("t", job.id).status == "completed"
     assert len(ask(services).results) == 3
@@ -152,17 +152,17 @@ def test_a_poisoned_task_is_dead_lettered_locally_without_holding_back_the_other
     services, worker = setup
     worker.backoff = 0.0  # retry at once, so one drain sees every receive
     # Given a retryable failed document and, on the same queue, a task body the worker cannot read
-    document = services.metadata.get_document("t", "c", "d0")
-    services.metadata.put_document("t", document.model_copy(update={
+    document = services.adapters.metadata.get_document("t", "c", "d0")
+    services.adapters.metadata.put_document("t", document.model_copy(update={
         "status": DocumentStatus.FAILED, "failure_reason": "EmbeddingFailed: outage", "failure_retryable": True,
         "revision": document.revision + 1}), create=False)
-    services.queue.send('{"kindex_reindex": {"kind": "drop tables"}}', lane="t")
+    services.adapters.queue.send('{"kindex_reindex": {"kind": "drop tables"}}', lane="t")
     # When the planner runs and the worker drains the queue
     assert services.reindex.plan() == {"tenants": 1, "collections": 1, "tasks": 2}
     worker.drain()
     # Then the planned tasks did their work, and the poisoned one was dead-lettered (redrive finds exactly it)
-    assert services.metadata.get_document("t", "c", "d0").status is DocumentStatus.INDEXED
-    assert services.queue.redrive() == 1
+    assert services.adapters.metadata.get_document("t", "c", "d0").status is DocumentStatus.INDEXED
+    assert services.adapters.queue.redrive() == 1
 
 
 def test_two_tenants_with_the_same_collection_id_get_their_own_state(setup):
@@ -179,12 +179,12 @@ def test_two_tenants_with_the_same_collection_id_get_their_own_state(setup):
     services.reindex.plan()
     worker.drain()
     # Then only t's documents were rebuilt, and u's collection stays covered at its own configuration
-    assert services.metadata.get_document("t", "c", "d0").indexed_config_version == 2
-    assert services.metadata.get_document("u", "c", "d0").indexed_config_version == 1
-    assert services.metadata.get_state("u", "c").swept_config_version == 1
+    assert services.adapters.metadata.get_document("t", "c", "d0").indexed_config_version == 2
+    assert services.adapters.metadata.get_document("u", "c", "d0").indexed_config_version == 1
+    assert services.adapters.metadata.get_state("u", "c").swept_config_version == 1
     services.reindex.plan()
     worker.drain()
-    assert services.metadata.get_state("t", "c").swept_config_version == 2
+    assert services.adapters.metadata.get_state("t", "c").swept_config_version == 2
 
 
 def test_a_job_larger_than_a_page_chains_its_pages_and_reports_honest_progress(setup):
@@ -204,7 +204,7 @@ def test_a_job_larger_than_a_page_chains_its_pages_and_reports_honest_progress(s
     job = services.reindex.get_job("t", job.id)
     assert (job.total, job.done, job.status) == (len(DOCS), len(DOCS), "completed")
     assert job.enqueued == len(DOCS)
-    assert all(services.metadata.get_document("t", "c", d).indexed_config_version == 2 for d in DOCS)
+    assert all(services.adapters.metadata.get_document("t", "c", d).indexed_config_version == 2 for d in DOCS)
 
 
 def test_a_full_plan_sweeps_covered_collections_and_finds_what_drift_pages_cannot(setup):
@@ -212,17 +212,17 @@ def test_a_full_plan_sweeps_covered_collections_and_finds_what_drift_pages_canno
     services.reindex.plan()
     worker.drain()  # the collection is covered now
     # Given a chunk text lost from the chunk store while its vector remains (the counts still match)
-    victim = services.chunks.list_chunks("t", "c", "d2")[0]
-    services.chunks.delete_chunks("t", "c", document_id="d2", chunk_ids=[victim.chunk_id])
+    victim = services.adapters.chunks.list_chunks("t", "c", "d2")[0]
+    services.adapters.chunks.delete_chunks("t", "c", document_id="d2", chunk_ids=[victim.chunk_id])
     # When a scheduled pass runs / Then its drift page (counts only) does not see it
     services.reindex.plan()
     worker.drain()
-    assert victim not in services.chunks.list_chunks("t", "c", "d2")
+    assert victim not in services.adapters.chunks.list_chunks("t", "c", "d2")
     # When `kindex reindex --full` plans / Then the sweep compares the chunk store and rebuilds d2
     assert services.reindex.plan(full=True) == {"tenants": 1, "collections": 1, "tasks": 2}
     worker.drain()
-    assert victim in services.chunks.list_chunks("t", "c", "d2")
-    assert victim.chunk_id in services.search_index.chunk_ids("hash:384", "t", "c")
+    assert victim in services.adapters.chunks.list_chunks("t", "c", "d2")
+    assert victim.chunk_id in services.adapters.search_index.chunk_ids("hash:384", "t", "c")
 
 
 def pass_at(services, worker, full: bool = False, **later) -> None:
@@ -256,26 +256,26 @@ def test_a_document_created_without_content_fails_after_its_bound_and_a_later_up
     worker.drain()
     # When the passes of the next hour run / Then it still waits (pending, no content yet: version 0)
     pass_at(services, worker, minutes=59)
-    waiting = services.metadata.get_document("t", "c", "later")
+    waiting = services.adapters.metadata.get_document("t", "c", "later")
     assert (waiting.status, waiting.version, waiting.failure_reason) == (DocumentStatus.PENDING, 0, None)
     # When a pass runs past the bound
     pass_at(services, worker, minutes=61)
     # Then it failed for good, saying what brings it back; u's document of the same ids is untouched
-    failed = services.metadata.get_document("t", "c", "later")
+    failed = services.adapters.metadata.get_document("t", "c", "later")
     assert failed.status is DocumentStatus.FAILED and not failed.failure_retryable
     assert failed.failure_reason.startswith("NoContent: ") and "upload a file" in failed.failure_reason
-    assert services.metadata.get_document("u", "c", "later").status is DocumentStatus.INDEXED
+    assert services.adapters.metadata.get_document("u", "c", "later").status is DocumentStatus.INDEXED
     # And it left the documents a pass looks at (nothing to retry)
-    assert "later" not in services.metadata.attention_documents("t", "c", after=None, limit=100)
+    assert "later" not in services.adapters.metadata.attention_documents("t", "c", after=None, limit=100)
     # When its file is uploaded later / Then it is indexed like any upload
     notes = b"# Penguin notes\n\nPenguins came later than their title."
     ticket = catalog.prepare_upload("t", "c", "later", "notes.md", None, size=len(notes))
     assert ticket.document.status is DocumentStatus.PENDING and ticket.document.failure_reason is None
-    services.blobs.put_blob(ticket.document.source, notes, "text/markdown")
+    services.adapters.blobs.put_blob(ticket.document.source, notes, "text/markdown")
     worker.drain()
-    indexed = services.metadata.get_document("t", "c", "later")
+    indexed = services.adapters.metadata.get_document("t", "c", "later")
     assert indexed.status is DocumentStatus.INDEXED and indexed.failure_reason is None
-    assert [c.text for c in services.chunks.list_chunks("t", "c", "later")] == [notes.decode()]
+    assert [c.text for c in services.adapters.chunks.list_chunks("t", "c", "later")] == [notes.decode()]
 
 
 def test_an_upload_url_never_used_fails_its_document_after_its_bound_and_content_still_indexes_it(setup):
@@ -285,21 +285,21 @@ def test_an_upload_url_never_used_fails_its_document_after_its_bound_and_content
     services.keys.create("u", "admin")
     catalog.put_collection("u", "c", CollectionInput())
     tickets = {tenant: catalog.prepare_upload(tenant, "c", "up", "report.md", None, size=9) for tenant in ("t", "u")}
-    services.blobs.put_blob(tickets["u"].document.source, b"# Report\n", "text/markdown")
+    services.adapters.blobs.put_blob(tickets["u"].document.source, b"# Report\n", "text/markdown")
     worker.drain()
     # When the passes of the next hour run / Then it still waits for its file
     pass_at(services, worker, minutes=59)
-    assert services.metadata.get_document("t", "c", "up").status is DocumentStatus.PENDING
+    assert services.adapters.metadata.get_document("t", "c", "up").status is DocumentStatus.PENDING
     # When a pass runs past the bound / Then it failed for good, saying so; u's is indexed
     pass_at(services, worker, minutes=61)
-    failed = services.metadata.get_document("t", "c", "up")
+    failed = services.adapters.metadata.get_document("t", "c", "up")
     assert failed.status is DocumentStatus.FAILED and not failed.failure_retryable
     assert failed.failure_reason.startswith("UploadMissing: ") and "new upload URL" in failed.failure_reason
-    assert services.metadata.get_document("u", "c", "up").status is DocumentStatus.INDEXED
+    assert services.adapters.metadata.get_document("u", "c", "up").status is DocumentStatus.INDEXED
     # When its content is PUT later / Then it is indexed
     catalog.put_document("t", "c", "up", DocumentInput(content="The report, sent as text instead."))
     worker.drain()
-    assert services.metadata.get_document("t", "c", "up").status is DocumentStatus.INDEXED
+    assert services.adapters.metadata.get_document("t", "c", "up").status is DocumentStatus.INDEXED
 
 
 def test_an_import_whose_chunks_stop_coming_fails_after_a_day_and_a_rerun_completes_it(setup):
@@ -311,21 +311,21 @@ def test_an_import_whose_chunks_stop_coming_fails_after_a_day_and_a_rerun_comple
     assert services.transfer.import_batch("u", "c", import_of("imp", 2, 0, 1)).documents_completed == 1
     # When the passes of the next 23 hours run / Then it is still being imported
     pass_at(services, worker, hours=23)
-    assert services.metadata.get_document("t", "c", "imp").status is DocumentStatus.IN_PROGRESS
+    assert services.adapters.metadata.get_document("t", "c", "imp").status is DocumentStatus.IN_PROGRESS
     # When a full pass (a sweep: the other path that reads documents) runs a day after its last chunk
     pass_at(services, worker, full=True, hours=25)
     # Then it failed for good, saying how far it got and what completes it; u's is indexed
-    failed = services.metadata.get_document("t", "c", "imp")
+    failed = services.adapters.metadata.get_document("t", "c", "imp")
     assert failed.status is DocumentStatus.FAILED and not failed.failure_retryable
     assert failed.failure_reason.startswith("ImportIncomplete: 1 of 2 chunks arrived")
     assert "import the document again" in failed.failure_reason
-    assert services.metadata.get_document("u", "c", "imp").status is DocumentStatus.INDEXED
+    assert services.adapters.metadata.get_document("u", "c", "imp").status is DocumentStatus.INDEXED
     # And the missing chunk alone is refused (the document is no longer being imported)...
     with pytest.raises(Conflict):
         services.transfer.import_batch("t", "c", import_of("imp", 2, 1, record=False))
     # ...while importing the document again completes it
     assert services.transfer.import_batch("t", "c", import_of("imp", 2, 0, 1)).documents_completed == 1
-    indexed = services.metadata.get_document("t", "c", "imp")
+    indexed = services.adapters.metadata.get_document("t", "c", "imp")
     assert indexed.status is DocumentStatus.INDEXED and indexed.failure_reason is None
 
 
@@ -336,20 +336,20 @@ def test_a_write_after_the_pass_read_the_document_keeps_it_from_failing(setup):
     pass_at(services, worker)  # the collection is covered: the pass reads the documents needing attention
     # Given a title-only document past its bound, and a title PUT that commits just before the pass writes
     services.catalog.put_document("t", "c", "racy", DocumentInput(title="First title"))
-    services.reindex.documents = Interleave(services.metadata, lambda: services.catalog.put_document(
+    services.reindex.documents = Interleave(services.adapters.metadata, lambda: services.catalog.put_document(
         "t", "c", "racy", DocumentInput(title="Second title")), "before_commit")
-    collection = services.metadata.get_collection("t", "c")
+    collection = services.adapters.metadata.get_collection("t", "c")
     services.reindex.clock = lambda: utc_now() + timedelta(hours=2)
     # When the pass runs / Then it did not fail it: the record it judged is no longer the one stored
     report = services.reindex.reindex_collection("t", collection, clean=False)
     assert services.reindex.documents.fired and report.repaired["documents_without_content"] == 0
-    current = services.metadata.get_document("t", "c", "racy")
+    current = services.adapters.metadata.get_document("t", "c", "racy")
     assert (current.status, current.title) == (DocumentStatus.PENDING, "Second title")
     # When the next pass runs, the PUT's own hour later / Then it fails it
-    services.reindex.documents = services.metadata
+    services.reindex.documents = services.adapters.metadata
     services.reindex.clock = lambda: current.updated_at + timedelta(minutes=61)
     assert services.reindex.reindex_collection("t", collection, clean=False).repaired["documents_without_content"] == 1
-    assert services.metadata.get_document("t", "c", "racy").status is DocumentStatus.FAILED
+    assert services.adapters.metadata.get_document("t", "c", "racy").status is DocumentStatus.FAILED
 
 
 def test_sixteen_writers_and_passes_at_once_never_leave_content_failed(setup):
@@ -358,13 +358,13 @@ def test_sixteen_writers_and_passes_at_once_never_leave_content_failed(setup):
 
     services, worker = setup
     pass_at(services, worker)  # covered: the passes below read the attention documents (with the real clock)
-    collection = services.metadata.get_collection("t", "c")
+    collection = services.adapters.metadata.get_collection("t", "c")
     for round_ in range(5):
         # Given a title-only document well past its bound (its record dated back: the writes below are fresh, and a
         # clock moved on would also judge their blobs abandoned)
         doc_id = f"race{round_}"
         created, _ = services.catalog.put_document("t", "c", doc_id, DocumentInput(title="Title first"))
-        services.metadata.put_document("t", created.model_copy(update={
+        services.adapters.metadata.put_document("t", created.model_copy(update={
             "updated_at": created.updated_at - timedelta(hours=2), "revision": created.revision + 1}), create=False)
         # When 8 passes and 8 content PUTs (each its own text) run at once
         calls = [lambda: services.reindex.reindex_collection("t", collection, clean=False)] * 8 + [
@@ -373,11 +373,11 @@ def test_sixteen_writers_and_passes_at_once_never_leave_content_failed(setup):
         outcomes = run_together(calls)
         assert not [o for o in outcomes if isinstance(o, Exception) and not isinstance(o, Lost)], outcomes
         # Then the content that won waits for its ingest: a pass that judged the record before it changed nothing
-        stored = services.metadata.get_document("t", "c", doc_id)
+        stored = services.adapters.metadata.get_document("t", "c", doc_id)
         assert stored.source is not None and stored.status is DocumentStatus.PENDING, stored
         worker.drain()
         # And is indexed
-        document = services.metadata.get_document("t", "c", doc_id)
+        document = services.adapters.metadata.get_document("t", "c", doc_id)
         assert (document.status, document.failure_reason) == (DocumentStatus.INDEXED, None), document
-        assert [c.text for c in services.chunks.list_chunks("t", "c", doc_id)] == [
-            services.blobs.get_blob(document.source).decode()]
+        assert [c.text for c in services.adapters.chunks.list_chunks("t", "c", doc_id)] == [
+            services.adapters.blobs.get_blob(document.source).decode()]

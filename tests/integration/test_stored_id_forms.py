@@ -31,7 +31,7 @@ def call(method: str, *ids: str, body: dict | None = None) -> tuple[int, dict | 
 
 def test_a_record_stored_under_a_decomposed_id_stays_readable_and_deletable(local_container):
     # Given a collection and a document stored (by an earlier version) under ids in decomposed form
-    store = local_container.metadata
+    store = local_container.adapters.metadata
     store.put_collection("acme", Collection(id=NFD_CAFE, embedding_model="hash:384"), create=True)
     store.put_document("acme", Document(id=NFD_CAFE, collection=NFD_CAFE, title="old"), create=True)
     store.put_document("acme", Document(id="zero\u200bwidth", collection=NFD_CAFE, title="zw"), create=True)

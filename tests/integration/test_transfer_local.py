@@ -282,16 +282,16 @@ def test_imported_vectors_never_stand_in_for_embeddings(env):
         documents=[{"id": "d", "chunk_count": 1}],
         chunks=[{"document_id": "d", "index": 0, "start": 0, "end": len(text), "text": text, "vector": bogus}]))
     # Then no cache holds it as the model's embedding, neither u's nor another tenant's
-    assert env.embedding_cache.get_vectors("u", "hash:384", [text_sha256(text)]) == {}
-    assert env.embedding_cache.get_vectors("t", "hash:384", [text_sha256(text)]) == {}
+    assert env.adapters.embedding_cache.get_vectors("u", "hash:384", [text_sha256(text)]) == {}
+    assert env.adapters.embedding_cache.get_vectors("t", "hash:384", [text_sha256(text)]) == {}
     # (it is kept apart for u's own exports only)
-    assert env.embedding_cache.get_vectors("u", imported_vectors_key("hash:384"), [text_sha256(text)])
-    assert env.embedding_cache.get_vectors("t", imported_vectors_key("hash:384"), [text_sha256(text)]) == {}
+    assert env.adapters.embedding_cache.get_vectors("u", imported_vectors_key("hash:384"), [text_sha256(text)])
+    assert env.adapters.embedding_cache.get_vectors("t", imported_vectors_key("hash:384"), [text_sha256(text)]) == {}
     # And u's own ingest of that text gets the real embedding
     env.catalog.put_collection("u", "other", CollectionInput())
     env.catalog.put_document("u", "other", "d", DocumentInput(content=text))
     build_worker().drain()
-    cached = env.embedding_cache.get_vectors("u", "hash:384", [text_sha256(text)])[text_sha256(text)]
+    cached = env.adapters.embedding_cache.get_vectors("u", "hash:384", [text_sha256(text)])[text_sha256(text)]
     assert cached.tolist() != bogus
 
 
@@ -317,7 +317,7 @@ def test_vectors_of_a_remote_model_move_without_building_its_embedder(env):
         "openai:text-embedding-3-small", 1536, ["d"])
     # And the export carries the imported vector again (kept in the tenant's own namespace of the cache)
     assert page.chunks[0].vector == [0.0] * 1535 + [1.0]
-    assert env.embedding_cache.get_vectors("t", "openai:text-embedding-3-small", [text_sha256(text)]) == {}
+    assert env.adapters.embedding_cache.get_vectors("t", "openai:text-embedding-3-small", [text_sha256(text)]) == {}
 
 
 def test_an_import_that_must_embed_never_reuses_another_tenants_embedding(env):

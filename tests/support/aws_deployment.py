@@ -120,8 +120,8 @@ class AwsStack:
     def dynamodb_requests(self, run: Callable[[], Any]) -> list[dict]:
         """Every DynamoDB request `run()` sends, as its operation and parameters, on every client the stores use."""
         sent: list[dict] = []
-        clients = {id(c): c for c in (self.services.metadata.client, self.services.chunks.client,
-                                      self.services.query_log.client)}
+        clients = {id(c): c for c in (self.services.adapters.metadata.client, self.services.adapters.chunks.client,
+                                      self.services.adapters.query_log.client)}
 
         def record(model, params, **_):
             sent.append({"operation": model.name, **params})

@@ -20,6 +20,7 @@ if TYPE_CHECKING:  # imports stay inside the properties: each function loads onl
     from kindex.app.reindex import ReindexService
     from kindex.app.rights import RightsChecks, RightsSecretService
     from kindex.app.transfer import TransferService
+    from kindex.compose.local import LocalAdapters
 
 
 def adapters_for(settings: Settings) -> AdapterSet:
@@ -34,18 +35,13 @@ def adapters_for(settings: Settings) -> AdapterSet:
 
 
 class Services:
-    """The use cases of one deployment, built lazily over its adapters. The adapters are reachable too, by name,
-    for the entry points that drive them directly (the local worker's queue, the CLI, tests)."""
+    """The use cases of one deployment, built lazily over its adapters. Entry points that drive an adapter directly
+    (the local worker's queue, the CLI, tests) name the layer: `services.adapters.metadata`; what only local mode has
+    (its queue, its SQLite database) through `local_adapters(services)`."""
 
     def __init__(self, adapters: AdapterSet):
         self.adapters = adapters
         self.settings = adapters.settings
-
-    def __getattr__(self, name: str):
-        # Only reached for names that are not services: adapters (metadata, blobs, queue, search_index, ...).
-        if name.startswith("_") or name == "adapters":
-            raise AttributeError(name)
-        return getattr(self.adapters, name)
 
     @cached_property
     def embeddings(self) -> EmbeddingService:
@@ -144,6 +140,16 @@ class Services:
 
     def _check_rights(self, tenant, collection) -> None:
         self.rights_checks.check_collection(tenant, collection)
+
+
+def local_adapters(services: Services) -> LocalAdapters:
+    """The local deployment's adapters, with what only it has (the durable queue, the SQLite database, the notifier);
+    TypeError on any other deployment, so a local-only call can never reach AWS by mistake."""
+    from kindex.compose.local import LocalAdapters
+
+    if not isinstance(services.adapters, LocalAdapters):
+        raise TypeError("this needs the local deployment's adapters (KINDEX_BACKEND=local)")
+    return services.adapters
 
 
 @lru_cache(maxsize=1)
