@@ -15,6 +15,7 @@ from kindex.domain.filters import Access, AttributeValue
 from kindex.domain.types import SearchFilters
 
 DocumentFilters = tuple[Mapping[str, AttributeValue] | None, Access | None]
+ACCESS_PARTS = ("users", "groups", "deny_users", "deny_groups")
 
 # Below one matching row in GATHER_RATIO, copying the matching rows out beats scoring the whole partition
 # (measured at 100k x 384: gathering 6% of the rows costs about half a full matrix-vector product).
@@ -33,8 +34,9 @@ EXACT_MAX_ROWS = 20_000
 
 def encode_document_filters(documents: Mapping[str, DocumentFilters]) -> dict[str, list]:
     """`{document id: [attributes, access]}` as JSON values (None where a document has none), for logs and snapshots."""
+    # Access lists by hand: pydantic's model_dump warns on their tuples (a plain validator hides their type).
     return {document_id: [dict(attributes) if attributes is not None else None,
-                          access.model_dump(mode="json") if access is not None else None]
+                          {part: list(getattr(access, part)) for part in ACCESS_PARTS} if access is not None else None]
             for document_id, (attributes, access) in documents.items()}
 
 
