@@ -15,7 +15,8 @@ from kindex.domain.filters import Access, admits, matches, parse_filter
 from kindex.domain.types import IndexRecord, Principals, SearchFilters
 from tests.contract.mixins.search_index import MODEL, ids, near, unit
 
-# Documents of one collection: ints and floats, lists, booleans, unicode values (keys are ASCII: filters.KEY_PATTERN), missing keys, none at all.
+# Documents of one collection: ints and floats, lists, booleans, unicode values (keys are ASCII:
+# filters.KEY_PATTERN), missing keys, none at all.
 ATTRIBUTES = {
     "d-1": {"year": 2020, "region": "eu", "tags": ["alpha", "beta"], "public": True, "score": 0.5},
     "d-2": {"year": 2021.5, "region": "us", "tags": ["beta"], "public": False},
