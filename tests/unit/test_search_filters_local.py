@@ -295,3 +295,25 @@ def test_tenant_keyword_indices_without_the_filter_fields_are_rebuilt_from_the_c
         {"b.0"}
     index.close()
     LocalSearchIndex(root).close()
+
+
+def test_a_filtered_search_of_float16_rows_scores_only_the_matching_rows(tmp_path, monkeypatch):
+    monkeypatch.setattr(ann, "MIN_ROWS", 200)
+    monkeypatch.setattr(ann, "BUILD_THREADS", 1)
+    # Given a partition with a graph (float16 rows) where a filter keeps half the rows, below the graph's threshold
+    index = LocalSearchIndex(tmp_path / "index")
+    index.upsert(MODEL, chunks("eng", 150, access=Access(groups=("eng",))) + chunks("ops", 150, seed=500,
+                                                                                    access=Access(groups=("ops",))))
+    partition = index._partition(MODEL, "acme", "c")
+    assert partition.vectors.dtype == np.float16
+    scored = []
+    scores = type(partition).scores
+    monkeypatch.setattr(type(partition), "scores", lambda self, rows, query: (
+        scored.append(None if rows is None else len(rows)), scores(self, rows, query))[1])
+    # When eng searches
+    found = knn(index, SearchFilters(principals=ENG), k=5)
+    # Then only the 150 matching rows were widened and scored (never the whole matrix), and the answer is exact
+    assert scored == [150]
+    wanted = sorted(range(150), key=lambda i: -float(unit(i) @ unit(999)))[:5]
+    assert found == {f"eng.{i}" for i in wanted}
+    index.close()
