@@ -70,7 +70,7 @@ def _store_bytes(url: str, index: str) -> tuple[int, int]:
 
 def _ef_k_recall(client, alias: str, queries: np.ndarray, truth: np.ndarray) -> float:
     """Recall@10 without `method_parameters` (lucene's ef = k), sent directly, not through the adapter."""
-    from kindex.adapters.aws.opensearch_index import build_knn_query, routing_key
+    from kindex.adapters.aws.opensearch_requests import build_knn_query, routing_key
 
     found = []
     for query in queries:
@@ -86,7 +86,8 @@ def run(count: int = 100_000, dims: int = 384, queries: int = 200, others: int =
     if url is None:
         log("opensearch: no node answers (make opensearch); section skipped")
         return []
-    from kindex.adapters.aws.opensearch_index import OpenSearchIndex, index_alias, opensearch_client
+    from kindex.adapters.aws.opensearch_index import OpenSearchIndex, opensearch_client
+    from kindex.adapters.aws.opensearch_requests import index_alias
     from kindex.adapters.local.search.index import LocalSearchIndex
 
     rng = np.random.default_rng(384)
@@ -202,13 +203,9 @@ def bytes_per_chunk(url: str, client, vectors: np.ndarray) -> list[Figure]:
     """Disk a chunk takes once merged, with the vector out of `_source` (the design) and kept in it (before)."""
     import requests
 
-    from kindex.adapters.aws.opensearch_index import (
-        IndexDesign,
-        OpenSearchIndex,
-        build_index_body,
-        concrete_index,
-        index_alias,
-    )
+    from kindex.adapters.aws.opensearch_design import IndexDesign
+    from kindex.adapters.aws.opensearch_index import OpenSearchIndex
+    from kindex.adapters.aws.opensearch_requests import build_index_body, concrete_index, index_alias
 
     dims = vectors.shape[1]
     records = _records(vectors, TENANT)

@@ -13,7 +13,9 @@ import numpy as np
 import pytest
 from opensearchpy import OpenSearch
 
-from kindex.adapters.aws.opensearch_index import IndexDesign, build_index_body, opensearch_client
+from kindex.adapters.aws.opensearch_design import IndexDesign
+from kindex.adapters.aws.opensearch_index import opensearch_client
+from kindex.adapters.aws.opensearch_requests import build_index_body
 from tests.support.opensearch_double import OpenSearchDouble
 from tests.support.opensearch_node import ENGINE, OpenSearchNode
 

@@ -11,11 +11,8 @@ from collections.abc import Iterator
 import pytest
 import requests
 
-from kindex.adapters.aws.opensearch_index import (
-    OpenSearchIndex,
-    index_alias,
-    opensearch_client,
-)
+from kindex.adapters.aws.opensearch_index import OpenSearchIndex, opensearch_client
+from kindex.adapters.aws.opensearch_requests import index_alias
 from kindex.adapters.local.search.index import LocalSearchIndex
 from kindex.compose import container
 from kindex.domain.errors import InvalidInput

@@ -613,7 +613,7 @@ def test_writers_reach_only_kindex_index_paths_and_nobody_reaches_the_cluster_ap
 def test_granted_index_pattern_covers_every_index_name_the_adapter_uses():
     from fnmatch import fnmatchcase
 
-    from kindex.adapters.aws.opensearch_index import concrete_index, index_alias
+    from kindex.adapters.aws.opensearch_requests import concrete_index, index_alias
 
     # Given the names the AWS composition's adapter (default prefix) creates and reads
     for model, dims in (("text-embedding-3-small", 1536), ("hash-embedding", 256), ("Weird/Model Name", 8)):
@@ -743,7 +743,8 @@ class RecordingTransport:
 def adapter_requests(operations) -> list[tuple[str, str]]:
     from opensearchpy import OpenSearch
 
-    from kindex.adapters.aws.opensearch_index import OpenSearchIndex, index_alias
+    from kindex.adapters.aws.opensearch_index import OpenSearchIndex
+    from kindex.adapters.aws.opensearch_requests import index_alias
 
     transport = RecordingTransport(index_alias("kindex", "text-embedding-3-small", 4))
     client = OpenSearch(hosts=[{"host": "search-x.us-east-1.es.amazonaws.com", "port": 443}])

@@ -24,11 +24,8 @@ from moto import mock_aws
 from functions import ingest as ingest_function
 from kindex.adapters.aws.dynamodb_chunks import DynamoDbChunkStore, chunks_pk
 from kindex.adapters.aws.dynamodb_embedding_cache import embedding_pk
-from kindex.adapters.aws.opensearch_index import (
-    OpenSearchIndex,
-    build_client_options,
-    opensearch_client,
-)
+from kindex.adapters.aws.opensearch_index import OpenSearchIndex, opensearch_client
+from kindex.adapters.aws.opensearch_requests import build_client_options
 from kindex.compose import Services, container
 from kindex.domain.keys import blob_key
 from kindex.domain.models import Collection, CollectionInput, DocumentInput

@@ -11,10 +11,10 @@ import pytest
 from opensearchpy.exceptions import OpenSearchException, RequestError
 from opensearchpy.helpers.actions import expand_action
 
-from kindex.adapters.aws.opensearch_index import (
+from kindex.adapters.aws.opensearch_design import IndexDesign
+from kindex.adapters.aws.opensearch_index import OpenSearchIndex, opensearch_client
+from kindex.adapters.aws.opensearch_requests import (
     TEXT_ANALYZER,
-    IndexDesign,
-    OpenSearchIndex,
     build_bulk_actions,
     build_chunk_ids_query,
     build_client_options,
@@ -27,7 +27,6 @@ from kindex.adapters.aws.opensearch_index import (
     document_id,
     index_alias,
     model_slug,
-    opensearch_client,
     routing_key,
 )
 from kindex.domain.errors import DependencyFailed, InvalidInput

@@ -83,11 +83,13 @@ class LocalAdapters(AdapterSet):
 
     def _opensearch_index(self):
         try:
-            from kindex.adapters.aws.opensearch_index import OpenSearchIndex, region_of_domain
+            from kindex.adapters.aws.opensearch_index import OpenSearchIndex
         except ImportError as error:
             raise SettingsError("KINDEX_SEARCH_URL needs the OpenSearch client: pip install 'kindex[opensearch]'"
                                 ) from error
         from urllib.parse import urlsplit
+
+        from kindex.adapters.aws.opensearch_requests import region_of_domain
 
         parts = urlsplit(self.settings.search_url)
         # A user in the URL means basic auth; an Amazon OpenSearch Service domain without one is SigV4-signed with
