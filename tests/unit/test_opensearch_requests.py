@@ -39,6 +39,8 @@ pytestmark = pytest.mark.unit
 MODEL = "local:all-MiniLM-L6-v2"
 ALIAS = "kindex-local-all-minilm-l6-v2-4"
 FILTERS = SearchFilters(document_ids=("d-1", "d-2"), language="en", mimetype="application/pdf")
+# What a query that names no principal may see: documents without an access list (fail closed, never "no filter").
+NO_ACCESS_LIST = {"bool": {"must_not": [{"term": {"access_set": True}}]}}
 
 
 def record(chunk_id: str, vector=(3.0, 0.0, 4.0, 0.0), *, tenant: str = "acme", collection: str = "handbook",
@@ -353,6 +355,7 @@ def test_knn_query_uses_an_efficient_filter_on_tenant_collections_and_filters():
         {"terms": {"document_id": ["d-1", "d-2"]}},
         {"term": {"language": "en"}},
         {"term": {"mimetype": "application/pdf"}},
+        NO_ACCESS_LIST,
     ]}}
     # And only ids come back
     assert body["_source"] == ["chunk_id", "document_id", "collection"]
@@ -406,7 +409,7 @@ def test_keyword_query_matches_text_within_the_same_filters():
     assert body["size"] == 5
     assert body["query"]["bool"]["must"] == [{"match": {"text": {"query": 'budget "AND" (review)'}}}]
     assert body["query"]["bool"]["filter"] == [{"term": {"tenant": "acme"}}, {"terms": {"collection": ["handbook"]}},
-                                               {"term": {"language": "de"}}]
+                                               {"term": {"language": "de"}}, NO_ACCESS_LIST]
     assert body["_source"] == ["chunk_id", "document_id", "collection"]
 
 
