@@ -12,8 +12,8 @@ Every request is checked before it is executed:
   assert the list is empty and the test fails loudly even when an adapter swallows the error.
 
 Semantics implemented (only what the kindex adapter uses; anything else answers 400 so gaps are loud):
-indices create / exists / delete / get_alias / refresh / put_mapping (new properties added, a changed type
-refused), aliases given at create time, bulk index/create/delete
+indices create / exists / delete / get_alias / refresh / get and put mapping (new properties added, a changed
+type refused), aliases given at create time, bulk index/create/delete
 with per-action routing, delete_by_query (on the last refreshed snapshot, like the real point-in-time search,
 with version conflicts), and search with `query`, `size`, `from`, `_source`, `sort`, `search_after`.
 Queries: bool (must/filter/should/must_not), term, terms, range (gt/gte/lt/lte, keyword fields compared in
@@ -505,7 +505,7 @@ _ROUTES: list[tuple[set[str], re.Pattern[str], str, str]] = [
      "delete_by_query"),
     ({"GET", "POST"}, re.compile(r"^(?P<index>[^_/][^/]*)/_refresh$"), "/{index}/_refresh", "refresh"),
     ({"PUT", "POST"}, re.compile(r"^(?P<index>[^_/][^/]*)/_doc/(?P<id>[^/]+)$"), "/{index}/_doc/{id}", "doc"),
-    ({"PUT", "POST"}, re.compile(r"^(?P<index>[^_/][^/]*)/_mapping$"), "/{index}/_mapping", "mapping"),
+    ({"GET", "PUT", "POST"}, re.compile(r"^(?P<index>[^_/][^/]*)/_mapping$"), "/{index}/_mapping", "mapping"),
     ({"PUT", "HEAD", "DELETE"}, re.compile(r"^(?P<index>[^_/][^/]*)$"), "/{index}", "index"),
 ]
 
@@ -722,8 +722,11 @@ class OpenSearchDouble:
             raise DoubleError(400, "mapper_parsing_exception", f"unknown hnsw parameters {unknown}")
 
     def _api_mapping(self, method: str, params: dict[str, str], body: Any, *, index: str) -> tuple[int, Any]:
-        """PUT mapping: new properties are added (documents written before them simply lack the field); a property
-        already mapped must come again with the same definition, as OpenSearch refuses to change a field's type."""
+        """GET mapping; PUT mapping: new properties are added (documents written before them simply lack the
+        field); a property already mapped must come again with its type, as OpenSearch refuses to change one."""
+        if method == "GET":
+            return 200, {state.name: {"mappings": {"dynamic": state.dynamic, "properties": state.properties}}
+                         for state in self._resolve(index)}
         body = body or {}
         if set(body) - {"properties"}:
             raise DoubleError(400, "mapper_parsing_exception", "the double implements put_mapping with properties only")

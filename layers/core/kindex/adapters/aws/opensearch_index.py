@@ -44,8 +44,8 @@ from kindex.adapters.aws.opensearch_requests import (
     build_delete_queries,
     build_index_body,
     build_keyword_query,
-    build_mapping_update,
     build_knn_query,
+    build_mapping_update,
     concrete_index,
     index_alias,
     model_slug,
@@ -150,6 +150,11 @@ class OpenSearchIndex:
     def design(self) -> IndexDesign:
         """The layout new indices are created with."""
         return self._design
+
+    @property
+    def index_prefix(self) -> str:
+        """The prefix of every index name this adapter uses (`<prefix>-<model>-<dims>`)."""
+        return self._prefix
 
     @property
     def engine(self) -> str:
