@@ -68,7 +68,7 @@ class TestLocalSearchIndex(SearchIndexContract, SearchFiltersContract):
         assert before == during == after
 
 
-class TestOpenSearchIndexOnTheDouble(SearchIndexContract):
+class TestOpenSearchIndexOnTheDouble(SearchIndexContract, SearchFiltersContract):
     @pytest.fixture
     def index(self) -> Iterator[OpenSearchIndex]:
         double = OpenSearchDouble()
@@ -97,7 +97,7 @@ class TestOpenSearchIndexOnTheDouble(SearchIndexContract):
             reader.knn_search(MODEL, "acme", ["handbook"], [1.0, 0.0, 0.0], 3)
 
 
-class TestOpenSearchIndexOnANode(SearchIndexContract):
+class TestOpenSearchIndexOnANode(SearchIndexContract, SearchFiltersContract):
     """The real node (the `opensearch_node` fixture skips every test here, with the reason, when none is up)."""
 
     @pytest.fixture

@@ -88,11 +88,15 @@ class SearchFiltersContract:
         # Given documents with typed attributes, and ten chunks nearer the query that the filter excludes
         index.upsert(MODEL, documents(unit(7)))
         parsed = parse_filter(expression)
-        wanted = expected_chunks(d for d, attributes in ATTRIBUTES.items() if matches(parsed, attributes))
+        # (a search that names no principals is one by nobody: only documents without an access list pass it)
+        wanted = expected_chunks(d for d, attributes in ATTRIBUTES.items()
+                                 if matches(parsed, attributes) and admits(ACCESS.get(d), None, (), False))
         # When both legs search with the filter, for as many results as match
         knn, keyword = both_legs(index, SearchFilters(attributes=parsed), len(wanted) + 10)
-        # Then each leg returns exactly the matching chunks, as the reference says (decoys only where they match)
-        decoys = {f"decoy.{i}" for i in range(10)} if matches(parsed, {"decoy": True}) else set()
+        # Then each leg returns exactly the matching chunks, as the reference says (decoys only where they pass)
+        decoys = ({f"decoy.{i}" for i in range(10)}
+                  if matches(parsed, {"decoy": True}) and admits(Access(users=("nobody",)), None, (), False)
+                  else set())
         assert knn == wanted | decoys
         assert keyword == wanted | decoys
 
@@ -132,11 +136,12 @@ class SearchFiltersContract:
         # Then a tenant's filter sees its own types only, and its own access lists only
         for tenant, number, string, user, stranger in (("acme", everything, set(), "alice", "bob"),
                                                        ("globex", set(), everything, "bob", "alice")):
-            assert both_legs(index, SearchFilters(attributes=parse_filter({"year": 2020})), 40,
+            seen_by = Principals(user=user)
+            assert both_legs(index, SearchFilters(attributes=parse_filter({"year": 2020}), principals=seen_by), 40,
                              tenant=tenant) == (number, number)
-            assert both_legs(index, SearchFilters(attributes=parse_filter({"year": {"$gte": 2000}})), 40,
-                             tenant=tenant) == (number, number)
-            assert both_legs(index, SearchFilters(attributes=parse_filter({"year": "2020"})), 40,
+            assert both_legs(index, SearchFilters(attributes=parse_filter({"year": {"$gte": 2000}}),
+                                                  principals=seen_by), 40, tenant=tenant) == (number, number)
+            assert both_legs(index, SearchFilters(attributes=parse_filter({"year": "2020"}), principals=seen_by), 40,
                              tenant=tenant) == (string, string)
             assert both_legs(index, SearchFilters(principals=Principals(user=user)), 40,
                              tenant=tenant) == (everything, everything)
@@ -164,7 +169,8 @@ class SearchFiltersContract:
         assert len(visible) == total * share >= k
         # When a user who may see `share` of them searches, by access list and by attribute filter
         for filters in (SearchFilters(principals=Principals(user="u", groups=("g3",))),
-                        SearchFilters(attributes=parse_filter({"bucket": 3})),
+                        SearchFilters(attributes=parse_filter({"bucket": 3}),
+                                      principals=Principals(user="u", groups=("g3", "g4"))),
                         SearchFilters(attributes=parse_filter({"bucket": {"$gte": 2.5, "$lt": 3.5}}),
                                       principals=Principals(groups=("g3",)))):
             knn, keyword = both_legs(index, filters, k, words="ledger")
@@ -193,13 +199,14 @@ class SearchFiltersContract:
         # Then eng sees none of them and ops all, the old region matches nothing and the new one all
         assert both_legs(index, SearchFilters(principals=eng), 5) == (set(), set())
         assert both_legs(index, SearchFilters(principals=ops), 5) == (everything, everything)
-        assert both_legs(index, SearchFilters(attributes=parse_filter({"region": "eu"})), 5) == (set(), set())
-        assert both_legs(index, SearchFilters(attributes=parse_filter({"region": "us"})), 5) == (everything,
-                                                                                                everything)
+        assert both_legs(index, SearchFilters(attributes=parse_filter({"region": "eu"}), principals=ops), 5) == (
+            set(), set())
+        assert both_legs(index, SearchFilters(attributes=parse_filter({"region": "us"}), principals=ops), 5) == (
+            everything, everything)
         # And written once more without attributes or access list, it has neither (no stale terms left)
         index.upsert(MODEL, [replace(record, attributes=None, access=None) for record in first])
-        assert both_legs(index, SearchFilters(attributes=parse_filter({"region": {"$exists": True}})), 5) == (
-            set(), set())
+        assert both_legs(index, SearchFilters(attributes=parse_filter({"region": {"$exists": True}}),
+                                              principals=ops), 5) == (set(), set())
         assert both_legs(index, SearchFilters(principals=eng), 5) == (everything, everything)
         assert both_legs(index, SearchFilters(principals=Principals(groups=("eng",), required=True)), 5) == (
             set(), set())

@@ -45,6 +45,7 @@ by side and a write to one collection never waits for searches of another.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
@@ -86,7 +87,7 @@ from kindex.adapters.local.search.partition import (
 )
 from kindex.domain.errors import InvalidInput
 from kindex.domain.ports import ChunkStore
-from kindex.domain.types import ChunkRef, IndexRecord, SearchFilters, SearchHit
+from kindex.domain.types import ChunkRef, IndexRecord, Principals, SearchFilters, SearchHit
 
 logger = logging.getLogger(__name__)
 
@@ -219,6 +220,7 @@ class LocalSearchIndex:
                    filters: SearchFilters | None = None) -> list[SearchHit]:
         if k <= 0 or not collections:
             return []
+        filters = with_principals(filters)
         query = normalise_rows(np.asarray([vector], dtype=np.float32))[0]
         candidates: list[tuple[float, str, str, str]] = []
         # Per partition top k, then one merge: exact, as every partition contributes its own best k. Each partition
@@ -242,8 +244,9 @@ class LocalSearchIndex:
     def keyword_search(self, model: str, tenant: str, collections: Sequence[str], query: str, k: int,
                        filters: SearchFilters | None = None) -> list[SearchHit]:
         collections = list(dict.fromkeys(collections))
+        filters = with_principals(filters)
         hits = self._keywords.search(model, tenant, collections, query, k, filters)
-        if not hits or filters is None or (filters.attributes is None and filters.principals is None):
+        if not hits:
             return hits
         # tantivy applied the filter to each chunk's own terms; the partition's per-document values are the
         # latest word (written first), so a chunk whose rewrite has not reached the keyword half yet is dropped.
@@ -634,3 +637,13 @@ def _apply_record(key: tuple[str, str, str], log: Path, partition: Partition | N
     elif op == OP_CLEAR and partition is not None:
         partition = Partition(partition.dims)
     return partition
+
+
+def with_principals(filters: SearchFilters | None) -> SearchFilters:
+    """The filters with their principals, `Principals()` (no user, no group) when none are given: a search that
+    names nobody sees only documents without an access list, as on every engine (SearchFilters)."""
+    if filters is None:
+        return SearchFilters(principals=Principals())
+    if filters.principals is None:
+        return dataclasses.replace(filters, principals=Principals())
+    return filters
