@@ -41,6 +41,9 @@ from kindex.domain.types import IndexRecord, StoredChunk
 logger = logging.getLogger(__name__)
 
 MAX_REASON = 500
+#: Rounds of a filter-field rewrite racing further filter PUTs of the same document; what is still stale after them
+#: is left to the event each of those PUTs sends.
+REWRITE_ROUNDS = 4
 
 
 class DiscardedMetrics:
@@ -101,6 +104,17 @@ class IngestLimits:
     prepare_max_bytes: int = 1024 * 1024
 
 
+def _fields_written(written: Document, current: Document | None) -> Document:
+    """The record once the index entries carry `written`'s filter fields: `indexed` when those are still its fields,
+    else still `in_progress` (a later PUT's fields are to be written next). Its content must be `written`'s."""
+    same_content(written, current, written.id)
+    done = current.fields_version == written.fields_version
+    return current.model_copy(update={
+        "indexed_fields_version": written.fields_version, "updated_at": utc_now(),
+        "status": DocumentStatus.INDEXED if done else DocumentStatus.IN_PROGRESS,
+        **({"indexed_at": utc_now()} if done else {})})
+
+
 class IngestService:
     """Processes blob created/removed events for document blobs and keeps chunks and vectors in step."""
 
@@ -152,9 +166,9 @@ class IngestService:
             return  # extracted in its own record, after the batch's small documents
         batch.fetched[key] = data
         digest = hashlib.sha256(data).hexdigest()
-        if document is not None and document.is_current(collection, digest):
+        if document is not None and document.content_current(collection, digest):
             batch.costs[key] = 0
-            return  # a duplicate event: nothing to embed
+            return  # a duplicate event, or one that only rewrites filter fields: nothing to embed
         mimetype = (document.mimetype if document else None) or None
         memo = (key, digest, collection.config_version, mimetype)
         try:
@@ -318,8 +332,10 @@ class IngestService:
         digest = hashlib.sha256(data).hexdigest()
         model = collection.embedding_model
         document = stored.model_copy(update=adopted)
-        if document.is_current(collection, digest):
-            return document  # duplicate event: nothing changed
+        if document.content_current(collection, digest) and not (adopted and document.fields_stale):
+            # A duplicate event (nothing changed), or one that only rewrites the filter fields of the index entries
+            # (attributes, access, language or mimetype changed): nothing to embed either way.
+            return self._rewrite_fields(tenant, collection, stored) if document.fields_stale else document
         # Same content, new chunking or model: the document stays `indexed` (queries keep using what is there)
         # while its new chunks and vectors are built beside the old ones.
         rebuild_only = (digest == document.content_sha256 and document.status is DocumentStatus.INDEXED
@@ -368,7 +384,7 @@ class IngestService:
         indexed = {**own, "status": DocumentStatus.INDEXED, "chunk_count": chunk_count, "chunks_done": chunk_count,
                    "indexed_version": working.version, "indexed_model": model,
                    "indexed_config_version": collection.config_version, "failure_reason": None,
-                   "failure_retryable": False}
+                   "failure_retryable": False, "indexed_fields_version": working.fields_version}
         if writes:
             # Their keyword commit is the batch's, at its end: only then may the document say `indexed`.
             batch.defer(writes, partial(self._indexed_after_commit, tenant, collection, stored, indexed))
@@ -381,7 +397,56 @@ class IngestService:
         self.metrics.count("DocumentsIndexed")
         logger.info("document indexed", extra={"tenant": tenant, "collection": collection.id, "document": stored.id,
                                                "chunks": fields["chunk_count"]})
+        if indexed.fields_stale:
+            # A PUT of filter fields committed while the chunks were written with the older ones.
+            return self._rewrite_fields(tenant, collection, indexed)
         return indexed
+
+    def _rewrite_fields(self, tenant: str, collection: Collection, stored: Document) -> Document:
+        """Write the document's index entries again with its current filter fields, keeping its chunks and their
+        vectors: the chunk texts come from the chunk store and the vectors from the tenant's embedding cache (then
+        from its imported vectors), so nothing is embedded unless the cache lost a vector. The document says
+        `indexed` again once the entries carry the fields it holds; a filter PUT that commits meanwhile makes this
+        write those too (each round reads the record again), so the last fields written always win."""
+        for _ in range(REWRITE_ROUNDS):
+            chunks = self.chunks.list_chunks(tenant, collection.id, stored.id)
+            models = [collection.embedding_model] + ([collection.query_model] if collection.switching else [])
+            for model in models:
+                records = self._records_with_fields(tenant, collection, stored, chunks, model)
+                if records:
+                    self.index.upsert(model, records)
+            stored, _ = write_document(self.documents, tenant, collection.id, stored.id, stored,
+                                       partial(_fields_written, stored))
+            if not stored.fields_stale:
+                break
+        self.metrics.count("DocumentFieldsRewritten")
+        logger.info("document filter fields rewritten", extra={"tenant": tenant, "collection": collection.id,
+                                                              "document": stored.id, "chunks": len(chunks)})
+        return stored
+
+    def _records_with_fields(self, tenant: str, collection: Collection, document: Document,
+                             chunks: list[StoredChunk], model: str) -> list[IndexRecord]:
+        """The chunks' index records under `model`, with the document's filter fields and the vectors the chunks
+        already have. The configured model's vectors are looked up in the cache, then among the tenant's imported
+        vectors, and only then embedded; the model a switch still serves holds only the chunks it embedded before,
+        so those whose vector it never had are left out (they are not in its index)."""
+        hashes = [text_sha256(c.text) for c in chunks]
+        found = self.embeddings.known(tenant, model, [c.text for c in chunks])
+        lost = [c for c, h in zip(chunks, hashes) if h not in found]
+        if lost and model == collection.embedding_model:
+            self._check_model(model)
+            found.update(zip((text_sha256(c.text) for c in lost),
+                             self.embeddings.embed(tenant, model, [c.text for c in lost])))
+        return [self._record(tenant, collection, document, c, found[h])
+                for c, h in zip(chunks, hashes) if h in found]
+
+    @staticmethod
+    def _record(tenant: str, collection: Collection, document: Document, chunk: StoredChunk, vector) -> IndexRecord:
+        """A chunk's index record, with its document's filter fields (the one place that lists them)."""
+        return IndexRecord(tenant=tenant, collection=collection.id, document_id=document.id, chunk_id=chunk.chunk_id,
+                           vector=vector, text=chunk.text, language=document.language or None,
+                           mimetype=document.mimetype or None, attributes=document.attributes or None,
+                           access=document.access)
 
     def _indexed_after_commit(self, tenant: str, collection: Collection, stored: Document, fields: dict) -> None:
         """The `indexed` status write of a document whose chunks the batch's keyword commit made searchable; its
@@ -472,10 +537,7 @@ class IngestService:
             part = stored[start:start + step]
             for model in models:
                 vectors = self._embed(batch, tenant, model, [c.text for c in part], memo)
-                written = batch.upsert(model, [IndexRecord(tenant=tenant, collection=collection.id,
-                                                           document_id=document.id, chunk_id=c.chunk_id, vector=vec,
-                                                           text=c.text, language=document.language or None,
-                                                           mimetype=document.mimetype or None)
+                written = batch.upsert(model, [self._record(tenant, collection, document, c, vec)
                                                for c, vec in zip(part, vectors)])
                 if written is not None:
                     writes.append(written)
