@@ -13,16 +13,14 @@ from typing import Any
 from pydantic import BaseModel
 
 from kindex.app.chunk_removal import require_collection
-from kindex.app.document_writes import Change, same_content, write_document
+from kindex.app.document_writes import Change, same_content, with_filter_fields, write_document
 from kindex.app.record_writes import write_collection
 from kindex.domain import keys
 from kindex.domain.errors import Conflict, InvalidInput, NotFound, PayloadTooLarge
-from kindex.domain.filters import canonical_json
 from kindex.domain.models import (
     CHUNKING_DEFAULTS,
     COLLECTION_CONFIG_FIELDS,
     DOCUMENT_NULLABLE,
-    FILTER_FIELDS,
     SAVING,
     ChunkingMethod,
     Collection,
@@ -154,26 +152,6 @@ def merge_collection(existing: Collection | None, collection_id: str, changes: d
         if any(data[name] != getattr(existing, name) for name in COLLECTION_CONFIG_FIELDS):
             data["config_version"] = existing.config_version + 1
     return validated(lambda: Collection.model_validate(data, context=SAVING))
-
-
-def _comparable(name: str, value: Any) -> Any:
-    """A filter field's value as compared for "did it change": attributes as canonical JSON (Python's `1 == True`
-    would take {"a": 1} for {"a": true})."""
-    if name == "attributes" and value is not None:
-        return canonical_json(value)
-    return value
-
-
-def with_filter_fields(current: Document, changes: dict[str, Any]) -> Document:
-    """`current` with `changes` applied; when a filter field (FILTER_FIELDS) changes, `fields_version` is bumped, and
-    an indexed document shows `in_progress` until the ingest has rewritten its index entries (see IngestService)."""
-    update = {**changes, "updated_at": utc_now()}
-    if any(_comparable(name, value) != _comparable(name, getattr(current, name))
-           for name, value in changes.items() if name in FILTER_FIELDS):
-        update["fields_version"] = current.fields_version + 1
-        if current.status is DocumentStatus.INDEXED:
-            update["status"] = DocumentStatus.IN_PROGRESS
-    return current.model_copy(update=update)
 
 
 #: Rounds of a document delete racing writers of that document before it gives up with 409.

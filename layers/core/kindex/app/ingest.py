@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from functools import partial
 
 from kindex.app.chunk_removal import ChunkRemover
-from kindex.app.document_writes import same_content, write_document
+from kindex.app.document_writes import filter_fields_change, same_content, with_filter_fields, write_document
 from kindex.app.embedding import EmbeddingService, text_sha256
 from kindex.app.ingest_batch import UNKNOWN_COST, IngestBatch, Memo
 from kindex.domain import keys
@@ -23,6 +23,7 @@ from kindex.domain.errors import (
     DependencyFailed,
     IngestError,
     InvalidInput,
+    InvalidSidecar,
     LimitExceeded,
     NotFound,
     UnknownModel,
@@ -36,6 +37,7 @@ from kindex.domain.ports import (
     MetricsRecorder,
     SearchIndex,
 )
+from kindex.domain.sidecar import MAX_SIDECAR_BYTES, described_key, is_sidecar, parse_sidecar, sidecar_key
 from kindex.domain.types import IndexRecord, StoredChunk
 
 logger = logging.getLogger(__name__)
@@ -154,6 +156,8 @@ class IngestService:
         if parsed is None:
             return
         tenant, collection_id, document_id, filename = parsed
+        if keys.blob_write(key) is None and is_sidecar(filename):
+            return  # a metadata sidecar: never text to embed
         collection = self.collections.get_collection(tenant, collection_id)
         if collection is None:
             return
@@ -200,6 +204,9 @@ class IngestService:
             logger.warning("ignoring blob of a missing collection",
                            extra={"tenant": tenant, "collection": collection_id})
             return None
+        dropped = keys.blob_write(key) is None  # put straight into the prefix, not written by the API
+        if dropped and is_sidecar(filename):
+            return self._sidecar_changed(tenant, collection, key)
         data = batch.fetched.pop(key, None) if batch else None  # read moments ago by `open_batch`
         too_large: LimitExceeded | None = None
         if data is None:
@@ -214,9 +221,12 @@ class IngestService:
             return None
         document, adopted = found
         try:
-            if too_large is not None:
-                return self._fail(tenant, collection, document, adopted, failure_reason(too_large),
-                                  too_large.retryable, too_large)
+            refused: IngestError | None = too_large
+            if refused is None and dropped:
+                document, refused = self._with_sidecar(tenant, document, key)
+            if refused is not None:
+                return self._fail(tenant, collection, document, adopted, failure_reason(refused), refused.retryable,
+                                  refused)
             return self._index(tenant, collection, document, adopted, data, filename,
                                batch or IngestBatch(self.index))
         except NotFound:
@@ -231,11 +241,17 @@ class IngestService:
             raise
 
     def object_removed(self, key: str) -> None:
-        """A document's source blob was deleted (API or S3 directly): delete the document everywhere."""
+        """A document's source blob was deleted (API or S3 directly): delete the document everywhere. A file's
+        metadata sidecar was deleted: its document has no attributes and no access list any more."""
         parsed = keys.parse_blob_key(key)
         if parsed is None:
             return
-        tenant, collection_id, document_id, _ = parsed
+        tenant, collection_id, document_id, filename = parsed
+        if keys.blob_write(key) is None and is_sidecar(filename):
+            collection = self.collections.get_collection(tenant, collection_id)
+            if collection is not None:
+                self._sidecar_changed(tenant, collection, key)
+            return
         document = self.documents.get_document(tenant, collection_id, document_id)
         collection = self.collections.get_collection(tenant, collection_id)
         if document is None or collection is None or document.source != key:
@@ -244,6 +260,75 @@ class IngestService:
             return  # written again since the removal: the object exists, keep the document
         self.remover.remove_document(tenant, collection, document)
         self.documents.delete_document(tenant, collection_id, document_id)
+
+    # Sidecars
+    def _sidecar_fields(self, key: str) -> dict | None:
+        """The fields the sidecar of the dropped file `key` sets, None when it has none; InvalidSidecar naming the
+        sidecar and the field when it is refused."""
+        name = sidecar_key(key)
+        try:
+            data = self.blobs.get_blob(name, max_bytes=MAX_SIDECAR_BYTES)
+        except NotFound:
+            return None
+        except LimitExceeded:
+            raise InvalidSidecar(f"{name.rsplit('/', 1)[-1]}: larger than {MAX_SIDECAR_BYTES:,} bytes") from None
+        try:
+            return parse_sidecar(data)
+        except InvalidInput as error:
+            raise InvalidSidecar(f"{name.rsplit('/', 1)[-1]}: {error.message}") from None
+
+    def _with_sidecar(self, tenant: str, document: Document, key: str) -> tuple[Document, InvalidSidecar | None]:
+        """(`document` (the dropped file `key`'s) with the attributes and access its sidecar sets, written when they
+        differ; the refusal of its sidecar, if refused). Without a sidecar the document keeps the fields it has (a
+        PUT may have set them)."""
+        try:
+            fields = self._sidecar_fields(key)
+        except InvalidSidecar as refused:
+            return document, refused
+        if fields is None or not filter_fields_change(document, fields):
+            return document, None
+
+        def change(current: Document | None) -> Document:
+            same_content(document, current, document.id)
+            return with_filter_fields(current, fields)
+
+        written, _ = write_document(self.documents, tenant, document.collection, document.id, document, change)
+        return written, None
+
+    def _sidecar_changed(self, tenant: str, collection: Collection, key: str) -> Document | None:
+        """A sidecar was written or deleted: apply it to the document of the file it describes, if that document is
+        made from that file (one whose file has not come yet reads the sidecar when it does). An indexed document
+        gets its index entries rewritten here, without embedding; one being indexed takes the fields when its ingest
+        ends; a failed one (its sidecar was refused, say) is indexed again. Deleting the sidecar removes the
+        document's attributes and access list."""
+        described = described_key(key)
+        parsed = keys.parse_blob_key(described)
+        if parsed is None:
+            return None
+        document = self.documents.get_document(tenant, collection.id, parsed[2])
+        if document is None or document.source != described:
+            return None
+        if document.status is DocumentStatus.FAILED:
+            return self.object_created(described)
+        try:
+            fields = self._sidecar_fields(described)
+        except InvalidSidecar as refused:
+            return self._fail(tenant, collection, document, {}, failure_reason(refused), False, refused)
+        fields = fields or {"attributes": None, "access": None}
+        if not filter_fields_change(document, fields):
+            return document
+
+        def change(current: Document | None) -> Document:
+            same_content(document, current, document.id)
+            return with_filter_fields(current, fields)
+
+        try:
+            written, _ = write_document(self.documents, tenant, collection.id, document.id, document, change)
+        except (Conflict, NotFound):
+            return None  # new content or a delete meanwhile: its own event reads the sidecar
+        if written.content_current(collection):
+            return self._rewrite_fields(tenant, collection, written)
+        return written  # being indexed: the ingest that indexes it writes the new fields when it ends
 
     # Internals
     def _document_for(self, tenant: str, collection_id: str, document_id: str, filename: str,
