@@ -158,7 +158,7 @@ def test_attribute_filters_on_queries_and_their_422s(env):
     put(env, "c", "none", content="penguin report")
     env.worker.drain()
     for mode in ("keyword", "vector", "hybrid"):
-        def where(expression):
+        def where(expression, mode=mode):
             return found(env, ["c"], query="penguin report", mode=mode, filters={"attributes": expression})
 
         assert where({"region": "eu", "year": {"$gte": 2020}}) == {"eu-new"}
@@ -462,3 +462,48 @@ def test_export_and_import_carry_attributes_and_access_without_embedding(env):
     assert found(env, ["dst"], query="penguin", groups=["staff", "hr"],
                  filters={"attributes": {"tags": {"$contains": "hr"}}}) == {"d1"}
     assert found(env, ["dst"], query="penguin", user="mallory", groups=["staff", "hr"]) == set()
+
+
+class SteppingClock:
+    """The monotonic clock, moved `step` seconds further at every reading: each over-fetch round then seems to take
+    `step` seconds or more, whatever the machine does (the rights check's own real-clock deadlines are unaffected:
+    this clock is never behind the real one)."""
+
+    def __init__(self, step: float):
+        self.offset, self.step = 0.0, step
+
+    def __call__(self) -> float:
+        self.offset += self.step
+        return time.monotonic() + self.offset
+
+
+def test_the_over_fetch_stops_within_the_request_budget_and_says_so(env):
+    from kindex.domain import budget
+
+    # Given an external check that allows one document of 60
+    server = RightsServer()
+    try:
+        server.secret = env.rights_secrets.rotate("t").encode()
+        env.catalog.put_collection("t", "ext", CollectionInput(
+            query_groups=["staff"], rights_check_method="external",
+            rights_check_method_configuration={"url": server.url, "timeout": 5}))
+        for i in range(60):
+            put(env, "ext", f"d{i:02d}", content=f"penguin census report {i}")
+        env.worker.drain()
+        server.mode, server.allowed = "allow", {"d59"}
+        # When the request's budget has room for one round only (each round seems to take 4 s of 10)
+        env.query.clock = SteppingClock(2.0)
+        with budget.for_request(None, limit_s=10, clock=env.query.clock):
+            response = ask(env, ["ext"], query="penguin census report", user="ann", k=5, mode="keyword")
+        # Then it stops after that round and says so, naming the collection
+        assert len(server.requests) == 1
+        assert [(w.collection, w.code) for w in response.warnings] == [("ext", "stopped_early")]
+        assert len(response.results) < 5
+        # And with time to spare it goes on until every candidate was seen, without the warning
+        env.query.clock = time.monotonic
+        server.requests.clear()
+        response = ask(env, ["ext"], query="penguin census report", user="ann", k=5, mode="keyword")
+        assert [r.document_id for r in response.results] == ["d59"] and response.warnings == []
+        assert len(server.requests) >= 2
+    finally:
+        server.close()

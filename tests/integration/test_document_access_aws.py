@@ -16,7 +16,7 @@ from kindex.domain.filters import Access
 from kindex.domain.keys import blob_key
 from kindex.domain.models import Collection, CollectionInput, Document, DocumentInput, DocumentStatus
 from kindex.domain.query import QueryRequest
-from tests.integration.test_ingest_aws import deploy, deployment  # noqa: F401 - the fixtures
+from tests.integration.test_ingest_aws import deploy  # noqa: F401 - the fixture the one below builds on
 from tests.support.aws import BUCKET
 
 pytestmark = pytest.mark.integration
@@ -25,12 +25,19 @@ ATTRIBUTES = {"region": "eü", "year": 2024, "ratio": -0.5, "final": True, "tags
 ACCESS = Access(users=("ann",), groups=("hr",), deny_users=("mallory",), deny_groups=("temp",))
 
 
-def stores(deployment, tmp_path):
-    return {"dynamodb": deployment.services.metadata, "sqlite": SqliteMetadataStore(SqliteDatabase(tmp_path / "m.db"))}
+@pytest.fixture
+def aws(deploy):  # noqa: F811 - the imported fixture
+    deployment = deploy()
+    deployment.services.catalog.put_collection("t", "c", CollectionInput(chunking_max_size=200))
+    return deployment
 
 
-def test_both_metadata_stores_keep_attributes_access_and_document_access(deployment, tmp_path):
-    for name, store in stores(deployment, tmp_path).items():
+def stores(aws, tmp_path):
+    return {"dynamodb": aws.services.metadata, "sqlite": SqliteMetadataStore(SqliteDatabase(tmp_path / "m.db"))}
+
+
+def test_both_metadata_stores_keep_attributes_access_and_document_access(aws, tmp_path):
+    for name, store in stores(aws, tmp_path).items():
         # Given two tenants with the same ids, and the same attribute key of different types
         for tenant, year in (("t1", 2024), ("t2", "2024")):
             store.put_collection(tenant, Collection(id="c", embedding_model="hash:384", document_access="required"),
@@ -48,8 +55,8 @@ def test_both_metadata_stores_keep_attributes_access_and_document_access(deploym
         assert store.list_documents("t2", "c", after=None, offset=0, limit=10)[0].attributes["year"] == "2024"
 
 
-def test_a_sidecar_put_into_s3_before_or_after_its_file_is_applied(deployment):
-    d = deployment
+def test_a_sidecar_put_into_s3_before_or_after_its_file_is_applied(aws):
+    d = aws
     d.receive()  # S3's test event
     key = blob_key("t", "c", "report", "report.txt")
     # Given a sidecar put before its file: it is no document
@@ -102,8 +109,8 @@ def counting(d):
         embedder.embed = original
 
 
-def test_a_fields_only_put_reaches_the_ingest_through_sqs_and_rewrites_without_embedding(deployment):
-    d = deployment
+def test_a_fields_only_put_reaches_the_ingest_through_sqs_and_rewrites_without_embedding(aws):
+    d = aws
     d.receive()
     # Given the catalog's trigger on the ingest queue (as the API function has it), and an indexed document
     d.services.catalog.ingest_trigger = SqsIngestTrigger(d.queue_url, BUCKET, client=d.sqs)
