@@ -12,10 +12,11 @@ import pytest
 from kindex.adapters.aws.sqs_trigger import SqsIngestTrigger
 from kindex.adapters.local.sqlite_db import SqliteDatabase
 from kindex.adapters.local.sqlite_metadata import SqliteMetadataStore
-from kindex.domain.filters import Access
+from kindex.domain.filters import Access, parse_filter
 from kindex.domain.keys import blob_key
 from kindex.domain.models import Collection, CollectionInput, Document, DocumentInput, DocumentStatus
 from kindex.domain.query import QueryRequest
+from kindex.domain.types import Principals, SearchFilters
 from tests.integration.test_ingest_aws import deploy  # noqa: F401 - the fixture the one below builds on
 from tests.support.aws import BUCKET
 
@@ -128,7 +129,9 @@ def test_a_fields_only_put_reaches_the_ingest_through_sqs_and_rewrites_without_e
     done = d.document("d1")
     assert done.status is DocumentStatus.INDEXED and done.version == indexed.version and not done.fields_stale
     assert calls == []
-    # And the OpenSearch entries still have their vectors: a vector search finds every chunk
+    # And the OpenSearch entries still have their vectors, with the new fields: a filtered vector search finds every
+    # chunk
     vector = d.services.embeddings.embed_query("hash:384", "penguin colony")
-    hits = d.services.search_index.knn_search("hash:384", "t", ["c"], vector, 100)
+    hr = SearchFilters(attributes=parse_filter({"region": "eu"}), principals=Principals(groups=("hr",)))
+    hits = d.services.search_index.knn_search("hash:384", "t", ["c"], vector, 100, hr)
     assert {h.document_id for h in hits} == {"d1"} and len(hits) == done.chunk_count
