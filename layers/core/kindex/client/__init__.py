@@ -35,5 +35,5 @@ from kindex.client.retry import RetryPolicy
 from kindex.client.sync import Kindex
 
 __all__ = ["ApiError", "AsyncKindex", "BadRequest", "ConfigurationError", "Conflict", "ConnectionFailed", "F",
-           "Filter", "Forbidden", "InvalidFilter", "InvalidInput", "Kindex", "KindexClientError", "NotFound", "PayloadTooLarge", "RetryPolicy", "ServerError",
-           "ServiceUnavailable", "Throttled", "Unauthorized"]
+           "Filter", "Forbidden", "InvalidFilter", "InvalidInput", "Kindex", "KindexClientError", "NotFound",
+           "PayloadTooLarge", "RetryPolicy", "ServerError", "ServiceUnavailable", "Throttled", "Unauthorized"]

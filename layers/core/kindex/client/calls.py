@@ -10,7 +10,6 @@ from urllib.parse import quote
 
 from pydantic import BaseModel
 
-from kindex.client.filters import Filter, expression_json
 from kindex.api.models import (
     ChunkList,
     CollectionList,
@@ -21,6 +20,7 @@ from kindex.api.models import (
     UploadRequest,
     UploadResponse,
 )
+from kindex.client.filters import Filter, expression_json
 from kindex.domain.models import (
     MAX_PAGE_SIZE,
     Collection,
