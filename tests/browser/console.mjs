@@ -229,6 +229,13 @@ try {
     await page.getByRole("button", { name: "Run query" }).click();
     await page.locator("#q-filter-error").filter({ hasText: "not valid JSON" }).waitFor();
     await page.getByLabel("Attribute filter (JSON)").fill("");
+    // And removing the access list (null, after a confirmation) leaves the document without one
+    await page.goto(`${base}/console${docView}`);
+    await page.getByRole("button", { name: "Remove access list" }).click();
+    await page.getByRole("button", { name: "Remove access list" }).last().click();
+    await page.locator('[data-saved="metadata"]').waitFor();
+    check(await page.getByLabel("Groups whose users may see it").inputValue() === "", "no access list left");
+    check(!(await page.getByRole("button", { name: "Remove access list" }).isVisible()), "nothing left to remove");
   });
 
   await step("reindex and watch the job", async () => {

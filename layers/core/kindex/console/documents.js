@@ -268,6 +268,12 @@ function metadataForm(c, d, doc, notice) {
   };
   fill();
   const save = h("button", { type: "submit", class: "primary" }, "Save attributes and access");
+  // An access list with every list empty admits nobody; removing it (null) lets document_access decide again.
+  const removeAccess = h("button", { type: "button", hidden: !stored.access, onclick: async () => {
+    if (!(await confirmDialog(`Remove the access list of "${d}"? Whoever may query the collection will see it, `
+      + "unless the collection requires access lists.", "Remove access list"))) return;
+    await send({ access: null });
+  } }, "Remove access list");
   const form = h("form", { class: "card form metadata-form", novalidate: true, "aria-label": "Attributes and access" },
     h("h2", {}, "Attributes and access"),
     h("div", { class: "field f-attributes" }, h("label", { for: attributes.id }, "Attributes (JSON)"), attributes,
@@ -276,7 +282,22 @@ function metadataForm(c, d, doc, notice) {
     h("fieldset", { class: "field f-access" }, h("legend", {}, "Access list"), accessState,
       h("div", { class: "row" }, ACCESS.map(([name, label]) => h("div", { class: "field" },
         h("label", { for: access[name].id }, label), access[name]))), errors.access),
-    formError, h("div", { class: "actions" }, save));
+    formError, h("div", { class: "actions" }, save, removeAccess));
+  async function send(body) {
+    save.disabled = removeAccess.disabled = true;
+    try {
+      const saved = await api("PUT", `/v1/collections/${enc(c)}/documents/${enc(d)}`, body);
+      stored = { attributes: saved.attributes ?? {}, access: saved.access ?? null };
+      fill();
+      removeAccess.hidden = !stored.access;
+      clear(notice).append(h("p", { class: "ok", "data-saved": "metadata" }, "Saved attributes and access ",
+        `(the document is ${String(saved.status).replace("_", " ")} until the index has them).`));
+    } catch (error) {
+      showFieldErrors(error, errors, inputs, formError);
+    } finally {
+      save.disabled = removeAccess.disabled = false;
+    }
+  }
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
     for (const p of Object.values(errors)) p.textContent = "";
@@ -296,18 +317,7 @@ function metadataForm(c, d, doc, notice) {
       body.access = lists;
     }
     if (!Object.keys(body).length) { clear(notice).append(h("p", { class: "ok" }, "Nothing changed.")); return; }
-    save.disabled = true;
-    try {
-      const saved = await api("PUT", `/v1/collections/${enc(c)}/documents/${enc(d)}`, body);
-      stored = { attributes: saved.attributes ?? {}, access: saved.access ?? null };
-      fill();
-      clear(notice).append(h("p", { class: "ok", "data-saved": "metadata" }, "Saved attributes and access ",
-        `(the document is ${String(saved.status).replace("_", " ")} until the index has them).`));
-    } catch (error) {
-      showFieldErrors(error, errors, inputs, formError);
-    } finally {
-      save.disabled = false;
-    }
+    await send(body);
   });
   return form;
 }
