@@ -11,9 +11,11 @@ import subprocess
 import sys
 
 import pytest
+from pydantic import ValidationError
 
-from kindex.client import AsyncKindex, F, InvalidInput, Kindex
+from kindex.client import AsyncKindex, F, InvalidFilter, Kindex
 from kindex.client.models import DocumentStatus
+from kindex.domain.validation import describe
 from tests.conftest import SHARED_DATA
 
 pytestmark = pytest.mark.e2e
@@ -64,10 +66,18 @@ def test_a_filter_built_with_F_selects_exactly_the_documents_it_describes_in_eve
     assert ask({"attributes": {"region": "eu"}}) == ask({"attributes": F.eq("region", "eu")}) == ["leave-eu"]
 
 
-def test_a_refused_filter_is_the_apis_422_naming_the_place(admin):
-    with pytest.raises(InvalidInput) as refused:
-        admin.query("perm-handbook", "leave", filters={"attributes": {"$or": [{"a": 1}, {"year": {"$gte": "x"}}]}})
-    assert refused.value.status == 422 and "filters.attributes.$or[1].year.$gte" in refused.value.message
+def test_a_refused_filter_fails_before_any_request_with_the_message_of_the_apis_422(admin, server):
+    bad = {"$or": [{"a": 1}, {"year": {"$gte": "x"}}]}
+    # The SDK checks the body with the API's own model: the same place is named, nothing is sent
+    with pytest.raises(ValidationError) as early:
+        admin.query("perm-handbook", "leave", filters={"attributes": bad})
+    assert describe(early.value).startswith("filters.attributes.$or[1].year.$gte: $gte compares numbers")
+    with pytest.raises(InvalidFilter, match=r"filter.\$or\[1\].year.\$gte"):
+        F.parse(bad)
+    # And the API answers the same body sent by hand with a 422 naming the same place
+    answer = server.session(server.admin_key).post(server.url("/v1/collections/perm-handbook/query"),
+                                                   json={"query": "leave", "filters": {"attributes": bad}})
+    assert answer.status_code == 422 and "filters.attributes.$or[1].year.$gte" in answer.json()["message"]
 
 
 def test_attributes_and_access_written_through_the_sdk_come_back_and_an_access_list_hides_at_once(admin, server):

@@ -122,6 +122,7 @@ def test_the_model_may_narrow_a_search_by_attributes_never_by_principals(server,
 
     async def work(session):
         def ids(result):
+            assert not result.is_error, result.content[0].text
             return sorted(r["document_id"] for r in result.structured_content["results"])
 
         everything = await session.call_tool("search", {"query": "paid leave region", "mode": "keyword"})

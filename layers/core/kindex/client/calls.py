@@ -209,9 +209,11 @@ def _query_body(model: type[BaseModel], value: BaseModel | dict[str, Any], field
     if "filters" in merged:
         merged["filters"] = _wire_filters(merged["filters"])
     attributes = merged["filters"].get("attributes") if isinstance(merged.get("filters"), dict) else None
-    body = model.model_validate(merged).model_dump(mode="json", exclude_unset=True)
-    if attributes is not None:
-        body["filters"]["attributes"] = attributes
+    validated = model.model_validate(merged)
+    if attributes is None:
+        return validated.model_dump(mode="json", exclude_unset=True)
+    body = validated.model_dump(mode="json", exclude_unset=True, exclude={"filters": {"attributes"}})
+    body["filters"]["attributes"] = attributes
     return body
 
 
