@@ -190,7 +190,7 @@ def _wire_filters(filters: object) -> object:
         return {"attributes": filters.to_json()}
     if isinstance(filters, BaseModel):
         attributes = getattr(filters, "attributes", None)
-        filters = filters.model_dump(exclude_unset=True)
+        filters = filters.model_dump(exclude_unset=True, exclude={"attributes"})
         if attributes is not None:
             filters["attributes"] = attributes
     if isinstance(filters, dict) and filters.get("attributes") is not None:
@@ -202,9 +202,10 @@ def _query_body(model: type[BaseModel], value: BaseModel | dict[str, Any], field
     """`_body` for a query. The attribute filter goes out as JSON: the API's model holds it parsed (a tree that does
     not dump back to the filter language), so the body carries the filter as given once the model accepted it."""
     if isinstance(value, BaseModel):
-        value = {**value.model_dump(exclude_unset=True), "filters": getattr(value, "filters", None)}
-        if value["filters"] is None:
-            del value["filters"]
+        filters = getattr(value, "filters", None)
+        value = value.model_dump(exclude_unset=True, exclude={"filters"})
+        if filters is not None:
+            value["filters"] = filters
     merged = {**value, **fields}
     if "filters" in merged:
         merged["filters"] = _wire_filters(merged["filters"])
