@@ -11,6 +11,8 @@ each side has spent MIN_SECONDS; spreads are over batches (bulk) and rounds (p50
 on disk (store size / documents, after a flush; and, on 10k of the vectors, after a force merge to one segment,
 beside the same index keeping the vector in `_source`), and recall with the candidate list at ef = k (no
 `method_parameters`, what lucene does unless told; the adapter sends the design's ef_search, 100 by default).
+Then the filtered figures of bench/opensearch_filtered.py (`opensearch_filtered_*`: k results at every selectivity,
+p50 beside the unfiltered query) on an index of their own.
 
 Skipped, with a log line, when no node answers at KINDEX_BENCH_OPENSEARCH_URL (default http://127.0.0.1:9200).
 """
@@ -155,7 +157,17 @@ def run(count: int = 100_000, dims: int = 384, queries: int = 200, others: int =
                4 * dims, section=SECTION,
                notes=notes + f"; {docs} docs, {store_bytes} bytes primary store after a flush (not force-merged); "
                              "text and vector excluded from _source"),
-    ] + bytes_per_chunk(url, client, vectors[:10_000])
+    ] + bytes_per_chunk(url, client, vectors[:10_000]) + filtered(count, queries)
+
+
+def filtered(count: int, queries: int) -> list[Figure]:
+    """Attribute filters and access lists at 100 / 10 / 1 / 0.1 % beside the unfiltered query
+    (bench/opensearch_filtered.py), on as many chunks per tenant as the section's index; a quick run keeps its
+    rounds short."""
+    from bench import opensearch_filtered
+
+    return opensearch_filtered.run(count=count, queries=min(queries, 100),
+                                   min_seconds=10.0 if count >= 100_000 else 2.0)
 
 
 def build_both(index, local, records: list) -> dict:

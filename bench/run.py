@@ -1,6 +1,7 @@
 """`make bench`: every benchmark in one run, a table on stdout, bench/results.json and bench/*.png.
 
-    python -m bench.run [--only ingest,embedding,query,vector,opensearch,chunking,cold,economy,keyword,vector1m]
+    python -m bench.run [--only ingest,embedding,query,vector,opensearch,chunking,cold,economy,keyword,filtered,
+                                vector1m]
                         [--quick] [--keep-others]
 
 `vector1m` (one million vectors, ~12 min on 2 cores) is not in the default run; ask for it with --only.
@@ -27,12 +28,12 @@ from bench.common import RESULTS_PATH, SCIFACT_RESULTS_PATH, Figure, log, machin
 from bench.readme import SUMMARY, markdown_table
 
 SECTIONS = ("ingest", "embedding", "query", "concurrency", "vector", "opensearch", "chunking", "cold", "economy",
-            "keyword", "vector1m")
+            "keyword", "filtered", "vector1m")
 DEFAULT_SECTIONS = SECTIONS[:-1]
 # Expected seconds of each section on a quiet 2-core machine (logged before each section; the sections that alternate
 # sides run until the fastest side has worked its minimum, so their length follows the speed ratios).
 ESTIMATED_SECONDS = {"ingest": 215, "embedding": 205, "query": 105, "concurrency": 130, "vector": 15, "opensearch": 300,
-                     "chunking": 160, "cold": 20, "economy": 5, "keyword": 85, "vector1m": 710}
+                     "chunking": 160, "cold": 20, "economy": 5, "keyword": 85, "filtered": 150, "vector1m": 710}
 REQUIRED = ("ingest_ratio_minilm", "query_p50_ms_100k_hybrid", "query_p99_ms_100k_hybrid", "vector_recall10_100k",
             "maxchars_mb_per_s", "cold_import_ms_query", "reembed_calls_unchanged", "scifact_ndcg10_hybrid_local",
             "scifact_ndcg10_vector_local", "scifact_ndcg10_keyword", "ingest_chunks_per_s_bge_small_q_speedup",
@@ -77,7 +78,7 @@ def run_sections(sections: tuple[str, ...], quick: bool) -> tuple[list[Figure], 
                 concurrency.DOCUMENTS, concurrency.REQUESTS, concurrency.REQUESTS_PER_CLIENT = 100, 20, 3
             found, raw["concurrency"] = concurrency.run(min_seconds=0.0 if quick else concurrency.MIN_SECONDS)
             figures += found
-        elif section in ("vector", "opensearch", "keyword", "vector1m"):
+        elif section in ("vector", "opensearch", "keyword", "vector1m", "filtered"):
             figures += _vector_index_section(section, quick)
         elif section == "chunking":
             from bench import chunking
@@ -126,6 +127,10 @@ def _vector_index_section(section: str, quick: bool) -> list[Figure]:
         from bench import keyword_index
 
         return keyword_index.run(quick)
+    if section == "filtered":
+        from bench import filtered
+
+        return filtered.run(chunks=10_000 if quick else 100_000, queries=20 if quick else 100, random=quick)[0]
     if section == "vector1m":
         from bench import vector_index
 

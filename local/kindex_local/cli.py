@@ -131,8 +131,9 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     if (code := _remote(args, "ingest")) is not None:
         return code
     from kindex_local.app import build_worker, worker_lock
-    from kindex_local.ingest_cli import ingest_path
+    from kindex_local.ingest_cli import document_metadata, ingest_path
 
+    metadata = document_metadata(args)  # a bad --attribute stops here, before anything is written
     keys = _keys(args)  # prepares settings and the container like any local command
     from kindex.compose import container
 
@@ -147,7 +148,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     del keys
     try:
         outcome = ingest_path(services, args.tenant, args.collection, args.path, worker=worker,
-                              progress=not args.quiet)
+                              progress=not args.quiet, metadata=metadata)
     finally:
         if worker is not None and not services.settings.search_url:
             services.adapters.search_index.close()  # this process wrote the embedded index: compact it like a server stop
@@ -230,6 +231,9 @@ def build_parser() -> argparse.ArgumentParser:
     ingest.add_argument("--collection", required=True)
     ingest.add_argument("--tenant", default="default")
     ingest.add_argument("--quiet", action="store_true", help="no progress bar")
+    from kindex_local.ingest_cli import add_metadata_options
+
+    add_metadata_options(ingest)
     remote_cli.add_ingest_options(ingest)
     ingest.set_defaults(func=cmd_ingest)
     reindex = with_data_dir(sub.add_parser("reindex", help="run the reindex pass once (the server runs it hourly); "

@@ -23,7 +23,10 @@ from pydantic import BaseModel, ValidationError
 
 from kindex.client import errors
 from kindex.client.sync import Kindex
+from kindex.domain.errors import InvalidInput
 from kindex.domain.models import DocumentStatus
+from kindex_local.ingest_cli import add_metadata_options, document_metadata
+from kindex_local.remote_ingest import put_metadata
 
 if TYPE_CHECKING:
     from kindex_local.remote_ingest import IngestOutcome
@@ -116,6 +119,8 @@ def run(command: Callable[[argparse.Namespace, Kindex], int], args: argparse.Nam
             return command(args, client)
     except UsageError as error:
         return _fail(f"error: {error}", EXIT_USAGE)
+    except InvalidInput as error:  # an argument checked like the API checks it (--attribute, --access-group, ...)
+        return _fail(f"error: invalid_input: {error}", EXIT_USAGE)
     except ValidationError as error:  # the API's own model refused an argument before any request
         from kindex.domain.validation import describe
 
@@ -174,8 +179,8 @@ def table(rows: list[list[str]], header: list[str], last_column_min: int = 20) -
 # -- collections and documents --------------------------------------------------------------------------------------
 
 
-def json_argument(text: str) -> dict[str, Any]:
-    """`--body`: JSON text, `@file` or `-` (stdin)."""
+def json_argument(text: str, flag: str = "--body") -> dict[str, Any]:
+    """`--body` (or `flag`): JSON text, `@file` or `-` (stdin)."""
     if text == "-":
         text = sys.stdin.read()
     elif text.startswith("@"):
@@ -183,9 +188,9 @@ def json_argument(text: str) -> dict[str, Any]:
     try:
         value = json.loads(text)
     except json.JSONDecodeError as error:
-        raise UsageError(f"--body is not JSON: {error}") from error
+        raise UsageError(f"{flag} is not JSON: {error}") from error
     if not isinstance(value, dict):
-        raise UsageError("--body must be a JSON object")
+        raise UsageError(f"{flag} must be a JSON object")
     return value
 
 
@@ -197,7 +202,8 @@ def _fields(args: argparse.Namespace, names: dict[str, str]) -> dict[str, Any]:
 
 
 COLLECTION_FIELDS = {name: name for name in ("title", "embedding_model", "chunking_method", "chunking_max_size",
-                                              "chunking_overlap_offset", "query_groups", "allow_guests")}
+                                              "chunking_overlap_offset", "query_groups", "allow_guests",
+                                              "document_access")}
 # --url names the deployment: the document's link is --document-url.
 DOCUMENT_FIELDS = {"title": "title", "url": "document_url", "language": "language", "mimetype": "mimetype",
                    "content": "content"}
@@ -261,33 +267,21 @@ def documents_get(args: argparse.Namespace, client: Kindex) -> int:
 
 
 def documents_put(args: argparse.Namespace, client: Kindex) -> int:
-    fields = _fields(args, DOCUMENT_FIELDS)
+    fields = {**_fields(args, DOCUMENT_FIELDS), **document_metadata(args)}
     if args.file is not None:
         if "content" in fields:
             raise UsageError("give --file or --content, not both")
-        stored = client.upload_file(args.collection, args.document, args.file, mimetype=fields.pop("mimetype", None))
+        # attributes and access go with the upload ticket: the file is never indexed without them
+        stored = client.upload_file(args.collection, args.document, args.file, mimetype=fields.pop("mimetype", None),
+                                    attributes=fields.pop("attributes", None), access=fields.pop("access", None))
         if fields:  # metadata beside the file (title, url, language)
-            stored = _put_metadata(client, args.collection, args.document, fields)
+            stored = put_metadata(client, args.collection, args.document, fields)
     else:
         stored = client.put_document(args.collection, args.document, fields)
     if args.wait:
         stored = client.wait_for_document(args.collection, args.document, timeout=args.wait_timeout)
     emit_json(stored.model_copy(update={"content": None}))
     return EXIT_FAILED if args.wait and stored.status.value == "failed" else EXIT_OK
-
-
-def _put_metadata(client: Kindex, collection: str, document: str, fields: dict[str, Any], attempts: int = 5):
-    """The metadata of a just-uploaded file: its indexing writes the same document, and a write that loses that race
-    is a 409 that changed nothing, so it is sent again."""
-    import time
-
-    for attempt in range(attempts):
-        try:
-            return client.put_document(collection, document, fields)
-        except errors.Conflict:
-            if attempt == attempts - 1:
-                raise
-            time.sleep(0.2 * (attempt + 1))
 
 
 def documents_delete(args: argparse.Namespace, client: Kindex) -> int:
@@ -312,6 +306,8 @@ def query(args: argparse.Namespace, client: Kindex) -> int:
     options: dict[str, Any] = {"k": args.k, "mode": args.mode, "groups": args.group or []}
     if args.user is not None:
         options["user"] = args.user
+    if args.filter is not None:  # the API checks the expression and names the place at fault (exit 2)
+        options["filters"] = {"attributes": json_argument(args.filter, "--filter")}
     if len(args.collection) == 1:
         answer = client.query(args.collection[0], args.text, **options)
     else:
@@ -378,7 +374,9 @@ def ingest(args: argparse.Namespace, client: Kindex) -> int:
         raise UsageError(f"{args.path} does not exist")
     if args.jobs < 1:
         raise UsageError("--jobs must be at least 1")
+    metadata = document_metadata(args)  # a bad --attribute stops here, before anything is sent
     outcome = ingest_folder(client, args.collection, args.path, jobs=args.jobs, query_groups=args.query_groups,
+                            metadata=metadata,
                             wait=args.wait, wait_timeout=args.wait_timeout, poll_interval=args.poll_interval,
                             progress=sys.stderr.isatty() and not args.quiet)
     return _report(outcome, args)
@@ -445,6 +443,9 @@ def add_commands(sub) -> None:
     put.add_argument("--chunking-overlap-offset", type=int)
     put.add_argument("--query-groups", help="comma-separated groups whose users may query")
     put.add_argument("--allow-guests", type=_boolean, metavar="{true,false}")
+    put.add_argument("--document-access", choices=["optional", "required"],
+                     help="what a document without an access list means: optional (default) - visible to whoever "
+                          "may query the collection; required - visible to nobody (fail closed)")
     put.add_argument("--body", help="more fields as a JSON object (text, @file or - for stdin)")
     delete = _remote(col, "delete", collections_delete, "delete a collection with all its documents (prints its "
                      "delete job's id; gone from reads at once)", json_flag=True)
@@ -473,6 +474,7 @@ def add_commands(sub) -> None:
         dput.add_argument(f"--{dest.replace('_', '-')}", dest=dest, help="the link citations point to" if name == "url"
                           else None)
     dput.add_argument("--body", help="more fields as a JSON object (text, @file or - for stdin)")
+    add_metadata_options(dput)
     add_wait_options(dput, default_wait=False)
     ddel = _remote(doc, "delete", documents_delete, "delete a document everywhere")
     ddel.add_argument("collection")
@@ -488,6 +490,8 @@ def add_commands(sub) -> None:
     q.add_argument("--mode", choices=["hybrid", "vector", "keyword"], default="hybrid")
     q.add_argument("--user", help="the end user the query is for")
     q.add_argument("--group", action="append", help="a group of the end user (repeat for several)")
+    q.add_argument("--filter", metavar="JSON", help='an attribute filter (filters.attributes), e.g. \'{"region": '
+                   '"eu", "year": {"$gte": 2020}}\' (text, @file or - for stdin; docs/clients.md has the language)')
 
     c = _remote(sub, "cite", cite, "turn <CIT id /> tags of an answer into footnotes (remote)", json_flag=True)
     c.add_argument("text", help="the answer's text, or - to read it from stdin")

@@ -18,6 +18,7 @@ from typing import Any
 from kindex.client import calls, errors
 from kindex.client.sync import Kindex
 from kindex.domain.models import MAX_PAGE_SIZE, DocumentSummary
+from kindex_local.ingest_cli import metadata_changes
 
 
 @dataclass
@@ -59,19 +60,37 @@ def stored_summaries(client: Kindex, collection: str, doc_ids: list[str],
     return dict(pool.map(one, doc_ids))
 
 
-def send_file(client: Kindex, collection: str, doc_id: str, path: Path, stored: DocumentSummary | None) -> str:
-    """'unchanged' when the deployment holds exactly these bytes, indexed; 'waiting' when it holds them and is still
-    indexing them; 'failed:<reason>' when these bytes failed for good (a corrupt or unsupported file fails again);
-    else uploads the file ('uploaded')."""
+def send_file(client: Kindex, collection: str, doc_id: str, path: Path, stored: DocumentSummary | None,
+              metadata: dict[str, Any] | None = None) -> str:
+    """'unchanged' when the deployment holds exactly these bytes (and `metadata`: attributes, access), indexed;
+    'waiting' when it holds them and is still indexing them, or only the metadata had to change (a PUT of those
+    alone: nothing is embedded again); 'failed:<reason>' when these bytes failed for good (a corrupt or unsupported
+    file fails again); else uploads the file with its metadata in the ticket ('uploaded')."""
+    metadata = metadata or {}
     if stored is None or stored.content_sha256 != sha256_of(path):
-        client.upload_file(collection, doc_id, path)
+        client.upload_file(collection, doc_id, path, **metadata)
         return "uploaded"
     if stored.status.value == "failed":
         if not stored.failure_retryable:
             return f"failed:{stored.failure_reason or 'failed'} (unchanged file, not sent again)"
-        client.upload_file(collection, doc_id, path)
+        client.upload_file(collection, doc_id, path, **metadata)
         return "uploaded"
+    if changes := metadata_changes(stored, metadata):
+        put_metadata(client, collection, doc_id, changes)
+        return "waiting"
     return "unchanged" if stored.status.value == "indexed" else "waiting"
+
+
+def put_metadata(client: Kindex, collection: str, document: str, fields: dict[str, Any], attempts: int = 5):
+    """A PUT of some of a document's fields (title, attributes, ...) beside its file: the file's indexing writes the
+    same document, and a write that loses that race is a 409 that changed nothing, so it is sent again."""
+    for attempt in range(attempts):
+        try:
+            return client.put_document(collection, document, fields)
+        except errors.Conflict:
+            if attempt == attempts - 1:
+                raise
+            time.sleep(0.2 * (attempt + 1))
 
 
 def ensure_collection(client: Kindex, collection: str, query_groups: str | None) -> None:
@@ -88,10 +107,11 @@ def ensure_collection(client: Kindex, collection: str, query_groups: str | None)
 
 def ingest_folder(client: Kindex, collection: str, root: Path, *, jobs: int = 4, query_groups: str | None = None,
                   wait: bool = True, wait_timeout: float = 3600.0, poll_interval: float = 1.0,
-                  progress: bool = False) -> IngestOutcome:
+                  progress: bool = False, metadata: dict[str, Any] | None = None) -> IngestOutcome:
     """Send every file under `root` (or the file `root`) that the deployment does not hold for good, `jobs` at a
     time, creating the collection if needed; with `wait`, until each is indexed or failed or `wait_timeout` seconds
-    have passed (those left are `pending`). `progress`: a progress bar on stderr."""
+    have passed (those left are `pending`). `progress`: a progress bar on stderr. `metadata` (attributes, access)
+    goes on every document, with the upload (or alone where only it differs)."""
     from tqdm import tqdm
 
     from kindex_local.ingest_cli import document_id_for, files_under
@@ -114,7 +134,7 @@ def ingest_folder(client: Kindex, collection: str, root: Path, *, jobs: int = 4,
         def send(item: tuple[str, Path]) -> tuple[str, str]:
             doc_id, path = item
             try:
-                return doc_id, send_file(client, collection, doc_id, path, stored[doc_id])
+                return doc_id, send_file(client, collection, doc_id, path, stored[doc_id], metadata)
             except (errors.ApiError, errors.ConnectionFailed, OSError) as error:
                 detail = f"{error.error}: {error.message}" if isinstance(error, errors.ApiError) else str(error)
                 return doc_id, f"failed:upload refused: {detail}"

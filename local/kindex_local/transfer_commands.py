@@ -35,6 +35,8 @@ def add_commands(sub) -> None:
     mcp.add_argument("--groups", help="that user's groups, comma-separated (or KINDEX_MCP_GROUPS)")
     mcp.add_argument("--collection", action="append", dest="collections",
                      help="a collection `search` uses by default (repeat; or KINDEX_MCP_COLLECTIONS)")
+    mcp.add_argument("--filter", metavar="JSON", help="an attribute filter every search is ANDed with: the model "
+                                                      "may narrow it, never widen it (or KINDEX_MCP_FILTER)")
     mcp.add_argument("--transport", choices=("stdio", "http"), default="stdio",
                      help="stdio (default; the client starts the server) or streamable HTTP")
     mcp.add_argument("--host", default="127.0.0.1", help="interface for --transport http")
@@ -104,6 +106,11 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     except UsageError as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_USAGE
-    settings = McpSettings.from_args(url, key, args.user, args.groups, args.collections, timeout=args.timeout)
+    try:
+        settings = McpSettings.from_args(url, key, args.user, args.groups, args.collections, timeout=args.timeout,
+                                         filter_json=args.filter)
+    except ValueError as error:  # a configured filter the API would refuse
+        print(f"error: {error}", file=sys.stderr)
+        return EXIT_USAGE
     run(settings, args.transport, host=args.host, port=args.port)
     return 0

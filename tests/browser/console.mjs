@@ -1,7 +1,9 @@
 // Drives the kindex console in Debian's headless Chromium (playwright-core; no browser download): sign in, create a
 // collection (seeing the API's validation message at its field first), drag and drop a PDF and a Markdown file,
-// wait for `indexed`, open the PDF's chunks, run a query, see a citation, render an answer's <CIT /> tag, reindex
-// and watch the job, check 375 px, then delete. Saves screenshots of the main screens.
+// wait for `indexed`, open the PDF's chunks, run a query, see a citation, render an answer's <CIT /> tag, edit a
+// document's attributes and access list (the API's 422 at the field first), run a filtered query (a refused filter's
+// message at the filter box), reindex and watch the job, check 375 px, then delete. Saves screenshots of the main
+// screens.
 // Run by tests/e2e/test_console_browser.py with KINDEX_URL, KINDEX_KEY, KINDEX_OTHER_TENANT_KEY, KINDEX_QUERY_KEY,
 // CONSOLE_PDF, CONSOLE_MD, SCREENSHOT_DIR.
 import { mkdirSync, mkdtempSync, readFileSync } from "node:fs";
@@ -83,6 +85,7 @@ try {
     await page.screenshot({ path: join(shots, "02-collection-validation.png") });
     await page.getByLabel("Chunk size").fill("800");
     await page.getByLabel("Query groups").fill("staff, hr");
+    check(await page.getByLabel("Document access").inputValue() === "optional", "document access: optional by default");
     await page.getByRole("button", { name: "Create collection" }).click();
     await page.getByRole("heading", { name: /Console test/ }).waitFor();
     check(decodeURIComponent(new URL(page.url()).hash) === `#/collections/${collection}`, "on the new collection");
@@ -169,6 +172,70 @@ try {
     await page.getByLabel("Groups").fill("nobody");
     await page.getByRole("button", { name: "Run query" }).click();
     await page.locator(".query-out .error").filter({ hasText: "forbidden" }).waitFor();
+  });
+
+  await step("edit a document's attributes and access, then a filtered query", async () => {
+    // Given the Markdown document's view
+    const docView = `#/collections/${encodeURIComponent(collection)}/documents/${encodeURIComponent(mdName)}`;
+    await page.goto(`${base}/console${docView}`);
+    await page.getByRole("heading", { name: "Attributes and access" }).waitFor();
+    // When an attribute key the API refuses is saved / Then its 422 message is shown at the attributes field
+    await page.getByLabel("Attributes (JSON)").fill('{"1st": "x"}');
+    await page.getByRole("button", { name: "Save attributes and access" }).click();
+    await page.locator("#d-attributes-error").filter({ hasText: "attributes" }).waitFor();
+    // When valid attributes and an access list are saved
+    await page.getByLabel("Attributes (JSON)").fill('{"region": "eu", "year": 2024, "tags": ["guide"]}');
+    await page.getByLabel("Groups whose users may see it").fill("staff");
+    await page.getByRole("button", { name: "Save attributes and access" }).click();
+    await page.locator('[data-saved="metadata"]').waitFor();
+    check(await page.locator("#d-attributes-error").innerText() === "", "no error left at the field");
+    // Then, once the index has them (no re-embedding: the document is indexed again), the view shows them
+    const deadline = Date.now() + 120000;
+    for (;;) {
+      await page.reload();
+      await page.getByRole("heading", { name: "Attributes and access" }).waitFor();
+      if (await page.locator(".facts .badge.indexed").count()) break;
+      check(Date.now() < deadline, "the document is indexed again after its attributes changed");
+      await page.waitForTimeout(500);
+    }
+    const shown = JSON.parse(await page.getByLabel("Attributes (JSON)").inputValue());
+    check(shown.region === "eu" && shown.year === 2024 && shown.tags[0] === "guide", `attributes shown: ${
+      JSON.stringify(shown)}`);
+    check(await page.getByLabel("Groups whose users may see it").inputValue() === "staff", "access list shown");
+    // And the list shows them at a glance
+    await page.goto(`${base}/console#/collections/${encodeURIComponent(collection)}`);
+    await page.locator(`tr[data-document="${mdName}"] .attributes`).filter({ hasText: "region=eu" }).waitFor();
+    // When the playground runs a filtered query for a staff user / Then only the matching document comes back
+    await page.getByRole("link", { name: "Query" }).click();
+    await page.getByLabel("Collections").fill(collection);
+    await page.getByLabel("Query", { exact: true }).fill("extract text");
+    await page.getByLabel("Groups").fill("staff");
+    await page.getByLabel("User").fill("ann");
+    await page.getByLabel("Attribute filter (JSON)").fill('{"region": "eu", "year": {"$gte": 2020}}');
+    await page.getByRole("button", { name: "Run query" }).click();
+    await page.locator(".result").first().waitFor();
+    const found = await page.locator(".result .meta .muted").allInnerTexts();
+    check(found.length > 0 && found.every((t) => t.trim().endsWith(`/${mdName}`)), `only ${mdName}: ${found}`);
+    // And a filter the API refuses shows its message at the filter box, naming the place
+    await page.getByLabel("Attribute filter (JSON)").fill('{"year": {"$gte": "2020"}}');
+    await page.getByRole("button", { name: "Run query" }).click();
+    await page.locator("#q-filter-error").filter({ hasText: "filters.attributes.year.$gte" }).waitFor();
+    check(await page.locator(".query-out .result").count() === 0, "no results shown for a refused filter");
+    // And a filter nothing matches answers nothing; not JSON is refused before any request
+    await page.getByLabel("Attribute filter (JSON)").fill('{"region": "us"}');
+    await page.getByRole("button", { name: "Run query" }).click();
+    await page.locator(".query-out .empty").waitFor();
+    await page.getByLabel("Attribute filter (JSON)").fill("{region: eu}");
+    await page.getByRole("button", { name: "Run query" }).click();
+    await page.locator("#q-filter-error").filter({ hasText: "not valid JSON" }).waitFor();
+    await page.getByLabel("Attribute filter (JSON)").fill("");
+    // And removing the access list (null, after a confirmation) leaves the document without one
+    await page.goto(`${base}/console${docView}`);
+    await page.getByRole("button", { name: "Remove access list" }).click();
+    await page.getByRole("button", { name: "Remove access list" }).last().click();
+    await page.locator('[data-saved="metadata"]').waitFor();
+    check(await page.getByLabel("Groups whose users may see it").inputValue() === "", "no access list left");
+    check(!(await page.getByRole("button", { name: "Remove access list" }).isVisible()), "nothing left to remove");
   });
 
   await step("reindex and watch the job", async () => {

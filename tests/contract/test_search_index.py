@@ -16,6 +16,7 @@ from kindex.adapters.aws.opensearch_requests import index_alias
 from kindex.adapters.local.search.index import LocalSearchIndex
 from kindex.compose import container
 from kindex.domain.errors import InvalidInput
+from tests.contract.mixins.search_filters import SearchFiltersContract
 from tests.contract.mixins.search_index import DIMS, MODEL, SearchIndexContract, corpus, ids, record, unit
 from tests.support.aws import fake_aws_env
 from tests.support.opensearch_double import OpenSearchDouble
@@ -24,7 +25,7 @@ from tests.support.opensearch_node import ENGINE as NODE_ENGINE
 pytestmark = pytest.mark.contract
 
 
-class TestLocalSearchIndex(SearchIndexContract):
+class TestLocalSearchIndex(SearchIndexContract, SearchFiltersContract):
     @pytest.fixture
     def index(self, tmp_path) -> Iterator[LocalSearchIndex]:
         adapter = LocalSearchIndex(tmp_path / "search")
@@ -67,7 +68,7 @@ class TestLocalSearchIndex(SearchIndexContract):
         assert before == during == after
 
 
-class TestOpenSearchIndexOnTheDouble(SearchIndexContract):
+class TestOpenSearchIndexOnTheDouble(SearchIndexContract, SearchFiltersContract):
     @pytest.fixture
     def index(self) -> Iterator[OpenSearchIndex]:
         double = OpenSearchDouble()
@@ -96,7 +97,7 @@ class TestOpenSearchIndexOnTheDouble(SearchIndexContract):
             reader.knn_search(MODEL, "acme", ["handbook"], [1.0, 0.0, 0.0], 3)
 
 
-class TestOpenSearchIndexOnANode(SearchIndexContract):
+class TestOpenSearchIndexOnANode(SearchIndexContract, SearchFiltersContract):
     """The real node (the `opensearch_node` fixture skips every test here, with the reason, when none is up)."""
 
     @pytest.fixture

@@ -59,8 +59,9 @@ def test_console_end_to_end_in_chromium(server):
     assert pdf.is_file() and markdown.is_file(), f"the shared documents are missing under {SHARED_DATA}"
     shutil.rmtree(SCREENSHOTS, ignore_errors=True)
     # When the script signs in, creates a collection, drops the files, waits for indexed, opens the chunks,
-    # queries, renders a citation, reindexes, shows hostile ids as text, checks 375 px and the keyboard, deletes
-    # and signs out; then another tenant signs in in the same tab, then a query key
+    # queries, renders a citation, edits a document's attributes and access and runs filtered queries, reindexes,
+    # shows hostile ids as text, checks 375 px and the keyboard, deletes and signs out; then another tenant signs in
+    # in the same tab, then a query key
     env = {**os.environ, "KINDEX_URL": server.base_url, "KINDEX_KEY": server.admin_key, "CONSOLE_PDF": str(pdf),
            "KINDEX_OTHER_TENANT_KEY": server.create_key("other-tenant", "admin"),
            "KINDEX_QUERY_KEY": server.create_key("default", "query"),
@@ -71,7 +72,7 @@ def test_console_end_to_end_in_chromium(server):
     assert done.returncode == 0, done.stdout + done.stderr + "\nserver:\n" + "".join(server.output[-40:])
     assert '"ok":true' in done.stdout
     steps = [line for line in done.stdout.splitlines() if line.startswith("ok ")]
-    assert len(steps) == 12, done.stdout
+    assert len(steps) == 13, done.stdout
     # And the screenshots of the main screens are there (CI keeps build/console-screenshots/ as artifacts)
     shots = sorted(p.name for p in SCREENSHOTS.glob("*.png"))
     assert shots == ["01-sign-in.png", "02-collection-validation.png", "03-documents.png", "04-chunks.png",

@@ -80,3 +80,35 @@ def test_the_users_rights_apply_and_errors_are_raised(server, collection):
     with pytest.raises(Unauthorized) as raised:
         asyncio.run(KindexRetriever(url=server.base_url, api_key="wrong", collections=[collection]).ainvoke("x"))
     assert raised.value.status == 401
+
+
+def test_a_retriever_filter_and_a_call_filter_narrow_the_search_together(server):
+    from pydantic import ValidationError
+
+    from kindex.client import F, InvalidFilter
+
+    # Given documents told apart by their attributes
+    admin = server.session(server.admin_key)
+    assert admin.put(server.url("/v1/collections/lc-filtered"), json={"query_groups": ["staff"]}).status_code == 201
+    for document, region, year in (("eu-2024", "eu", 2024), ("eu-2018", "eu", 2018), ("us-2024", "us", 2024)):
+        assert admin.put(server.url(f"/v1/collections/lc-filtered/documents/{document}"), json={
+            "content": f"Travel rules for the {region} office, issued in {year}.",
+            "attributes": {"region": region, "year": year}}).ok
+    assert set(wait_settled(admin, server.url("/v1/collections/lc-filtered"),
+                            ["eu-2024", "eu-2018", "us-2024"]).values()) == {"indexed"}
+
+    def ids(documents):
+        return sorted(d.metadata["document_id"] for d in documents)
+
+    # When the retriever keeps to the EU and one call also asks for recent rules
+    eu = retriever(server, "lc-filtered", k=10, mode="keyword", filter={"region": "eu"})
+    assert ids(eu.invoke("travel rules office")) == ["eu-2018", "eu-2024"]
+    assert ids(eu.invoke("travel rules office", filter=F.gte("year", 2020))) == ["eu-2024"]
+    assert ids(asyncio.run(eu.ainvoke("travel rules office", filter={"year": {"$lt": 2020}}))) == ["eu-2018"]
+    # Then a call filter can only narrow: asking for the US within the EU retriever finds nothing
+    assert eu.invoke("travel rules office", filter={"region": "us"}) == []
+    # And a filter the API would refuse fails when the retriever is built, or at the call, naming the place
+    with pytest.raises(ValidationError, match=r"filter.year.\$gte: \$gte compares numbers"):
+        retriever(server, "lc-filtered", filter={"year": {"$gte": "2020"}})
+    with pytest.raises(InvalidFilter, match=r"filter.\$nor: unknown operator"):
+        eu.invoke("travel", filter={"$nor": [{"region": "eu"}]})

@@ -67,7 +67,7 @@ def test_stdio_session_lists_the_tools_searches_and_cites(server, handbook):
     # tools/list: two tools, and no way to name a user or groups in either schema
     schemas = {tool.name: tool.input_schema for tool in tools.tools}
     assert set(schemas) == {"search", "cite"}
-    assert set(schemas["search"]["properties"]) == {"query", "collections", "k", "mode"}
+    assert set(schemas["search"]["properties"]) == {"query", "collections", "k", "mode", "filter"}
     assert set(schemas["cite"]["properties"]) == {"text", "query_id"}
     # tools/call search: the known document, with what a citation needs
     assert not found.is_error
@@ -99,6 +99,53 @@ def test_a_user_or_groups_in_the_tool_call_do_not_change_who_asks(server, handbo
     assert found.structured_content["results"] == []
     assert found.structured_content["denied_collections"] == [handbook]
     assert "twenty-five" not in found.content[0].text
+
+
+@pytest.fixture(scope="module")
+def regional(server):
+    """Two documents told apart by attributes only, one behind an access list naming group `staff`."""
+    admin = server.session(server.admin_key)
+    assert admin.put(server.url("/v1/collections/mcp-regional"), json={"allow_guests": True}).status_code == 201
+    for document, region, access in (("eu-leave", "eu", None), ("us-leave", "us", {"groups": ["staff"]})):
+        body = {"content": f"Paid leave in the {region.upper()} region is generous.", "attributes": {"region": region}}
+        assert admin.put(server.url(f"/v1/collections/mcp-regional/documents/{document}"),
+                         json={**body, **({"access": access} if access else {})}).ok
+    assert wait_settled(admin, server.url("/v1/collections/mcp-regional"), ["eu-leave", "us-leave"]) == {
+        "eu-leave": "indexed", "us-leave": "indexed"}
+    return "mcp-regional"
+
+
+def test_the_model_may_narrow_a_search_by_attributes_never_by_principals(server, regional):
+    # Given a server for a user in no group, whose configuration keeps every search to two regions
+    command = mcp_command(server, "--user", "bob", "--collection", regional, "--filter",
+                          '{"region": {"$in": ["eu", "us"]}}')
+
+    async def work(session):
+        def ids(result):
+            assert not result.is_error, result.content[0].text
+            return sorted(r["document_id"] for r in result.structured_content["results"])
+
+        everything = await session.call_tool("search", {"query": "paid leave region", "mode": "keyword"})
+        eu = await session.call_tool("search", {"query": "paid leave region", "mode": "keyword",
+                                                "filter": {"region": "eu"}})
+        # A filter that tries to widen the configured one still meets it (AND), and a filter cannot name principals
+        widened = await session.call_tool("search", {"query": "paid leave region", "mode": "keyword",
+                                                     "filter": {"$or": [{"region": "apac"}, {"region": "us"}]},
+                                                     "groups": ["staff"]})
+        refused = await session.call_tool("search", {"query": "paid leave", "filter": {"year": {"$gte": "2020"}}})
+        return ids(everything), ids(eu), ids(widened), refused
+
+    everything, eu, widened, refused = anyio.run(with_stdio_session, command, work)
+    # Then the access list hides us-leave from bob whatever the model passes, and the filter narrows the rest
+    assert everything == ["eu-leave"] and eu == ["eu-leave"] and widened == []
+    # And a filter the API would refuse is a tool error naming the place
+    assert refused.is_error and "filter.year.$gte" in refused.content[0].text
+
+
+def test_a_configured_filter_the_api_would_refuse_stops_the_server_from_starting(server):
+    done = subprocess.run(mcp_command(server, "--filter", '{"year": {"$gt": "x"}}'), capture_output=True, text=True,
+                          env={"PATH": os.environ["PATH"], "PYTHONPATH": os.pathsep.join(sys.path)}, timeout=60)
+    assert done.returncode == 2 and "filter.year.$gt" in done.stderr
 
 
 def free_port():

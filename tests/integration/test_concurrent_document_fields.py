@@ -52,7 +52,14 @@ def assert_one_chain(start: Document, written: list[Document], changed: list[dic
     assert [written[i].revision for i in order] == list(range(start.revision + 1, start.revision + 1 + len(written)))
     previous = start
     for i in order:
-        expected = previous.model_copy(update={**changed[i], "revision": previous.revision + 1,
+        # A change of a filter field (language, mimetype) also bumps the fields version, and an indexed document
+        # shows in_progress until the index has the new fields (issue 23 item 6)
+        bumped = {}
+        if document_writes.filter_fields_change(previous, changed[i]):
+            bumped["fields_version"] = previous.fields_version + 1
+            if previous.status is DocumentStatus.INDEXED:
+                bumped["status"] = DocumentStatus.IN_PROGRESS
+        expected = previous.model_copy(update={**changed[i], **bumped, "revision": previous.revision + 1,
                                                "updated_at": written[i].updated_at})
         assert written[i] == expected, (i, changed[i])
         previous = written[i]

@@ -12,11 +12,16 @@ Every request is checked before it is executed:
   assert the list is empty and the test fails loudly even when an adapter swallows the error.
 
 Semantics implemented (only what the kindex adapter uses; anything else answers 400 so gaps are loud):
-indices create / exists / delete / get_alias / refresh, aliases given at create time, bulk index/create/delete
+indices create / exists / delete / get_alias / refresh / get and put mapping (new properties added, a changed
+type refused), aliases given at create time, bulk index/create/delete
 with per-action routing, delete_by_query (on the last refreshed snapshot, like the real point-in-time search,
 with version conflicts), and search with `query`, `size`, `from`, `_source`, `sort`, `search_after`.
 Queries: bool (must/filter/should/must_not), term, terms, range (gt/gte/lt/lte, keyword fields compared in
-code point order, which is Lucene's UTF-8 byte order), ids, match, match_all and a top-level knn with an
+code point order, which is Lucene's UTF-8 byte order), prefix (keyword), ids, match, match_all, match_none, each
+on the stored `_source` values (a field absent from a document, or unmapped, matches no term, range or prefix -
+so the attribute and access-list clauses of kindex.adapters.aws.opensearch_filters are interpreted, not
+re-implemented, and tests/contract/test_search_filters_opensearch.py holds the double to the node and to
+kindex.domain.filters' reference), and a top-level knn with an
 efficient `filter` (applied before the k nearest are chosen; exact scoring with the OpenSearch score formula of
 the mapping's space: l2 1/(1+d^2); faiss innerproduct 1+dot if dot>=0 else 1/(1-dot); cosinesimil (1+cos)/2).
 `match` is BM25 (k1=1.2, b=0.75) over lowercase runs of letters and digits (close to the adapter's
@@ -359,6 +364,9 @@ class _Evaluator:
     def _q_match_all(self, spec: dict[str, Any], doc: StoredDoc) -> tuple[bool, float]:
         return True, 1.0
 
+    def _q_match_none(self, spec: dict[str, Any], doc: StoredDoc) -> tuple[bool, float]:
+        return False, 0.0
+
     def _single_field(self, kind: str, spec: Any) -> tuple[str, Any]:
         fields = {key: value for key, value in spec.items() if key not in ("boost", "_name")}
         if len(fields) != 1:
@@ -375,7 +383,21 @@ class _Evaluator:
         name, value = self._single_field("term", spec)
         if isinstance(value, dict):
             value = value.get("value")
+        if self._field_type(name) == "boolean":
+            # Like OpenSearch, a boolean field's term is true/false, given as a JSON boolean or its string.
+            wanted = value if isinstance(value, bool) else str(value).lower() == "true"
+            return any(stored is wanted for stored in self._values_of(doc, name)), 1.0
         return value in self._values_of(doc, name), 1.0
+
+    def _q_prefix(self, spec: dict[str, Any], doc: StoredDoc) -> tuple[bool, float]:
+        name, value = self._single_field("prefix", spec)
+        if isinstance(value, dict):
+            value = value.get("value")
+        if self._field_type(name) != "keyword" or not isinstance(value, str):
+            raise DoubleError(400, "query_shard_exception", "the double implements [prefix] on keyword fields")
+        # A code point prefix is a UTF-8 byte prefix, which is what Lucene's prefix over the term bytes tests.
+        return any(isinstance(stored, str) and stored.startswith(value)
+                   for stored in self._values_of(doc, name)), 1.0
 
     def _q_terms(self, spec: dict[str, Any], doc: StoredDoc) -> tuple[bool, float]:
         name, values = self._single_field("terms", spec)
@@ -483,6 +505,7 @@ _ROUTES: list[tuple[set[str], re.Pattern[str], str, str]] = [
      "delete_by_query"),
     ({"GET", "POST"}, re.compile(r"^(?P<index>[^_/][^/]*)/_refresh$"), "/{index}/_refresh", "refresh"),
     ({"PUT", "POST"}, re.compile(r"^(?P<index>[^_/][^/]*)/_doc/(?P<id>[^/]+)$"), "/{index}/_doc/{id}", "doc"),
+    ({"GET", "PUT", "POST"}, re.compile(r"^(?P<index>[^_/][^/]*)/_mapping$"), "/{index}/_mapping", "mapping"),
     ({"PUT", "HEAD", "DELETE"}, re.compile(r"^(?P<index>[^_/][^/]*)$"), "/{index}", "index"),
 ]
 
@@ -495,6 +518,7 @@ _IMPLEMENTED_PARAMS = {
     "delete_by_query": {"routing", "refresh", "conflicts"},
     "refresh": set(),
     "doc": {"refresh", "routing"},
+    "mapping": {"timeout", "master_timeout", "cluster_manager_timeout"},
     "index": {"timeout", "master_timeout", "cluster_manager_timeout", "wait_for_active_shards"},
 }
 _SEARCH_BODY_KEYS = {"query", "size", "from", "_source", "sort", "search_after", "track_total_hits"}
@@ -697,6 +721,28 @@ class OpenSearchDouble:
         if unknown:
             raise DoubleError(400, "mapper_parsing_exception", f"unknown hnsw parameters {unknown}")
 
+    def _api_mapping(self, method: str, params: dict[str, str], body: Any, *, index: str) -> tuple[int, Any]:
+        """GET mapping; PUT mapping: new properties are added (documents written before them simply lack the
+        field); a property already mapped must come again with its type, as OpenSearch refuses to change one."""
+        if method == "GET":
+            return 200, {state.name: {"mappings": {"dynamic": state.dynamic, "properties": state.properties}}
+                         for state in self._resolve(index)}
+        body = body or {}
+        if set(body) - {"properties"}:
+            raise DoubleError(400, "mapper_parsing_exception", "the double implements put_mapping with properties only")
+        states = self._resolve(index)
+        for state in states:
+            for field_name, spec in body.get("properties", {}).items():
+                self._check_property(field_name, spec, state.settings)
+                current = state.properties.get(field_name)
+                if current is not None and current.get("type") != spec.get("type"):
+                    raise DoubleError(400, "illegal_argument_exception",
+                                      f"mapper [{field_name}] cannot be changed from type [{current.get('type')}] "
+                                      f"to [{spec.get('type')}]")
+        for state in states:
+            state.properties = {**state.properties, **body.get("properties", {})}
+        return 200, {"acknowledged": True}
+
     def _api_get_alias(self, method: str, params: dict[str, str], body: Any, *, name: str) -> tuple[int, Any]:
         matched = {alias: target for alias, target in self.aliases.items() if fnmatch.fnmatchcase(alias, name)}
         if not matched and not any(char in name for char in "*?"):
@@ -805,6 +851,9 @@ class OpenSearchDouble:
                     return "mapper_parsing_exception", f"[{name}] needs {spec['dimension']} finite numbers"
             elif kind in ("keyword", "text") and not all(isinstance(v, str) for v in _as_list(value)):
                 return "mapper_parsing_exception", f"[{name}] needs strings"
+            elif kind == "boolean" and not all(isinstance(v, bool) for v in _as_list(value)):
+                # OpenSearch also takes "true"/"false" strings; the adapter never sends them, so refuse them.
+                return "mapper_parsing_exception", f"[{name}] needs booleans"
         return None
 
     # -- search ---------------------------------------------------------------------------------------------------

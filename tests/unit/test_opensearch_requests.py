@@ -12,6 +12,7 @@ from opensearchpy.exceptions import OpenSearchException, RequestError
 from opensearchpy.helpers.actions import expand_action
 
 from kindex.adapters.aws.opensearch_design import IndexDesign
+from kindex.adapters.aws.opensearch_filters import mapping_properties
 from kindex.adapters.aws.opensearch_index import OpenSearchIndex, opensearch_client
 from kindex.adapters.aws.opensearch_requests import (
     TEXT_ANALYZER,
@@ -22,6 +23,7 @@ from kindex.adapters.aws.opensearch_requests import (
     build_index_body,
     build_keyword_query,
     build_knn_query,
+    build_mapping_update,
     concrete_index,
     cosine_from_score,
     document_id,
@@ -30,7 +32,8 @@ from kindex.adapters.aws.opensearch_requests import (
     routing_key,
 )
 from kindex.domain.errors import DependencyFailed, InvalidInput
-from kindex.domain.types import IndexRecord, SearchFilters
+from kindex.domain.filters import Access, parse_filter
+from kindex.domain.types import IndexRecord, Principals, SearchFilters
 from kindex.settings import SettingsError, load_settings
 from tests.support.opensearch_double import OpenSearchDouble, spec_checker
 
@@ -39,6 +42,14 @@ pytestmark = pytest.mark.unit
 MODEL = "local:all-MiniLM-L6-v2"
 ALIAS = "kindex-local-all-minilm-l6-v2-4"
 FILTERS = SearchFilters(document_ids=("d-1", "d-2"), language="en", mimetype="application/pdf")
+# What a query that names no principal may see: documents without an access list (fail closed, never "no filter").
+NO_ACCESS_LIST = {"bool": {"must_not": [{"term": {"access_set": True}}]}}
+# Every operator, both combinators, and a user in 1,000 groups.
+EVERY_FILTER = SearchFilters(
+    language="en", principals=Principals("alice", tuple(f"g{i}" for i in range(1000)), required=True),
+    attributes=parse_filter({"$or": [{"year": {"$gt": 1, "$gte": 2, "$lt": 9, "$lte": 8}, "r": {"$in": ["a", 1, True]}},
+                                     {"r": {"$ne": "x", "$nin": ["y"]}, "t": {"$exists": False}},
+                                     {"tags": {"$contains": "z"}, "title": {"$starts_with": "Zoë"}}]}))
 
 
 def record(chunk_id: str, vector=(3.0, 0.0, 4.0, 0.0), *, tenant: str = "acme", collection: str = "handbook",
@@ -353,6 +364,7 @@ def test_knn_query_uses_an_efficient_filter_on_tenant_collections_and_filters():
         {"terms": {"document_id": ["d-1", "d-2"]}},
         {"term": {"language": "en"}},
         {"term": {"mimetype": "application/pdf"}},
+        NO_ACCESS_LIST,
     ]}}
     # And only ids come back
     assert body["_source"] == ["chunk_id", "document_id", "collection"]
@@ -406,7 +418,7 @@ def test_keyword_query_matches_text_within_the_same_filters():
     assert body["size"] == 5
     assert body["query"]["bool"]["must"] == [{"match": {"text": {"query": 'budget "AND" (review)'}}}]
     assert body["query"]["bool"]["filter"] == [{"term": {"tenant": "acme"}}, {"terms": {"collection": ["handbook"]}},
-                                               {"term": {"language": "de"}}]
+                                               {"term": {"language": "de"}}, NO_ACCESS_LIST]
     assert body["_source"] == ["chunk_id", "document_id", "collection"]
 
 
@@ -460,6 +472,9 @@ def test_chunk_ids_query_pages_with_search_after_on_the_chunk_id():
     ("POST", "/{index}/_search", build_knn_query("acme", ["handbook"], [0.1] * 4, 3, FILTERS)),
     ("POST", "/{index}/_search", build_knn_query("acme", ["handbook"], [0.1] * 4, 3, FILTERS, ef_search=100)),
     ("POST", "/{index}/_search", build_keyword_query("acme", ["handbook"], "q", 3, FILTERS)),
+    ("POST", "/{index}/_search", build_knn_query("acme", ["handbook"], [0.1] * 4, 3, EVERY_FILTER, ef_search=100)),
+    ("POST", "/{index}/_search", build_keyword_query("acme", ["handbook"], "q", 3, EVERY_FILTER)),
+    ("PUT", "/{index}/_mapping", build_mapping_update()),
     ("POST", "/{index}/_search", build_chunk_ids_query("acme", "handbook", search_after=["x"])),
     ("POST", "/{index}/_delete_by_query", build_delete_query("acme", "handbook", chunk_ids=["c"], document_ids=["d"])),
 ])
@@ -480,6 +495,40 @@ def test_bulk_ndjson_is_valid_against_the_opensearch_api_spec():
     parsed = [json.loads(line) if isinstance(line, str) else line for line in lines]
     assert spec_checker().body_errors("POST", "/_bulk", parsed) == []
     assert [parsed[0]["index"]["routing"], parsed[2]["index"]["routing"]] == ["acme", "globex"]
+
+
+def test_both_legs_share_one_filter_with_the_attribute_and_access_clauses():
+    # When both legs are built for one query with an attribute filter and principals
+    knn = build_knn_query("acme", ["handbook"], [1.0, 0.0], 5, EVERY_FILTER)["query"]["knn"]["vector"]["filter"]
+    keyword = build_keyword_query("acme", ["handbook"], "q", 5, EVERY_FILTER)["query"]["bool"]["filter"]
+    # Then the k-NN leg's efficient filter is exactly the keyword leg's bool filter: tenant, collections,
+    # language, then the access clause (1,000 groups as one terms clause each way) and the attribute clause
+    assert knn == {"bool": {"filter": keyword}}
+    assert keyword[:3] == [{"term": {"tenant": "acme"}}, {"terms": {"collection": ["handbook"]}},
+                           {"term": {"language": "en"}}]
+    access, attributes = keyword[3:]
+    assert access["bool"]["filter"] == [{"term": {"access_set": True}}]
+    assert {"terms": {"access_groups": [f"g{i}" for i in range(1000)]}} in access["bool"]["should"]
+    assert {"terms": {"access_deny_groups": [f"g{i}" for i in range(1000)]}} in access["bool"]["must_not"]
+    assert "should" in attributes["bool"] and len(attributes["bool"]["should"]) == 3
+
+
+def test_new_indices_map_the_filter_fields_and_every_chunk_writes_them_all():
+    # When an index body and the actions of a chunk with attributes and of one without are built
+    properties = build_index_body(4, alias=ALIAS)["mappings"]["properties"]
+    listed = IndexRecord(tenant="acme", collection="h", document_id="d", chunk_id="c1", vector=(1.0, 0.0), text="t",
+                         attributes={"year": 2020, "tags": ["x"]}, access=Access(users=("alice",)))
+    bare = IndexRecord(tenant="acme", collection="h", document_id="d", chunk_id="c2", vector=(1.0, 0.0), text="t")
+    first, second = (action["_source"] for action in build_bulk_actions(ALIAS, [listed, bare]))
+    # Then the mapping holds the ten filter fields, and both chunks carry every one of them (a rewrite clears what
+    # an earlier version set), the second as "no attributes, no access list"
+    assert {name: properties[name] for name in mapping_properties()} == mapping_properties()
+    assert len(mapping_properties()) == 10 and build_mapping_update() == {"properties": mapping_properties()}
+    assert set(mapping_properties()) <= set(first) and set(mapping_properties()) <= set(second)
+    assert first["access_set"] is True and first["access_users"] == ["alice"]
+    assert sorted(first["attr_k"]) == ["tags", "year"]
+    assert second["access_set"] is False and all(second[name] == [] for name in mapping_properties()
+                                                   if name != "access_set")
 
 
 def test_the_spec_check_rejects_a_malformed_knn_query():

@@ -9,6 +9,7 @@ import pytest
 
 from kindex.adapters.local.search import ann
 from kindex.adapters.local.search import log as search_log
+from kindex.adapters.local.search import partition as partition_module
 from kindex.adapters.local.search.ann import AnnGraph
 from kindex.adapters.local.search.index import LocalSearchIndex
 from kindex.domain.types import IndexRecord, SearchFilters
@@ -50,6 +51,8 @@ def graph_of(index: LocalSearchIndex, tenant: str = "acme"):
 @pytest.fixture(autouse=True)
 def small_threshold(monkeypatch):
     monkeypatch.setattr(ann, "MIN_ROWS", THRESHOLD)
+    # and filtered searches go to the graph above as many matching rows (20,000 in production)
+    monkeypatch.setattr(partition_module, "EXACT_MAX_ROWS", THRESHOLD)
     # Reproducible graphs: a two-thread HNSW build differs from run to run, and on random 24-d vectors any usearch
     # graph misses ~0.2% of self-queries (measured with usearch alone, int8 and float32 alike), so a test asking that
     # every kept vector finds itself first failed ~1 run in 10. One thread builds the same graph every time.

@@ -6,10 +6,14 @@ from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
+from kindex.domain.filters import Attributes
 from kindex.domain.media_types import MediaType
 from kindex.domain.models import (
+    ACCESS_EXAMPLE,
+    ATTRIBUTES_EXAMPLE,
     Collection,
     Document,
+    DocumentAccess,
     DocumentPage,
     DocumentSummary,
     EmbeddingWindow,
@@ -56,6 +60,13 @@ class UploadRequest(BaseModel):
     mimetype: MediaType | None = None
     # The exact length of the file to upload: it is signed into the upload URL, and over the file limit is a 413.
     size: int = Field(ge=0, le=2**53, strict=True)
+    # The document's filter fields, set with the new file (as `PUT .../documents/{d}` sets them).
+    attributes: Attributes | None = Field(default=None, examples=[ATTRIBUTES_EXAMPLE])
+    access: DocumentAccess | None = Field(default=None, examples=[ACCESS_EXAMPLE])
+
+    def fields(self) -> dict:
+        """The filter fields the body names (an explicit null removes one)."""
+        return {name: getattr(self, name) for name in self.model_fields_set & {"attributes", "access"}}
 
 
 class UploadResponse(BaseModel):

@@ -14,13 +14,14 @@ from pydantic import BaseModel
 
 from kindex.app.chunk_removal import require_collection
 from kindex.app.collection_deletion import start_deletion
-from kindex.app.document_writes import Change, same_content, write_document
+from kindex.app.document_writes import Change, same_content, with_filter_fields, write_document
 from kindex.app.record_writes import write_collection
 from kindex.domain import keys
 from kindex.domain.errors import Conflict, InvalidInput, NotFound, PayloadTooLarge
 from kindex.domain.models import (
     CHUNKING_DEFAULTS,
     COLLECTION_CONFIG_FIELDS,
+    DOCUMENT_NULLABLE,
     SAVING,
     ChunkingMethod,
     Collection,
@@ -43,6 +44,7 @@ from kindex.domain.ports import (
     CollectionDeletions,
     CollectionStore,
     DocumentStore,
+    IngestTrigger,
     JobStore,
     Presigner,
     ReindexQueue,
@@ -173,7 +175,7 @@ class CatalogService:
                  on_document_removed: Callable[[str, Document, Collection], None] | None = None,
                  presigner: Presigner | None = None, upload_url_ttl: int = 900, chunks: ChunkStore | None = None,
                  check_rights: Callable[[str, Collection], None] | None = None,
-                 max_file_bytes: int = 50 * 1024 * 1024):
+                 max_file_bytes: int = 50 * 1024 * 1024, ingest_trigger: IngestTrigger | None = None):
         self.collections = collections
         self.documents = documents
         self.blobs = blobs
@@ -187,6 +189,7 @@ class CatalogService:
         self.upload_url_ttl = upload_url_ttl
         self.check_rights = check_rights
         self.max_file_bytes = max_file_bytes
+        self.ingest_trigger = ingest_trigger
 
     # Collections
     def get_collection(self, tenant: str, collection_id: str) -> Collection:
@@ -280,13 +283,13 @@ class CatalogService:
         changes = body.changes()
         content = changes.pop("content", None)
         for name, value in changes.items():
-            if value is None:
+            if value is None and name not in DOCUMENT_NULLABLE:
                 raise InvalidInput(f"{name}: must not be null")
 
         def merged(current: Document | None) -> Document:
             if current is None:
                 return validated(lambda: Document(id=document_id, collection=collection_id, **changes))
-            return current.model_copy(update={**changes, "updated_at": utc_now()})
+            return with_filter_fields(current, changes)
 
         if content is not None:
             data = content.replace("\x00", "").encode("utf-8")
@@ -305,7 +308,24 @@ class CatalogService:
 
                 return self._store_and_commit(tenant, existing, with_content, data)
         # Unchanged or no content: whatever content the document has when this commits stays.
-        return write_document(self.documents, tenant, collection_id, document_id, existing, merged)
+        document, created = write_document(self.documents, tenant, collection_id, document_id, existing, merged)
+        self._refresh_index_fields(tenant, document)
+        return document, created
+
+    def _refresh_index_fields(self, tenant: str, document: Document) -> None:
+        """After a write that changed only filter fields of a document whose index entries exist: ask the ingest to
+        rewrite them (an event for its current source, as an upload makes; the ingest finds the content current and
+        rewrites the entries with the vectors it has, without embedding). Best effort: the record already holds the
+        truth the query checks, and a reindex pass redoes what an event that never came left undone."""
+        if not (document.fields_stale and document.status is DocumentStatus.IN_PROGRESS and document.source):
+            return
+        if self.ingest_trigger is None:
+            return
+        try:
+            self.ingest_trigger.trigger([document.source])
+        except Exception:
+            logger.warning("could not ask the ingest to rewrite a document's index fields", extra={
+                "tenant": tenant, "collection": document.collection, "document": document.id})
 
     def _store_and_commit(self, tenant: str, existing: Document | None, change: Change,
                           data: bytes) -> tuple[Document, bool]:
@@ -358,7 +378,7 @@ class CatalogService:
             logger.warning("could not delete the blob of a failed write", extra={"key": key})
 
     def prepare_upload(self, tenant: str, collection_id: str, document_id: str, filename: str,
-                       mimetype: str | None, *, size: int) -> UploadTicket:
+                       mimetype: str | None, *, size: int, fields: dict[str, Any] | None = None) -> UploadTicket:
         """Create the document if missing (titled after the file), point it at a new blob key for the file and sign
         a PUT of exactly `size` bytes for that key. The upload itself triggers indexing, through the blob store's
         event; an upload to the key of a ticket that a later one superseded is ignored by ingest. A size over the
@@ -370,7 +390,7 @@ class CatalogService:
             raise InvalidInput("size must be the file's length in bytes (0 or more)")
         if size > self.max_file_bytes:
             raise PayloadTooLarge(f"size {size} exceeds the file limit of {self.max_file_bytes} bytes")
-        existing, change = self._file_write(tenant, collection_id, document_id, filename, mimetype)
+        existing, change = self._file_write(tenant, collection_id, document_id, filename, mimetype, fields=fields)
         document, _ = write_document(self.documents, tenant, collection_id, document_id, existing, change)
         self._delete_superseded_blobs(tenant, document)
         url, headers, expires = self.presigner.presign_put(document.source, document.mimetype, size,
@@ -379,22 +399,28 @@ class CatalogService:
                             expires_at=datetime.fromtimestamp(expires, timezone.utc), document=document)
 
     def put_file(self, tenant: str, collection_id: str, document_id: str, filename: str, data: bytes,
-                 mimetype: str | None = None) -> tuple[Document, bool]:
+                 mimetype: str | None = None, *, fields: dict[str, Any] | None = None) -> tuple[Document, bool]:
         """Store a file as the document's source (the write triggers indexing). Returns (document, written):
-        the same file (name and bytes) already indexed, or pending, is not written again."""
+        the same file (name and bytes) already indexed, or pending, is not written again (`fields`, the
+        document's attributes and access, are then written alone, as a PUT of them would)."""
         digest = hashlib.sha256(data).hexdigest()
         existing, change = self._file_write(tenant, collection_id, document_id, filename, mimetype,
-                                            content={"content_sha256": digest, "content_length": len(data)})
+                                            content={"content_sha256": digest, "content_length": len(data)},
+                                            fields=fields)
         if (existing is not None and existing.source and _file_name(existing.source) == filename
                 and existing.status is not DocumentStatus.FAILED and existing.content_sha256 == digest):
+            if fields:
+                return self.put_document(tenant, collection_id, document_id, DocumentInput(**fields))[0], False
             return existing, False
         document, _ = self._store_and_commit(tenant, existing, change, data)
         return document, True
 
     def _file_write(self, tenant: str, collection_id: str, document_id: str, filename: str, mimetype: str | None,
-                    content: dict[str, Any] | None = None) -> tuple[Document | None, Change]:
+                    content: dict[str, Any] | None = None, fields: dict[str, Any] | None = None
+                    ) -> tuple[Document | None, Change]:
         """(the stored document or None; the change that points it at a new key for the file, created if missing and
-        titled after the file). The change loses (Conflict) to a write of other content committed meanwhile."""
+        titled after the file, with `fields` (attributes, access) applied). The change loses (Conflict) to a write
+        of other content committed meanwhile."""
         from kindex.text.extract import guess_mimetype
 
         _checked_id("document", document_id)
@@ -414,6 +440,8 @@ class CatalogService:
         def change(current: Document | None) -> Document:
             same_content(existing, current, document_id)
             base = current or Document(id=document_id, collection=collection_id, title=filename)
+            if fields:
+                base = with_filter_fields(base, fields)
             return base.model_copy(update={
                 "source": source, "version": version, "mimetype": content_type, "status": DocumentStatus.PENDING,
                 "failure_reason": None, "updated_at": utc_now(), **(content or {})})

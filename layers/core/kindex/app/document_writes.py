@@ -5,10 +5,12 @@ writes of different fields (a title PUT and an ingest's status, say) both land."
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from kindex.app.record_writes import WRITE_ATTEMPTS, write_record
 from kindex.domain.errors import Conflict, NotFound
-from kindex.domain.models import Document
+from kindex.domain.filters import canonical_json
+from kindex.domain.models import FILTER_FIELDS, Document, DocumentStatus, utc_now
 from kindex.domain.ports import DocumentStore
 
 #: What a write does to the record it read (None: no record): the document to commit, without its revision (the
@@ -41,3 +43,28 @@ def same_content(read: Document | None, current: Document | None, document_id: s
 
 def _content(document: Document | None) -> tuple[int, str | None]:
     return (document.version, document.source) if document is not None else (0, None)
+
+
+def _comparable(name: str, value: Any) -> Any:
+    """A filter field's value as compared for "did it change": attributes as canonical JSON (Python's `1 == True`
+    would take {"a": 1} for {"a": true})."""
+    if name == "attributes" and value is not None:
+        return canonical_json(value)
+    return value
+
+
+def filter_fields_change(current: Document, changes: dict[str, Any]) -> bool:
+    """Whether applying `changes` changes a filter field (FILTER_FIELDS) of `current`."""
+    return any(_comparable(name, value) != _comparable(name, getattr(current, name))
+               for name, value in changes.items() if name in FILTER_FIELDS)
+
+
+def with_filter_fields(current: Document, changes: dict[str, Any]) -> Document:
+    """`current` with `changes` applied; when a filter field (FILTER_FIELDS) changes, `fields_version` is bumped, and
+    an indexed document shows `in_progress` until the ingest has rewritten its index entries (see IngestService)."""
+    update = {**changes, "updated_at": utc_now()}
+    if filter_fields_change(current, changes):
+        update["fields_version"] = current.fields_version + 1
+        if current.status is DocumentStatus.INDEXED:
+            update["status"] = DocumentStatus.IN_PROGRESS
+    return current.model_copy(update=update)

@@ -25,6 +25,15 @@ def text_sha256(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+def imported_vectors_key(model: str) -> str:
+    """The embedding cache's "model" under which a tenant's imported vectors are kept in its own cache: no model
+    name starts like this, and ingest never embeds from it, so a vector a tenant sent never stands in for an
+    embedding of the model. Export reads it after the model's own entries, so a collection imported without
+    embedding exports its vectors again (a chain of moves embeds nothing); a rewrite of a document's filter fields
+    reads it the same way, to write again the vectors the index already holds."""
+    return f"imported\x1f{model}"
+
+
 class EmbeddingService:
     """Looks vectors up by (tenant, model, sha256(text)), embeds only the missing unique texts in one call, stores
     them under their tenant.
@@ -108,6 +117,16 @@ class EmbeddingService:
         if not hashes:
             return np.zeros((0, self.embedder_for(model).dimensions), dtype=np.float32)
         return np.vstack([known[h] for h in hashes]).astype(np.float32, copy=False)
+
+    def known(self, tenant: str, model: str, texts: Sequence[str]) -> dict[str, np.ndarray]:
+        """The vectors the tenant already has for `texts` under `model`, by text hash: its cache, then its imported
+        vectors (what an import wrote into the index); never a provider call. Texts with neither are absent."""
+        hashes = list(dict.fromkeys(text_sha256(t) for t in texts))
+        found = self.cache.get_vectors(tenant, model, hashes)
+        missing = [h for h in hashes if h not in found]
+        if missing:
+            found.update(self.cache.get_vectors(tenant, imported_vectors_key(model), missing))
+        return found
 
     def embed_query(self, model: str, text: str) -> np.ndarray:
         """Queries skip the cache on write: they rarely repeat and would only grow the table. They are embedded as

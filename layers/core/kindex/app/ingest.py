@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from functools import partial
 
 from kindex.app.chunk_removal import ChunkRemover
-from kindex.app.document_writes import same_content, write_document
+from kindex.app.document_writes import filter_fields_change, same_content, with_filter_fields, write_document
 from kindex.app.embedding import EmbeddingService, text_sha256
 from kindex.app.ingest_batch import UNKNOWN_COST, IngestBatch, Memo
 from kindex.domain import keys
@@ -23,6 +23,7 @@ from kindex.domain.errors import (
     DependencyFailed,
     IngestError,
     InvalidInput,
+    InvalidSidecar,
     LimitExceeded,
     NotFound,
     UnknownModel,
@@ -36,11 +37,15 @@ from kindex.domain.ports import (
     MetricsRecorder,
     SearchIndex,
 )
+from kindex.domain.sidecar import MAX_SIDECAR_BYTES, described_key, is_sidecar, parse_sidecar, sidecar_key
 from kindex.domain.types import IndexRecord, StoredChunk
 
 logger = logging.getLogger(__name__)
 
 MAX_REASON = 500
+#: Rounds of a filter-field rewrite racing further filter PUTs of the same document; what is still stale after them
+#: is left to the event each of those PUTs sends.
+REWRITE_ROUNDS = 4
 
 
 class DiscardedMetrics:
@@ -101,6 +106,17 @@ class IngestLimits:
     prepare_max_bytes: int = 1024 * 1024
 
 
+def _fields_written(written: Document, current: Document | None) -> Document:
+    """The record once the index entries carry `written`'s filter fields: `indexed` when those are still its fields,
+    else still `in_progress` (a later PUT's fields are to be written next). Its content must be `written`'s."""
+    same_content(written, current, written.id)
+    done = current.fields_version == written.fields_version
+    return current.model_copy(update={
+        "indexed_fields_version": written.fields_version, "updated_at": utc_now(),
+        "status": DocumentStatus.INDEXED if done else DocumentStatus.IN_PROGRESS,
+        **({"indexed_at": utc_now()} if done else {})})
+
+
 class IngestService:
     """Processes blob created/removed events for document blobs and keeps chunks and vectors in step."""
 
@@ -140,6 +156,8 @@ class IngestService:
         if parsed is None:
             return
         tenant, collection_id, document_id, filename = parsed
+        if keys.blob_write(key) is None and is_sidecar(filename):
+            return  # a metadata sidecar: never text to embed
         collection = self.collections.get_collection(tenant, collection_id)
         if collection is None:
             return
@@ -152,9 +170,9 @@ class IngestService:
             return  # extracted in its own record, after the batch's small documents
         batch.fetched[key] = data
         digest = hashlib.sha256(data).hexdigest()
-        if document is not None and document.is_current(collection, digest):
+        if document is not None and document.content_current(collection, digest):
             batch.costs[key] = 0
-            return  # a duplicate event: nothing to embed
+            return  # a duplicate event, or one that only rewrites filter fields: nothing to embed
         mimetype = (document.mimetype if document else None) or None
         memo = (key, digest, collection.config_version, mimetype)
         try:
@@ -186,6 +204,9 @@ class IngestService:
             logger.warning("ignoring blob of a missing collection",
                            extra={"tenant": tenant, "collection": collection_id})
             return None
+        dropped = keys.blob_write(key) is None  # put straight into the prefix, not written by the API
+        if dropped and is_sidecar(filename):
+            return self._sidecar_changed(tenant, collection, key)
         data = batch.fetched.pop(key, None) if batch else None  # read moments ago by `open_batch`
         too_large: LimitExceeded | None = None
         if data is None:
@@ -200,9 +221,12 @@ class IngestService:
             return None
         document, adopted = found
         try:
-            if too_large is not None:
-                return self._fail(tenant, collection, document, adopted, failure_reason(too_large),
-                                  too_large.retryable, too_large)
+            refused: IngestError | None = too_large
+            if refused is None and dropped:
+                document, refused = self._with_sidecar(tenant, document, key)
+            if refused is not None:
+                return self._fail(tenant, collection, document, adopted, failure_reason(refused), refused.retryable,
+                                  refused)
             return self._index(tenant, collection, document, adopted, data, filename,
                                batch or IngestBatch(self.index))
         except NotFound:
@@ -217,11 +241,17 @@ class IngestService:
             raise
 
     def object_removed(self, key: str) -> None:
-        """A document's source blob was deleted (API or S3 directly): delete the document everywhere."""
+        """A document's source blob was deleted (API or S3 directly): delete the document everywhere. A file's
+        metadata sidecar was deleted: its document has no attributes and no access list any more."""
         parsed = keys.parse_blob_key(key)
         if parsed is None:
             return
-        tenant, collection_id, document_id, _ = parsed
+        tenant, collection_id, document_id, filename = parsed
+        if keys.blob_write(key) is None and is_sidecar(filename):
+            collection = self.collections.get_collection(tenant, collection_id)
+            if collection is not None:
+                self._sidecar_changed(tenant, collection, key)
+            return
         document = self.documents.get_document(tenant, collection_id, document_id)
         collection = self.collections.get_collection(tenant, collection_id)
         if document is None or collection is None or document.source != key:
@@ -230,6 +260,75 @@ class IngestService:
             return  # written again since the removal: the object exists, keep the document
         self.remover.remove_document(tenant, collection, document)
         self.documents.delete_document(tenant, collection_id, document_id)
+
+    # Sidecars
+    def _sidecar_fields(self, key: str) -> dict | None:
+        """The fields the sidecar of the dropped file `key` sets, None when it has none; InvalidSidecar naming the
+        sidecar and the field when it is refused."""
+        name = sidecar_key(key)
+        try:
+            data = self.blobs.get_blob(name, max_bytes=MAX_SIDECAR_BYTES)
+        except NotFound:
+            return None
+        except LimitExceeded:
+            raise InvalidSidecar(f"{name.rsplit('/', 1)[-1]}: larger than {MAX_SIDECAR_BYTES:,} bytes") from None
+        try:
+            return parse_sidecar(data)
+        except InvalidInput as error:
+            raise InvalidSidecar(f"{name.rsplit('/', 1)[-1]}: {error.message}") from None
+
+    def _with_sidecar(self, tenant: str, document: Document, key: str) -> tuple[Document, InvalidSidecar | None]:
+        """(`document` (the dropped file `key`'s) with the attributes and access its sidecar sets, written when they
+        differ; the refusal of its sidecar, if refused). Without a sidecar the document keeps the fields it has (a
+        PUT may have set them)."""
+        try:
+            fields = self._sidecar_fields(key)
+        except InvalidSidecar as refused:
+            return document, refused
+        if fields is None or not filter_fields_change(document, fields):
+            return document, None
+
+        def change(current: Document | None) -> Document:
+            same_content(document, current, document.id)
+            return with_filter_fields(current, fields)
+
+        written, _ = write_document(self.documents, tenant, document.collection, document.id, document, change)
+        return written, None
+
+    def _sidecar_changed(self, tenant: str, collection: Collection, key: str) -> Document | None:
+        """A sidecar was written or deleted: apply it to the document of the file it describes, if that document is
+        made from that file (one whose file has not come yet reads the sidecar when it does). An indexed document
+        gets its index entries rewritten here, without embedding; one being indexed takes the fields when its ingest
+        ends; a failed one (its sidecar was refused, say) is indexed again. Deleting the sidecar removes the
+        document's attributes and access list."""
+        described = described_key(key)
+        parsed = keys.parse_blob_key(described)
+        if parsed is None:
+            return None
+        document = self.documents.get_document(tenant, collection.id, parsed[2])
+        if document is None or document.source != described:
+            return None
+        if document.status is DocumentStatus.FAILED:
+            return self.object_created(described)
+        try:
+            fields = self._sidecar_fields(described)
+        except InvalidSidecar as refused:
+            return self._fail(tenant, collection, document, {}, failure_reason(refused), False, refused)
+        fields = fields or {"attributes": None, "access": None}
+        if not filter_fields_change(document, fields):
+            return document
+
+        def change(current: Document | None) -> Document:
+            same_content(document, current, document.id)
+            return with_filter_fields(current, fields)
+
+        try:
+            written, _ = write_document(self.documents, tenant, collection.id, document.id, document, change)
+        except (Conflict, NotFound):
+            return None  # new content or a delete meanwhile: its own event reads the sidecar
+        if written.content_current(collection):
+            return self._rewrite_fields(tenant, collection, written)
+        return written  # being indexed: the ingest that indexes it writes the new fields when it ends
 
     # Internals
     def _document_for(self, tenant: str, collection_id: str, document_id: str, filename: str,
@@ -318,8 +417,10 @@ class IngestService:
         digest = hashlib.sha256(data).hexdigest()
         model = collection.embedding_model
         document = stored.model_copy(update=adopted)
-        if document.is_current(collection, digest):
-            return document  # duplicate event: nothing changed
+        if document.content_current(collection, digest) and not (adopted and document.fields_stale):
+            # A duplicate event (nothing changed), or one that only rewrites the filter fields of the index entries
+            # (attributes, access, language or mimetype changed): nothing to embed either way.
+            return self._rewrite_fields(tenant, collection, stored) if document.fields_stale else document
         # Same content, new chunking or model: the document stays `indexed` (queries keep using what is there)
         # while its new chunks and vectors are built beside the old ones.
         rebuild_only = (digest == document.content_sha256 and document.status is DocumentStatus.INDEXED
@@ -368,7 +469,7 @@ class IngestService:
         indexed = {**own, "status": DocumentStatus.INDEXED, "chunk_count": chunk_count, "chunks_done": chunk_count,
                    "indexed_version": working.version, "indexed_model": model,
                    "indexed_config_version": collection.config_version, "failure_reason": None,
-                   "failure_retryable": False}
+                   "failure_retryable": False, "indexed_fields_version": working.fields_version}
         if writes:
             # Their keyword commit is the batch's, at its end: only then may the document say `indexed`.
             batch.defer(writes, partial(self._indexed_after_commit, tenant, collection, stored, indexed))
@@ -381,7 +482,56 @@ class IngestService:
         self.metrics.count("DocumentsIndexed")
         logger.info("document indexed", extra={"tenant": tenant, "collection": collection.id, "document": stored.id,
                                                "chunks": fields["chunk_count"]})
+        if indexed.fields_stale:
+            # A PUT of filter fields committed while the chunks were written with the older ones.
+            return self._rewrite_fields(tenant, collection, indexed)
         return indexed
+
+    def _rewrite_fields(self, tenant: str, collection: Collection, stored: Document) -> Document:
+        """Write the document's index entries again with its current filter fields, keeping its chunks and their
+        vectors: the chunk texts come from the chunk store and the vectors from the tenant's embedding cache (then
+        from its imported vectors), so nothing is embedded unless the cache lost a vector. The document says
+        `indexed` again once the entries carry the fields it holds; a filter PUT that commits meanwhile makes this
+        write those too (each round reads the record again), so the last fields written always win."""
+        for _ in range(REWRITE_ROUNDS):
+            chunks = self.chunks.list_chunks(tenant, collection.id, stored.id)
+            models = [collection.embedding_model] + ([collection.query_model] if collection.switching else [])
+            for model in models:
+                records = self._records_with_fields(tenant, collection, stored, chunks, model)
+                if records:
+                    self.index.upsert(model, records)
+            stored, _ = write_document(self.documents, tenant, collection.id, stored.id, stored,
+                                       partial(_fields_written, stored))
+            if not stored.fields_stale:
+                break
+        self.metrics.count("DocumentFieldsRewritten")
+        logger.info("document filter fields rewritten", extra={"tenant": tenant, "collection": collection.id,
+                                                              "document": stored.id, "chunks": len(chunks)})
+        return stored
+
+    def _records_with_fields(self, tenant: str, collection: Collection, document: Document,
+                             chunks: list[StoredChunk], model: str) -> list[IndexRecord]:
+        """The chunks' index records under `model`, with the document's filter fields and the vectors the chunks
+        already have. The configured model's vectors are looked up in the cache, then among the tenant's imported
+        vectors, and only then embedded; the model a switch still serves holds only the chunks it embedded before,
+        so those whose vector it never had are left out (they are not in its index)."""
+        hashes = [text_sha256(c.text) for c in chunks]
+        found = self.embeddings.known(tenant, model, [c.text for c in chunks])
+        lost = [c for c, h in zip(chunks, hashes) if h not in found]
+        if lost and model == collection.embedding_model:
+            self._check_model(model)
+            found.update(zip((text_sha256(c.text) for c in lost),
+                             self.embeddings.embed(tenant, model, [c.text for c in lost])))
+        return [self._record(tenant, collection, document, c, found[h])
+                for c, h in zip(chunks, hashes) if h in found]
+
+    @staticmethod
+    def _record(tenant: str, collection: Collection, document: Document, chunk: StoredChunk, vector) -> IndexRecord:
+        """A chunk's index record, with its document's filter fields (the one place that lists them)."""
+        return IndexRecord(tenant=tenant, collection=collection.id, document_id=document.id, chunk_id=chunk.chunk_id,
+                           vector=vector, text=chunk.text, language=document.language or None,
+                           mimetype=document.mimetype or None, attributes=document.attributes or None,
+                           access=document.access)
 
     def _indexed_after_commit(self, tenant: str, collection: Collection, stored: Document, fields: dict) -> None:
         """The `indexed` status write of a document whose chunks the batch's keyword commit made searchable; its
@@ -472,10 +622,7 @@ class IngestService:
             part = stored[start:start + step]
             for model in models:
                 vectors = self._embed(batch, tenant, model, [c.text for c in part], memo)
-                written = batch.upsert(model, [IndexRecord(tenant=tenant, collection=collection.id,
-                                                           document_id=document.id, chunk_id=c.chunk_id, vector=vec,
-                                                           text=c.text, language=document.language or None,
-                                                           mimetype=document.mimetype or None)
+                written = batch.upsert(model, [self._record(tenant, collection, document, c, vec)
                                                for c, vec in zip(part, vectors)])
                 if written is not None:
                     writes.append(written)

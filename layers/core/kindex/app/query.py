@@ -4,18 +4,21 @@ filter with bounded over-fetch -> one batched read of chunk texts -> results, ci
 from __future__ import annotations
 
 import logging
+import math
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from html import escape
 
 from kindex.app.embedding import EmbeddingService
 from kindex.app.rights import RightsChecks, RightsSession
+from kindex.domain import budget
 from kindex.domain.citations import cite_tag
 from kindex.domain.errors import Forbidden, NotFound
-from kindex.domain.models import Collection, Document, DocumentStatus
+from kindex.domain.filters import admits, matches
+from kindex.domain.models import Collection, Document
 from kindex.domain.ports import (
     ChunkStore,
     CollectionStore,
@@ -31,16 +34,29 @@ from kindex.domain.query import (
     QueryResult,
     QueryWarning,
 )
-from kindex.domain.types import ChunkRef, SearchFilters, SearchHit
+from kindex.domain.types import ChunkRef, Principals, SearchFilters, SearchHit
 
 logger = logging.getLogger(__name__)
 
 _search_pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="keyword-search")
 
 RRF_K = 60
-MAX_ROUNDS = 3
-MAX_CANDIDATES = 1000
+# The over-fetch for what the index cannot filter (the external rights check, documents not indexed, a record that
+# changed since its entries were written, min_score): each round asks for what the allow rate seen so far says k
+# needs (OVERFETCH_MARGIN more, to land in one more round), at most MAX_CANDIDATES, MAX_ROUNDS rounds, and never a
+# round the request's time budget cannot fit (twice the last round's time). At a 1 % allow rate k = 10 takes about
+# 1,500 candidates in two or three rounds; what stops short says so in `warnings`.
+MAX_ROUNDS = 5
+MAX_CANDIDATES = 10_000
+FIRST_ROUND_FACTOR = 3
+OVERFETCH_MARGIN = 1.5
+# With nothing allowed yet, the next round is this many times larger (the rate is below 1 / wanted).
+BLIND_GROWTH = 10
 QUERY_LOG_TTL = 24 * 3600
+STOPPED_EARLY = "stopped_early"
+STOPPED_EARLY_MESSAGE = ("fewer than k results: the search stopped looking for candidates this user may see (its "
+                         "rounds or the request's time budget were spent) while more may exist. Narrow the query "
+                         "with filters.attributes, or give documents access lists, which the index applies itself.")
 CONTEXT_INSTRUCTIONS = (
     "Answer the question using only the excerpts below. Each excerpt begins with the tag that cites its document, "
     "such as <CIT document-id />: after each statement that uses an excerpt, copy that tag exactly as given "
@@ -62,6 +78,27 @@ def reciprocal_rank_fusion(rankings: Sequence[Sequence[SearchHit]], k: int = RRF
     fused = [replace(first[chunk_id], score=score) for chunk_id, score in scores.items()]
     fused.sort(key=lambda hit: (-hit.score, hit.chunk_id))
     return fused
+
+
+def next_round_size(wanted: int, k: int, survivors: int, candidates: int) -> int:
+    """How many candidates the next over-fetch round asks for: enough for the missing `k - survivors` results at the
+    rate seen so far (survivors per candidate), with a margin; a blind jump when nothing survived yet."""
+    if survivors <= 0 or candidates <= 0:
+        return min(MAX_CANDIDATES, max(wanted * BLIND_GROWTH, wanted + 1))
+    rate = survivors / candidates
+    needed = math.ceil(k / rate * OVERFETCH_MARGIN)
+    return min(MAX_CANDIDATES, max(needed, wanted * 2))
+
+
+def admitted(document: Document, request: QueryRequest, collection: Collection) -> bool:
+    """Does the document's record, as it is now, admit this query? Its access list for the user and groups (the
+    collection's `document_access` for a document without one) and the attribute filter, judged on the record: the
+    index applied both on the fields its entries carry, which a PUT may have changed since (a revocation then takes
+    effect here at once, before the entries are rewritten)."""
+    if not admits(document.access, request.user, request.groups, collection.document_access == "required"):
+        return False
+    expression = request.filters.attributes if request.filters else None
+    return expression is None or matches(expression, document.attributes)
 
 
 def passes_gate(collection: Collection, user: str | None, groups: Sequence[str]) -> bool:
@@ -94,7 +131,7 @@ class QueryService:
 
     def __init__(self, collections: CollectionStore, documents: DocumentStore, chunks: ChunkStore, index: SearchIndex,
                  embeddings: EmbeddingService, rights: RightsChecks, query_log: QueryLog,
-                 metrics: MetricsRecorder | None = None):
+                 metrics: MetricsRecorder | None = None, clock: Callable[[], float] = time.monotonic):
         self.collections = collections
         self.documents = documents
         self.chunks = chunks
@@ -103,6 +140,7 @@ class QueryService:
         self.rights = rights
         self.query_log = query_log
         self.metrics = metrics
+        self.clock = clock
 
     def query(self, tenant: str, collection_ids: Sequence[str], request: QueryRequest, *, multi: bool) -> QueryResponse:
         timing = {"embed": 0.0, "search": 0.0, "rights": 0.0, "fetch": 0.0}
@@ -127,8 +165,9 @@ class QueryService:
             self.metrics.count("Queries")
             if denied_count:
                 self.metrics.count("RightsDenials", denied_count)
-            if warnings:
-                self.metrics.count("RightsCheckFailures", len(warnings))
+            failures = [w for w in warnings if w.code != STOPPED_EARLY]
+            if failures:
+                self.metrics.count("RightsCheckFailures", len(failures))
         logger.info("query", extra={"tenant": tenant, "collections": len(allowed_collections), "mode": request.mode,
                                     "results": len(results), "denied_count": denied_count,
                                     "warnings": [w.code for w in warnings]})
@@ -156,70 +195,99 @@ class QueryService:
                   ) -> tuple[list[SearchHit], int, dict[tuple[str, str], Document], list[QueryWarning]]:
         if not by_model:
             return [], 0, {}, []
-        filters = None
-        if request.filters:
-            f = request.filters
-            filters = SearchFilters(document_ids=tuple(f.document_ids) if f.document_ids is not None else None,
-                                    language=f.language, mimetype=f.mimetype)
-        rights = self.rights.session(tenant, [c for cs in by_model.values() for c in cs])
+        collections = {c.id: c for cs in by_model.values() for c in cs}
+        rights = self.rights.session(tenant, list(collections.values()))
         decisions: dict[tuple[str, str], bool] = {}
         documents: dict[tuple[str, str], Document] = {}
         denied: set[tuple[str, str]] = set()
-        wanted = min(3 * request.k, MAX_CANDIDATES)
+        wanted = min(FIRST_ROUND_FACTOR * request.k, MAX_CANDIDATES)
         survivors: list[SearchHit] = []
-        for _ in range(MAX_ROUNDS):
-            started = time.perf_counter()
-            hits, exhausted = self._candidates(tenant, request, by_model, vectors, wanted, filters)
-            timing["search"] += (time.perf_counter() - started) * 1000
-            started = time.perf_counter()
-            self._decide(tenant, request.user, hits, rights, decisions, documents, denied)
-            timing["rights"] += (time.perf_counter() - started) * 1000
+        for round_number in range(1, MAX_ROUNDS + 1):
+            started = self.clock()
+            search_started = time.perf_counter()
+            hits, exhausted = self._candidates(tenant, request, by_model, vectors, wanted)
+            timing["search"] += (time.perf_counter() - search_started) * 1000
+            decide_started = time.perf_counter()
+            self._decide(tenant, request, hits, collections, rights, decisions, documents, denied)
+            timing["rights"] += (time.perf_counter() - decide_started) * 1000
             survivors = [h for h in hits if decisions.get((h.collection, h.document_id))]
             if request.min_score is not None:
                 survivors = [h for h in survivors if h.score >= request.min_score]
-            if len(survivors) >= request.k or exhausted or wanted >= MAX_CANDIDATES:
+                # Candidates come best first: once one scores below min_score, no later one can pass.
+                exhausted = exhausted or bool(hits and hits[-1].score < request.min_score)
+            if len(survivors) >= request.k or exhausted:
                 break
-            wanted = min(wanted * 3, MAX_CANDIDATES)
+            left = budget.remaining(self.clock)
+            if (wanted >= MAX_CANDIDATES or round_number == MAX_ROUNDS
+                    or (left is not None and left < 2 * (self.clock() - started))):
+                self._stopped_early(rights, denied, collections)
+                break
+            wanted = next_round_size(wanted, request.k, len(survivors), len(hits))
         return survivors[:request.k], len(denied), documents, rights.warnings
 
+    def _stopped_early(self, rights: RightsSession, denied: set, collections: dict[str, Collection]) -> None:
+        """One warning per collection that withheld candidates (else per collection searched): the answer has fewer
+        than k results though more might exist."""
+        names = sorted({collection_id for collection_id, _ in denied}) or sorted(collections)
+        for name in names:
+            rights.warnings.append(QueryWarning(collection=name, code=STOPPED_EARLY, message=STOPPED_EARLY_MESSAGE))
+
+    @staticmethod
+    def _filters(request: QueryRequest, required: bool) -> SearchFilters:
+        """What the index applies on every leg of every search: the request's filters, and always the principals
+        (with the collection's `document_access`), so access lists are enforced before ranking."""
+        f = request.filters
+        return SearchFilters(
+            document_ids=tuple(f.document_ids) if f and f.document_ids is not None else None,
+            language=f.language if f else None, mimetype=f.mimetype if f else None,
+            attributes=f.attributes if f else None,
+            principals=Principals(user=request.user, groups=tuple(request.groups), required=required))
+
     def _candidates(self, tenant: str, request: QueryRequest, by_model: dict[str, list[Collection]], vectors: dict,
-                    wanted: int, filters: SearchFilters | None) -> tuple[list[SearchHit], bool]:
-        per_model = []
+                    wanted: int) -> tuple[list[SearchHit], bool]:
+        per_group = []
         exhausted = True
         for model, collections in by_model.items():
-            ids = [c.id for c in collections]
-            rankings = []
-            if request.mode == "hybrid":
-                # The two halves are independent: run the keyword search while the vector search runs.
-                keyword = _search_pool.submit(self.index.keyword_search, model, tenant, ids, request.query, wanted,
-                                              filters)
-                rankings.append(self.index.knn_search(model, tenant, ids, vectors[model], wanted, filters))
-                rankings.append(keyword.result())
-            elif request.mode == "vector":
-                rankings.append(self.index.knn_search(model, tenant, ids, vectors[model], wanted, filters))
-            else:
-                rankings.append(self.index.keyword_search(model, tenant, ids, request.query, wanted, filters))
-            exhausted = exhausted and all(len(r) < wanted for r in rankings)
-            per_model.append(rankings[0] if len(rankings) == 1 else reciprocal_rank_fusion(rankings))
-        fused = per_model[0] if len(per_model) == 1 else reciprocal_rank_fusion(per_model)
+            # One search per model and `document_access`: the principals' `required` is one value per search.
+            by_access: dict[bool, list[str]] = {}
+            for collection in collections:
+                by_access.setdefault(collection.document_access == "required", []).append(collection.id)
+            for required, ids in by_access.items():
+                filters = self._filters(request, required)
+                rankings = []
+                if request.mode == "hybrid":
+                    # The two halves are independent: run the keyword search while the vector search runs.
+                    keyword = _search_pool.submit(self.index.keyword_search, model, tenant, ids, request.query,
+                                                  wanted, filters)
+                    rankings.append(self.index.knn_search(model, tenant, ids, vectors[model], wanted, filters))
+                    rankings.append(keyword.result())
+                elif request.mode == "vector":
+                    rankings.append(self.index.knn_search(model, tenant, ids, vectors[model], wanted, filters))
+                else:
+                    rankings.append(self.index.keyword_search(model, tenant, ids, request.query, wanted, filters))
+                exhausted = exhausted and all(len(r) < wanted for r in rankings)
+                per_group.append(rankings[0] if len(rankings) == 1 else reciprocal_rank_fusion(rankings))
+        fused = per_group[0] if len(per_group) == 1 else reciprocal_rank_fusion(per_group)
         return fused[:wanted], exhausted
 
-    def _decide(self, tenant: str, user: str | None, hits: Sequence[SearchHit], rights: RightsSession,
-                decisions: dict, documents: dict, denied: set) -> None:
-        """Decide each new (collection, document) once: it must be indexed, then the rights check must allow it.
-        The new candidates' records are read in one batch per round; one rights call per collection per round, with
-        all its undecided candidates; the calls run in parallel."""
+    def _decide(self, tenant: str, request: QueryRequest, hits: Sequence[SearchHit],
+                collections: dict[str, Collection], rights: RightsSession, decisions: dict, documents: dict,
+                denied: set) -> None:
+        """Decide each new (collection, document) once: its record must say it is searchable and admit the query
+        (`admitted`), then the rights check must allow it. The new candidates' records are read in one batch per
+        round; one rights call per collection per round, with all its undecided candidates; the calls run in
+        parallel."""
         undecided: dict[str, list[str]] = {}
         new = [key for key in dict.fromkeys((hit.collection, hit.document_id) for hit in hits) if key not in decisions]
         records = self.documents.get_documents(tenant, new) if new else {}
         for key in new:
             document = records.get(key)
-            if document is None or document.status is not DocumentStatus.INDEXED:
+            if document is None or not document.searchable or not admitted(document, request, collections[key[0]]):
                 decisions[key] = False
                 continue
             documents[key] = document
             undecided.setdefault(key[0], []).append(key[1])
-        verdicts = rights.allowed(user, undecided) if undecided else {}
+        verdicts = rights.allowed(request.user, undecided) if undecided else {}
         for collection_id, doc_ids in undecided.items():
             allowed = verdicts.get(collection_id, set())
             for doc_id in doc_ids:

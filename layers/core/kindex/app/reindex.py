@@ -59,6 +59,7 @@ from kindex.domain.ports import (
     SearchIndex,
 )
 from kindex.domain.reindex import ReindexState, ReindexTask
+from kindex.domain.sidecar import described_key, is_sidecar
 
 logger = logging.getLogger(__name__)
 
@@ -468,6 +469,11 @@ class ReindexService:
                 if sources.get(document_id) != key and now - write.written_at > ABANDONED_AFTER:
                     self.blobs.delete_blob(key)
                     report.repaired["abandoned_blobs"] += 1
+            elif is_sidecar(parsed[3]):
+                if sources.get(document_id) == described_key(key):
+                    # A dropped file's metadata sidecar, whose event may be lost (or, in local mode, never made):
+                    # the ingest applies it when it changed (one small read, never an embedding).
+                    to_send.append(key)
             elif document_id not in sources:
                 # A file dropped into the bucket whose event was lost: ingest makes it a document.
                 report.repaired["blobs_without_documents"] += 1

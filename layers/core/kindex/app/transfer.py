@@ -21,7 +21,7 @@ import numpy as np
 
 from kindex.app.chunk_removal import ChunkRemover, models_of, require_collection
 from kindex.app.document_writes import write_document
-from kindex.app.embedding import EmbeddingService, text_sha256
+from kindex.app.embedding import EmbeddingService, imported_vectors_key, text_sha256
 from kindex.app.ingest import import_chunk_id
 from kindex.app.record_writes import WRITE_ATTEMPTS
 from kindex.domain import keys
@@ -178,7 +178,7 @@ class TransferService:
         after = position.after_document
         if position.document is not None:
             document = self.documents.get_document(tenant, collection_id, position.document)
-            if document is not None and document.status is DocumentStatus.INDEXED:
+            if document is not None and document.searchable:
                 stop = self._export_chunks(tenant, model, document, position.after_chunk, page)
                 if stop is not None:
                     return page.done(stop)
@@ -191,13 +191,14 @@ class TransferService:
                 if page.full():
                     return page.done(_Cursor(after_document=after) if after is not None else None)
                 after = document.id
-                if document.status is not DocumentStatus.INDEXED or not document.chunk_count:
+                # Searchable: indexed, or only its filter fields being rewritten (its chunks are complete).
+                if not document.searchable or not document.chunk_count:
                     page.page.skipped_documents.append(document.id)
                     continue
                 page.page.documents.append(TransferDocument(
                     id=document.id, title=document.title, language=document.language, url=document.url,
                     mimetype=document.mimetype, content_sha256=document.content_sha256,
-                    chunk_count=document.chunk_count))
+                    chunk_count=document.chunk_count, attributes=document.attributes, access=document.access))
                 stop = self._export_chunks(tenant, model, document, None, page)
                 if stop is not None:
                     return page.done(stop)
@@ -374,6 +375,7 @@ class TransferService:
                 raise Conflict(f"document {item.id!r} changed meanwhile; send the batch again")
             return Document(id=item.id, collection=collection.id, title=item.title, language=item.language,
                             url=item.url, mimetype=TEXT_MIMETYPE, status=DocumentStatus.IN_PROGRESS,
+                            attributes=item.attributes, access=item.access,
                             chunk_count=item.chunk_count, chunks_done=0,
                             version=(current.version if current else 0) + 1, created_at=utc_now())
 
@@ -416,7 +418,8 @@ class TransferService:
         language = run.language or None
         self.index.upsert(collection.embedding_model, [
             IndexRecord(tenant=tenant, collection=collection.id, document_id=document_id, chunk_id=c.chunk_id,
-                        vector=_unit(vectors[i]), text=c.text, language=language, mimetype=TEXT_MIMETYPE)
+                        vector=_unit(vectors[i]), text=c.text, language=language, mimetype=TEXT_MIMETYPE,
+                        attributes=run.attributes or None, access=run.access)
             for (i, _), c in zip(chunks, stored)])
         return [c.chunk_id for c in stored]
 
@@ -450,6 +453,9 @@ class TransferService:
                 "indexed_version": version, "indexed_model": collection.embedding_model, "indexed_at": utc_now(),
                 # Chunks cut by other rules than the collection's: the next reindex pass re-chunks the document.
                 "indexed_config_version": collection.config_version if chunking_matches else 0,
+                # The run's chunks carry its filter fields; a PUT of others meanwhile leaves them stale, and the
+                # content blob's event, finding the content current, rewrites them.
+                "indexed_fields_version": run.fields_version,
                 "failure_reason": None, "updated_at": utc_now()}
             self.blobs.put_blob(source, data, TEXT_MIMETYPE)
             try:
@@ -519,10 +525,3 @@ def _run(document: Document) -> tuple[int, datetime]:
     """One import run of a document: the version and creation time its in-progress record got when it started."""
     return document.version, document.created_at
 
-
-def imported_vectors_key(model: str) -> str:
-    """The embedding cache's "model" under which a tenant's imported vectors are kept in its own cache: no model
-    name starts like this, and ingest never reads it, so a vector a tenant sent never stands in for an embedding of
-    the model. Export reads it after the model's own entries, so a collection imported without embedding exports its
-    vectors again (a chain of moves embeds nothing)."""
-    return f"imported\x1f{model}"

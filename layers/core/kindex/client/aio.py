@@ -157,13 +157,18 @@ class AsyncKindex:
         await self._send(calls.delete_document(collection, document))
 
     async def prepare_upload(self, collection: str, document: str, filename: str, size: int,
-                             mimetype: str | None = None) -> UploadResponse:
-        return await self._send(calls.prepare_upload(collection, document, filename, size, mimetype))
+                             mimetype: str | None = None, *, attributes: dict[str, Any] | None = None,
+                             access: dict[str, Any] | None = None) -> UploadResponse:
+        return await self._send(calls.prepare_upload(collection, document, filename, size, mimetype,
+                                                     attributes=attributes, access=access))
 
     async def upload_file(self, collection: str, document: str, file: str | Path | bytes, *,
-                          filename: str | None = None, mimetype: str | None = None) -> DocumentOut:
+                          filename: str | None = None, mimetype: str | None = None,
+                          attributes: dict[str, Any] | None = None,
+                          access: dict[str, Any] | None = None) -> DocumentOut:
         source = UploadSource.of(file, filename, mimetype)
-        ticket = await self.prepare_upload(collection, document, source.filename, source.size, source.mimetype)
+        ticket = await self.prepare_upload(collection, document, source.filename, source.size, source.mimetype,
+                                           attributes=attributes, access=access)
         response = await self._request({"method": ticket.method, "url": ticket.url, "headers": ticket.headers,
                                         "timeout": UPLOAD_TIMEOUT}, content_factory=source.async_chunks)
         raise_for_answer(response)

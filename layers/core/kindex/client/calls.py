@@ -20,6 +20,7 @@ from kindex.api.models import (
     UploadRequest,
     UploadResponse,
 )
+from kindex.client.filters import Filter, expression_json
 from kindex.domain.models import (
     MAX_PAGE_SIZE,
     Collection,
@@ -156,11 +157,16 @@ def delete_document(collection: str, document: str) -> ApiCall[None]:
                    _document_path(collection, document), None)
 
 
-def prepare_upload(collection: str, document: str, filename: str, size: int,
-                   mimetype: str | None = None) -> ApiCall[UploadResponse]:
+def prepare_upload(collection: str, document: str, filename: str, size: int, mimetype: str | None = None, *,
+                   attributes: dict[str, Any] | None = None,
+                   access: dict[str, Any] | None = None) -> ApiCall[UploadResponse]:
+    """The upload ticket; `attributes` and `access` are set with it, in the same write, so the file is never in the
+    index without them."""
     fields: dict[str, Any] = {"filename": filename, "size": size}
     if mimetype:
         fields["mimetype"] = mimetype
+    fields.update({name: value for name, value in (("attributes", attributes), ("access", access))
+                   if value is not None})
     return ApiCall("POST", "/v1/collections/{collection}/documents/{document}/upload",
                    _document_path(collection, document) + "/upload", UploadResponse,
                    body=_body(UploadRequest, None, fields))
@@ -172,17 +178,60 @@ def list_chunks(collection: str, document: str, start: int = 0, number: int = 10
                    _document_path(collection, document) + "/chunks", ChunkList, _page(start, number, cursor))
 
 
+def _filter_json(value: object) -> object:
+    """An attribute filter in its JSON form, whether given as JSON, as a `Filter`, or parsed (a model's field)."""
+    if isinstance(value, Filter):
+        return value.to_json()
+    return value if value is None or isinstance(value, dict) else expression_json(value)  # type: ignore[arg-type]
+
+
+def _wire_filters(filters: object) -> object:
+    """`filters=` as the API reads it: a `Filter` alone is the attribute filter; a QueryFilters model is its fields."""
+    if isinstance(filters, Filter):
+        return {"attributes": filters.to_json()}
+    if isinstance(filters, BaseModel):
+        attributes = getattr(filters, "attributes", None)
+        filters = filters.model_dump(exclude_unset=True, exclude={"attributes"})
+        if attributes is not None:
+            filters["attributes"] = attributes
+    if isinstance(filters, dict) and filters.get("attributes") is not None:
+        return {**filters, "attributes": _filter_json(filters["attributes"])}
+    return filters
+
+
+def _query_body(model: type[BaseModel], value: BaseModel | dict[str, Any], fields: dict[str, Any]) -> dict[str, Any]:
+    """`_body` for a query. The attribute filter goes out as JSON: the API's model holds it parsed (a tree that does
+    not dump back to the filter language), so the body carries the filter as given once the model accepted it."""
+    if isinstance(value, BaseModel):
+        filters = getattr(value, "filters", None)
+        value = value.model_dump(exclude_unset=True, exclude={"filters"})
+        if filters is not None:
+            value["filters"] = filters
+    merged = {**value, **fields}
+    if "filters" in merged:
+        merged["filters"] = _wire_filters(merged["filters"])
+    attributes = merged["filters"].get("attributes") if isinstance(merged.get("filters"), dict) else None
+    validated = model.model_validate(merged)
+    if attributes is None:
+        return validated.model_dump(mode="json", exclude_unset=True)
+    body = validated.model_dump(mode="json", exclude_unset=True, exclude={"filters": {"attributes"}})
+    body["filters"]["attributes"] = attributes
+    return body
+
+
 def query(collection: str, request: QueryRequest | dict | str, **fields: Any) -> ApiCall[QueryResponse]:
+    """`filters=` takes the API's object (`{"attributes": {...}, "language": ...}`), a `Filter` of
+    `kindex.client.filters` (the attribute filter alone), or a dict whose `attributes` is a `Filter`."""
     value = {"query": request} if isinstance(request, str) else request
     return ApiCall("POST", "/v1/collections/{collection}/query", f"/v1/collections/{segment(collection)}/query",
-                   QueryResponse, body=_body(QueryRequest, value, fields))
+                   QueryResponse, body=_query_body(QueryRequest, value, fields))
 
 
 def query_collections(collections: list[str], request: QueryRequest | dict | str,
                       **fields: Any) -> ApiCall[QueryResponse]:
     value = {"query": request} if isinstance(request, str) else request
     return ApiCall("POST", "/v1/query", "/v1/query", QueryResponse,
-                   body=_body(MultiQueryRequest, value, {"collections": list(collections), **fields}))
+                   body=_query_body(MultiQueryRequest, value, {"collections": list(collections), **fields}))
 
 
 def render_citations(text: str | CitationsRequest | dict, **fields: Any) -> ApiCall[CitationsResponse]:

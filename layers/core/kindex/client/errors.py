@@ -35,6 +35,11 @@ class ApiError(KindexClientError):
         self.headers = dict(headers or {})
 
 
+class InvalidFilter(KindexClientError, ValueError):
+    """An attribute filter the API would refuse (422), caught as it is built (`kindex.client.filters`); the message
+    names the place, e.g. `filter.$or[1].year.$gte: $gte compares numbers, not a string`."""
+
+
 class BadRequest(ApiError):
     """400: the request could not be parsed (malformed JSON, nesting too deep)."""
 

@@ -163,22 +163,29 @@ class Kindex:
     def put_document(self, collection: str, document: str, value: DocumentInput | dict | None = None,
                      **fields: Any) -> DocumentOut:
         """Create or change a document; text `content=` goes in the request itself (small content). Files go
-        through `upload_file`."""
+        through `upload_file`. `attributes=` / `access=` alone change what filters and access lists see, without
+        re-embedding."""
         return self._send(calls.put_document(collection, document, value, **fields))
 
     def delete_document(self, collection: str, document: str) -> None:
         self._send(calls.delete_document(collection, document))
 
     def prepare_upload(self, collection: str, document: str, filename: str, size: int,
-                       mimetype: str | None = None) -> UploadResponse:
-        return self._send(calls.prepare_upload(collection, document, filename, size, mimetype))
+                       mimetype: str | None = None, *, attributes: dict[str, Any] | None = None,
+                       access: dict[str, Any] | None = None) -> UploadResponse:
+        return self._send(calls.prepare_upload(collection, document, filename, size, mimetype,
+                                               attributes=attributes, access=access))
 
     def upload_file(self, collection: str, document: str, file: str | Path | bytes, *, filename: str | None = None,
-                    mimetype: str | None = None) -> DocumentOut:
+                    mimetype: str | None = None, attributes: dict[str, Any] | None = None,
+                    access: dict[str, Any] | None = None) -> DocumentOut:
         """Upload a file (a path or its bytes) through a presigned URL; the upload triggers indexing. The bytes go
-        straight to the blob store (no API key is sent there), streamed from disk for a path."""
+        straight to the blob store (no API key is sent there), streamed from disk for a path. `attributes`
+        (`{"region": "eu", "year": 2024}`) and `access` (`{"users": [...], "groups": [...], "deny_users": [...],
+        "deny_groups": [...]}`) are written with the ticket, before any byte is indexed."""
         source = UploadSource.of(file, filename, mimetype)
-        ticket = self.prepare_upload(collection, document, source.filename, source.size, source.mimetype)
+        ticket = self.prepare_upload(collection, document, source.filename, source.size, source.mimetype,
+                                     attributes=attributes, access=access)
         response = self._request({"method": ticket.method, "url": ticket.url, "headers": ticket.headers,
                                   "timeout": UPLOAD_TIMEOUT}, content_factory=source.chunks)
         raise_for_answer(response)
@@ -206,7 +213,8 @@ class Kindex:
     # -- query, citations, reindex, secrets ---------------------------------------------------------------------
 
     def query(self, collection: str, request: QueryRequest | dict | str, **fields: Any) -> QueryResponse:
-        """Search one collection: `query("...", user=..., groups=[...], k=5, mode="hybrid")`."""
+        """Search one collection: `query("...", user=..., groups=[...], k=5, mode="hybrid")`; an attribute filter
+        as `filters=F.eq("region", "eu")` (see `kindex.client.filters`) or `filters={"attributes": {...}}`."""
         return self._send(calls.query(collection, request, **fields))
 
     def query_collections(self, collections: list[str], request: QueryRequest | dict | str,

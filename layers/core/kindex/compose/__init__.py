@@ -116,7 +116,8 @@ class Services:
                               deletions=a.metadata, jobs=a.jobs, reindex_queue=a.reindex_queue,
                               on_document_removed=self._remove_document_index,
                               presigner=a.presigner, chunks=a.chunks,
-                              check_rights=self._check_rights, max_file_bytes=self.settings.max_file_bytes)
+                              check_rights=self._check_rights, max_file_bytes=self.settings.max_file_bytes,
+                              ingest_trigger=a.ingest_trigger)
 
     @cached_property
     def transfer(self) -> TransferService:

@@ -1,6 +1,6 @@
 // Collections: the list, create and edit (every field, the API's messages at the field), delete, status counts.
 import { api, enc } from "./api.js";
-import { append, badge, clear, confirmDialog, empty, errorBox, h, loading, pool } from "./dom.js";
+import { append, badge, clear, confirmDialog, empty, errorBox, h, loading, pool, showFieldErrors } from "./dom.js";
 import { documentsPanel } from "./documents.js";
 import { reindexPanel } from "./jobs.js";
 
@@ -144,6 +144,8 @@ const FIELDS = [
   ["document_spaces", "Document spaces", "list", "comma-separated"],
   ["allow_guests", "Allow guests", "checkbox", "queries without a user may read this collection"],
   ["query_groups", "Query groups", "list", "comma-separated groups whose users may query"],
+  ["document_access", "Document access", "select:optional,required",
+   "a document without an access list: optional - visible to whoever may query; required - visible to nobody"],
   ["rights_check_method", "Rights check", "select:public,external", "external: a signed POST per query"],
   ["rights_check_method_configuration", "Rights check configuration", "json",
    'JSON, e.g. {"url": "https://rights.example/check", "timeout": 2}'],
@@ -228,21 +230,4 @@ function readField(input, kind, stored) {
     return emptyValue ? undefined : { value };
   }
   return JSON.stringify(value) === JSON.stringify(stored) ? undefined : { value };
-}
-
-// The API names the field in its 422 message ("field: problem; other: problem"): each part goes to its field.
-export function showFieldErrors(error, errors, inputs, formError) {
-  if (error.status !== 422 && error.status !== 409) { formError.append(errorBox(error)); return; }
-  let first = null;
-  for (const part of error.message.split("; ")) {
-    const name = Object.keys(errors).find((f) => part.startsWith(f + ":") || part.startsWith(f + ".")
-                                             || part.startsWith(f + " "));
-    if (name) {
-      errors[name].textContent = errors[name].textContent ? `${errors[name].textContent}; ${part}` : part;
-      first ??= name;
-    } else {
-      formError.append(errorBox({ code: error.code, message: part }));
-    }
-  }
-  if (first) inputs[first][0].focus();
 }

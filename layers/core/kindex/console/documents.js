@@ -1,7 +1,8 @@
 // Documents of a collection: paged list with a status filter, drag-and-drop upload by presigned URL with progress,
-// delete, retry of failed documents (a reindex job), and one document's chunk viewer.
+// delete, retry of failed documents (a reindex job), and one document's view: its facts, its attributes and access
+// list (shown and edited), and its chunks.
 import { api, enc, putFile } from "./api.js";
-import { badge, clear, confirmDialog, empty, errorBox, formatBytes, h, loading } from "./dom.js";
+import { badge, clear, confirmDialog, empty, errorBox, formatBytes, h, loading, showFieldErrors } from "./dom.js";
 import { startReindex } from "./jobs.js";
 
 const PAGE = 20;
@@ -74,13 +75,22 @@ async function collect(c, start, status, signal) {
   return { rows, cursor };
 }
 
+// "region=eu · year=2024 · tags=[hr, policy]": what a filter sees, at a glance.
+export function attributesLine(attributes) {
+  const entries = Object.entries(attributes || {});
+  if (!entries.length) return null;
+  return h("div", { class: "muted attributes" }, entries.map(([k, v]) =>
+    `${k}=${Array.isArray(v) ? `[${v.join(", ")}]` : typeof v === "string" ? v : JSON.stringify(v)}`).join(" · "));
+}
+
 function table(c, rows, signal, notice, refresh) {
   return h("div", { class: "table-wrap" }, h("table", { class: "documents" },
     h("thead", {}, h("tr", {}, ["Document", "Status", "Chunks", "Size", "Failure", "Actions"].map(
       (t) => h("th", { scope: "col" }, t)))),
     h("tbody", {}, rows.map((d) => h("tr", { "data-document": d.id },
       h("th", { scope: "row" }, h("a", { href: `#/collections/${enc(c)}/documents/${enc(d.id)}` }, d.id),
-        d.title && d.title !== d.id ? h("div", { class: "muted" }, d.title) : null),
+        d.title && d.title !== d.id ? h("div", { class: "muted" }, d.title) : null,
+        attributesLine(d.attributes), d.access ? h("div", { class: "muted access-mark" }, "access list") : null),
       h("td", {}, badge(d.status)),
       h("td", { class: "num", "data-label": "chunks" }, d.status === "in_progress" ? `${d.chunks_done}/${d.chunk_count}`
         : String(d.chunk_count ?? "")),
@@ -193,6 +203,7 @@ export async function documentScreen(main, [c, d], signal) {
       } }, "Delete"))),
   notice,
   h("dl", { class: "facts" }, facts.filter(([, v]) => v).map(([k, v]) => [h("dt", {}, k), h("dd", {}, v)])),
+  metadataForm(c, d, doc, notice),
   h("h2", {}, "Chunks"));
   const chunks = h("ol", { class: "chunks" });
   const more = h("button", { type: "button", hidden: true }, "Load more chunks");
@@ -226,4 +237,91 @@ export async function documentScreen(main, [c, d], signal) {
   }
   more.addEventListener("click", load);
   await load();
+}
+
+// The document's attributes (JSON: the types matter to filters, 2024 is not "2024") and its access list (four
+// comma-separated lists). Only what changed is sent: a PUT of these alone re-embeds nothing, the document shows
+// "in progress" until the index has them. The API's 422 message goes to the field it names.
+const ACCESS = [["users", "Users who may see it"], ["groups", "Groups whose users may see it"],
+  ["deny_users", "Users denied (deny wins)"], ["deny_groups", "Groups denied (deny wins)"]];
+const listOf = (text) => text.split(",").map((s) => s.trim()).filter(Boolean);
+
+function metadataForm(c, d, doc, notice) {
+  let stored = { attributes: doc.attributes ?? {}, access: doc.access ?? null };
+  const attributes = h("textarea", { id: "d-attributes", name: "attributes", rows: 4, spellcheck: "false",
+    "aria-describedby": "d-attributes-help d-attributes-error",
+    placeholder: '{"region": "eu", "year": 2024, "tags": ["hr"]}' });
+  const access = Object.fromEntries(ACCESS.map(([name]) => [name, h("input", { id: `d-access-${name}`,
+    name: `access.${name}`, autocomplete: "off", "aria-describedby": "d-access-help d-access-error" })]));
+  const errors = { attributes: h("p", { class: "field-error", id: "d-attributes-error", "aria-live": "polite" }),
+    access: h("p", { class: "field-error", id: "d-access-error", "aria-live": "polite" }) };
+  const inputs = { attributes: [attributes], access: [access.users] };
+  const formError = h("div", { role: "alert" });
+  const accessState = h("p", { class: "help", id: "d-access-help" });
+  const fill = () => {
+    attributes.value = Object.keys(stored.attributes).length ? JSON.stringify(stored.attributes, null, 2) : "";
+    for (const [name] of ACCESS) access[name].value = (stored.access?.[name] ?? []).join(", ");
+    accessState.textContent = stored.access
+      ? "This document has an access list: only the users and groups named may see it (all empty: nobody)."
+      : "No access list: whoever may query the collection sees it (unless the collection requires one). "
+        + "Name a user or a group to restrict it.";
+  };
+  fill();
+  const save = h("button", { type: "submit", class: "primary" }, "Save attributes and access");
+  // An access list with every list empty admits nobody; removing it (null) lets document_access decide again.
+  const removeAccess = h("button", { type: "button", hidden: !stored.access, onclick: async () => {
+    if (!(await confirmDialog(`Remove the access list of "${d}"? Whoever may query the collection will see it, `
+      + "unless the collection requires access lists.", "Remove access list"))) return;
+    await send({ access: null });
+  } }, "Remove access list");
+  const form = h("form", { class: "card form metadata-form", novalidate: true, "aria-label": "Attributes and access" },
+    h("h2", {}, "Attributes and access"),
+    h("div", { class: "field f-attributes" }, h("label", { for: attributes.id }, "Attributes (JSON)"), attributes,
+      h("p", { class: "help", id: "d-attributes-help" }, "key -> string, number, true/false or a list of strings; ",
+        "what query filters match"), errors.attributes),
+    h("fieldset", { class: "field f-access" }, h("legend", {}, "Access list"), accessState,
+      h("div", { class: "row" }, ACCESS.map(([name, label]) => h("div", { class: "field" },
+        h("label", { for: access[name].id }, label), access[name]))), errors.access),
+    formError, h("div", { class: "actions" }, save, removeAccess));
+  async function send(body) {
+    save.disabled = removeAccess.disabled = true;
+    try {
+      const saved = await api("PUT", `/v1/collections/${enc(c)}/documents/${enc(d)}`, body);
+      stored = { attributes: saved.attributes ?? {}, access: saved.access ?? null };
+      fill();
+      removeAccess.hidden = !stored.access;
+      clear(notice).append(h("p", { class: "ok", "data-saved": "metadata" }, "Saved attributes and access ",
+        `(the document is ${String(saved.status).replace("_", " ")} until the index has them).`));
+    } catch (error) {
+      showFieldErrors(error, errors, inputs, formError);
+    } finally {
+      save.disabled = removeAccess.disabled = false;
+    }
+  }
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    for (const p of Object.values(errors)) p.textContent = "";
+    clear(formError);
+    const body = {};
+    let parsed;
+    try { parsed = attributes.value.trim() ? JSON.parse(attributes.value) : {}; } catch (e) {
+      errors.attributes.textContent = `attributes: not valid JSON (${e.message})`;
+      attributes.focus();
+      return;
+    }
+    if (JSON.stringify(parsed) !== JSON.stringify(stored.attributes)) body.attributes = parsed;
+    const lists = Object.fromEntries(ACCESS.map(([name]) => [name, listOf(access[name].value)]));
+    const named = Object.values(lists).some((l) => l.length);
+    // Without an access list and nothing named, none is created (an empty one would hide the document from all).
+    if ((stored.access || named) && JSON.stringify(lists) !== JSON.stringify(normalAccess(stored.access))) {
+      body.access = lists;
+    }
+    if (!Object.keys(body).length) { clear(notice).append(h("p", { class: "ok" }, "Nothing changed.")); return; }
+    await send(body);
+  });
+  return form;
+}
+
+function normalAccess(access) {
+  return Object.fromEntries(ACCESS.map(([name]) => [name, access?.[name] ?? []]));
 }

@@ -66,3 +66,20 @@ export function formatBytes(n) {
   if (n < 1024 * 1024) return `${(n / 1024).toFixed(1)} KiB`;
   return `${(n / 1024 / 1024).toFixed(1)} MiB`;
 }
+
+// The API names the field in its 422 message ("field: problem; other: problem"): each part goes to its field.
+export function showFieldErrors(error, errors, inputs, formError) {
+  if (error.status !== 422 && error.status !== 409) { formError.append(errorBox(error)); return; }
+  let first = null;
+  for (const part of error.message.split("; ")) {
+    const name = Object.keys(errors).find((f) => part.startsWith(f + ":") || part.startsWith(f + ".")
+                                             || part.startsWith(f + " "));
+    if (name) {
+      errors[name].textContent = errors[name].textContent ? `${errors[name].textContent}; ${part}` : part;
+      first ??= name;
+    } else {
+      formError.append(errorBox({ code: error.code, message: part }));
+    }
+  }
+  if (first) inputs[first][0].focus();
+}

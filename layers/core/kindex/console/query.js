@@ -1,5 +1,6 @@
-// Query playground: what an application asks for one of its users, the answer as the API gives it (results with
-// scores, pages and citation numbers, the LLM context block, denials, warnings, timings), and the citation renderer.
+// Query playground: what an application asks for one of its users (with an attribute filter), the answer as the API
+// gives it (results with scores, pages and citation numbers, the LLM context block, denials, warnings, timings), and
+// the citation renderer. A filter the API refuses (422) is shown at the filter box, with the place it names.
 import { api, enc } from "./api.js";
 import { clear, errorBox, h, loading } from "./dom.js";
 
@@ -15,12 +16,15 @@ export async function queryScreen(main, _params, signal) {
     k: h("input", { id: "q-k", type: "number", min: 1, max: 100, value: 5 }),
     user: h("input", { id: "q-user", autocomplete: "off" }),
     groups: h("input", { id: "q-groups", autocomplete: "off" }),
+    filter: h("textarea", { id: "q-filter", rows: 2, spellcheck: "false", "aria-describedby": "q-filter-error",
+      placeholder: '{"region": "eu", "year": {"$gte": 2020}}' }),
   };
+  const filterError = h("p", { class: "field-error", id: "q-filter-error", "aria-live": "polite" });
   const ids = h("datalist", { id: "q-collection-ids" });
   api("GET", "/v1/collections?number=1000", undefined, { signal })
     .then((page) => ids.append(...page.collections.map((c) => h("option", { value: c })))).catch(() => {});
-  const field = (key, label, help) => h("div", { class: `field f-${key}` }, h("label", { for: f[key].id }, label),
-    f[key], help ? h("p", { class: "help" }, help) : null);
+  const field = (key, label, help, error) => h("div", { class: `field f-${key}` },
+    h("label", { for: f[key].id }, label), f[key], help ? h("p", { class: "help" }, help) : null, error);
   const run = h("button", { type: "submit", class: "primary" }, "Run query");
   const out = h("div", { class: "query-out", "aria-live": "polite" });
   const form = h("form", { class: "card form query-form" },
@@ -28,6 +32,8 @@ export async function queryScreen(main, _params, signal) {
     field("query", "Query"),
     h("div", { class: "row" }, field("mode", "Mode"), field("k", "k"),
       field("user", "User", "empty: a guest"), field("groups", "Groups", "comma-separated")),
+    field("filter", "Attribute filter (JSON)", "optional: filters.attributes - $eq $ne $gt $gte $lt $lte $in $nin "
+      + "$exists $contains $starts_with, $and, $or; keys side by side are AND", filterError),
     h("div", { class: "actions" }, run));
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
@@ -38,6 +44,14 @@ export async function queryScreen(main, _params, signal) {
     }
     const body = { query: f.query.value, mode: f.mode.value, k: Number(f.k.value || 5), groups: list(f.groups.value) };
     if (f.user.value.trim()) body.user = f.user.value.trim();
+    filterError.textContent = "";
+    if (f.filter.value.trim()) {
+      try { body.filters = { attributes: JSON.parse(f.filter.value) }; } catch (e) {
+        filterError.textContent = `filters.attributes: not valid JSON (${e.message})`;
+        f.filter.focus();
+        return;
+      }
+    }
     const path = collections.length === 1 ? `/v1/collections/${enc(collections[0])}/query` : "/v1/query";
     if (collections.length > 1) body.collections = collections;
     run.disabled = true;
@@ -47,7 +61,12 @@ export async function queryScreen(main, _params, signal) {
       const answer = await api("POST", path, body, { signal });
       clear(out).append(answerView(answer, Math.round(performance.now() - started)));
     } catch (error) {
-      if (error.name !== "AbortError") clear(out).append(errorBox(error));
+      if (error.name === "AbortError") return;
+      if (error.status === 422 && error.message.startsWith("filters")) {
+        clear(out);
+        filterError.textContent = error.message;
+        f.filter.focus();
+      } else clear(out).append(errorBox(error));
     } finally {
       run.disabled = false;
     }

@@ -91,6 +91,13 @@ class LimitExceeded(IngestError):
     kind = "LimitExceeded"
 
 
+class InvalidSidecar(IngestError):
+    """A file's metadata sidecar (`<file>.metadata.json`) is refused: its document fails closed, never served with
+    attributes or an access list other than those the sidecar meant."""
+
+    kind = "InvalidSidecar"
+
+
 class EmbeddingFailed(IngestError):
     kind = "EmbeddingFailed"
     retryable = True

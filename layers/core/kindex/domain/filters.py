@@ -231,7 +231,7 @@ class Access(BaseModel):
     deny_users: tuple[str, ...] = ()
     deny_groups: tuple[str, ...] = ()
 
-    @field_validator("users", "groups", "deny_users", "deny_groups", mode="plain")
+    @field_validator("users", "groups", "deny_users", "deny_groups", mode="before")
     @classmethod
     def _check(cls, values: object) -> tuple[str, ...]:
         return _principals(values, "")

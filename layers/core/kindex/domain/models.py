@@ -23,11 +23,19 @@ from pydantic import (
 
 from kindex.domain.embedding_models import EmbeddingModelName, check_embedding_model, parse_embedding_model
 from kindex.domain.errors import InvalidInput
+from kindex.domain.filters import Access, Attributes
 from kindex.domain.media_types import MediaType, StoredMediaType
 
 ID_MAX_LENGTH = 255
 ID_MAX_ENCODED_BYTES = 255  # one file name (NAME_MAX) per id in the folder blob store
 RIGHTS_CHECK_METHODS = ("public", "external")
+#: What a document without an access list means in a collection (domain/filters.py `admits`): visible to whoever
+#: passes the collection gate ("optional"), or to nobody ("required": fail closed).
+DocumentAccessMode = Literal["optional", "required"]
+#: A document's access list as JSON: four lists of up to 1,000 principals of up to 256 characters could reach 1 MB,
+#: beyond a DynamoDB item (400 KB) and beyond what a search engine should hold per chunk. 128 KiB keeps a document
+#: record well inside one item with its attributes (10 KiB) and every other field.
+MAX_ACCESS_JSON_BYTES = 128 * 1024
 
 
 def utc_now() -> datetime:
@@ -200,6 +208,7 @@ class Collection(BaseModel):
     query_groups: GroupList = Field(default_factory=list)
     rights_check_method: str = "public"
     rights_check_method_configuration: dict[str, Any] = Field(default_factory=dict)
+    document_access: DocumentAccessMode = "optional"
     created_at: datetime = Field(default_factory=utc_now)
     updated_at: datetime = Field(default_factory=utc_now)
     document_count: int = 0
@@ -332,6 +341,9 @@ class CollectionInput(BaseModel):
     query_groups: Annotated[GroupList, Field(max_length=MAX_QUERY_GROUPS)] | None = None
     rights_check_method: str | None = None
     rights_check_method_configuration: dict[str, Any] | None = None
+    document_access: DocumentAccessMode | None = Field(default=None, description=(
+        "What a document without `access` means: `optional` (visible to whoever passes the collection gate) or "
+        "`required` (visible to nobody: fail closed)"))
     # Read-only: accepted so that a GET body can be PUT back, then ignored.
     created_at: Any = None
     updated_at: Any = None
@@ -345,6 +357,25 @@ class CollectionInput(BaseModel):
         """The writable fields present in the body (explicit nulls of writable fields are rejected by validation
         later)."""
         return {name: getattr(self, name) for name in self.model_fields_set - COLLECTION_READ_ONLY - {"id"}}
+
+
+def _check_access_size(access: Access | None) -> Access | None:
+    if access is not None:
+        size = len(access.model_dump_json().encode("utf-8"))
+        if size > MAX_ACCESS_JSON_BYTES:
+            raise ValueError(f"{size:,} bytes as JSON, more than the {MAX_ACCESS_JSON_BYTES:,} allowed")
+    return access
+
+
+#: A document's access list in a request body: `Access` and, for the whole list, MAX_ACCESS_JSON_BYTES.
+DocumentAccess = Annotated[Access, AfterValidator(_check_access_size)]
+
+#: The document fields the search index filters on: a change of any of them rewrites the document's index entries
+#: (never re-embedding, see IngestService), and bumps `fields_version`.
+FILTER_FIELDS = frozenset({"attributes", "access", "language", "mimetype"})
+
+ATTRIBUTES_EXAMPLE = {"region": "eu", "year": 2024, "confidential": False, "tags": ["hr", "policy"]}
+ACCESS_EXAMPLE = {"users": ["alice"], "groups": ["hr"], "deny_users": [], "deny_groups": ["contractors"]}
 
 
 class Document(BaseModel):
@@ -376,16 +407,43 @@ class Document(BaseModel):
     indexed_config_version: int = 0
     indexed_at: datetime | None = None
     failure_retryable: bool = False
+    # Filter fields (domain/filters.py): what a query's `filters.attributes` and the access lists read, in the index
+    # and again on this record (the truth: a revocation here takes effect at once). None: none at all.
+    attributes: Attributes | None = Field(default=None, examples=[ATTRIBUTES_EXAMPLE])
+    access: Access | None = Field(default=None, examples=[ACCESS_EXAMPLE])
+    # Bumped by every write that changes a filter field (FILTER_FIELDS); `indexed_fields_version` is the one the
+    # index entries carry. They differ while the entries are being rewritten (no re-embedding).
+    fields_version: int = 0
+    indexed_fields_version: int = 0
     created_at: datetime = Field(default_factory=utc_now)
     updated_at: datetime = Field(default_factory=utc_now)
 
+    def content_current(self, collection: Collection, content_sha256: str | None = None) -> bool:
+        """Its chunks and vectors are those of its latest version, with the collection's model and chunking (and,
+        when given, of exactly this content); only the filter fields of its index entries may still be stale."""
+        return (self.indexed_version == self.version and self.indexed_model == collection.embedding_model
+                and self.indexed_config_version == collection.config_version
+                and (content_sha256 is None or content_sha256 == self.content_sha256) and self.searchable)
+
+    @property
+    def fields_stale(self) -> bool:
+        """A filter field changed since the index entries were written (they are being rewritten)."""
+        return self.fields_version != self.indexed_fields_version
+
+    @property
+    def searchable(self) -> bool:
+        """The index holds this document's current content: indexed, or indexed and its filter fields being
+        rewritten (the query checks those on this record, so the older entries may serve meanwhile)."""
+        return self.status is DocumentStatus.INDEXED or (
+            self.status is DocumentStatus.IN_PROGRESS and self.fields_stale and self.indexed_version == self.version
+            and self.indexed_at is not None)
+
     def is_current(self, collection: Collection, content_sha256: str | None = None) -> bool:
         """Indexed from its latest version with the collection's model and chunking (and, when given, from exactly
-        this content): the one rule for "there is nothing to redo" that ingest and reindex share."""
-        return (self.status is DocumentStatus.INDEXED and self.indexed_version == self.version
-                and self.indexed_model == collection.embedding_model
-                and self.indexed_config_version == collection.config_version
-                and (content_sha256 is None or content_sha256 == self.content_sha256))
+        this content), with the current filter fields: the one rule for "there is nothing to redo" that ingest and
+        reindex share."""
+        return (self.status is DocumentStatus.INDEXED and not self.fields_stale
+                and self.content_current(collection, content_sha256))
 
 
 class DocumentSummary(BaseModel):
@@ -405,6 +463,8 @@ class DocumentSummary(BaseModel):
     content_length: int = 0
     content_sha256: str | None = None
     indexed_at: datetime | None = None
+    attributes: Attributes | None = None
+    access: Access | None = None
     created_at: datetime
     updated_at: datetime
 
@@ -416,8 +476,10 @@ class DocumentSummary(BaseModel):
 DOCUMENT_READ_ONLY = frozenset({
     "status", "failure_reason", "chunk_count", "chunks_done", "content_sha256", "content_length", "source", "version",
     "revision", "indexed_version", "indexed_model", "indexed_config_version", "indexed_at", "failure_retryable",
-    "created_at", "updated_at",
+    "fields_version", "indexed_fields_version", "created_at", "updated_at",
 })
+#: Fields a body may set to null: no attributes, no access list (a null of any other field is refused).
+DOCUMENT_NULLABLE = frozenset({"attributes", "access"})
 
 
 class DocumentInput(BaseModel):
@@ -432,6 +494,13 @@ class DocumentInput(BaseModel):
     url: DocumentUrl | None = None
     mimetype: MediaType | None = None
     content: str | None = None
+    attributes: Attributes | None = Field(default=None, description=(
+        "Key -> string, number, boolean or list of strings (at most 64 keys, 10 KiB); filtered on by a query's "
+        "`filters.attributes`. null removes them."), examples=[ATTRIBUTES_EXAMPLE])
+    access: DocumentAccess | None = Field(default=None, description=(
+        "Who may see the document: a query's `user` in `users` or one of its `groups` in `groups`, and neither in "
+        "`deny_users`/`deny_groups` (deny wins). null removes it (the collection's `document_access` decides)."),
+        examples=[ACCESS_EXAMPLE])
     status: Any = None
     failure_reason: Any = None
     chunk_count: Any = None
@@ -446,6 +515,8 @@ class DocumentInput(BaseModel):
     indexed_config_version: Any = None
     indexed_at: Any = None
     failure_retryable: Any = None
+    fields_version: Any = None
+    indexed_fields_version: Any = None
     created_at: Any = None
     updated_at: Any = None
 

@@ -6,6 +6,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, Strict
 
+from kindex.domain.filters import MAX_PRINCIPAL_CHARS, MAX_PRINCIPALS, FilterExpression
+
 # Numbers in request bodies are JSON numbers of the right kind: "5", 5.0 and true are not a `k`.
 StrictCount = Annotated[int, Strict()]
 #: Scores are fused ranks (hybrid), cosine similarities (vector) or BM25 scores (keyword): all far inside this.
@@ -19,6 +21,12 @@ class QueryFilters(BaseModel):
     document_ids: list[str] | None = Field(default=None, max_length=1000)
     language: str | None = None
     mimetype: str | None = None
+    attributes: FilterExpression | None = Field(default=None, description=(
+        "Documents whose attributes pass this expression: keys side by side are AND, `$and`/`$or` combine, "
+        "operators $eq $ne $gt $gte $lt $lte $in $nin $exists $contains $starts_with (a bare value is $eq). A "
+        "document without the key passes only $ne, $nin and `$exists: false`. At most 4 levels, 64 comparisons, "
+        "1,000 values in a list."), examples=[{"region": "eu", "year": {"$gte": 2020}},
+                                               {"$or": [{"tags": {"$contains": "hr"}}, {"public": True}]}])
 
 
 class QueryRequest(BaseModel):
@@ -28,8 +36,12 @@ class QueryRequest(BaseModel):
 
     query: str = Field(min_length=1, max_length=8000)
     k: StrictCount = Field(default=10, ge=1, le=100)
-    user: str | None = Field(default=None, max_length=1024)
-    groups: list[str] = Field(default_factory=list, max_length=1000)
+    user: str | None = Field(default=None, max_length=1024, description=(
+        "The end user, as the tenant's backend names them: matched against documents' `access.users`"))
+    groups: list[Annotated[str, Field(max_length=MAX_PRINCIPAL_CHARS)]] = Field(
+        default_factory=list, max_length=MAX_PRINCIPALS, description=(
+            "The user's groups: the collection gate (`query_groups`) and documents' `access.groups` read them. No "
+            "groups match no group."))
     mode: Literal["vector", "keyword", "hybrid"] = "hybrid"
     filters: QueryFilters | None = None
     min_score: Annotated[float, Strict(), Field(ge=-MAX_ABS_MIN_SCORE, le=MAX_ABS_MIN_SCORE,

@@ -13,8 +13,9 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, Strict, StrictFloat, StrictInt, model_validator
 
 from kindex.domain.embedding_models import HASH_MAX_DIMENSIONS, EmbeddingModelName
+from kindex.domain.filters import Attributes
 from kindex.domain.media_types import MediaType
-from kindex.domain.models import Collection, DocumentUrl, ResourceId
+from kindex.domain.models import Collection, DocumentAccess, DocumentUrl, ResourceId
 
 FORMAT = "kindex-export"
 FORMAT_VERSION = 1
@@ -51,6 +52,9 @@ class TransferDocument(BaseModel):
     mimetype: MediaType = ""  # of the source it was indexed from (informative on import)
     content_sha256: str | None = Field(default=None, max_length=64)
     chunk_count: Annotated[int, Strict(), Field(ge=1, le=10**6)]
+    # Its filter fields (an export of a version before them has none: no attributes, no access list).
+    attributes: Attributes | None = None
+    access: DocumentAccess | None = None
 
 
 class TransferChunk(BaseModel):

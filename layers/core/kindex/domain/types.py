@@ -51,9 +51,11 @@ class Principals:
 
 @dataclass(frozen=True, slots=True)
 class SearchFilters:
-    """Optional narrowing of a search; None means 'no constraint'. `attributes` (a parsed filter expression) and
-    `principals` are applied inside the index, before ranking, on every leg of a search: a hit always satisfies
-    them, so k results come back whenever k exist."""
+    """Optional narrowing of a search; None means 'no constraint', except for `principals`: without them a search
+    names no user and no group (as `Principals()`), so it sees only documents without an access list - a caller that
+    forgets them never widens what is seen. `attributes` (a parsed filter expression) and the principals are applied
+    inside the index, before ranking, on every leg of a search: a hit always satisfies them, so k results come back
+    whenever k exist."""
 
     document_ids: tuple[str, ...] | None = None
     language: str | None = None

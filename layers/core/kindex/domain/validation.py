@@ -30,7 +30,15 @@ def describe(error: ValidationError | list[dict], *, skip_prefix: tuple[str, ...
         if detail.get("type") == "extra_forbidden":
             message = "unknown field"
         message = _STRICT_TYPE_MESSAGES.get(str(detail.get("type")), message)
-        parts.append(f"{'.'.join(loc)}: {message}" if loc else message)
+        field = ".".join(loc)
+        # A value type that checks a nested value (domain/filters.py) says where inside it: `attributes.region`,
+        # `access.groups[3]`, rather than `attributes: region: ...`.
+        refused = (detail.get("ctx") or {}).get("error")
+        where, problem = getattr(refused, "where", None), getattr(refused, "problem", None)
+        if isinstance(where, str) and where and isinstance(problem, str):
+            field = f"{field}{where}" if where.startswith("[") or not field else f"{field}.{where}"
+            message = problem
+        parts.append(f"{field}: {message}" if field else message)
     return "; ".join(parts) or "invalid input"
 
 

@@ -2,14 +2,17 @@
 
 One clause serves both legs of hybrid search: it goes into the k-NN query's `filter` (efficient filtering, applied
 while the graph is searched, on lucene and faiss alike) and into the keyword query's `bool.filter`, beside the
-tenant and collection terms of `opensearch_index.build_filter_clauses`. Attributes are indexed with the typed
+tenant and collection terms of `opensearch_requests.build_filter_clauses`. Attributes are indexed with the typed
 key-value terms of `kindex.adapters.filter_terms` (keyword fields: a bounded mapping whatever tenants write, no type
 conflicts, numeric ranges over order-preserving number terms); docs/decisions.md (2026-12-01, "Document attributes
 and access lists") has the measurements against flat_object and nested fields.
 
 A chunk indexed before these fields existed has none of them: no attributes (every key missing) and no access list
 (visible unless the collection requires one) - exactly what `kindex.domain.filters` says of such a document, so an
-existing index needs only the new properties added (`PUT <index>/_mapping`, which a strict mapping accepts).
+existing index needs only the new properties added (`PUT <index>/_mapping`, which a strict mapping accepts; the
+adapter sends it once per process the first time it writes to an index it did not create). A search that meets an
+index without the fields is right too: a term, range or prefix on an unmapped field matches nothing, so such chunks
+read as "no attributes, no access list" there as well (checked on the node).
 """
 
 from __future__ import annotations
@@ -35,7 +38,8 @@ MATCH_ALL: dict[str, Any] = {"match_all": {}}
 
 
 def mapping_properties() -> dict[str, Any]:
-    """The properties to add to a chunk index's mapping: eight fields, whatever keys the tenants use."""
+    """The properties to add to a chunk index's mapping: ten fields (five attribute term fields, four access lists,
+    whether a list is set), whatever keys the tenants use."""
     return {**{field: {"type": "keyword"} for field in (*terms.ATTRIBUTE_FIELDS, *ACCESS_FIELDS)},
             HAS_ACCESS: {"type": "boolean"}}
 

@@ -45,6 +45,7 @@ from kindex.adapters.aws.opensearch_requests import (
     build_index_body,
     build_keyword_query,
     build_knn_query,
+    build_mapping_update,
     concrete_index,
     index_alias,
     model_slug,
@@ -149,6 +150,11 @@ class OpenSearchIndex:
     def design(self) -> IndexDesign:
         """The layout new indices are created with."""
         return self._design
+
+    @property
+    def index_prefix(self) -> str:
+        """The prefix of every index name this adapter uses (`<prefix>-<model>-<dims>`)."""
+        return self._prefix
 
     @property
     def engine(self) -> str:
@@ -340,8 +346,19 @@ class OpenSearchIndex:
                     # Another process created it between our check and create: that is the outcome we wanted.
                     if _error_type(error) != "resource_already_exists_exception":
                         raise
+            else:
+                self._update_mapping(alias)
             self._ready_aliases.add(alias)
             self._dims_by_model.setdefault(model, set()).add(dims)
+
+    def _update_mapping(self, alias: str) -> None:
+        """Add the attribute and access-list fields to an index this process did not create, before its first write
+        there: an index created before they existed has a strict mapping that would refuse every chunk carrying
+        them. Sent unconditionally (the fields already there make it a no-op, acknowledged without a cluster state
+        change) rather than read first: the writers' grant covers a PUT on the index path, not a GET of its
+        mapping, and it is one request per index per process."""
+        self._client.indices.put_mapping(index=alias, body=build_mapping_update(), **_call_budget())
+        logger.info("search index mapping brought up to date", extra={"alias": alias})
 
     def _aliases_of(self, model: str) -> list[str]:
         """Aliases holding `model` (one per dimension ever written). Operations that carry no vector need this."""

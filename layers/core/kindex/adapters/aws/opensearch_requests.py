@@ -7,7 +7,13 @@ reindex into `-v2` and swap without touching callers). Every write, search and d
 (`routing_key`) and also filtered by a `tenant` term, so a tenant's requests hit one shard and can never see
 another tenant's chunks. Neither the vector nor the text is kept in `_source`: nothing reads them back from the
 cluster (a model switch or a drift repair re-embeds from the chunk store), so storing them there would only cost
-disk (a chunk took half as much again with its vector in `_source`, measured at 384 dims).
+disk (a chunk took half as much again with its vector in `_source`, measured at 384 dims). It follows that a chunk
+is only ever rewritten whole (an `index` action with its vector and text): a partial `_update` rebuilds the
+document from `_source` and so drops both from the k-NN and BM25 indexes (shown on the node in
+tests/contract/test_search_filters_opensearch.py).
+
+Each chunk also carries its document's attributes and access list as the typed terms of `opensearch_filters`
+(`index_fields`), and every search adds that module's clauses to its filter, on both legs.
 """
 
 from __future__ import annotations
@@ -20,8 +26,9 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from kindex.adapters.aws.opensearch_design import IndexDesign
+from kindex.adapters.aws.opensearch_filters import build_document_filters, index_fields, mapping_properties
 from kindex.domain.errors import InvalidInput
-from kindex.domain.types import IndexRecord, SearchFilters, SearchHit
+from kindex.domain.types import IndexRecord, Principals, SearchFilters, SearchHit
 
 VECTOR_FIELD = "vector"
 TEXT_FIELD = "text"
@@ -203,6 +210,7 @@ def build_index_body(dims: int, *, alias: str | None = None, design: IndexDesign
                 **{name: {"type": "keyword"} for name in KEYWORD_FIELDS},
                 TEXT_FIELD: {"type": "text", "analyzer": TEXT_ANALYZER},
                 VECTOR_FIELD: build_vector_mapping(dims, design),
+                **mapping_properties(),
             },
         },
     }
@@ -211,9 +219,18 @@ def build_index_body(dims: int, *, alias: str | None = None, design: IndexDesign
     return body
 
 
+def build_mapping_update() -> dict[str, Any]:
+    """`PUT <index>/_mapping` body that brings an index created before attributes and access lists existed up to
+    date: the filter fields only (a strict mapping accepts new fields; re-sending fields it has is a no-op). Its
+    chunks have none of them until rewritten, which reads as "no attributes, no access list"."""
+    return {"properties": mapping_properties()}
+
+
 def build_filter_clauses(tenant: str, collections: Sequence[str], filters: SearchFilters | None = None
                          ) -> list[dict[str, Any]]:
-    """Term filters shared by every search: tenant, collections and the optional search filters."""
+    """The filter shared by both legs of every search: tenant, collections, the optional search filters, and always
+    the access clause - without `filters.principals` a query names no user and no group, so it sees only documents
+    without an access list (fail closed: an absent principal never reads as "no filter")."""
     clauses: list[dict[str, Any]] = [
         {"term": {"tenant": tenant}},
         {"terms": {"collection": list(collections)}},
@@ -225,6 +242,9 @@ def build_filter_clauses(tenant: str, collections: Sequence[str], filters: Searc
             clauses.append({"term": {"language": filters.language}})
         if filters.mimetype is not None:
             clauses.append({"term": {"mimetype": filters.mimetype}})
+    principals = (filters.principals if filters is not None else None) or Principals()
+    clauses += build_document_filters(filters.attributes if filters is not None else None, principals.user,
+                                      principals.groups, required=principals.required)
     return clauses
 
 
@@ -284,6 +304,7 @@ def build_bulk_actions(alias: str, records: Iterable[IndexRecord]) -> list[dict[
                 "mimetype": record.mimetype,
                 TEXT_FIELD: record.text,
                 VECTOR_FIELD: normalise(record.vector),
+                **index_fields(record.attributes, record.access),
             },
         }
     return list(actions.values())

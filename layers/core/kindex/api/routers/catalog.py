@@ -106,7 +106,8 @@ def delete_document(collection: str, document: str, svc: ServicesDep):
 @router.post("/v1/collections/<collection>/documents/<document>/upload")
 def prepare_upload(collection: str, document: str, body: UploadRequest, svc: ServicesDep) -> UploadResponse:
     ticket = svc.catalog.prepare_upload(require_admin(router).tenant, path_param(collection),
-                                                path_param(document), body.filename, body.mimetype, size=body.size)
+                                        path_param(document), body.filename, body.mimetype, size=body.size,
+                                        fields=body.fields())
     return UploadResponse(url=ticket.url, method=ticket.method, headers=ticket.headers, expires_at=ticket.expires_at,
                           document=DocumentOut(**ticket.document.model_dump()))
 

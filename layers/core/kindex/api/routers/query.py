@@ -19,5 +19,6 @@ def query_collection(collection: str, body: QueryRequest, svc: ServicesDep) -> Q
 
 @router.post("/v1/query")
 def query_collections(body: MultiQueryRequest, svc: ServicesDep) -> QueryResponse:
-    request = QueryRequest(**body.model_dump(exclude={"collections"}))
-    return svc.query.query(require_query(router).tenant, body.collections, request, multi=True)
+    # A MultiQueryRequest is a QueryRequest: passed as it is, never dumped and validated again (its parsed attribute
+    # filter does not dump back to the JSON it was parsed from).
+    return svc.query.query(require_query(router).tenant, body.collections, body, multi=True)

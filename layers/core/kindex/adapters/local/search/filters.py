@@ -25,7 +25,7 @@ import numpy as np
 import tantivy
 
 from kindex.adapters import filter_terms as terms
-from kindex.domain.filters import Access, AllOf, AttributeValue, Comparison, Expression, Scalar
+from kindex.domain.filters import Access, AllOf, AttributeValue, Comparison, Expression, Scalar, admits, matches
 
 HAS_ACCESS = "access_set"
 ACCESS_FIELDS = ("access_users", "access_groups", "access_deny_users", "access_deny_groups")
@@ -191,14 +191,17 @@ class TantivyFilters:
 class DocumentTable:
     """One partition's documents' attributes and access lists, indexed by document code (the partition's
     `Interned` documents), as posting lists of the shared terms; `mask` evaluates a filter for every document at
-    once. Not thread-safe: the partition's lock guards it like the rest of the partition."""
+    once. Writes need the partition's exclusive lock; searches share it (they only fill caches derived from the
+    postings, so two searches racing on one cache compute the same value)."""
 
     def __init__(self) -> None:
         self._postings: dict[tuple[str, str], set[int]] = {}
         self._numbers: dict[str, dict[float, set[int]]] = {}  # key -> value -> documents
         self._sorted_numbers: dict[str, tuple[np.ndarray, list[set[int]]]] = {}
         self._strings: dict[str, list[str]] = {}  # key -> sorted distinct string values ($starts_with)
-        self._documents: dict[int, tuple[dict[str, list[str]], Access | None]] = {}
+        # code -> (terms per field, attributes, access list): the terms to undo a put, the values to persist it
+        self._documents: dict[int, tuple[dict[str, list[str]], Mapping[str, AttributeValue] | None,
+                                         Access | None]] = {}
         self._arrays: dict[tuple[str, str], np.ndarray] = {}
         self.size = 0  # one past the highest document code seen: the length of every mask
 
@@ -220,15 +223,39 @@ class DocumentTable:
             for item in value if isinstance(value, list) else [value]:
                 if isinstance(item, str):
                     self._strings.pop(key, None)
-        self._documents[document] = (fields, access)
+        self._documents[document] = (fields, dict(attributes) if attributes is not None else None, access)
         self.size = max(self.size, document + 1)
+
+    def ensure(self, document: int) -> None:
+        """Put `(document, None, None)` unless the document is known: a document indexed before attributes existed
+        has none (every key missing, no access list)."""
+        if document not in self._documents:
+            self.put(document, None, None)
+
+    def __contains__(self, document: int) -> bool:
+        return document in self._documents
+
+    def values(self, document: int) -> tuple[Mapping[str, AttributeValue] | None, Access | None]:
+        """The document's (attributes, access list) as put; (None, None) for a code never put."""
+        _, attributes, access = self._documents.get(document, (None, None, None))
+        return attributes, access
+
+    def admits(self, document: int, expression: Expression | None, user: str | None, groups: Collection[str], *,
+               required: bool, check_access: bool = True) -> bool:
+        """`mask(...)[document]` for one document, by the reference semantics (a few keyword hits to check, not a
+        whole table). False for a code never put: fail closed."""
+        if document not in self._documents:
+            return False
+        _, attributes, access = self._documents[document]
+        return ((not check_access or admits(access, user, groups, required))
+                and (expression is None or matches(expression, attributes)))
 
     def remove(self, document: int) -> None:
         """Forget document `document` (its code stays taken: masks keep their length)."""
         previous = self._documents.pop(document, None)
         if previous is None:
             return
-        fields, _ = previous
+        fields = previous[0]
         for field, found in fields.items():
             for value in found:
                 self._posting(field, value).discard(document)
@@ -241,13 +268,14 @@ class DocumentTable:
             self._strings.pop(string_term.split(terms.SEPARATOR, 1)[0], None)
 
     def mask(self, expression: Expression | None, user: str | None, groups: Collection[str], *,
-             required: bool, documents: int | None = None) -> np.ndarray:
+             required: bool, documents: int | None = None, check_access: bool = True) -> np.ndarray:
         """A boolean array over document codes 0..`documents`-1 (default: every code put so far): the documents the
         filter and the access check both admit. A code never put, or removed, is False - fail closed: put
         `(code, None, None)` for a document without attributes or access list. The row mask of a partition is
-        `mask(..., documents=len(partition.documents.values))[partition.document_codes[:partition.size]]`."""
+        `mask(..., documents=len(partition.documents.values))[partition.document_codes[:partition.size]]`.
+        Without `check_access` (a query with no principals) only the expression applies."""
         known = self._known()
-        visible = self._access(user, groups, required=required) & known
+        visible = self._access(user, groups, required=required) & known if check_access else known
         found = visible & self._evaluate(expression) if expression is not None else visible
         if documents is None or documents == self.size:
             return found

@@ -29,11 +29,23 @@ Layout under `root`:
   `DeferredKeywordCommits` capability): the vector half of such a write is durable at once, the keyword half at
   that commit (or any earlier one: every other write still commits on return).
 
-One process owns the folder; a single lock serialises its server and worker threads.
+Attributes and access lists (issue 23) are a document's: a partition keeps them per document (`Partition.table`,
+in the snapshot as `document_filters` and in each upsert record as `documents`, so a restart or a crash keeps
+them), and the tantivy chunk documents carry the same terms (filters.py). `SearchFilters.attributes` and
+`.principals` apply inside both searches, before the top k. A keyword hit is also checked against its partition's
+table, whose per-document values are written before the keyword half: a document whose chunks are being rewritten
+with a narrower access list is never found through a chunk not yet rewritten (it may be missing meanwhile, never
+shown to someone the new list excludes). Rewriting a document's chunks with their own vectors (only its attributes,
+access list, language or mimetype changed) appends no vector rows and leaves the graph alone.
+
+One process owns the folder. Writers are serialised by one lock; each partition has a reader/writer lock, taken
+alone by a write only while it changes that partition, shared by searches, so searches of one collection run side
+by side and a write to one collection never waits for searches of another.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
@@ -41,7 +53,7 @@ import os
 import secrets
 import shutil
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -50,7 +62,13 @@ from kindex.adapters.local.private_files import FILE_MODE, private_dir, restrict
 from kindex.adapters.local.search import ann
 from kindex.adapters.local.search import log as vector_log
 from kindex.adapters.local.search.ann import AnnGraph
-from kindex.adapters.local.search.keyword import KeywordIndex, legacy_fts_rows, legacy_shared_chunks
+from kindex.adapters.local.search.keyword import (
+    KeywordIndex,
+    legacy_fts_rows,
+    legacy_shared_chunks,
+    outdated_tenant_indices,
+)
+from kindex.adapters.local.search.locks import ReadWriteLock
 from kindex.adapters.local.search.log import (
     FLOAT32,
     OP_CLEAR,
@@ -60,15 +78,34 @@ from kindex.adapters.local.search.log import (
     frame_record,
     read_records,
 )
-from kindex.adapters.local.search.partition import Partition, normalise_rows
+from kindex.adapters.local.search.partition import (
+    DocumentFilters,
+    Partition,
+    decode_document_filters,
+    encode_document_filters,
+    normalise_rows,
+)
 from kindex.domain.errors import InvalidInput
 from kindex.domain.ports import ChunkStore
-from kindex.domain.types import ChunkRef, IndexRecord, SearchFilters, SearchHit
+from kindex.domain.types import ChunkRef, IndexRecord, Principals, SearchFilters, SearchHit
 
 logger = logging.getLogger(__name__)
 
 # Chunk texts read from the chunk store per call while migrating the shared keyword index.
 MIGRATION_BATCH = 500
+Key = tuple[str, str, str]
+
+
+class _Slot:
+    """One (model, tenant, collection)'s place: its reader/writer lock and, once loaded, its partition (None: no
+    data). Slots are never replaced, so a search and a write always agree on which lock guards a partition."""
+
+    __slots__ = ("lock", "loaded", "partition")
+
+    def __init__(self) -> None:
+        self.lock = ReadWriteLock()
+        self.loaded = False
+        self.partition: Partition | None = None
 
 
 class LocalSearchIndex:
@@ -80,12 +117,14 @@ class LocalSearchIndex:
         self.root = Path(root)
         self._vector_dir = private_dir(self.root / "vectors")
         restrict_tree(self.root)  # files written by a version that did not set modes (a few per collection)
-        # Two locks, so a hybrid query's vector and keyword halves can run at the same time (numpy and SQLite both
-        # release the GIL); writers take both, always vectors first. Keyword searches need no lock (a tantivy
-        # searcher is a consistent snapshot).
+        # Writers take `_lock` then `_keyword_lock` (a deferred commit only the latter), and each partition's slot
+        # lock alone while they change it. Searches take no index-wide lock: the slot's lock, shared (a tantivy
+        # searcher is a consistent snapshot by itself).
         self._lock = threading.RLock()
         self._keyword_lock = threading.RLock()
-        self._partitions: dict[tuple[str, str, str], Partition | None] = {}
+        self._slots: dict[Key, _Slot] = {}
+        self._slots_lock = threading.Lock()
+        self._load_lock = threading.Lock()
         self._keywords = KeywordIndex(self.root / "keywords")
         self._migrate_keywords(chunks)
 
@@ -95,11 +134,13 @@ class LocalSearchIndex:
         34 s that way), then release the keyword index's writer; the folder can then be reopened by a new
         instance. A compaction that fails leaves its partition as it was (the log replays at the next open)."""
         with self._lock, self._keyword_lock:
-            for key, partition in self._partitions.items():
+            for key, slot in list(self._slots.items()):
+                partition = slot.partition
                 if partition is None or partition.graph is None or not partition.log_records:
                     continue
                 try:
-                    self._maybe_compact(key, partition, force=True)
+                    with slot.lock.writing():
+                        self._maybe_compact(key, partition, force=True)
                 except Exception:  # the keyword writer below must still be released; the log stays replayable
                     logger.exception("search index: compaction at close failed; the log replays at the next open",
                                      extra={"rows": len(partition)})
@@ -144,12 +185,18 @@ class LocalSearchIndex:
         with self._lock:
             # Every partition is checked before any is written, so a dimension mismatch writes nothing.
             for tenant, collection in groups:
-                partition = self._partition(model, tenant, collection)
+                key = (model, tenant, collection)
+                with self._slot(key).lock.reading():
+                    partition = self._loaded(key)
                 if partition is not None and partition.dims != matrix.shape[1]:
                     raise InvalidInput(f"vectors have {matrix.shape[1]} dimensions, model {model} has "
                                        f"{partition.dims}")
             for (tenant, collection), rows in groups.items():
-                self._upsert_vectors((model, tenant, collection), [recs[row] for row in rows], matrix[rows])
+                key = (model, tenant, collection)
+                with self._slot(key).lock.writing():
+                    self._upsert_vectors(key, [recs[row] for row in rows], matrix[rows])
+            # The documents' filter values are in the partitions before the keyword half changes: a keyword hit
+            # checked against them is never more visible than the latest write allows (see the module docstring).
             with self._keyword_lock:
                 written = self._keywords.upsert(model, recs, commit=commit)
         logger.info("search index upsert", extra={"model": model, "records": len(recs), "partitions": len(groups),
@@ -161,8 +208,10 @@ class LocalSearchIndex:
         # An empty list means "nothing", never "everything": only (None, None) deletes the whole collection.
         if (document_ids is not None and not document_ids) or (chunk_ids is not None and not chunk_ids):
             return
+        key = (model, tenant, collection)
         with self._lock, self._keyword_lock:
-            removed = self._delete_vectors((model, tenant, collection), document_ids, chunk_ids)
+            with self._slot(key).lock.writing():
+                removed = self._delete_vectors(key, document_ids, chunk_ids)
             self._keywords.delete(model, tenant, collection, document_ids, chunk_ids)
         logger.info("search index delete", extra={"model": model, "tenant": tenant, "collection": collection,
                                                    "deleted": removed})
@@ -171,12 +220,15 @@ class LocalSearchIndex:
                    filters: SearchFilters | None = None) -> list[SearchHit]:
         if k <= 0 or not collections:
             return []
+        filters = with_principals(filters)
         query = normalise_rows(np.asarray([vector], dtype=np.float32))[0]
         candidates: list[tuple[float, str, str, str]] = []
-        with self._lock:
-            # Per partition top k, then one merge: exact, as every partition contributes its own best k.
-            for collection in dict.fromkeys(collections):
-                partition = self._partition(model, tenant, collection)
+        # Per partition top k, then one merge: exact, as every partition contributes its own best k. Each partition
+        # is read under its own shared lock, one after another.
+        for collection in dict.fromkeys(collections):
+            key = (model, tenant, collection)
+            with self._slot(key).lock.reading():
+                partition = self._loaded(key)
                 if partition is None or not len(partition):
                     continue
                 if partition.dims != len(query):
@@ -191,7 +243,26 @@ class LocalSearchIndex:
 
     def keyword_search(self, model: str, tenant: str, collections: Sequence[str], query: str, k: int,
                        filters: SearchFilters | None = None) -> list[SearchHit]:
-        return self._keywords.search(model, tenant, list(dict.fromkeys(collections)), query, k, filters)
+        collections = list(dict.fromkeys(collections))
+        filters = with_principals(filters)
+        hits = self._keywords.search(model, tenant, collections, query, k, filters)
+        if not hits:
+            return hits
+        # tantivy applied the filter to each chunk's own terms; the partition's per-document values are the
+        # latest word (written first), so a chunk whose rewrite has not reached the keyword half yet is dropped.
+        admitted = set()
+        for collection in {hit.collection for hit in hits}:
+            key = (model, tenant, collection)
+            with self._slot(key).lock.reading():
+                partition = self._loaded(key)
+                if partition is not None:
+                    admitted.update((collection, hit.document_id) for hit in hits if hit.collection == collection
+                                    and partition.admits(hit.document_id, filters))
+        kept = [hit for hit in hits if (hit.collection, hit.document_id) in admitted]
+        if len(kept) < len(hits):
+            logger.info("search index: keyword hits whose document no longer passes the filter dropped",
+                        extra={"dropped": len(hits) - len(kept)})
+        return kept
 
     def chunk_ids(self, model: str, tenant: str, collection: str, *, after_document: str | None = None,
                   through_document: str | None = None) -> set[str]:
@@ -200,13 +271,15 @@ class LocalSearchIndex:
                     and (through_document is None or document_id <= through_document))
 
         ranged = after_document is not None or through_document is not None
+        key = (model, tenant, collection)
         with self._lock, self._keyword_lock:
-            partition = self._partition(model, tenant, collection)
             found: set[str] = set()
-            if partition is not None:
-                # Python compares str by code point, as the metadata stores order document ids.
-                found.update(partition.select([d for d in partition.documents.codes if in_range(d)], None)
-                             if ranged else partition.chunk_ids)
+            with self._slot(key).lock.reading():
+                partition = self._loaded(key)
+                if partition is not None:
+                    # Python compares str by code point, as the metadata stores order document ids.
+                    found.update(partition.select([d for d in partition.documents.codes if in_range(d)], None)
+                                 if ranged else partition.chunk_ids)
             # The union: drift repair must see a chunk that only one of the two stores still holds.
             found.update(self._keywords.chunk_ids(model, tenant, collection, in_range if ranged else None))
         return found
@@ -218,11 +291,32 @@ class LocalSearchIndex:
         name = hashlib.sha256(json.dumps(list(key)).encode("utf-8")).hexdigest()[:40]
         return self._vector_dir / f"{name}.npz", self._vector_dir / f"{name}.log"
 
+    def _slot(self, key: Key) -> _Slot:
+        with self._slots_lock:
+            slot = self._slots.get(key)
+            if slot is None:
+                slot = self._slots[key] = _Slot()
+            return slot
+
+    def _loaded(self, key: Key) -> Partition | None:
+        """The partition of `key`, loaded from disk the first time (the caller holds the slot's lock, shared or
+        alone: two readers loading at once would both load, so the first load is made under a load lock)."""
+        slot = self._slot(key)
+        if not slot.loaded:
+            with self._load_lock:
+                if not slot.loaded:
+                    slot.partition = self._load(key)
+                    slot.loaded = True
+        return slot.partition
+
+    def _set(self, key: Key, partition: Partition | None) -> None:
+        """Replace the partition of `key` (the caller holds the slot's lock alone)."""
+        slot = self._slot(key)
+        slot.partition, slot.loaded = partition, True
+
     def _partition(self, model: str, tenant: str, collection: str) -> Partition | None:
-        key = (model, tenant, collection)
-        if key not in self._partitions:
-            self._partitions[key] = self._load(key)
-        return self._partitions[key]
+        """The partition, loaded if need be, without taking its lock: for writers under `_lock`, and tests."""
+        return self._loaded((model, tenant, collection))
 
     def _load(self, key: tuple[str, str, str]) -> Partition | None:
         snapshot, log = self._paths(key)
@@ -231,8 +325,9 @@ class LocalSearchIndex:
             with np.load(snapshot, allow_pickle=False) as data:
                 if list(data["key"]) != list(key):
                     raise RuntimeError(f"vector partition {snapshot.name} belongs to another key")
-                partition = Partition.from_arrays(data["vectors"], data["chunk_ids"], data["document_ids"],
-                                                   data["languages"], data["mimetypes"])
+                partition = Partition.from_arrays(
+                    data["vectors"], data["chunk_ids"], data["document_ids"], data["languages"], data["mimetypes"],
+                    data["document_filters"] if "document_filters" in data.files else None)
                 generation = str(data["generation"]) if "generation" in data.files else None
             partition.snapshot_bytes = snapshot.stat().st_size
             if generation is not None and len(partition) >= ann.MIN_ROWS:
@@ -308,10 +403,29 @@ class LocalSearchIndex:
             partition = Partition(vectors.shape[1])
         fields = [(record.chunk_id, record.document_id, record.language or "", record.mimetype or "")
                   for record in records]
-        self._append(key, partition, OP_UPSERT, {"rows": fields},
+        # Each record carries its document's attributes and access list: the last record of a document wins.
+        documents: dict[str, DocumentFilters] = {}
+        for record in records:
+            documents[record.document_id] = (record.attributes, record.access)
+        # Compared as JSON: Python's `True == 1` must not hide a change of type.
+        encoded = encode_document_filters(documents)
+        held = encode_document_filters({document_id: partition.document_filters(document_id)
+                                        for document_id in documents})
+        changed_documents = {document_id: documents[document_id] for document_id in documents
+                             if document_id not in partition.documents.codes
+                             or json.dumps(encoded[document_id]) != json.dumps(held[document_id])}
+        changed = ~partition.unchanged(fields, vectors)
+        if not changed.any() and not changed_documents:
+            return  # the partition holds exactly this already: nothing to log
+        # Rows the partition already holds exactly are left out: a document whose attributes or access list
+        # changed costs one small record, not its vectors again.
+        fields = [field for field, keep in zip(fields, changed) if keep]
+        vectors = vectors[changed]
+        self._append(key, partition, OP_UPSERT,
+                     {"rows": fields, "documents": encode_document_filters(changed_documents)},
                      np.ascontiguousarray(vectors, dtype=FLOAT32).tobytes())
-        partition.put(fields, vectors)
-        self._partitions[key] = partition
+        partition.put(fields, vectors, changed_documents)
+        self._set(key, partition)
         built = partition.fit_graph()
         if built:
             logger.info("search index graph built", extra={"rows": len(partition)})
@@ -336,7 +450,7 @@ class LocalSearchIndex:
         if not len(partition):
             # The delete record is durable first, so a crash between the two removals replays to empty too.
             self._remove_files(key)
-            self._partitions[key] = None
+            self._set(key, None)
         else:
             partition.fit_graph()
             self._maybe_compact(key, partition)
@@ -406,6 +520,7 @@ class LocalSearchIndex:
             self._migrate_fts(database)
         elif shared.exists():
             self._migrate_shared_keywords(shared, chunks)
+        self._upgrade_tenant_keywords(chunks)
 
     def _migrate_fts(self, database: Path) -> None:
         """Move the keywords of an older version's SQLite FTS5 index into per-tenant tantivy indices, then remove
@@ -425,45 +540,77 @@ class LocalSearchIndex:
     def _migrate_shared_keywords(self, folder: Path, chunks: ChunkStore | None) -> None:
         """Rebuild the keywords of the tantivy index older versions shared between tenants (whose BM25 statistics
         mixed every tenant's documents) as one index per tenant, then remove the shared one."""
-        groups: dict[tuple[str, str, str], list[tuple[str, str]]] = {}
-        for model, tenant, collection, document_id, chunk_id in legacy_shared_chunks(folder):
-            groups.setdefault((tenant, model, collection), []).append((document_id, chunk_id))
+        groups = _grouped_chunks(legacy_shared_chunks(folder))
         if groups and chunks is None:
             raise RuntimeError(f"{folder} is a keyword index shared by all tenants: rebuilding it per tenant needs "
                                "the chunk store (open the data directory through kindex's composition root)")
-        without_text = 0
-
-        def rows():
-            nonlocal without_text
-            for tenant, model, collection in sorted(groups):  # by tenant: one tenant's index written at a time
-                key = (model, tenant, collection)
-                cached = key in self._partitions
-                partition = self._partition(model, tenant, collection)
-                members = groups[(tenant, model, collection)]
-                for start in range(0, len(members), MIGRATION_BATCH):
-                    part = members[start:start + MIGRATION_BATCH]
-                    stored = chunks.get_chunks(tenant, [ChunkRef(collection=collection, document_id=document_id,
-                                                                 chunk_id=chunk_id) for document_id, chunk_id in part])
-                    for document_id, chunk_id in part:
-                        chunk = stored.get(chunk_id)
-                        if chunk is None:  # a chunk the index kept after the store dropped it: drift, not data
-                            without_text += 1
-                            continue
-                        # A chunk without vectors (drift too) gets no filter fields: only unfiltered searches find it.
-                        language, mimetype = partition.filter_fields(chunk_id) if partition else (None, None)
-                        yield model, IndexRecord(tenant=tenant, collection=collection, document_id=document_id,
-                                                 chunk_id=chunk_id, vector=(), text=chunk.text, language=language,
-                                                 mimetype=mimetype)
-                if not cached:
-                    self._partitions.pop(key, None)  # one partition in memory at a time; queries load theirs
-
+        lost = [0]
         with self._lock:
-            migrated = self._keywords.rebuild(rows())
+            migrated = self._keywords.rebuild(self._keyword_rows(groups, chunks, lost))
         shutil.rmtree(folder)
         self._sync_dir(self.root)
         logger.info("search index: keywords rebuilt per tenant from the shared index",
                     extra={"chunks": migrated, "tenants": len({tenant for tenant, _, _ in groups}),
-                           "without_text": without_text})
+                           "without_text": lost[0]})
+
+    def _upgrade_tenant_keywords(self, chunks: ChunkStore | None) -> None:
+        """Rebuild each tenant keyword index written before the filter fields existed (tantivy cannot add fields
+        to an index, nor open it with a schema that has more): texts from the chunk store, language, mimetype,
+        attributes and access lists from the vector partitions - which hold none for such chunks either (their
+        documents were written before attributes existed), so the rebuilt chunks have "no attributes, no access
+        list" as before, until their documents are written again. A crash midway leaves the old index, or the new
+        one complete (keyword.py `KeywordIndex.replace_tenant`), and the next open goes on."""
+        self._keywords.finish_interrupted_upgrades()
+        outdated = outdated_tenant_indices(self._keywords.path)
+        if outdated and chunks is None:
+            raise RuntimeError(f"{len(outdated)} keyword indices under {self._keywords.path} predate attribute "
+                               "filters: rebuilding them needs the chunk store (open the data directory through "
+                               "kindex's composition root)")
+        for folder in outdated:
+            groups = _grouped_chunks(legacy_shared_chunks(folder))
+            lost = [0]
+            with self._lock:
+                rebuilt = self._keywords.replace_tenant(folder.name, self._keyword_rows(groups, chunks, lost))
+            logger.info("search index: a tenant's keyword index rebuilt with the filter fields",
+                        extra={"chunks": rebuilt, "without_text": lost[0]})
+
+    def _keyword_rows(self, groups: dict[tuple[str, str, str], list[tuple[str, str]]], chunks: ChunkStore,
+                      lost: list[int]) -> Iterator[tuple[str, IndexRecord]]:
+        """(model, record) for each listed chunk, by tenant: the text from the chunk store, the filter fields from
+        the vector partition (one in memory at a time, unless a query had loaded it); `lost[0]` counts the chunks
+        the store no longer has."""
+        for tenant, model, collection in sorted(groups):  # by tenant: one tenant's index written at a time
+            key = (model, tenant, collection)
+            cached = key in self._slots and self._slots[key].loaded
+            partition = self._partition(model, tenant, collection)
+            members = groups[(tenant, model, collection)]
+            for start in range(0, len(members), MIGRATION_BATCH):
+                part = members[start:start + MIGRATION_BATCH]
+                stored = chunks.get_chunks(tenant, [ChunkRef(collection=collection, document_id=document_id,
+                                                             chunk_id=chunk_id) for document_id, chunk_id in part])
+                for document_id, chunk_id in part:
+                    chunk = stored.get(chunk_id)
+                    if chunk is None:  # a chunk the index kept after the store dropped it: drift, not data
+                        lost[0] += 1
+                        continue
+                    # A chunk without vectors (drift too) gets no filter fields: only unfiltered searches find it
+                    # (and its document is unknown to the partition, so a filtered search drops it: fail closed).
+                    language, mimetype = partition.filter_fields(chunk_id) if partition else (None, None)
+                    attributes, access = partition.document_filters(document_id) if partition else (None, None)
+                    yield model, IndexRecord(tenant=tenant, collection=collection, document_id=document_id,
+                                             chunk_id=chunk_id, vector=(), text=chunk.text, language=language,
+                                             mimetype=mimetype, attributes=attributes, access=access)
+            if not cached:
+                self._slots.pop(key, None)  # one partition in memory at a time; queries load theirs
+
+
+def _grouped_chunks(listed: Iterable[tuple[str, str, str, str, str]]) -> dict[tuple[str, str, str],
+                                                                               list[tuple[str, str]]]:
+    """(model, tenant, collection, document id, chunk id) rows as {(tenant, model, collection): [(document, chunk)]}."""
+    groups: dict[tuple[str, str, str], list[tuple[str, str]]] = {}
+    for model, tenant, collection, document_id, chunk_id in listed:
+        groups.setdefault((tenant, model, collection), []).append((document_id, chunk_id))
+    return groups
 
 
 def _apply_record(key: tuple[str, str, str], log: Path, partition: Partition | None, op: bytes, header: dict,
@@ -475,12 +622,28 @@ def _apply_record(key: tuple[str, str, str], log: Path, partition: Partition | N
         if partition is None:
             partition = Partition(header["dims"])
     elif op == OP_UPSERT:
+        # `documents` (absent in an older version's records: its documents had no attributes or access list)
+        documents = decode_document_filters(header.get("documents", {}))
+        if not header["rows"]:
+            if partition is not None:  # a record that only changed documents' filter values
+                partition.put([], np.zeros((0, partition.dims), dtype=np.float32), documents)
+            return partition
         rows = np.frombuffer(body, dtype=FLOAT32).reshape(len(header["rows"]), -1)
         if partition is None:
             partition = Partition(rows.shape[1])
-        partition.put(header["rows"], rows)
+        partition.put(header["rows"], rows, documents)
     elif op == OP_DELETE and partition is not None:
         partition.remove(header["ids"])
     elif op == OP_CLEAR and partition is not None:
         partition = Partition(partition.dims)
     return partition
+
+
+def with_principals(filters: SearchFilters | None) -> SearchFilters:
+    """The filters with their principals, `Principals()` (no user, no group) when none are given: a search that
+    names nobody sees only documents without an access list, as on every engine (SearchFilters)."""
+    if filters is None:
+        return SearchFilters(principals=Principals())
+    if filters.principals is None:
+        return dataclasses.replace(filters, principals=Principals())
+    return filters

@@ -29,6 +29,12 @@ sequence number (one numbering for every tenant); `commit_through` returns once 
 is committed (any later commit of that tenant's index, a delete's included, carries its pending writes along) and
 raises `KeywordWritesLost` when a failed commit rolled any of them back: until then they are neither durable nor
 visible, and whoever deferred them must not report them done.
+
+Each chunk document also carries its document's attributes and access list as the typed terms of filters.py
+(`add_schema_fields`); `SearchFilters.attributes` and `.principals` are zero-scored clauses of the query, so they
+apply before the top k. A tenant index written before those fields existed cannot be opened with this schema
+(tantivy refuses a schema that differs): `outdated_tenant_indices` finds them and `replace_tenant` swaps in a
+rebuilt one (index.py takes the texts from the chunk store).
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import shutil
 import sqlite3
 import threading
@@ -46,6 +53,7 @@ from pathlib import Path
 import tantivy
 
 from kindex.adapters.local.private_files import private_dir, restrict_tree
+from kindex.adapters.local.search.filters import HAS_ACCESS, TantivyFilters, add_schema_fields, tantivy_fields
 from kindex.domain.errors import DependencyFailed
 from kindex.domain.types import IndexRecord, SearchFilters, SearchHit
 
@@ -109,11 +117,13 @@ def build_schema() -> tantivy.Schema:
     builder.add_text_field("chunk", stored=True, tokenizer_name="raw", index_option="basic")
     builder.add_text_field("language", tokenizer_name="raw", index_option="basic")
     builder.add_text_field("mimetype", tokenizer_name="raw", index_option="basic")
+    add_schema_fields(builder)
     return builder.build()
 
 
-def _document(model: str, record: IndexRecord) -> dict[str, str]:
-    fields = {"text": record.text, "partition": _key(model, record.tenant, record.collection),
+def _document(model: str, record: IndexRecord) -> dict[str, str | list[str]]:
+    fields: dict[str, str | list[str]] = {
+        "text": record.text, "partition": _key(model, record.tenant, record.collection),
               "document": _key(model, record.tenant, record.collection, record.document_id),
               "chunk": _key(model, record.tenant, record.collection, record.chunk_id)}
     # A missing value is a missing field, so a filter never matches it (as SQL's NULL never did).
@@ -121,6 +131,7 @@ def _document(model: str, record: IndexRecord) -> dict[str, str]:
         fields["language"] = record.language
     if record.mimetype is not None:
         fields["mimetype"] = record.mimetype
+    fields.update(tantivy_fields(record.attributes, record.access))
     return fields
 
 
@@ -163,6 +174,7 @@ class KeywordIndex:
     def __init__(self, path: Path):
         self.path = private_dir(path)
         self._schema = build_schema()
+        self._filters = TantivyFilters(self._schema)
         self._analyzer = text_analyzer()
         self._words = word_analyzer()
         # The open tenant indices by folder, least recently used first. Their own lock guards only this map, so a
@@ -291,6 +303,45 @@ class KeywordIndex:
                     self._release([current])
         return count
 
+    def finish_interrupted_upgrades(self) -> None:
+        """Complete or undo what a `replace_tenant` cut short by a crash: a complete new index left beside the
+        old one goes in place, a half-built one is removed (the old index is still there to rebuild from)."""
+        for old in self.path.glob("*.old"):
+            current, new = self.path / old.name.removesuffix(".old"), self.path / old.name.replace(".old", ".new")
+            if not current.exists():
+                os.replace(new if new.exists() else old, current)  # the new one was committed before the swap
+            shutil.rmtree(old, ignore_errors=True)
+        for new in self.path.glob("*.new"):
+            shutil.rmtree(new)
+        _sync(self.path)
+
+    def replace_tenant(self, folder: str, rows: Iterable[tuple[str, IndexRecord]]) -> int:
+        """Index the (model, record) rows into a new index and swap it for the tenant index in `folder`: built
+        and committed as `<folder>.new`, then the old one renamed to `<folder>.old`, the new one into place, the
+        old one removed (`finish_interrupted_upgrades` finishes any of these steps after a crash)."""
+        count = 0
+        with self._lock:
+            with self._tenants_lock:
+                if folder in self._tenants:
+                    raise RuntimeError("a tenant's keyword index replaced while it is open")
+            new = self.path / f"{folder}.new"
+            shutil.rmtree(new, ignore_errors=True)
+            keywords = TenantKeywords(new, self._schema)
+            writer = keywords.open_writer()
+            for model, record in rows:
+                writer.add_document(tantivy.Document(**_document(model, record)))
+                count += 1
+            writer.commit()
+            writer.wait_merging_threads()
+            keywords.writer = None
+            restrict_tree(new)
+            _sync(new)
+            os.replace(self.path / folder, self.path / f"{folder}.old")
+            os.replace(new, self.path / folder)
+            _sync(self.path)
+            shutil.rmtree(self.path / f"{folder}.old")
+        return count
+
     def _forget_uncommitted(self, keywords: TenantKeywords) -> None:
         """The index's writes since its last commit are gone (rolled back or dropped): `commit_through` says so."""
         self._lost |= keywords.pending
@@ -388,6 +439,12 @@ class KeywordIndex:
         for field, value in (("language", filters and filters.language), ("mimetype", filters and filters.mimetype)):
             if value is not None:
                 clauses.append((tantivy.Occur.Must, self._terms(field, [value])))
+        if filters is not None and filters.attributes is not None:
+            clauses.append((tantivy.Occur.Must, self._filters.attributes(filters.attributes)))
+        if filters is not None and filters.principals is not None:
+            principals = filters.principals
+            clauses.append((tantivy.Occur.Must, self._filters.access(principals.user, principals.groups,
+                                                                     required=principals.required)))
         searcher = keywords.index.searcher()
         found = searcher.search(tantivy.Query.boolean_query(clauses), k, count=False).hits
         hits = []
@@ -426,11 +483,31 @@ class KeywordIndex:
             tantivy.Query.term_set_query(self._schema, field, list(dict.fromkeys(values))), 0.0)
 
 
+def _sync(folder: Path) -> None:
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def outdated_tenant_indices(path: Path) -> list[Path]:
+    """The tenant index folders under `path` whose schema lacks the filter fields (written by an older version)."""
+    outdated = []
+    for meta in sorted(path.glob("*/meta.json")):
+        if meta.parent.name.endswith((".new", ".old")):
+            continue
+        fields = {field["name"] for field in json.loads(meta.read_text(encoding="utf-8")).get("schema", [])}
+        if HAS_ACCESS not in fields:
+            outdated.append(meta.parent)
+    return outdated
+
+
 def legacy_shared_chunks(path: Path) -> list[tuple[str, str, str, str, str]]:
-    """(model, tenant, collection, document id, chunk id) of every chunk in the one tantivy index that older versions
-    shared between all tenants, in `path`. It never stored texts: the chunk store has them."""
-    index = tantivy.Index(build_schema(), path=str(path), reuse=True)
-    index.register_tokenizer(ANALYZER, text_analyzer())
+    """(model, tenant, collection, document id, chunk id) of every chunk in a tantivy index of an older version
+    in `path`: the one all tenants shared, or a tenant's written before the filter fields. Opened with its own
+    schema (it may lack fields this version has); it never stored texts: the chunk store has them."""
+    index = tantivy.Index.open(str(path))
     searcher = index.searcher()
     if not searcher.num_docs:
         return []

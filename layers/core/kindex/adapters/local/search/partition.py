@@ -1,15 +1,21 @@
 """One (model, tenant, collection) of vectors in memory: a matrix with row-aligned ids and interned filter columns,
-exact cosine top-k with filters."""
+its documents' attributes and access lists, exact cosine top-k with filters."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import json
+from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
 from kindex.adapters.local.search import ann
 from kindex.adapters.local.search.ann import AnnGraph
+from kindex.adapters.local.search.filters import DocumentTable
+from kindex.domain.filters import Access, AttributeValue
 from kindex.domain.types import SearchFilters
+
+DocumentFilters = tuple[Mapping[str, AttributeValue] | None, Access | None]
+ACCESS_PARTS = ("users", "groups", "deny_users", "deny_groups")
 
 # Below one matching row in GATHER_RATIO, copying the matching rows out beats scoring the whole partition
 # (measured at 100k x 384: gathering 6% of the rows costs about half a full matrix-vector product).
@@ -20,6 +26,23 @@ GATHER_RATIO = 16
 COMPACT_DTYPE = np.float16
 # Rows scored per step when a compact matrix is scanned whole (each block is widened to float32 first).
 SCORE_BLOCK = 65_536
+# A filtered search over a partition with a graph stays exact (over the gathered matching rows) up to this many
+# matching rows; above it the graph's over-fetched candidates are cheaper. Measured (docs/scale.md, "Attribute
+# filters"): gathering costs ~2 us a row, one graph search ~20-36 ms, so they cross near 20,000 rows.
+EXACT_MAX_ROWS = 20_000
+
+
+def encode_document_filters(documents: Mapping[str, DocumentFilters]) -> dict[str, list]:
+    """`{document id: [attributes, access]}` as JSON values (None where a document has none), for logs and snapshots."""
+    # Access lists by hand: pydantic's model_dump warns on their tuples (a plain validator hides their type).
+    return {document_id: [dict(attributes) if attributes is not None else None,
+                          {part: list(getattr(access, part)) for part in ACCESS_PARTS} if access is not None else None]
+            for document_id, (attributes, access) in documents.items()}
+
+
+def decode_document_filters(encoded: Mapping[str, list]) -> dict[str, DocumentFilters]:
+    return {document_id: (attributes, Access(**access) if access is not None else None)
+            for document_id, (attributes, access) in encoded.items()}
 
 
 def normalise_rows(matrix: np.ndarray) -> np.ndarray:
@@ -51,6 +74,8 @@ class Interned:
 class Partition:
     """One (model, tenant, collection) in memory: the first `size` rows of `vectors` align with `chunk_ids` and
     the interned document / language / mimetype codes (None is stored as "", as a filter value never is None).
+    `table` holds each document's attributes and access list by document code; every code of a live row is in it
+    (a document written without them, or before they existed, has `(None, None)`).
 
     Storage grows by doubling and a removed row is refilled with the last one, so a write never copies the matrix
     and a search reads it in place. `log_bytes`, `log_records` and `snapshot_bytes` describe the files behind it.
@@ -68,6 +93,7 @@ class Partition:
         self.chunk_ids: list[str] = []
         self.rows: dict[str, int] = {}
         self.documents, self.languages, self.mimetypes = Interned(), Interned(), Interned()
+        self.table = DocumentTable()
         self.log_bytes = 0
         self.log_records = 0
         self.snapshot_bytes = 0
@@ -75,9 +101,11 @@ class Partition:
 
     @classmethod
     def from_arrays(cls, vectors: np.ndarray, chunk_ids: np.ndarray, document_ids: np.ndarray,
-                    languages: np.ndarray, mimetypes: np.ndarray) -> Partition:
+                    languages: np.ndarray, mimetypes: np.ndarray,
+                    document_filters: np.ndarray | None = None) -> Partition:
         """A partition from a snapshot's arrays; float16 vectors (a large partition's) stay float16 until
-        `fit_graph` decides the partition's precision."""
+        `fit_graph` decides the partition's precision. `document_filters` is the snapshot's JSON of the documents'
+        attributes and access lists (an older snapshot has none: its documents have neither)."""
         partition = cls(vectors.shape[1])
         dtype = COMPACT_DTYPE if vectors.dtype == COMPACT_DTYPE else np.float32
         partition.vectors = np.ascontiguousarray(vectors, dtype=dtype)
@@ -88,21 +116,50 @@ class Partition:
             unique, codes = np.unique(values, return_inverse=True)
             setattr(partition, f"{attribute}s", Interned(str(value) for value in unique))
             setattr(partition, f"{attribute}_codes", codes.astype(np.int32).reshape(-1))
+        stored = decode_document_filters(json.loads(bytes(document_filters))) if document_filters is not None else {}
+        for code, document_id in enumerate(partition.documents.values):
+            partition.table.put(code, *stored.get(document_id, (None, None)))
         return partition
 
     def __len__(self) -> int:
         return self.size
 
     def arrays(self) -> dict[str, np.ndarray]:
-        """The snapshot's arrays (the same npz layout older versions wrote, so their files still load)."""
+        """The snapshot's arrays (the layout older versions wrote, so their files still load, plus
+        `document_filters`: UTF-8 JSON of the live documents that have attributes or an access list)."""
         n = self.size
+        live = {self.documents.values[code]: self.table.values(code)
+                for code in np.unique(self.document_codes[:n]).tolist()}
+        kept = {document_id: found for document_id, found in live.items() if found != (None, None)}
+        encoded = json.dumps(encode_document_filters(kept), separators=(",", ":"), ensure_ascii=False)
         return {"vectors": self.vectors[:n], "chunk_ids": np.array(self.chunk_ids, dtype=str),
                 "document_ids": self.documents.decode(self.document_codes[:n]),
                 "languages": self.languages.decode(self.language_codes[:n]),
-                "mimetypes": self.mimetypes.decode(self.mimetype_codes[:n])}
+                "mimetypes": self.mimetypes.decode(self.mimetype_codes[:n]),
+                "document_filters": np.frombuffer(encoded.encode("utf-8"), dtype=np.uint8)}
 
-    def put(self, fields: Sequence[Sequence[str]], vectors: np.ndarray) -> None:
-        """Insert or replace rows; `fields` holds (chunk id, document id, language, mimetype) per row, ids unique."""
+    def unchanged(self, fields: Sequence[Sequence[str]], vectors: np.ndarray) -> np.ndarray:
+        """Which of the rows `fields` / `vectors` (as `put` takes them) the partition already holds exactly: same
+        chunk id, document, language, mimetype and vector (as stored: a float16 row compares rounded). Rewriting a
+        document's chunks to change only its attributes or access list writes none of them again."""
+        same = np.zeros(len(fields), dtype=bool)
+        rows = np.full(len(fields), -1, dtype=np.intp)
+        for i, (chunk_id, document_id, language, mimetype) in enumerate(fields):
+            row = self.rows.get(chunk_id)
+            if row is not None and (self.documents.codes.get(document_id) == self.document_codes[row]
+                                    and self.languages.codes.get(language) == self.language_codes[row]
+                                    and self.mimetypes.codes.get(mimetype) == self.mimetype_codes[row]):
+                rows[i], same[i] = row, True
+        if same.any():
+            stored = self.vectors[rows[same]]
+            same[same] = (stored == np.asarray(vectors[same]).astype(stored.dtype)).all(axis=1)
+        return same
+
+    def put(self, fields: Sequence[Sequence[str]], vectors: np.ndarray,
+            documents: Mapping[str, DocumentFilters] | None = None) -> None:
+        """Insert or replace rows; `fields` holds (chunk id, document id, language, mimetype) per row, ids unique;
+        `documents` sets those documents' attributes and access lists (for all their rows, written now or not).
+        A row rewritten with its own vector leaves the graph alone (re-adding a node is the dear part)."""
         self._reserve(self.size + sum(1 for field in fields if field[0] not in self.rows))
         rows = np.empty(len(fields), dtype=np.intp)
         replaced = np.zeros(len(fields), dtype=bool)
@@ -115,12 +172,36 @@ class Partition:
             else:
                 replaced[i] = True
             rows[i] = row
+        moved = np.ones(len(fields), dtype=bool)
+        if self.graph is not None and replaced.any():
+            stored = self.vectors[rows[replaced]]
+            moved[replaced] = ~(stored == np.asarray(vectors[replaced]).astype(stored.dtype)).all(axis=1)
         self.vectors[rows] = vectors
-        if self.graph is not None:
-            self.graph.put(rows, vectors, replaced)
+        if self.graph is not None and moved.any():
+            self.graph.put(rows[moved], np.asarray(vectors)[moved], replaced[moved])
         self.document_codes[rows] = [self.documents.code(field[1]) for field in fields]
         self.language_codes[rows] = [self.languages.code(field[2]) for field in fields]
         self.mimetype_codes[rows] = [self.mimetypes.code(field[3]) for field in fields]
+        for document_id, (attributes, access) in (documents or {}).items():
+            self.table.put(self.documents.code(document_id), attributes, access)
+        for code in np.unique(self.document_codes[rows]).tolist():
+            self.table.ensure(code)
+
+    def document_filters(self, document_id: str) -> DocumentFilters:
+        """The document's (attributes, access list) as last written ((None, None) for an unknown document)."""
+        code = self.documents.codes.get(document_id)
+        return self.table.values(code) if code is not None else (None, None)
+
+    def admits(self, document_id: str, filters: SearchFilters) -> bool:
+        """Do the document's attributes and access list pass `filters.attributes` and `.principals`? False for a
+        document the partition does not know (fail closed)."""
+        code = self.documents.codes.get(document_id)
+        if code is None:
+            return False
+        principals = filters.principals
+        return self.table.admits(code, filters.attributes, principals.user if principals else None,
+                                 principals.groups if principals else (), check_access=principals is not None,
+                                 required=principals.required if principals else False)
 
     def filter_fields(self, chunk_id: str) -> tuple[str | None, str | None]:
         """The (language, mimetype) a chunk was indexed with (None for a missing value or a missing chunk)."""
@@ -176,6 +257,15 @@ class Partition:
             code = interned.codes.get(value)
             matches = codes[:n] == code if code is not None else np.zeros(n, dtype=bool)
             keep = matches if keep is None else keep & matches
+        if filters.attributes is not None or filters.principals is not None:
+            # Evaluated once per document (attributes and access lists are a document's), then spread to the rows.
+            principals = filters.principals
+            documents = self.table.mask(filters.attributes, principals.user if principals else None,
+                                        principals.groups if principals else (), check_access=principals is not None,
+                                        required=principals.required if principals else False,
+                                        documents=len(self.documents.values))
+            matches = documents[self.document_codes[:n]]
+            keep = matches if keep is None else keep & matches
         return keep
 
     def fit_graph(self) -> bool:
@@ -211,17 +301,20 @@ class Partition:
 
     def top(self, query: np.ndarray, k: int, filters: SearchFilters | None) -> list[tuple[float, int]]:
         """(score, row) of the k best rows among those matching the filters, in no particular order: exact, or
-        from the graph's candidates (re-scored exactly) when there is a graph and the filters keep many rows."""
+        from the graph's candidates (re-scored exactly) when there is a graph and the filters keep many rows
+        (unfiltered: `ann.MIN_ROWS`; filtered: more than `EXACT_MAX_ROWS`)."""
         n = self.size
         keep = self.mask(filters)
         matching = n if keep is None else int(np.count_nonzero(keep))
         if not matching:
             return []
-        if self.graph is not None and matching >= ann.MIN_ROWS and matching * GATHER_RATIO > n:
+        if self.graph is not None and (matching >= ann.MIN_ROWS if keep is None else matching > EXACT_MAX_ROWS):
             found = self._approximate_top(query, k, keep, matching)
             if found is not None:
                 return found
-        if keep is not None and matching * GATHER_RATIO <= n:
+        # Gathered when few rows match, and always from float16 rows: scoring a whole compact matrix widens every
+        # row, 4-2,000x slower than widening the matching ones only (docs/scale.md). Float32 rows score in place.
+        if keep is not None and (matching * GATHER_RATIO <= n or self.vectors.dtype != np.float32):
             rows = np.flatnonzero(keep)
             scores = self.scores(rows, query)
         else:

@@ -1,0 +1,157 @@
+"""Filtered search in the embedded index (issue 23, the embedded half of item 10): a user who may see 100 %, 10 %,
+1 % or 0.1 % of a collection's chunks, once through access lists and once through an attribute filter, beside the
+unfiltered query in the same run.
+
+    python -m bench.filtered [--chunks 100000] [--queries 100] [--random]
+
+- 100k chunks, ten a document (10,000 documents). Document d has `bucket` = d % 1000 and the access list
+  `groups: ["g<bucket>", "all"]`, so the groups `all`, `g0..g99`, `g0..g9`, `g0` see 100 / 10 / 1 / 0.1 %, and
+  `bucket < 1000 / 100 / 10 / 1` keeps the same shares.
+- Vectors: as the query section writes them (`bench.query_latency`): chunks drawn from the synthetic corpus's real
+  sentences, each vector the normalised sum of its sentences' vectors from the default local model, queries
+  embedded by the same model. `--random`: random unit vectors instead (no model run; a smoke test).
+- In process, through `LocalSearchIndex` (the adapter the local server uses): `knn_search` and `keyword_search`
+  with k = 10, one client. Not over HTTP: that needs the query service's filter and principals wiring, which is
+  not part of this change; the HTTP figures belong beside query_latency's once it is.
+Each row: results returned, p50 and p99 of the wall time per call. Every query must return k results whenever k
+exist: `short` counts the queries that returned fewer than the same search with k = 200 (untimed) finds, capped at
+k - a keyword query whose words occur in fewer than k visible chunks has fewer than k answers (at 0.1 % often).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from bench.common import Figure, SyntheticCorpus, log, median, percentile
+from kindex.adapters.local.search.index import LocalSearchIndex
+from kindex.domain.filters import Access, parse_filter
+from kindex.domain.types import IndexRecord, Principals, SearchFilters
+from kindex.settings import LOCAL_DEFAULT_MODEL
+
+TENANT, COLLECTION = "bench", "filtered"
+K = 10
+CHUNKS_PER_DOCUMENT = 10
+BUCKETS = 1_000
+SENTENCE_POOL = 4_000
+SHARES = {"100": BUCKETS, "10": 100, "1": 10, "0.1": 1}  # percent -> buckets visible
+
+
+def _corpus(chunks: int, queries: int, random: bool, dims: int = 384) -> tuple[np.ndarray, list[str], np.ndarray,
+                                                                                 list[str], str]:
+    """(chunk vectors, chunk texts, query vectors, query texts, model name)."""
+    corpus = SyntheticCorpus(seed=6)
+    sentences = corpus.sentences
+    rng = np.random.default_rng(6)
+    plans = [[int(i) for i in rng.integers(SENTENCE_POOL, size=8)] for _ in range(chunks)]
+    texts = [" ".join(sentences[i] for i in plan) for plan in plans]
+    query_corpus = SyntheticCorpus(seed=99)
+    query_texts = [query_corpus.query() for _ in range(queries)]
+    if random:
+        vectors = rng.standard_normal((chunks, dims)).astype(np.float32)
+        asked = rng.standard_normal((queries, dims)).astype(np.float32)
+        model = f"bench:random{dims}"
+    else:
+        from kindex.adapters.embedders.registry import create_embedder
+
+        embedder = create_embedder(LOCAL_DEFAULT_MODEL)
+        pool = np.asarray(embedder.embed(list(sentences[:SENTENCE_POOL])), dtype=np.float32)
+        vectors = np.stack([pool[plan].sum(axis=0) for plan in plans])
+        asked = np.asarray(embedder.embed(query_texts), dtype=np.float32)
+        model = LOCAL_DEFAULT_MODEL
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    asked /= np.linalg.norm(asked, axis=1, keepdims=True)
+    return vectors, texts, asked, query_texts, model
+
+
+def _configurations() -> dict[str, SearchFilters | None]:
+    found: dict[str, SearchFilters | None] = {"unfiltered": None}
+    for share, buckets in SHARES.items():
+        groups = ("all",) if buckets == BUCKETS else tuple(f"g{b}" for b in range(buckets))
+        found[f"access_{share}"] = SearchFilters(principals=Principals(user="bench-user", groups=groups))
+        found[f"attribute_{share}"] = SearchFilters(attributes=parse_filter({"bucket": {"$lt": buckets}}))
+    return found
+
+
+def run(chunks: int = 100_000, queries: int = 100, random: bool = False) -> tuple[list[Figure], dict]:
+    started = time.perf_counter()
+    vectors, texts, asked, query_texts, model = _corpus(chunks, queries, random)
+    log(f"filtered: corpus of {chunks} chunks ready in {time.perf_counter() - started:.0f} s "
+        f"({'random unit vectors' if random else LOCAL_DEFAULT_MODEL + ' sentence-sum vectors'})")
+    figures: list[Figure] = []
+    raw: dict = {"chunks": chunks, "queries": queries, "vectors": "random" if random else LOCAL_DEFAULT_MODEL}
+    with tempfile.TemporaryDirectory(prefix="kindex-bench-filtered-") as tmp:
+        index = LocalSearchIndex(Path(tmp) / "index")
+        try:
+            batch: list[IndexRecord] = []
+            for i in range(chunks):
+                document = i // CHUNKS_PER_DOCUMENT
+                bucket = document % BUCKETS
+                batch.append(IndexRecord(tenant=TENANT, collection=COLLECTION, document_id=f"doc-{document:06d}",
+                                         chunk_id=f"chunk-{i:07d}", vector=vectors[i], text=texts[i],
+                                         attributes={"bucket": bucket},
+                                         access=Access(groups=(f"g{bucket}", "all"))))
+                if len(batch) >= 20_000 or i == chunks - 1:
+                    index.upsert(model, batch)
+                    batch = []
+            load = [round(x, 2) for x in os.getloadavg()]
+            for name, filters in _configurations().items():
+                for mode in ("vector", "keyword"):
+                    samples, counts, short = [], [], 0
+
+                    def search(query: int, k: int, mode=mode, filters=filters):
+                        if mode == "vector":
+                            return index.knn_search(model, TENANT, [COLLECTION], asked[query], k, filters)
+                        return index.keyword_search(model, TENANT, [COLLECTION], query_texts[query], k, filters)
+
+                    for q in range(-3, queries):  # three warm-up calls
+                        query = q % queries
+                        begun = time.perf_counter()
+                        hits = search(query, K)
+                        if q >= 0:
+                            samples.append((time.perf_counter() - begun) * 1000)
+                            counts.append(len(hits))
+                            short += len(hits) < min(K, len(search(query, 200)))
+                    row = {"p50_ms": round(median(samples), 2), "p99_ms": round(percentile(samples, 99), 2),
+                           "min_results": min(counts), "mean_results": round(sum(counts) / len(counts), 2),
+                           "short": short}
+                    raw[f"{mode}/{name}"] = row
+                    log(f"filtered {mode} {name}: {row}")
+            raw["load_average_during"] = [load, [round(x, 2) for x in os.getloadavg()]]
+        finally:
+            index.close()
+    how = (f"{chunks} chunks in one partition ({raw['vectors']} vectors), in process through LocalSearchIndex, "
+           f"k={K}, {queries} queries, one client; selectivity via access lists (groups) or `bucket < n`")
+    for mode in ("vector", "keyword"):
+        reference = raw[f"{mode}/unfiltered"]
+        for name in _configurations():
+            row = raw[f"{mode}/{name}"]
+            suffix = f"{mode}_{name.replace('.', '')}"
+            figures.append(Figure(f"filtered_p50_ms_{suffix}", row["p50_ms"], "ms", section="filtered search",
+                                  reference_name=f"filtered_p50_ms_{mode}_unfiltered",
+                                  reference_value=reference["p50_ms"], notes=how,
+                                  details={"p99_ms": row["p99_ms"], "min_results": row["min_results"],
+                                           "mean_results": row["mean_results"], "short": row["short"]})
+                           .invalid_unless(row["short"] == 0, f"{row['short']} queries returned fewer than k results "
+                                                              "although more existed"))
+    return figures, raw
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--chunks", type=int, default=100_000)
+    parser.add_argument("--queries", type=int, default=100)
+    parser.add_argument("--random", action="store_true", help="random unit vectors instead of the model's")
+    args = parser.parse_args()
+    _, raw = run(args.chunks, args.queries, args.random)
+    print(json.dumps(raw, indent=1))
+
+
+if __name__ == "__main__":
+    main()
