@@ -183,7 +183,7 @@ def ingest_path(services, tenant: str, collection_id: str, root: Path, *, worker
 def _put_metadata(services, tenant: str, collection_id: str, doc_id: str, metadata: Mapping[str, Any]) -> bool:
     """Write the attributes and access that differ from the stored document's (True if any did). A change of these
     alone re-indexes no text: the index's filter fields are rewritten, and the document is indexed again after."""
-    stored = services.metadata.get_document(tenant, collection_id, doc_id)
+    stored = services.adapters.metadata.get_document(tenant, collection_id, doc_id)
     changes = metadata_changes(stored, metadata)
     if changes:
         services.catalog.put_document(tenant, collection_id, doc_id, DocumentInput(**changes))

@@ -133,5 +133,5 @@ def test_a_fields_only_put_reaches_the_ingest_through_sqs_and_rewrites_without_e
     # chunk
     vector = d.services.embeddings.embed_query("hash:384", "penguin colony")
     hr = SearchFilters(attributes=parse_filter({"region": "eu"}), principals=Principals(groups=("hr",)))
-    hits = d.services.search_index.knn_search("hash:384", "t", ["c"], vector, 100, hr)
+    hits = d.services.adapters.search_index.knn_search("hash:384", "t", ["c"], vector, 100, hr)
     assert {h.document_id for h in hits} == {"d1"} and len(hits) == done.chunk_count
