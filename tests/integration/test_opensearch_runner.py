@@ -47,7 +47,10 @@ def test_a_command_killed_by_a_signal_fails_the_run_as_a_shell_would():
 def test_sigterm_to_the_run_reaches_the_command_and_the_run_waits_for_it():
     # Given a command that reports SIGTERM and exits 7 when it gets one
     process = runner("import signal, sys, time\n"
-                     "signal.signal(signal.SIGTERM, lambda *_: (print('command got SIGTERM', flush=True), sys.exit(7)))\n"
+                     "def stop(*_):\n"
+                     "    print('command got SIGTERM', flush=True)\n"
+                     "    sys.exit(7)\n"
+                     "signal.signal(signal.SIGTERM, stop)\n"
                      "print('ready', flush=True)\n"
                      "time.sleep(60)")
     assert "starting none" in process.stdout.readline()
