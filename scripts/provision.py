@@ -83,7 +83,7 @@ def plan(missing: list[Tool], *, is_root: bool, passwordless_sudo: bool, has_apt
         return Plan(commands=[["sudo", "-n", *with_env(step)] for step in steps])
     one_command = "sudo sh -c '" + " && ".join(" ".join(step) for step in steps) + "'"
     return Plan(failure=f"make test needs {names}; this user may not install packages (not root, no passwordless "
-                        f"sudo). Run this once, then make test again:\n  {one_command}")
+                        f"sudo). Run this once (it needs root), then make test again:\n  {one_command}")
 
 
 def with_env(step: list[str]) -> list[str]:
