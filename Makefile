@@ -10,7 +10,7 @@ BENCH_STAMP := $(VENV)/.bench-installed
 # playwright-core for the browser tests (tests/e2e/test_console_browser.py, test_docs_page.py); npm writes this file.
 BROWSER_DEPS := tests/browser/node_modules/.package-lock.json
 
-.PHONY: install serve test synth bench eval smoke clean opensearch opensearch-stop
+.PHONY: install serve test test-tools synth bench eval smoke clean opensearch opensearch-stop
 
 # What `make serve` needs: kindex and its runtime dependencies, the local model included.
 $(RUNTIME_STAMP): pyproject.toml
@@ -40,12 +40,23 @@ install: $(STAMP)
 serve: $(MODELS_STAMP)
 	$(VENV)/bin/kindex serve
 
-# The browser test drives Debian's Chromium (/usr/bin/chromium; .ci/run installs it) with playwright-core from npm.
-$(BROWSER_DEPS): tests/browser/package.json tests/browser/package-lock.json
+# What `make test` needs beside Python, installed with apt-get when missing (as root or with passwordless sudo;
+# otherwise it stops at once with the command to run): Node.js and npm (jsii for the CDK synth tests, playwright-core
+# for the browser test), Debian's Chromium (the console's browser test) and Java 17 (the real OpenSearch node).
+test-tools:
+	$(PYTHON) scripts/provision.py
+
+# The browser test drives Debian's Chromium (/usr/bin/chromium) with playwright-core from npm.
+$(BROWSER_DEPS): tests/browser/package.json tests/browser/package-lock.json | test-tools
 	cd tests/browser && npm ci --no-audit --no-fund --loglevel=error
 
-test: $(STAMP) $(BROWSER_DEPS)
-	$(PY) -m pytest -q
+# The whole suite, as CI runs it (.ci/run is this): against a real OpenSearch node that scripts/opensearch.py starts
+# for the run (downloaded from Maven Central once into .opensearch/) and stops however the run ends; a node of this
+# checkout already up (`make opensearch`) is used and left running. Naming the node makes its tests required: a node
+# that is not usable fails them, never skips them. OPENSEARCH_PORT picks the port (default 9200; when something else
+# holds it the node gets a free one); KINDEX_TEST_OPENSEARCH_URL names a node to use instead of starting one.
+test: test-tools $(STAMP) $(BROWSER_DEPS)
+	JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20 $(PY) scripts/opensearch.py run -- $(PY) -m pytest -q
 
 $(BENCH_STAMP): $(STAMP) requirements-bench.txt
 	$(PY) -m pip install --quiet -r requirements-bench.txt
@@ -72,8 +83,8 @@ clean:
 	rm -rf $(VENV) .kindex .pytest_cache build cdk.out
 
 # A real single-node OpenSearch 2.19.1 with the k-NN plugin on 127.0.0.1:$OPENSEARCH_PORT (default 9200), assembled
-# from Maven Central once into .opensearch/ (scripts/opensearch.py); `make test` runs the real-node tests while it
-# is up. Needs only python3 and Java 17.
+# from Maven Central once into .opensearch/ (scripts/opensearch.py), left running for `pytest` runs of your own and
+# for `make test`, which uses it instead of starting one. Needs only python3 and Java 17.
 opensearch:
 	$(PYTHON) scripts/opensearch.py start
 

@@ -2,6 +2,7 @@
 """A real single-node OpenSearch with the k-NN plugin for the tests, assembled from Maven Central only.
 
     python3 scripts/opensearch.py start | stop | status | install
+    python3 scripts/opensearch.py run -- COMMAND...   (what `make test` runs pytest with)
 
 `start` downloads the artifacts once into `.opensearch/downloads/` (checked against pinned SHA-256 sums),
 assembles a node home once (`.opensearch/opensearch-<version>-knn/`), starts it on 127.0.0.1 with an empty data
@@ -9,6 +10,14 @@ folder and waits until the cluster is green or yellow with the k-NN plugin and t
 idempotent: a node already running on the port is left alone. `stop` stops the node this script started (and
 only that process). The node's output goes to `.opensearch/node-<port>/console.log`, its own logs to
 `.opensearch/node-<port>/logs/`. Standard library only, so it runs before any virtualenv exists.
+
+`run` runs COMMAND with KINDEX_TEST_OPENSEARCH_URL naming a node, which makes the real-node tests required (a
+node that is not usable fails them, never skips them). The node is the one KINDEX_TEST_OPENSEARCH_URL already
+names, else one of this checkout's on the port (`make opensearch`: reused and left running), else one it starts
+for the run and stops when COMMAND ends, whether it passed, failed or was interrupted (Ctrl-C, SIGTERM, SIGHUP).
+When the port is taken by anything else (another checkout's node, an unrelated service) it starts its node on a
+free port instead and leaves the other process alone: the tests drop their indices, but a node another run may
+stop or a cluster configured differently would make this run differ from CI's.
 
 Why this assembly: no PyPI, npm or Debian package ships a real OpenSearch, and the Maven Central artifacts are
 the only route on the build machines. The integ-test zip is the core server with no module but transport-netty4,
@@ -51,7 +60,7 @@ import time
 import urllib.error
 import urllib.request
 import zipfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -608,11 +617,134 @@ def status(config: Config) -> int:
     return 0 if not missing else 1
 
 
+# -- `run`: a command (the test suite) against a node -------------------------------------------------------------
+
+TEST_URL_ENV = "KINDEX_TEST_OPENSEARCH_URL"
+
+
+@dataclass(frozen=True)
+class NodeChoice:
+    port: int
+    start: bool       # start a node on `port` (start(), which downloads and assembles first when needed)
+    stop_after: bool  # stop it when the command ends
+    why: str
+
+
+def choose_node(port: int, *, ours: bool, owner: bool | None, port_taken: bool, free_port) -> NodeChoice:
+    """Which node `run` uses. `ours`: a node of this checkout runs on `port`; `owner`: for that node, None when
+    `make opensearch` started it, else whether the `run` that started it is still alive; `port_taken`: something
+    else answers on `port`. Pure, so each branch has a unit test (tests/unit/test_provision.py)."""
+    if ours and owner is None:
+        return NodeChoice(port, start=False, stop_after=False, why="using this checkout's node (make opensearch)")
+    if ours and owner:
+        return NodeChoice(port, start=False, stop_after=False,
+                          why="using this checkout's node, which the run that started it will stop")
+    if ours:
+        return NodeChoice(port, start=False, stop_after=True,
+                          why="using the node a killed run left running; stopping it afterwards")
+    if port_taken:
+        free = free_port()
+        return NodeChoice(free, start=True, stop_after=True,
+                          why=f"port {port} is taken by a process this checkout did not start; using port {free}")
+    return NodeChoice(port, start=True, stop_after=True, why=f"starting a node on port {port} for this run")
+
+
+def owner_file(config: Config) -> Path:
+    return config.node_dir / "started-by-run.pid"
+
+
+def owner_alive(config: Config) -> bool | None:
+    """None: the node has no owner (`make opensearch` started it); else whether the `run` that started it lives."""
+    try:
+        pid = int(owner_file(config).read_text().strip())
+    except (OSError, ValueError):
+        return None
+    return Path(f"/proc/{pid}").exists()
+
+
+def pick_free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class Interrupted(Exception):
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def raise_interrupted(signum, frame) -> None:
+    raise Interrupted(signum)
+
+
+def run(config: Config, command: list[str]) -> int:
+    """COMMAND's exit status; a node this started (or adopted) is stopped however COMMAND ends."""
+    if os.environ.get(TEST_URL_ENV, "").strip():
+        log(f"{TEST_URL_ENV}={os.environ[TEST_URL_ENV]} names the node; starting none")
+        return run_command(command, dict(os.environ))
+    with locked(config):
+        ours = our_pid(config) is not None
+        choice = choose_node(config.port, ours=ours, owner=owner_alive(config) if ours else None,
+                             port_taken=not ours and port_in_use(config.port), free_port=pick_free_port)
+    node = replace(config, port=choice.port)
+    log(choice.why)
+    # Until the command runs, SIGTERM and SIGHUP end this process through `finally` (Ctrl-C does by itself), so
+    # a node that was starting is stopped too; run_command passes them on to the command instead.
+    previous = {signum: signal.signal(signum, raise_interrupted) for signum in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        if choice.start:
+            start(node)
+        if choice.stop_after:
+            owner_file(node).write_text(f"{os.getpid()}\n")
+        return run_command(command, {**os.environ, TEST_URL_ENV: node.url})
+    except Interrupted as signalled:
+        log(f"{signalled}: stopping")
+        return 128 + signalled.signum
+    except KeyboardInterrupt:
+        log("interrupted: stopping")
+        return 128 + signal.SIGINT
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        if choice.stop_after:
+            with locked(node):
+                was_running = our_pid(node) is not None
+                stop(node, quiet=True)
+                owner_file(node).unlink(missing_ok=True)
+                shutil.rmtree(node.node_dir / "data", ignore_errors=True)
+            if was_running:
+                log(f"stopped the node on port {node.port} that this run used")
+
+
+def run_command(command: list[str], env: dict[str, str]) -> int:
+    """COMMAND in the foreground, its exit status as a shell gives it. Ctrl-C reaches it from the terminal itself
+    (same process group), so this process ignores SIGINT and waits for the command's own shutdown; SIGTERM and
+    SIGHUP are passed on."""
+    child = subprocess.Popen(command, env=env)
+
+    def forward(signum, frame) -> None:
+        child.send_signal(signum)
+
+    previous = {signal.SIGINT: signal.signal(signal.SIGINT, signal.SIG_IGN),
+                signal.SIGTERM: signal.signal(signal.SIGTERM, forward),
+                signal.SIGHUP: signal.signal(signal.SIGHUP, forward)}
+    try:
+        status = child.wait()
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    return 128 - status if status < 0 else status
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("command", choices=["start", "stop", "status", "install"],
-                        help="install = download and assemble only")
+    parser.add_argument("command", choices=["start", "stop", "status", "install", "run"],
+                        help="install = download and assemble only; run -- COMMAND... = COMMAND against a node")
+    parser.add_argument("argv", nargs=argparse.REMAINDER, help="for run: the command, after --")
     args = parser.parse_args(argv)
+    run_argv = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
+    if (args.command == "run") != bool(run_argv):
+        parser.error("run takes a command (run -- COMMAND...); the other commands take none")
     try:
         config = load_config()
         if args.command == "start":
@@ -622,6 +754,8 @@ def main(argv: list[str] | None = None) -> int:
                 stop(config)
         elif args.command == "status":
             return status(config)
+        elif args.command == "run":
+            return run(config, run_argv)
         else:
             with locked(config):
                 assemble(config, java_home())

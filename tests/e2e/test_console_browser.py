@@ -1,6 +1,7 @@
 """The web console in a real browser: Debian's headless Chromium, driven by Playwright (tests/browser/console.mjs)
 against `kindex serve`. Node.js, Chromium and tests/browser/node_modules are requirements of this test, installed by
-.ci/run: when one is missing the test fails, saying what to install, rather than skipping."""
+`make test` (scripts/provision.py): when one is missing the test fails, saying what to install, rather than
+skipping."""
 
 import os
 import shutil
@@ -28,7 +29,7 @@ def _require_browser_tools() -> str:
          (BROWSER_DIR / "node_modules" / "playwright-core" / "package.json").is_file()),
     ] if not ok]
     if missing:
-        pytest.fail("the browser test needs " + ", ".join(missing) + " (.ci/run installs them)")
+        pytest.fail("the browser test needs " + ", ".join(missing) + " (make test installs them)")
     return node
 
 

@@ -1,8 +1,10 @@
-"""The real OpenSearch node the tests may run against (`make opensearch` starts one; `.ci/run` always does).
+"""The real OpenSearch node the tests run against (`make test` always has one; `make opensearch` starts one for
+your own `pytest` runs).
 
-`KINDEX_TEST_OPENSEARCH_URL` names the node; a node that is named but unusable fails the tests (CI set it, so a
-dead node must not turn into skipped tests). Without it, 127.0.0.1:$OPENSEARCH_PORT (9200) is probed and the
-tests that need a node are skipped, with the reason in pytest's `-ra` summary, when nothing usable answers.
+`KINDEX_TEST_OPENSEARCH_URL` names the node; a node that is named but unusable fails the tests. `make test` (and so
+CI) always sets it, to the node scripts/opensearch.py starts for the run, so a dead node never turns into skipped
+tests there. Only a bare `pytest` without it probes 127.0.0.1:$OPENSEARCH_PORT (9200) and skips the tests that need
+a node, with the reason in pytest's `-ra` summary, when nothing usable answers.
 Every test gets its own index prefix under one per-run prefix, so runs and tests never see each other's indices.
 """
 
