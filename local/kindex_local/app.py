@@ -65,7 +65,9 @@ class UploadRoute:
     def open(self, path: str, query: dict[str, str], headers: dict[str, str]) -> _UploadSink:
         from kindex.compose import container
 
-        writer = container().adapters.blobs.open_put(self._key(path), headers.get("content-type", ""), only_if_absent=True)
+        writer = container().adapters.blobs.open_put(
+            self._key(path), headers.get("content-type", ""), only_if_absent=True
+        )
         return _UploadSink(writer, int(headers["content-length"]))
 
 

@@ -151,7 +151,8 @@ def cmd_ingest(args: argparse.Namespace) -> int:
                               progress=not args.quiet, metadata=metadata)
     finally:
         if worker is not None and not services.settings.search_url:
-            services.adapters.search_index.close()  # this process wrote the embedded index: compact it like a server stop
+            # this process wrote the embedded index: compact it like a server stop
+            services.adapters.search_index.close()
     print(f"indexed {len(outcome['indexed'])}, unchanged {len(outcome['unchanged'])}, "
           f"failed {len(outcome['failed'])}, still pending {len(outcome['timed_out'])}")
     for line in outcome["failed"]:

@@ -195,8 +195,9 @@ def test_the_largest_page_of_the_longest_ids_answers_under_5_mb(local_container)
     # Given 1,001 collections whose ids are 255 astral characters (the longest id, 12 bytes a character in JSON)
     for i in range(MAX_PAGE_SIZE + 1):
         collection_id = f"{i:04d}" + "\U0001F600" * 251
-        local_container.adapters.metadata.put_collection("acme", Collection(id=collection_id, embedding_model="hash:384"),
-                                                create=True)
+        local_container.adapters.metadata.put_collection(
+            "acme", Collection(id=collection_id, embedding_model="hash:384"), create=True
+        )
     event = with_query(load_event("api_list_documents.json"), number=str(MAX_PAGE_SIZE))
     event["path"] = "/v1/collections"
     # When listing the largest page
@@ -254,7 +255,8 @@ def test_a_documents_cursor_is_not_a_chunks_cursor(local_container):
     store_chunks(local_container, 3, lambda i: "text")
     event = with_query(load_event("api_list_documents.json"), number="1")
     event["path"] = "/v1/collections"
-    local_container.adapters.metadata.put_collection("acme", Collection(id="zz", embedding_model="hash:384"), create=True)
+    local_container.adapters.metadata.put_collection("acme", Collection(id="zz", embedding_model="hash:384"),
+                                                     create=True)
     cursor = call(api.handler, event)[1]["next_cursor"]
     status, body, _ = call(api.handler, with_query(load_event("api_list_chunks.json"), cursor=cursor))
     assert_refused(status, body, 422, "cursor")

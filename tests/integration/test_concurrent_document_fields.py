@@ -321,8 +321,9 @@ def test_a_change_that_refuses_is_not_retried(services):
         raise Conflict("superseded")
 
     with pytest.raises(Conflict, match="superseded"):
-        document_writes.write_document(services.adapters.metadata, "t", "c", "d", services.adapters.metadata.get_document("t", "c", "d"),
-                                       refuse)
+        document_writes.write_document(
+            services.adapters.metadata, "t", "c", "d", services.adapters.metadata.get_document("t", "c", "d"), refuse
+        )
     assert len(calls) == 1
 
 

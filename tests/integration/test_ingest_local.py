@@ -203,7 +203,9 @@ def test_file_dropped_into_the_prefix_becomes_a_document(deployment):
     services, _, worker = deployment
     from kindex.domain.keys import blob_key
 
-    services.adapters.blobs.put_blob(blob_key("t", "c", "dropped doc", "notes.md"), b"# Notes\n\nDropped in directly.", "")
+    services.adapters.blobs.put_blob(
+        blob_key("t", "c", "dropped doc", "notes.md"), b"# Notes\n\nDropped in directly.", ""
+    )
     worker.drain()
     document = doc(services, "dropped doc")
     assert document.status.value == "indexed" and document.title == "notes.md"
@@ -298,7 +300,8 @@ def test_each_object_is_read_once_per_batch(deployment, monkeypatch):
     put(services, "once", TEXT)
     reads = []
     original = services.adapters.blobs.get_blob
-    monkeypatch.setattr(services.adapters.blobs, "get_blob", lambda key, **kwargs: reads.append(key) or original(key, **kwargs))
+    monkeypatch.setattr(services.adapters.blobs, "get_blob",
+                        lambda key, **kwargs: reads.append(key) or original(key, **kwargs))
     worker.drain()
     source = doc(services, "once").source
     assert doc(services, "once").status.value == "indexed" and reads.count(source) == 1
@@ -518,7 +521,8 @@ def test_a_batch_keeps_read_bytes_only_of_objects_within_its_budget(deployment, 
     put(services, "second", TEXT + " And one more sentence that makes it longer than the budget.")
     reads = []
     original = services.adapters.blobs.get_blob
-    monkeypatch.setattr(services.adapters.blobs, "get_blob", lambda key, **kwargs: reads.append(key) or original(key, **kwargs))
+    monkeypatch.setattr(services.adapters.blobs, "get_blob",
+                        lambda key, **kwargs: reads.append(key) or original(key, **kwargs))
     # When one batch processes both
     worker.drain()
     # Then both indexed; the first was kept from the batch's first pass, the second read again in its own record
@@ -535,7 +539,8 @@ def test_file_over_the_limit_fails_alone_without_being_read(deployment, monkeypa
     put(services, "small", "A small document.")
     reads = []
     original = services.adapters.blobs.get_blob
-    monkeypatch.setattr(services.adapters.blobs, "get_blob", lambda key, **kwargs: reads.append(key) or original(key, **kwargs))
+    monkeypatch.setattr(services.adapters.blobs, "get_blob",
+                        lambda key, **kwargs: reads.append(key) or original(key, **kwargs))
     # When the worker processes them
     worker.drain()
     # Then the big one failed with LimitExceeded and was never read; the other indexed

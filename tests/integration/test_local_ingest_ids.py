@@ -59,7 +59,9 @@ def test_pending_statuses_are_read_through_the_listing_or_one_read_each_with_the
     assert sorted(one_each) == wanted[:4] and "missing" not in listed
     assert sorted(listed) == sorted(many[:-1]) and len(calls) == 7
     assert all(document.id == doc_id and document.status.value == "pending" for doc_id, document in listed.items())
-    own = {doc_id: local_container.adapters.metadata.get_document("t", "c", doc_id).content_sha256 for doc_id in many[:-1]}
+    own = {
+        doc_id: local_container.adapters.metadata.get_document("t", "c", doc_id).content_sha256 for doc_id in many[:-1]
+    }
     assert {doc_id: document.content_sha256 for doc_id, document in listed.items()} == own
     assert {doc_id: document.content_sha256 for doc_id, document in one_each.items()} == {
         doc_id: own[doc_id] for doc_id in one_each}

@@ -68,7 +68,9 @@ def test_aws_adapters_serve_the_query(env):
     services = env.services
     assert type(services.adapters.metadata).__name__ == "DynamoDbMetadataStore"
     assert type(services.adapters.chunks).__name__ == "DynamoDbChunkStore"
-    assert isinstance(services.adapters.query_log, DynamoDbQueryLog) and isinstance(services.adapters.secrets, SecretsManagerStore)
+    assert isinstance(services.adapters.query_log, DynamoDbQueryLog) and isinstance(
+        services.adapters.secrets, SecretsManagerStore
+    )
     assert services.query.index is services.adapters.search_index and services.query.chunks is services.adapters.chunks
 
 
@@ -183,7 +185,8 @@ def rights(env) -> Iterator[RightsServer]:
 
 def test_external_rights_allow_a_subset_with_a_valid_signature(env, rights):
     # The secret is in Secrets Manager under the deployment's prefix (a fresh process would read it there)
-    stored = env.stack.services.adapters.secrets.client.get_secret_value(SecretId="kindex/tenants/t/rights-check-signing")
+    secrets = env.stack.services.adapters.secrets
+    stored = secrets.client.get_secret_value(SecretId="kindex/tenants/t/rights-check-signing")
     assert stored["SecretBinary"] == rights.secret
     # Given the endpoint allows two documents
     rights.allowed = {"d03", "d07"}
@@ -208,7 +211,8 @@ def test_rights_failures_fail_closed(env, rights):
     for case, (mode, allowed) in cases.items():
         rights.mode, rights.allowed = mode, allowed
         if case == "bad-signature":
-            env.services.adapters.secrets.put_secret("tenants/t/rights-check-signing", b"not the secret the server knows")
+            env.services.adapters.secrets.put_secret("tenants/t/rights-check-signing",
+                                                     b"not the secret the server knows")
         # When ann queries / Then nothing is returned and the candidates are counted as denied
         response = env.query(["ext"], query="penguin report", user="ann", k=5)
         assert response.results == [] and response.denied_count > 0, case

@@ -184,7 +184,9 @@ def test_drift_is_repaired_by_the_scheduled_function(stack):
     indexed = services.adapters.search_index.chunk_ids("hash:384", "t", "c")
     assert "ghost-chunk" not in indexed
     assert victim in services.adapters.chunks.list_chunks("t", "c", "d2") and victim.chunk_id in indexed
-    assert indexed == stored_chunk_ids(stack) | {c.chunk_id for c in services.adapters.chunks.list_chunks("t", "c", "lost")}
+    assert indexed == stored_chunk_ids(stack) | {
+        c.chunk_id for c in services.adapters.chunks.list_chunks("t", "c", "lost")
+    }
     lost = document(stack, "lost")
     assert lost.status is DocumentStatus.INDEXED and lost.title == "lost.md" and lost.chunk_count == 1
     # And no version of the dead collection's blob is left in the versioned bucket
@@ -252,9 +254,14 @@ def test_documents_whose_content_never_came_fail_after_their_bound_and_late_cont
     # Then both failed for good, each saying what brings it back; u's documents of the same ids are indexed
     later, up = document(stack, "later"), document(stack, "up")
     assert (later.status, later.failure_retryable, up.status, up.failure_retryable) == (
-        DocumentStatus.FAILED, False, DocumentStatus.FAILED, False)
+        DocumentStatus.FAILED,
+        False,
+        DocumentStatus.FAILED,
+        False,
+    )
     assert later.failure_reason.startswith("NoContent: ") and up.failure_reason.startswith("UploadMissing: ")
-    assert {services.adapters.metadata.get_document("u", "c", d).status for d in ("later", "up")} == {DocumentStatus.INDEXED}
+    metadata = services.adapters.metadata
+    assert {metadata.get_document("u", "c", d).status for d in ("later", "up")} == {DocumentStatus.INDEXED}
     # And they left the sparse attention index (no pass reads them again)
     assert not {"later", "up"} & set(services.adapters.metadata.attention_documents("t", "c", after=None, limit=100))
     # When a file comes through a new upload URL, and content is PUT / Then both are indexed

@@ -156,7 +156,9 @@ def test_every_task_message_is_bounded(stack):
     tenant, collection = "\U0001F600" * 255, "\U0001F680" * 255
     admin = stack.services.adapters.metadata.list_keys("t")[0]
     stack.services.adapters.metadata.put_key(admin.model_copy(update={"key_id": "long", "tenant": tenant}))
-    stack.services.adapters.metadata.put_collection(tenant, Collection(id=collection, embedding_model="hash:384"), create=True)
+    stack.services.adapters.metadata.put_collection(
+        tenant, Collection(id=collection, embedding_model="hash:384"), create=True
+    )
     stack.services.reindex.plan()
     # Then every queued task is a small JSON body, far below SQS's 256 KiB
     bodies = [m["Body"] for m in stack.reindex_tasks(10)]

@@ -100,7 +100,9 @@ def test_drift_is_repaired(setup):
     services.adapters.search_index.delete("hash:384", "t", "c", document_ids=["d3"])
     # a blob without a document (its event was lost), and a blob of a collection that no longer exists
     services.adapters.blobs.notify = None  # as if the events were lost
-    services.adapters.blobs.put_blob(blob_key("t", "c", "lost", "lost.md"), b"# Lost\n\nA lost upload.", "text/markdown")
+    services.adapters.blobs.put_blob(
+        blob_key("t", "c", "lost", "lost.md"), b"# Lost\n\nA lost upload.", "text/markdown"
+    )
     services.adapters.blobs.put_blob(blob_key("t", "gone", "x", "x.txt"), b"orphan", "text/plain")
     from kindex.adapters.local.queue_notifier import QueueNotifier
 
