@@ -70,6 +70,15 @@ def chunk_id(tenant: str, collection: str, document: str, index: int, text_hash:
     return hashlib.sha256(material.encode("utf-8")).hexdigest()[:32]
 
 
+def embedded_text(chunk) -> str:
+    """What is embedded and keyword-indexed for a chunk (a TextChunk or StoredChunk): its heading path and the header
+    of the table it continues, then its text. The embedding cache is keyed by this text's hash, so a chunk without
+    either (plain text, a PDF without outline, a chunk of version 1) hits the vector cached for its text alone, and
+    a chunk that gains a section path after a reindex is embedded again, once."""
+    context = [part for part in (chunk.section, chunk.table_header) if part]
+    return "\n\n".join([*context, chunk.text]) if context else chunk.text
+
+
 def import_chunk_id(tenant: str, run: Document, index: int, text_hash: str) -> str:
     """An imported chunk's id: that of its text at its index in one run of an import (the in-progress record the
     run started: its version and creation time). Unlike content-derived ids, two runs (two imports of one document
@@ -167,7 +176,7 @@ class IngestService:
         batch.costs[key] = len(pieces)
         if len(pieces) <= self.limits.embed_slice:
             batch.wait_for_embedding(memo, tenant, {collection.embedding_model, collection.query_model},
-                                     [p.text for p in pieces])
+                                     [embedded_text(p) for p in pieces])
 
     def object_created(self, key: str, size: int | None = None, batch: IngestBatch | None = None) -> Document | None:
         """Index the document whose blob was written, with what `batch` (the invocation's, see IngestRun) learnt
@@ -444,9 +453,13 @@ class IngestService:
 
         extracted = (self._extract or extract)(data, mimetype=mimetype, filename=filename,
                                                max_bytes=self.limits.max_file_bytes)
+        # Version 1 collections keep version 1's chunks (no sections, no table rule) until a reindex upgrades them.
+        structure = {"headings": extracted.headings, "tables": extracted.tables} \
+            if collection.chunking_version >= 2 else {}
         pieces = (self._chunk or chunk_text)(extracted.text, method=collection.chunking_method.value,
                                              max_size=collection.chunking_max_size,
-                                             overlap=collection.chunking_overlap_offset, pages=extracted.pages)
+                                             overlap=collection.chunking_overlap_offset, pages=extracted.pages,
+                                             **structure)
         if len(pieces) > self.limits.max_chunks_per_document:
             raise LimitExceeded(f"Document has {len(pieces)} chunks; "
                                 f"the limit is {self.limits.max_chunks_per_document}")
@@ -462,7 +475,8 @@ class IngestService:
         writes whose keyword commit the batch deferred (see IngestBatch)."""
         stored = [StoredChunk(chunk_id=chunk_id(tenant, collection.id, document.id, p.index, text_sha256(p.text)),
                               collection=collection.id, document_id=document.id, index=p.index, start=p.start,
-                              end=p.end, text=p.text, page_start=p.page_start, page_end=p.page_end)
+                              end=p.end, text=p.text, page_start=p.page_start, page_end=p.page_end,
+                              section=p.section, table_header=p.table_header)
                   for p in pieces]
         previous = {c.chunk_id for c in self.chunks.list_chunks(tenant, collection.id, document.id)}
         self.chunks.put_chunks(tenant, stored)
@@ -471,10 +485,11 @@ class IngestService:
         for start in range(0, len(stored), step):
             part = stored[start:start + step]
             for model in models:
-                vectors = self._embed(batch, tenant, model, [c.text for c in part], memo)
+                vectors = self._embed(batch, tenant, model, [embedded_text(c) for c in part], memo)
                 written = batch.upsert(model, [IndexRecord(tenant=tenant, collection=collection.id,
                                                            document_id=document.id, chunk_id=c.chunk_id, vector=vec,
-                                                           text=c.text, language=document.language or None,
+                                                           text=embedded_text(c),
+                                                           language=document.language or None,
                                                            mimetype=document.mimetype or None)
                                                for c, vec in zip(part, vectors)])
                 if written is not None:

@@ -35,6 +35,9 @@ class ExtractLimits:
     pdf_max_stream_bytes: int = 16 * _MIB  # one decompressed stream (pypdf's default is 75 MB)
     pdf_max_stream_tokens: int = 1_000_000  # operands and operators in one content stream (pypdf: 2,000,000)
     pdf_max_content_bytes: int = 32 * _MIB  # decoded page content over the whole document: about a minute of work
+    # Markdown: markdown-it-py finds headings and tables at about 1-2 MB/s; a larger file is read as plain text.
+    markdown_structure_max_chars: int = 8 * _MIB
+    pdf_max_outline_entries: int = 10_000
 
 
 DEFAULT_LIMITS = ExtractLimits()
