@@ -312,7 +312,7 @@ def embedding_window(collection: "Collection") -> EmbeddingWindow | None:
 
 
 COLLECTION_READ_ONLY = frozenset({"created_at", "updated_at", "document_count", "config_version",
-                                  "active_embedding_model", "embedding_window", "revision"})
+                                  "active_embedding_model", "embedding_window", "revision", "chunking_version"})
 #: The chunking version of a new collection (text/chunking.py): 2 adds heading paths and the table rule.
 CHUNKING_VERSION = 2
 
@@ -347,6 +347,7 @@ class CollectionInput(BaseModel):
     active_embedding_model: Any = None
     embedding_window: Any = None
     revision: Any = None
+    chunking_version: Any = None  # set by the service: new collections get the current one, a reindex upgrades
 
     def changes(self) -> dict[str, Any]:
         """The writable fields present in the body (explicit nulls of writable fields are rejected by validation
