@@ -188,3 +188,24 @@ def test_a_docx_table_cell_is_in_a_chunk_with_its_row():
     # Then the row of berries is whole in one chunk, and a chunk continuing the table knows the column names
     assert any("| Berries | Blueberry, Strawberry, Cranberry | 150 |" in c.text for c in chunks)
     assert any(c.table_header and "Calories per portion" in c.table_header for c in chunks)
+
+
+def test_a_markdown_file_over_the_structure_limit_is_read_as_plain_text():
+    from kindex.text.extract import ExtractLimits
+
+    # Given Markdown with headings, and a limit below its size
+    data = b"# Title\n\ntext\n\n## Part\n\nmore\n"
+    small = ExtractLimits(markdown_structure_max_chars=10)
+    # Then its text is the same, without headings: the parse that finds them is bounded
+    assert extract(data, mimetype="text/markdown", filename="x.md", limits=small).headings == ()
+    assert [h.title for h in extract(data, mimetype="text/markdown", filename="x.md").headings] == ["Title", "Part"]
+
+
+def test_hostile_markdown_inline_runs_cost_no_inline_parse():
+    import time
+
+    # Given 1 MB of "[" (the inline pass is quadratic-prone on it; headings and tables need only the block pass)
+    started = time.process_time()
+    extracted = extract(b"[" * 1_000_000, mimetype="text/markdown", filename="x.md")
+    # Then it is read without headings in well under the time the inline pass took (minutes on 2 MB)
+    assert extracted.headings == () and time.process_time() - started < 20
