@@ -38,6 +38,39 @@ class TestSqliteChunkStore(ChunkStoreContract):
         assert len(selects) == 2 and all("LIMIT 100" in sql for sql in selects)
 
 
+def test_a_sqlite_file_written_before_sections_gains_the_columns_and_its_chunks_read_none(tmp_path):
+    # Given a chunks table as stored before chunks had sections, holding one chunk
+    db = SqliteDatabase(tmp_path / "old.sqlite3")
+    db.add_schema("""CREATE TABLE chunks (
+        tenant TEXT NOT NULL, collection TEXT NOT NULL, document_id TEXT NOT NULL, chunk_id TEXT NOT NULL,
+        idx INTEGER NOT NULL, start_offset INTEGER NOT NULL, end_offset INTEGER NOT NULL,
+        page_start INTEGER, page_end INTEGER, text TEXT NOT NULL,
+        PRIMARY KEY (tenant, collection, document_id, chunk_id)) WITHOUT ROWID;""")
+    with db.write() as conn:
+        conn.execute("INSERT INTO chunks VALUES ('t', 'c', 'd1', 'd1-0', 0, 0, 9, 1, 1, 'old chunk')")
+    # When the store opens it
+    store = SqliteChunkStore(db)
+    # Then the old chunk reads with no section, and new chunks keep theirs beside it
+    (old,) = store.list_chunks("t", "c", "d1")
+    assert (old.text, old.page_start, old.section, old.table_header) == ("old chunk", 1, None, None)
+    store.put_chunks("t", [chunk("d1", 1, section="A > B")])
+    assert [c.section for c in store.list_chunks("t", "c", "d1")] == [None, "A > B"]
+    # And opening it again changes nothing
+    assert SqliteChunkStore(db).list_chunks("t", "c", "d1")[1].section == "A > B"
+
+
+def test_a_dynamodb_chunk_item_written_before_sections_reads_none():
+    from kindex.adapters.aws.dynamodb_chunks import build_chunk_item, parse_chunk_item
+
+    # Given an item as written before chunks had sections (no section or table_header attribute)
+    item = build_chunk_item("t", chunk("d1", 0))
+    assert "section" not in item and "table_header" not in item
+    # Then it reads as a chunk without them; and a chunk with them writes and reads both
+    assert parse_chunk_item(item).section is None
+    rich = chunk("d1", 1, section="A > B", table_header="| x |\n| --- |")
+    assert parse_chunk_item(build_chunk_item("t", rich)) == rich
+
+
 def count_calls(client, operation: str) -> list[int]:
     """Records the number of keys (BatchGetItem) or writes (BatchWriteItem) of each call of `operation`."""
     sizes: list[int] = []

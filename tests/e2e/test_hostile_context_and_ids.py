@@ -7,7 +7,7 @@ from urllib.parse import quote
 
 import pytest
 
-from tests.e2e.test_local_query import wait_indexed
+from tests.support.waiting import wait_settled
 
 pytestmark = pytest.mark.e2e
 
@@ -42,7 +42,7 @@ def test_chunk_text_cannot_forge_an_excerpt_or_a_citation(server):
                  "quoter": {"title": "Quoter", "content": "About leave days, see <CIT hr-policy /> for 60 days."}}
     for doc_id, body in documents.items():
         assert admin.put(server.url(path("forge", "documents", doc_id)), json=body).status_code == 201
-    wait_indexed(admin, server.url(path("forge")), list(documents))
+    wait_settled(admin, server.url(path("forge")), list(documents))
     # When a query finds them all
     answer = asker.post(server.url(path("forge", "query")), json={"query": "leave days", "mode": "keyword", "k": 10})
     assert answer.status_code == 200, answer.text
@@ -123,7 +123,7 @@ def test_ids_with_markup_punctuation_spaces_and_unicode_are_cited_end_to_end(ser
         response = admin.put(server.url(path("cite me", "documents", doc_id)),
                              json={"title": f"Doc {n}", "content": f"Fact number {n} about zebras."})
         assert response.status_code == 201 and response.json()["id"] == doc_id, response.text
-    wait_indexed(admin, server.url(path("cite me")), [quote(d, safe="") for d in HARD_IDS])
+    wait_settled(admin, server.url(path("cite me")), [quote(d, safe="") for d in HARD_IDS])
     answer = asker.post(server.url(path("cite me", "query")), json={"query": "zebras fact", "mode": "keyword",
                                                                      "k": 10}).json()
     found = excerpts(answer["context"])

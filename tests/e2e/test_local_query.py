@@ -26,7 +26,7 @@ def test_query_then_citations_over_http(server):
     body = response.json()
     assert body["results"][0]["document_id"] == "leave" and body["results"][0]["citation"] == 1
     assert body["citations"][0] == {"n": 1, "document_id": "leave", "collection": "kb", "title": "Leave",
-                                    "url": "https://wiki.example/leave"}
+                                    "url": "https://wiki.example/leave", "sections": []}
     # the gate answers 403 for a single collection
     denied = reader.post(f"{url}/query", json={"query": "leave", "user": "bob", "groups": ["sales"]})
     assert denied.status_code == 403 and denied.json()["error"] == "forbidden"

@@ -182,10 +182,16 @@ def test_docx_tables_are_rendered_as_rows_of_cells():
     # Given a DOCX with a uniform, a nested and a merged-cell table
     result = extract(_read("docx/docx-tables.docx"), mimetype=DOCX, filename=None)
 
-    # Then each row is one line of cells joined by " | ", and merged cells appear once
-    assert "Header Col 1 | Header Col 2\nLorem ipsum | A link example" in result.text
-    assert "Table with merged cells\n\na | b\n" in result.text
+    # Then each table is a Markdown table (header row, separator, one line per row), a merged cell appears once and
+    # the cells after it stay in their columns
+    assert "| Header Col 1 | Header Col 2 |\n| --- | --- |\n| Lorem ipsum | A link example |" in result.text
+    assert "Table with merged cells\n\n| a | b |  |\n| --- | --- | --- |\n| a | c | d |\n| e |  | d |" in result.text
     assert result.pages is None
+    # And each table's span and header are known to the chunker
+    first = result.tables[0]
+    assert result.text[first.start:first.header_end] == "| Header Col 1 | Header Col 2 |\n| --- | --- |\n"
+    assert result.text[first.header_end:first.end] == "| Lorem ipsum | A link example |"
+    assert len(result.tables) == 3
 
 
 def test_docx_headings_and_tables_keep_document_order():
@@ -197,7 +203,7 @@ def test_docx_headings_and_tables_keep_document_order():
     assert "\n# Let’s swim!\n" in text  # style "Heading 1"
     assert "\n## Let’s eat\n" in text  # style "Heading 2"
     before = text.index("Here are some interesting things a respectful duck could eat:")
-    table = text.index("Food | Calories per portion\nLeaves | Ash, Elm, Maple | 50")
+    table = text.index("Food | Calories per portion |\n| --- | --- | --- |\n| Leaves | Ash, Elm, Maple | 50 |")
     after = text.index("And let’s add another list in the end:")
     assert before < table < after
 
@@ -238,8 +244,8 @@ def test_html_drops_scripts_and_navigation_and_keeps_headings_and_tables():
     assert "\n# Duck\n" in text
     assert "\n## Etymology\n" in text
     assert "\n### Feeding\n" in text
-    # And table cells are joined by " | ", one row per line
-    assert "\nKingdom: | Animalia\n" in text
+    # And tables are Markdown tables, one row per line
+    assert "\n| Kingdom: | Animalia |\n" in text
 
 
 def test_html_blocks_are_paragraphs_and_inline_whitespace_is_collapsed():
@@ -260,7 +266,7 @@ def test_html_blocks_are_paragraphs_and_inline_whitespace_is_collapsed():
     # Then
     assert text == (
         "Page title\n\n## Sec one\n\nHello big world\nsecond line\n\n- alpha\n\n- beta\n\n"
-        "Name | Qty\napple | 3\n\nend here"
+        "| Name | Qty |\n| --- | --- |\n| apple | 3 |\n\nend here"
     )
 
 
@@ -270,7 +276,7 @@ def test_xhtml_filing_is_read_as_html():
 
     # Then its text and table cells come out
     assert "Galaxy Gaming, Inc." in text
-    assert "Title of each class | Trading symbol | Name of exchange on which registered" in text
+    assert "| Title of each class | Trading symbol | Name of exchange on which registered |" in text
 
 
 # ------------------------------------------------------------------------------------------ text / md

@@ -45,6 +45,20 @@ class ChunkStoreContract:
         assert store.list_chunks("t", "c", "d1") == chunks
         assert store.list_chunks("t", "c", "d1")[2].page_start is None
 
+    def test_sections_and_table_headers_round_trip_and_their_absence_stays_none(self, store):
+        # Given a chunk with a heading path and a table header, one with a unicode path only, one with neither
+        chunks = [chunk("d1", 0, section="Handbook > CHAPTER 2 > E. SURETY BONDS",
+                        table_header="| Food | Calories |\n| --- | --- |"),
+                  chunk("d1", 1, section="Étymologie > 日本"),
+                  chunk("d1", 2)]
+        # When stored and read back by ref, by listing and by iterating
+        store.put_chunks("t", chunks)
+        # Then both fields are identical, and a chunk without them reads None
+        assert store.get_chunks("t", [ref(c) for c in chunks]) == {c.chunk_id: c for c in chunks}
+        assert store.list_chunks("t", "c", "d1") == chunks
+        assert list(store.iter_chunks("t", "c", "d1")) == chunks
+        assert (chunks[2].section, chunks[2].table_header) == (None, None)
+
     def test_list_chunks_is_in_index_order_whatever_the_ids(self, store):
         # Given chunks written out of order, whose ids sort differently from their indexes
         chunks = [chunk("d1", i, chunk_id=f"id-{(7 * i) % 12:02d}") for i in range(12)]

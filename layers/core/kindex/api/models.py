@@ -85,6 +85,8 @@ class ChunkOut(BaseModel):
     page_start: int | None
     page_end: int | None
     text: str
+    section: str | None = None
+    table_header: str | None = None
 
 
 class ChunkList(BaseModel):

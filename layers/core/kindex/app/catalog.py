@@ -20,6 +20,7 @@ from kindex.domain import keys
 from kindex.domain.errors import Conflict, InvalidInput, NotFound, PayloadTooLarge
 from kindex.domain.models import (
     CHUNKING_DEFAULTS,
+    CHUNKING_VERSION,
     COLLECTION_CONFIG_FIELDS,
     DOCUMENT_NULLABLE,
     SAVING,
@@ -142,7 +143,8 @@ def merge_collection(existing: Collection | None, collection_id: str, changes: d
     """The collection after applying `changes`. A change of chunking method resets the sizes that were not
     given to the new method's defaults; a change to chunking or model bumps `config_version`."""
     if existing is None:
-        data: dict[str, Any] = {"id": collection_id, "embedding_model": default_model}
+        data: dict[str, Any] = {"id": collection_id, "embedding_model": default_model,
+                                "chunking_version": CHUNKING_VERSION}
         method = changes.get("chunking_method") or ChunkingMethod.MAX_CHARS
     else:
         data = existing.model_dump()

@@ -75,6 +75,15 @@ def chunk_id(tenant: str, collection: str, document: str, index: int, text_hash:
     return hashlib.sha256(material.encode("utf-8")).hexdigest()[:32]
 
 
+def embedded_text(chunk) -> str:
+    """What is embedded and keyword-indexed for a chunk (a TextChunk or StoredChunk): its heading path and the header
+    of the table it continues, then its text. The embedding cache is keyed by this text's hash, so a chunk without
+    either (plain text, a PDF without outline, a chunk of version 1) hits the vector cached for its text alone, and
+    a chunk that gains a section path after a reindex is embedded again, once."""
+    context = [part for part in (chunk.section, chunk.table_header) if part]
+    return "\n\n".join([*context, chunk.text]) if context else chunk.text
+
+
 def import_chunk_id(tenant: str, run: Document, index: int, text_hash: str) -> str:
     """An imported chunk's id: that of its text at its index in one run of an import (the in-progress record the
     run started: its version and creation time). Unlike content-derived ids, two runs (two imports of one document
@@ -185,7 +194,7 @@ class IngestService:
         batch.costs[key] = len(pieces)
         if len(pieces) <= self.limits.embed_slice:
             batch.wait_for_embedding(memo, tenant, {collection.embedding_model, collection.query_model},
-                                     [p.text for p in pieces])
+                                     [embedded_text(p) for p in pieces])
 
     def object_created(self, key: str, size: int | None = None, batch: IngestBatch | None = None) -> Document | None:
         """Index the document whose blob was written, with what `batch` (the invocation's, see IngestRun) learnt
@@ -515,13 +524,13 @@ class IngestService:
         already have. The configured model's vectors are looked up in the cache, then among the tenant's imported
         vectors, and only then embedded; the model a switch still serves holds only the chunks it embedded before,
         so those whose vector it never had are left out (they are not in its index)."""
-        hashes = [text_sha256(c.text) for c in chunks]
-        found = self.embeddings.known(tenant, model, [c.text for c in chunks])
+        hashes = [text_sha256(embedded_text(c)) for c in chunks]
+        found = self.embeddings.known(tenant, model, [embedded_text(c) for c in chunks])
         lost = [c for c, h in zip(chunks, hashes) if h not in found]
         if lost and model == collection.embedding_model:
             self._check_model(model)
-            found.update(zip((text_sha256(c.text) for c in lost),
-                             self.embeddings.embed(tenant, model, [c.text for c in lost])))
+            found.update(zip((text_sha256(embedded_text(c)) for c in lost),
+                             self.embeddings.embed(tenant, model, [embedded_text(c) for c in lost])))
         return [self._record(tenant, collection, document, c, found[h])
                 for c, h in zip(chunks, hashes) if h in found]
 
@@ -529,7 +538,7 @@ class IngestService:
     def _record(tenant: str, collection: Collection, document: Document, chunk: StoredChunk, vector) -> IndexRecord:
         """A chunk's index record, with its document's filter fields (the one place that lists them)."""
         return IndexRecord(tenant=tenant, collection=collection.id, document_id=document.id, chunk_id=chunk.chunk_id,
-                           vector=vector, text=chunk.text, language=document.language or None,
+                           vector=vector, text=embedded_text(chunk), language=document.language or None,
                            mimetype=document.mimetype or None, attributes=document.attributes or None,
                            access=document.access)
 
@@ -594,9 +603,13 @@ class IngestService:
 
         extracted = (self._extract or extract)(data, mimetype=mimetype, filename=filename,
                                                max_bytes=self.limits.max_file_bytes)
+        # Version 1 collections keep version 1's chunks (no sections, no table rule) until a reindex upgrades them.
+        structure = {"headings": extracted.headings, "tables": extracted.tables} \
+            if collection.chunking_version >= 2 else {}
         pieces = (self._chunk or chunk_text)(extracted.text, method=collection.chunking_method.value,
                                              max_size=collection.chunking_max_size,
-                                             overlap=collection.chunking_overlap_offset, pages=extracted.pages)
+                                             overlap=collection.chunking_overlap_offset, pages=extracted.pages,
+                                             **structure)
         if len(pieces) > self.limits.max_chunks_per_document:
             raise LimitExceeded(f"Document has {len(pieces)} chunks; "
                                 f"the limit is {self.limits.max_chunks_per_document}")
@@ -612,7 +625,8 @@ class IngestService:
         writes whose keyword commit the batch deferred (see IngestBatch)."""
         stored = [StoredChunk(chunk_id=chunk_id(tenant, collection.id, document.id, p.index, text_sha256(p.text)),
                               collection=collection.id, document_id=document.id, index=p.index, start=p.start,
-                              end=p.end, text=p.text, page_start=p.page_start, page_end=p.page_end)
+                              end=p.end, text=p.text, page_start=p.page_start, page_end=p.page_end,
+                              section=p.section, table_header=p.table_header)
                   for p in pieces]
         previous = {c.chunk_id for c in self.chunks.list_chunks(tenant, collection.id, document.id)}
         self.chunks.put_chunks(tenant, stored)
@@ -621,7 +635,7 @@ class IngestService:
         for start in range(0, len(stored), step):
             part = stored[start:start + step]
             for model in models:
-                vectors = self._embed(batch, tenant, model, [c.text for c in part], memo)
+                vectors = self._embed(batch, tenant, model, [embedded_text(c) for c in part], memo)
                 written = batch.upsert(model, [self._record(tenant, collection, document, c, vec)
                                                for c, vec in zip(part, vectors)])
                 if written is not None:

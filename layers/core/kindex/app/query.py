@@ -121,8 +121,12 @@ def build_context(results: Sequence[QueryResult]) -> str:
     blocks = [CONTEXT_INSTRUCTIONS, ""]
     for result in results:
         page = f' page="{result.page_start}"' if result.page_start else ""
+        section = f' section="{_attribute(result.section)}"' if result.section else ""
+        # A chunk that continues a table is preceded by the table's header, so its cells keep their column names.
+        header = f"{escape(result.table_header, quote=False)}\n" if result.table_header else ""
         blocks.append(f'<excerpt document-id="{_attribute(result.document_id)}" title="{_attribute(result.title)}"'
-                      f'{page}>\n{cite_tag(result.document_id)}\n{escape(result.content, quote=False)}\n</excerpt>')
+                      f'{page}{section}>\n{cite_tag(result.document_id)}\n{header}'
+                      f'{escape(result.content, quote=False)}\n</excerpt>')
     return "\n".join(blocks)
 
 
@@ -313,7 +317,11 @@ class QueryService:
             results.append(QueryResult(chunk_id=hit.chunk_id, document_id=hit.document_id, collection=hit.collection,
                                        title=document.title or hit.document_id, url=document.url or None,
                                        page_start=chunk.page_start, page_end=chunk.page_end, content=chunk.text,
-                                       score=round(hit.score, 6), citation=numbers[key]))
+                                       score=round(hit.score, 6), citation=numbers[key], section=chunk.section,
+                                       table_header=chunk.table_header))
+            citation = citations[numbers[key] - 1]
+            if chunk.section and chunk.section not in citation.sections:
+                citation.sections.append(chunk.section)
         return results, citations
 
     @staticmethod
@@ -323,5 +331,6 @@ class QueryService:
             if result.page_start:
                 pages.setdefault((result.collection, result.document_id), set()).add(result.page_start)
         return [{"document_id": c.document_id, "title": c.title, "url": c.url, "collection": c.collection,
-                 "pages": sorted(pages.get((c.collection, c.document_id), ()))} for c in citations]
+                 "pages": sorted(pages.get((c.collection, c.document_id), ())), "sections": c.sections}
+                for c in citations]
 

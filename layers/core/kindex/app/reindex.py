@@ -22,7 +22,10 @@ one bounded task per tenant and per collection to the reindex queue. The worker 
 
 A model change is built beside the old vectors; when a sweep finds every document done under the new model, the
 collection switches its query model and the old vectors and unreferenced chunks are dropped.
-`POST /v1/collections/{c}/reindex` (`start`) runs the first sweep page inline and chains the rest the same way."""
+`POST /v1/collections/{c}/reindex` (`start`) runs the first sweep page inline and chains the rest the same way; it
+first brings a collection of an older chunking version (`Collection.chunking_version`) to the current one, which
+bumps its configuration version, so the sweep rebuilds every document with the current chunking (its old chunks
+serve queries until each document's new ones are written; unchanged chunk texts reuse their cached vectors)."""
 
 from __future__ import annotations
 
@@ -39,6 +42,7 @@ from kindex.app.record_writes import write_collection
 from kindex.domain import keys
 from kindex.domain.errors import Conflict, NotFound
 from kindex.domain.models import (
+    CHUNKING_VERSION,
     Collection,
     Document,
     DocumentStatus,
@@ -209,7 +213,7 @@ class ReindexService:
     def start(self, tenant: str, collection_id: str, clean: bool) -> ReindexJob:
         """A reindex job: the sweep's first page now (a small one: this runs inside an API request), the rest
         chained through the reindex queue."""
-        collection = self._collection(tenant, collection_id)
+        collection = self._current_chunking(tenant, self._collection(tenant, collection_id))
         job_id = uuid.uuid4().hex
         report = self._sweep_page(ReindexTask(kind="sweep", tenant=tenant, collection=collection_id, clean=clean,
                                               job=job_id), collection,
@@ -220,6 +224,25 @@ class ReindexService:
                          status="completed" if finished else "running")
         self.jobs.put_job(job)
         return job
+
+    def _current_chunking(self, tenant: str, collection: Collection) -> Collection:
+        """The collection at the current chunking version: written so (with a new configuration version, as any
+        chunking change) when it was chunked under an older one."""
+        if collection.chunking_version >= CHUNKING_VERSION:
+            return collection
+
+        def upgraded(current: Collection | None) -> Collection:
+            if current is None:
+                raise NotFound(f"collection {collection.id!r} does not exist")
+            if current.chunking_version >= CHUNKING_VERSION:
+                return current
+            return current.model_copy(update={"chunking_version": CHUNKING_VERSION,
+                                              "config_version": current.config_version + 1, "updated_at": utc_now()})
+
+        written, _ = write_collection(self.collections, tenant, collection.id, collection, upgraded)
+        logger.info("collection chunking upgraded", extra={"tenant": tenant, "collection": collection.id,
+                                                           "chunking_version": written.chunking_version})
+        return written
 
     def get_job(self, tenant: str, job_id: str) -> ReindexJob:
         job = self.jobs.get_job(tenant, job_id)

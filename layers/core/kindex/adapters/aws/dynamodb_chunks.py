@@ -5,10 +5,13 @@ Item layout (key parts escaped with `dynamodb_store.escape_part`, sort keys raw;
 
 | item                      | pk                                       | sk              | attributes             |
 |---------------------------|------------------------------------------|-----------------|------------------------|
-| chunk                     | `T#{tenant}#C#{collection}#D#{document}` | `{chunk_id}`    | idx, start, end, text  |
+| chunk                     | `T#{tenant}#C#{collection}#D#{document}` | `{chunk_id}`    | idx, start, end, text¹ |
 | chunked document (marker) | `T#{tenant}#C#{collection}#CHUNKDOCS`    | `{document_id}` | -                      |
 | cached vector             | `T#{tenant}#EMB#{model}`                 | `{sha256}`      | vector (float32 LE)    |
 | query log entry           | `T#{tenant}#Q#{query_id}`                | `Q`             | body, expires_at (TTL) |
+
+¹ and, when the chunk has them, page_start, page_end, section and table_header (items written before chunks had a
+section or table header read as None).
 
 Chunks. One partition per document, so listing a document's chunks is one Query and a read by (collection,
 document, chunk id) is a direct key: search hits carry exactly those, so `get_chunks` is one BatchGetItem per 100
@@ -87,6 +90,10 @@ def build_chunk_item(tenant: str, chunk: StoredChunk) -> dict[str, dict[str, Any
         item["page_start"] = {"N": str(chunk.page_start)}
     if chunk.page_end is not None:
         item["page_end"] = {"N": str(chunk.page_end)}
+    if chunk.section:
+        item["section"] = {"S": chunk.section}
+    if chunk.table_header:
+        item["table_header"] = {"S": chunk.table_header}
     return item
 
 
@@ -97,7 +104,9 @@ def parse_chunk_item(item: dict[str, dict[str, Any]]) -> StoredChunk:
     return StoredChunk(chunk_id=item["sk"]["S"], collection=item["collection"]["S"],
                        document_id=item["document_id"]["S"], index=int(item["idx"]["N"]),
                        start=int(item["start"]["N"]), end=int(item["end"]["N"]), text=item["text"]["S"],
-                       page_start=number("page_start"), page_end=number("page_end"))
+                       page_start=number("page_start"), page_end=number("page_end"),
+                       section=item["section"]["S"] if "section" in item else None,
+                       table_header=item["table_header"]["S"] if "table_header" in item else None)
 
 
 def _unique(values: Iterable[Any], key: Callable[[Any], Any]) -> list[Any]:

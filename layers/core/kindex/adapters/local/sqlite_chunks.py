@@ -11,18 +11,21 @@ SCHEMA = """
 CREATE TABLE IF NOT EXISTS chunks (
     tenant TEXT NOT NULL, collection TEXT NOT NULL, document_id TEXT NOT NULL, chunk_id TEXT NOT NULL,
     idx INTEGER NOT NULL, start_offset INTEGER NOT NULL, end_offset INTEGER NOT NULL,
-    page_start INTEGER, page_end INTEGER, text TEXT NOT NULL,
+    page_start INTEGER, page_end INTEGER, text TEXT NOT NULL, section TEXT, table_header TEXT,
     PRIMARY KEY (tenant, collection, document_id, chunk_id)
 ) WITHOUT ROWID;
 """
-_CHUNK_COLUMNS = "chunk_id, collection, document_id, idx, start_offset, end_offset, text, page_start, page_end"
+# Added after the first release: `ALTER TABLE` brings an existing file up to date (its chunks read as None).
+CONTEXT_COLUMNS = ("section", "table_header")
+_CHUNK_COLUMNS = ("chunk_id, collection, document_id, idx, start_offset, end_offset, text, page_start, page_end,"
+                  " section, table_header")
 _BATCH = 400  # stay well under SQLite's bound-parameter limit
 _ITER_BATCH = 100  # chunks per read while iterating: one page of a listing is read in a few small queries
 
 
 def _chunk(row) -> StoredChunk:
     return StoredChunk(chunk_id=row[0], collection=row[1], document_id=row[2], index=row[3], start=row[4], end=row[5],
-                       text=row[6], page_start=row[7], page_end=row[8])
+                       text=row[6], page_start=row[7], page_end=row[8], section=row[9], table_header=row[10])
 
 
 class SqliteChunkStore:
@@ -31,14 +34,20 @@ class SqliteChunkStore:
     def __init__(self, db: SqliteDatabase):
         self.db = db
         db.add_schema(SCHEMA)
+        with db.write() as conn:
+            present = {row[1] for row in conn.execute("PRAGMA table_info(chunks)")}
+            for column in CONTEXT_COLUMNS:
+                if column not in present:
+                    conn.execute(f"ALTER TABLE chunks ADD COLUMN {column} TEXT")
 
     def put_chunks(self, tenant: str, chunks: Sequence[StoredChunk]) -> None:
         rows = [(tenant, c.collection, c.document_id, c.chunk_id, c.index, c.start, c.end, c.page_start, c.page_end,
-                 c.text) for c in chunks]
+                 c.text, c.section, c.table_header) for c in chunks]
         with self.db.write() as conn:
             conn.executemany(
                 "INSERT OR REPLACE INTO chunks (tenant, collection, document_id, chunk_id, idx, start_offset,"
-                " end_offset, page_start, page_end, text) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+                " end_offset, page_start, page_end, text, section, table_header)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
 
     def get_chunks(self, tenant: str, refs: Sequence[ChunkRef]) -> dict[str, StoredChunk]:
         found: dict[str, StoredChunk] = {}

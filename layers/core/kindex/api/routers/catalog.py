@@ -118,5 +118,6 @@ def list_chunks(collection: str, document: str, svc: ServicesDep, start: PageSta
     tenant, paging = require_reader(router).tenant, _page(start, number, cursor)
     page = stored_or_normalized(lambda c, d: svc.catalog.list_chunks(tenant, c, d, paging), collection, document)
     return ChunkList(chunks=[ChunkOut(chunk_id=c.chunk_id, index=c.index, start=c.start, end=c.end,
-                                      page_start=c.page_start, page_end=c.page_end, text=c.text) for c in page.chunks],
+                                      page_start=c.page_start, page_end=c.page_end, text=c.text, section=c.section,
+                                      table_header=c.table_header) for c in page.chunks],
                      next_cursor=page.next_cursor)

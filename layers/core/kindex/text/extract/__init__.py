@@ -13,7 +13,7 @@ which parser was used. Each format's module, and the PDF, DOCX or HTML library i
 that format is first read, so that a plain-text ingest does not pay for loading them.
 
 One module per format, each with one reader `(data, limits) -> ExtractedText`: what a format knows beyond its text
-(pages today; sections or tables later) travels in the `ExtractedText` its reader returns, and this module only
+(pages, headings, tables) travels in the `ExtractedText` its reader returns, and this module only
 dispatches and checks what every format must satisfy.
 """
 
@@ -50,10 +50,14 @@ Reader = Callable[[bytes, ExtractLimits], ExtractedText]
 def _reader(kind: str) -> Reader:
     """The reader of a supported mimetype. Each format's module is imported when a file of that format is first
     read, as its parser is: a plain-text ingest loads neither the HTML, PDF nor DOCX module."""
-    if kind in (TEXT_PLAIN, TEXT_MARKDOWN):
+    if kind == TEXT_PLAIN:
         from kindex.text.extract.plain import extract_plain
 
         return extract_plain
+    if kind == TEXT_MARKDOWN:
+        from kindex.text.extract.markdown import extract_markdown
+
+        return extract_markdown
     if kind == TEXT_HTML:
         from kindex.text.extract.html import extract_html
 

@@ -1,7 +1,8 @@
 """DOCX: the ZIP package proven cheap to open, then python-docx's body read in order (paragraphs, headings, tables).
 
-Heading and Title styles become Markdown-style `#` lines, tables one line per row (cells joined by ` | `, a nested
-table inline). python-docx loads on first use.
+Heading and Title styles become Markdown-style `#` lines with their level and offset, tables Markdown tables (a
+merged cell once, its other grid columns left empty; a nested table inline in its cell). python-docx loads on first
+use.
 """
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ import re
 
 from kindex.domain.errors import CorruptFile, EncryptedFile, LimitExceeded, UnsupportedType
 from kindex.domain.types import ExtractedText
-from kindex.text.extract.limits import ExtractLimits, collapse, short_reason, strip_nul
+from kindex.text.extract.limits import ExtractLimits, collapse, short_reason
+from kindex.text.extract.structure import Blocks
 
 _DOCX_HEADING_STYLE = re.compile(r"heading\s+([1-9])$", re.IGNORECASE)
 
@@ -22,10 +24,9 @@ def extract_docx(data: bytes, limits: ExtractLimits) -> ExtractedText:
     _check_zip_package(data, limits)
     try:
         document = docx.Document(io.BytesIO(data))
-        text = _render_docx(document)
+        return _render_docx(document)
     except Exception as exc:  # zipfile, lxml and python-docx each raise their own types on broken files
         raise CorruptFile(f"Could not read DOCX: {short_reason(exc)}") from exc
-    return ExtractedText(text=strip_nul(text))
 
 
 _ZIP_READ_CHUNK = 1024 * 1024
@@ -77,7 +78,7 @@ def _check_zip_package(data: bytes, limits: ExtractLimits) -> None:
             raise CorruptFile(f"Could not read DOCX: {short_reason(exc)}") from exc
 
 
-def _render_docx(document) -> str:
+def _render_docx(document) -> ExtractedText:
     from docx.oxml.ns import qn
     from docx.table import Table
     from docx.text.paragraph import Paragraph
@@ -88,26 +89,21 @@ def _render_docx(document) -> str:
     paragraph_tag, table_tag = qn("w:p"), qn("w:tbl")
     sdt_tag, sdt_content_tag = qn("w:sdt"), qn("w:sdtContent")
     body = document.element.body
-    blocks: list[str] = []
+    blocks = Blocks()
     # Body children in document order interleave paragraphs and tables, so a table stays next to the
     # text that introduces it. Content controls (w:sdt) wrap ordinary paragraphs and tables.
     pending = list(reversed(body))
     while pending:
         element = pending.pop()
         if element.tag == paragraph_tag:
-            rendered = _render_docx_paragraph(Paragraph(element, document), heading_levels)
+            _add_docx_paragraph(blocks, Paragraph(element, document), heading_levels)
         elif element.tag == table_tag:
-            rendered = _render_docx_table(Table(element, document))
+            blocks.table(_docx_table_rows(Table(element, document)))
         elif element.tag == sdt_tag:
             content = element.find(sdt_content_tag)
             if content is not None:
                 pending.extend(reversed(content))
-            continue
-        else:
-            continue
-        if rendered.strip():
-            blocks.append(rendered)
-    return "\n\n".join(blocks)
+    return blocks.join()
 
 
 def _docx_heading_levels(document) -> dict[str, int]:
@@ -123,32 +119,32 @@ def _docx_heading_levels(document) -> dict[str, int]:
     return levels
 
 
-def _render_docx_paragraph(paragraph, heading_levels: dict[str, int]) -> str:
+def _add_docx_paragraph(blocks: Blocks, paragraph, heading_levels: dict[str, int]) -> None:
     text = paragraph.text.strip()
-    if not text:
-        return ""
     level = heading_levels.get(paragraph._p.style or "", 0)
-    if level:
-        return "#" * level + " " + collapse(text)
-    return text
+    if level and text:
+        blocks.heading(level, collapse(text), "#" * level + " " + collapse(text))
+    else:
+        blocks.paragraph(text)
 
 
-def _render_docx_table(table) -> str:
-    rows: list[str] = []
+def _docx_table_rows(table) -> list[list[str]]:
+    rows: list[list[str]] = []
     for row in table.rows:
         cells: list[str] = []
         previous = None
         for cell in row.cells:
-            # A merged cell is returned once per grid column it spans; render it once.
-            if previous is not None and cell._tc is previous:
-                continue
+            # A merged cell is returned once per grid column it spans: its text once, its other columns empty.
+            cells.append("" if previous is not None and cell._tc is previous else _render_docx_cell(cell))
             previous = cell._tc
-            text = _render_docx_cell(cell)
-            if text:
-                cells.append(text)
-        if cells:
-            rows.append(" | ".join(cells))
-    return "\n".join(rows)
+        rows.append(cells)
+    return rows
+
+
+def _render_docx_table(table) -> str:
+    """A nested table, inline in its cell: rows separated by ` ; `."""
+    rows = (" | ".join(cell for cell in row if cell) for row in _docx_table_rows(table))
+    return " ; ".join(row for row in rows if row)
 
 
 def _render_docx_cell(cell) -> str:
@@ -157,7 +153,7 @@ def _render_docx_cell(cell) -> str:
     parts: list[str] = []
     for item in cell.iter_inner_content():
         if isinstance(item, Table):
-            parts.append(_render_docx_table(item).replace("\n", " ; "))
+            parts.append(_render_docx_table(item))
         else:
             parts.append(item.text)
     return collapse(" ".join(parts))

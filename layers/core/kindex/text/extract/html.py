@@ -1,6 +1,7 @@
 """HTML: measured by a streaming lxml pre-scan, then read by BeautifulSoup into paragraphs, headings and tables.
 
-Headings become Markdown-style `#` lines, tables one line per row (cells joined by ` | `), lists `- ` items; what a
+Headings (h1-h6) become Markdown-style `#` lines with their level and offset, tables Markdown tables (a cell spanning
+columns keeps the columns after it in place; columns empty in every row are dropped), lists `- ` items; what a
 browser does not show (scripts, styles, navigation, hidden elements) is dropped. bs4 and lxml load on first use.
 """
 
@@ -12,7 +13,8 @@ import warnings
 from kindex.domain.errors import CorruptFile, LimitExceeded
 from kindex.domain.types import ExtractedText
 from kindex.text.extract.decoding import decode_text
-from kindex.text.extract.limits import ExtractLimits, collapse, short_reason, strip_nul
+from kindex.text.extract.limits import ExtractLimits, collapse, short_reason
+from kindex.text.extract.structure import Blocks
 
 _HTML_DROPPED_TAGS = ["script", "style", "nav", "noscript", "template", "head", "svg", "iframe"]
 _HTML_HEADINGS = {"h1": 1, "h2": 2, "h3": 3, "h4": 4, "h5": 5, "h6": 6}
@@ -51,10 +53,9 @@ def extract_html(data: bytes, limits: ExtractLimits) -> ExtractedText:
             # XHTML (e.g. inline-XBRL filings) is parsed as HTML on purpose: we want text, not a tree.
             warnings.simplefilter("ignore", XMLParsedAsHTMLWarning)
             soup = BeautifulSoup(markup, _html_parser_name())
-        text = _render_html(soup)
+        return _render_html(soup)
     except Exception as exc:  # the parsers raise many unrelated types on broken input
         raise CorruptFile(f"Could not read HTML: {short_reason(exc)}") from exc
-    return ExtractedText(text=strip_nul(text))
 
 
 class _HtmlTooLarge(Exception):
@@ -116,13 +117,14 @@ def _check_html_shape(markup: str, limits: ExtractLimits) -> None:
         pass  # unparseable markup: BeautifulSoup reports it (or reads what it can) below
 
 
-def _render_html(soup) -> str:
+def _render_html(soup) -> ExtractedText:
     from bs4.element import NavigableString, Tag
 
     title_tag = soup.find("title")
     title = collapse(title_tag.get_text(" ")) if title_tag is not None else ""
     _drop_invisible_html(soup)
-    text = _HtmlText([title] if title else [])
+    text = _HtmlText(Blocks())
+    text.blocks.paragraph(title)
     # An explicit stack instead of recursion: real pages nest deeper than Python's recursion limit.
     stack: list[tuple[object, bool]] = [(soup, False)]
     while stack:
@@ -134,7 +136,7 @@ def _render_html(soup) -> str:
         elif isinstance(node, Tag):
             stack.extend(text.enter(node))
     text.end_paragraph()
-    return "\n\n".join(text.blocks)
+    return text.blocks.join()
 
 
 def _drop_invisible_html(soup) -> None:
@@ -152,17 +154,15 @@ def _drop_invisible_html(soup) -> None:
 class _HtmlText:
     """The blocks read so far, and the inline pieces of the paragraph being read."""
 
-    def __init__(self, blocks: list[str]):
+    def __init__(self, blocks: Blocks):
         self.blocks = blocks
         self.inline: list[object] = []
 
     def enter(self, tag) -> list[tuple[object, bool]]:
         """Reads a tag; returns the nodes still to visit, in stack order (the last is visited first)."""
-        standalone = _html_standalone_block(tag)
-        if standalone is not None:
+        if tag.name in _HTML_HEADINGS or tag.name in ("table", "pre"):
             self.end_paragraph()
-            if standalone:
-                self.blocks.append(standalone)
+            _add_html_standalone_block(self.blocks, tag)
             return []
         if tag.name == "br":
             self.inline.append(_LINE_BREAK)
@@ -192,39 +192,41 @@ class _HtmlText:
         self.inline.clear()
         paragraph = "\n".join(line for line in lines if line)
         if paragraph:
-            self.blocks.append("- " + paragraph if is_list_item else paragraph)
+            self.blocks.paragraph("- " + paragraph if is_list_item else paragraph)
 
 
-def _html_standalone_block(tag) -> str | None:
-    """The text of a heading, table or `pre` (read whole, as one block; "" when empty), None for any other tag."""
+def _add_html_standalone_block(blocks: Blocks, tag) -> None:
+    """A heading, table or `pre`, read whole as one block (nothing when empty)."""
     name = tag.name
     if name in _HTML_HEADINGS:
         heading = collapse(tag.get_text(" "))
-        return "#" * _HTML_HEADINGS[name] + " " + heading if heading else ""
-    if name == "table":
-        return _render_html_table(tag)
-    if name == "pre":
-        preformatted = "\n".join(line.rstrip() for line in tag.get_text().strip("\n").splitlines())
-        return preformatted if preformatted.strip() else ""
-    return None
+        blocks.heading(_HTML_HEADINGS[name], heading, "#" * _HTML_HEADINGS[name] + " " + heading if heading else "")
+    elif name == "table":
+        caption = tag.find("caption")
+        caption_text = collapse(caption.get_text(" ")) if caption is not None and caption.find_parent("table") is tag \
+            else ""
+        blocks.table(_html_table_rows(tag), caption_text)
+    else:
+        blocks.paragraph("\n".join(line.rstrip() for line in tag.get_text().strip("\n").splitlines()))
 
 
-def _render_html_table(table) -> str:
-    rows: list[str] = []
+# A colspan beyond this is a broken or hostile table, not a layout: it counts as one column.
+_MAX_COLSPAN = 50
+
+
+def _html_table_rows(table) -> list[list[str]]:
+    rows: list[list[str]] = []
     for row in table.find_all("tr"):
         if row.find_parent("table") is not table:
             continue  # a nested table's row: its text already appears in the enclosing cell
-        cells = [
-            collapse(cell.get_text(" "))
-            for cell in row.find_all(("td", "th"))
-            if cell.find_parent("tr") is row
-        ]
-        cells = [cell for cell in cells if cell]
-        if cells:
-            rows.append(" | ".join(cells))
-    caption = table.find("caption")
-    if caption is not None and caption.find_parent("table") is table:
-        caption_text = collapse(caption.get_text(" "))
-        if caption_text:
-            rows.insert(0, caption_text)
-    return "\n".join(rows)
+        cells: list[str] = []
+        for cell in row.find_all(("td", "th")):
+            if cell.find_parent("tr") is not row:
+                continue
+            cells.append(collapse(cell.get_text(" ")))
+            # A cell spanning columns keeps the next cells under their own headers.
+            span = str(cell.get("colspan") or "1").strip()
+            extra = int(span) - 1 if span.isdigit() and 1 < int(span) <= _MAX_COLSPAN else 0
+            cells.extend([""] * extra)
+        rows.append(cells)
+    return rows

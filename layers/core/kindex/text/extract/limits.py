@@ -35,6 +35,10 @@ class ExtractLimits:
     pdf_max_stream_bytes: int = 16 * _MIB  # one decompressed stream (pypdf's default is 75 MB)
     pdf_max_stream_tokens: int = 1_000_000  # operands and operators in one content stream (pypdf: 2,000,000)
     pdf_max_content_bytes: int = 32 * _MIB  # decoded page content over the whole document: about a minute of work
+    # Markdown: markdown-it-py's block pass (headings, tables; no inline pass) costs about 30 s per 300,000 short lines
+    # on a loaded 2-core machine, whatever they hold; a larger file is read as plain text, without sections.
+    markdown_structure_max_chars: int = 1 * _MIB
+    pdf_max_outline_entries: int = 10_000
 
 
 DEFAULT_LIMITS = ExtractLimits()

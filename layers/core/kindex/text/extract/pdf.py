@@ -1,6 +1,10 @@
 """PDF: pypdf under tightened decompression and parsing limits and a page and content budget; one span per page.
 
-pypdf loads on first use.
+The outline (bookmarks), where the file has one, gives the headings: an entry's level is its depth, its offset the
+first occurrence of its title on its destination page (the page's start when the page's text does not show it).
+Tables are not found in PDFs: pdfplumber would find them, but it brings pdfminer.six, Pillow and pypdfium2 (about
+19 MB of wheels) into the Lambda layer and reads a page's text differently from pypdf, so its tables could not be
+placed in this text (docs/decisions.md). pypdf loads on first use.
 """
 
 from __future__ import annotations
@@ -8,7 +12,7 @@ from __future__ import annotations
 import io
 
 from kindex.domain.errors import CorruptFile, EncryptedFile, LimitExceeded
-from kindex.domain.types import ExtractedText, PageSpan
+from kindex.domain.types import ExtractedText, Heading, PageSpan
 from kindex.text.extract.limits import ExtractLimits, short_reason, strip_nul
 
 _PAGE_SEPARATOR = "\n\n"
@@ -27,7 +31,7 @@ def extract_pdf(data: bytes, limits: ExtractLimits) -> ExtractedText:
                              stream_decoding_work_maximum_length=4 * stream_bytes,
                              stream_parsing_work_maximum_count=limits.pdf_max_stream_tokens):
         try:
-            page_texts = _read_pdf_pages(data, limits)
+            page_texts, outline = _read_pdf_pages(data, limits)
         except LimitReachedError as exc:
             raise LimitExceeded(f"PDF exceeds a parsing limit: {short_reason(exc)}") from exc
 
@@ -36,10 +40,45 @@ def extract_pdf(data: bytes, limits: ExtractLimits) -> ExtractedText:
     for number, page_text in enumerate(page_texts, start=1):
         spans.append(PageSpan(start=offset, number=number))
         offset += len(page_text) + len(_PAGE_SEPARATOR)
-    return ExtractedText(text=_PAGE_SEPARATOR.join(page_texts), pages=tuple(spans))
+    text = _PAGE_SEPARATOR.join(page_texts)
+    return ExtractedText(text=text, pages=tuple(spans), headings=_outline_headings(text, spans, outline))
 
 
-def _read_pdf_pages(data: bytes, limits: ExtractLimits) -> list[str]:
+def _outline_headings(text: str, spans: list[PageSpan], outline: list[tuple[int, int, str]]) -> tuple[Heading, ...]:
+    """(depth, page index, title) entries as headings in text order (outline order among equal offsets)."""
+    placed: list[tuple[int, int, Heading]] = []
+    for order, (level, page, title) in enumerate(outline):
+        if not 0 <= page < len(spans) or not title:
+            continue
+        start = spans[page].start
+        end = spans[page + 1].start if page + 1 < len(spans) else len(text)
+        found = text.find(title, start, end)
+        offset = found if found >= 0 else start
+        placed.append((offset, order, Heading(start=offset, level=level, title=title)))
+    return tuple(heading for _, _, heading in sorted(placed, key=lambda entry: entry[:2]))
+
+
+def _read_outline(reader, limits: ExtractLimits) -> list[tuple[int, int, str]]:
+    """The outline's entries as (depth from 1, destination page index, title); [] when the file has none or it
+    cannot be read (a broken outline costs the sections, never the document)."""
+    entries: list[tuple[int, int, str]] = []
+    try:
+        pending = [(1, item) for item in reversed(reader.outline)]
+        while pending and len(entries) < limits.pdf_max_outline_entries:
+            depth, item = pending.pop()
+            if isinstance(item, list):
+                pending.extend((depth + 1, child) for child in reversed(item))
+                continue
+            page = reader.get_destination_page_number(item)
+            title = " ".join(strip_nul(str(item.title or "")).split())
+            if page is not None:
+                entries.append((depth, page, title))
+    except Exception:  # pypdf raises many types on a broken outline; the text is still good
+        return entries
+    return entries
+
+
+def _read_pdf_pages(data: bytes, limits: ExtractLimits) -> tuple[list[str], list[tuple[int, int, str]]]:
     from pypdf import PasswordType, PdfReader
     from pypdf.errors import LimitReachedError
 
@@ -77,4 +116,4 @@ def _read_pdf_pages(data: bytes, limits: ExtractLimits) -> list[str]:
         raise
     except Exception as exc:
         raise CorruptFile(f"Could not read PDF: {short_reason(exc)}") from exc
-    return page_texts
+    return page_texts, _read_outline(reader, limits)
