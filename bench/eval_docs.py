@@ -121,7 +121,7 @@ def index_variant(services, variant: str, counted) -> dict:
     statuses: dict[str, int] = {}
     chunks = 0
     for relative in files():
-        document = services.metadata.get_document(TENANT, variant, document_id(relative))
+        document = services.adapters.metadata.get_document(TENANT, variant, document_id(relative))
         statuses[document.status.value] = statuses.get(document.status.value, 0) + 1
         chunks += document.chunk_count or 0
     embedded = counted.counts.get("ChunksEmbedded", 0) - before
@@ -132,7 +132,8 @@ def index_variant(services, variant: str, counted) -> dict:
 def evaluate_variant(services, variant: str, questions: list[dict]) -> dict:
     from kindex.domain.query import QueryRequest
 
-    chunks = {relative: services.chunks.list_chunks(TENANT, variant, document_id(relative)) for relative in files()}
+    store = services.adapters.chunks
+    chunks = {relative: store.list_chunks(TENANT, variant, document_id(relative)) for relative in files()}
     results: dict[str, dict] = {mode: {"questions": {}} for mode in MODES}
     unanswerable = []
     for question in questions:

@@ -139,7 +139,7 @@ def store_chunks(container, count: int, text_of) -> list[StoredChunk]:
     chunks = [StoredChunk(chunk_id=f"c{i:05d}", collection="My Collection", document_id="d1", index=i, start=0,
                           end=1, text=text_of(i)) for i in range(count)]
     for first in range(0, count, 100):
-        container.chunks.put_chunks("acme", chunks[first:first + 100])
+        container.adapters.chunks.put_chunks("acme", chunks[first:first + 100])
     return chunks
 
 

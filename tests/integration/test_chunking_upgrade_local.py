@@ -31,13 +31,13 @@ def test_a_reindex_upgrades_the_chunking_and_reuses_every_unchanged_chunk_vector
     # Given a collection as stored before chunking versions (version 1) holding a Markdown guide and a plain note
     created, _ = services.catalog.put_collection("t", "c", CollectionInput(allow_guests=True, chunking_max_size=40))
     assert created.chunking_version == CHUNKING_VERSION  # a new collection gets the current chunking
-    old, _ = write_collection(services.metadata, "t", "c", created,
+    old, _ = write_collection(services.adapters.metadata, "t", "c", created,
                               lambda current: current.model_copy(update={"chunking_version": 1}))
     services.catalog.put_document("t", "c", "guide", DocumentInput(content=GUIDE, mimetype="text/markdown"))
     services.catalog.put_document("t", "c", "note", DocumentInput(content=NOTE))
     worker = build_worker()
     worker.drain()
-    before = {d: services.chunks.list_chunks("t", "c", d) for d in ("guide", "note")}
+    before = {d: services.adapters.chunks.list_chunks("t", "c", d) for d in ("guide", "note")}
     assert all(c.section is None for chunks in before.values() for c in chunks)
     embedded_before = counted.counts["ChunksEmbedded"]
 
@@ -51,11 +51,12 @@ def test_a_reindex_upgrades_the_chunking_and_reuses_every_unchanged_chunk_vector
     assert services.reindex.get_job("t", job.id).status == "completed"
 
     # Then the collection is at the current chunking under a new configuration version, every document rebuilt
-    collection = services.metadata.get_collection("t", "c")
+    collection = services.adapters.metadata.get_collection("t", "c")
     assert collection.chunking_version == CHUNKING_VERSION and collection.config_version == old.config_version + 1
     for doc_id in ("guide", "note"):
-        assert services.metadata.get_document("t", "c", doc_id).indexed_config_version == collection.config_version
-    after = {d: services.chunks.list_chunks("t", "c", d) for d in ("guide", "note")}
+        document = services.adapters.metadata.get_document("t", "c", doc_id)
+        assert document.indexed_config_version == collection.config_version
+    after = {d: services.adapters.chunks.list_chunks("t", "c", d) for d in ("guide", "note")}
     assert [c.section for c in after["guide"]][-1] == "Guide > Ash"
     # And only the chunks whose embedded text changed were embedded again: the note's came from the cache
     assert [(c.chunk_id, c.text) for c in after["note"]] == [(c.chunk_id, c.text) for c in before["note"]]

@@ -90,9 +90,9 @@ def test_attributes_and_access_are_stored_shown_and_listed(env):
     assert item.attributes == attributes and item.access == document.access
     # And a PUT of other fields keeps them; null removes one
     put(env, "c", "d1", title="Leave")
-    assert env.metadata.get_document("t", "c", "d1").attributes == attributes
+    assert env.adapters.metadata.get_document("t", "c", "d1").attributes == attributes
     put(env, "c", "d1", access=None)
-    stored = env.metadata.get_document("t", "c", "d1")
+    stored = env.adapters.metadata.get_document("t", "c", "d1")
     assert stored.access is None and stored.attributes == attributes and stored.title == "Leave"
 
 
@@ -114,14 +114,14 @@ def test_hostile_fields_are_refused_naming_the_field_and_change_nothing(env, fie
     # Given a stored document with attributes and an access list
     env.catalog.put_collection("t", "c", CollectionInput())
     put(env, "c", "d1", content="text", attributes={"year": 2020}, access={"groups": ["hr"]})
-    before = env.metadata.get_document("t", "c", "d1")
+    before = env.adapters.metadata.get_document("t", "c", "d1")
     # When a PUT sends a hostile value, Then it is InvalidInput naming the place
     with pytest.raises(InvalidInput) as refused:
         put(env, "c", "d1", **fields)
     assert refused.value.message.startswith(named + ":") or f"; {named}:" in refused.value.message, \
         refused.value.message
     # And nothing stored changed
-    assert env.metadata.get_document("t", "c", "d1") == before
+    assert env.adapters.metadata.get_document("t", "c", "d1") == before
 
 
 def test_a_query_sees_only_what_its_access_lists_admit_and_document_access_required_fails_closed(env):
@@ -182,9 +182,9 @@ def test_a_fields_only_put_rewrites_the_index_without_embedding(env):
     env.catalog.put_collection("t", "c", CollectionInput(query_groups=["staff"], chunking_max_size=60))
     put(env, "c", "d1", content="penguin colony antarctic. " * 20, attributes={"region": "us"})
     env.worker.drain()
-    indexed = env.metadata.get_document("t", "c", "d1")
+    indexed = env.adapters.metadata.get_document("t", "c", "d1")
     assert indexed.status is DocumentStatus.INDEXED and indexed.chunk_count > 3
-    chunk_ids = {c.chunk_id for c in env.chunks.list_chunks("t", "c", "d1")}
+    chunk_ids = {c.chunk_id for c in env.adapters.chunks.list_chunks("t", "c", "d1")}
     embedded = env.counting["hash:384"].texts
     # When only its attributes, access list, language and mimetype change
     document = put(env, "c", "d1", attributes={"region": "eu"}, access={"groups": ["staff"]}, language="en",
@@ -195,20 +195,20 @@ def test_a_fields_only_put_rewrites_the_index_without_embedding(env):
     assert found(env, ["c"], query="penguin") == {"d1"}
     assert found(env, ["c"], query="penguin", filters={"attributes": {"region": "us"}}) == set()
     env.worker.drain()
-    done = env.metadata.get_document("t", "c", "d1")
+    done = env.adapters.metadata.get_document("t", "c", "d1")
     assert done.status is DocumentStatus.INDEXED and not done.fields_stale and done.version == indexed.version
     # And nothing was embedded, the chunks are the same
     assert env.counting["hash:384"].texts == embedded
-    assert {c.chunk_id for c in env.chunks.list_chunks("t", "c", "d1")} == chunk_ids
+    assert {c.chunk_id for c in env.adapters.chunks.list_chunks("t", "c", "d1")} == chunk_ids
     # And the index itself now filters on the new fields (every leg)
     vector = env.embeddings.embed_query("hash:384", "penguin")
     eu = SearchFilters(attributes=parse_filter({"region": "eu"}), language="en",
                        principals=Principals(groups=("staff",)))
     us = SearchFilters(attributes=parse_filter({"region": "us"}), principals=Principals(groups=("staff",)))
-    assert len(env.search_index.knn_search("hash:384", "t", ["c"], vector, 50, eu)) == done.chunk_count
-    assert len(env.search_index.keyword_search("hash:384", "t", ["c"], "penguin", 50, eu)) == done.chunk_count
-    assert env.search_index.knn_search("hash:384", "t", ["c"], vector, 50, us) == []
-    assert env.search_index.keyword_search("hash:384", "t", ["c"], "penguin", 50, us) == []
+    assert len(env.adapters.search_index.knn_search("hash:384", "t", ["c"], vector, 50, eu)) == done.chunk_count
+    assert len(env.adapters.search_index.keyword_search("hash:384", "t", ["c"], "penguin", 50, eu)) == done.chunk_count
+    assert env.adapters.search_index.knn_search("hash:384", "t", ["c"], vector, 50, us) == []
+    assert env.adapters.search_index.keyword_search("hash:384", "t", ["c"], "penguin", 50, us) == []
     # And a PUT of the same values changes nothing (no new version of the fields, nothing to rewrite)
     again = put(env, "c", "d1", attributes={"region": "eu"}, language="en")
     assert again.fields_version == done.fields_version and again.status is DocumentStatus.INDEXED
@@ -344,8 +344,8 @@ def test_two_tenants_with_the_same_ids_and_keys_of_different_types_never_meet(en
     assert found(env, ["c"], tenant="u", query="penguin", groups=["staff", "other"],
                  filters={"attributes": {"year": "2024"}}) == {"d1"}
     assert found(env, ["c"], tenant="u", query="penguin", groups=["staff"]) == set()
-    assert env.metadata.get_document("t", "c", "d1").attributes == {"year": 2024}
-    assert env.metadata.get_document("u", "c", "d1").attributes == {"year": "2024"}
+    assert env.adapters.metadata.get_document("t", "c", "d1").attributes == {"year": 2024}
+    assert env.adapters.metadata.get_document("u", "c", "d1").attributes == {"year": "2024"}
 
 
 # -- sidecars of files dropped into the data directory ---------------------------------------------------------
@@ -362,7 +362,7 @@ def drop(env, tenant: str, collection: str, document: str, filename: str, data: 
 def notice(env, collection: str = "c") -> None:
     """Local mode notices dropped files in its reindex pass (hourly in `kindex serve`; `kindex reindex` runs one):
     the pass of one collection, as its reindex task runs it."""
-    env.reindex.reindex_collection("t", env.metadata.get_collection("t", collection), clean=False)
+    env.reindex.reindex_collection("t", env.adapters.metadata.get_collection("t", collection), clean=False)
     env.worker.drain()
 
 
@@ -373,11 +373,11 @@ def test_a_sidecar_gives_a_dropped_file_its_attributes_and_access_before_or_afte
         b'{"metadataAttributes": {"region": "eu", "year": {"value": {"type": "NUMBER", "numberValue": 2024}, '
         b'"includeForEmbedding": true}}, "access": {"groups": ["hr"]}}'))
     notice(env)
-    assert env.metadata.get_document("t", "c", "report") is None  # a sidecar is never a document
+    assert env.adapters.metadata.get_document("t", "c", "report") is None  # a sidecar is never a document
     drop(env, "t", "c", "report", "report.txt", b"penguin colony census for the board")
     notice(env)
     # Then the document has the sidecar's fields, and queries apply them
-    document = env.metadata.get_document("t", "c", "report")
+    document = env.adapters.metadata.get_document("t", "c", "report")
     assert document.status is DocumentStatus.INDEXED and document.title == "report.txt"
     assert document.attributes == {"region": "eu", "year": 2024} and document.access.groups == ("hr",)
     assert found(env, ["c"], query="penguin census", groups=["staff"]) == set()
@@ -389,7 +389,7 @@ def test_a_sidecar_gives_a_dropped_file_its_attributes_and_access_before_or_afte
          b'{"metadataAttributes": {"region": "us"}, "access": {"groups": ["staff"]}}')
     notice(env)
     # Then the fields follow, without embedding anything
-    document = env.metadata.get_document("t", "c", "report")
+    document = env.adapters.metadata.get_document("t", "c", "report")
     assert document.attributes == {"region": "us"} and document.access.groups == ("staff",)
     assert document.status is DocumentStatus.INDEXED and not document.fields_stale
     assert env.counting["hash:384"].texts == embedded
@@ -406,7 +406,7 @@ def test_a_refused_sidecar_fails_its_document_closed_and_a_fixed_one_restores_it
          b'{"metadataAttributes": {"year": 9223372036854775808}, "access": {"groups": ["hr"]}}')
     notice(env)
     # Then the document is failed, naming the sidecar and the field, and never served
-    document = env.metadata.get_document("t", "c", "memo")
+    document = env.adapters.metadata.get_document("t", "c", "memo")
     assert document.status is DocumentStatus.FAILED
     assert "memo.txt.metadata.json" in document.failure_reason and "metadataAttributes.year" in document.failure_reason
     assert found(env, ["c"], query="penguin colony", groups=["staff", "hr"]) == set()
@@ -414,7 +414,7 @@ def test_a_refused_sidecar_fails_its_document_closed_and_a_fixed_one_restores_it
     drop(env, "t", "c", "memo", "memo.txt.metadata.json", b'{"metadataAttributes": {"year": 2024}, '
                                                          b'"access": {"groups": ["hr"]}}')
     notice(env)
-    document = env.metadata.get_document("t", "c", "memo")
+    document = env.adapters.metadata.get_document("t", "c", "memo")
     assert document.status is DocumentStatus.INDEXED and document.attributes == {"year": 2024}
     assert found(env, ["c"], query="penguin colony", groups=["staff", "hr"]) == {"memo"}
     assert found(env, ["c"], query="penguin colony", groups=["staff"]) == set()
@@ -424,17 +424,17 @@ def test_a_sidecar_written_through_the_blob_store_is_applied_by_its_event(env):
     # Given a dropped file indexed without a sidecar (the blob store notifies, as S3 does)
     env.catalog.put_collection("t", "c", CollectionInput(query_groups=["staff"]))
     key = blob_key("t", "c", "notes", "notes.md")
-    env.blobs.put_blob(key, b"# Penguins\n\npenguin colony notes", "text/markdown")
+    env.adapters.blobs.put_blob(key, b"# Penguins\n\npenguin colony notes", "text/markdown")
     env.worker.drain()
-    assert env.metadata.get_document("t", "c", "notes").access is None
+    assert env.adapters.metadata.get_document("t", "c", "notes").access is None
     # When its sidecar arrives, Then the access list applies; when it is deleted, it goes again
-    env.blobs.put_blob(key + ".metadata.json", b'{"access": {"users": ["ann"]}}', "application/json")
+    env.adapters.blobs.put_blob(key + ".metadata.json", b'{"access": {"users": ["ann"]}}', "application/json")
     env.worker.drain()
-    assert env.metadata.get_document("t", "c", "notes").access.users == ("ann",)
+    assert env.adapters.metadata.get_document("t", "c", "notes").access.users == ("ann",)
     assert found(env, ["c"], query="penguin colony", user="bob") == set()
-    env.blobs.delete_blob(key + ".metadata.json")
+    env.adapters.blobs.delete_blob(key + ".metadata.json")
     env.worker.drain()
-    assert env.metadata.get_document("t", "c", "notes").access is None
+    assert env.adapters.metadata.get_document("t", "c", "notes").access is None
     assert found(env, ["c"], query="penguin colony", user="bob") == {"notes"}
 
 
@@ -457,7 +457,7 @@ def test_export_and_import_carry_attributes_and_access_without_embedding(env):
     result = env.transfer.import_batch("t", "dst", body)
     assert result.texts_embedded == 0 and env.counting["hash:384"].texts == embedded
     env.worker.drain()
-    imported = env.metadata.get_document("t", "dst", "d1")
+    imported = env.adapters.metadata.get_document("t", "dst", "d1")
     assert imported.attributes == {"region": "eu", "tags": ["hr"]} and imported.access.groups == ("hr",)
     assert found(env, ["dst"], query="penguin", groups=["staff", "hr"],
                  filters={"attributes": {"tags": {"$contains": "hr"}}}) == {"d1"}

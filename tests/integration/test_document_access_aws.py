@@ -34,7 +34,8 @@ def aws(deploy):  # noqa: F811 - the imported fixture
 
 
 def stores(aws, tmp_path):
-    return {"dynamodb": aws.services.metadata, "sqlite": SqliteMetadataStore(SqliteDatabase(tmp_path / "m.db"))}
+    return {"dynamodb": aws.services.adapters.metadata,
+            "sqlite": SqliteMetadataStore(SqliteDatabase(tmp_path / "m.db"))}
 
 
 def test_both_metadata_stores_keep_attributes_access_and_document_access(aws, tmp_path):

@@ -198,7 +198,7 @@ def test_rights_failures_fail_closed(env, rights, mode):
     rights.hang_seconds = 30  # "hang": an answer that would come 30 s late
     if mode == "bad-signature":
         rights.allowed = {f"d{i:02d}" for i in range(30)}
-        env.secrets.put_secret("tenants/t/rights-check-signing", b"not the secret the server knows")
+        env.adapters.secrets.put_secret("tenants/t/rights-check-signing", b"not the secret the server knows")
     started = time.monotonic()
     response = query(["ext"], query="penguin report", user="ann", k=5)
     elapsed = time.monotonic() - started
@@ -227,12 +227,12 @@ def test_external_rights_cannot_be_saved_without_the_secret(env):
         with pytest.raises(Conflict, match="POST /v1/rights-check-secret"):
             collection("ext2", query_groups=["staff"], rights_check_method="external",
                        rights_check_method_configuration={"url": server.url})
-        assert env.metadata.get_collection("t", "ext2") is None
+        assert env.adapters.metadata.get_collection("t", "ext2") is None
         # Nor can an existing collection be switched to it
         collection("ext2", query_groups=["staff"])
         with pytest.raises(Conflict):
             collection("ext2", rights_check_method="external", rights_check_method_configuration={"url": server.url})
-        assert env.metadata.get_collection("t", "ext2").rights_check_method == "public"
+        assert env.adapters.metadata.get_collection("t", "ext2").rights_check_method == "public"
         # Once the secret exists it saves
         env.rights_secrets.rotate("t")
         collection("ext2", rights_check_method="external", rights_check_method_configuration={"url": server.url})
@@ -246,10 +246,10 @@ def test_no_secret_at_query_time_denies_and_says_so(env):
     try:
         # Given an external collection stored while the tenant had no secret (saved before the check existed)
         collection("ext2", query_groups=["staff"])
-        stored = env.metadata.get_collection("t", "ext2")
+        stored = env.adapters.metadata.get_collection("t", "ext2")
         stored = stored.model_copy(update={"rights_check_method": "external", "revision": stored.revision + 1,
                                            "rights_check_method_configuration": {"url": server.url}})
-        env.metadata.put_collection("t", stored, create=False)
+        env.adapters.metadata.put_collection("t", stored, create=False)
         collection("pub", query_groups=["staff"])
         document("ext2", "d", "penguin")
         document("pub", "p", "penguin")

@@ -101,7 +101,7 @@ def test_ssrf_list_is_refused_when_saved_through_the_api(env, url, rule):
     # Then 422 naming the field and the rule, and nothing is stored
     assert status == 422 and body["error"] == "invalid_input", body
     assert body["message"].startswith("rights_check_method_configuration.url: ") and rule in body["message"]
-    assert env.metadata.get_collection("t", "ext") is None
+    assert env.adapters.metadata.get_collection("t", "ext") is None
 
 
 def test_saving_through_the_api_without_the_secret_is_refused(env):
@@ -114,7 +114,7 @@ def test_saving_through_the_api_without_the_secret_is_refused(env):
 
 
 def test_a_name_resolving_to_a_forbidden_address_at_call_time_is_not_called(env, monkeypatch):
-    server = RightsServer(secret=env.secrets.get_secret("tenants/t/rights-check-signing"))
+    server = RightsServer(secret=env.adapters.secrets.get_secret("tenants/t/rights-check-signing"))
     server.allowed = {"d1"}
     answers = {"rights.test": ["127.0.0.1"]}
     monkeypatch.setattr(http_rights, "resolve", lambda host, port: answers[host])
@@ -126,7 +126,7 @@ def test_a_name_resolving_to_a_forbidden_address_at_call_time_is_not_called(env,
         assert server.requests[-1]["headers"]["Host"] == f"rights.test:{server.port}"
         # When the name is re-pointed at the metadata service and a new connection is needed
         answers["rights.test"] = ["169.254.169.254"]
-        env.rights_endpoint.close()
+        env.adapters.rights_endpoint.close()
         response, elapsed = timed(lambda: query(env, ["ext"]))
         # Then nothing is sent, the results are denied, and the warning names neither the address nor the host
         assert response.results == [] and response.denied_count == 1 and len(server.requests) == 1
@@ -190,9 +190,9 @@ def test_a_closed_port_answers_like_a_filtered_one(env):
 def test_a_dripping_endpoint_cannot_starve_another_tenant(env, monkeypatch):
     # Given tenant t's endpoint drips its answer one byte every 0.1 s (t's calls last their whole 3 s budget), and
     # tenant u's answers at once (u's budget is 1 s: a call of u's that waited for one of t's would fail and warn)
-    drip = RightsServer(secret=env.secrets.get_secret("tenants/t/rights-check-signing"))
+    drip = RightsServer(secret=env.adapters.secrets.get_secret("tenants/t/rights-check-signing"))
     drip.mode, drip.drip_interval = "drip", 0.1
-    fine = RightsServer(secret=env.secrets.get_secret("tenants/u/rights-check-signing"))
+    fine = RightsServer(secret=env.adapters.secrets.get_secret("tenants/u/rights-check-signing"))
     fine.allowed = {"d1"}
     in_flight = _count_calls_in_flight(env, monkeypatch, drip.url)
     try:
@@ -233,7 +233,7 @@ T_BUDGET = 3.0  # tenant t's rights-check timeout in the dripping test
 def _count_calls_in_flight(env, monkeypatch, url: str) -> dict[str, int]:
     """Counts the deployment's concurrent calls to `url`, as they leave (the server sees hang-ups late)."""
     counts, lock = {"now": 0, "max": 0}, threading.Lock()
-    real_post = env.rights_endpoint.post
+    real_post = env.adapters.rights_endpoint.post
 
     def counting_post(target, *args):
         if target != url:
@@ -247,7 +247,7 @@ def _count_calls_in_flight(env, monkeypatch, url: str) -> dict[str, int]:
             with lock:
                 counts["now"] -= 1
 
-    monkeypatch.setattr(env.rights_endpoint, "post", counting_post)
+    monkeypatch.setattr(env.adapters.rights_endpoint, "post", counting_post)
     return counts
 
 
@@ -256,7 +256,7 @@ def _rights_threads(tenant: str) -> list[str]:
 
 
 def test_a_huge_answer_is_denied_with_a_warning(env):
-    server = RightsServer(secret=env.secrets.get_secret("tenants/t/rights-check-signing"))
+    server = RightsServer(secret=env.adapters.secrets.get_secret("tenants/t/rights-check-signing"))
     server.mode = "huge"
     try:
         make_collection(env, "ext", server.url, timeout=1.0)
@@ -272,9 +272,9 @@ def test_a_huge_answer_is_denied_with_a_warning(env):
 
 def test_five_slow_collections_share_one_query_budget(env):
     # Given five collections whose endpoints take 30 s, each with a 2 s timeout
-    server = RightsServer(secret=env.secrets.get_secret("tenants/t/rights-check-signing"))
+    server = RightsServer(secret=env.adapters.secrets.get_secret("tenants/t/rights-check-signing"))
     server.mode, server.hang_seconds = "hang", 30
-    fast = RightsServer(secret=env.secrets.get_secret("tenants/t/rights-check-signing"))
+    fast = RightsServer(secret=env.adapters.secrets.get_secret("tenants/t/rights-check-signing"))
     fast.allowed = {"ok"}
     try:
         names = [f"slow{i}" for i in range(5)]

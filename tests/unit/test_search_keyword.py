@@ -120,9 +120,14 @@ def test_deleted_chunks_are_never_returned_even_among_many_segments(index):
 
 
 def test_an_older_fts5_keyword_database_is_migrated_once_and_removed(tmp_path):
-    # Given a data directory whose keywords an older version kept in SQLite FTS5 (external content)
+    # Given a data directory whose keywords an older version kept in SQLite FTS5 (external content), beside the
+    # vector partitions of the same chunks (a keyword hit must find its document in the vector half: fail closed)
     root = tmp_path / "index"
-    root.mkdir()
+    older = LocalSearchIndex(root)
+    older.upsert(MODEL, [record("a", "fjord glacier", tenant="acme"), record("a", "desert", tenant="globex")])
+    older.close()
+    for folder in (root / "keywords", root / "keyword"):
+        shutil.rmtree(folder, ignore_errors=True)  # that version had no tantivy keyword index
     db = sqlite3.connect(root / "keyword.sqlite")
     db.executescript("""
         CREATE TABLE chunk (rowid INTEGER PRIMARY KEY, model TEXT NOT NULL, tenant TEXT NOT NULL,
