@@ -128,8 +128,18 @@ class Smoke:
         return refused["error"]
 
     def delete(self, collection: str) -> str:
-        self.call("DELETE", collection, (204, 404))
-        return ""
+        """A collection delete is a job (202): the collection is gone from reads at once, and the job removes its
+        documents, chunks, vectors and blobs; wait for it, so "nothing is left" checks the finished work."""
+        job = self.call("DELETE", collection, (202, 404))
+        if job is None:
+            return "already gone"
+        deadline = time.monotonic() + self.timeout
+        while job["status"] != "completed":
+            if time.monotonic() > deadline:
+                raise SmokeFailed(f"the delete job {job['id']} is still {job['status']} after {self.timeout:.0f} s")
+            time.sleep(0.5)
+            job = self.call("GET", f"/v1/jobs/{quote(job['id'], safe='')}", (200,))
+        return f"job {job['id']} completed"
 
     def nothing_left(self, collection: str) -> str:
         self.call("GET", collection, (404,))

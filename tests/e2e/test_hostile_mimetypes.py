@@ -5,6 +5,8 @@ import alike, and nothing is stored."""
 import pytest
 import requests
 
+from tests.support.waiting import wait_settled
+
 pytestmark = pytest.mark.e2e
 
 HOSTILE = ["text/plain\r\nX-Evil: 1", "../../etc", "text/plain; charset=utf-8", "text", "text/plain ", "*/*"]
@@ -23,6 +25,8 @@ def admin(server) -> requests.Session:
     assert session.put(server.url("/v1/collections/types"), json={}).status_code == 201
     assert session.put(server.url("/v1/collections/types/documents/kept"),
                        json={"content": "some text", "mimetype": "text/markdown"}).status_code == 201
+    # (indexed before the tests compare it: "changes nothing" must not race the worker's own writes)
+    wait_settled(session, server.url("/v1/collections/types"), ["kept"])
     return session
 
 

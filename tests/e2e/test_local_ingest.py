@@ -49,7 +49,8 @@ def test_presigned_upload_of_a_real_pdf_is_indexed_with_pages(server):
     assert document["status"] == "indexed", document["failure_reason"]
     chunks = admin.get(doc_url + "/chunks").json()["chunks"]
     assert len(chunks) == document["chunk_count"] > 1
-    assert set(chunks[0]) == {"chunk_id", "index", "start", "end", "page_start", "page_end", "text"}
+    assert set(chunks[0]) == {"chunk_id", "index", "start", "end", "page_start", "page_end", "text", "section",
+                              "table_header"}
     assert chunks[0]["page_start"] == 1 and chunks[-1]["page_end"] == 5
 
 
