@@ -170,10 +170,12 @@ def test_simultaneous_puts_of_different_fields_all_land_and_tenants_never_mix(ru
             for name in FIELDS:
                 assert document[name] in {bodies[i][name] for i in mine if name in bodies[i]}, (tenant, name)
             assert document["content"] == f"Text of tenant {tenant}." and document["version"] == 1
-            # And the 8 answers are one chain of revisions after the start: each its predecessor plus its own field
+            # And the 8 answers are one chain of revisions after the start: each its predecessor plus its own field.
+            # (A language or mimetype PUT also sends the document to the ingest, which rewrites its index entries: the
+            # ingest's status writes take revisions between the PUTs, and change none of these fields.)
             chain = sorted((answers[i][1] for i in mine), key=lambda body: body["revision"])
-            assert [body["revision"] for body in chain] == list(range(starts[tenant]["revision"] + 1,
-                                                                      starts[tenant]["revision"] + 1 + len(mine)))
+            revisions = [body["revision"] for body in chain]
+            assert len(set(revisions)) == len(mine) and revisions[0] > starts[tenant]["revision"], revisions
             previous = starts[tenant]
             for body in chain:
                 changed = {name for name in FIELDS if body[name] != previous[name]}
