@@ -87,19 +87,25 @@ def deleting_pk(tenant: str) -> str:
     return f"T#{escape_part(tenant)}#DELETING"
 
 
+def at_revision(revision: int) -> dict[str, Any]:
+    """The condition parts of a write that needs the item present at `revision` (an item without the attribute,
+    written before revisions existed, is at revision 0)."""
+    condition = "#revision = :expected"
+    if revision == 0:
+        condition = f"(attribute_not_exists(#revision) OR {condition})"
+    return {"ConditionExpression": f"attribute_exists(pk) AND {condition}",
+            "ExpressionAttributeNames": {"#revision": "revision"},
+            "ExpressionAttributeValues": {":expected": {"N": str(revision)}}}
+
+
 def build_mark_deleting(table: str, tenant: str, collection: Collection, job: str) -> dict[str, Any]:
     """One TransactWriteItems: the collection item goes (only at the revision read; an item without the attribute
     is at 0), and its pending-deletion item, carrying the record and the job, takes its place."""
-    condition = "attribute_exists(pk) AND #revision = :expected"
-    if collection.revision == 0:
-        condition = "attribute_exists(pk) AND (attribute_not_exists(#revision) OR #revision = :expected)"
     pending = build_item(deleting_pk(tenant), collection.id, collection.model_dump_json())
     pending["job"] = {"S": job}
     return {"TransactItems": [
         {"Delete": {"TableName": table, "Key": item_key(collections_pk(tenant), collection.id),
-                    "ConditionExpression": condition, "ExpressionAttributeNames": {"#revision": "revision"},
-                    "ExpressionAttributeValues": {":expected": {"N": str(collection.revision)}},
-                    "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}},
+                    **at_revision(collection.revision), "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}},
         {"Put": {"TableName": table, "Item": pending}},
     ]}
 
@@ -166,13 +172,7 @@ def build_delete_request(table: str, key: dict, revision: int | None) -> dict[st
     """A DeleteItem of a document item; with `revision`, only while the item is at it (0: an item without one)."""
     request: dict[str, Any] = {"TableName": table, "Key": key, "ReturnValues": "ALL_OLD"}
     if revision is not None:
-        condition = "#revision = :expected"
-        if revision == 0:
-            condition = f"(attribute_not_exists(#revision) OR {condition})"
-        request["ConditionExpression"] = f"attribute_exists(pk) AND {condition}"
-        request["ExpressionAttributeNames"] = {"#revision": "revision"}
-        request["ExpressionAttributeValues"] = {":expected": {"N": str(revision)}}
-        request["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
+        request.update(at_revision(revision), ReturnValuesOnConditionCheckFailure="ALL_OLD")
     return request
 
 
@@ -188,12 +188,7 @@ def build_put_request(table: str, item: dict, *, create: bool, expected_revision
     if create:
         request["ConditionExpression"] = "attribute_not_exists(pk)"
     else:
-        condition = "#revision = :expected"
-        if expected_revision == 0:
-            condition = f"(attribute_not_exists(#revision) OR {condition})"
-        request["ConditionExpression"] = f"attribute_exists(pk) AND {condition}"
-        request["ExpressionAttributeNames"] = {"#revision": "revision"}
-        request["ExpressionAttributeValues"] = {":expected": {"N": str(expected_revision)}}
+        request.update(at_revision(expected_revision))
     return request
 
 
