@@ -18,7 +18,7 @@ import tantivy
 from kindex.adapters.local.search import ann
 from kindex.adapters.local.search import log as search_log
 from kindex.adapters.local.search.index import LocalSearchIndex
-from kindex.adapters.local.search.keyword import ANALYZER, tenant_folder, text_analyzer
+from kindex.adapters.local.search.keyword import ANALYZER, base_schema_builder, tenant_folder, text_analyzer
 from kindex.domain.filters import Access, parse_filter
 from kindex.domain.types import IndexRecord, Principals, SearchFilters
 from tests.support.crash import kill_writer_after
@@ -221,14 +221,7 @@ def test_a_writer_killed_while_rewriting_access_lists_leaves_consistent_document
 
 def old_schema() -> tantivy.Schema:
     """The schema of a tenant keyword index before attribute filters (issue 23)."""
-    builder = tantivy.SchemaBuilder()
-    builder.add_text_field("text", tokenizer_name=ANALYZER, index_option="freq")
-    builder.add_text_field("partition", tokenizer_name="raw", index_option="basic")
-    builder.add_text_field("document", stored=True, tokenizer_name="raw", index_option="basic")
-    builder.add_text_field("chunk", stored=True, tokenizer_name="raw", index_option="basic")
-    builder.add_text_field("language", tokenizer_name="raw", index_option="basic")
-    builder.add_text_field("mimetype", tokenizer_name="raw", index_option="basic")
-    return builder.build()
+    return base_schema_builder().build()
 
 
 def write_old_tenant_index(folder: Path, records: list[IndexRecord]) -> None:

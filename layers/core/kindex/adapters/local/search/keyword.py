@@ -109,7 +109,9 @@ def _key(*parts: str) -> str:
     return json.dumps(parts, ensure_ascii=False, separators=(",", ":"))
 
 
-def build_schema() -> tantivy.Schema:
+def base_schema_builder() -> tantivy.SchemaBuilder:
+    """The fields every keyword index has had: text, the keys and the language/mimetype filters (an index written
+    before attribute filters has exactly these, and is rebuilt at open)."""
     builder = tantivy.SchemaBuilder()
     builder.add_text_field("text", tokenizer_name=ANALYZER, index_option="freq")
     builder.add_text_field("partition", tokenizer_name="raw", index_option="basic")
@@ -117,6 +119,11 @@ def build_schema() -> tantivy.Schema:
     builder.add_text_field("chunk", stored=True, tokenizer_name="raw", index_option="basic")
     builder.add_text_field("language", tokenizer_name="raw", index_option="basic")
     builder.add_text_field("mimetype", tokenizer_name="raw", index_option="basic")
+    return builder
+
+
+def build_schema() -> tantivy.Schema:
+    builder = base_schema_builder()
     add_schema_fields(builder)
     return builder.build()
 
