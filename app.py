@@ -23,8 +23,11 @@ CDK_JSON = Path(__file__).resolve().parent / "cdk.json"
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--outdir", default=os.environ.get("CDK_OUTDIR") or "cdk.out",
-                        help="cloud assembly directory (default: cdk.out)")
+    parser.add_argument(
+        "--outdir",
+        default=os.environ.get("CDK_OUTDIR") or "cdk.out",
+        help="cloud assembly directory (default: cdk.out)",
+    )
     args = parser.parse_args()
     started = time.monotonic()
     context = json.loads(CDK_JSON.read_text())["context"]
@@ -40,8 +43,10 @@ def main() -> int:
         print(f"{message.level.name} {message.id}: {str(message.entry.data).splitlines()[0]}", file=sys.stderr)
     if stack.capacity is not None:
         print(stack.capacity.describe(), file=sys.stderr)
-    print(f"synthesized {stack.stack_name} into {assembly.directory} in {time.monotonic() - started:.1f} s",
-          file=sys.stderr)
+    print(
+        f"synthesized {stack.stack_name} into {assembly.directory} in {time.monotonic() - started:.1f} s",
+        file=sys.stderr,
+    )
     return 1 if findings else 0
 
 

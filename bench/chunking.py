@@ -38,15 +38,17 @@ def _candidates():
             "kindex": lambda text: chunk_text(text, method="maxChars", max_size=MAX_CHARS, overlap=CHAR_OVERLAP),
             "semantic-text-splitter": lambda text: TextSplitter(MAX_CHARS, overlap=CHAR_OVERLAP).chunks(text),
             "langchain-text-splitters": lambda text: RecursiveCharacterTextSplitter(
-                chunk_size=MAX_CHARS, chunk_overlap=CHAR_OVERLAP).split_text(text),
+                chunk_size=MAX_CHARS, chunk_overlap=CHAR_OVERLAP
+            ).split_text(text),
         },
         "tokens": {
             "kindex": lambda text: chunk_text(text, method="tokens", max_size=MAX_TOKENS, overlap=TOKEN_OVERLAP),
             "semantic-text-splitter": lambda text: TextSplitter.from_tiktoken_model(
-                "gpt-3.5-turbo", MAX_TOKENS, overlap=TOKEN_OVERLAP).chunks(text),
+                "gpt-3.5-turbo", MAX_TOKENS, overlap=TOKEN_OVERLAP
+            ).chunks(text),
             "langchain-text-splitters": lambda text: RecursiveCharacterTextSplitter.from_tiktoken_encoder(
-                encoding_name=TOKEN_ENCODING, chunk_size=MAX_TOKENS, chunk_overlap=TOKEN_OVERLAP,
-                disallowed_special=()).split_text(text),
+                encoding_name=TOKEN_ENCODING, chunk_size=MAX_TOKENS, chunk_overlap=TOKEN_OVERLAP, disallowed_special=()
+            ).split_text(text),
         },
     }
 
@@ -72,37 +74,62 @@ def measure(candidates: dict, text: str, *, min_seconds: float = MIN_SECONDS, mi
             for _ in range(passes[name]):
                 counts[name] = len(split(text))
             return {"mb_per_s": passes[name] * size_mb / (time.perf_counter() - started)}
+
         return one_round
 
     runs = alternate({name: side(name) for name in candidates}, min_seconds=min_seconds, min_rounds=min_rounds)
-    return {"size_mb": size_mb, "counts": counts, "passes": passes,
-            "speeds": {name: [r["mb_per_s"] for r in found] for name, found in runs.items()},
-            "seconds": {name: round(sum(r["seconds"] for r in found), 1) for name, found in runs.items()}}
+    return {
+        "size_mb": size_mb,
+        "counts": counts,
+        "passes": passes,
+        "speeds": {name: [r["mb_per_s"] for r in found] for name, found in runs.items()},
+        "seconds": {name: round(sum(r["seconds"] for r in found), 1) for name, found in runs.items()},
+    }
 
 
 def run(megabytes: float = MEGABYTES, min_seconds: float = MIN_SECONDS) -> list[Figure]:
     text = real_text(megabytes)
     figures = []
     for method, candidates in _candidates().items():
-        log(f"chunking {method}: {len(candidates)} candidates alternated, >= {min_seconds:.0f} s each (about "
-            f"{len(candidates) * min_seconds * 1.3:.0f} s)")
+        log(
+            f"chunking {method}: {len(candidates)} candidates alternated, >= {min_seconds:.0f} s each (about "
+            f"{len(candidates) * min_seconds * 1.3:.0f} s)"
+        )
         found = measure(candidates, text, min_seconds=min_seconds)
         speeds, counts = found["speeds"], found["counts"]
-        log(f"chunking {method}: " + ", ".join(f"{n} {median(s):.2f} MB/s ({counts[n]} chunks)"
-                                               for n, s in speeds.items()))
-        settings = (f"{MAX_CHARS} chars, overlap {CHAR_OVERLAP}" if method == "maxChars"
-                    else f"{MAX_TOKENS} cl100k tokens, overlap {TOKEN_OVERLAP}")
+        log(
+            f"chunking {method}: "
+            + ", ".join(f"{n} {median(s):.2f} MB/s ({counts[n]} chunks)" for n, s in speeds.items())
+        )
+        settings = (
+            f"{MAX_CHARS} chars, overlap {CHAR_OVERLAP}"
+            if method == "maxChars"
+            else f"{MAX_TOKENS} cl100k tokens, overlap {TOKEN_OVERLAP}"
+        )
         rounds = len(speeds["kindex"])
-        notes = (f"{found['size_mb']:.1f} MB of real text (SciFact abstracts as Markdown), {settings}; the three "
-                 f"splitters alternated over {rounds} rounds (order reversed each round), each round "
-                 f"{', '.join(f'{n} {p}' for n, p in found['passes'].items())} passes, seconds in all "
-                 f"{found['seconds']}; value = median MB/s, ratio = median of the per-round paired ratios; chunks: "
-                 + ", ".join(f"{n} {c}" for n, c in counts.items()))
+        notes = (
+            f"{found['size_mb']:.1f} MB of real text (SciFact abstracts as Markdown), {settings}; the three "
+            f"splitters alternated over {rounds} rounds (order reversed each round), each round "
+            f"{', '.join(f'{n} {p}' for n, p in found['passes'].items())} passes, seconds in all "
+            f"{found['seconds']}; value = median MB/s, ratio = median of the per-round paired ratios; chunks: "
+            + ", ".join(f"{n} {c}" for n, c in counts.items())
+        )
         prefix = "maxchars" if method == "maxChars" else "tokens"
         for suffix, reference in (("", "semantic-text-splitter"), ("_vs_langchain", "langchain-text-splitters")):
             paired = paired_ratios(speeds["kindex"], speeds[reference])
-            figures.append(Figure(f"{prefix}_mb_per_s{suffix}", median(speeds["kindex"]), "MB/s", reference,
-                                  median(speeds[reference]), ratio=round(median(paired), 4), section="chunking",
-                                  notes=notes, details={"chunks": counts, "mb_per_s": speeds} if not suffix else {},
-                                  spread=spread(speeds["kindex"]), ratio_spread=spread(paired)))
+            figures.append(
+                Figure(
+                    f"{prefix}_mb_per_s{suffix}",
+                    median(speeds["kindex"]),
+                    "MB/s",
+                    reference,
+                    median(speeds[reference]),
+                    ratio=round(median(paired), 4),
+                    section="chunking",
+                    notes=notes,
+                    details={"chunks": counts, "mb_per_s": speeds} if not suffix else {},
+                    spread=spread(speeds["kindex"]),
+                    ratio_spread=spread(paired),
+                )
+            )
     return figures

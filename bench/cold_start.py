@@ -32,8 +32,14 @@ def import_profile(module: str) -> tuple[float, frozenset[str]]:
     # As a Lambda sees it: none of the bench's own quieting switches.
     env = {name: value for name, value in os.environ.items() if not name.startswith("POWERTOOLS_")}
     env["KINDEX_BACKEND"] = "local"
-    done = subprocess.run([sys.executable, "-X", "importtime", "-c", f"import {module}"], cwd=REPO, env=env,
-                          capture_output=True, text=True, check=True)
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", f"import {module}"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return parse_importtime(done.stderr, module)
 
 
@@ -60,10 +66,16 @@ def run(repeats: int = REPEATS) -> list[Figure]:
     # One sample of every module a round, the order reversed every round (api ... boto3 powertools, powertools
     # boto3 ... api, ...), so that a busy moment hits the functions and the references alike. Not 20 s of work a
     # side: a sample is one fresh process (~0.5 s), and more samples would only lengthen the section.
-    log(f"cold start: {len(modules)} modules x {repeats} rounds, interleaved "
-        f"(about {len(modules) * repeats * 0.4:.0f} s)")
-    runs = alternate({module: (lambda module=module: dict(zip(("ms", "loaded"), import_profile(module))))
-                      for module in modules}, min_seconds=0.0, min_rounds=repeats, max_rounds=repeats)
+    log(
+        f"cold start: {len(modules)} modules x {repeats} rounds, interleaved "
+        f"(about {len(modules) * repeats * 0.4:.0f} s)"
+    )
+    runs = alternate(
+        {module: (lambda module=module: dict(zip(("ms", "loaded"), import_profile(module)))) for module in modules},
+        min_seconds=0.0,
+        min_rounds=repeats,
+        max_rounds=repeats,
+    )
     samples = {module: [r["ms"] for r in found] for module, found in runs.items()}
     loads_powertools = {module: any(POWERTOOLS in r["loaded"] for r in found) for module, found in runs.items()}
     references = {name: median(samples[name]) for name in REFERENCES}
@@ -73,22 +85,51 @@ def run(repeats: int = REPEATS) -> list[Figure]:
         mine = samples[f"functions.{function}"]
         paired = paired_ratios(mine, samples["boto3"])
         log(f"cold start functions.{function}: {median(mine):.0f} ms")
-        notes = (f"python -X importtime -c 'import functions.{function}', fresh process, median of {repeats} "
-                 f"(samples {', '.join(f'{s:.0f}' for s in mine)} ms), interleaved with the references round by "
-                 f"round; ratio = median of the per-round ratios to bare import boto3; bare import "
-                 f"aws_lambda_powertools {references['aws_lambda_powertools']:.0f} ms")
-        figure = Figure(f"cold_import_ms_{function}", median(mine), "ms", "import boto3", references["boto3"],
-                        ratio=round(median(paired), 4), section="cold start", notes=notes, spread=spread(mine),
-                        ratio_spread=spread(paired))
+        notes = (
+            f"python -X importtime -c 'import functions.{function}', fresh process, median of {repeats} "
+            f"(samples {', '.join(f'{s:.0f}' for s in mine)} ms), interleaved with the references round by "
+            f"round; ratio = median of the per-round ratios to bare import boto3; bare import "
+            f"aws_lambda_powertools {references['aws_lambda_powertools']:.0f} ms"
+        )
+        figure = Figure(
+            f"cold_import_ms_{function}",
+            median(mine),
+            "ms",
+            "import boto3",
+            references["boto3"],
+            ratio=round(median(paired), 4),
+            section="cold start",
+            notes=notes,
+            spread=spread(mine),
+            ratio_spread=spread(paired),
+        )
         if loads_powertools[f"functions.{function}"]:
             # Its import includes Powertools' (nested), so it cannot take less than a bare Powertools import.
             against = median(paired_ratios(mine, samples[POWERTOOLS]))
-            figure.invalid_unless(against >= IMPOSSIBLE_BELOW, f"it imports aws_lambda_powertools yet took "
-                                  f"{against:.2f} x a bare import of it (median of the per-round ratios)")
+            figure.invalid_unless(
+                against >= IMPOSSIBLE_BELOW,
+                f"it imports aws_lambda_powertools yet took "
+                f"{against:.2f} x a bare import of it (median of the per-round ratios)",
+            )
         figures.append(figure)
-    figures.append(Figure("cold_import_ms_boto3", references["boto3"], "ms", section="cold start",
-                          spread=spread(samples["boto3"]), notes=f"bare import boto3, median of {repeats}"))
-    figures.append(Figure("cold_import_ms_powertools", references["aws_lambda_powertools"], "ms", section="cold start",
-                          spread=spread(samples["aws_lambda_powertools"]),
-                          notes=f"bare import aws_lambda_powertools, median of {repeats}"))
+    figures.append(
+        Figure(
+            "cold_import_ms_boto3",
+            references["boto3"],
+            "ms",
+            section="cold start",
+            spread=spread(samples["boto3"]),
+            notes=f"bare import boto3, median of {repeats}",
+        )
+    )
+    figures.append(
+        Figure(
+            "cold_import_ms_powertools",
+            references["aws_lambda_powertools"],
+            "ms",
+            section="cold start",
+            spread=spread(samples["aws_lambda_powertools"]),
+            notes=f"bare import aws_lambda_powertools, median of {repeats}",
+        )
+    )
     return figures

@@ -28,9 +28,24 @@ RESULTS_PATH = BENCH_DIR / "results.json"
 # Written by `make eval` (python -m bench.eval_retrieval); `make bench` folds it into results.json.
 SCIFACT_RESULTS_PATH = BENCH_DIR / "retrieval_results.json"
 
-VERSIONED_PACKAGES = ("kindex", "numpy", "onnxruntime", "tokenizers", "tiktoken", "pydantic", "aws-lambda-powertools",
-                      "boto3", "langchain-text-splitters", "semantic-text-splitter", "ir-measures",
-                      "pytrec-eval-terrier", "matplotlib", "httpx", "requests", "openai")
+VERSIONED_PACKAGES = (
+    "kindex",
+    "numpy",
+    "onnxruntime",
+    "tokenizers",
+    "tiktoken",
+    "pydantic",
+    "aws-lambda-powertools",
+    "boto3",
+    "langchain-text-splitters",
+    "semantic-text-splitter",
+    "ir-measures",
+    "pytrec-eval-terrier",
+    "matplotlib",
+    "httpx",
+    "requests",
+    "openai",
+)
 
 
 @dataclass
@@ -80,8 +95,12 @@ class Figure:
 
 def spread(samples: Sequence[float]) -> dict:
     """min / median / max and the number of samples, rounded for results.json."""
-    return {"min": round(min(samples), 6), "median": round(statistics.median(samples), 6),
-            "max": round(max(samples), 6), "n": len(samples)}
+    return {
+        "min": round(min(samples), 6),
+        "median": round(statistics.median(samples), 6),
+        "max": round(max(samples), 6),
+        "n": len(samples),
+    }
 
 
 def paired_ratios(numerators: Sequence[float], denominators: Sequence[float]) -> list[float]:
@@ -91,8 +110,14 @@ def paired_ratios(numerators: Sequence[float], denominators: Sequence[float]) ->
     return [n / d for n, d in zip(numerators, denominators)]
 
 
-def alternate(sides: dict[str, Callable[[], dict]], *, min_seconds: float = 20.0, min_rounds: int = 3,
-              max_rounds: int = 40, timed: Sequence[str] | None = None) -> dict[str, list[dict]]:
+def alternate(
+    sides: dict[str, Callable[[], dict]],
+    *,
+    min_seconds: float = 20.0,
+    min_rounds: int = 3,
+    max_rounds: int = 40,
+    timed: Sequence[str] | None = None,
+) -> dict[str, list[dict]]:
     """Measure two (or more) sides fairly: one run of each side per round, the order reversed every round (A B,
     B A, A B ...), until every side has worked `min_seconds` in all and at least `min_rounds` rounds ran. Each
     side returns a dict of its measurements; its wall time is added as `seconds`. Returns each side's runs, in
@@ -107,7 +132,7 @@ def alternate(sides: dict[str, Callable[[], dict]], *, min_seconds: float = 20.0
     runs: dict[str, list[dict]] = {name: [] for name in names}
     spent = dict.fromkeys(names, 0.0)
     for round_index in range(max_rounds):
-        for name in (names if round_index % 2 == 0 else names[::-1]):
+        for name in names if round_index % 2 == 0 else names[::-1]:
             started = time.perf_counter()
             measured = dict(sides[name]())
             measured["seconds"] = time.perf_counter() - started
@@ -168,10 +193,16 @@ def _memory_gib() -> float | None:
 
 def machine_info() -> dict:
     load = os.getloadavg() if hasattr(os, "getloadavg") else None
-    return {"cpu_model": _cpu_model(), "cores": os.cpu_count(), "memory_gib": _memory_gib(),
-            "python": platform.python_version(), "implementation": platform.python_implementation(),
-            "os": platform.platform(), "machine": platform.machine(),
-            "load_average_at_start": [round(x, 2) for x in load] if load else None}
+    return {
+        "cpu_model": _cpu_model(),
+        "cores": os.cpu_count(),
+        "memory_gib": _memory_gib(),
+        "python": platform.python_version(),
+        "implementation": platform.python_implementation(),
+        "os": platform.platform(),
+        "machine": platform.machine(),
+        "load_average_at_start": [round(x, 2) for x in load] if load else None,
+    }
 
 
 def versions() -> dict:
@@ -185,8 +216,9 @@ def versions() -> dict:
 
     found["sqlite"] = sqlite3.sqlite_version
     try:
-        found["git_commit"] = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True,
-                                             text=True, check=True).stdout.strip()
+        found["git_commit"] = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True, check=True
+        ).stdout.strip()
         dirty = subprocess.run(["git", "status", "--porcelain"], cwd=REPO, capture_output=True, text=True).stdout
         found["git_dirty"] = bool(dirty.strip())
     except (OSError, subprocess.CalledProcessError):
@@ -204,7 +236,7 @@ def scifact_corpus() -> list[dict]:
     opener = open if path.exists() else None
     if opener is None:
         path = SCIFACT_DIR / "corpus.jsonl.gz"
-    with (open(path, encoding="utf-8") if path.suffix == ".jsonl" else gzip.open(path, "rt", encoding="utf-8")) as f:
+    with open(path, encoding="utf-8") if path.suffix == ".jsonl" else gzip.open(path, "rt", encoding="utf-8") as f:
         return [json.loads(line) for line in f if line.strip()]
 
 
@@ -228,7 +260,7 @@ def real_text(megabytes: float) -> str:
     while size < limit:
         for doc in scifact_corpus():
             sentences = splitter.split(doc["text"])
-            paragraphs = [" ".join(sentences[i:i + 4]) for i in range(0, len(sentences), 4)]
+            paragraphs = [" ".join(sentences[i : i + 4]) for i in range(0, len(sentences), 4)]
             block = f"# {doc['title'].strip()}\n\n" + "\n\n".join(paragraphs) + "\n\n"
             parts.append(block)
             size += len(block.encode("utf-8"))
@@ -301,8 +333,9 @@ def running_server(data_dir: Path, extra_env: dict[str, str] | None = None) -> I
             server.process.wait(timeout=5)
 
 
-def wait_indexed(session, collection_url: str, document_ids: Sequence[str], timeout: float = 600.0,
-                 poll: float = 0.5) -> dict[str, str]:
+def wait_indexed(
+    session, collection_url: str, document_ids: Sequence[str], timeout: float = 600.0, poll: float = 0.5
+) -> dict[str, str]:
     """Poll the documents' statuses until none is pending or in progress."""
     deadline = time.monotonic() + timeout
     remaining = list(document_ids)
@@ -337,8 +370,12 @@ def local_deployment(data_dir: Path, model: str, extra_env: dict[str, str] | Non
     set the way `kindex serve` sets it, and restored afterwards."""
     from kindex.compose import container
 
-    env = {"KINDEX_BACKEND": "local", "KINDEX_DATA_DIR": str(data_dir), "KINDEX_DEFAULT_EMBEDDING_MODEL": model,
-           **(extra_env or {})}
+    env = {
+        "KINDEX_BACKEND": "local",
+        "KINDEX_DATA_DIR": str(data_dir),
+        "KINDEX_DEFAULT_EMBEDDING_MODEL": model,
+        **(extra_env or {}),
+    }
     saved = {name: os.environ.get(name) for name in env}
     os.environ.update(env)
     container.cache_clear()

@@ -77,12 +77,18 @@ def measure(server, queries: list[str], *, min_seconds: float = MIN_SECONDS, min
     work = [queries[(i * 7) % len(queries)] for i in range(CLIENTS * REQUESTS_PER_CLIENT)]
     with ThreadPoolExecutor(CLIENTS) as pool:
         list(pool.map(lambda _: client_session(), range(CLIENTS * 4)))
-        runs = alternate({
-            "one": lambda: {"ms": [_ask(single, url, q) for q in queries[WARMUP:WARMUP + REQUESTS]]},
-            "many": lambda: {"ms": list(pool.map(lambda q: _ask(client_session(), url, q), work))},
-        }, min_seconds=min_seconds, min_rounds=min_rounds)
-    return {side: {"ms": [[round(x, 3) for x in r["ms"]] for r in found], "seconds": [r["seconds"] for r in found]}
-            for side, found in runs.items()}
+        runs = alternate(
+            {
+                "one": lambda: {"ms": [_ask(single, url, q) for q in queries[WARMUP : WARMUP + REQUESTS]]},
+                "many": lambda: {"ms": list(pool.map(lambda q: _ask(client_session(), url, q), work))},
+            },
+            min_seconds=min_seconds,
+            min_rounds=min_rounds,
+        )
+    return {
+        side: {"ms": [[round(x, 3) for x in r["ms"]] for r in found], "seconds": [r["seconds"] for r in found]}
+        for side, found in runs.items()
+    }
 
 
 def _figures(model: str, build: dict, result: dict) -> list[Figure]:
@@ -93,32 +99,66 @@ def _figures(model: str, build: dict, result: dict) -> list[Figure]:
     many_qps = [len(r) / s for r, s in zip(many_rounds, result["many"]["seconds"])]
     p50_ratios = paired_ratios([median(r) for r in many_rounds], [median(r) for r in one_rounds])
     qps_ratios = paired_ratios(many_qps, one_qps)
-    log(f"concurrency {model}: one client p50 {median(one):.1f} ms p99 {percentile(one, 99):.1f} ms "
+    log(
+        f"concurrency {model}: one client p50 {median(one):.1f} ms p99 {percentile(one, 99):.1f} ms "
         f"{median(one_qps):.1f}/s; {CLIENTS} clients p50 {median(many):.1f} ms p99 {percentile(many, 99):.1f} ms "
-        f"{median(many_qps):.1f}/s; {len(one_rounds)} rounds")
-    notes = (f"{build['chunks']} chunks written into the stores with {model} vectors (sentence sums); hybrid, k=10, "
-             f"every query embedded by the server with {model}; {CLIENTS} clients x {REQUESTS_PER_CLIENT} requests "
-             f"on kept-alive connections, alternated round by round ({len(one_rounds)} rounds, order reversed each "
-             f"round) with {REQUESTS} sequential requests from one client on the same server; percentiles over all "
-             f"rounds' requests, spreads over the rounds' p50s and queries/s")
+        f"{median(many_qps):.1f}/s; {len(one_rounds)} rounds"
+    )
+    notes = (
+        f"{build['chunks']} chunks written into the stores with {model} vectors (sentence sums); hybrid, k=10, "
+        f"every query embedded by the server with {model}; {CLIENTS} clients x {REQUESTS_PER_CLIENT} requests "
+        f"on kept-alive connections, alternated round by round ({len(one_rounds)} rounds, order reversed each "
+        f"round) with {REQUESTS} sequential requests from one client on the same server; percentiles over all "
+        f"rounds' requests, spreads over the rounds' p50s and queries/s"
+    )
     section = "query concurrency"
     suffix = "" if model == DEFAULT_MODEL else f"_{SHORT[model]}"
     figures = [
-        Figure(f"query_p50_ms_concurrent16{suffix}", median(many), "ms", "one client p50", median(one),
-               section=section, notes=notes, spread=spread([median(r) for r in many_rounds]),
-               ratio_spread=spread(p50_ratios)),
-        Figure(f"query_p99_ms_concurrent16{suffix}", percentile(many, 99), "ms", "one client p99",
-               percentile(one, 99), section=section, notes=notes),
+        Figure(
+            f"query_p50_ms_concurrent16{suffix}",
+            median(many),
+            "ms",
+            "one client p50",
+            median(one),
+            section=section,
+            notes=notes,
+            spread=spread([median(r) for r in many_rounds]),
+            ratio_spread=spread(p50_ratios),
+        ),
+        Figure(
+            f"query_p99_ms_concurrent16{suffix}",
+            percentile(many, 99),
+            "ms",
+            "one client p99",
+            percentile(one, 99),
+            section=section,
+            notes=notes,
+        ),
         # No ratio here is impossible: one client leaves the cores idle while its request travels, so sixteen may
         # serve more than cores x its rate; nothing is flagged.
-        Figure(f"queries_per_s_concurrent16{suffix}", median(many_qps), "queries/s", "one client", median(one_qps),
-               ratio=round(median(qps_ratios), 4), section=section, notes=notes, spread=spread(many_qps),
-               ratio_spread=spread(qps_ratios)),
+        Figure(
+            f"queries_per_s_concurrent16{suffix}",
+            median(many_qps),
+            "queries/s",
+            "one client",
+            median(one_qps),
+            ratio=round(median(qps_ratios), 4),
+            section=section,
+            notes=notes,
+            spread=spread(many_qps),
+            ratio_spread=spread(qps_ratios),
+        ),
     ]
     if model != DEFAULT_MODEL:
         figures += [
-            Figure(f"query_p50_ms_10k_hybrid{suffix}", median(one), "ms", section=section, notes=notes,
-                   spread=spread([median(r) for r in one_rounds])),
+            Figure(
+                f"query_p50_ms_10k_hybrid{suffix}",
+                median(one),
+                "ms",
+                section=section,
+                notes=notes,
+                spread=spread([median(r) for r in one_rounds]),
+            ),
             Figure(f"query_p99_ms_10k_hybrid{suffix}", percentile(one, 99), "ms", section=section, notes=notes),
         ]
     return figures
@@ -132,8 +172,10 @@ def run(models: tuple[str, ...] = MODELS, min_seconds: float = MIN_SECONDS) -> t
     figures: list[Figure] = []
     raw: dict = {}
     for model in models:
-        log(f"concurrency {model}: one client and {CLIENTS} clients alternated, >= {min_seconds:.0f} s each "
-            f"(about {2.5 * min_seconds + 20:.0f} s with the build)")
+        log(
+            f"concurrency {model}: one client and {CLIENTS} clients alternated, >= {min_seconds:.0f} s each "
+            f"(about {2.5 * min_seconds + 20:.0f} s with the build)"
+        )
         with tempfile.TemporaryDirectory(prefix="kindex-bench-concurrency-") as tmp:
             data_dir = Path(tmp) / "data"
             build = write_directly(data_dir, DOCUMENTS, model=model, sentence_pool=SENTENCE_POOL)

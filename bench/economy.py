@@ -40,7 +40,7 @@ class _Counter:
         self.mark = 0
 
     def take(self) -> dict:
-        requests = self.stub.requests[self.mark:]
+        requests = self.stub.requests[self.mark :]
         self.mark = len(self.stub.requests)
         texts = [text for request in requests for text in request.body.get("input", [])]
         return {"requests": len(requests), "texts": len(texts), "tokens": _tokens(texts)}
@@ -68,20 +68,32 @@ def _dynamodb_requests_per_query() -> Figure:
         for collection in collections:
             stack.services.catalog.put_collection("t", collection, CollectionInput(allow_guests=True))
             for i in range(per_collection):
-                stack.services.catalog.put_document("t", collection, f"d{i:03d}", DocumentInput(
-                    content=f"Walrus {i} of herd {collection} hauls out on the ice floe."))
+                stack.services.catalog.put_document(
+                    "t",
+                    collection,
+                    f"d{i:03d}",
+                    DocumentInput(content=f"Walrus {i} of herd {collection} hauls out on the ice floe."),
+                )
         stack.drain()
         request = QueryRequest(query="walrus herd ice floe", k=10, mode="hybrid")
-        sent = stack.dynamodb_requests(lambda: stack.services.query.query("t", list(collections), request,
-                                                                          multi=True))
+        sent = stack.dynamodb_requests(lambda: stack.services.query.query("t", list(collections), request, multi=True))
     operations = Counter(r["operation"] for r in sent)
-    candidates = sum(len(entry["Keys"]) for r in sent if r["operation"] == "BatchGetItem"
-                     for entry in r["RequestItems"].values()) - request.k
+    candidates = (
+        sum(
+            len(entry["Keys"]) for r in sent if r["operation"] == "BatchGetItem" for entry in r["RequestItems"].values()
+        )
+        - request.k
+    )
     log(f"economy: one query's DynamoDB requests {dict(operations)}")
-    return Figure("dynamodb_requests_per_query", len(sent), "requests", section="query economy",
-                  details={**operations, "candidate_documents": candidates},
-                  notes=f"hybrid k={request.k} over {len(collections)} collections of {per_collection} documents, "
-                        "AWS backend on moto: collection reads, batched document and chunk reads, the query log")
+    return Figure(
+        "dynamodb_requests_per_query",
+        len(sent),
+        "requests",
+        section="query economy",
+        details={**operations, "candidate_documents": candidates},
+        notes=f"hybrid k={request.k} over {len(collections)} collections of {per_collection} documents, "
+        "AWS backend on moto: collection reads, batched document and chunk reads, the query log",
+    )
 
 
 def run() -> list[Figure]:
@@ -93,17 +105,24 @@ def run() -> list[Figure]:
 
     corpus = SyntheticCorpus(seed=21)
     documents: dict[str, str] = {}
-    while sum(len(chunk_text(c, method="maxChars", max_size=CHUNK_CHARS, overlap=0))
-              for c in documents.values()) < 1000:
+    while (
+        sum(len(chunk_text(c, method="maxChars", max_size=CHUNK_CHARS, overlap=0)) for c in documents.values()) < 1000
+    ):
         documents[f"doc-{len(documents):03d}"] = corpus.document(9300)
-    total_chunks = sum(len(chunk_text(c, method="maxChars", max_size=CHUNK_CHARS, overlap=0))
-                       for c in documents.values())
+    total_chunks = sum(
+        len(chunk_text(c, method="maxChars", max_size=CHUNK_CHARS, overlap=0)) for c in documents.values()
+    )
     with OpenAIStub(dimensions=1536) as stub, tempfile.TemporaryDirectory(prefix="kindex-bench-economy-") as tmp:
         env = {"OPENAI_API_KEY": "sk-bench-not-a-key", "OPENAI_BASE_URL": stub.base_url}
         with local_deployment(Path(tmp) / "data", MODEL, env) as services:
             counter = _Counter(stub)
-            services.catalog.put_collection(TENANT, "economy", CollectionInput(
-                allow_guests=True, embedding_model=MODEL, chunking_max_size=CHUNK_CHARS, chunking_overlap_offset=0))
+            services.catalog.put_collection(
+                TENANT,
+                "economy",
+                CollectionInput(
+                    allow_guests=True, embedding_model=MODEL, chunking_max_size=CHUNK_CHARS, chunking_overlap_offset=0
+                ),
+            )
             _put_all(services, documents)
             first = counter.take()
             _put_all(services, documents)
@@ -127,7 +146,7 @@ def run() -> list[Figure]:
 
             big = "\n\n".join(corpus.paragraph(700) for _ in range(2200))
             pieces = chunk_text(big, method="maxChars", max_size=CHUNK_CHARS, overlap=0)
-            big = big[:pieces[2047].end]  # exactly 2,048 chunks
+            big = big[: pieces[2047].end]  # exactly 2,048 chunks
             big_chunks = chunk_text(big, method="maxChars", max_size=CHUNK_CHARS, overlap=0)
             _put_all(services, {"big": big})
             batch = counter.take()
@@ -136,28 +155,71 @@ def run() -> list[Figure]:
         raise RuntimeError(f"economy benchmark: documents ended {statuses}, big {big_status.status}")
     minimum = max(math.ceil(len(big_chunks) / 2048), math.ceil(batch["tokens"] / 300_000))
     log(f"economy: first {first}, unchanged {unchanged}, 1% edit {edit}, 2048 chunks {batch} (minimum {minimum})")
-    corpus_note = (f"{len(documents)} documents, {total_chunks} chunks (maxChars {CHUNK_CHARS}); "
-                   "OpenAI stub on 127.0.0.1")
+    corpus_note = (
+        f"{len(documents)} documents, {total_chunks} chunks (maxChars {CHUNK_CHARS}); OpenAI stub on 127.0.0.1"
+    )
     section = "embedding economy"
     return [
-        Figure("embed_calls_first_ingest", first["requests"], "requests", section=section, notes=corpus_note,
-               details=first),
+        Figure(
+            "embed_calls_first_ingest", first["requests"], "requests", section=section, notes=corpus_note, details=first
+        ),
         Figure("embed_tokens_first_ingest", first["tokens"], "tokens", section=section, notes=corpus_note),
-        Figure("reembed_calls_unchanged", unchanged["requests"], "requests", "first ingest requests",
-               first["requests"], section=section, details=unchanged,
-               notes=corpus_note + "; every document PUT again unchanged and every event delivered again"),
-        Figure("reembed_tokens_unchanged", unchanged["tokens"], "tokens", "first ingest tokens", first["tokens"],
-               section=section, notes=corpus_note),
-        Figure("reembed_calls_edit_1pct", edit["requests"], "requests", "first ingest requests", first["requests"],
-               section=section, details=edit,
-               notes=corpus_note + f"; one word changed in one chunk of each of {len(edited)} documents"),
-        Figure("reembed_texts_edit_1pct", edit["texts"], "texts", "chunks changed", len(edited), section=section,
-               notes="texts sent to the API after the 1 % edit (cache by sha256 of the chunk text)"),
-        Figure("reembed_tokens_edit_1pct", edit["tokens"], "tokens", "first ingest tokens", first["tokens"],
-               section=section, notes=corpus_note),
-        Figure("openai_requests_per_2048_chunks", batch["requests"], "requests",
-               "minimum under the API limits (2,048 inputs, 300,000 tokens per request)", minimum, section=section,
-               details={**batch, "chunks": len(big_chunks)},
-               notes=f"one document of {len(big_chunks)} chunks, {batch['tokens']} tokens, through the ingest path"),
+        Figure(
+            "reembed_calls_unchanged",
+            unchanged["requests"],
+            "requests",
+            "first ingest requests",
+            first["requests"],
+            section=section,
+            details=unchanged,
+            notes=corpus_note + "; every document PUT again unchanged and every event delivered again",
+        ),
+        Figure(
+            "reembed_tokens_unchanged",
+            unchanged["tokens"],
+            "tokens",
+            "first ingest tokens",
+            first["tokens"],
+            section=section,
+            notes=corpus_note,
+        ),
+        Figure(
+            "reembed_calls_edit_1pct",
+            edit["requests"],
+            "requests",
+            "first ingest requests",
+            first["requests"],
+            section=section,
+            details=edit,
+            notes=corpus_note + f"; one word changed in one chunk of each of {len(edited)} documents",
+        ),
+        Figure(
+            "reembed_texts_edit_1pct",
+            edit["texts"],
+            "texts",
+            "chunks changed",
+            len(edited),
+            section=section,
+            notes="texts sent to the API after the 1 % edit (cache by sha256 of the chunk text)",
+        ),
+        Figure(
+            "reembed_tokens_edit_1pct",
+            edit["tokens"],
+            "tokens",
+            "first ingest tokens",
+            first["tokens"],
+            section=section,
+            notes=corpus_note,
+        ),
+        Figure(
+            "openai_requests_per_2048_chunks",
+            batch["requests"],
+            "requests",
+            "minimum under the API limits (2,048 inputs, 300,000 tokens per request)",
+            minimum,
+            section=section,
+            details={**batch, "chunks": len(big_chunks)},
+            notes=f"one document of {len(big_chunks)} chunks, {batch['tokens']} tokens, through the ingest path",
+        ),
         _dynamodb_requests_per_query(),
     ]

@@ -74,8 +74,9 @@ def documents(count_: int = DOCUMENTS, chars: int = DOC_CHARS) -> list[tuple[str
 def chunk_texts(docs: list[tuple[str, str]]) -> list[str]:
     from kindex.text.chunking import chunk_text
 
-    return [c.text for _, content in docs
-            for c in chunk_text(content, method="maxChars", max_size=CHUNK_CHARS, overlap=0)]
+    return [
+        c.text for _, content in docs for c in chunk_text(content, method="maxChars", max_size=CHUNK_CHARS, overlap=0)
+    ]
 
 
 def before_embedder(model: str):
@@ -92,11 +93,18 @@ def before_embedder(model: str):
 
         embedder = BgeSmallEmbedder(model, workers=1, batch_size=8, memory_arena=True)
     threads, arena = session_settings(model, embedder)
-    if (embedder.workers, embedder.batch_size, embedder.bucketed, threads, arena) != (1, 8, True, available_cores(),
-                                                                                       True):
-        raise RuntimeError(f"the before side of {model} is not bca827d's way: workers {embedder.workers}, batch "
-                           f"{embedder.batch_size}, sorted {embedder.bucketed}, session threads {threads}, memory "
-                           f"arena {arena}")
+    if (embedder.workers, embedder.batch_size, embedder.bucketed, threads, arena) != (
+        1,
+        8,
+        True,
+        available_cores(),
+        True,
+    ):
+        raise RuntimeError(
+            f"the before side of {model} is not bca827d's way: workers {embedder.workers}, batch "
+            f"{embedder.batch_size}, sorted {embedder.bucketed}, session threads {threads}, memory "
+            f"arena {arena}"
+        )
     return embedder
 
 
@@ -153,8 +161,9 @@ def _end_to_end(model: str, embedder, docs: list[tuple[str, str]], expected: int
     return ingest_end_to_end(model, docs, expected, root, embedder=embedder)
 
 
-def measure(model: str, docs: list[tuple[str, str]], *, min_seconds: float = MIN_SECONDS,
-            min_rounds: int = MIN_ROUNDS) -> dict:
+def measure(
+    model: str, docs: list[tuple[str, str]], *, min_seconds: float = MIN_SECONDS, min_rounds: int = MIN_ROUNDS
+) -> dict:
     """Both sides of one model, raw and end to end, alternated; the vectors checked against the plain path."""
     from kindex.adapters.embedders.registry import clear_embedder_cache, create_embedder
 
@@ -174,83 +183,137 @@ def measure(model: str, docs: list[tuple[str, str]], *, min_seconds: float = MIN
         root = Path(tmp)
         # The e2e sides must each work min_seconds; the raw ones run beside them every round (paired, for the
         # impossible-ratio check) without prolonging the section.
-        runs = alternate({
-            "before_raw": lambda: _raw(before, texts, vectors["before"]),
-            "before_e2e": lambda: _end_to_end(model, before, docs, len(texts), root / f"before-{next(rounds)}"),
-            "after_raw": lambda: _raw(after, texts, vectors["after"]),
-            "after_e2e": lambda: _end_to_end(model, after, docs, len(texts), root / f"after-{next(rounds)}"),
-        }, min_seconds=min_seconds, min_rounds=min_rounds, timed=("before_e2e", "after_e2e"))
+        runs = alternate(
+            {
+                "before_raw": lambda: _raw(before, texts, vectors["before"]),
+                "before_e2e": lambda: _end_to_end(model, before, docs, len(texts), root / f"before-{next(rounds)}"),
+                "after_raw": lambda: _raw(after, texts, vectors["after"]),
+                "after_e2e": lambda: _end_to_end(model, after, docs, len(texts), root / f"after-{next(rounds)}"),
+            },
+            min_seconds=min_seconds,
+            min_rounds=min_rounds,
+            timed=("before_e2e", "after_e2e"),
+        )
     speeds = {side: [r["chunks_per_s"] for r in found] for side, found in runs.items()}
     reference = reference_vectors(model, texts)
     cosines = {side: row_cosines(vectors[side]["vectors"], reference) for side in ("after", "before")}
-    return {"chunks": len(texts), "speeds": speeds, "first_pass": first_pass,
-            "seconds": {side: round(sum(r["seconds"] for r in found), 1) for side, found in runs.items()},
-            "paired_e2e": paired_ratios(speeds["after_e2e"], speeds["before_e2e"]),
-            "paired_raw": paired_ratios(speeds["after_raw"], speeds["before_raw"]),
-            "e2e_over_raw": {side: paired_ratios(speeds[f"{side}_e2e"], speeds[f"{side}_raw"])
-                             for side in ("before", "after")},
-            "min_cosine": {side: float(values.min()) for side, values in cosines.items()},
-            "median_cosine": {side: float(np.median(values)) for side, values in cosines.items()}}
+    return {
+        "chunks": len(texts),
+        "speeds": speeds,
+        "first_pass": first_pass,
+        "seconds": {side: round(sum(r["seconds"] for r in found), 1) for side, found in runs.items()},
+        "paired_e2e": paired_ratios(speeds["after_e2e"], speeds["before_e2e"]),
+        "paired_raw": paired_ratios(speeds["after_raw"], speeds["before_raw"]),
+        "e2e_over_raw": {
+            side: paired_ratios(speeds[f"{side}_e2e"], speeds[f"{side}_raw"]) for side in ("before", "after")
+        },
+        "min_cosine": {side: float(values.min()) for side, values in cosines.items()},
+        "median_cosine": {side: float(np.median(values)) for side, values in cosines.items()},
+    }
 
 
 def figures_for(model: str, found: dict, documents_count: int) -> list[Figure]:
     short = SHORT[model]
     speeds, paired, paired_raw = found["speeds"], found["paired_e2e"], found["paired_raw"]
     worst = {side: max(ratios) for side, ratios in found["e2e_over_raw"].items()}
-    impossible = (f"an ingest cannot be faster than its own embedder (a paired e2e/raw ratio above "
-                  f"{IMPOSSIBLE_RATIO}: before {worst['before']:.3f}, after {worst['after']:.3f})")
+    impossible = (
+        f"an ingest cannot be faster than its own embedder (a paired e2e/raw ratio above "
+        f"{IMPOSSIBLE_RATIO}: before {worst['before']:.3f}, after {worst['after']:.3f})"
+    )
     possible = max(worst.values()) <= IMPOSSIBLE_RATIO
     before_way = "before (bca827d): one session over all cores, sorted batches of 8, one at a time"
-    notes = (f"{documents_count} synthetic documents, {found['chunks']} chunks (maxChars {CHUNK_CHARS}) per round; "
-             f"{len(paired)} rounds, four sides alternated (before/after x raw/e2e, order reversed each round; "
-             f"seconds per side {found['seconds']}); fresh data dir each e2e round; after = the registry's default "
-             f"instance; ratio = median of the per-round paired after/before ratios; first pass over the texts "
-             f"(one raw pass per side before the rounds, not a ratio): before {found['first_pass']['before']:.1f}, "
-             f"after {found['first_pass']['after']:.1f} chunks/s")
+    notes = (
+        f"{documents_count} synthetic documents, {found['chunks']} chunks (maxChars {CHUNK_CHARS}) per round; "
+        f"{len(paired)} rounds, four sides alternated (before/after x raw/e2e, order reversed each round; "
+        f"seconds per side {found['seconds']}); fresh data dir each e2e round; after = the registry's default "
+        f"instance; ratio = median of the per-round paired after/before ratios; first pass over the texts "
+        f"(one raw pass per side before the rounds, not a ratio): before {found['first_pass']['before']:.1f}, "
+        f"after {found['first_pass']['after']:.1f} chunks/s"
+    )
     section = "embedding"
     figures = [
-        Figure(f"ingest_chunks_per_s_{short}_tuned", median(speeds["after_e2e"]), "chunks/s", before_way,
-               median(speeds["before_e2e"]), ratio=round(median(paired), 4), section=section, notes=notes,
-               details=found, spread=spread(speeds["after_e2e"]), ratio_spread=spread(paired)
-               ).invalid_unless(possible, impossible),
-        Figure(f"embed_chunks_per_s_{short}_tuned", median(speeds["after_raw"]), "chunks/s", before_way,
-               median(speeds["before_raw"]), ratio=round(median(paired_raw), 4), section=section,
-               notes=notes.replace("ratio = ", "raw = one embed() call on all chunk texts; ratio = "),
-               spread=spread(speeds["after_raw"]), ratio_spread=spread(paired_raw)),
-        Figure(f"ingest_chunks_per_s_{short}_speedup", median(paired), "ratio", "goal (issue 14: >= 1.5x bca827d)",
-               SPEEDUP_GOAL, section=section, spread=spread(paired),
-               notes="median of the per-round end-to-end after/before ratios; ratio >= 1 means the goal is met"
-               ).invalid_unless(possible, impossible),
+        Figure(
+            f"ingest_chunks_per_s_{short}_tuned",
+            median(speeds["after_e2e"]),
+            "chunks/s",
+            before_way,
+            median(speeds["before_e2e"]),
+            ratio=round(median(paired), 4),
+            section=section,
+            notes=notes,
+            details=found,
+            spread=spread(speeds["after_e2e"]),
+            ratio_spread=spread(paired),
+        ).invalid_unless(possible, impossible),
+        Figure(
+            f"embed_chunks_per_s_{short}_tuned",
+            median(speeds["after_raw"]),
+            "chunks/s",
+            before_way,
+            median(speeds["before_raw"]),
+            ratio=round(median(paired_raw), 4),
+            section=section,
+            notes=notes.replace("ratio = ", "raw = one embed() call on all chunk texts; ratio = "),
+            spread=spread(speeds["after_raw"]),
+            ratio_spread=spread(paired_raw),
+        ),
+        Figure(
+            f"ingest_chunks_per_s_{short}_speedup",
+            median(paired),
+            "ratio",
+            "goal (issue 14: >= 1.5x bca827d)",
+            SPEEDUP_GOAL,
+            section=section,
+            spread=spread(paired),
+            notes="median of the per-round end-to-end after/before ratios; ratio >= 1 means the goal is met",
+        ).invalid_unless(possible, impossible),
     ]
-    before_note = ("; the before side pads batches of 8 and the int8 graph quantises its activations per run, so "
-                   "its vectors differ from the one-text-at-a-time ones (why the tuned default runs windows alone)"
-                   if model == BGE_Q else "")
+    before_note = (
+        "; the before side pads batches of 8 and the int8 graph quantises its activations per run, so "
+        "its vectors differ from the one-text-at-a-time ones (why the tuned default runs windows alone)"
+        if model == BGE_Q
+        else ""
+    )
     for side in ("after", "before"):
-        figures.append(Figure(
-            f"embed_min_cosine_{short}_{'tuned' if side == 'after' else 'before'}", found["min_cosine"][side],
-            "cosine", "goal" if side == "after" else None, COSINE_GOAL if side == "after" else None,
-            section=section, details={"median": found["median_cosine"][side]},
-            notes=(f"lowest cosine over all {found['chunks']} chunk texts between the {side} side's vector and the "
-                   "plain path's (each text alone, windows one at a time, one session)"
-                   + ("" if side == "after" else before_note))))
+        figures.append(
+            Figure(
+                f"embed_min_cosine_{short}_{'tuned' if side == 'after' else 'before'}",
+                found["min_cosine"][side],
+                "cosine",
+                "goal" if side == "after" else None,
+                COSINE_GOAL if side == "after" else None,
+                section=section,
+                details={"median": found["median_cosine"][side]},
+                notes=(
+                    f"lowest cosine over all {found['chunks']} chunk texts between the {side} side's vector and the "
+                    "plain path's (each text alone, windows one at a time, one session)"
+                    + ("" if side == "after" else before_note)
+                ),
+            )
+        )
     return figures
 
 
-def run(models: tuple[str, ...] = (BGE_Q, MINILM), min_seconds: float = MIN_SECONDS,
-        documents_count: int = DOCUMENTS) -> list[Figure]:
+def run(
+    models: tuple[str, ...] = (BGE_Q, MINILM), min_seconds: float = MIN_SECONDS, documents_count: int = DOCUMENTS
+) -> list[Figure]:
     import functions.ingest  # noqa: F401  (import cost is cold start, measured elsewhere)
 
     docs = documents(documents_count)
     figures: list[Figure] = []
     for model in models:
-        log(f"embedding {model}: four sides alternated until each e2e side worked {min_seconds:.0f} s (about "
-            f"{5 * min_seconds / 60:.1f} min)")
+        log(
+            f"embedding {model}: four sides alternated until each e2e side worked {min_seconds:.0f} s (about "
+            f"{5 * min_seconds / 60:.1f} min)"
+        )
         found = measure(model, docs, min_seconds=min_seconds)
         speeds = found["speeds"]
-        log(f"embedding {model}: e2e before {median(speeds['before_e2e']):.1f} after {median(speeds['after_e2e']):.1f}"
+        log(
+            f"embedding {model}: e2e before {median(speeds['before_e2e']):.1f} after {median(speeds['after_e2e']):.1f}"
             f" chunks/s, paired {', '.join(f'{p:.2f}' for p in found['paired_e2e'])}; raw before "
             f"{median(speeds['before_raw']):.1f} after {median(speeds['after_raw']):.1f}; "
-            f"min cosine {found['min_cosine']}")
+            f"min cosine {found['min_cosine']}"
+        )
         figures += figures_for(model, found, documents_count)
     return figures
 

@@ -71,8 +71,11 @@ def score(ranked: list[bool], total_relevant: int) -> dict[str, float]:
     """answer-in-top-3, reciprocal rank within 10 and recall@10 of one ranking (True: that result is relevant)."""
     top = ranked[:K]
     first = next((rank for rank, hit in enumerate(top, start=1) if hit), None)
-    return {"top3": float(any(top[:3])), "mrr10": 1.0 / first if first else 0.0,
-            "recall10": sum(top) / min(K, total_relevant) if total_relevant else 0.0}
+    return {
+        "top3": float(any(top[:3])),
+        "mrr10": 1.0 / first if first else 0.0,
+        "recall10": sum(top) / min(K, total_relevant) if total_relevant else 0.0,
+    }
 
 
 def mean(values: list[float]) -> float:
@@ -95,8 +98,9 @@ def _chunker(structure: tuple[str, ...]) -> Callable:
 
 
 def files() -> list[str]:
-    return sorted(str(path.relative_to(DOCS_DIR)) for path in DOCS_DIR.glob("*/*")
-                  if path.suffix not in (".txt", ".tsv"))
+    return sorted(
+        str(path.relative_to(DOCS_DIR)) for path in DOCS_DIR.glob("*/*") if path.suffix not in (".txt", ".tsv")
+    )
 
 
 def index_variant(services, variant: str, counted) -> dict:
@@ -104,16 +108,18 @@ def index_variant(services, variant: str, counted) -> dict:
     from kindex.domain.models import CollectionInput
     from kindex.text import chunking
 
-    services.catalog.put_collection(TENANT, variant, CollectionInput(title=f"docs ({variant})", allow_guests=True,
-                                                                     embedding_model=MODEL))
+    services.catalog.put_collection(
+        TENANT, variant, CollectionInput(title=f"docs ({variant})", allow_guests=True, embedding_model=MODEL)
+    )
     before = counted.counts.get("ChunksEmbedded", 0)
     original = chunking.chunk_text
     chunking.chunk_text = _chunker(VARIANTS[variant])  # read by the ingest at each call
     started = time.perf_counter()
     try:
         for relative in files():
-            services.catalog.put_file(TENANT, variant, document_id(relative), Path(relative).name,
-                                      (DOCS_DIR / relative).read_bytes())
+            services.catalog.put_file(
+                TENANT, variant, document_id(relative), Path(relative).name, (DOCS_DIR / relative).read_bytes()
+            )
         drain_worker()
     finally:
         chunking.chunk_text = original
@@ -125,8 +131,13 @@ def index_variant(services, variant: str, counted) -> dict:
         statuses[document.status.value] = statuses.get(document.status.value, 0) + 1
         chunks += document.chunk_count or 0
     embedded = counted.counts.get("ChunksEmbedded", 0) - before
-    return {"documents": len(files()), "chunks": chunks, "statuses": statuses, "ingest_seconds": round(seconds, 2),
-            "texts_embedded": embedded}
+    return {
+        "documents": len(files()),
+        "chunks": chunks,
+        "statuses": statuses,
+        "ingest_seconds": round(seconds, 2),
+        "texts_embedded": embedded,
+    }
 
 
 def evaluate_variant(services, variant: str, questions: list[dict]) -> dict:
@@ -142,12 +153,16 @@ def evaluate_variant(services, variant: str, questions: list[dict]) -> dict:
         if not total:
             unanswerable.append(question["id"])
         for mode in MODES:
-            response = services.query.query(TENANT, [variant], QueryRequest(query=question["question"], k=K,
-                                                                            mode=mode), multi=False)
+            response = services.query.query(
+                TENANT, [variant], QueryRequest(query=question["question"], k=K, mode=mode), multi=False
+            )
             ranked = [r.document_id in wanted and relevant(r.content, question["answer"]) for r in response.results]
             scores = score(ranked, total)
-            results[mode]["questions"][question["id"]] = {**scores, "relevant_chunks": total,
-                                                          "sections": [r.section for r in response.results[:3]]}
+            results[mode]["questions"][question["id"]] = {
+                **scores,
+                "relevant_chunks": total,
+                "sections": [r.section for r in response.results[:3]],
+            }
     for mode in MODES:
         per_question = results[mode]["questions"].values()
         for metric in ("top3", "mrr10", "recall10"):
@@ -163,19 +178,41 @@ def evaluate_variant(services, variant: str, questions: list[dict]) -> dict:
 def figures_of(details: dict, questions: int) -> list[Figure]:
     figures: list[Figure] = []
     for variant, found in details["variants"].items():
-        notes = (f"{questions} questions over every file of ../shared/data/docs; chunker given "
-                 f"{'+'.join(VARIANTS[variant]) or 'no structure (version 1 chunks)'}; maxChars 2000; {MODEL}; k={K}")
+        notes = (
+            f"{questions} questions over every file of ../shared/data/docs; chunker given "
+            f"{'+'.join(VARIANTS[variant]) or 'no structure (version 1 chunks)'}; maxChars 2000; {MODEL}; k={K}"
+        )
         for mode in MODES:
             for metric in ("top3", "mrr10", "recall10"):
-                figures.append(Figure(f"docs_{metric}_{mode}_{variant}", found["modes"][mode][metric], "score",
-                                      section=SECTION, notes=notes))
-        figures.append(Figure(f"docs_unanswerable_{variant}", len(found["unanswerable"]), "questions",
-                              section=SECTION, notes="questions whose answer no chunk holds whole"))
+                figures.append(
+                    Figure(
+                        f"docs_{metric}_{mode}_{variant}",
+                        found["modes"][mode][metric],
+                        "score",
+                        section=SECTION,
+                        notes=notes,
+                    )
+                )
+        figures.append(
+            Figure(
+                f"docs_unanswerable_{variant}",
+                len(found["unanswerable"]),
+                "questions",
+                section=SECTION,
+                notes="questions whose answer no chunk holds whole",
+            )
+        )
         ingest = found["ingest"]
-        figures.append(Figure(f"docs_reembedded_share_{variant}", ingest["texts_embedded"] / max(ingest["chunks"], 1),
-                              "share", section=SECTION,
-                              notes="chunks this variant embedded that the variants before it had not (cache misses)"
-                                    f"; order {', '.join(VARIANTS)}"))
+        figures.append(
+            Figure(
+                f"docs_reembedded_share_{variant}",
+                ingest["texts_embedded"] / max(ingest["chunks"], 1),
+                "share",
+                section=SECTION,
+                notes="chunks this variant embedded that the variants before it had not (cache misses)"
+                f"; order {', '.join(VARIANTS)}",
+            )
+        )
     return figures
 
 
@@ -208,21 +245,32 @@ def main(argv: list[str] | None = None) -> int:
             for variant in args.variants.split(","):
                 log(f"docs: indexing every file for variant {variant}")
                 ingest = index_variant(services, variant, counted)
-                log(f"docs {variant}: {ingest['chunks']} chunks, {ingest['texts_embedded']} embedded, "
-                    f"{ingest['ingest_seconds']} s, {ingest['statuses']}")
+                log(
+                    f"docs {variant}: {ingest['chunks']} chunks, {ingest['texts_embedded']} embedded, "
+                    f"{ingest['ingest_seconds']} s, {ingest['statuses']}"
+                )
                 found = evaluate_variant(services, variant, questions)
                 details["variants"][variant] = {"ingest": ingest, **found}
                 for mode in MODES:
                     m = found["modes"][mode]
-                    log(f"docs {variant} {mode}: top3 {m['top3']:.3f} MRR@10 {m['mrr10']:.3f} "
-                        f"R@10 {m['recall10']:.3f}")
+                    log(f"docs {variant} {mode}: top3 {m['top3']:.3f} MRR@10 {m['mrr10']:.3f} R@10 {m['recall10']:.3f}")
     figures = figures_of(details, len(questions))
     wall = time.perf_counter() - started
-    args.output.write_text(json.dumps({
-        "produced_by": "make eval-docs (python -m bench.eval_docs)",
-        "generated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "wall_seconds": round(wall, 1),
-        "machine": machine_info(), "versions": versions(), "figures": [f.to_json() for f in figures],
-        "details": details}, indent=2) + "\n")
+    args.output.write_text(
+        json.dumps(
+            {
+                "produced_by": "make eval-docs (python -m bench.eval_docs)",
+                "generated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                "wall_seconds": round(wall, 1),
+                "machine": machine_info(),
+                "versions": versions(),
+                "figures": [f.to_json() for f in figures],
+                "details": details,
+            },
+            indent=2,
+        )
+        + "\n"
+    )
     if not args.no_fold:
         fold_into_results(figures)
     print(f"{'variant':9} {'mode':8} {'top3':>6} {'MRR@10':>7} {'R@10':>6}")

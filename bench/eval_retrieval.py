@@ -46,8 +46,12 @@ COLLECTION = "scifact"
 MODES = ("keyword", "vector", "hybrid")
 LOCAL_MODEL = "local:bge-small-en-v1.5-q"  # the local default (kindex/settings.py)
 LOCAL_MODELS = ("local:bge-small-en-v1.5-q", "local:all-MiniLM-L6-v2", "local:multilingual-e5-small")
-SHORT_NAMES = {"local:multilingual-e5-small": "e5small", "local:all-MiniLM-L6-v2": "minilm",
-               "local:bge-small-en-v1.5": "bgefp32", "local:bge-small-en-v1.5-q": "bge"}
+SHORT_NAMES = {
+    "local:multilingual-e5-small": "e5small",
+    "local:all-MiniLM-L6-v2": "minilm",
+    "local:bge-small-en-v1.5": "bgefp32",
+    "local:bge-small-en-v1.5-q": "bge",
+}
 OPENAI_MODEL = "openai:text-embedding-3-small"
 K_CHUNKS = 100
 MTEB_DIR = SHARED_DATA / "reference_scores" / "mteb_results"
@@ -83,8 +87,9 @@ def references(model: str) -> dict[tuple[str, str], tuple[str, float | None]]:
         ("vector", "ndcg10"): (dense[0], dense_ndcg),
         ("vector", "recall100"): (dense[0], dense_recall),
         # No published hybrid figure: compare with the stronger of the two single published baselines.
-        ("hybrid", "ndcg10"): max([("BM25 (BEIR paper)", BEIR_BM25_NDCG10), (dense[0], dense_ndcg)],
-                                   key=lambda item: item[1] or 0.0),
+        ("hybrid", "ndcg10"): max(
+            [("BM25 (BEIR paper)", BEIR_BM25_NDCG10), (dense[0], dense_ndcg)], key=lambda item: item[1] or 0.0
+        ),
         ("hybrid", "recall100"): ("BM25 flat (Anserini)", ANSERINI_BM25_FLAT_RECALL100),
     }
     return refs
@@ -138,12 +143,17 @@ def index_corpus(services, model: str, limit: int | None, distractors: int | Non
     corpus = select_corpus(limit, distractors)
     counted = CountingMetrics()
     services.adapters.__dict__["metrics"] = counted  # before the services that record metrics are built
-    services.catalog.put_collection(TENANT, COLLECTION, CollectionInput(title="BEIR SciFact", allow_guests=True,
-                                                                       embedding_model=model))
+    services.catalog.put_collection(
+        TENANT, COLLECTION, CollectionInput(title="BEIR SciFact", allow_guests=True, embedding_model=model)
+    )
     started = time.perf_counter()
     for doc in corpus:
-        services.catalog.put_document(TENANT, COLLECTION, doc["_id"], DocumentInput(
-            title=doc["title"], content=doc["title"] + "\n\n" + doc["text"]))
+        services.catalog.put_document(
+            TENANT,
+            COLLECTION,
+            doc["_id"],
+            DocumentInput(title=doc["title"], content=doc["title"] + "\n\n" + doc["text"]),
+        )
     put_seconds = time.perf_counter() - started
     drain_worker()
     seconds = time.perf_counter() - started
@@ -153,9 +163,15 @@ def index_corpus(services, model: str, limit: int | None, distractors: int | Non
         document = services.adapters.metadata.get_document(TENANT, COLLECTION, doc["_id"])
         statuses[document.status.value] = statuses.get(document.status.value, 0) + 1
         chunks += document.chunk_count or 0
-    return {"documents": len(corpus), "chunks": chunks, "statuses": statuses, "put_seconds": round(put_seconds, 2),
-            "ingest_seconds": round(seconds, 2), "chunks_per_s": round(chunks / seconds, 2),
-            "texts_embedded": counted.counts.get("ChunksEmbedded", 0)}
+    return {
+        "documents": len(corpus),
+        "chunks": chunks,
+        "statuses": statuses,
+        "put_seconds": round(put_seconds, 2),
+        "ingest_seconds": round(seconds, 2),
+        "chunks_per_s": round(chunks / seconds, 2),
+        "texts_embedded": counted.counts.get("ChunksEmbedded", 0),
+    }
 
 
 def run_queries(services, queries: dict[str, str], mode: str) -> tuple[list, list[float]]:
@@ -167,8 +183,9 @@ def run_queries(services, queries: dict[str, str], mode: str) -> tuple[list, lis
     latencies = []
     for query_id, text in queries.items():
         started = time.perf_counter()
-        response = services.query.query(TENANT, [COLLECTION], QueryRequest(query=text[:8000], k=K_CHUNKS, mode=mode),
-                                        multi=False)
+        response = services.query.query(
+            TENANT, [COLLECTION], QueryRequest(query=text[:8000], k=K_CHUNKS, mode=mode), multi=False
+        )
         latencies.append((time.perf_counter() - started) * 1000)
         seen: list[str] = []
         for result in response.results:
@@ -179,8 +196,9 @@ def run_queries(services, queries: dict[str, str], mode: str) -> tuple[list, lis
     return run, latencies
 
 
-def evaluate(model: str, limit: int | None = None, extra_env: dict[str, str] | None = None,
-             distractors: int | None = None) -> tuple[list[Figure], dict]:
+def evaluate(
+    model: str, limit: int | None = None, extra_env: dict[str, str] | None = None, distractors: int | None = None
+) -> tuple[list[Figure], dict]:
     import ir_measures
     from ir_measures import R, nDCG
 
@@ -192,42 +210,70 @@ def evaluate(model: str, limit: int | None = None, extra_env: dict[str, str] | N
         with local_deployment(Path(tmp) / "data", model, extra_env) as services:
             log(f"scifact: indexing the corpus with {model}")
             ingest = index_corpus(services, model, limit, distractors)
-            log(f"scifact: indexed {ingest['documents']} documents, {ingest['chunks']} chunks in "
-                f"{ingest['ingest_seconds']} s")
+            log(
+                f"scifact: indexed {ingest['documents']} documents, {ingest['chunks']} chunks in "
+                f"{ingest['ingest_seconds']} s"
+            )
             details = {"model": model, "ingest": ingest, "queries": len(queries), "modes": {}}
-            figures.append(Figure(f"scifact_ingest_chunks_per_s_{suffix}", ingest["chunks_per_s"], "chunks/s", None,
-                                  None, section="retrieval quality (make eval)",
-                                  notes=f"{model}: the whole corpus through the ingest path, put_document to indexed"))
+            figures.append(
+                Figure(
+                    f"scifact_ingest_chunks_per_s_{suffix}",
+                    ingest["chunks_per_s"],
+                    "chunks/s",
+                    None,
+                    None,
+                    section="retrieval quality (make eval)",
+                    notes=f"{model}: the whole corpus through the ingest path, put_document to indexed",
+                )
+            )
             for mode in MODES:
                 if mode == "keyword" and model != LOCAL_MODEL:
                     continue  # BM25 does not depend on the embedding model
                 run, latencies = run_queries(services, queries, mode)
                 scores = ir_measures.calc_aggregate([nDCG @ 10, R @ 100], qrels, run)
                 ndcg, recall = scores[nDCG @ 10], scores[R @ 100]
-                details["modes"][mode] = {"ndcg10": ndcg, "recall100": recall,
-                                          "query_ms_p50": round(median(latencies), 2),
-                                          "query_ms_p95": round(percentile(latencies, 95), 2)}
+                details["modes"][mode] = {
+                    "ndcg10": ndcg,
+                    "recall100": recall,
+                    "query_ms_p50": round(median(latencies), 2),
+                    "query_ms_p95": round(percentile(latencies, 95), 2),
+                }
                 log(f"scifact {model} {mode}: nDCG@10 {ndcg:.4f} R@100 {recall:.4f}")
                 name_suffix = "" if mode == "keyword" else f"_{suffix}"
-                notes = (f"{len(queries)} test queries; {ingest['documents']} documents indexed through the ingest "
-                         f"path ({ingest['chunks']} chunks, maxChars 2000); k={K_CHUNKS} chunks -> documents by first "
-                         "occurrence; ir-measures" + ("" if distractors is None else
-                                                      f"; REDUCED corpus: judged documents + {distractors} others"))
+                notes = (
+                    f"{len(queries)} test queries; {ingest['documents']} documents indexed through the ingest "
+                    f"path ({ingest['chunks']} chunks, maxChars 2000); k={K_CHUNKS} chunks -> documents by first "
+                    "occurrence; ir-measures"
+                    + ("" if distractors is None else f"; REDUCED corpus: judged documents + {distractors} others")
+                )
                 for metric, value in (("ndcg10", ndcg), ("recall100", recall)):
                     ref_name, ref_value = refs[(mode, metric)]
-                    figures.append(Figure(f"scifact_{metric}_{mode}{name_suffix}", value, "score", ref_name, ref_value,
-                                          section="retrieval quality (make eval)", notes=notes))
+                    figures.append(
+                        Figure(
+                            f"scifact_{metric}_{mode}{name_suffix}",
+                            value,
+                            "score",
+                            ref_name,
+                            ref_value,
+                            section="retrieval quality (make eval)",
+                            notes=notes,
+                        )
+                    )
     return figures, details
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--limit", type=int, help="index only the first N corpus documents (a quick smoke run)")
-    parser.add_argument("--distractors", type=int,
-                        help="index only the judged documents and the first N others (a reduced corpus)")
+    parser.add_argument(
+        "--distractors", type=int, help="index only the judged documents and the first N others (a reduced corpus)"
+    )
     parser.add_argument("--output", type=Path, default=SCIFACT_RESULTS_PATH)
-    parser.add_argument("--models", default=",".join(LOCAL_MODELS),
-                        help="comma-separated local models to evaluate (the default local model always comes first)")
+    parser.add_argument(
+        "--models",
+        default=",".join(LOCAL_MODELS),
+        help="comma-separated local models to evaluate (the default local model always comes first)",
+    )
     args = parser.parse_args(argv)
     started = time.perf_counter()
     models = [LOCAL_MODEL] + [m for m in args.models.split(",") if m and m != LOCAL_MODEL]
@@ -238,17 +284,23 @@ def main(argv: list[str] | None = None) -> int:
         log("scifact: OPENAI_API_KEY is not set, skipping openai:text-embedding-3-small")
     figures, all_details = [], []
     limit_flag = (f" --limit {args.limit}" if args.limit else "") + (
-        f" --distractors {args.distractors}" if args.distractors is not None else "")
+        f" --distractors {args.distractors}" if args.distractors is not None else ""
+    )
     for model, extra_env in runs:
         model_figures, details = evaluate(model, args.limit, extra_env, args.distractors)
         figures += model_figures
         all_details.append(details)
         # Written after each model: a long run that stops early keeps what it measured.
         wall = time.perf_counter() - started
-        result = {"produced_by": f"make eval (python -m bench.eval_retrieval{limit_flag})",
-                  "generated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                  "wall_seconds": round(wall, 1), "machine": machine_info(), "versions": versions(),
-                  "figures": [f.to_json() for f in figures], "details": all_details}
+        result = {
+            "produced_by": f"make eval (python -m bench.eval_retrieval{limit_flag})",
+            "generated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "wall_seconds": round(wall, 1),
+            "machine": machine_info(),
+            "versions": versions(),
+            "figures": [f.to_json() for f in figures],
+            "details": all_details,
+        }
         args.output.write_text(json.dumps(result, indent=2) + "\n")
     print(f"{'figure':34} {'value':>8} {'reference':>10}  reference name")
     for f in figures:

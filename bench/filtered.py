@@ -43,8 +43,9 @@ SENTENCE_POOL = 4_000
 SHARES = {"100": BUCKETS, "10": 100, "1": 10, "0.1": 1}  # percent -> buckets visible
 
 
-def _corpus(chunks: int, queries: int, random: bool, dims: int = 384) -> tuple[np.ndarray, list[str], np.ndarray,
-                                                                                 list[str], str]:
+def _corpus(
+    chunks: int, queries: int, random: bool, dims: int = 384
+) -> tuple[np.ndarray, list[str], np.ndarray, list[str], str]:
     """(chunk vectors, chunk texts, query vectors, query texts, model name)."""
     corpus = SyntheticCorpus(seed=6)
     sentences = corpus.sentences
@@ -82,8 +83,10 @@ def _configurations() -> dict[str, SearchFilters | None]:
 def run(chunks: int = 100_000, queries: int = 100, random: bool = False) -> tuple[list[Figure], dict]:
     started = time.perf_counter()
     vectors, texts, asked, query_texts, model = _corpus(chunks, queries, random)
-    log(f"filtered: corpus of {chunks} chunks ready in {time.perf_counter() - started:.0f} s "
-        f"({'random unit vectors' if random else LOCAL_DEFAULT_MODEL + ' sentence-sum vectors'})")
+    log(
+        f"filtered: corpus of {chunks} chunks ready in {time.perf_counter() - started:.0f} s "
+        f"({'random unit vectors' if random else LOCAL_DEFAULT_MODEL + ' sentence-sum vectors'})"
+    )
     figures: list[Figure] = []
     raw: dict = {"chunks": chunks, "queries": queries, "vectors": "random" if random else LOCAL_DEFAULT_MODEL}
     with tempfile.TemporaryDirectory(prefix="kindex-bench-filtered-") as tmp:
@@ -93,10 +96,18 @@ def run(chunks: int = 100_000, queries: int = 100, random: bool = False) -> tupl
             for i in range(chunks):
                 document = i // CHUNKS_PER_DOCUMENT
                 bucket = document % BUCKETS
-                batch.append(IndexRecord(tenant=TENANT, collection=COLLECTION, document_id=f"doc-{document:06d}",
-                                         chunk_id=f"chunk-{i:07d}", vector=vectors[i], text=texts[i],
-                                         attributes={"bucket": bucket},
-                                         access=Access(groups=(f"g{bucket}", "all"))))
+                batch.append(
+                    IndexRecord(
+                        tenant=TENANT,
+                        collection=COLLECTION,
+                        document_id=f"doc-{document:06d}",
+                        chunk_id=f"chunk-{i:07d}",
+                        vector=vectors[i],
+                        text=texts[i],
+                        attributes={"bucket": bucket},
+                        access=Access(groups=(f"g{bucket}", "all")),
+                    )
+                )
                 if len(batch) >= 20_000 or i == chunks - 1:
                     index.upsert(model, batch)
                     batch = []
@@ -118,28 +129,46 @@ def run(chunks: int = 100_000, queries: int = 100, random: bool = False) -> tupl
                             samples.append((time.perf_counter() - begun) * 1000)
                             counts.append(len(hits))
                             short += len(hits) < min(K, len(search(query, 200)))
-                    row = {"p50_ms": round(median(samples), 2), "p99_ms": round(percentile(samples, 99), 2),
-                           "min_results": min(counts), "mean_results": round(sum(counts) / len(counts), 2),
-                           "short": short}
+                    row = {
+                        "p50_ms": round(median(samples), 2),
+                        "p99_ms": round(percentile(samples, 99), 2),
+                        "min_results": min(counts),
+                        "mean_results": round(sum(counts) / len(counts), 2),
+                        "short": short,
+                    }
                     raw[f"{mode}/{name}"] = row
                     log(f"filtered {mode} {name}: {row}")
             raw["load_average_during"] = [load, [round(x, 2) for x in os.getloadavg()]]
         finally:
             index.close()
-    how = (f"{chunks} chunks in one partition ({raw['vectors']} vectors), in process through LocalSearchIndex, "
-           f"k={K}, {queries} queries, one client; selectivity via access lists (groups) or `bucket < n`")
+    how = (
+        f"{chunks} chunks in one partition ({raw['vectors']} vectors), in process through LocalSearchIndex, "
+        f"k={K}, {queries} queries, one client; selectivity via access lists (groups) or `bucket < n`"
+    )
     for mode in ("vector", "keyword"):
         reference = raw[f"{mode}/unfiltered"]
         for name in _configurations():
             row = raw[f"{mode}/{name}"]
             suffix = f"{mode}_{name.replace('.', '')}"
-            figures.append(Figure(f"filtered_p50_ms_{suffix}", row["p50_ms"], "ms", section="filtered search",
-                                  reference_name=f"filtered_p50_ms_{mode}_unfiltered",
-                                  reference_value=reference["p50_ms"], notes=how,
-                                  details={"p99_ms": row["p99_ms"], "min_results": row["min_results"],
-                                           "mean_results": row["mean_results"], "short": row["short"]})
-                           .invalid_unless(row["short"] == 0, f"{row['short']} queries returned fewer than k results "
-                                                              "although more existed"))
+            figures.append(
+                Figure(
+                    f"filtered_p50_ms_{suffix}",
+                    row["p50_ms"],
+                    "ms",
+                    section="filtered search",
+                    reference_name=f"filtered_p50_ms_{mode}_unfiltered",
+                    reference_value=reference["p50_ms"],
+                    notes=how,
+                    details={
+                        "p99_ms": row["p99_ms"],
+                        "min_results": row["min_results"],
+                        "mean_results": row["mean_results"],
+                        "short": row["short"],
+                    },
+                ).invalid_unless(
+                    row["short"] == 0, f"{row['short']} queries returned fewer than k results although more existed"
+                )
+            )
     return figures, raw
 
 

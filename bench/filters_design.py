@@ -32,9 +32,16 @@ K = 10
 
 
 def vector_mapping(dims: int, engine: str) -> dict:
-    return {"type": "knn_vector", "dimension": dims,
-            "method": {"name": "hnsw", "engine": engine, "space_type": "innerproduct",
-                       "parameters": {"m": 16, "ef_construction": 128}}}
+    return {
+        "type": "knn_vector",
+        "dimension": dims,
+        "method": {
+            "name": "hnsw",
+            "engine": engine,
+            "space_type": "innerproduct",
+            "parameters": {"m": 16, "ef_construction": 128},
+        },
+    }
 
 
 def mappings(option: str, dims: int, engine: str) -> dict:
@@ -46,8 +53,15 @@ def mappings(option: str, dims: int, engine: str) -> dict:
         base["attrs"] = {"type": "flat_object"}
         return {"dynamic": "strict", "properties": base}
     if option == "nested":
-        base["attr"] = {"type": "nested", "properties": {"k": {"type": "keyword"}, "s": {"type": "keyword"},
-                                                         "n": {"type": "double"}, "b": {"type": "boolean"}}}
+        base["attr"] = {
+            "type": "nested",
+            "properties": {
+                "k": {"type": "keyword"},
+                "s": {"type": "keyword"},
+                "n": {"type": "double"},
+                "b": {"type": "boolean"},
+            },
+        }
         return {"dynamic": "strict", "properties": base}
     base["attrs"] = {"type": "object", "dynamic": True}
     return {"properties": base}
@@ -74,8 +88,12 @@ def range_filter(option: str, key: str, below: int) -> dict:
         return {"range": {"attr_n": {"gte": number_term(key, -1e300), "lt": number_term(key, below)}}}
     if option in ("flat", "dynamic"):
         return {"range": {f"attrs.{key}": {"lt": below}}}
-    return {"nested": {"path": "attr", "query": {"bool": {"filter": [{"term": {"attr.k": key}},
-                                                                    {"range": {"attr.n": {"lt": below}}}]}}}}
+    return {
+        "nested": {
+            "path": "attr",
+            "query": {"bool": {"filter": [{"term": {"attr.k": key}}, {"range": {"attr.n": {"lt": below}}}]}},
+        }
+    }
 
 
 def terms_filter(option: str, key: str, values: list[str]) -> dict:
@@ -83,14 +101,23 @@ def terms_filter(option: str, key: str, values: list[str]) -> dict:
         return {"terms": {"attr_s": [string_term(key, v) for v in values]}}
     if option in ("flat", "dynamic"):
         return {"terms": {f"attrs.{key}": values}}
-    return {"nested": {"path": "attr", "query": {"bool": {"filter": [{"term": {"attr.k": key}},
-                                                                    {"terms": {"attr.s": values}}]}}}}
+    return {
+        "nested": {
+            "path": "attr",
+            "query": {"bool": {"filter": [{"term": {"attr.k": key}}, {"terms": {"attr.s": values}}]}},
+        }
+    }
 
 
 def attributes_of(rng: np.random.Generator, bucket: int, extra_keys: int) -> dict:
-    attributes = {"bucket": int(bucket), "grp": f"g{bucket}", "region": ["eu", "us", "apac"][bucket % 3],
-                  "score": float(rng.random()), "tags": [f"t{int(t)}" for t in rng.integers(0, 50, 3)],
-                  "public": bool(bucket % 2)}
+    attributes = {
+        "bucket": int(bucket),
+        "grp": f"g{bucket}",
+        "region": ["eu", "us", "apac"][bucket % 3],
+        "score": float(rng.random()),
+        "tags": [f"t{int(t)}" for t in rng.integers(0, 50, 3)],
+        "public": bool(bucket % 2),
+    }
     for j in rng.integers(0, extra_keys, 4):  # per-tenant keys: how a dynamic mapping grows
         attributes[f"k{int(j)}"] = f"v{int(j)}"
     return attributes
@@ -104,25 +131,40 @@ def field_count(client: OpenSearch, index: str) -> int:
         for value in properties.values():
             total += 1 + count(value.get("properties", {})) + count(value.get("fields", {}))
         return total
+
     return count(mapping.get("properties", {}))
 
 
-def load(client: OpenSearch, option: str, vectors: np.ndarray, buckets: np.ndarray, engine: str,
-         extra_keys: int) -> tuple[str, float]:
+def load(
+    client: OpenSearch, option: str, vectors: np.ndarray, buckets: np.ndarray, engine: str, extra_keys: int
+) -> tuple[str, float]:
     index = f"{PREFIX}{option}-{engine}"
     client.indices.delete(index=index, ignore=[404])
-    client.indices.create(index=index, body={
-        "settings": {"index": {"knn": True, "number_of_shards": 1, "number_of_replicas": 0,
-                               "refresh_interval": "-1"}},
-        "mappings": mappings(option, vectors.shape[1], engine)})
+    client.indices.create(
+        index=index,
+        body={
+            "settings": {
+                "index": {"knn": True, "number_of_shards": 1, "number_of_replicas": 0, "refresh_interval": "-1"}
+            },
+            "mappings": mappings(option, vectors.shape[1], engine),
+        },
+    )
     rng = np.random.default_rng(7)
     started = time.perf_counter()
 
     def actions():
         for i, (vector, bucket) in enumerate(zip(vectors, buckets)):
-            yield {"_index": index, "_id": str(i), "_source": {
-                "tenant": "a", "chunk": str(i), "vector": vector.tolist(),
-                **source(option, attributes_of(rng, int(bucket), extra_keys))}}
+            yield {
+                "_index": index,
+                "_id": str(i),
+                "_source": {
+                    "tenant": "a",
+                    "chunk": str(i),
+                    "vector": vector.tolist(),
+                    **source(option, attributes_of(rng, int(bucket), extra_keys)),
+                },
+            }
+
     helpers.bulk(client, actions(), chunk_size=500, request_timeout=600)
     client.indices.refresh(index=index, request_timeout=600)
     client.indices.forcemerge(index=index, max_num_segments=1, request_timeout=1800)
@@ -136,8 +178,9 @@ def exact_top(vectors: np.ndarray, allowed: np.ndarray, query: np.ndarray) -> se
     return {str(rows[i]) for i in np.argsort(-scores)[:K]}
 
 
-def measure(client: OpenSearch, index: str, option: str, vectors: np.ndarray, buckets: np.ndarray,
-            queries: np.ndarray) -> list[dict]:
+def measure(
+    client: OpenSearch, index: str, option: str, vectors: np.ndarray, buckets: np.ndarray, queries: np.ndarray
+) -> list[dict]:
     rows = []
     for selectivity, below in (("100%", None), ("10%", 100), ("1%", 10), ("0.1%", 1)):
         for kind in ("range", "terms") if below is not None else ("none",):
@@ -161,10 +204,18 @@ def measure(client: OpenSearch, index: str, option: str, vectors: np.ndarray, bu
                 counts.append(len(found))
                 truth = exact_top(vectors, allowed, query)
                 recalls.append(len(found & truth) / len(truth))
-            rows.append({"option": option, "selectivity": selectivity, "filter": kind,
-                         "recall@10": round(statistics.mean(recalls), 3), "results_min": min(counts),
-                         "took_p50_ms": statistics.median(took), "wall_p50_ms": round(statistics.median(wall), 1),
-                         "wall_p95_ms": round(float(np.percentile(wall, 95)), 1)})
+            rows.append(
+                {
+                    "option": option,
+                    "selectivity": selectivity,
+                    "filter": kind,
+                    "recall@10": round(statistics.mean(recalls), 3),
+                    "results_min": min(counts),
+                    "took_p50_ms": statistics.median(took),
+                    "wall_p50_ms": round(statistics.median(wall), 1),
+                    "wall_p95_ms": round(float(np.percentile(wall, 95)), 1),
+                }
+            )
             print(json.dumps(rows[-1]), flush=True)
     return rows
 
@@ -175,16 +226,24 @@ def type_conflict(client: OpenSearch) -> dict:
     for option in ("kv", "flat", "nested", "dynamic"):
         index = f"{PREFIX}conflict-{option}"
         client.indices.delete(index=index, ignore=[404])
-        client.indices.create(index=index, body={"settings": {"index": {"knn": True, "number_of_replicas": 0}},
-                                                 "mappings": mappings(option, 4, "lucene")})
+        client.indices.create(
+            index=index,
+            body={
+                "settings": {"index": {"knn": True, "number_of_replicas": 0}},
+                "mappings": mappings(option, 4, "lucene"),
+            },
+        )
         client.index(index=index, id="a", body={"tenant": "a", **source(option, {"bucket": 10})}, refresh=True)
         try:
-            client.index(index=index, id="b", body={"tenant": "b", **source(option, {"bucket": "9 lives"})},
-                         refresh=True)
+            client.index(
+                index=index, id="b", body={"tenant": "b", **source(option, {"bucket": "9 lives"})}, refresh=True
+            )
             # Does a numeric range still compare numbers? 9 < 10 must hold, "10" < "9" as strings.
             client.index(index=index, id="c", body={"tenant": "a", **source(option, {"bucket": 9})}, refresh=True)
-            found = client.search(index=index, body={"query": {"bool": {"filter": [
-                {"term": {"tenant": "a"}}, range_filter(option, "bucket", 10)]}}})["hits"]["hits"]
+            found = client.search(
+                index=index,
+                body={"query": {"bool": {"filter": [{"term": {"tenant": "a"}}, range_filter(option, "bucket", 10)]}}},
+            )["hits"]["hits"]
             outcome[option] = {"conflict": False, "range_lt_10_tenant_a": sorted(hit["_id"] for hit in found)}
         except Exception as error:  # noqa: BLE001 - the error is the measurement
             outcome[option] = {"conflict": True, "error": str(error)[:160]}
@@ -214,14 +273,31 @@ def main() -> None:
             index, seconds = load(client, option, vectors, buckets, args.engine, args.extra_keys)
         except helpers.BulkIndexError as error:
             index = f"{PREFIX}{option}-{args.engine}"
-            print(json.dumps({"option": option, "load_failed": error.errors[0]["index"]["error"]["reason"],
-                              "fields": field_count(client, index)}), flush=True)
+            print(
+                json.dumps(
+                    {
+                        "option": option,
+                        "load_failed": error.errors[0]["index"]["error"]["reason"],
+                        "fields": field_count(client, index),
+                    }
+                ),
+                flush=True,
+            )
             client.indices.delete(index=index, ignore=[404])
             continue
         stats = client.indices.stats(index=index)["indices"][index]["primaries"]
-        print(json.dumps({"option": option, "load_s": round(seconds, 1), "fields": field_count(client, index),
-                          "docs_incl_nested": stats["docs"]["count"],
-                          "store_mb": round(stats["store"]["size_in_bytes"] / 1e6, 1)}), flush=True)
+        print(
+            json.dumps(
+                {
+                    "option": option,
+                    "load_s": round(seconds, 1),
+                    "fields": field_count(client, index),
+                    "docs_incl_nested": stats["docs"]["count"],
+                    "store_mb": round(stats["store"]["size_in_bytes"] / 1e6, 1),
+                }
+            ),
+            flush=True,
+        )
         try:
             measure(client, index, option, vectors, buckets, queries)
         finally:

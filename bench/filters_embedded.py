@@ -38,7 +38,7 @@ def timed(function, repeat: int = QUERIES) -> tuple[float, list]:
 
 def top_rows(scores: np.ndarray, rows: np.ndarray | None) -> set[int]:
     count = min(K, len(scores))
-    best = np.argpartition(scores, len(scores) - count)[len(scores) - count:]
+    best = np.argpartition(scores, len(scores) - count)[len(scores) - count :]
     return {int(rows[i]) if rows is not None else int(i) for i in best}
 
 
@@ -58,16 +58,28 @@ def main() -> None:
     partition.put(fields, vectors)
     started = time.perf_counter()
     built = partition.fit_graph()
-    print(json.dumps({"rows": args.rows, "documents": len(partition.documents.values), "graph": built,
-                      "graph_build_s": round(time.perf_counter() - started, 1)}), flush=True)
+    print(
+        json.dumps(
+            {
+                "rows": args.rows,
+                "documents": len(partition.documents.values),
+                "graph": built,
+                "graph_build_s": round(time.perf_counter() - started, 1),
+            }
+        ),
+        flush=True,
+    )
     table = DocumentTable()
     started = time.perf_counter()
     for code, document in enumerate(partition.documents.values):
         bucket = int(document[1:]) % 1000
-        table.put(code, {"bucket": bucket, "grp": f"g{bucket}", "region": ["eu", "us"][bucket % 2]},
-                  Access(groups=(f"g{bucket}",)) if bucket % 2 else None)
+        table.put(
+            code,
+            {"bucket": bucket, "grp": f"g{bucket}", "region": ["eu", "us"][bucket % 2]},
+            Access(groups=(f"g{bucket}",)) if bucket % 2 else None,
+        )
     print(json.dumps({"table_build_ms_per_document": round((time.perf_counter() - started) * 1000 / documents, 4)}))
-    codes = partition.document_codes[:partition.size]
+    codes = partition.document_codes[: partition.size]
     unfiltered_ms, _ = timed(lambda i: top_rows(partition.scores(None, queries[i]), None))
     print(json.dumps({"unfiltered_exact_ms": round(unfiltered_ms, 2)}), flush=True)
     for below in (500, 200, 100, 50, 10, 1):
@@ -81,12 +93,18 @@ def main() -> None:
             scores = partition.scores(None, queries[i])
             scores[~k] = -np.inf
             return top_rows(scores, None)
+
         full_ms, _ = timed(full_scan)
-        row = {"selectivity": f"{len(rows) / partition.size:.3%}", "matching_rows": len(rows),
-               "mask_ms": round(mask_ms, 2), "exact_gather_ms": round(exact_ms, 2),
-               "exact_full_scan_ms": round(full_ms, 2)}
+        row = {
+            "selectivity": f"{len(rows) / partition.size:.3%}",
+            "matching_rows": len(rows),
+            "mask_ms": round(mask_ms, 2),
+            "exact_gather_ms": round(exact_ms, 2),
+            "exact_full_scan_ms": round(full_ms, 2),
+        }
         if partition.graph is not None:
             for wanted in (ann.CANDIDATES * 4, 4_096, 16_384):
+
                 def overfetch(i, w=wanted, k=keep):
                     candidates = partition.graph.candidates(queries[i], min(w, partition.size))
                     candidates = candidates[(candidates >= 0) & (candidates < partition.size)]
@@ -94,6 +112,7 @@ def main() -> None:
                     if not len(candidates):
                         return set()
                     return top_rows(partition.scores(candidates, queries[i]), candidates)
+
                 ms, found = timed(overfetch)
                 recall = statistics.mean(len(f & t) / len(t) for f, t in zip(found, truths))
                 row[f"graph_{wanted}_ms"] = round(ms, 2)

@@ -42,8 +42,11 @@ def _documents(count: int, chars: int) -> list[tuple[str, str]]:
 def _texts(documents: list[tuple[str, str]]) -> list[str]:
     from kindex.text.chunking import chunk_text
 
-    return [c.text for _, content in documents
-            for c in chunk_text(content, method="maxChars", max_size=CHUNK_CHARS, overlap=0)]
+    return [
+        c.text
+        for _, content in documents
+        for c in chunk_text(content, method="maxChars", max_size=CHUNK_CHARS, overlap=0)
+    ]
 
 
 def _raw(model: str, texts: list[str]) -> dict:
@@ -66,12 +69,18 @@ def _end_to_end(model: str, documents: list[tuple[str, str]], expected: int, roo
             with registry._cache_lock:
                 registry._cache[(model, None, None)] = embedder
         try:
-            services.catalog.put_collection(TENANT, "ingest", CollectionInput(
-                allow_guests=True, embedding_model=model, chunking_max_size=CHUNK_CHARS, chunking_overlap_offset=0))
+            services.catalog.put_collection(
+                TENANT,
+                "ingest",
+                CollectionInput(
+                    allow_guests=True, embedding_model=model, chunking_max_size=CHUNK_CHARS, chunking_overlap_offset=0
+                ),
+            )
             started = time.perf_counter()
             for document_id, content in documents:
-                services.catalog.put_document(TENANT, "ingest", document_id, DocumentInput(title=document_id,
-                                                                                           content=content))
+                services.catalog.put_document(
+                    TENANT, "ingest", document_id, DocumentInput(title=document_id, content=content)
+                )
             drain_worker()
             seconds = time.perf_counter() - started
             indexed = [services.adapters.metadata.get_document(TENANT, "ingest", d) for d, _ in documents]
@@ -86,19 +95,31 @@ def _end_to_end(model: str, documents: list[tuple[str, str]], expected: int, roo
     return {"chunks_per_s": expected / seconds}
 
 
-def measure(model: str, documents: list[tuple[str, str]], *, min_seconds: float = MIN_SECONDS,
-            min_rounds: int = 3) -> dict:
+def measure(
+    model: str, documents: list[tuple[str, str]], *, min_seconds: float = MIN_SECONDS, min_rounds: int = 3
+) -> dict:
     texts = _texts(documents)
     _raw(model, texts[:8])  # loads the model and its session before any round
     with tempfile.TemporaryDirectory(prefix="kindex-bench-ingest-") as tmp:
         rounds = iter(range(1_000))
-        runs = alternate({"raw": lambda: _raw(model, texts),
-                          "e2e": lambda: _end_to_end(model, documents, len(texts), Path(tmp) / f"r{next(rounds)}")},
-                         min_seconds=min_seconds, min_rounds=min_rounds, timed=("e2e",))
+        runs = alternate(
+            {
+                "raw": lambda: _raw(model, texts),
+                "e2e": lambda: _end_to_end(model, documents, len(texts), Path(tmp) / f"r{next(rounds)}"),
+            },
+            min_seconds=min_seconds,
+            min_rounds=min_rounds,
+            timed=("e2e",),
+        )
     raw = [r["chunks_per_s"] for r in runs["raw"]]
     e2e = [r["chunks_per_s"] for r in runs["e2e"]]
-    return {"chunks": len(texts), "raw": raw, "e2e": e2e, "paired": [e / r for e, r in zip(e2e, raw)],
-            "seconds": {side: sum(r["seconds"] for r in runs[side]) for side in runs}}
+    return {
+        "chunks": len(texts),
+        "raw": raw,
+        "e2e": e2e,
+        "paired": [e / r for e, r in zip(e2e, raw)],
+        "seconds": {side: sum(r["seconds"] for r in runs[side]) for side in runs},
+    }
 
 
 def run(models: tuple[str, ...] = tuple(WORKLOADS), min_seconds: float = MIN_SECONDS) -> list[Figure]:
@@ -107,26 +128,50 @@ def run(models: tuple[str, ...] = tuple(WORKLOADS), min_seconds: float = MIN_SEC
     figures: list[Figure] = []
     for model in models:
         spec = WORKLOADS[model]
-        log(f"ingest {model}: raw and e2e alternated until e2e worked {min_seconds:.0f} s (about "
-            f"{2 * min_seconds:.0f} s)")
+        log(
+            f"ingest {model}: raw and e2e alternated until e2e worked {min_seconds:.0f} s (about "
+            f"{2 * min_seconds:.0f} s)"
+        )
         found = measure(model, _documents(spec["documents"], spec["doc_chars"]), min_seconds=min_seconds)
         short = SHORT.get(model, model.split(":")[-1])
         paired, e2e, raw = found["paired"], median(found["e2e"]), median(found["raw"])
         ratio = median(paired)
-        notes = (f"{spec['documents']} synthetic documents, {found['chunks']} chunks (maxChars {CHUNK_CHARS}) per "
-                 f"round, {len(paired)} rounds alternating with the raw embedder (e2e {found['seconds']['e2e']:.0f} s,"
-                 f" raw {found['seconds']['raw']:.0f} s in all), fresh data dir each round; raw = one embed() call on "
-                 "all chunk texts, same embedder instance")
+        notes = (
+            f"{spec['documents']} synthetic documents, {found['chunks']} chunks (maxChars {CHUNK_CHARS}) per "
+            f"round, {len(paired)} rounds alternating with the raw embedder (e2e {found['seconds']['e2e']:.0f} s,"
+            f" raw {found['seconds']['raw']:.0f} s in all), fresh data dir each round; raw = one embed() call on "
+            "all chunk texts, same embedder instance"
+        )
         impossible = f"an ingest cannot be faster than its own embedder (paired ratio above {IMPOSSIBLE_RATIO})"
-        figures.append(Figure(
-            f"ingest_chunks_per_s_{short}", e2e, "chunks/s", f"raw embedder {model}", raw, ratio=round(ratio, 4),
-            section="ingest throughput", notes=notes, details=found, spread=spread(found["e2e"]),
-            ratio_spread=spread(paired)).invalid_unless(max(paired) <= IMPOSSIBLE_RATIO, impossible))
-        figures.append(Figure(
-            f"ingest_ratio_{short}", ratio, "ratio", "goal", 0.9 if short == "minilm" else None,
-            section="ingest throughput", spread=spread(paired),
-            notes="median of the per-round end-to-end / raw embedder ratios; the goal applies to MiniLM"
-        ).invalid_unless(max(paired) <= IMPOSSIBLE_RATIO, impossible))
-        log(f"ingest {model}: e2e {e2e:.1f} chunks/s, raw {raw:.1f} chunks/s, paired ratios "
-            f"{', '.join(f'{p:.3f}' for p in paired)}")
+        figures.append(
+            Figure(
+                f"ingest_chunks_per_s_{short}",
+                e2e,
+                "chunks/s",
+                f"raw embedder {model}",
+                raw,
+                ratio=round(ratio, 4),
+                section="ingest throughput",
+                notes=notes,
+                details=found,
+                spread=spread(found["e2e"]),
+                ratio_spread=spread(paired),
+            ).invalid_unless(max(paired) <= IMPOSSIBLE_RATIO, impossible)
+        )
+        figures.append(
+            Figure(
+                f"ingest_ratio_{short}",
+                ratio,
+                "ratio",
+                "goal",
+                0.9 if short == "minilm" else None,
+                section="ingest throughput",
+                spread=spread(paired),
+                notes="median of the per-round end-to-end / raw embedder ratios; the goal applies to MiniLM",
+            ).invalid_unless(max(paired) <= IMPOSSIBLE_RATIO, impossible)
+        )
+        log(
+            f"ingest {model}: e2e {e2e:.1f} chunks/s, raw {raw:.1f} chunks/s, paired ratios "
+            f"{', '.join(f'{p:.3f}' for p in paired)}"
+        )
     return figures

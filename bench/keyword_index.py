@@ -58,9 +58,12 @@ class Fts5Reference:
         if not terms:
             return []
         expression = " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
-        rows = self.db.execute("SELECT c.chunk_id, bm25(chunk_fts) AS rank FROM chunk_fts JOIN chunk_text c "
-                               "ON c.rowid = chunk_fts.rowid WHERE chunk_fts MATCH ? ORDER BY rank, c.chunk_id "
-                               "LIMIT ?", (expression, k)).fetchall()
+        rows = self.db.execute(
+            "SELECT c.chunk_id, bm25(chunk_fts) AS rank FROM chunk_fts JOIN chunk_text c "
+            "ON c.rowid = chunk_fts.rowid WHERE chunk_fts MATCH ? ORDER BY rank, c.chunk_id "
+            "LIMIT ?",
+            (expression, k),
+        ).fetchall()
         return [chunk_id for chunk_id, _ in rows]
 
 
@@ -72,12 +75,22 @@ def _engines(root: Path, rows: list[tuple[str, str, str]]):
     index = LocalSearchIndex(root / "index")
     reference = Fts5Reference(root / "fts5.sqlite")
     timings = {}
-    for name, write in (("tantivy", lambda batch: index.upsert(MODEL, [
-            IndexRecord(tenant=TENANT, collection=COLLECTION, document_id=d, chunk_id=c, vector=(1.0,), text=t)
-            for c, d, t in batch])), ("fts5", lambda batch: reference.add([(c, t) for c, _, t in batch]))):
+    for name, write in (
+        (
+            "tantivy",
+            lambda batch: index.upsert(
+                MODEL,
+                [
+                    IndexRecord(tenant=TENANT, collection=COLLECTION, document_id=d, chunk_id=c, vector=(1.0,), text=t)
+                    for c, d, t in batch
+                ],
+            ),
+        ),
+        ("fts5", lambda batch: reference.add([(c, t) for c, _, t in batch])),
+    ):
         started = time.perf_counter()
         for start in range(0, len(rows), 2_000):
-            write(rows[start:start + 2_000])
+            write(rows[start : start + 2_000])
         timings[name] = round(time.perf_counter() - started, 2)
     return index, reference, timings
 
@@ -98,9 +111,10 @@ def scifact() -> list[Figure]:
     scores, details = {}, {}
     with tempfile.TemporaryDirectory(prefix="kindex-bench-keyword-") as tmp:
         index, reference, build = _engines(Path(tmp), rows)
-        search = {"tantivy": lambda q: [h.chunk_id for h in index.keyword_search(MODEL, TENANT, [COLLECTION], q,
-                                                                                   K_SCIFACT)],
-                  "fts5": lambda q: reference.search(q, K_SCIFACT)}
+        search = {
+            "tantivy": lambda q: [h.chunk_id for h in index.keyword_search(MODEL, TENANT, [COLLECTION], q, K_SCIFACT)],
+            "fts5": lambda q: reference.search(q, K_SCIFACT),
+        }
         for name, run_query in search.items():
             run, latencies = [], []
             for query_id, text in queries.items():
@@ -108,23 +122,48 @@ def scifact() -> list[Figure]:
                 chunk_ids = run_query(text)
                 latencies.append((time.perf_counter() - started) * 1000)
                 ranked = list(dict.fromkeys(chunk_id.split("#")[0] for chunk_id in chunk_ids))
-                run += [ir_measures.ScoredDoc(query_id, doc_id, float(len(ranked) - rank))
-                        for rank, doc_id in enumerate(ranked)]
+                run += [
+                    ir_measures.ScoredDoc(query_id, doc_id, float(len(ranked) - rank))
+                    for rank, doc_id in enumerate(ranked)
+                ]
             measured = ir_measures.calc_aggregate([nDCG @ 10, R @ 100], qrels, run)
             scores[name] = (measured[nDCG @ 10], measured[R @ 100])
-            details[name] = {"ndcg10": round(scores[name][0], 4), "recall100": round(scores[name][1], 4),
-                             "query_ms_p50": round(median(latencies), 3), "build_s": build[name]}
-            log(f"keyword scifact {name}: nDCG@10 {scores[name][0]:.4f} R@100 {scores[name][1]:.4f} "
-                f"p50 {median(latencies):.2f} ms")
+            details[name] = {
+                "ndcg10": round(scores[name][0], 4),
+                "recall100": round(scores[name][1], 4),
+                "query_ms_p50": round(median(latencies), 3),
+                "build_s": build[name],
+            }
+            log(
+                f"keyword scifact {name}: nDCG@10 {scores[name][0]:.4f} R@100 {scores[name][1]:.4f} "
+                f"p50 {median(latencies):.2f} ms"
+            )
         index.close()
-    notes = (f"SciFact test queries ({len(queries)}), {len(rows)} chunks (maxChars 2000), k={K_SCIFACT} chunks -> "
-             f"documents; reference: the previous SQLite FTS5 bm25() index on the same chunks, same run; the "
-             f"published BM25 figure is {BEIR_BM25_NDCG10}")
+    notes = (
+        f"SciFact test queries ({len(queries)}), {len(rows)} chunks (maxChars 2000), k={K_SCIFACT} chunks -> "
+        f"documents; reference: the previous SQLite FTS5 bm25() index on the same chunks, same run; the "
+        f"published BM25 figure is {BEIR_BM25_NDCG10}"
+    )
     return [
-        Figure("scifact_ndcg10_keyword_inprocess", scores["tantivy"][0], "score", "SQLite FTS5 bm25() (previous)",
-               scores["fts5"][0], section="keyword index", notes=notes, details=details),
-        Figure("scifact_recall100_keyword_inprocess", scores["tantivy"][1], "score", "SQLite FTS5 bm25() (previous)",
-               scores["fts5"][1], section="keyword index", notes=notes),
+        Figure(
+            "scifact_ndcg10_keyword_inprocess",
+            scores["tantivy"][0],
+            "score",
+            "SQLite FTS5 bm25() (previous)",
+            scores["fts5"][0],
+            section="keyword index",
+            notes=notes,
+            details=details,
+        ),
+        Figure(
+            "scifact_recall100_keyword_inprocess",
+            scores["tantivy"][1],
+            "score",
+            "SQLite FTS5 bm25() (previous)",
+            scores["fts5"][1],
+            section="keyword index",
+            notes=notes,
+        ),
     ]
 
 
@@ -144,13 +183,15 @@ def latency_100k(count: int = 100_000, queries: int = 300) -> list[Figure]:
     samples: dict[str, list[float]] = {"tantivy": [], "fts5": []}
     with tempfile.TemporaryDirectory(prefix="kindex-bench-keyword-") as tmp:
         index, reference, build = _engines(Path(tmp), rows)
-        search = {"tantivy": lambda q: index.keyword_search(MODEL, TENANT, [COLLECTION], q, 10),
-                  "fts5": lambda q: reference.search(q, 10)}
+        search = {
+            "tantivy": lambda q: index.keyword_search(MODEL, TENANT, [COLLECTION], q, 10),
+            "fts5": lambda q: reference.search(q, 10),
+        }
         for text in texts[:20]:  # warm both
             for run_query in search.values():
                 run_query(text)
         for number, text in enumerate(texts):  # alternated, the order reversed every query: both see the same machine
-            for name in (("tantivy", "fts5") if number % 2 == 0 else ("fts5", "tantivy")):
+            for name in ("tantivy", "fts5") if number % 2 == 0 else ("fts5", "tantivy"):
                 run_query = search[name]
                 started = time.perf_counter()
                 run_query(text)
@@ -158,14 +199,30 @@ def latency_100k(count: int = 100_000, queries: int = 300) -> list[Figure]:
         size = sum(f.stat().st_size for f in (Path(tmp) / "index" / "keywords").rglob("*") if f.is_file())
         index.close()
     log(f"keyword {count}: tantivy p50 {median(samples['tantivy']):.2f} ms, fts5 p50 {median(samples['fts5']):.2f} ms")
-    notes = (f"{count} chunks of ~900 characters of real sentences, {queries} synthetic queries, k=10, in process, "
-             f"the two engines alternated query by query (order reversed each query); write seconds "
-             f"{json.dumps(build)}; tantivy files {size / 2**20:.0f} MiB")
+    notes = (
+        f"{count} chunks of ~900 characters of real sentences, {queries} synthetic queries, k=10, in process, "
+        f"the two engines alternated query by query (order reversed each query); write seconds "
+        f"{json.dumps(build)}; tantivy files {size / 2**20:.0f} MiB"
+    )
     return [
-        Figure("keyword_p50_ms_100k_inprocess", median(samples["tantivy"]), "ms", "SQLite FTS5 bm25() (previous)",
-               median(samples["fts5"]), section="keyword index", notes=notes),
-        Figure("keyword_p99_ms_100k_inprocess", percentile(samples["tantivy"], 99), "ms",
-               "SQLite FTS5 bm25() (previous)", percentile(samples["fts5"], 99), section="keyword index", notes=notes),
+        Figure(
+            "keyword_p50_ms_100k_inprocess",
+            median(samples["tantivy"]),
+            "ms",
+            "SQLite FTS5 bm25() (previous)",
+            median(samples["fts5"]),
+            section="keyword index",
+            notes=notes,
+        ),
+        Figure(
+            "keyword_p99_ms_100k_inprocess",
+            percentile(samples["tantivy"], 99),
+            "ms",
+            "SQLite FTS5 bm25() (previous)",
+            percentile(samples["fts5"], 99),
+            section="keyword index",
+            notes=notes,
+        ),
     ]
 
 

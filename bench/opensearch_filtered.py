@@ -45,10 +45,20 @@ def _records(vectors: np.ndarray, tenant: str) -> list:
             return {"access": Access(groups=(f"g{i % BUCKETS}",))}
         return {"attributes": {"bucket": i % BUCKETS}}
 
-    return [IndexRecord(tenant=tenant, collection=COLLECTION, document_id=f"d{i}", chunk_id=str(i),
-                        vector=vector.tolist(), text=f"common words w{i % 50}", language="en",
-                        mimetype="text/plain", **fields(i))
-            for i, vector in enumerate(vectors)]
+    return [
+        IndexRecord(
+            tenant=tenant,
+            collection=COLLECTION,
+            document_id=f"d{i}",
+            chunk_id=str(i),
+            vector=vector.tolist(),
+            text=f"common words w{i % 50}",
+            language="en",
+            mimetype="text/plain",
+            **fields(i),
+        )
+        for i, vector in enumerate(vectors)
+    ]
 
 
 def _configurations() -> dict[str, tuple[str, object]]:
@@ -60,8 +70,10 @@ def _configurations() -> dict[str, tuple[str, object]]:
     for percent, kept in SELECTIVITIES.items():
         groups = tuple(f"g{b}" for b in range(kept))
         found[f"access_{percent}"] = (ACCESS_TENANT, SearchFilters(principals=Principals("bench-user", groups)))
-        found[f"attribute_{percent}"] = (ATTRIBUTE_TENANT,
-                                         SearchFilters(attributes=parse_filter({"bucket": {"$lt": kept}})))
+        found[f"attribute_{percent}"] = (
+            ATTRIBUTE_TENANT,
+            SearchFilters(attributes=parse_filter({"bucket": {"$lt": kept}})),
+        )
     return found
 
 
@@ -88,17 +100,20 @@ def run(count: int = 100_000, dims: int = 384, queries: int = 100, min_seconds: 
     query_vectors = rng.standard_normal((queries, dims), dtype=np.float32)
     client = opensearch_client(url, sigv4=False)
     prefix = f"kindex-bench-filtered-{os.getpid()}"
-    index = OpenSearchIndex(client, index_prefix=prefix, engine="lucene", number_of_shards=1, number_of_replicas=0,
-                            refresh="false")
+    index = OpenSearchIndex(
+        client, index_prefix=prefix, engine="lucene", number_of_shards=1, number_of_replicas=0, refresh="false"
+    )
     configurations = _configurations()
-    log(f"opensearch filtered: {count} chunks written for each of two tenants, then {len(configurations)} "
-        f"configurations x 2 legs x {queries} queries a round, >= {min_seconds:.0f} s each")
+    log(
+        f"opensearch filtered: {count} chunks written for each of two tenants, then {len(configurations)} "
+        f"configurations x 2 legs x {queries} queries a round, >= {min_seconds:.0f} s each"
+    )
     try:
         started = time.perf_counter()
         for tenant in (ACCESS_TENANT, ATTRIBUTE_TENANT):
             records = _records(vectors, tenant)
             for start in range(0, count, BATCH):
-                index.upsert(MODEL, records[start:start + BATCH])
+                index.upsert(MODEL, records[start : start + BATCH])
         index.refresh(MODEL)
         log(f"opensearch filtered: written in {time.perf_counter() - started:.0f} s")
 
@@ -116,12 +131,16 @@ def run(count: int = 100_000, dims: int = 384, queries: int = 100, min_seconds: 
                     ms.append((time.perf_counter() - began) * 1000)
                     found.append([int(hit.chunk_id) for hit in hits])
                 return {"found": found, "ms": ms}
+
             return one_round
 
         for name in configurations:  # warm each filter's caches and the graph once
             side(name, "knn")()
-        runs = alternate({f"{leg}:{name}": side(name, leg) for name in configurations for leg in ("knn", "keyword")},
-                         min_seconds=min_seconds, min_rounds=2)
+        runs = alternate(
+            {f"{leg}:{name}": side(name, leg) for name in configurations for leg in ("knn", "keyword")},
+            min_seconds=min_seconds,
+            min_rounds=2,
+        )
     finally:
         client.indices.delete(index=f"{prefix}-*")
     return _figures(runs, vectors, query_vectors, count, queries)
@@ -134,35 +153,63 @@ def _figures(runs: dict, vectors: np.ndarray, query_vectors: np.ndarray, count: 
     def returned(key: str) -> list[int]:
         return [len(hits) for found in runs[key] for hits in found["found"]]
 
-    notes = (f"{count} random 384-d chunks per tenant (one tenant with access lists groups=[g<i % 1000>], one with "
-             f"the attribute bucket=i % 1000), OpenSearch 2.19 node on this machine, lucene HNSW, one shard, no "
-             f"replica; {queries} queries a round through OpenSearchIndex, k={K}, configurations alternated "
-             f"({len(runs['knn:unfiltered'])} rounds); access path: a user in groups g0..g<n-1>; attribute path: "
-             f"bucket < n; the 100 % access row is a user in 1,000 groups")
+    notes = (
+        f"{count} random 384-d chunks per tenant (one tenant with access lists groups=[g<i % 1000>], one with "
+        f"the attribute bucket=i % 1000), OpenSearch 2.19 node on this machine, lucene HNSW, one shard, no "
+        f"replica; {queries} queries a round through OpenSearchIndex, k={K}, configurations alternated "
+        f"({len(runs['knn:unfiltered'])} rounds); access path: a user in groups g0..g<n-1>; attribute path: "
+        f"bucket < n; the 100 % access row is a user in 1,000 groups"
+    )
     figures: list[Figure] = []
     smallest = min(min(returned(key)) for key in runs if key.split(":")[1] != "unfiltered")
-    figures.append(Figure("opensearch_filtered_results_min", smallest, "results", "k", K, section=SECTION,
-                          notes=notes + "; the fewest results any filtered query of either leg returned"))
+    figures.append(
+        Figure(
+            "opensearch_filtered_results_min",
+            smallest,
+            "results",
+            "k",
+            K,
+            section=SECTION,
+            notes=notes + "; the fewest results any filtered query of either leg returned",
+        )
+    )
     lines = []
     for leg in ("knn", "keyword"):
         base = samples(f"{leg}:unfiltered")
         for path in ("access", "attribute"):
             for percent, kept in SELECTIVITIES.items():
                 key = f"{leg}:{path}_{percent}"
-                details = {"results_min": min(returned(key)), "results_mean": float(np.mean(returned(key))),
-                           "p99_ms": percentile(samples(key), 99), "unfiltered_p99_ms": percentile(base, 99)}
+                details = {
+                    "results_min": min(returned(key)),
+                    "results_mean": float(np.mean(returned(key))),
+                    "p99_ms": percentile(samples(key), 99),
+                    "unfiltered_p99_ms": percentile(base, 99),
+                }
                 if leg == "knn":
                     truth = _truth(vectors, query_vectors, kept)
                     last = runs[key][-1]["found"]
-                    details["recall10"] = float(np.mean([len(set(found) & set(row.tolist())) / K
-                                                         for found, row in zip(last, truth)]))
+                    details["recall10"] = float(
+                        np.mean([len(set(found) & set(row.tolist())) / K for found, row in zip(last, truth)])
+                    )
                 name = f"opensearch_filtered_{leg}_p50_ms_{path}_{percent.replace('.', '_')}pct"
-                figures.append(Figure(name, median(samples(key)), "ms", f"unfiltered {leg} p50", median(base),
-                                      section=SECTION, notes=notes, details=details))
-                lines.append(f"{leg:7s} {path:9s} {percent:>4s} %: results min {details['results_min']}, "
-                             f"p50 {median(samples(key)):.1f} ms (unfiltered {median(base):.1f}), p99 "
-                             f"{details['p99_ms']:.1f} ms" + (f", recall@10 {details['recall10']:.3f}"
-                                                              if "recall10" in details else ""))
+                figures.append(
+                    Figure(
+                        name,
+                        median(samples(key)),
+                        "ms",
+                        f"unfiltered {leg} p50",
+                        median(base),
+                        section=SECTION,
+                        notes=notes,
+                        details=details,
+                    )
+                )
+                lines.append(
+                    f"{leg:7s} {path:9s} {percent:>4s} %: results min {details['results_min']}, "
+                    f"p50 {median(samples(key)):.1f} ms (unfiltered {median(base):.1f}), p99 "
+                    f"{details['p99_ms']:.1f} ms"
+                    + (f", recall@10 {details['recall10']:.3f}" if "recall10" in details else "")
+                )
     log("opensearch filtered:\n  " + "\n  ".join(lines))
     return figures
 
@@ -174,8 +221,10 @@ def main() -> None:
     parser.add_argument("--min-seconds", type=float, default=2.0)
     options = parser.parse_args()
     for figure in run(count=options.count, queries=options.queries, min_seconds=options.min_seconds):
-        print(f"{figure.name}: {figure.value} {figure.unit} (reference {figure.reference_value}, ratio "
-              f"{figure.ratio}) {figure.details or ''}")
+        print(
+            f"{figure.name}: {figure.value} {figure.unit} (reference {figure.reference_value}, ratio "
+            f"{figure.ratio}) {figure.details or ''}"
+        )
 
 
 if __name__ == "__main__":

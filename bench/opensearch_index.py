@@ -54,9 +54,19 @@ def node_url() -> str | None:
 def _records(vectors: np.ndarray, tenant: str, offset: int = 0) -> list:
     from kindex.domain.types import IndexRecord
 
-    return [IndexRecord(tenant=tenant, collection=COLLECTION, document_id=f"d{i // 20}", chunk_id=f"{i}",
-                        vector=vector.tolist(), text="", language="en", mimetype="text/plain")
-            for i, vector in enumerate(vectors, start=offset)]
+    return [
+        IndexRecord(
+            tenant=tenant,
+            collection=COLLECTION,
+            document_id=f"d{i // 20}",
+            chunk_id=f"{i}",
+            vector=vector.tolist(),
+            text="",
+            language="en",
+            mimetype="text/plain",
+        )
+        for i, vector in enumerate(vectors, start=offset)
+    ]
 
 
 def _store_bytes(url: str, index: str) -> tuple[int, int]:
@@ -65,8 +75,9 @@ def _store_bytes(url: str, index: str) -> tuple[int, int]:
     # A refresh first: segments a merge replaced stay on disk while a reader still holds them.
     requests.post(f"{url}/{index}/_refresh", timeout=300)
     requests.post(f"{url}/{index}/_flush", timeout=300)
-    (row,) = requests.get(f"{url}/_cat/indices/{index}?bytes=b&format=json&h=docs.count,pri.store.size",
-                          timeout=30).json()
+    (row,) = requests.get(
+        f"{url}/_cat/indices/{index}?bytes=b&format=json&h=docs.count,pri.store.size", timeout=30
+    ).json()
     return int(row["pri.store.size"]), int(row["docs.count"])
 
 
@@ -82,8 +93,9 @@ def _ef_k_recall(client, alias: str, queries: np.ndarray, truth: np.ndarray) -> 
     return _recall(found, truth)
 
 
-def run(count: int = 100_000, dims: int = 384, queries: int = 200, others: int = 10_000,
-        min_seconds: float = MIN_SECONDS) -> list[Figure]:
+def run(
+    count: int = 100_000, dims: int = 384, queries: int = 200, others: int = 10_000, min_seconds: float = MIN_SECONDS
+) -> list[Figure]:
     url = node_url()
     if url is None:
         log("opensearch: no node answers (make opensearch); section skipped")
@@ -103,10 +115,13 @@ def run(count: int = 100_000, dims: int = 384, queries: int = 200, others: int =
     client = opensearch_client(url, sigv4=False)
     prefix = f"kindex-bench-{os.getpid()}"
     alias = index_alias(prefix, MODEL, dims)
-    index = OpenSearchIndex(client, index_prefix=prefix, engine="lucene", number_of_shards=1, number_of_replicas=0,
-                            refresh="false")
-    log(f"opensearch: {count} vectors written into both indexes batch by batch, then query rounds alternated, "
-        f">= {min_seconds:.0f} s each (about {count / 1000 + 8 * min_seconds + 60:.0f} s with the bytes figures)")
+    index = OpenSearchIndex(
+        client, index_prefix=prefix, engine="lucene", number_of_shards=1, number_of_replicas=0, refresh="false"
+    )
+    log(
+        f"opensearch: {count} vectors written into both indexes batch by batch, then query rounds alternated, "
+        f">= {min_seconds:.0f} s each (about {count / 1000 + 8 * min_seconds + 60:.0f} s with the bytes figures)"
+    )
     with tempfile.TemporaryDirectory(prefix="kindex-bench-opensearch-") as tmp:
         local = LocalSearchIndex(Path(tmp))
         try:
@@ -129,35 +144,87 @@ def run(count: int = 100_000, dims: int = 384, queries: int = 200, others: int =
     latencies, local_latencies = searched["ms"]["opensearch"], searched["ms"]["embedded"]
     p50s = searched["round_p50"]
     paired_p50 = paired_ratios(p50s["opensearch"], p50s["embedded"])
-    notes = (f"{count} random {dims}-d vectors for one tenant + {others} of another (excluded by every query's "
-             f"filter), OpenSearch 2.19 node on this machine, lucene HNSW m=16 ef_construction=128 ef_search=100, "
-             f"1 shard, "
-             f"0 replicas; bulk through the adapter with refresh=false ({BATCH} records an upsert, 500 a bulk "
-             f"request), one refresh at the end; {queries} filtered queries a round, k={K}, "
-             f"{len(paired_p50)} rounds alternated with the embedded index (exact search) on the same records and "
-             f"queries (order reversed each round; percentiles over all rounds' samples, spreads over the rounds' "
-             f"p50s); both indexes written batch by batch in turn ({BATCH} records, the order reversed each batch)")
-    log(f"opensearch 100k: bulk {bulk_rate:.0f} docs/s (embedded {local_rate:.0f}), p50 {median(latencies):.2f} ms "
+    notes = (
+        f"{count} random {dims}-d vectors for one tenant + {others} of another (excluded by every query's "
+        f"filter), OpenSearch 2.19 node on this machine, lucene HNSW m=16 ef_construction=128 ef_search=100, "
+        f"1 shard, "
+        f"0 replicas; bulk through the adapter with refresh=false ({BATCH} records an upsert, 500 a bulk "
+        f"request), one refresh at the end; {queries} filtered queries a round, k={K}, "
+        f"{len(paired_p50)} rounds alternated with the embedded index (exact search) on the same records and "
+        f"queries (order reversed each round; percentiles over all rounds' samples, spreads over the rounds' "
+        f"p50s); both indexes written batch by batch in turn ({BATCH} records, the order reversed each batch)"
+    )
+    log(
+        f"opensearch 100k: bulk {bulk_rate:.0f} docs/s (embedded {local_rate:.0f}), p50 {median(latencies):.2f} ms "
         f"(embedded {median(local_latencies):.2f}), recall@10 {recall:.3f} (ef = k: {recall_ef_k:.3f}), "
-        f"{store_bytes / docs:.0f} bytes a chunk on disk")
-    return [
-        Figure("opensearch_bulk_docs_per_s", bulk_rate, "docs/s", "embedded index upsert", local_rate,
-               section=SECTION, notes=notes, spread=spread(built["opensearch_batch_rates"]),
-               ratio_spread=spread(built["paired_batch_ratios"])),
-        Figure("opensearch_query_p50_ms_100k", median(latencies), "ms", "embedded index knn_search",
-               median(local_latencies), section=SECTION, notes=notes, spread=spread(p50s["opensearch"]),
-               ratio_spread=spread(paired_p50), details={"round_p50_ms": p50s}),
-        Figure("opensearch_query_p99_ms_100k", percentile(latencies, 99), "ms", "embedded index knn_search",
-               percentile(local_latencies, 99), section=SECTION, notes=notes),
-        Figure("opensearch_recall10_100k", recall, "recall", "embedded index recall@10", local_recall,
-               section=SECTION, notes=notes + "; truth: exact cosine (brute force, float64)"),
-        Figure("opensearch_recall10_100k_ef_k", recall_ef_k, "recall", "embedded index recall@10", local_recall,
-               section=SECTION, notes=notes + "; the same queries without method_parameters (lucene's ef = k)"),
-        Figure("opensearch_bytes_per_chunk_on_disk", store_bytes / docs, "bytes", "float32 vector alone",
-               4 * dims, section=SECTION,
-               notes=notes + f"; {docs} docs, {store_bytes} bytes primary store after a flush (not force-merged); "
-                             "text and vector excluded from _source"),
-    ] + bytes_per_chunk(url, client, vectors[:10_000]) + filtered(count, queries)
+        f"{store_bytes / docs:.0f} bytes a chunk on disk"
+    )
+    return (
+        [
+            Figure(
+                "opensearch_bulk_docs_per_s",
+                bulk_rate,
+                "docs/s",
+                "embedded index upsert",
+                local_rate,
+                section=SECTION,
+                notes=notes,
+                spread=spread(built["opensearch_batch_rates"]),
+                ratio_spread=spread(built["paired_batch_ratios"]),
+            ),
+            Figure(
+                "opensearch_query_p50_ms_100k",
+                median(latencies),
+                "ms",
+                "embedded index knn_search",
+                median(local_latencies),
+                section=SECTION,
+                notes=notes,
+                spread=spread(p50s["opensearch"]),
+                ratio_spread=spread(paired_p50),
+                details={"round_p50_ms": p50s},
+            ),
+            Figure(
+                "opensearch_query_p99_ms_100k",
+                percentile(latencies, 99),
+                "ms",
+                "embedded index knn_search",
+                percentile(local_latencies, 99),
+                section=SECTION,
+                notes=notes,
+            ),
+            Figure(
+                "opensearch_recall10_100k",
+                recall,
+                "recall",
+                "embedded index recall@10",
+                local_recall,
+                section=SECTION,
+                notes=notes + "; truth: exact cosine (brute force, float64)",
+            ),
+            Figure(
+                "opensearch_recall10_100k_ef_k",
+                recall_ef_k,
+                "recall",
+                "embedded index recall@10",
+                local_recall,
+                section=SECTION,
+                notes=notes + "; the same queries without method_parameters (lucene's ef = k)",
+            ),
+            Figure(
+                "opensearch_bytes_per_chunk_on_disk",
+                store_bytes / docs,
+                "bytes",
+                "float32 vector alone",
+                4 * dims,
+                section=SECTION,
+                notes=notes + f"; {docs} docs, {store_bytes} bytes primary store after a flush (not force-merged); "
+                "text and vector excluded from _source",
+            ),
+        ]
+        + bytes_per_chunk(url, client, vectors[:10_000])
+        + filtered(count, queries)
+    )
 
 
 def filtered(count: int, queries: int) -> list[Figure]:
@@ -166,8 +233,9 @@ def filtered(count: int, queries: int) -> list[Figure]:
     rounds short."""
     from bench import opensearch_filtered
 
-    return opensearch_filtered.run(count=count, queries=min(queries, 100),
-                                   min_seconds=10.0 if count >= 100_000 else 2.0)
+    return opensearch_filtered.run(
+        count=count, queries=min(queries, 100), min_seconds=10.0 if count >= 100_000 else 2.0
+    )
 
 
 def build_both(index, local, records: list) -> dict:
@@ -175,19 +243,24 @@ def build_both(index, local, records: list) -> dict:
     odd ones), so that load on the machine hits both builds alike; seconds and per-batch docs/s of each."""
     seconds = {"opensearch": 0.0, "embedded": 0.0}
     rates: dict[str, list[float]] = {"opensearch": [], "embedded": []}
-    writers = {"opensearch": lambda batch: index.upsert(MODEL, batch),
-               "embedded": lambda batch: local.upsert(LOCAL_MODEL, batch)}
+    writers = {
+        "opensearch": lambda batch: index.upsert(MODEL, batch),
+        "embedded": lambda batch: local.upsert(LOCAL_MODEL, batch),
+    }
     for number, start in enumerate(range(0, len(records), BATCH)):
-        batch = records[start:start + BATCH]
-        for name in (("opensearch", "embedded") if number % 2 == 0 else ("embedded", "opensearch")):
+        batch = records[start : start + BATCH]
+        for name in ("opensearch", "embedded") if number % 2 == 0 else ("embedded", "opensearch"):
             started = time.perf_counter()
             writers[name](batch)
             elapsed = time.perf_counter() - started
             seconds[name] += elapsed
             rates[name].append(len(batch) / elapsed)
-    return {"opensearch_seconds": seconds["opensearch"], "embedded_seconds": seconds["embedded"],
-            "opensearch_batch_rates": rates["opensearch"],
-            "paired_batch_ratios": paired_ratios(rates["opensearch"], rates["embedded"])}
+    return {
+        "opensearch_seconds": seconds["opensearch"],
+        "embedded_seconds": seconds["embedded"],
+        "opensearch_batch_rates": rates["opensearch"],
+        "paired_batch_ratios": paired_ratios(rates["opensearch"], rates["embedded"]),
+    }
 
 
 def query_rounds(index, local, query_vectors: np.ndarray, *, min_seconds: float = MIN_SECONDS) -> dict:
@@ -203,12 +276,15 @@ def query_rounds(index, local, query_vectors: np.ndarray, *, min_seconds: float 
         def one_round() -> dict:
             found, latencies = _search_all(target, model, query_vectors, K)
             return {"found": found, "ms": latencies}
+
         return one_round
 
     runs = alternate({name: side(name) for name in sides}, min_seconds=min_seconds)
-    return {"ms": {name: [ms for r in found for ms in r["ms"]] for name, found in runs.items()},
-            "round_p50": {name: [median(r["ms"]) for r in found] for name, found in runs.items()},
-            "found": {name: found[-1]["found"] for name, found in runs.items()}}
+    return {
+        "ms": {name: [ms for r in found for ms in r["ms"]] for name, found in runs.items()},
+        "round_p50": {name: [median(r["ms"]) for r in found] for name, found in runs.items()},
+        "found": {name: found[-1]["found"] for name, found in runs.items()},
+    }
 
 
 def bytes_per_chunk(url: str, client, vectors: np.ndarray) -> list[Figure]:
@@ -230,10 +306,9 @@ def bytes_per_chunk(url: str, client, vectors: np.ndarray) -> list[Figure]:
         body["mappings"]["_source"] = {"excludes": excludes}
         client.indices.create(index=concrete_index(alias), body=body)
         try:
-            index = OpenSearchIndex(client, index_prefix=prefix, engine="lucene", number_of_replicas=0,
-                                    refresh="false")
+            index = OpenSearchIndex(client, index_prefix=prefix, engine="lucene", number_of_replicas=0, refresh="false")
             for start in range(0, len(records), BATCH):
-                index.upsert(MODEL, records[start:start + BATCH])
+                index.upsert(MODEL, records[start : start + BATCH])
             index.refresh(MODEL)
             unmerged, docs = _store_bytes(url, alias)
             requests.post(f"{url}/{alias}/_forcemerge?max_num_segments=1", timeout=1800)
@@ -241,15 +316,32 @@ def bytes_per_chunk(url: str, client, vectors: np.ndarray) -> list[Figure]:
             measured[label] = (unmerged / docs, merged / docs)
         finally:
             client.indices.delete(index=f"{prefix}-*")
-    log(f"opensearch bytes a chunk ({len(vectors)} x {dims}, merged): vector excluded {measured['excluded'][1]:.0f}, "
+    log(
+        f"opensearch bytes a chunk ({len(vectors)} x {dims}, merged): vector excluded {measured['excluded'][1]:.0f}, "
         f"in _source {measured['in_source'][1]:.0f} (unmerged {measured['excluded'][0]:.0f} / "
-        f"{measured['in_source'][0]:.0f})")
-    notes = (f"{len(vectors)} random {dims}-d chunks, lucene, one shard, flushed and force-merged to one segment; "
-             "text never in _source; reference: the same index keeping the vector in _source (the design before)")
+        f"{measured['in_source'][0]:.0f})"
+    )
+    notes = (
+        f"{len(vectors)} random {dims}-d chunks, lucene, one shard, flushed and force-merged to one segment; "
+        "text never in _source; reference: the same index keeping the vector in _source (the design before)"
+    )
     return [
-        Figure("opensearch_bytes_per_chunk_merged", measured["excluded"][1], "bytes", "vector kept in _source",
-               measured["in_source"][1], section=SECTION, notes=notes),
-        Figure("opensearch_bytes_per_chunk_unmerged", measured["excluded"][0], "bytes", "vector kept in _source",
-               measured["in_source"][0], section=SECTION,
-               notes=notes.replace("flushed and force-merged to one segment", "flushed, not merged")),
+        Figure(
+            "opensearch_bytes_per_chunk_merged",
+            measured["excluded"][1],
+            "bytes",
+            "vector kept in _source",
+            measured["in_source"][1],
+            section=SECTION,
+            notes=notes,
+        ),
+        Figure(
+            "opensearch_bytes_per_chunk_unmerged",
+            measured["excluded"][0],
+            "bytes",
+            "vector kept in _source",
+            measured["in_source"][0],
+            section=SECTION,
+            notes=notes.replace("flushed and force-merged to one segment", "flushed, not merged"),
+        ),
     ]

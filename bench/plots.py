@@ -46,14 +46,19 @@ def latency_plot(figures: dict[str, dict], path: Path) -> bool:
 def throughput_plot(figures: dict[str, dict], path: Path) -> bool:
     import matplotlib.pyplot as plt
 
-    bars = [(name, label) for name, label in (
-        ("ingest_ratio_minilm", "ingest e2e / raw\nMiniLM"), ("ingest_ratio_hash", "ingest e2e / raw\nhash:384"),
-        ("maxchars_mb_per_s", "maxChars /\nsemantic-text-splitter"),
-        ("maxchars_mb_per_s_vs_langchain", "maxChars /\nlangchain"),
-        ("tokens_mb_per_s", "tokens /\nsemantic-text-splitter"),
-        ("tokens_mb_per_s_vs_langchain", "tokens /\nlangchain"),
-        ("vector_p50_ms_100k", "vector index speed /\nbare numpy (p50)"),
-    ) if name in figures and (name.startswith("ingest_ratio") or figures[name].get("ratio") is not None)]
+    bars = [
+        (name, label)
+        for name, label in (
+            ("ingest_ratio_minilm", "ingest e2e / raw\nMiniLM"),
+            ("ingest_ratio_hash", "ingest e2e / raw\nhash:384"),
+            ("maxchars_mb_per_s", "maxChars /\nsemantic-text-splitter"),
+            ("maxchars_mb_per_s_vs_langchain", "maxChars /\nlangchain"),
+            ("tokens_mb_per_s", "tokens /\nsemantic-text-splitter"),
+            ("tokens_mb_per_s_vs_langchain", "tokens /\nlangchain"),
+            ("vector_p50_ms_100k", "vector index speed /\nbare numpy (p50)"),
+        )
+        if name in figures and (name.startswith("ingest_ratio") or figures[name].get("ratio") is not None)
+    ]
     if not bars:
         return False
     values = []
@@ -84,11 +89,17 @@ def throughput_plot(figures: dict[str, dict], path: Path) -> bool:
 def ndcg_plot(figures: dict[str, dict], path: Path) -> bool:
     import matplotlib.pyplot as plt
 
-    names = [(n, label) for n, label in (("scifact_ndcg10_keyword", "keyword\n(BM25, FTS5)"),
-                                         ("scifact_ndcg10_vector_local", "vector\nMiniLM"),
-                                         ("scifact_ndcg10_hybrid_local", "hybrid (RRF)\nMiniLM"),
-                                         ("scifact_ndcg10_vector_openai", "vector\n3-small"),
-                                         ("scifact_ndcg10_hybrid_openai", "hybrid\n3-small")) if n in figures]
+    names = [
+        (n, label)
+        for n, label in (
+            ("scifact_ndcg10_keyword", "keyword\n(BM25, FTS5)"),
+            ("scifact_ndcg10_vector_local", "vector\nMiniLM"),
+            ("scifact_ndcg10_hybrid_local", "hybrid (RRF)\nMiniLM"),
+            ("scifact_ndcg10_vector_openai", "vector\n3-small"),
+            ("scifact_ndcg10_hybrid_openai", "hybrid\n3-small"),
+        )
+        if n in figures
+    ]
     if not names:
         return False
     fig, ax = plt.subplots(figsize=(8, 4.2))
@@ -119,8 +130,11 @@ def write_plots(results: dict, directory: Path = BENCH_DIR) -> list[Path]:
     matplotlib.use("Agg")
     figures = _by_name(results)
     written = []
-    for name, draw in (("latency.png", latency_plot), ("throughput_ratios.png", throughput_plot),
-                       ("retrieval_ndcg.png", ndcg_plot)):
+    for name, draw in (
+        ("latency.png", latency_plot),
+        ("throughput_ratios.png", throughput_plot),
+        ("retrieval_ndcg.png", ndcg_plot),
+    ):
         if draw(figures, directory / name):
             written.append(directory / name)
     return written

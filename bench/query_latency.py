@@ -53,21 +53,28 @@ def _queries(count: int) -> list[str]:
 def ingest_over_http(server, documents: int) -> dict:
     admin = server.session(server.admin_key)
     url = server.url(f"/v1/collections/{COLLECTION}")
-    response = admin.put(url, json={"allow_guests": True, "chunking_max_size": CHUNK_CHARS,
-                                    "chunking_overlap_offset": 0})
+    response = admin.put(
+        url, json={"allow_guests": True, "chunking_max_size": CHUNK_CHARS, "chunking_overlap_offset": 0}
+    )
     response.raise_for_status()
     corpus = SyntheticCorpus(seed=5)
     ids = [f"doc-{i:05d}" for i in range(documents)]
     started = time.perf_counter()
     for document_id in ids:
         # ~6.4k characters -> ~10 chunks of at most 1000 characters (cut at paragraph ends)
-        admin.put(f"{url}/documents/{document_id}", json={"title": document_id, "content": corpus.document(6400)}
-                  ).raise_for_status()
+        admin.put(
+            f"{url}/documents/{document_id}", json={"title": document_id, "content": corpus.document(6400)}
+        ).raise_for_status()
     statuses = wait_indexed(admin, url, ids, timeout=900)
     seconds = time.perf_counter() - started
     chunks = sum(admin.get(f"{url}/documents/{d}").json()["chunk_count"] for d in ids)
-    return {"documents": documents, "chunks": chunks, "failed": sum(s == "failed" for s in statuses.values()),
-            "ingest_seconds": round(seconds, 1), "chunks_per_s": round(chunks / seconds, 1)}
+    return {
+        "documents": documents,
+        "chunks": chunks,
+        "failed": sum(s == "failed" for s in statuses.values()),
+        "ingest_seconds": round(seconds, 1),
+        "chunks_per_s": round(chunks / seconds, 1),
+    }
 
 
 def write_directly(data_dir: Path, documents: int, model: str = MODEL, sentence_pool: int | None = None) -> dict:
@@ -96,35 +103,71 @@ def write_directly(data_dir: Path, documents: int, model: str = MODEL, sentence_
     position = {sentence: row for row, sentence in enumerate(used)}
     sentence_vectors = np.asarray(create_embedder(model).embed([sentences[i] for i in used]), dtype=np.float32)
     with local_deployment(data_dir, model) as services:
-        services.catalog.put_collection(TENANT, COLLECTION, CollectionInput(
-            allow_guests=True, chunking_max_size=CHUNK_CHARS, chunking_overlap_offset=0))
+        services.catalog.put_collection(
+            TENANT,
+            COLLECTION,
+            CollectionInput(allow_guests=True, chunking_max_size=CHUNK_CHARS, chunking_overlap_offset=0),
+        )
         pending: list[IndexRecord] = []
         for d in range(documents):
             document_id = f"doc-{d:06d}"
-            rows = plans[d * CHUNKS_PER_DOCUMENT:(d + 1) * CHUNKS_PER_DOCUMENT]
+            rows = plans[d * CHUNKS_PER_DOCUMENT : (d + 1) * CHUNKS_PER_DOCUMENT]
             texts = [" ".join(sentences[i] for i in plan) for plan in rows]
             stored = []
             offset = 0
             for index, text in enumerate(texts):
                 digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
-                stored.append(StoredChunk(chunk_id=chunk_id(TENANT, COLLECTION, document_id, index, digest),
-                                          collection=COLLECTION, document_id=document_id, index=index, start=offset,
-                                          end=offset + len(text), text=text))
+                stored.append(
+                    StoredChunk(
+                        chunk_id=chunk_id(TENANT, COLLECTION, document_id, index, digest),
+                        collection=COLLECTION,
+                        document_id=document_id,
+                        index=index,
+                        start=offset,
+                        end=offset + len(text),
+                        text=text,
+                    )
+                )
                 offset += len(text) + 2
             services.adapters.chunks.put_chunks(TENANT, stored)
             vectors = np.stack([sentence_vectors[[position[i] for i in plan]].sum(axis=0) for plan in rows])
-            pending += [IndexRecord(tenant=TENANT, collection=COLLECTION, document_id=document_id,
-                                    chunk_id=c.chunk_id, vector=v, text=c.text) for c, v in zip(stored, vectors)]
+            pending += [
+                IndexRecord(
+                    tenant=TENANT,
+                    collection=COLLECTION,
+                    document_id=document_id,
+                    chunk_id=c.chunk_id,
+                    vector=v,
+                    text=c.text,
+                )
+                for c, v in zip(stored, vectors)
+            ]
             if len(pending) >= 20_000 or d == documents - 1:
                 services.adapters.search_index.upsert(model, pending)
                 pending = []
-            services.adapters.metadata.put_document(TENANT, Document(
-                id=document_id, collection=COLLECTION, title=f"Document {d}", mimetype="text/plain",
-                status=DocumentStatus.INDEXED, chunk_count=len(stored), version=1, indexed_version=1,
-                indexed_model=model, indexed_config_version=1), create=True)
+            services.adapters.metadata.put_document(
+                TENANT,
+                Document(
+                    id=document_id,
+                    collection=COLLECTION,
+                    title=f"Document {d}",
+                    mimetype="text/plain",
+                    status=DocumentStatus.INDEXED,
+                    chunk_count=len(stored),
+                    version=1,
+                    indexed_version=1,
+                    indexed_model=model,
+                    indexed_config_version=1,
+                ),
+                create=True,
+            )
     seconds = time.perf_counter() - started
-    return {"documents": documents, "chunks": documents * CHUNKS_PER_DOCUMENT, "build_seconds": round(seconds, 1),
-            "distinct_sentences_embedded": len(used)}
+    return {
+        "documents": documents,
+        "chunks": documents * CHUNKS_PER_DOCUMENT,
+        "build_seconds": round(seconds, 1),
+        "distinct_sentences_embedded": len(used),
+    }
 
 
 # -- measuring --------------------------------------------------------------------------------------------------
@@ -141,9 +184,13 @@ def measure(server, queries: list[str], rights_server, allowed: set[str], reques
             secret.raise_for_status()
             rights_server.secret = secret.json()["secret"].encode()
             rights_server.allowed = allowed
-            admin.put(url, json={"rights_check_method": "external",
-                                 "rights_check_method_configuration": {"url": rights_server.url, "timeout": 2}}
-                      ).raise_for_status()
+            admin.put(
+                url,
+                json={
+                    "rights_check_method": "external",
+                    "rights_check_method_configuration": {"url": rights_server.url, "timeout": 2},
+                },
+            ).raise_for_status()
         else:
             admin.put(url, json={"rights_check_method": "public"}).raise_for_status()
         for mode in MODES:
@@ -151,7 +198,7 @@ def measure(server, queries: list[str], rights_server, allowed: set[str], reques
             for query in queries[:WARMUP]:
                 session.post(f"{url}/query", json={"query": query, "k": 10, "mode": mode, "user": "ann"})
             samples, parts, empty = [], {}, 0
-            for query in queries[WARMUP:WARMUP + requests]:
+            for query in queries[WARMUP : WARMUP + requests]:
                 started = time.perf_counter()
                 response = session.post(f"{url}/query", json={"query": query, "k": 10, "mode": mode, "user": "ann"})
                 samples.append((time.perf_counter() - started) * 1000)
@@ -161,9 +208,11 @@ def measure(server, queries: list[str], rights_server, allowed: set[str], reques
                 empty += not body["results"]
                 for name, value in body["timing_ms"].items():
                     parts.setdefault(name, []).append(value)
-            results[(rights, mode)] = {"ms": samples, "server_timing_ms_p50": {k: round(median(v), 2)
-                                                                               for k, v in parts.items()},
-                                       "empty_results": empty}
+            results[(rights, mode)] = {
+                "ms": samples,
+                "server_timing_ms_p50": {k: round(median(v), 2) for k, v in parts.items()},
+                "empty_results": empty,
+            }
             log(f"query {rights} {mode}: p50 {median(samples):.1f} ms, p99 {percentile(samples, 99):.1f} ms")
     if rights_server.bad_signatures:
         raise RuntimeError("the rights server saw bad signatures")
@@ -172,18 +221,30 @@ def measure(server, queries: list[str], rights_server, allowed: set[str], reques
 
 def _figures(size: str, results: dict, build: dict) -> list[Figure]:
     figures = []
-    how = (f"written straight into the ChunkStore/SearchIndex (not through the pipeline; {MODEL} sentence-sum "
-           f"vectors over {build['distinct_sentences_embedded']} real sentences)")
+    how = (
+        f"written straight into the ChunkStore/SearchIndex (not through the pipeline; {MODEL} sentence-sum "
+        f"vectors over {build['distinct_sentences_embedded']} real sentences)"
+    )
     for (rights, mode), data in results.items():
         samples = data["ms"]
         suffix = f"{size}_{mode}" if rights == "public" else f"{size}_{mode}_external"
-        notes = (f"{build['chunks']} chunks ({how}); {len(samples)} requests after {WARMUP} warm-up, one client, "
-                 f"keep-alive, k=10, queries embedded by the server with {MODEL}; rights {rights}"
-                 + ("; RightsServer denies every 10th document" if rights == "external" else ""))
+        notes = (
+            f"{build['chunks']} chunks ({how}); {len(samples)} requests after {WARMUP} warm-up, one client, "
+            f"keep-alive, k=10, queries embedded by the server with {MODEL}; rights {rights}"
+            + ("; RightsServer denies every 10th document" if rights == "external" else "")
+        )
         details = {"server_timing_ms_p50": data["server_timing_ms_p50"], "empty_results": data["empty_results"]}
         for q in (50, 95, 99):
-            figures.append(Figure(f"query_p{q}_ms_{suffix}", percentile(samples, q), "ms", section="query latency",
-                                  notes=notes, details=details if q == 50 else {}))
+            figures.append(
+                Figure(
+                    f"query_p{q}_ms_{suffix}",
+                    percentile(samples, q),
+                    "ms",
+                    section="query latency",
+                    notes=notes,
+                    details=details if q == 50 else {},
+                )
+            )
     return figures
 
 
@@ -207,10 +268,16 @@ def run(sizes: dict[str, int] | None = None) -> tuple[list[Figure], dict]:
             with running_server(Path(tmp) / "data", {"KINDEX_DEFAULT_EMBEDDING_MODEL": INGEST_MODEL}) as server:
                 build = ingest_over_http(server, min(sizes.get("10k", 1_000), 1_000))
             log(f"ingest over HTTP: {build}")
-            figures.append(Figure("ingest_http_chunks_per_s_hash", build["chunks_per_s"], "chunks/s",
-                                  section="ingest throughput",
-                                  notes=f"{build['documents']} documents, {build['chunks']} chunks PUT over "
-                                        f"HTTP into one collection until all indexed ({INGEST_MODEL})"))
+            figures.append(
+                Figure(
+                    "ingest_http_chunks_per_s_hash",
+                    build["chunks_per_s"],
+                    "chunks/s",
+                    section="ingest throughput",
+                    notes=f"{build['documents']} documents, {build['chunks']} chunks PUT over "
+                    f"HTTP into one collection until all indexed ({INGEST_MODEL})",
+                )
+            )
         for label, documents in sizes.items():
             with tempfile.TemporaryDirectory(prefix=f"kindex-bench-query-{label}-") as tmp:
                 data_dir = Path(tmp) / "data"
@@ -220,9 +287,11 @@ def run(sizes: dict[str, int] | None = None) -> tuple[list[Figure], dict]:
                     allowed = {f"doc-{i:06d}" for i in range(documents) if i % 10}
                     results = measure(server, queries, rights_server, allowed, REQUESTS.get(label, 200))
                 figures += _figures(label, results, build)
-                raw[label] = {"build": build, "model": MODEL,
-                              "samples_ms": {f"{r}/{m}": [round(x, 3) for x in v["ms"]]
-                                             for (r, m), v in results.items()}}
+                raw[label] = {
+                    "build": build,
+                    "model": MODEL,
+                    "samples_ms": {f"{r}/{m}": [round(x, 3) for x in v["ms"]] for (r, m), v in results.items()},
+                }
     finally:
         rights_server.close()
     return figures, raw

@@ -27,17 +27,51 @@ from pathlib import Path
 from bench.common import RESULTS_PATH, SCIFACT_RESULTS_PATH, Figure, log, machine_info, versions
 from bench.readme import SUMMARY, markdown_table
 
-SECTIONS = ("ingest", "embedding", "query", "concurrency", "vector", "opensearch", "chunking", "cold", "economy",
-            "keyword", "filtered", "vector1m")
+SECTIONS = (
+    "ingest",
+    "embedding",
+    "query",
+    "concurrency",
+    "vector",
+    "opensearch",
+    "chunking",
+    "cold",
+    "economy",
+    "keyword",
+    "filtered",
+    "vector1m",
+)
 DEFAULT_SECTIONS = SECTIONS[:-1]
 # Expected seconds of each section on a quiet 2-core machine (logged before each section; the sections that alternate
 # sides run until the fastest side has worked its minimum, so their length follows the speed ratios).
-ESTIMATED_SECONDS = {"ingest": 215, "embedding": 205, "query": 105, "concurrency": 130, "vector": 15, "opensearch": 300,
-                     "chunking": 160, "cold": 20, "economy": 5, "keyword": 85, "filtered": 150, "vector1m": 710}
-REQUIRED = ("ingest_ratio_minilm", "query_p50_ms_100k_hybrid", "query_p99_ms_100k_hybrid", "vector_recall10_100k",
-            "maxchars_mb_per_s", "cold_import_ms_query", "reembed_calls_unchanged", "scifact_ndcg10_hybrid_local",
-            "scifact_ndcg10_vector_local", "scifact_ndcg10_keyword", "ingest_chunks_per_s_bge_small_q_speedup",
-            "embed_min_cosine_bge_small_q_tuned")
+ESTIMATED_SECONDS = {
+    "ingest": 215,
+    "embedding": 205,
+    "query": 105,
+    "concurrency": 130,
+    "vector": 15,
+    "opensearch": 300,
+    "chunking": 160,
+    "cold": 20,
+    "economy": 5,
+    "keyword": 85,
+    "filtered": 150,
+    "vector1m": 710,
+}
+REQUIRED = (
+    "ingest_ratio_minilm",
+    "query_p50_ms_100k_hybrid",
+    "query_p99_ms_100k_hybrid",
+    "vector_recall10_100k",
+    "maxchars_mb_per_s",
+    "cold_import_ms_query",
+    "reembed_calls_unchanged",
+    "scifact_ndcg10_hybrid_local",
+    "scifact_ndcg10_vector_local",
+    "scifact_ndcg10_keyword",
+    "ingest_chunks_per_s_bge_small_q_speedup",
+    "embed_min_cosine_bge_small_q_tuned",
+)
 
 
 def _quiet() -> None:
@@ -83,8 +117,9 @@ def run_sections(sections: tuple[str, ...], quick: bool) -> tuple[list[Figure], 
         elif section == "chunking":
             from bench import chunking
 
-            figures += chunking.run(megabytes=0.5 if quick else chunking.MEGABYTES,
-                                    min_seconds=0.0 if quick else chunking.MIN_SECONDS)
+            figures += chunking.run(
+                megabytes=0.5 if quick else chunking.MEGABYTES, min_seconds=0.0 if quick else chunking.MIN_SECONDS
+            )
         elif section == "cold":
             from bench import cold_start
 
@@ -109,8 +144,9 @@ def _throughput_section(section: str, quick: bool) -> list[Figure]:
     if section == "embedding":
         from bench import embedding
 
-        return embedding.run(min_seconds=0.0 if quick else embedding.MIN_SECONDS,
-                             documents_count=2 if quick else embedding.DOCUMENTS)
+        return embedding.run(
+            min_seconds=0.0 if quick else embedding.MIN_SECONDS, documents_count=2 if quick else embedding.DOCUMENTS
+        )
     from bench import ingest
 
     if quick:
@@ -138,12 +174,14 @@ def _vector_index_section(section: str, quick: bool) -> list[Figure]:
     if section == "vector":
         from bench import vector_index
 
-        return vector_index.knn_testdata() + vector_index.random_100k(count=10_000 if quick else 100_000,
-                                                                      queries=50 if quick else 200)
+        return vector_index.knn_testdata() + vector_index.random_100k(
+            count=10_000 if quick else 100_000, queries=50 if quick else 200
+        )
     from bench import opensearch_index
 
-    return opensearch_index.run(count=10_000 if quick else 100_000, queries=50 if quick else 200,
-                                others=1_000 if quick else 10_000)
+    return opensearch_index.run(
+        count=10_000 if quick else 100_000, queries=50 if quick else 200, others=1_000 if quick else 10_000
+    )
 
 
 def scifact_figures() -> tuple[list[dict], dict | None]:
@@ -151,9 +189,13 @@ def scifact_figures() -> tuple[list[dict], dict | None]:
     if not SCIFACT_RESULTS_PATH.exists():
         return [], None
     data = json.loads(SCIFACT_RESULTS_PATH.read_text())
-    provenance = {"produced_by": data.get("produced_by"), "generated_at": data.get("generated_at"),
-                  "wall_seconds": data.get("wall_seconds"), "machine": data.get("machine"),
-                  "details": data.get("details")}
+    provenance = {
+        "produced_by": data.get("produced_by"),
+        "generated_at": data.get("generated_at"),
+        "wall_seconds": data.get("wall_seconds"),
+        "machine": data.get("machine"),
+        "details": data.get("details"),
+    }
     figures = []
     for figure in data["figures"]:
         figure = dict(figure)
@@ -170,11 +212,16 @@ def carry_over(results: dict, previous: dict) -> dict:
     merged = dict(results, figures=results["figures"] + kept)
     merged["section_seconds"] = {**previous.get("section_seconds", {}), **results["section_seconds"]}
     merged["raw"] = {**previous.get("raw", {}), **results["raw"]}
-    merged["carried_over"] = [*previous.get("carried_over", []), {
-        "from_generated_at": previous.get("generated_at"), "from_produced_by": previous.get("produced_by"),
-        "from_commit": previous.get("versions", {}).get("git_commit"),
-        "from_load_average_at_start": previous.get("machine", {}).get("load_average_at_start"),
-        "figures": [figure["name"] for figure in kept]}]
+    merged["carried_over"] = [
+        *previous.get("carried_over", []),
+        {
+            "from_generated_at": previous.get("generated_at"),
+            "from_produced_by": previous.get("produced_by"),
+            "from_commit": previous.get("versions", {}).get("git_commit"),
+            "from_load_average_at_start": previous.get("machine", {}).get("load_average_at_start"),
+            "figures": [figure["name"] for figure in kept],
+        },
+    ]
     merged["missing_required"] = [name for name in REQUIRED if name not in {f["name"] for f in merged["figures"]}]
     return merged
 
@@ -184,8 +231,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", help="comma-separated sections: " + ",".join(SECTIONS))
     parser.add_argument("--quick", action="store_true", help="tiny workloads (a smoke run; figures not meaningful)")
     parser.add_argument("--output", help="default bench/results.json (with --quick: bench/results-quick.json)")
-    parser.add_argument("--keep-others", action="store_true",
-                        help="keep the figures of the existing output that this run does not measure (marked as such)")
+    parser.add_argument(
+        "--keep-others",
+        action="store_true",
+        help="keep the figures of the existing output that this run does not measure (marked as such)",
+    )
     args = parser.parse_args(argv)
     args.output = args.output or str(RESULTS_PATH.with_name("results-quick.json") if args.quick else RESULTS_PATH)
     _quiet()
@@ -204,12 +254,19 @@ def main(argv: list[str] | None = None) -> int:
     machine["load_average_at_end"] = [round(x, 2) for x in load] if load else None
     missing = [name for name in REQUIRED if name not in {f["name"] for f in figures}]
     results = {
-        "produced_by": "make bench (python -m bench.run" + (" --quick" if args.quick else "")
-                       + (f" --only {args.only}" if args.only else "") + ")",
+        "produced_by": "make bench (python -m bench.run"
+        + (" --quick" if args.quick else "")
+        + (f" --only {args.only}" if args.only else "")
+        + ")",
         "generated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "wall_seconds": round(wall, 1), "section_seconds": seconds,
-        "machine": machine, "versions": versions(), "figures": figures,
-        "scifact_source": eval_provenance, "missing_required": missing, "raw": raw,
+        "wall_seconds": round(wall, 1),
+        "section_seconds": seconds,
+        "machine": machine,
+        "versions": versions(),
+        "figures": figures,
+        "scifact_source": eval_provenance,
+        "missing_required": missing,
+        "raw": raw,
     }
     if args.keep_others and Path(args.output).exists():
         results = carry_over(results, json.loads(Path(args.output).read_text()))
@@ -235,8 +292,10 @@ def main(argv: list[str] | None = None) -> int:
         print("README.md benchmark table " + ("regenerated" if readme.update() else "unchanged"))
     missing = results["missing_required"]  # after carrying other runs' figures over, when asked to
     if missing:
-        print(f"missing required figures: {', '.join(missing)}"
-              + (" (run `make eval` for the SciFact ones)" if any(m.startswith("scifact") for m in missing) else ""))
+        print(
+            f"missing required figures: {', '.join(missing)}"
+            + (" (run `make eval` for the SciFact ones)" if any(m.startswith("scifact") for m in missing) else "")
+        )
     return 0
 
 

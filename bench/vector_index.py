@@ -29,10 +29,12 @@ def _index(root: Path, model: str, vectors: np.ndarray):
     from kindex.domain.types import IndexRecord
 
     index = LocalSearchIndex(root)
-    records = [IndexRecord(tenant=TENANT, collection=COLLECTION, document_id=f"d{i}", chunk_id=f"{i}", vector=v,
-                           text="") for i, v in enumerate(vectors)]
+    records = [
+        IndexRecord(tenant=TENANT, collection=COLLECTION, document_id=f"d{i}", chunk_id=f"{i}", vector=v, text="")
+        for i, v in enumerate(vectors)
+    ]
     for start in range(0, len(records), 25_000):
-        index.upsert(model, records[start:start + 25_000])
+        index.upsert(model, records[start : start + 25_000])
     return index
 
 
@@ -56,8 +58,9 @@ def _search_all(index, model: str, queries: np.ndarray, k: int) -> tuple[list[li
 
 
 def _recall(found: list[list[int]], truth) -> float:
-    return float(np.mean([len(set(f[:K]) & set(int(t) for t in truth_row[:K])) / K
-                          for f, truth_row in zip(found, truth)]))
+    return float(
+        np.mean([len(set(f[:K]) & set(int(t) for t in truth_row[:K])) / K for f, truth_row in zip(found, truth)])
+    )
 
 
 def knn_testdata() -> list[Figure]:
@@ -76,14 +79,30 @@ def knn_testdata() -> list[Figure]:
         index.close()
     recall_l2 = _recall(found, truth_l2)
     recall_cos = _recall(found, _exact_cosine_top(vectors, queries, K))
-    notes = (f"OpenSearch k-NN test data, {len(vectors)} x {vectors.shape[1]}, {len(queries)} queries; the local "
-             "index ranks by cosine, the shipped ground truth by L2 (these vectors are far from unit length)")
+    notes = (
+        f"OpenSearch k-NN test data, {len(vectors)} x {vectors.shape[1]}, {len(queries)} queries; the local "
+        "index ranks by cosine, the shipped ground truth by L2 (these vectors are far from unit length)"
+    )
     log(f"vector index knn-testdata: recall@10 vs exact cosine {recall_cos:.3f}, vs shipped L2 {recall_l2:.3f}")
     return [
-        Figure("vector_recall10_knn_testdata", recall_cos, "recall", "exact cosine (brute force, float64)", 1.0,
-               section="vector index", notes=notes),
-        Figure("vector_recall10_knn_testdata_l2_truth", recall_l2, "recall", "shipped exact-L2 ground truth", 1.0,
-               section="vector index", notes=notes),
+        Figure(
+            "vector_recall10_knn_testdata",
+            recall_cos,
+            "recall",
+            "exact cosine (brute force, float64)",
+            1.0,
+            section="vector index",
+            notes=notes,
+        ),
+        Figure(
+            "vector_recall10_knn_testdata_l2_truth",
+            recall_l2,
+            "recall",
+            "shipped exact-L2 ground truth",
+            1.0,
+            section="vector index",
+            notes=notes,
+        ),
         Figure("vector_p50_ms_knn_testdata", median(latencies), "ms", section="vector index", notes=notes),
     ]
 
@@ -111,16 +130,39 @@ def random_100k(count: int = 100_000, dims: int = 384, queries: int = 200) -> li
         top = np.argpartition(-scores, K - 1)[:K]
         top[np.argsort(-scores[top])]
         bare.append((time.perf_counter() - started) * 1000)
-    notes = (f"{count} random standard-normal {dims}-d vectors in one partition, {queries} queries, k={K}; "
-             f"index built in {build_seconds:.1f} s; reference: bare numpy matmul + argpartition on the same matrix")
+    notes = (
+        f"{count} random standard-normal {dims}-d vectors in one partition, {queries} queries, k={K}; "
+        f"index built in {build_seconds:.1f} s; reference: bare numpy matmul + argpartition on the same matrix"
+    )
     log(f"vector index 100k: recall@10 {recall:.3f}, p50 {median(latencies):.2f} ms (bare numpy {median(bare):.2f} ms)")
     return [
-        Figure("vector_recall10_100k", recall, "recall", "exact cosine (brute force, float64)", 1.0,
-               section="vector index", notes=notes),
-        Figure("vector_p50_ms_100k", median(latencies), "ms", "bare numpy exact search", median(bare),
-               section="vector index", notes=notes),
-        Figure("vector_p99_ms_100k", percentile(latencies, 99), "ms", "bare numpy exact search",
-               percentile(bare, 99), section="vector index", notes=notes),
+        Figure(
+            "vector_recall10_100k",
+            recall,
+            "recall",
+            "exact cosine (brute force, float64)",
+            1.0,
+            section="vector index",
+            notes=notes,
+        ),
+        Figure(
+            "vector_p50_ms_100k",
+            median(latencies),
+            "ms",
+            "bare numpy exact search",
+            median(bare),
+            section="vector index",
+            notes=notes,
+        ),
+        Figure(
+            "vector_p99_ms_100k",
+            percentile(latencies, 99),
+            "ms",
+            "bare numpy exact search",
+            percentile(bare, 99),
+            section="vector index",
+            notes=notes,
+        ),
     ]
 
 
@@ -147,7 +189,7 @@ def clustered_vectors(count: int, dims: int, seed: int, clusters: int = 1_000) -
         block = centers[rng.integers(clusters, size=n)]
         block += rng.standard_normal((n, LATENT_DIMS), dtype=np.float32) @ basis
         block += 0.1 * rng.standard_normal((n, dims), dtype=np.float32)
-        out[start:start + n] = block / np.linalg.norm(block, axis=1, keepdims=True)
+        out[start : start + n] = block / np.linalg.norm(block, axis=1, keepdims=True)
     return out
 
 
@@ -155,7 +197,7 @@ def _exact_top_float32(vectors: np.ndarray, queries: np.ndarray, k: int) -> np.n
     """Exact cosine top k of unit `vectors` for unit `queries`, in blocks (the matrix is too big for float64)."""
     best = np.empty((len(queries), k), dtype=np.int64)
     for start in range(0, len(queries), 20):
-        for i, row in enumerate(queries[start:start + 20] @ vectors.T, start):
+        for i, row in enumerate(queries[start : start + 20] @ vectors.T, start):
             top = np.argpartition(-row, k)[:k]
             best[i] = top[np.argsort(-row[top], kind="stable")]
     return best
@@ -183,8 +225,17 @@ def _measure_in_fresh_process(root: str, queries_path: str, result_path: str) ->
     found, latencies = _search_all(index, "bench:384", queries, K)
     rss = _rss_mib()
     index.close()
-    Path(result_path).write_text(json.dumps({"found": found, "latencies": latencies, "rss_mib": rss,
-                                             "baseline_rss_mib": baseline, "load_seconds": load_seconds}))
+    Path(result_path).write_text(
+        json.dumps(
+            {
+                "found": found,
+                "latencies": latencies,
+                "rss_mib": rss,
+                "baseline_rss_mib": baseline,
+                "load_seconds": load_seconds,
+            }
+        )
+    )
 
 
 def million(count: int = 1_000_000, dims: int = 384, queries: int = 200) -> list[Figure]:
@@ -210,36 +261,75 @@ def million(count: int = 1_000_000, dims: int = 384, queries: int = 200) -> list
             bare.append((time.perf_counter() - started) * 1000)
         del vectors
         np.save(Path(tmp) / "queries.npy", query_vectors)
-        script = ("import sys; from bench.vector_index import _measure_in_fresh_process as m; "
-                  "m(sys.argv[1], sys.argv[2], sys.argv[3])")
-        subprocess.run([sys.executable, "-c", script, str(Path(tmp) / "index"), str(Path(tmp) / "queries.npy"),
-                        str(Path(tmp) / "result.json")], cwd=REPO, check=True)
+        script = (
+            "import sys; from bench.vector_index import _measure_in_fresh_process as m; "
+            "m(sys.argv[1], sys.argv[2], sys.argv[3])"
+        )
+        subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                script,
+                str(Path(tmp) / "index"),
+                str(Path(tmp) / "queries.npy"),
+                str(Path(tmp) / "result.json"),
+            ],
+            cwd=REPO,
+            check=True,
+        )
         measured = json.loads((Path(tmp) / "result.json").read_text())
         files = {path.suffix: path.stat().st_size for path in (Path(tmp) / "index" / "vectors").iterdir()}
     recall = _recall(measured["found"], truth)
     latencies = measured["latencies"]
     from kindex.adapters.local.search import ann
 
-    notes = (f"{count} clustered {dims}-d unit vectors (1,000 clusters spread along a shared {LATENT_DIMS}-d "
-             f"subspace plus isotropic noise, seeded) in one partition, {queries} queries from the same distribution, "
-             f"k={K}; written with upsert in batches of 25,000 (log, snapshots and the HNSW graph: usearch int8, "
-             f"M={ann.CONNECTIVITY}, efConstruction={ann.EXPANSION_ADD}, efSearch={ann.EXPANSION_SEARCH}, "
-             f"{ann.CANDIDATES} candidates re-scored from the partition's float16 rows); searched in a fresh "
-             f"process that opened the folder (load {measured['load_seconds']:.1f} s); files (MiB) "
-             f"{json.dumps({name: round(size / 2**20) for name, size in files.items()})}")
-    log(f"vector index {count}: recall@10 {recall:.4f}, p50 {median(latencies):.2f} ms, RSS {measured['rss_mib']:.0f} "
-        f"MiB (baseline {measured['baseline_rss_mib']:.0f}), exact numpy p50 {median(bare):.1f} ms")
+    notes = (
+        f"{count} clustered {dims}-d unit vectors (1,000 clusters spread along a shared {LATENT_DIMS}-d "
+        f"subspace plus isotropic noise, seeded) in one partition, {queries} queries from the same distribution, "
+        f"k={K}; written with upsert in batches of 25,000 (log, snapshots and the HNSW graph: usearch int8, "
+        f"M={ann.CONNECTIVITY}, efConstruction={ann.EXPANSION_ADD}, efSearch={ann.EXPANSION_SEARCH}, "
+        f"{ann.CANDIDATES} candidates re-scored from the partition's float16 rows); searched in a fresh "
+        f"process that opened the folder (load {measured['load_seconds']:.1f} s); files (MiB) "
+        f"{json.dumps({name: round(size / 2**20) for name, size in files.items()})}"
+    )
+    log(
+        f"vector index {count}: recall@10 {recall:.4f}, p50 {median(latencies):.2f} ms, RSS {measured['rss_mib']:.0f} "
+        f"MiB (baseline {measured['baseline_rss_mib']:.0f}), exact numpy p50 {median(bare):.1f} ms"
+    )
     suffix = "1m" if count == 1_000_000 else f"{count // 1000}k"
     return [
-        Figure(f"vector_recall10_{suffix}", recall, "recall", "exact cosine (brute force, float32)", 1.0,
-               section="vector index", notes=notes),
-        Figure(f"vector_p50_ms_{suffix}", median(latencies), "ms", "bare numpy exact search", median(bare),
-               section="vector index", notes=notes),
+        Figure(
+            f"vector_recall10_{suffix}",
+            recall,
+            "recall",
+            "exact cosine (brute force, float32)",
+            1.0,
+            section="vector index",
+            notes=notes,
+        ),
+        Figure(
+            f"vector_p50_ms_{suffix}",
+            median(latencies),
+            "ms",
+            "bare numpy exact search",
+            median(bare),
+            section="vector index",
+            notes=notes,
+        ),
         Figure(f"vector_p99_ms_{suffix}", percentile(latencies, 99), "ms", section="vector index", notes=notes),
-        Figure(f"index_rss_mib_{suffix}", measured["rss_mib"] - measured["baseline_rss_mib"], "MiB",
-               "float32 vectors alone", count * dims * 4 / 2**20, section="vector index", notes=notes,
-               details={"process_rss_mib": round(measured["rss_mib"], 1),
-                        "rss_before_opening_mib": round(measured["baseline_rss_mib"], 1)}),
+        Figure(
+            f"index_rss_mib_{suffix}",
+            measured["rss_mib"] - measured["baseline_rss_mib"],
+            "MiB",
+            "float32 vectors alone",
+            count * dims * 4 / 2**20,
+            section="vector index",
+            notes=notes,
+            details={
+                "process_rss_mib": round(measured["rss_mib"], 1),
+                "rss_before_opening_mib": round(measured["baseline_rss_mib"], 1),
+            },
+        ),
         Figure(f"index_build_s_{suffix}", build_seconds, "s", section="vector index", notes=notes),
         Figure(f"index_load_s_{suffix}", measured["load_seconds"], "s", section="vector index", notes=notes),
     ]

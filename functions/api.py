@@ -19,8 +19,13 @@ from kindex.settings import ApiSettings, load_settings
 
 SETTINGS = load_settings(model=ApiSettings)  # at cold start: a misconfigured function fails here, saying why
 OBSERVABILITY = observability.for_function("api", SETTINGS)
-OPENAPI = {"title": "kindex", "version": "1", "description": "Knowledge index for retrieval-augmented generation",
-           "security_schemes": {"apiKey": HTTPBearer(description="kindex API key")}, "security": [{"apiKey": []}]}
+OPENAPI = {
+    "title": "kindex",
+    "version": "1",
+    "description": "Knowledge index for retrieval-augmented generation",
+    "security_schemes": {"apiKey": HTTPBearer(description="kindex API key")},
+    "security": [{"apiKey": []}],
+}
 
 app = IsolatedRestResolver(enable_validation=True)  # request state per request (local server threads)
 register_error_handlers(app)

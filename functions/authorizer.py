@@ -48,8 +48,12 @@ def handler(event: dict[str, Any], context: Any, keys=None, scope: str | None = 
         raise Exception("Unauthorized") from error  # the exact text API Gateway maps to 401
     allowed = {
         "principalId": f"{caller.tenant}/{caller.key_id}",
-        "policyDocument": {"Version": "2012-10-17", "Statement": [
-            {"Action": "execute-api:Invoke", "Effect": "Allow", "Resource": _api_wide(event.get("methodArn"))}]},
+        "policyDocument": {
+            "Version": "2012-10-17",
+            "Statement": [
+                {"Action": "execute-api:Invoke", "Effect": "Allow", "Resource": _api_wide(event.get("methodArn"))}
+            ],
+        },
         "context": {"tenant": caller.tenant, "role": caller.role.value, "key_id": caller.key_id},
     }
     if scope:

@@ -23,9 +23,12 @@ def notification_events(body: str) -> tuple[ObjectEvent, ...]:
     notification = json.loads(body)
     if notification.get("Event") == "s3:TestEvent":
         return ()
-    return tuple(ObjectEvent(s3_record["eventName"], decode_s3_event_key(s3_record["s3"]["object"]["key"]),
-                             object_size(s3_record))
-                 for s3_record in notification.get("Records", []))
+    return tuple(
+        ObjectEvent(
+            s3_record["eventName"], decode_s3_event_key(s3_record["s3"]["object"]["key"]), object_size(s3_record)
+        )
+        for s3_record in notification.get("Records", [])
+    )
 
 
 def object_size(s3_record: dict[str, Any]) -> int | None:

@@ -31,5 +31,6 @@ def record_handler(record: SQSRecord, service=None) -> None:
 def handler(event: dict[str, Any], context: Any, service=None) -> dict[str, Any]:
     service = service or container().reindex
     processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
-    return process_partial_response(event=event, record_handler=partial(record_handler, service=service),
-                                    processor=processor, context=context)
+    return process_partial_response(
+        event=event, record_handler=partial(record_handler, service=service), processor=processor, context=context
+    )

@@ -16,8 +16,9 @@ from infra.layers import ensure_layers  # noqa: E402
 from infra.stack import KindexStack  # noqa: E402
 
 
-def build_app(*, context: dict[str, Any] | None = None, outdir: str | None = None,
-              checks: bool = True, build_layers: bool = False) -> tuple[cdk.App, KindexStack]:
+def build_app(
+    *, context: dict[str, Any] | None = None, outdir: str | None = None, checks: bool = True, build_layers: bool = False
+) -> tuple[cdk.App, KindexStack]:
     """One App with one stack, checked by cdk-nag AwsSolutions unless `checks` is false (findings become error and
     warning annotations on the resources; `cdk synth` prints them, tests/infra asserts there are none).
 
@@ -29,8 +30,12 @@ def build_app(*, context: dict[str, Any] | None = None, outdir: str | None = Non
     config = StackConfig.from_context(app.node.try_get_context)
     if build_layers:
         ensure_layers(config.layer_build_dir)
-    stack = KindexStack(app, f"kindex-{config.stage}", config=config,
-                        description="kindex: multi-tenant knowledge index for RAG (API, ingest, search, reindex)")
+    stack = KindexStack(
+        app,
+        f"kindex-{config.stage}",
+        config=config,
+        description="kindex: multi-tenant knowledge index for RAG (API, ingest, search, reindex)",
+    )
     if checks:
         cdk.Aspects.of(app).add(AwsSolutionsChecks(verbose=True))
     return app, stack

@@ -22,16 +22,24 @@ def routes():
     from functions import api, query
     from kindex.api.routes import api_routes
 
-    return [(route.path.lstrip("/"), route.methods, route.function, route.public)
-            for route in api_routes({"query": query.app, "api": api.app}, public_function="api")]
+    return [
+        (route.path.lstrip("/"), route.methods, route.function, route.public)
+        for route in api_routes({"query": query.app, "api": api.app}, public_function="api")
+    ]
 
 
 ACCESS_LOG_FORMAT = {
-    "requestId": "$context.requestId", "ip": "$context.identity.sourceIp", "method": "$context.httpMethod",
-    "resource": "$context.resourcePath", "status": "$context.status", "latencyMs": "$context.responseLatency",
-    "tenant": "$context.authorizer.tenant", "keyId": "$context.authorizer.key_id",
+    "requestId": "$context.requestId",
+    "ip": "$context.identity.sourceIp",
+    "method": "$context.httpMethod",
+    "resource": "$context.resourcePath",
+    "status": "$context.status",
+    "latencyMs": "$context.responseLatency",
+    "tenant": "$context.authorizer.tenant",
+    "keyId": "$context.authorizer.key_id",
     "usagePlanKeyId": "$context.identity.apiKeyId",  # the id of the tenant's API Gateway key, never its value
-    "error": "$context.error.message", "authorizerError": "$context.authorizer.error",
+    "error": "$context.error.message",
+    "authorizerError": "$context.authorizer.error",
 }
 # Gateway-made errors in the API's own shape: {"error": code, "message": text}.
 GATEWAY_ERRORS = [
@@ -66,13 +74,22 @@ class Api(Construct):
     presigned upload URL. The request validator requires the Authorization header on every keyed route.
     """
 
-    def __init__(self, scope: Construct, construct_id: str, *, config: StackConfig,
-                 targets: dict[str, lambda_.IFunction], authorizer: lambda_.IFunction) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: StackConfig,
+        targets: dict[str, lambda_.IFunction],
+        authorizer: lambda_.IFunction,
+    ) -> None:
         super().__init__(scope, construct_id)
-        self.access_logs = logs.LogGroup(self, "AccessLogs", retention=logs.RetentionDays.THREE_MONTHS,
-                                         removal_policy=RemovalPolicy.DESTROY)
+        self.access_logs = logs.LogGroup(
+            self, "AccessLogs", retention=logs.RetentionDays.THREE_MONTHS, removal_policy=RemovalPolicy.DESTROY
+        )
         self.rest_api = apigw.RestApi(
-            self, "RestApi",
+            self,
+            "RestApi",
             rest_api_name=f"kindex-{config.stage}",
             description="kindex: multi-tenant knowledge index for retrieval-augmented generation",
             endpoint_types=[apigw.EndpointType.REGIONAL],
@@ -93,12 +110,16 @@ class Api(Construct):
         # API Gateway writes execution logs (logging_level) to a group it names and creates on first use, with no
         # expiry. Created here first (the stage waits for it) so that it expires and goes with the stack.
         self.execution_logs = logs.LogGroup(
-            self, "ExecutionLogs",
+            self,
+            "ExecutionLogs",
             log_group_name=f"API-Gateway-Execution-Logs_{self.rest_api.rest_api_id}/{config.stage}",
-            retention=logs.RetentionDays.ONE_MONTH, removal_policy=RemovalPolicy.DESTROY)
+            retention=logs.RetentionDays.ONE_MONTH,
+            removal_policy=RemovalPolicy.DESTROY,
+        )
         self.rest_api.deployment_stage.node.add_dependency(self.execution_logs)
         self.authorizer = apigw.RequestAuthorizer(
-            self, "KeyAuthorizer",
+            self,
+            "KeyAuthorizer",
             handler=authorizer,
             identity_sources=[apigw.IdentitySource.header("Authorization")],
             # A revoked key keeps working until its cached answer expires: api_authorizer_cache_seconds (0: no cache).
@@ -106,19 +127,24 @@ class Api(Construct):
         )
         # Body validation is on, but no route declares an API Gateway model: the functions validate bodies against
         # their pydantic models, the single source of the OpenAPI document, and answer in the API's error shape.
-        self.validator = self.rest_api.add_request_validator("RequireKeyHeader", validate_request_parameters=True,
-                                                             validate_request_body=True)
+        self.validator = self.rest_api.add_request_validator(
+            "RequireKeyHeader", validate_request_parameters=True, validate_request_body=True
+        )
         integrations = {name: apigw.LambdaIntegration(fn, allow_test_invoke=False) for name, fn in targets.items()}
         self.public_methods = []
         for path, methods, target, public in routes():
             for method in methods:
                 if public:
                     # The API description and its page carry no tenant data: served without a key.
-                    self.public_methods.append(self._resource(path).add_method(
-                        method, integrations[target], authorization_type=apigw.AuthorizationType.NONE))
+                    self.public_methods.append(
+                        self._resource(path).add_method(
+                            method, integrations[target], authorization_type=apigw.AuthorizationType.NONE
+                        )
+                    )
                     continue
                 self._resource(path).add_method(
-                    method, integrations[target],
+                    method,
+                    integrations[target],
                     authorizer=self.authorizer,
                     authorization_type=apigw.AuthorizationType.CUSTOM,
                     request_validator=self.validator,
@@ -131,7 +157,9 @@ class Api(Construct):
             if construct_id == "DependencyUnavailable503":  # two gateway errors share this code and status
                 construct_id += response_type.response_type.title().replace("_", "")
             self.rest_api.add_gateway_response(
-                construct_id, type=response_type, status_code=status,
+                construct_id,
+                type=response_type,
+                status_code=status,
                 templates={"application/json": json.dumps({"error": code, "message": message})},
                 response_headers={"Retry-After": "'1'"} if code == "throttled" else None,
             )
@@ -146,11 +174,17 @@ class Api(Construct):
             plans[name] = self.rest_api.add_usage_plan(
                 "UsagePlan" if is_default else f"UsagePlan-{name}",
                 name=f"kindex-{config.stage}" if is_default else f"kindex-{config.stage}-{name}",
-                description=("every tenant no named plan lists" if is_default
-                             else f"tenants of the '{name}' plan in the stack configuration"),
+                description=(
+                    "every tenant no named plan lists"
+                    if is_default
+                    else f"tenants of the '{name}' plan in the stack configuration"
+                ),
                 throttle=apigw.ThrottleSettings(rate_limit=limits.rate_limit, burst_limit=limits.burst_limit),
-                quota=(apigw.QuotaSettings(limit=limits.quota_per_day, period=apigw.Period.DAY)
-                       if limits.quota_per_day else None),
+                quota=(
+                    apigw.QuotaSettings(limit=limits.quota_per_day, period=apigw.Period.DAY)
+                    if limits.quota_per_day
+                    else None
+                ),
                 api_stages=[apigw.UsagePlanPerApiStage(api=self.rest_api, stage=self.rest_api.deployment_stage)],
             )
         return plans
@@ -171,22 +205,38 @@ class Api(Construct):
         region = Stack.of(self).region
         apigateway = f"arn:{Stack.of(self).partition}:apigateway:{region}::"
         plan_ids = [plan.usage_plan_id for plan in self.usage_plans.values()]
-        return iam.ManagedPolicy(self, "KeyProvisioning", description="kindex keys: API keys, plan keys, key items",
-                                 statements=[
-            iam.PolicyStatement(sid="FindKeysAndTheirPlans", actions=["apigateway:GET"],
-                                resources=[f"{apigateway}/apikeys", f"{apigateway}/usageplans"]),
-            iam.PolicyStatement(sid="CreateTenantKeys", actions=["apigateway:POST"],
-                                resources=[f"{apigateway}/apikeys"]),
-            iam.PolicyStatement(sid="AttachToThisApisPlans", actions=["apigateway:POST"],
-                                resources=[f"{apigateway}/usageplans/{plan_id}/keys" for plan_id in plan_ids]),
-            iam.PolicyStatement(sid="DetachFromThisApisPlans", actions=["apigateway:DELETE"],
-                                resources=[f"{apigateway}/usageplans/{plan_id}/keys/*" for plan_id in plan_ids]),
-            iam.PolicyStatement(
-                sid="KeyItems", actions=["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query"],
-                resources=[table.table_arn],
-                # TransactWriteItems (a key and its two listings) is authorized per Put inside it: PutItem.
-                conditions={"ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["KEY#*", "KEYS", "T#*#KEYS"]}}),
-        ])
+        return iam.ManagedPolicy(
+            self,
+            "KeyProvisioning",
+            description="kindex keys: API keys, plan keys, key items",
+            statements=[
+                iam.PolicyStatement(
+                    sid="FindKeysAndTheirPlans",
+                    actions=["apigateway:GET"],
+                    resources=[f"{apigateway}/apikeys", f"{apigateway}/usageplans"],
+                ),
+                iam.PolicyStatement(
+                    sid="CreateTenantKeys", actions=["apigateway:POST"], resources=[f"{apigateway}/apikeys"]
+                ),
+                iam.PolicyStatement(
+                    sid="AttachToThisApisPlans",
+                    actions=["apigateway:POST"],
+                    resources=[f"{apigateway}/usageplans/{plan_id}/keys" for plan_id in plan_ids],
+                ),
+                iam.PolicyStatement(
+                    sid="DetachFromThisApisPlans",
+                    actions=["apigateway:DELETE"],
+                    resources=[f"{apigateway}/usageplans/{plan_id}/keys/*" for plan_id in plan_ids],
+                ),
+                iam.PolicyStatement(
+                    sid="KeyItems",
+                    actions=["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query"],
+                    resources=[table.table_arn],
+                    # TransactWriteItems (a key and its two listings) is authorized per Put inside it: PutItem.
+                    conditions={"ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["KEY#*", "KEYS", "T#*#KEYS"]}},
+                ),
+            ],
+        )
 
     def origin(self) -> str:
         """The origin of this API's default endpoint, where the console's pages come from."""

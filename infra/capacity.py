@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from kindex.adapters.aws.opensearch_design import IndexDesign
 
-GIB = 1024 ** 3
+GIB = 1024**3
 MAX_HEAP_GIB = 32
 KNN_MEMORY_FRACTION = 0.5  # knn.memory.circuit_breaker.limit
 # The default embedding model (openai:text-embedding-3-small) writes 1,536 dimensions.
@@ -24,13 +24,11 @@ DEFAULT_DIMENSIONS = 1536
 RAM_GIB = {
     "t3": {"small": 2, "medium": 4},
     "m": {"large": 8, "xlarge": 16, "2xlarge": 32, "4xlarge": 64, "8xlarge": 128, "12xlarge": 192, "16xlarge": 256},
-    "r": {"large": 16, "xlarge": 32, "2xlarge": 64, "4xlarge": 128, "8xlarge": 256, "12xlarge": 384,
-          "16xlarge": 512},
+    "r": {"large": 16, "xlarge": 32, "2xlarge": 64, "4xlarge": 128, "8xlarge": 256, "12xlarge": 384, "16xlarge": 512},
     "c": {"large": 4, "xlarge": 8, "2xlarge": 16, "4xlarge": 32, "8xlarge": 64, "12xlarge": 96, "16xlarge": 128},
 }
 # Bytes of one stored vector in the graph's memory, by compression (d dimensions).
-VECTOR_BYTES = {"none": lambda d: 4 * d, "fp16": lambda d: 2 * d, "16x": lambda d: 2 * d / 8,
-                "32x": lambda d: d / 8}
+VECTOR_BYTES = {"none": lambda d: 4 * d, "fp16": lambda d: 2 * d, "16x": lambda d: 2 * d / 8, "32x": lambda d: d / 8}
 
 
 def ram_gib(instance_type: str) -> int | None:
@@ -62,15 +60,18 @@ class SearchCapacity:
 
     def describe(self) -> str:
         design = self.design
-        setup = (f"{self.instance_count} x {self.instance_type}, {self.dimensions} dimensions, compression "
-                 f"{design.compression}, m {design.m}, {design.number_of_replicas} replica(s)")
+        setup = (
+            f"{self.instance_count} x {self.instance_type}, {self.dimensions} dimensions, compression "
+            f"{design.compression}, m {design.m}, {design.number_of_replicas} replica(s)"
+        )
         if self.chunks is None:
             return f"OpenSearch k-NN capacity: unknown for {setup} (instance memory not in infra/capacity.py)"
         return f"OpenSearch k-NN capacity: about {self.chunks:,} chunks ({setup}) before the k-NN circuit breaker"
 
 
-def search_capacity(instance_type: str, instance_count: int, design: IndexDesign,
-                    dimensions: int = DEFAULT_DIMENSIONS) -> SearchCapacity:
+def search_capacity(
+    instance_type: str, instance_count: int, design: IndexDesign, dimensions: int = DEFAULT_DIMENSIONS
+) -> SearchCapacity:
     """Chunks (one vector each) the domain's k-NN memory holds, every copy counted."""
     ram = ram_gib(instance_type)
     chunks = None

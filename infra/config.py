@@ -113,12 +113,16 @@ class StackConfig:
         """The index design as the functions' settings read it (kindex.settings.ENV_NAMES)."""
         design = self.opensearch_index
         values = {
-            "opensearch_engine": design.engine, "opensearch_shards": design.number_of_shards,
+            "opensearch_engine": design.engine,
+            "opensearch_shards": design.number_of_shards,
             "opensearch_replicas": design.number_of_replicas,
             "opensearch_routing_shards": design.number_of_routing_shards,
-            "opensearch_routing_partition_size": design.routing_partition_size, "opensearch_hnsw_m": design.m,
-            "opensearch_ef_construction": design.ef_construction, "opensearch_ef_search": design.ef_search,
-            "opensearch_compression": design.compression, "opensearch_refresh_interval": design.refresh_interval,
+            "opensearch_routing_partition_size": design.routing_partition_size,
+            "opensearch_hnsw_m": design.m,
+            "opensearch_ef_construction": design.ef_construction,
+            "opensearch_ef_search": design.ef_search,
+            "opensearch_compression": design.compression,
+            "opensearch_refresh_interval": design.refresh_interval,
             "opensearch_refresh": self.opensearch_refresh,
         }
         return {ENV_NAMES[name]: str(value) for name, value in values.items()}
@@ -136,12 +140,15 @@ class StackConfig:
         domain_arn = str(raw["opensearch_existing_domain_arn"]).strip()
         domain_arn_pattern = r"arn:aws[a-z-]*:es:[a-z0-9-]+:\d{12}:domain/[a-z][a-z0-9-]{2,27}"
         if endpoint and not re.fullmatch(domain_arn_pattern, domain_arn):
-            raise ConfigError("opensearch_existing_endpoint needs opensearch_existing_domain_arn "
-                              "(arn:aws:es:<region>:<account>:domain/<name>) to scope the functions' permissions")
+            raise ConfigError(
+                "opensearch_existing_endpoint needs opensearch_existing_domain_arn "
+                "(arn:aws:es:<region>:<account>:domain/<name>) to scope the functions' permissions"
+            )
         schedule = str(raw["reindex_schedule"]).strip()
         if not re.fullmatch(r"(rate|cron|at)\(.+\)", schedule):
-            raise ConfigError("reindex_schedule must be an EventBridge Scheduler expression: rate(...), cron(...) "
-                              "or at(...)")
+            raise ConfigError(
+                "reindex_schedule must be an EventBridge Scheduler expression: rate(...), cron(...) or at(...)"
+            )
         layer_dir = Path(raw["layer_build_dir"]) if raw["layer_build_dir"] else DEFAULT_LAYER_BUILD_DIR
         if not layer_dir.is_absolute():
             layer_dir = REPO_ROOT / layer_dir
@@ -188,23 +195,33 @@ def _usage_plans(raw: dict[str, Any]) -> UsagePlans:
         except json.JSONDecodeError as error:
             raise ConfigError(f"api_usage_plans is not JSON: {error}") from error
     if not isinstance(named, dict) or any(not isinstance(plan, dict) or "id" in plan for plan in named.values()):
-        raise ConfigError("api_usage_plans must map plan names to {rate_limit, burst_limit, quota_per_day?, tenants} "
-                          "(the stack assigns the ids)")
+        raise ConfigError(
+            "api_usage_plans must map plan names to {rate_limit, burst_limit, quota_per_day?, tenants} "
+            "(the stack assigns the ids)"
+        )
     try:
-        plans = UsagePlans.model_validate({
-            "default": {"rate_limit": _positive_int(raw, "api_rate_limit"),
-                        "burst_limit": _positive_int(raw, "api_burst_limit"),
-                        "quota_per_day": _non_negative_int(raw, "api_quota_per_day")},
-            "plans": named})
+        plans = UsagePlans.model_validate(
+            {
+                "default": {
+                    "rate_limit": _positive_int(raw, "api_rate_limit"),
+                    "burst_limit": _positive_int(raw, "api_burst_limit"),
+                    "quota_per_day": _non_negative_int(raw, "api_quota_per_day"),
+                },
+                "plans": named,
+            }
+        )
     except ValidationError as error:
-        details = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'plans'}: {e['msg']}"
-                            for e in error.errors(include_url=False))
+        details = "; ".join(
+            f"{'.'.join(map(str, e['loc'])) or 'plans'}: {e['msg']}" for e in error.errors(include_url=False)
+        )
         raise ConfigError(f"api_usage_plans: {details}") from error
     rate, burst = _positive_int(raw, "api_stage_rate_limit"), _positive_int(raw, "api_stage_burst_limit")
     for name, plan in plans.all_plans().items():
         if plan.rate_limit > rate or plan.burst_limit > burst:
-            raise ConfigError(f"usage plan {name!r} ({plan.rate_limit:g}/s, burst {plan.burst_limit}) exceeds the "
-                              f"stage's api_stage_rate_limit/api_stage_burst_limit ({rate}/s, burst {burst})")
+            raise ConfigError(
+                f"usage plan {name!r} ({plan.rate_limit:g}/s, burst {plan.burst_limit}) exceeds the "
+                f"stage's api_stage_rate_limit/api_stage_burst_limit ({rate}/s, burst {burst})"
+            )
     return plans
 
 

@@ -35,18 +35,22 @@ class SharedLayers(Construct):
 
     def __init__(self, scope: Construct, construct_id: str, *, build_dir: Path) -> None:
         super().__init__(scope, construct_id)
-        missing = [str(build_dir / name / "python") for name in ("core", "deps")
-                   if not (build_dir / name / "python").is_dir()]
+        missing = [
+            str(build_dir / name / "python") for name in ("core", "deps") if not (build_dir / name / "python").is_dir()
+        ]
         if missing:
-            raise LayersMissing(f"layer directories missing: {', '.join(missing)}; synthesize with app.py "
-                                f"(`npx cdk synth`, `make synth`), which builds them, or run "
-                                f"`.venv/bin/python scripts/build_layers.py` first")
+            raise LayersMissing(
+                f"layer directories missing: {', '.join(missing)}; synthesize with app.py "
+                f"(`npx cdk synth`, `make synth`), which builds them, or run "
+                f"`.venv/bin/python scripts/build_layers.py` first"
+            )
         self.core = self._layer("Core", build_dir / "core", "kindex core package (domain, services, adapters)")
         self.deps = self._layer("Deps", build_dir / "deps", "kindex third-party dependencies (arm64, CPython 3.12)")
 
     def _layer(self, construct_id: str, path: Path, description: str) -> lambda_.LayerVersion:
         return lambda_.LayerVersion(
-            self, construct_id,
+            self,
+            construct_id,
             code=lambda_.Code.from_asset(str(path), exclude=["__pycache__", "*.pyc"]),
             compatible_runtimes=[RUNTIME],
             compatible_architectures=[ARCHITECTURE],
@@ -66,16 +70,33 @@ class KindexFunction(Construct):
     the stack adds exactly the data permissions the function needs (see `infra/permissions.py`).
     """
 
-    def __init__(self, scope: Construct, construct_id: str, *, handler: str, service: str, layers: SharedLayers,
-                 environment: dict[str, str], timeout: Duration, memory_mb: int, description: str) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        handler: str,
+        service: str,
+        layers: SharedLayers,
+        environment: dict[str, str],
+        timeout: Duration,
+        memory_mb: int,
+        description: str,
+    ) -> None:
         super().__init__(scope, construct_id)
-        self.role = iam.Role(self, "Role", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
-                             description=f"kindex {service}: least privilege for this function only")
-        self.log_group = logs.LogGroup(self, "Logs", retention=logs.RetentionDays.ONE_MONTH,
-                                       removal_policy=RemovalPolicy.DESTROY)
+        self.role = iam.Role(
+            self,
+            "Role",
+            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+            description=f"kindex {service}: least privilege for this function only",
+        )
+        self.log_group = logs.LogGroup(
+            self, "Logs", retention=logs.RetentionDays.ONE_MONTH, removal_policy=RemovalPolicy.DESTROY
+        )
         self.log_group.grant_write(self.role)
         self.function = lambda_.Function(
-            self, "Function",
+            self,
+            "Function",
             runtime=RUNTIME,
             architecture=ARCHITECTURE,
             handler=handler,

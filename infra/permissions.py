@@ -33,8 +33,12 @@ ES_QUERY_PATHS = {
 ES_WRITE_PATHS = {
     "es:ESHttpHead": [INDEX_PATTERN],
     "es:ESHttpPut": [INDEX_PATTERN],
-    "es:ESHttpPost": [*ES_QUERY_PATHS["es:ESHttpPost"], f"{INDEX_PATTERN}/_bulk",
-                      f"{INDEX_PATTERN}/_delete_by_query", f"{INDEX_PATTERN}/_refresh"],
+    "es:ESHttpPost": [
+        *ES_QUERY_PATHS["es:ESHttpPost"],
+        f"{INDEX_PATTERN}/_bulk",
+        f"{INDEX_PATTERN}/_delete_by_query",
+        f"{INDEX_PATTERN}/_refresh",
+    ],
     "es:ESHttpGet": ES_QUERY_PATHS["es:ESHttpGet"],
 }
 # DynamoDB: what the adapters (kindex/adapters/aws/dynamodb_*.py) call. TransactWriteItems has no action of its
@@ -53,8 +57,15 @@ S3_LIST = ["s3:ListBucket", "s3:ListBucketVersions"]
 S3_DELETE = ["s3:DeleteObject", "s3:DeleteObjectVersion"]
 
 
-def grant_least_privilege(functions: dict[str, KindexFunction], *, storage: Storage, search: Search,
-                          secrets: Secrets, ingest_queue: sqs.IQueue, reindex_queue: sqs.IQueue) -> None:
+def grant_least_privilege(
+    functions: dict[str, KindexFunction],
+    *,
+    storage: Storage,
+    search: Search,
+    secrets: Secrets,
+    ingest_queue: sqs.IQueue,
+    reindex_queue: sqs.IQueue,
+) -> None:
     """api: documents CRUD, uploads, and POST .../reindex (which runs a job's first page inline, so it enqueues
     documents and the job's next page too); query: read-only except its query log, no S3 at all; ingest: turn blobs
     into vectors and remove deleted ones; authorizer: read a key item; reindex (the planner): query key and
@@ -72,8 +83,15 @@ def grant_least_privilege(functions: dict[str, KindexFunction], *, storage: Stor
         _s3_list(storage),
         *_es(search, ES_WRITE_PATHS),
         # RestoreSecret: a tenant secret someone scheduled for deletion is restored when the tenant sets it again.
-        _secrets(secrets.tenant_secrets_arn(), ["secretsmanager:GetSecretValue", "secretsmanager:CreateSecret",
-                                                 "secretsmanager:PutSecretValue", "secretsmanager:RestoreSecret"]),
+        _secrets(
+            secrets.tenant_secrets_arn(),
+            [
+                "secretsmanager:GetSecretValue",
+                "secretsmanager:CreateSecret",
+                "secretsmanager:PutSecretValue",
+                "secretsmanager:RestoreSecret",
+            ],
+        ),
         # POST .../import into a collection of another model re-embeds the batch's texts.
         _secrets(secrets.openai_key.secret_arn, ["secretsmanager:GetSecretValue"]),
     )
@@ -81,8 +99,11 @@ def grant_least_privilege(functions: dict[str, KindexFunction], *, storage: Stor
     query.add_to_role(
         _dynamodb(table.table_arn, DYNAMODB_READ),
         # The query log that POST /v1/citations reads back, and nothing else: never a key item (`KEY#...`).
-        iam.PolicyStatement(actions=["dynamodb:PutItem"], resources=[table.table_arn],
-                            conditions={"ForAllValues:StringLike": {"dynamodb:LeadingKeys": QUERY_LOG_KEYS}}),
+        iam.PolicyStatement(
+            actions=["dynamodb:PutItem"],
+            resources=[table.table_arn],
+            conditions={"ForAllValues:StringLike": {"dynamodb:LeadingKeys": QUERY_LOG_KEYS}},
+        ),
         *_es(search, ES_QUERY_PATHS),
         _secrets(secrets.tenant_secrets_arn(), ["secretsmanager:GetSecretValue"]),
         _secrets(secrets.openai_key.secret_arn, ["secretsmanager:GetSecretValue"]),  # to embed the question
@@ -99,8 +120,10 @@ def grant_least_privilege(functions: dict[str, KindexFunction], *, storage: Stor
     authorizer.add_to_role(_dynamodb(table.table_arn, ["dynamodb:GetItem"]))
 
     # The planner: Query (the key listing, each tenant's collection ids) and SendMessage(Batch) to its queue.
-    planner.add_to_role(_dynamodb(table.table_arn, ["dynamodb:Query"]),
-                        iam.PolicyStatement(actions=["sqs:SendMessage"], resources=[reindex_queue.queue_arn]))
+    planner.add_to_role(
+        _dynamodb(table.table_arn, ["dynamodb:Query"]),
+        iam.PolicyStatement(actions=["sqs:SendMessage"], resources=[reindex_queue.queue_arn]),
+    )
 
     ingest_queue.grant_send_messages(worker.role)
     worker.add_to_role(
@@ -123,13 +146,18 @@ def _s3_objects(storage: Storage, actions: list[str]) -> iam.PolicyStatement:
 
 
 def _s3_list(storage: Storage) -> iam.PolicyStatement:
-    return iam.PolicyStatement(actions=S3_LIST, resources=[storage.bucket.bucket_arn],
-                               conditions={"StringLike": {"s3:prefix": [BLOB_PREFIX + "*"]}})
+    return iam.PolicyStatement(
+        actions=S3_LIST,
+        resources=[storage.bucket.bucket_arn],
+        conditions={"StringLike": {"s3:prefix": [BLOB_PREFIX + "*"]}},
+    )
 
 
 def _es(search: Search, paths_by_action: dict[str, list[str]]) -> list[iam.PolicyStatement]:
-    return [iam.PolicyStatement(actions=[action], resources=[f"{search.domain_arn}/{path}" for path in paths])
-            for action, paths in paths_by_action.items()]
+    return [
+        iam.PolicyStatement(actions=[action], resources=[f"{search.domain_arn}/{path}" for path in paths])
+        for action, paths in paths_by_action.items()
+    ]
 
 
 def _secrets(arn: str, actions: list[str]) -> iam.PolicyStatement:

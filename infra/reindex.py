@@ -33,24 +33,47 @@ class ReindexWork(Construct):
 
     def __init__(self, scope: Construct, construct_id: str, *, worker_timeout: Duration) -> None:
         super().__init__(scope, construct_id)
-        self.dead_letter_queue = sqs.Queue(self, "DeadLetters", retention_period=Duration.days(14),
-                                           encryption=sqs.QueueEncryption.SQS_MANAGED, enforce_ssl=True)
+        self.dead_letter_queue = sqs.Queue(
+            self,
+            "DeadLetters",
+            retention_period=Duration.days(14),
+            encryption=sqs.QueueEncryption.SQS_MANAGED,
+            enforce_ssl=True,
+        )
         self.queue = sqs.Queue(
-            self, "Queue",
+            self,
+            "Queue",
             visibility_timeout=Duration.seconds(worker_timeout.to_seconds() * VISIBILITY_FACTOR),
             retention_period=Duration.days(4),
-            encryption=sqs.QueueEncryption.SQS_MANAGED, enforce_ssl=True,
+            encryption=sqs.QueueEncryption.SQS_MANAGED,
+            enforce_ssl=True,
             dead_letter_queue=sqs.DeadLetterQueue(queue=self.dead_letter_queue, max_receive_count=MAX_RECEIVE_COUNT),
         )
         # Where a plan that failed, or expired waiting, is recorded (Lambda's on-failure destination).
-        self.plan_failures = sqs.Queue(self, "PlanFailures", retention_period=Duration.days(14),
-                                       encryption=sqs.QueueEncryption.SQS_MANAGED, enforce_ssl=True)
+        self.plan_failures = sqs.Queue(
+            self,
+            "PlanFailures",
+            retention_period=Duration.days(14),
+            encryption=sqs.QueueEncryption.SQS_MANAGED,
+            enforce_ssl=True,
+        )
         # Its own queue: these are scheduler events, which must never be redriven into a work queue.
-        self.schedule_dead_letter_queue = sqs.Queue(self, "ScheduleDeadLetters", retention_period=Duration.days(14),
-                                                    encryption=sqs.QueueEncryption.SQS_MANAGED, enforce_ssl=True)
+        self.schedule_dead_letter_queue = sqs.Queue(
+            self,
+            "ScheduleDeadLetters",
+            retention_period=Duration.days(14),
+            encryption=sqs.QueueEncryption.SQS_MANAGED,
+            enforce_ssl=True,
+        )
 
-    def attach(self, *, planner: lambda_.Function, worker: lambda_.IFunction, expression: str,
-               planner_reserved_concurrency: int = 0) -> None:
+    def attach(
+        self,
+        *,
+        planner: lambda_.Function,
+        worker: lambda_.IFunction,
+        expression: str,
+        planner_reserved_concurrency: int = 0,
+    ) -> None:
         """Planner: no async retries, so a failed plan is not repeated (the next hour's plan finds the same work);
         failures go to `plan_failures`. Reserved concurrency 1 only when configured: Lambda refuses any reservation
         that leaves fewer than 100 of the account's concurrency unreserved, so on a new account (quota 10) it fails
@@ -60,16 +83,25 @@ class ReindexWork(Construct):
         failed tasks one by one."""
         if planner_reserved_concurrency:
             planner.node.default_child.reserved_concurrent_executions = planner_reserved_concurrency
-        planner.configure_async_invoke(retry_attempts=0, max_event_age=PLAN_MAX_AGE,
-                                       on_failure=destinations.SqsDestination(self.plan_failures))
-        worker.add_event_source(event_sources.SqsEventSource(
-            self.queue, batch_size=BATCH_SIZE, report_batch_item_failures=True,
-            max_concurrency=WORKER_CONCURRENCY))
+        planner.configure_async_invoke(
+            retry_attempts=0, max_event_age=PLAN_MAX_AGE, on_failure=destinations.SqsDestination(self.plan_failures)
+        )
+        worker.add_event_source(
+            event_sources.SqsEventSource(
+                self.queue, batch_size=BATCH_SIZE, report_batch_item_failures=True, max_concurrency=WORKER_CONCURRENCY
+            )
+        )
         # Our own role (instead of the one CDK would share across schedules), trusted only from this account.
-        self.role = iam.Role(self, "InvokeRole", assumed_by=iam.ServicePrincipal(
-            "scheduler.amazonaws.com", conditions={"StringEquals": {"aws:SourceAccount": Stack.of(self).account}}))
+        self.role = iam.Role(
+            self,
+            "InvokeRole",
+            assumed_by=iam.ServicePrincipal(
+                "scheduler.amazonaws.com", conditions={"StringEquals": {"aws:SourceAccount": Stack.of(self).account}}
+            ),
+        )
         self.schedule = scheduler.Schedule(
-            self, "Schedule",
+            self,
+            "Schedule",
             schedule=scheduler.ScheduleExpression.expression(expression),
             description="kindex: plan the reindex (re-embed stale collections, retry failed documents, repair drift)",
             target=targets.LambdaInvoke(

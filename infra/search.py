@@ -33,15 +33,20 @@ class Search(Construct):
         # An explicit name lets the resource policy name the domain's ARN without a circular reference. Domain
         # names are unique per account and region, so the same stage in another region does not collide.
         domain_name = f"kindex-{config.stage}"
-        self.domain_arn = Stack.of(self).format_arn(service="es", resource="domain", resource_name=domain_name,
-                                                    arn_format=ArnFormat.SLASH_RESOURCE_NAME)
-        log_groups = {name: logs.LogGroup(self, name, retention=logs.RetentionDays.ONE_MONTH,
-                                          removal_policy=RemovalPolicy.DESTROY)
-                      for name in ("SlowSearchLogs", "SlowIndexLogs", "AppLogs")}
+        self.domain_arn = Stack.of(self).format_arn(
+            service="es", resource="domain", resource_name=domain_name, arn_format=ArnFormat.SLASH_RESOURCE_NAME
+        )
+        log_groups = {
+            name: logs.LogGroup(
+                self, name, retention=logs.RetentionDays.ONE_MONTH, removal_policy=RemovalPolicy.DESTROY
+            )
+            for name in ("SlowSearchLogs", "SlowIndexLogs", "AppLogs")
+        }
         count = config.opensearch_instance_count
         spread = count >= 2 and count % 2 == 0  # two zones need an even number of data nodes
         self.domain = opensearch.Domain(
-            self, "Domain",
+            self,
+            "Domain",
             domain_name=domain_name,
             version=opensearch.EngineVersion.open_search(config.opensearch_engine_version),
             capacity=opensearch.CapacityConfig(
@@ -49,10 +54,12 @@ class Search(Construct):
                 data_node_instance_type=config.opensearch_instance_type,
                 multi_az_with_standby_enabled=False,
             ),
-            ebs=opensearch.EbsOptions(volume_size=config.opensearch_volume_gib,
-                                      volume_type=ec2.EbsDeviceVolumeType.GP3),
-            zone_awareness=opensearch.ZoneAwarenessConfig(enabled=spread,
-                                                          availability_zone_count=2 if spread else None),
+            ebs=opensearch.EbsOptions(
+                volume_size=config.opensearch_volume_gib, volume_type=ec2.EbsDeviceVolumeType.GP3
+            ),
+            zone_awareness=opensearch.ZoneAwarenessConfig(
+                enabled=spread, availability_zone_count=2 if spread else None
+            ),
             encryption_at_rest=opensearch.EncryptionAtRestOptions(enabled=True),
             # Bulk and multi-search bodies may not name an index: a request reaches only the index in its path,
             # which is what the path-level grants (infra/permissions.py) allow.
@@ -61,9 +68,12 @@ class Search(Construct):
             enforce_https=True,
             tls_security_policy=opensearch.TLSSecurityPolicy.TLS_1_2,
             logging=opensearch.LoggingOptions(
-                slow_search_log_enabled=True, slow_search_log_group=log_groups["SlowSearchLogs"],
-                slow_index_log_enabled=True, slow_index_log_group=log_groups["SlowIndexLogs"],
-                app_log_enabled=True, app_log_group=log_groups["AppLogs"],
+                slow_search_log_enabled=True,
+                slow_search_log_group=log_groups["SlowSearchLogs"],
+                slow_index_log_enabled=True,
+                slow_index_log_group=log_groups["SlowIndexLogs"],
+                app_log_enabled=True,
+                app_log_group=log_groups["AppLogs"],
             ),
             # Our own resource policy below instead of the construct's custom resource (a Lambda function).
             suppress_logs_resource_policy=True,
@@ -76,14 +86,22 @@ class Search(Construct):
         """Lets OpenSearch Service write this domain's logs (the domain refuses log options it cannot deliver)."""
         # Named after the stack and region: two stacks (or stages) never share a policy name.
         name = f"{Stack.of(self).stack_name}-{Aws.REGION}-opensearch-logs"
-        return logs.ResourcePolicy(self, "LogDelivery", resource_policy_name=name,
-                                   policy_statements=[iam.PolicyStatement(
-                                       principals=[iam.ServicePrincipal("es.amazonaws.com")],
-                                       actions=["logs:CreateLogStream", "logs:PutLogEvents"],
-                                       resources=[group.log_group_arn for group in log_groups],
-                                       conditions={"StringEquals": {"aws:SourceAccount": Stack.of(self).account},
-                                                   "ArnLike": {"aws:SourceArn": self.domain_arn}},
-                                   )])
+        return logs.ResourcePolicy(
+            self,
+            "LogDelivery",
+            resource_policy_name=name,
+            policy_statements=[
+                iam.PolicyStatement(
+                    principals=[iam.ServicePrincipal("es.amazonaws.com")],
+                    actions=["logs:CreateLogStream", "logs:PutLogEvents"],
+                    resources=[group.log_group_arn for group in log_groups],
+                    conditions={
+                        "StringEquals": {"aws:SourceAccount": Stack.of(self).account},
+                        "ArnLike": {"aws:SourceArn": self.domain_arn},
+                    },
+                )
+            ],
+        )
 
     def http_resources(self) -> list[str]:
         return [self.domain_arn, f"{self.domain_arn}/*"]
@@ -94,13 +112,16 @@ class Search(Construct):
         identity policy allowing its method and path, which only the function roles have (infra/permissions.py)."""
         if self.domain is None:
             return  # an existing domain's policy is its owner's: docs/aws.md says what it should say
-        policy = iam.PolicyDocument(statements=[iam.PolicyStatement(
-            effect=iam.Effect.ALLOW,
-            principals=[iam.AccountRootPrincipal()],
-            actions=["es:ESHttp*"],
-            resources=[f"{self.domain_arn}/*"],
-        )])
+        policy = iam.PolicyDocument(
+            statements=[
+                iam.PolicyStatement(
+                    effect=iam.Effect.ALLOW,
+                    principals=[iam.AccountRootPrincipal()],
+                    actions=["es:ESHttp*"],
+                    resources=[f"{self.domain_arn}/*"],
+                )
+            ]
+        )
         # Set on the L1 resource (not the construct's `access_policies`, which adds a custom resource) so that
         # the template and cdk-nag both see it.
         self.domain.node.default_child.access_policies = policy.to_json()
-

@@ -19,7 +19,8 @@ class Secrets(Construct):
         super().__init__(scope, construct_id)
         self.prefix = prefix
         self.openai_key = secretsmanager.Secret(
-            self, "OpenAiApiKey",
+            self,
+            "OpenAiApiKey",
             secret_name=f"{prefix}/{OPENAI_SECRET_SUFFIX}",
             description="OpenAI API key for embeddings: replace the generated placeholder with the real key",
             removal_policy=RemovalPolicy.DESTROY,
@@ -28,6 +29,9 @@ class Secrets(Construct):
     def tenant_secrets_arn(self) -> str:
         """Every tenant secret; the trailing `*` also covers the random suffix Secrets Manager appends to names."""
         stack = Stack.of(self)
-        return stack.format_arn(service="secretsmanager", resource="secret",
-                                resource_name=f"{self.prefix}/{TENANT_SECRETS_PATH}/*",
-                                arn_format=ArnFormat.COLON_RESOURCE_NAME)
+        return stack.format_arn(
+            service="secretsmanager",
+            resource="secret",
+            resource_name=f"{self.prefix}/{TENANT_SECRETS_PATH}/*",
+            arn_format=ArnFormat.COLON_RESOURCE_NAME,
+        )

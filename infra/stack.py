@@ -31,8 +31,12 @@ FUNCTIONS = {
     "ingest": ("ingest.handler", INGEST_TIMEOUT, 2048, "extract, chunk, embed and index uploaded documents"),
     "authorizer": ("authorizer.handler", Duration.seconds(10), 512, "resolve API keys to tenant and role"),
     "reindex": ("reindex.handler", Duration.minutes(5), 512, "plan the reindex: one task per tenant and collection"),
-    "reindexworker": ("reindex_worker.handler", REINDEX_WORKER_TIMEOUT, 1024,
-                      "one reindex task: a sweep page, a collection's changes and drift page, a tenant's blobs"),
+    "reindexworker": (
+        "reindex_worker.handler",
+        REINDEX_WORKER_TIMEOUT,
+        1024,
+        "one reindex task: a sweep page, a collection's changes and drift page, a tenant's blobs",
+    ),
 }
 # Only the functions that embed text get the OpenAI key's name; only the HTTP ones get the body limit.
 EMBEDS = {"query", "ingest", "api"}  # api: an import into a collection of another model re-embeds its texts
@@ -55,8 +59,9 @@ class KindexStack(Stack):
         self.storage = Storage(self, "Storage")
         self.secrets = Secrets(self, "Secrets", prefix=config.secrets_prefix)
         self.search = Search(self, "Search", config=config)
-        self.ingest_pipeline = IngestPipeline(self, "Ingest", bucket=self.storage.bucket,
-                                              function_timeout=INGEST_TIMEOUT)
+        self.ingest_pipeline = IngestPipeline(
+            self, "Ingest", bucket=self.storage.bucket, function_timeout=INGEST_TIMEOUT
+        )
         self.reindex = ReindexWork(self, "Reindex", worker_timeout=REINDEX_WORKER_TIMEOUT)
         layers = SharedLayers(self, "Layers", build_dir=config.layer_build_dir)
 
@@ -80,33 +85,55 @@ class KindexStack(Stack):
             if name in SENDS_REINDEX_TASKS:
                 environment["KINDEX_REINDEX_QUEUE_URL"] = self.reindex.queue.queue_url
             self.functions[name] = KindexFunction(
-                self, f"{name.title()}Function", handler=handler, service=f"kindex-{name}", layers=layers,
-                environment=environment, timeout=timeout, memory_mb=memory_mb,
-                description=f"kindex {name}: {description}")
+                self,
+                f"{name.title()}Function",
+                handler=handler,
+                service=f"kindex-{name}",
+                layers=layers,
+                environment=environment,
+                timeout=timeout,
+                memory_mb=memory_mb,
+                description=f"kindex {name}: {description}",
+            )
 
-        grant_least_privilege(self.functions, storage=self.storage, search=self.search, secrets=self.secrets,
-                              ingest_queue=self.ingest_pipeline.queue, reindex_queue=self.reindex.queue)
+        grant_least_privilege(
+            self.functions,
+            storage=self.storage,
+            search=self.search,
+            secrets=self.secrets,
+            ingest_queue=self.ingest_pipeline.queue,
+            reindex_queue=self.reindex.queue,
+        )
         self.search.defer_to_iam()
         self.ingest_pipeline.attach(self.functions["ingest"].function)
 
-        self.api = Api(self, "Api", config=config,
-                       targets={"api": self.functions["api"].function, "query": self.functions["query"].function},
-                       authorizer=self.functions["authorizer"].function)
+        self.api = Api(
+            self,
+            "Api",
+            config=config,
+            targets={"api": self.functions["api"].function, "query": self.functions["query"].function},
+            authorizer=self.functions["authorizer"].function,
+        )
         self.storage.allow_browser_uploads(self.api.origin())
         # The authorizer returns each tenant's usage identifier in this scope; `kindex keys` creates the same keys.
         self.functions["authorizer"].function.add_environment("KINDEX_GATEWAY_KEY_SCOPE", config.secrets_prefix)
         self.key_provisioning = self.api.provisioning_policy(self.storage.table)
-        self.reindex.attach(planner=self.functions["reindex"].function,
-                            worker=self.functions["reindexworker"].function, expression=config.reindex_schedule,
-                            planner_reserved_concurrency=config.reindex_planner_reserved_concurrency)
+        self.reindex.attach(
+            planner=self.functions["reindex"].function,
+            worker=self.functions["reindexworker"].function,
+            expression=config.reindex_schedule,
+            planner_reserved_concurrency=config.reindex_planner_reserved_concurrency,
+        )
 
         self.monitoring = Monitoring(self, "Monitoring", alarm_email=config.alarm_email)
         self.monitoring.dead_letters("IngestDeadLetters", self.ingest_pipeline.dead_letter_queue, "a document")
-        self.monitoring.dead_letters("ReindexDeadLetters", self.reindex.schedule_dead_letter_queue,
-                                     "a scheduled reindex")
+        self.monitoring.dead_letters(
+            "ReindexDeadLetters", self.reindex.schedule_dead_letter_queue, "a scheduled reindex"
+        )
         self.monitoring.dead_letters("ReindexTaskDeadLetters", self.reindex.dead_letter_queue, "a reindex task")
-        self.monitoring.dead_letters("ReindexPlanFailures", self.reindex.plan_failures,
-                                     "a reindex plan that failed or waited too long")
+        self.monitoring.dead_letters(
+            "ReindexPlanFailures", self.reindex.plan_failures, "a reindex plan that failed or waited too long"
+        )
         for name, fn in self.functions.items():
             self.monitoring.function_errors(f"{name.title()}Errors", fn.function, name)
             self.monitoring.function_throttles(f"{name.title()}Throttles", fn.function, name)
@@ -121,20 +148,35 @@ class KindexStack(Stack):
         self.monitoring.queue_age("IngestLag", self.ingest_pipeline.queue)
         self.monitoring.api_server_errors("Api5xx", self.api.rest_api)
         # What the stack's own domain holds before its k-NN memory is full (app.py prints it at synth).
-        self.capacity = None if self.search.domain is None else search_capacity(
-            config.opensearch_instance_type, config.opensearch_instance_count, config.opensearch_index,
-            config.opensearch_capacity_dimensions)
+        self.capacity = (
+            None
+            if self.search.domain is None
+            else search_capacity(
+                config.opensearch_instance_type,
+                config.opensearch_instance_count,
+                config.opensearch_index,
+                config.opensearch_capacity_dimensions,
+            )
+        )
         if self.search.domain is not None:
-            self.monitoring.search_domain(self.search.domain, instance_type=config.opensearch_instance_type,
-                                          instance_count=config.opensearch_instance_count,
-                                          volume_gib=config.opensearch_volume_gib)
+            self.monitoring.search_domain(
+                self.search.domain,
+                instance_type=config.opensearch_instance_type,
+                instance_count=config.opensearch_instance_count,
+                volume_gib=config.opensearch_volume_gib,
+            )
         # Dashboard names are global to the account (not per region): the region keeps two stacks of one stage apart.
-        self.dashboard = Dashboard(self, "Dashboard", name=f"kindex-{config.stage}-{Aws.REGION}",
-                                   ingest_queue=self.ingest_pipeline.queue,
-                                   dead_letter_queue=self.ingest_pipeline.dead_letter_queue,
-                                   rest_api=self.api.rest_api, query=self.functions["query"].function,
-                                   functions={name: fn.function for name, fn in self.functions.items()},
-                                   domain=self.search.domain)
+        self.dashboard = Dashboard(
+            self,
+            "Dashboard",
+            name=f"kindex-{config.stage}-{Aws.REGION}",
+            ingest_queue=self.ingest_pipeline.queue,
+            dead_letter_queue=self.ingest_pipeline.dead_letter_queue,
+            rest_api=self.api.rest_api,
+            query=self.functions["query"].function,
+            functions={name: fn.function for name, fn in self.functions.items()},
+            domain=self.search.domain,
+        )
 
     def _outputs(self) -> None:
         CfnOutput(self, "ApiUrl", value=self.api.rest_api.url)
@@ -144,14 +186,25 @@ class KindexStack(Stack):
         CfnOutput(self, "OpenSearchEndpoint", value=self.search.endpoint)
         CfnOutput(self, "IngestDeadLetterQueueUrl", value=self.ingest_pipeline.dead_letter_queue.queue_url)
         CfnOutput(self, "AlarmTopicArn", value=self.monitoring.topic.topic_arn)
-        CfnOutput(self, "UsagePlans", value=self.api.usage_plans_output(self.config),
-                  description="KINDEX_USAGE_PLANS for `kindex keys` (plans, their ids, the usage identifier scope)")
-        CfnOutput(self, "KeyProvisioningPolicyArn", value=self.key_provisioning.managed_policy_arn,
-                  description="attach to whoever runs `kindex keys` against this stack")
+        CfnOutput(
+            self,
+            "UsagePlans",
+            value=self.api.usage_plans_output(self.config),
+            description="KINDEX_USAGE_PLANS for `kindex keys` (plans, their ids, the usage identifier scope)",
+        )
+        CfnOutput(
+            self,
+            "KeyProvisioningPolicyArn",
+            value=self.key_provisioning.managed_policy_arn,
+            description="attach to whoever runs `kindex keys` against this stack",
+        )
         if self.capacity is not None:
-            CfnOutput(self, "SearchCapacityChunks",
-                      value=str(self.capacity.chunks) if self.capacity.chunks is not None else "unknown",
-                      description=self.capacity.describe()[:1000])
+            CfnOutput(
+                self,
+                "SearchCapacityChunks",
+                value=str(self.capacity.chunks) if self.capacity.chunks is not None else "unknown",
+                description=self.capacity.describe()[:1000],
+            )
         if self.search.domain is None:
             # An existing domain's access policy must admit these roles (its owner adds them).
             search_roles = [self.functions[name].role.role_arn for name in sorted(SEARCHES)]

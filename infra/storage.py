@@ -23,12 +23,14 @@ class Storage(Construct):
     def __init__(self, scope: Construct, construct_id: str) -> None:
         super().__init__(scope, construct_id)
         self.table = dynamodb.Table(
-            self, "Metadata",
+            self,
+            "Metadata",
             partition_key=dynamodb.Attribute(name="pk", type=dynamodb.AttributeType.STRING),
             sort_key=dynamodb.Attribute(name="sk", type=dynamodb.AttributeType.STRING),
             billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
             point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
-                point_in_time_recovery_enabled=True),
+                point_in_time_recovery_enabled=True
+            ),
             time_to_live_attribute=TTL_ATTRIBUTE,
             encryption=dynamodb.TableEncryption.AWS_MANAGED,
             removal_policy=RemovalPolicy.RETAIN,
@@ -42,7 +44,8 @@ class Storage(Construct):
             projection_type=dynamodb.ProjectionType.KEYS_ONLY,
         )
         self.access_logs = s3.Bucket(
-            self, "AccessLogs",
+            self,
+            "AccessLogs",
             encryption=s3.BucketEncryption.S3_MANAGED,  # the log delivery service only writes to SSE-S3 buckets
             enforce_ssl=True,
             block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
@@ -51,7 +54,8 @@ class Storage(Construct):
             removal_policy=RemovalPolicy.RETAIN,
         )
         self.bucket = s3.Bucket(
-            self, "Documents",
+            self,
+            "Documents",
             encryption=s3.BucketEncryption.S3_MANAGED,
             enforce_ssl=True,
             minimum_tls_version=1.2,
@@ -62,8 +66,9 @@ class Storage(Construct):
             server_access_logs_prefix="documents/",
             lifecycle_rules=[
                 s3.LifecycleRule(id="expire-noncurrent-versions", noncurrent_version_expiration=Duration.days(7)),
-                s3.LifecycleRule(id="abort-incomplete-uploads",
-                                 abort_incomplete_multipart_upload_after=Duration.days(1)),
+                s3.LifecycleRule(
+                    id="abort-incomplete-uploads", abort_incomplete_multipart_upload_after=Duration.days(1)
+                ),
             ],
             removal_policy=RemovalPolicy.RETAIN,
         )
@@ -74,9 +79,13 @@ class Storage(Construct):
         The signature still authorizes each PUT. The allowed headers are those the presigner signs and the console
         therefore sends (s3_blobs build_presign_params; Content-Length is the browser's own and never preflighted):
         a header missing here fails every browser upload at its preflight."""
-        self.bucket.add_cors_rule(allowed_methods=[s3.HttpMethods.PUT],
-                                  allowed_headers=["Content-Type", "x-amz-server-side-encryption", "If-None-Match"],
-                                  allowed_origins=[origin], exposed_headers=["ETag"], max_age=3600)
+        self.bucket.add_cors_rule(
+            allowed_methods=[s3.HttpMethods.PUT],
+            allowed_headers=["Content-Type", "x-amz-server-side-encryption", "If-None-Match"],
+            allowed_origins=[origin],
+            exposed_headers=["ETag"],
+            max_age=3600,
+        )
 
     def objects_arn(self) -> str:
         """ARN pattern of every object the functions may touch."""

@@ -88,56 +88,134 @@ class Artifact:
 
 # Pinned: Maven Central artifacts are immutable, so a changed checksum means a corrupted or tampered download.
 # (Each was also checked against the repository's own .sha1 when pinned.)
-SERVER = Artifact("org.opensearch.distribution.integ-test-zip", "opensearch", OPENSEARCH_VERSION, "zip",
-                  "af7152d8b7f6f1cee09d47276b32b70479fe6dd8cdbb61213f84eb7f8098b261")
-KNN = Artifact("org.opensearch.plugin", "opensearch-knn", KNN_VERSION, "zip",
-               "eab8c9818865bc035212eab5068cdacae164baa09d4c152f49b736d6f6b0e85c")
+SERVER = Artifact(
+    "org.opensearch.distribution.integ-test-zip",
+    "opensearch",
+    OPENSEARCH_VERSION,
+    "zip",
+    "af7152d8b7f6f1cee09d47276b32b70479fe6dd8cdbb61213f84eb7f8098b261",
+)
+KNN = Artifact(
+    "org.opensearch.plugin",
+    "opensearch-knn",
+    KNN_VERSION,
+    "zip",
+    "eab8c9818865bc035212eab5068cdacae164baa09d4c152f49b736d6f6b0e85c",
+)
 # Each module's jar and exactly the dependencies its POM names, one by one: a transitive closure would also bring
 # jars already on the node's classpath (the server, opensearch-common, reactor), and the jar-hell check refuses
 # duplicates. lang-painless: antlr 4.13.1 and asm 9.7.
 PAINLESS = (
-    Artifact("org.opensearch.plugin", "lang-painless", OPENSEARCH_VERSION, "jar",
-             "3cf5e02efa40ff5b88e74e1ab66a0bc462de3509fab4a6a4ffe90b8d13777a9a"),
-    Artifact("org.opensearch.plugin", "opensearch-scripting-painless-spi", OPENSEARCH_VERSION, "jar",
-             "c2598797a5f6f897ce7e8d05f593ff96de3fbc56c52f299d63cddcae41556dda"),
-    Artifact("org.antlr", "antlr4-runtime", "4.13.1", "jar",
-             "54665d2838cc66458343468efc539e454fc95b46a8a04b13c6ac43fc9be63505"),
-    Artifact("org.ow2.asm", "asm", "9.7", "jar",
-             "adf46d5e34940bdf148ecdd26a9ee8eea94496a72034ff7141066b3eea5c4e9d"),
-    Artifact("org.ow2.asm", "asm-commons", "9.7", "jar",
-             "389bc247958e049fc9a0408d398c92c6d370c18035120395d4cba1d9d9304b7a"),
-    Artifact("org.ow2.asm", "asm-tree", "9.7", "jar",
-             "62f4b3bc436045c1acb5c3ba2d8ec556ec3369093d7f5d06c747eb04b56d52b1"),
-    Artifact("org.ow2.asm", "asm-analysis", "9.7", "jar",
-             "7bc6bcbc21379948a0c8c467fb0f864206e5b818f6bc0b546872f5c9f941556f"),
-    Artifact("org.ow2.asm", "asm-util", "9.7", "jar",
-             "37a6414d36641973f1af104937c95d6d921b2ddb4d612c66c5a9f2b13fc14211"),
+    Artifact(
+        "org.opensearch.plugin",
+        "lang-painless",
+        OPENSEARCH_VERSION,
+        "jar",
+        "3cf5e02efa40ff5b88e74e1ab66a0bc462de3509fab4a6a4ffe90b8d13777a9a",
+    ),
+    Artifact(
+        "org.opensearch.plugin",
+        "opensearch-scripting-painless-spi",
+        OPENSEARCH_VERSION,
+        "jar",
+        "c2598797a5f6f897ce7e8d05f593ff96de3fbc56c52f299d63cddcae41556dda",
+    ),
+    Artifact(
+        "org.antlr",
+        "antlr4-runtime",
+        "4.13.1",
+        "jar",
+        "54665d2838cc66458343468efc539e454fc95b46a8a04b13c6ac43fc9be63505",
+    ),
+    Artifact("org.ow2.asm", "asm", "9.7", "jar", "adf46d5e34940bdf148ecdd26a9ee8eea94496a72034ff7141066b3eea5c4e9d"),
+    Artifact(
+        "org.ow2.asm", "asm-commons", "9.7", "jar", "389bc247958e049fc9a0408d398c92c6d370c18035120395d4cba1d9d9304b7a"
+    ),
+    Artifact(
+        "org.ow2.asm", "asm-tree", "9.7", "jar", "62f4b3bc436045c1acb5c3ba2d8ec556ec3369093d7f5d06c747eb04b56d52b1"
+    ),
+    Artifact(
+        "org.ow2.asm", "asm-analysis", "9.7", "jar", "7bc6bcbc21379948a0c8c467fb0f864206e5b818f6bc0b546872f5c9f941556f"
+    ),
+    Artifact(
+        "org.ow2.asm", "asm-util", "9.7", "jar", "37a6414d36641973f1af104937c95d6d921b2ddb4d612c66c5a9f2b13fc14211"
+    ),
 )
 # reindex: the REST client it reindexes from remote clusters with, and that client's Apache HTTP libraries
 # (reactor and reactive-streams, which the client also names, are in the server's lib/ already).
 ANALYSIS_COMMON = (
-    Artifact("org.opensearch.plugin", "analysis-common", OPENSEARCH_VERSION, "jar",
-             "13fdc1071af42946b13153a62491a5e9b0ad214d44f7c8153d3afef60f558821"),
+    Artifact(
+        "org.opensearch.plugin",
+        "analysis-common",
+        OPENSEARCH_VERSION,
+        "jar",
+        "13fdc1071af42946b13153a62491a5e9b0ad214d44f7c8153d3afef60f558821",
+    ),
 )
 REINDEX = (
-    Artifact("org.opensearch.plugin", "reindex-client", OPENSEARCH_VERSION, "jar",
-             "eb2056ee54ac367f8820d5c13fa5cea2d10bb492b01f4d1a15a6dce163bf82ce"),
-    Artifact("org.opensearch.client", "opensearch-rest-client", OPENSEARCH_VERSION, "jar",
-             "6ab691dc6cb2c12802bb9024df3379bd1779a2b626d3bd7b27ed5f974cbc1708"),
-    Artifact("org.opensearch", "opensearch-ssl-config", OPENSEARCH_VERSION, "jar",
-             "30fe6a20a08004044be90abdf0e711313b7dfe2e5c7b12ac32498ae8e1cae927"),
-    Artifact("org.apache.httpcomponents", "httpclient", "4.5.14", "jar",
-             "c8bc7e1c51a6d4ce72f40d2ebbabf1c4b68bfe76e732104b04381b493478e9d6"),
-    Artifact("org.apache.httpcomponents", "httpcore", "4.4.16", "jar",
-             "6c9b3dd142a09dc468e23ad39aad6f75a0f2b85125104469f026e52a474e464f"),
-    Artifact("org.apache.httpcomponents", "httpasyncclient", "4.1.5", "jar",
-             "0c1877489a9d1ba4fa50f6cfcab11d1123618858cb31d56afaab5afdd5064d99"),
-    Artifact("org.apache.httpcomponents", "httpcore-nio", "4.4.16", "jar",
-             "4018736ede2d321034e8517ea90baefb31831a8608afccc446d8a699fb1d00d4"),
-    Artifact("commons-codec", "commons-codec", "1.16.1", "jar",
-             "ec87bfb55f22cbd1b21e2190eeda28b2b312ed2a431ee49fbdcc01812d04a5e4"),
-    Artifact("commons-logging", "commons-logging", "1.2", "jar",
-             "daddea1ea0be0f56978ab3006b8ac92834afeefbd9b7e4e6316fca57df0fa636"),
+    Artifact(
+        "org.opensearch.plugin",
+        "reindex-client",
+        OPENSEARCH_VERSION,
+        "jar",
+        "eb2056ee54ac367f8820d5c13fa5cea2d10bb492b01f4d1a15a6dce163bf82ce",
+    ),
+    Artifact(
+        "org.opensearch.client",
+        "opensearch-rest-client",
+        OPENSEARCH_VERSION,
+        "jar",
+        "6ab691dc6cb2c12802bb9024df3379bd1779a2b626d3bd7b27ed5f974cbc1708",
+    ),
+    Artifact(
+        "org.opensearch",
+        "opensearch-ssl-config",
+        OPENSEARCH_VERSION,
+        "jar",
+        "30fe6a20a08004044be90abdf0e711313b7dfe2e5c7b12ac32498ae8e1cae927",
+    ),
+    Artifact(
+        "org.apache.httpcomponents",
+        "httpclient",
+        "4.5.14",
+        "jar",
+        "c8bc7e1c51a6d4ce72f40d2ebbabf1c4b68bfe76e732104b04381b493478e9d6",
+    ),
+    Artifact(
+        "org.apache.httpcomponents",
+        "httpcore",
+        "4.4.16",
+        "jar",
+        "6c9b3dd142a09dc468e23ad39aad6f75a0f2b85125104469f026e52a474e464f",
+    ),
+    Artifact(
+        "org.apache.httpcomponents",
+        "httpasyncclient",
+        "4.1.5",
+        "jar",
+        "0c1877489a9d1ba4fa50f6cfcab11d1123618858cb31d56afaab5afdd5064d99",
+    ),
+    Artifact(
+        "org.apache.httpcomponents",
+        "httpcore-nio",
+        "4.4.16",
+        "jar",
+        "4018736ede2d321034e8517ea90baefb31831a8608afccc446d8a699fb1d00d4",
+    ),
+    Artifact(
+        "commons-codec",
+        "commons-codec",
+        "1.16.1",
+        "jar",
+        "ec87bfb55f22cbd1b21e2190eeda28b2b312ed2a431ee49fbdcc01812d04a5e4",
+    ),
+    Artifact(
+        "commons-logging",
+        "commons-logging",
+        "1.2",
+        "jar",
+        "daddea1ea0be0f56978ab3006b8ac92834afeefbd9b7e4e6316fca57df0fa636",
+    ),
 )
 
 
@@ -145,6 +223,7 @@ REINDEX = (
 class Module:
     """A module folder as the upstream build writes it (modules/<name>/build.gradle and
     src/main/plugin-metadata/plugin-security.policy of OpenSearch 2.19)."""
+
     name: str
     description: str
     classname: str
@@ -153,14 +232,20 @@ class Module:
     extends: str = ""
 
     def descriptor(self) -> str:
-        return (f"description={self.description}\nversion={OPENSEARCH_VERSION}\nname={self.name}\n"
-                f"classname={self.classname}\njava.version=11\nopensearch.version={OPENSEARCH_VERSION}\n"
-                f"custom.foldername=\nextended.plugins={self.extends}\nhas.native.controller=false\n")
+        return (
+            f"description={self.description}\nversion={OPENSEARCH_VERSION}\nname={self.name}\n"
+            f"classname={self.classname}\njava.version=11\nopensearch.version={OPENSEARCH_VERSION}\n"
+            f"custom.foldername=\nextended.plugins={self.extends}\nhas.native.controller=false\n"
+        )
 
 
 MODULES = (
-    Module("lang-painless", "An easy, safe and fast scripting language for OpenSearch",
-           "org.opensearch.painless.PainlessPlugin", PAINLESS, """\
+    Module(
+        "lang-painless",
+        "An easy, safe and fast scripting language for OpenSearch",
+        "org.opensearch.painless.PainlessPlugin",
+        PAINLESS,
+        """\
 grant {
   // needed to generate runtime classes
   permission java.lang.RuntimePermission "createClassLoader";
@@ -168,9 +253,14 @@ grant {
   // needed to find the classloader to load whitelisted classes from
   permission java.lang.RuntimePermission "getClassLoader";
 };
-"""),
-    Module("reindex", "The Reindex module adds APIs to reindex from one index to another or update documents in place.",
-           "org.opensearch.index.reindex.ReindexPlugin", REINDEX, """\
+""",
+    ),
+    Module(
+        "reindex",
+        "The Reindex module adds APIs to reindex from one index to another or update documents in place.",
+        "org.opensearch.index.reindex.ReindexPlugin",
+        REINDEX,
+        """\
 grant {
    // reindex opens socket connections using the rest client
    permission java.net.SocketPermission "*", "connect";
@@ -185,9 +275,15 @@ grant codeBase "${codebase.httpasyncclient}" {
   // rest client uses system properties which gets the default proxy
   permission java.net.NetPermission "getProxySelector";
 };
-"""),
-    Module("analysis-common", 'Adds "built in" analyzers to OpenSearch.',
-           "org.opensearch.analysis.common.CommonAnalysisPlugin", ANALYSIS_COMMON, extends="lang-painless"),
+""",
+    ),
+    Module(
+        "analysis-common",
+        'Adds "built in" analyzers to OpenSearch.',
+        "org.opensearch.analysis.common.CommonAnalysisPlugin",
+        ANALYSIS_COMMON,
+        extends="lang-painless",
+    ),
 )
 ARTIFACTS = (SERVER, KNN, *PAINLESS, *REINDEX, *ANALYSIS_COMMON)
 
@@ -205,7 +301,7 @@ def log(message: str) -> None:
 
 @dataclass(frozen=True)
 class Config:
-    cache: Path    # downloads and the lock
+    cache: Path  # downloads and the lock
     runtime: Path  # the node home and each port's data and logs: `cache`, unless the node's user cannot reach it
     port: int
     java_opts: str
@@ -304,8 +400,9 @@ def download(artifact: Artifact, config: Config) -> Path:
             raise Failure(f"{url}: SHA-256 {actual} is not the pinned {artifact.sha256}; refusing to use it")
         partial.replace(target)
         return target
-    raise Failure(f"cannot download {url} ({last_error}); is Maven Central reachable? "
-                  f"(MAVEN_REPOSITORY_URL selects a mirror)")
+    raise Failure(
+        f"cannot download {url} ({last_error}); is Maven Central reachable? (MAVEN_REPOSITORY_URL selects a mirror)"
+    )
 
 
 # -- java -------------------------------------------------------------------------------------------------------
@@ -323,8 +420,7 @@ def java_home() -> Path:
     for home in candidates:
         if os.access(home / "bin" / "java", os.X_OK):
             return home
-    raise Failure("no Java found: install Java 17 (Debian: apt-get install openjdk-17-jre-headless) "
-                  "or set JAVA_HOME")
+    raise Failure("no Java found: install Java 17 (Debian: apt-get install openjdk-17-jre-headless) or set JAVA_HOME")
 
 
 # -- the user the node runs as ------------------------------------------------------------------------------------
@@ -352,11 +448,25 @@ def run_as(config: Config) -> RunAs:
         entry = pwd.getpwnam(config.user)
     except KeyError:
         if not shutil.which("useradd"):
-            raise Failure(f"running as root and user {config.user!r} does not exist; create it "
-                          f"(OpenSearch refuses to run as root) or set OPENSEARCH_USER") from None
+            raise Failure(
+                f"running as root and user {config.user!r} does not exist; create it "
+                f"(OpenSearch refuses to run as root) or set OPENSEARCH_USER"
+            ) from None
         log(f"creating system user {config.user!r} (OpenSearch refuses to run as root)")
-        subprocess.run(["useradd", "--system", "--user-group", "--no-create-home", "--home-dir", "/nonexistent",
-                        "--shell", "/usr/sbin/nologin", config.user], check=True)
+        subprocess.run(
+            [
+                "useradd",
+                "--system",
+                "--user-group",
+                "--no-create-home",
+                "--home-dir",
+                "/nonexistent",
+                "--shell",
+                "/usr/sbin/nologin",
+                config.user,
+            ],
+            check=True,
+        )
         entry = pwd.getpwnam(config.user)
     if entry.pw_uid == 0:
         raise Failure(f"OPENSEARCH_USER={config.user} is root; OpenSearch refuses to run as root")
@@ -378,8 +488,9 @@ def runtime_folder(cache: Path) -> Path:
     to a folder of their own under /var/tmp (the downloads stay cached in `cache`)."""
     if os.geteuid() != 0:
         return cache
-    blocked = [parent for parent in (cache, *cache.parents)
-               if parent.exists() and not parent.stat().st_mode & stat.S_IXOTH]
+    blocked = [
+        parent for parent in (cache, *cache.parents) if parent.exists() and not parent.stat().st_mode & stat.S_IXOTH
+    ]
     if not blocked:
         return cache
     digest = hashlib.sha256(str(cache).encode()).hexdigest()[:12]
@@ -428,10 +539,12 @@ def assemble(config: Config, java: Path) -> None:
             (folder / "plugin-descriptor.properties").write_text(module.descriptor())
             if module.policy is not None:
                 (folder / "plugin-security.policy").write_text(module.policy)
-        result = subprocess.run([str(home / "bin" / "opensearch-plugin"), "install", "--batch",
-                                 files[KNN].resolve().as_uri()],
-                                env={**os.environ, "JAVA_HOME": str(java), "OPENSEARCH_JAVA_OPTS": ""},
-                                capture_output=True, text=True)
+        result = subprocess.run(
+            [str(home / "bin" / "opensearch-plugin"), "install", "--batch", files[KNN].resolve().as_uri()],
+            env={**os.environ, "JAVA_HOME": str(java), "OPENSEARCH_JAVA_OPTS": ""},
+            capture_output=True,
+            text=True,
+        )
         if result.returncode != 0:
             raise Failure(f"installing the k-NN plugin failed:\n{result.stdout}{result.stderr}")
         (home / ".kindex-assembled").write_text(manifest())
@@ -467,8 +580,10 @@ def our_pid(config: Config) -> int | None:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
     except (OSError, ValueError):
         return None
-    if b"org.opensearch.bootstrap.OpenSearch" in cmdline and \
-            f"-Dopensearch.path.home={config.home}".encode() in cmdline:
+    if (
+        b"org.opensearch.bootstrap.OpenSearch" in cmdline
+        and f"-Dopensearch.path.home={config.home}".encode() in cmdline
+    ):
         return pid
     return None
 
@@ -504,8 +619,10 @@ def start(config: Config) -> None:
             wait_ready(config, our_pid(config))
             return
         if port_in_use(config.port):
-            raise Failure(f"port {config.port} is already in use by a process this script did not start; "
-                          f"stop it or choose another port with OPENSEARCH_PORT")
+            raise Failure(
+                f"port {config.port} is already in use by a process this script did not start; "
+                f"stop it or choose another port with OPENSEARCH_PORT"
+            )
         java = java_home()
         user = run_as(config)
         if config.runtime != config.cache:
@@ -542,12 +659,21 @@ def start(config: Config) -> None:
             "LANG": "C.UTF-8",
         }
         command = [str(config.home / "bin" / "opensearch"), *(f"-E{key}={value}" for key, value in settings.items())]
-        log(f"starting OpenSearch {OPENSEARCH_VERSION} with k-NN {KNN_VERSION} on {config.url} as {user.name} "
-            f"(log: {config.console_log})")
+        log(
+            f"starting OpenSearch {OPENSEARCH_VERSION} with k-NN {KNN_VERSION} on {config.url} as {user.name} "
+            f"(log: {config.console_log})"
+        )
         with open(config.console_log, "ab") as console:
-            process = subprocess.Popen(command, cwd=config.node_dir, env=env, stdin=subprocess.DEVNULL,
-                                       stdout=console, stderr=subprocess.STDOUT, start_new_session=True,
-                                       **user.popen_args())
+            process = subprocess.Popen(
+                command,
+                cwd=config.node_dir,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=console,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                **user.popen_args(),
+            )
         # bin/opensearch execs java, so this pid is the node's for its whole life.
         config.pid_file.write_text(f"{process.pid}\n")
         wait_ready(config, process.pid, process)
@@ -559,8 +685,10 @@ def wait_ready(config: Config, pid: int | None, process: subprocess.Popen | None
     while time.monotonic() < deadline:
         if process is not None and process.poll() is not None:
             config.pid_file.unlink(missing_ok=True)
-            raise Failure(f"OpenSearch exited with status {process.returncode} while starting; "
-                          f"last lines of {config.console_log}:\n{tail(config.console_log)}")
+            raise Failure(
+                f"OpenSearch exited with status {process.returncode} while starting; "
+                f"last lines of {config.console_log}:\n{tail(config.console_log)}"
+            )
         if process is None and (pid is None or not Path(f"/proc/{pid}").exists()):
             raise Failure(f"OpenSearch exited while starting; see {config.console_log}")
         state = health(config)
@@ -568,14 +696,15 @@ def wait_ready(config: Config, pid: int | None, process: subprocess.Popen | None
             missing = missing_components(config)
             if missing:
                 stop(config, quiet=True)
-                raise Failure(f"OpenSearch started without {', '.join(missing)} (stopped it); "
-                              f"see {config.console_log}")
+                raise Failure(f"OpenSearch started without {', '.join(missing)} (stopped it); see {config.console_log}")
             log(f"ready at {config.url} (status {state['status']}, {time.monotonic() - started:.1f} s)")
             return
         time.sleep(0.5)
     stop(config, quiet=True)
-    raise Failure(f"OpenSearch was not ready within {config.start_timeout:.0f} s (stopped it); last lines of "
-                  f"{config.console_log}:\n{tail(config.console_log)}")
+    raise Failure(
+        f"OpenSearch was not ready within {config.start_timeout:.0f} s (stopped it); last lines of "
+        f"{config.console_log}:\n{tail(config.console_log)}"
+    )
 
 
 def stop(config: Config, quiet: bool = False) -> None:
@@ -612,8 +741,10 @@ def status(config: Config) -> int:
     info = http_json(config.url) or {}
     version = info.get("version", {}).get("number", "?")
     missing = missing_components(config)
-    log(f"running at {config.url}: OpenSearch {version}, status {state['status']}, pid {pid}"
-        + (f", MISSING {', '.join(missing)}" if missing else ", k-NN and modules loaded"))
+    log(
+        f"running at {config.url}: OpenSearch {version}, status {state['status']}, pid {pid}"
+        + (f", MISSING {', '.join(missing)}" if missing else ", k-NN and modules loaded")
+    )
     return 0 if not missing else 1
 
 
@@ -625,7 +756,7 @@ TEST_URL_ENV = "KINDEX_TEST_OPENSEARCH_URL"
 @dataclass(frozen=True)
 class NodeChoice:
     port: int
-    start: bool       # start a node on `port` (start(), which downloads and assembles first when needed)
+    start: bool  # start a node on `port` (start(), which downloads and assembles first when needed)
     stop_after: bool  # stop it when the command ends
     why: str
 
@@ -637,15 +768,24 @@ def choose_node(port: int, *, ours: bool, owner: bool | None, port_taken: bool, 
     if ours and owner is None:
         return NodeChoice(port, start=False, stop_after=False, why="using this checkout's node (make opensearch)")
     if ours and owner:
-        return NodeChoice(port, start=False, stop_after=False,
-                          why="using this checkout's node, which the run that started it will stop")
+        return NodeChoice(
+            port,
+            start=False,
+            stop_after=False,
+            why="using this checkout's node, which the run that started it will stop",
+        )
     if ours:
-        return NodeChoice(port, start=False, stop_after=True,
-                          why="using the node a killed run left running; stopping it afterwards")
+        return NodeChoice(
+            port, start=False, stop_after=True, why="using the node a killed run left running; stopping it afterwards"
+        )
     if port_taken:
         free = free_port()
-        return NodeChoice(free, start=True, stop_after=True,
-                          why=f"port {port} is taken by a process this checkout did not start; using port {free}")
+        return NodeChoice(
+            free,
+            start=True,
+            stop_after=True,
+            why=f"port {port} is taken by a process this checkout did not start; using port {free}",
+        )
     return NodeChoice(port, start=True, stop_after=True, why=f"starting a node on port {port} for this run")
 
 
@@ -685,8 +825,13 @@ def run(config: Config, command: list[str]) -> int:
         return run_command(command, dict(os.environ))
     with locked(config):
         ours = our_pid(config) is not None
-        choice = choose_node(config.port, ours=ours, owner=owner_alive(config) if ours else None,
-                             port_taken=not ours and port_in_use(config.port), free_port=pick_free_port)
+        choice = choose_node(
+            config.port,
+            ours=ours,
+            owner=owner_alive(config) if ours else None,
+            port_taken=not ours and port_in_use(config.port),
+            free_port=pick_free_port,
+        )
     node = replace(config, port=choice.port)
     log(choice.why)
     # Until the command runs, SIGTERM and SIGHUP end this process through `finally` (Ctrl-C does by itself), so
@@ -726,9 +871,11 @@ def run_command(command: list[str], env: dict[str, str]) -> int:
     def forward(signum, frame) -> None:
         child.send_signal(signum)
 
-    previous = {signal.SIGINT: signal.signal(signal.SIGINT, signal.SIG_IGN),
-                signal.SIGTERM: signal.signal(signal.SIGTERM, forward),
-                signal.SIGHUP: signal.signal(signal.SIGHUP, forward)}
+    previous = {
+        signal.SIGINT: signal.signal(signal.SIGINT, signal.SIG_IGN),
+        signal.SIGTERM: signal.signal(signal.SIGTERM, forward),
+        signal.SIGHUP: signal.signal(signal.SIGHUP, forward),
+    }
     try:
         status = child.wait()
     finally:
@@ -736,10 +883,14 @@ def run_command(command: list[str], env: dict[str, str]) -> int:
             signal.signal(signum, handler)
     return 128 - status if status < 0 else status
 
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("command", choices=["start", "stop", "status", "install", "run"],
-                        help="install = download and assemble only; run -- COMMAND... = COMMAND against a node")
+    parser.add_argument(
+        "command",
+        choices=["start", "stop", "status", "install", "run"],
+        help="install = download and assemble only; run -- COMMAND... = COMMAND against a node",
+    )
     parser.add_argument("argv", nargs=argparse.REMAINDER, help="for run: the command, after --")
     args = parser.parse_args(argv)
     run_argv = args.argv[1:] if args.argv[:1] == ["--"] else args.argv

@@ -28,7 +28,7 @@ MAN1 = Path("/usr/share/man/man1")
 
 @dataclass(frozen=True)
 class Tool:
-    what: str     # as the messages name it
+    what: str  # as the messages name it
     package: str  # Debian's package
 
 
@@ -50,14 +50,19 @@ def has_java() -> bool:
 
 
 def missing_tools() -> list[Tool]:
-    present = {NODE: shutil.which("node") is not None, NPM: shutil.which("npm") is not None,
-               CHROMIUM: chromium_path().is_file(), JAVA: has_java()}
+    present = {
+        NODE: shutil.which("node") is not None,
+        NPM: shutil.which("npm") is not None,
+        CHROMIUM: chromium_path().is_file(),
+        JAVA: has_java(),
+    }
     return [tool for tool in TOOLS if not present[tool]]
 
 
 @dataclass(frozen=True)
 class Plan:
     """What to do about the missing tools: run `commands` in order, or, when `failure` is set, stop and print it."""
+
     commands: list[list[str]] = field(default_factory=list)
     failure: str | None = None
 
@@ -69,8 +74,10 @@ def plan(missing: list[Tool], *, is_root: bool, passwordless_sudo: bool, has_apt
     names = ", ".join(tool.what for tool in missing)
     packages = [tool.package for tool in missing]
     if not has_apt:
-        return Plan(failure=f"make test needs {names}, and there is no apt-get here to install them: install them "
-                            f"with this system's package manager (Debian's packages: {' '.join(packages)})")
+        return Plan(
+            failure=f"make test needs {names}, and there is no apt-get here to install them: install them "
+            f"with this system's package manager (Debian's packages: {' '.join(packages)})"
+        )
     steps = []
     # Slim Debian images drop /usr/share/man, and the JRE's post-install script fails without this folder.
     if JAVA in missing and not man1_exists:
@@ -82,8 +89,10 @@ def plan(missing: list[Tool], *, is_root: bool, passwordless_sudo: bool, has_apt
     if passwordless_sudo:
         return Plan(commands=[["sudo", "-n", *with_env(step)] for step in steps])
     one_command = "sudo sh -c '" + " && ".join(" ".join(step) for step in steps) + "'"
-    return Plan(failure=f"make test needs {names}; this user may not install packages (not root, no passwordless "
-                        f"sudo). Run this once (it needs root), then make test again:\n  {one_command}")
+    return Plan(
+        failure=f"make test needs {names}; this user may not install packages (not root, no passwordless "
+        f"sudo). Run this once (it needs root), then make test again:\n  {one_command}"
+    )
 
 
 def with_env(step: list[str]) -> list[str]:
@@ -94,8 +103,12 @@ def with_env(step: list[str]) -> list[str]:
 def may_sudo() -> bool:
     if shutil.which("sudo") is None:
         return False
-    return subprocess.run(["sudo", "-n", "true"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                          stderr=subprocess.DEVNULL).returncode == 0
+    return (
+        subprocess.run(
+            ["sudo", "-n", "true"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        ).returncode
+        == 0
+    )
 
 
 def main() -> int:
@@ -103,8 +116,13 @@ def main() -> int:
     if not missing:
         return 0
     is_root = os.geteuid() == 0
-    decided = plan(missing, is_root=is_root, passwordless_sudo=not is_root and may_sudo(),
-                   has_apt=shutil.which("apt-get") is not None, man1_exists=MAN1.is_dir())
+    decided = plan(
+        missing,
+        is_root=is_root,
+        passwordless_sudo=not is_root and may_sudo(),
+        has_apt=shutil.which("apt-get") is not None,
+        man1_exists=MAN1.is_dir(),
+    )
     if decided.failure:
         print(f"provision: {decided.failure}", file=sys.stderr)
         return 1

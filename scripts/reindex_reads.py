@@ -65,10 +65,17 @@ class Workload:
 
 
 WORKLOADS = (
-    Workload("1M chunks", chunks=1_000_000, chunks_per_document=20, tenants=10, collections=20,
-             largest_collection_share=0.5),
-    Workload("100M chunks", chunks=100_000_000, chunks_per_document=20, tenants=1_000, collections=2_000,
-             largest_collection_share=0.9),
+    Workload(
+        "1M chunks", chunks=1_000_000, chunks_per_document=20, tenants=10, collections=20, largest_collection_share=0.5
+    ),
+    Workload(
+        "100M chunks",
+        chunks=100_000_000,
+        chunks_per_document=20,
+        tenants=1_000,
+        collections=2_000,
+        largest_collection_share=0.9,
+    ),
 )
 
 
@@ -85,7 +92,7 @@ class Row:
 
 # DynamoDB item sizes
 def attribute_size(name: str, value: dict) -> int:
-    (kind, raw), = value.items()
+    ((kind, raw),) = value.items()
     if kind == "S":
         return len(name.encode()) + len(raw.encode())
     if kind == "N":
@@ -103,23 +110,57 @@ def sample_items(chunk_chars: int) -> dict[str, int]:
     tenant, collection, document_id = "tenant-0042", "handbook-2024", "policies-leave-and-absence-v3"
     key = ApiKey(key_id="k" * 22, tenant=tenant, role=Role.ADMIN, secret_sha256="0" * 64)
     model = "openai:text-embedding-3-small"
-    stored_collection = Collection(id=collection, title="Staff handbook", embedding_model=model,
-                                   query_groups=["staff", "hr"])
+    stored_collection = Collection(
+        id=collection, title="Staff handbook", embedding_model=model, query_groups=["staff", "hr"]
+    )
     source = write_blob_key(tenant, collection, document_id, "leave-policy.pdf", version=3)
-    document = Document(id=document_id, collection=collection, title="Leave and absence policy", language="en",
-                        url="https://intranet.example.com/policies/leave-and-absence", mimetype="application/pdf",
-                        status=DocumentStatus.INDEXED, chunk_count=20, chunks_done=20, content_sha256="0" * 64,
-                        content_length=48_722, source=source, version=3, revision=9, indexed_version=3,
-                        indexed_model="openai:text-embedding-3-small", indexed_config_version=1)
-    document_item = build_item(documents_pk(tenant, collection), document_id, document.model_dump_json(), version=3,
-                               revision=9)
-    chunk = StoredChunk(chunk_id="c" * 64, collection=collection, document_id=document_id, index=7, start=12_600,
-                        end=12_600 + chunk_chars, text="x" * chunk_chars, page_start=4, page_end=5)
-    attention_projection = {"pk": document_item["pk"], "sk": document_item["sk"],
-                            ATTENTION_ATTRIBUTE: document_item["pk"]}
-    state = ReindexState(collection=collection, collection_created_at=stored_collection.created_at,
-                         swept_config_version=1, swept_model="openai:text-embedding-3-small",
-                         drift_after=document_id, blob_after=source, revision=1234)
+    document = Document(
+        id=document_id,
+        collection=collection,
+        title="Leave and absence policy",
+        language="en",
+        url="https://intranet.example.com/policies/leave-and-absence",
+        mimetype="application/pdf",
+        status=DocumentStatus.INDEXED,
+        chunk_count=20,
+        chunks_done=20,
+        content_sha256="0" * 64,
+        content_length=48_722,
+        source=source,
+        version=3,
+        revision=9,
+        indexed_version=3,
+        indexed_model="openai:text-embedding-3-small",
+        indexed_config_version=1,
+    )
+    document_item = build_item(
+        documents_pk(tenant, collection), document_id, document.model_dump_json(), version=3, revision=9
+    )
+    chunk = StoredChunk(
+        chunk_id="c" * 64,
+        collection=collection,
+        document_id=document_id,
+        index=7,
+        start=12_600,
+        end=12_600 + chunk_chars,
+        text="x" * chunk_chars,
+        page_start=4,
+        page_end=5,
+    )
+    attention_projection = {
+        "pk": document_item["pk"],
+        "sk": document_item["sk"],
+        ATTENTION_ATTRIBUTE: document_item["pk"],
+    }
+    state = ReindexState(
+        collection=collection,
+        collection_created_at=stored_collection.created_at,
+        swept_config_version=1,
+        swept_model="openai:text-embedding-3-small",
+        drift_after=document_id,
+        blob_after=source,
+        revision=1234,
+    )
     return {
         "key": item_size(build_item(KEYS_PARTITION, key_listing_sk(key), key.model_dump_json())),
         "collection": item_size(build_item(collections_pk(tenant), collection, stored_collection.model_dump_json())),
@@ -150,26 +191,89 @@ def rows(workload: Workload, limits: ReindexLimits, sizes: dict[str, int]) -> li
     blob_documents = min(limits.blob_page, per_collection)  # one GetItem per blob's document
     pages_per_tenant = max(1, math.ceil(c / t / limits.planner_batch))
     return [
-        Row("planner", "Query key listing", 1, t * workload.keys_per_tenant, sizes["key"], "strong Query",
-            query_units(t * workload.keys_per_tenant, sizes["key"])),
-        Row("planner", "Query collection ids", t * pages_per_tenant, c / t / pages_per_tenant, sizes["collection"],
-            "strong Query", t * pages_per_tenant * query_units(c / t / pages_per_tenant, sizes["collection"])),
+        Row(
+            "planner",
+            "Query key listing",
+            1,
+            t * workload.keys_per_tenant,
+            sizes["key"],
+            "strong Query",
+            query_units(t * workload.keys_per_tenant, sizes["key"]),
+        ),
+        Row(
+            "planner",
+            "Query collection ids",
+            t * pages_per_tenant,
+            c / t / pages_per_tenant,
+            sizes["collection"],
+            "strong Query",
+            t * pages_per_tenant * query_units(c / t / pages_per_tenant, sizes["collection"]),
+        ),
         # Collections being deleted (their delete jobs resumed): a partition that is empty but while one runs.
         Row("planner", "Query pending deletions", t, 0, sizes["collection"], "strong Query", t * query_units(0, 0)),
-        Row("tenant task", "GetItem collection", c, 1, sizes["collection"], "strong GetItem",
-            c * get_units(sizes["collection"])),
-        Row("collection task", "GetItem collection", c, 1, sizes["collection"], "strong GetItem",
-            c * get_units(sizes["collection"])),
-        Row("collection task", "GetItem reindex state", c, 1, sizes["state"], "strong GetItem",
-            c * get_units(sizes["state"])),
-        Row("collection task", "Query attention index", c, attention, sizes["attention"], "GSI Query (half)",
-            c * query_units(attention, sizes["attention"], consistent=False)),
-        Row("collection task", "GetItem attention document", c * attention, 1, sizes["document"], "strong GetItem",
-            c * attention * get_units(sizes["document"])),
-        Row("collection task", "Query document page", c, drift_documents, sizes["document"], "strong Query",
-            c * query_units(drift_documents, sizes["document"])),
-        Row("collection task", "GetItem blob's document", c * blob_documents, 1, sizes["document"],
-            "strong GetItem", c * blob_documents * get_units(sizes["document"])),
+        Row(
+            "tenant task",
+            "GetItem collection",
+            c,
+            1,
+            sizes["collection"],
+            "strong GetItem",
+            c * get_units(sizes["collection"]),
+        ),
+        Row(
+            "collection task",
+            "GetItem collection",
+            c,
+            1,
+            sizes["collection"],
+            "strong GetItem",
+            c * get_units(sizes["collection"]),
+        ),
+        Row(
+            "collection task",
+            "GetItem reindex state",
+            c,
+            1,
+            sizes["state"],
+            "strong GetItem",
+            c * get_units(sizes["state"]),
+        ),
+        Row(
+            "collection task",
+            "Query attention index",
+            c,
+            attention,
+            sizes["attention"],
+            "GSI Query (half)",
+            c * query_units(attention, sizes["attention"], consistent=False),
+        ),
+        Row(
+            "collection task",
+            "GetItem attention document",
+            c * attention,
+            1,
+            sizes["document"],
+            "strong GetItem",
+            c * attention * get_units(sizes["document"]),
+        ),
+        Row(
+            "collection task",
+            "Query document page",
+            c,
+            drift_documents,
+            sizes["document"],
+            "strong Query",
+            c * query_units(drift_documents, sizes["document"]),
+        ),
+        Row(
+            "collection task",
+            "GetItem blob's document",
+            c * blob_documents,
+            1,
+            sizes["document"],
+            "strong GetItem",
+            c * blob_documents * get_units(sizes["document"]),
+        ),
         Row("collection task", "Query chunks", 0, 0, sizes["chunk"], "strong Query", 0),
     ]
 
@@ -189,8 +293,9 @@ def render(workloads=WORKLOADS, limits: ReindexLimits | None = None) -> str:
         table = rows(workload, limits, sizes)
         total = sum(row.units for row in table)
         largest = workload.documents * workload.largest_collection_share
-        drift_documents = min(limits.drift_page_documents, max(1, math.ceil(limits.drift_page_chunks /
-                                                                           workload.chunks_per_document)))
+        drift_documents = min(
+            limits.drift_page_documents, max(1, math.ceil(limits.drift_page_chunks / workload.chunks_per_document))
+        )
         blob_cycle = largest / limits.blob_page
         lines += [
             f"**{workload.name}**: {workload.documents:,} documents of {workload.chunks_per_document} chunks, "
@@ -200,8 +305,11 @@ def render(workloads=WORKLOADS, limits: ReindexLimits | None = None) -> str:
             "| function | request | requests | items each | item bytes | rule | read units |",
             "|---|---|---:|---:|---:|---|---:|",
         ]
-        lines += [f"| {r.who} | {r.request} | {r.requests:,.0f} | {r.items_per_request:,.1f} | {r.item_bytes:,} | "
-                  f"{r.rule} | {r.units:,.0f} |" for r in table]
+        lines += [
+            f"| {r.who} | {r.request} | {r.requests:,.0f} | {r.items_per_request:,.1f} | {r.item_bytes:,} | "
+            f"{r.rule} | {r.units:,.0f} |"
+            for r in table
+        ]
         lines += [
             f"| **total per pass** | | | | | | **{total:,.0f}** |",
             "",

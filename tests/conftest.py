@@ -80,9 +80,24 @@ class RunningServer:
             self.process.wait(timeout=5)
 
     def create_key(self, tenant: str, role: str) -> str:
-        out = subprocess.run([sys.executable, "-m", "kindex_local.cli", "keys", "create", "--tenant", tenant,
-                              "--role", role, "--data-dir", str(self.data_dir)],
-                             capture_output=True, text=True, check=True)
+        out = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "kindex_local.cli",
+                "keys",
+                "create",
+                "--tenant",
+                tenant,
+                "--role",
+                role,
+                "--data-dir",
+                str(self.data_dir),
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         return out.stdout.strip().splitlines()[-1]
 
 
@@ -91,9 +106,13 @@ def start_server(data_dir: Path, extra_env: dict[str, str | None] | None = None)
     merged = {**os.environ, "KINDEX_DEFAULT_EMBEDDING_MODEL": "hash:384", **(extra_env or {})}
     env = {name: value for name, value in merged.items() if value is not None}
     env.pop("KINDEX_PORT", None)
-    process = subprocess.Popen([sys.executable, "-m", "kindex_local.cli", "serve", "--port", "0",
-                                "--data-dir", str(data_dir)],
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "kindex_local.cli", "serve", "--port", "0", "--data-dir", str(data_dir)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+    )
     lines = []
     for line in process.stdout:
         lines.append(line)

@@ -11,8 +11,11 @@ SHIPPED_PACKAGES = {"kindex.client", "kindex.domain"}
 
 class ClientModulesOnly(build_py):
     def find_package_modules(self, package, package_dir):
-        return [(pkg, module, path) for pkg, module, path in super().find_package_modules(package, package_dir)
-                if pkg in SHIPPED_PACKAGES or (pkg, module) in SHIPPED_MODULES]
+        return [
+            (pkg, module, path)
+            for pkg, module, path in super().find_package_modules(package, package_dir)
+            if pkg in SHIPPED_PACKAGES or (pkg, module) in SHIPPED_MODULES
+        ]
 
 
 setup(cmdclass={"build_py": ClientModulesOnly})

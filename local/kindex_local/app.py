@@ -47,17 +47,26 @@ class UploadRoute:
         self.max_body_bytes = max_body_bytes
 
     def _key(self, path: str) -> str:
-        return unquote(path[len(self.prefix):])
+        return unquote(path[len(self.prefix) :])
 
     def admit(self, path: str, query: dict[str, str], headers: dict[str, str]) -> dict | None:
         from kindex.compose import container
 
         # No Content-Length (a chunked body) never verifies: the signature covers the length as sent.
-        if not container().adapters.presigner.verify(self._key(path), headers.get("content-type", ""),
-                                          headers.get("content-length", ""), query.get("expires", ""),
-                                          query.get("signature", ""), headers.get("if-none-match", "")):
-            return error_response(403, "forbidden", "the upload URL is invalid or expired, or Content-Type, "
-                                                    "Content-Length or If-None-Match differs from the signed one")
+        if not container().adapters.presigner.verify(
+            self._key(path),
+            headers.get("content-type", ""),
+            headers.get("content-length", ""),
+            query.get("expires", ""),
+            query.get("signature", ""),
+            headers.get("if-none-match", ""),
+        ):
+            return error_response(
+                403,
+                "forbidden",
+                "the upload URL is invalid or expired, or Content-Type, "
+                "Content-Length or If-None-Match differs from the signed one",
+            )
         if container().adapters.blobs.blob_size(self._key(path)) is not None:
             return _already_uploaded()  # early, to not read a body that will be refused; the commit decides
         return None
@@ -72,8 +81,11 @@ class UploadRoute:
 
 
 def _already_uploaded() -> dict:
-    return error_response(412, "precondition_failed", "this upload URL was already used: each ticket uploads one "
-                                                      "file once (ask for a new ticket to upload again)")
+    return error_response(
+        412,
+        "precondition_failed",
+        "this upload URL was already used: each ticket uploads one file once (ask for a new ticket to upload again)",
+    )
 
 
 class _UploadSink:
@@ -113,13 +125,20 @@ def build_gateway(settings: Settings) -> Gateway:
     from kindex.api.routes import api_routes
 
     handlers = {"query": query.handler, "api": api.handler}
-    routes = [Route(method, route.pattern, f"kindex-{route.function}", handlers[route.function], public=route.public)
-              for route in api_routes({"query": query.app, "api": api.app}, public_function="api")
-              for method in route.methods]
+    routes = [
+        Route(method, route.pattern, f"kindex-{route.function}", handlers[route.function], public=route.public)
+        for route in api_routes({"query": query.app, "api": api.app}, public_function="api")
+        for method in route.methods
+    ]
     plans = settings.plans
     throttle = TenantThrottle(plans) if plans is not None else None
-    return Gateway(authorizer.handler, routes, settings.max_body_bytes,
-                   raw_routes=[UploadRoute(settings.max_file_bytes)], throttle=throttle)
+    return Gateway(
+        authorizer.handler,
+        routes,
+        settings.max_body_bytes,
+        raw_routes=[UploadRoute(settings.max_file_bytes)],
+        throttle=throttle,
+    )
 
 
 def build_worker():
@@ -128,8 +147,11 @@ def build_worker():
     from kindex_local.worker import Worker, by_message_kind
 
     services = container()
-    return Worker(local_adapters(services).queue, by_message_kind(ingest.handler, reindex_worker.handler),
-                  threads=services.settings.ingest_workers)
+    return Worker(
+        local_adapters(services).queue,
+        by_message_kind(ingest.handler, reindex_worker.handler),
+        threads=services.settings.ingest_workers,
+    )
 
 
 def write_admin_key(data_dir: Path, token: str) -> Path:
@@ -176,14 +198,22 @@ def start(settings: Settings) -> LocalServer:
     if settings.search_url:
         # Built now: a missing client library or a damaged data directory id stops the start, not the first query.
         index = services.adapters.search_index
-        print(f"Search index: OpenSearch at {cluster_address(settings.search_url)}, indices "
-              f"{services.adapters.search_index_prefix}-*, engine {index.engine}", flush=True)
+        print(
+            f"Search index: OpenSearch at {cluster_address(settings.search_url)}, indices "
+            f"{services.adapters.search_index_prefix}-*, engine {index.engine}",
+            flush=True,
+        )
     if settings.plans is not None:
-        print("Per-tenant limits: " + "; ".join(
-            f"{name} {plan.rate_limit:g}/s burst {plan.burst_limit}"
-            + (f", {plan.quota_per_day}/day" if plan.quota_per_day else "")
-            + (f" ({len(plan.tenants)} tenant(s))" if name != "default" else "")
-            for name, plan in settings.plans.all_plans().items()), flush=True)
+        print(
+            "Per-tenant limits: "
+            + "; ".join(
+                f"{name} {plan.rate_limit:g}/s burst {plan.burst_limit}"
+                + (f", {plan.quota_per_day}/day" if plan.quota_per_day else "")
+                + (f" ({len(plan.tenants)} tenant(s))" if name != "default" else "")
+                for name, plan in settings.plans.all_plans().items()
+            ),
+            flush=True,
+        )
     recovered = local_adapters(services).queue.recover_in_flight()
     if recovered:
         logger.warning("recovered in-flight messages from a previous run", extra={"messages": recovered})

@@ -20,8 +20,9 @@ def _settings(args: argparse.Namespace):
     # Every command opens a data directory, which holds every tenant's data: whatever it (or a library it calls)
     # creates there is owner-only. The adapters set their modes themselves too; this covers everything else.
     os.umask(PRIVATE_UMASK)
-    return load_settings(data_dir=getattr(args, "data_dir", None), port=getattr(args, "port", None),
-                         host=getattr(args, "host", None))
+    return load_settings(
+        data_dir=getattr(args, "data_dir", None), port=getattr(args, "port", None), host=getattr(args, "host", None)
+    )
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -34,8 +35,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print(f"error: cannot listen on {settings.host}:{settings.port}: {error.strerror}", file=sys.stderr)
         return 2
     host, port = server.address
-    print(f"kindex listening on http://{host}:{port} (docs: http://{host}:{port}/docs, console: "
-          f"http://{host}:{port}/console)", flush=True)
+    print(
+        f"kindex listening on http://{host}:{port} (docs: http://{host}:{port}/docs, console: "
+        f"http://{host}:{port}/console)",
+        flush=True,
+    )
     # Stop like Ctrl-C: finish requests, stop the worker.
     signal.signal(signal.SIGTERM, lambda *_: server.request_stop())
     try:
@@ -59,9 +63,11 @@ def _keys(args: argparse.Namespace):
     return container().keys
 
 
-NO_PLAN_KEYS = ("the tenant's API Gateway key was not put into a usage plan: set KINDEX_USAGE_PLANS to the stack's "
-                "UsagePlans output (docs/aws.md, 'How usage plans are assigned'), then run `kindex keys sync-plans`; "
-                "until then API Gateway answers this tenant 403 no_usage_plan")
+NO_PLAN_KEYS = (
+    "the tenant's API Gateway key was not put into a usage plan: set KINDEX_USAGE_PLANS to the stack's "
+    "UsagePlans output (docs/aws.md, 'How usage plans are assigned'), then run `kindex keys sync-plans`; "
+    "until then API Gateway answers this tenant 403 no_usage_plan"
+)
 
 
 def cmd_keys_create(args: argparse.Namespace) -> int:
@@ -121,8 +127,7 @@ def _remote(args: argparse.Namespace, command: str) -> int | None:
     if not remote_cli.remote_requested(args):
         return None
     if args.data_dir is not None or getattr(args, "tenant", "default") != "default":
-        print("error: --data-dir and --tenant are for the local data directory, not with a deployment",
-              file=sys.stderr)
+        print("error: --data-dir and --tenant are for the local data directory, not with a deployment", file=sys.stderr)
         return 2
     return remote_cli.run(getattr(remote_cli, command), args)
 
@@ -147,14 +152,17 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         print("A kindex server is running on this data directory; its worker indexes the files.")
     del keys
     try:
-        outcome = ingest_path(services, args.tenant, args.collection, args.path, worker=worker,
-                              progress=not args.quiet, metadata=metadata)
+        outcome = ingest_path(
+            services, args.tenant, args.collection, args.path, worker=worker, progress=not args.quiet, metadata=metadata
+        )
     finally:
         if worker is not None and not services.settings.search_url:
             # this process wrote the embedded index: compact it like a server stop
             services.adapters.search_index.close()
-    print(f"indexed {len(outcome['indexed'])}, unchanged {len(outcome['unchanged'])}, "
-          f"failed {len(outcome['failed'])}, still pending {len(outcome['timed_out'])}")
+    print(
+        f"indexed {len(outcome['indexed'])}, unchanged {len(outcome['unchanged'])}, "
+        f"failed {len(outcome['failed'])}, still pending {len(outcome['timed_out'])}"
+    )
     for line in outcome["failed"]:
         print(f"  failed {line}")
     return 1 if outcome["failed"] or outcome["timed_out"] else 0
@@ -182,8 +190,10 @@ def cmd_reindex(args: argparse.Namespace) -> int:
 
     services = container()
     summary = services.reindex.plan(full=args.full)
-    print(f"reindex: {summary['tenants']} tenant(s), {summary['collections']} collection(s), {summary['tasks']} "
-          "task(s) queued")
+    print(
+        f"reindex: {summary['tenants']} tenant(s), {summary['collections']} collection(s), {summary['tasks']} "
+        "task(s) queued"
+    )
     lock = worker_lock(services.settings.data_dir)
     if lock is None:
         print("the running server's worker does the tasks")
@@ -197,8 +207,12 @@ def cmd_reindex(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     from kindex_local import remote_cli
 
-    parser = argparse.ArgumentParser(prog="kindex", description="Knowledge index for retrieval-augmented generation",
-                                     epilog=remote_cli.epilog(), formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="kindex",
+        description="Knowledge index for retrieval-augmented generation",
+        epilog=remote_cli.epilog(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     def with_data_dir(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -213,15 +227,23 @@ def build_parser() -> argparse.ArgumentParser:
     keys = sub.add_parser("keys", help="manage API keys").add_subparsers(dest="keys_command", required=True)
     create = with_data_dir(keys.add_parser("create", help="create a key; prints it once, alone on the last line"))
     create.add_argument("--tenant", required=True)
-    create.add_argument("--role", required=True, choices=[role.value for role in Role],
-                        help="admin: everything; reader: read, query and cite; query: query and cite only")
+    create.add_argument(
+        "--role",
+        required=True,
+        choices=[role.value for role in Role],
+        help="admin: everything; reader: read, query and cite; query: query and cite only",
+    )
     create.add_argument("--description")
     create.set_defaults(func=cmd_keys_create)
     listing = with_data_dir(keys.add_parser("list", help="list keys (never their secrets)"))
     listing.add_argument("--tenant")
     listing.set_defaults(func=cmd_keys_list)
-    sync = with_data_dir(keys.add_parser("sync-plans", help="AWS: put every tenant's API Gateway key into the usage "
-                                                            "plan the configuration names for it"))
+    sync = with_data_dir(
+        keys.add_parser(
+            "sync-plans",
+            help="AWS: put every tenant's API Gateway key into the usage plan the configuration names for it",
+        )
+    )
     sync.add_argument("--tenant", help="only this tenant")
     sync.set_defaults(func=cmd_keys_sync_plans)
     revoke = with_data_dir(keys.add_parser("revoke", help="revoke a key by id"))
@@ -237,11 +259,19 @@ def build_parser() -> argparse.ArgumentParser:
     add_metadata_options(ingest)
     remote_cli.add_ingest_options(ingest)
     ingest.set_defaults(func=cmd_ingest)
-    reindex = with_data_dir(sub.add_parser("reindex", help="run the reindex pass once (the server runs it hourly); "
-                                           "with a deployment, start a reindex job of one collection"))
-    reindex.add_argument("--full", action="store_true",
-                         help="sweep every document of every collection now (after moving a data directory to a "
-                              "cluster), instead of one bounded drift page per collection")
+    reindex = with_data_dir(
+        sub.add_parser(
+            "reindex",
+            help="run the reindex pass once (the server runs it hourly); "
+            "with a deployment, start a reindex job of one collection",
+        )
+    )
+    reindex.add_argument(
+        "--full",
+        action="store_true",
+        help="sweep every document of every collection now (after moving a data directory to a "
+        "cluster), instead of one bounded drift page per collection",
+    )
     remote_cli.add_reindex_options(reindex)
     reindex.set_defaults(func=cmd_reindex)
     redrive = with_data_dir(sub.add_parser("redrive", help="retry the dead-lettered ingest messages"))

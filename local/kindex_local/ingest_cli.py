@@ -29,15 +29,22 @@ def document_id_for(path: Path, root: Path) -> str:
 def files_under(root: Path) -> list[Path]:
     if root.is_file():
         return [root]
-    return sorted(p for p in root.rglob("*") if p.is_file() and not any(part.startswith(".") for part in
-                                                                        p.relative_to(root).parts))
+    return sorted(
+        p
+        for p in root.rglob("*")
+        if p.is_file() and not any(part.startswith(".") for part in p.relative_to(root).parts)
+    )
 
 
 # -- document metadata options -----------------------------------------------------------------------------------
 
 #: access list field -> the flag (and argparse dest) that gives it
-ACCESS_OPTIONS = {"users": "access_user", "groups": "access_group", "deny_users": "deny_user",
-                  "deny_groups": "deny_group"}
+ACCESS_OPTIONS = {
+    "users": "access_user",
+    "groups": "access_group",
+    "deny_users": "deny_user",
+    "deny_groups": "deny_group",
+}
 ACCESS_FIELDS = tuple(ACCESS_OPTIONS)
 
 
@@ -47,29 +54,41 @@ def attribute_option(text: str) -> tuple[str, Any]:
     cannot hold '=' or ':', so the first '=' is the separator and the value may hold anything."""
     key, separator, raw = text.partition("=")
     if not separator or not key or key == ":":
-        raise argparse.ArgumentTypeError(f"{text!r}: give KEY=TEXT (a string) or KEY:=JSON (a number, true/false or "
-                                         "a list of strings)")
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: give KEY=TEXT (a string) or KEY:=JSON (a number, true/false or a list of strings)"
+        )
     if not key.endswith(":"):
         return key, raw
     try:
         return key[:-1], json.loads(raw)
     except json.JSONDecodeError as error:
-        raise argparse.ArgumentTypeError(f"{text!r}: the value after ':=' is not JSON ({error.msg}); for text "
-                                         f"write {key[:-1]}={raw}") from None
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: the value after ':=' is not JSON ({error.msg}); for text write {key[:-1]}={raw}"
+        ) from None
 
 
 def add_metadata_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("attributes and access (what filters and access lists see)")
-    group.add_argument("--attribute", action="append", type=attribute_option, metavar="KEY=TEXT|KEY:=JSON",
-                       help="an attribute (repeat for several): KEY=TEXT is a string, KEY:=JSON a number, true/false "
-                            "or a list of strings, e.g. --attribute region=eu --attribute year:=2024 --attribute "
-                            "tags:='[\"hr\",\"policy\"]'; the attributes given replace the document's")
+    group.add_argument(
+        "--attribute",
+        action="append",
+        type=attribute_option,
+        metavar="KEY=TEXT|KEY:=JSON",
+        help="an attribute (repeat for several): KEY=TEXT is a string, KEY:=JSON a number, true/false "
+        "or a list of strings, e.g. --attribute region=eu --attribute year:=2024 --attribute "
+        'tags:=\'["hr","policy"]\'; the attributes given replace the document\'s',
+    )
     for field, dest in ACCESS_OPTIONS.items():
         who = "user" if "users" in field else "group"
         verb = "may never see it (deny wins)" if field.startswith("deny") else "may see the document"
-        group.add_argument(f"--{dest.replace('_', '-')}", dest=dest, action="append", metavar=who.upper(),
-                           help=f"a {who} who {verb} (repeat for several); the access flags together replace the "
-                                "document's access list")
+        group.add_argument(
+            f"--{dest.replace('_', '-')}",
+            dest=dest,
+            action="append",
+            metavar=who.upper(),
+            help=f"a {who} who {verb} (repeat for several); the access flags together replace the "
+            "document's access list",
+        )
 
 
 def document_metadata(args: argparse.Namespace) -> dict[str, Any]:
@@ -80,16 +99,22 @@ def document_metadata(args: argparse.Namespace) -> dict[str, Any]:
     attributes: dict[str, Any] = {}
     for key, value in given:
         if key in attributes:
-            raise InvalidInput(f"--attribute {key}: given twice; a list is one value: {key}:='[\"a\", \"b\"]'")
+            raise InvalidInput(f'--attribute {key}: given twice; a list is one value: {key}:=\'["a", "b"]\'')
         attributes[key] = value
     for key, value in attributes.items():
         if isinstance(value, str) and _looks_typed(value):
-            print(f"note: --attribute {key}={value} is the string {json.dumps(value)}; {key}:={value} gives the "
-                  f"{'number' if value not in ('true', 'false') else 'boolean'}", file=sys.stderr)
+            print(
+                f"note: --attribute {key}={value} is the string {json.dumps(value)}; {key}:={value} gives the "
+                f"{'number' if value not in ('true', 'false') else 'boolean'}",
+                file=sys.stderr,
+            )
     if given:
         fields["attributes"] = validate_attributes(attributes, path="--attribute")
-    access = {field: list(validate_principals(getattr(args, dest), path=f"--{dest.replace('_', '-')}"))
-              for field, dest in ACCESS_OPTIONS.items() if getattr(args, dest, None)}
+    access = {
+        field: list(validate_principals(getattr(args, dest), path=f"--{dest.replace('_', '-')}"))
+        for field, dest in ACCESS_OPTIONS.items()
+        if getattr(args, dest, None)
+    }
     if access:
         fields["access"] = {field: access.get(field, []) for field in ACCESS_FIELDS}
     return fields
@@ -115,15 +140,27 @@ def _normal(name: str, value: Any) -> Any:
 def metadata_changes(stored: Any, fields: Mapping[str, Any]) -> dict[str, Any]:
     """The fields of `fields` (attributes, access) that differ from what the stored document (a record, a summary,
     or None) holds: only those need writing, so an ingest run again over the same folder changes nothing."""
-    return {name: value for name, value in fields.items()
-            if stored is None or _normal(name, getattr(stored, name, None)) != _normal(name, value)}
+    return {
+        name: value
+        for name, value in fields.items()
+        if stored is None or _normal(name, getattr(stored, name, None)) != _normal(name, value)
+    }
 
 
 # -- ingest ---------------------------------------------------------------------------------------------------------
 
 
-def ingest_path(services, tenant: str, collection_id: str, root: Path, *, worker=None, timeout: float = 3600,
-                progress: bool = True, metadata: Mapping[str, Any] | None = None) -> dict[str, list[str]]:
+def ingest_path(
+    services,
+    tenant: str,
+    collection_id: str,
+    root: Path,
+    *,
+    worker=None,
+    timeout: float = 3600,
+    progress: bool = True,
+    metadata: Mapping[str, Any] | None = None,
+) -> dict[str, list[str]]:
     """Write every file as a document, then wait until each is indexed or failed. With `worker`, this process
     runs the queue itself (no server running); otherwise the server's worker does and we only watch. `metadata`
     (attributes, access) goes on every document, written before the file: the content is never in the index
@@ -194,8 +231,11 @@ def _current(metadata, tenant: str, collection_id: str, wanted: list[str]) -> di
     """The named documents' records (a missing one is absent), read through the collection's listing when that
     takes fewer queries than one read per document."""
     if metadata.count_documents(tenant, collection_id) // LIST_PAGE + 1 >= len(wanted):
-        return {doc_id: document for doc_id in wanted
-                if (document := metadata.get_document(tenant, collection_id, doc_id)) is not None}
+        return {
+            doc_id: document
+            for doc_id in wanted
+            if (document := metadata.get_document(tenant, collection_id, doc_id)) is not None
+        }
     named, found, after = set(wanted), {}, None
     while True:
         page = metadata.list_documents(tenant, collection_id, after=after, offset=0, limit=LIST_PAGE)

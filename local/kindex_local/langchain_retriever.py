@@ -33,12 +33,29 @@ from kindex.domain.query import QueryResponse
 def _documents(answer: QueryResponse) -> list[Document]:
     documents = []
     for result in answer.results:
-        pages = [] if result.page_start is None else \
-            list(range(result.page_start, (result.page_end or result.page_start) + 1))
-        documents.append(Document(page_content=result.content, id=result.chunk_id, metadata={
-            "collection": result.collection, "document_id": result.document_id, "chunk_id": result.chunk_id,
-            "title": result.title, "url": result.url, "pages": pages, "score": result.score,
-            "citation": result.citation, "cite_as": cite_tag(result.document_id), "query_id": answer.query_id}))
+        pages = (
+            []
+            if result.page_start is None
+            else list(range(result.page_start, (result.page_end or result.page_start) + 1))
+        )
+        documents.append(
+            Document(
+                page_content=result.content,
+                id=result.chunk_id,
+                metadata={
+                    "collection": result.collection,
+                    "document_id": result.document_id,
+                    "chunk_id": result.chunk_id,
+                    "title": result.title,
+                    "url": result.url,
+                    "pages": pages,
+                    "score": result.score,
+                    "citation": result.citation,
+                    "cite_as": cite_tag(result.document_id),
+                    "query_id": answer.query_id,
+                },
+            )
+        )
     return documents
 
 
@@ -55,8 +72,10 @@ class KindexRetriever(BaseRetriever):
     user: str | None = None
     groups: list[str] = Field(default_factory=list)
     timeout: float = 60.0
-    filter: dict[str, Any] | None = Field(default=None, description="an attribute filter (filters.attributes) for "
-                                                                    "every query: JSON or a kindex.client.Filter")
+    filter: dict[str, Any] | None = Field(
+        default=None,
+        description="an attribute filter (filters.attributes) for every query: JSON or a kindex.client.Filter",
+    )
 
     @field_validator("filter", mode="before")
     @classmethod
@@ -71,13 +90,19 @@ class KindexRetriever(BaseRetriever):
             fields["filters"] = {"attributes": F.all_of(*parts).to_json()}
         return fields
 
-    def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun,
-                                filter: dict[str, Any] | Filter | None = None) -> list[Document]:
+    def _get_relevant_documents(
+        self, query: str, *, run_manager: CallbackManagerForRetrieverRun, filter: dict[str, Any] | Filter | None = None
+    ) -> list[Document]:
         with Kindex(self.url, self.api_key.get_secret_value(), timeout=self.timeout) as client:
             return _documents(client.query_collections(self.collections, query, **self._fields(filter)))
 
-    async def _aget_relevant_documents(self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun,
-                                       filter: dict[str, Any] | Filter | None = None) -> list[Document]:
+    async def _aget_relevant_documents(
+        self,
+        query: str,
+        *,
+        run_manager: AsyncCallbackManagerForRetrieverRun,
+        filter: dict[str, Any] | Filter | None = None,
+    ) -> list[Document]:
         async with AsyncKindex(self.url, self.api_key.get_secret_value(), timeout=self.timeout) as client:
             return _documents(await client.query_collections(self.collections, query, **self._fields(filter)))
 

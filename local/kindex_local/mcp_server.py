@@ -20,15 +20,18 @@ from pydantic import Field
 from kindex.client import ApiError, AsyncKindex, F, Filter, InvalidFilter, KindexClientError
 from kindex.domain.citations import cite_tag
 
-INSTRUCTIONS = ("Search the organisation's knowledge index with `search`; cite what you use by writing "
-                "the result's `cite_as` tag (such as <CIT document-id />) after the sentence it supports, then "
-                "turn the answer's tags into footnotes with `cite` and the search's `query_id`. To narrow a search "
-                "by document attributes, pass `filter`, e.g. {\"region\": \"eu\", \"year\": {\"$gte\": 2020}}.")
+INSTRUCTIONS = (
+    "Search the organisation's knowledge index with `search`; cite what you use by writing "
+    "the result's `cite_as` tag (such as <CIT document-id />) after the sentence it supports, then "
+    "turn the answer's tags into footnotes with `cite` and the search's `query_id`. To narrow a search "
+    'by document attributes, pass `filter`, e.g. {"region": "eu", "year": {"$gte": 2020}}.'
+)
 FILTER_DESCRIPTION = (
-    "optional: only documents whose attributes match, e.g. {\"region\": \"eu\", \"year\": {\"$gte\": 2020}}. "
-    "Keys side by side are AND; also {\"$and\": [...]}, {\"$or\": [...]}; operators $eq $ne $gt $gte $lt $lte $in "
+    'optional: only documents whose attributes match, e.g. {"region": "eu", "year": {"$gte": 2020}}. '
+    'Keys side by side are AND; also {"$and": [...]}, {"$or": [...]}; operators $eq $ne $gt $gte $lt $lte $in '
     "$nin $exists $contains (a list attribute holds the value) $starts_with. Which attributes exist is the "
-    "deployment's: a key no document has matches nothing (except $ne, $nin, $exists: false).")
+    "deployment's: a key no document has matches nothing (except $ne, $nin, $exists: false)."
+)
 MAX_RESULTS = 50
 
 
@@ -46,8 +49,16 @@ class McpSettings:
     filter: Filter | None = None
 
     @classmethod
-    def from_args(cls, url: str, key: str, user: str | None, groups: str | None, collections: list[str] | None,
-                  timeout: float = 60.0, filter_json: str | None = None) -> "McpSettings":
+    def from_args(
+        cls,
+        url: str,
+        key: str,
+        user: str | None,
+        groups: str | None,
+        collections: list[str] | None,
+        timeout: float = 60.0,
+        filter_json: str | None = None,
+    ) -> "McpSettings":
         """The deployment as `kindex` resolves it (flags, profile, environment); then flags first, else
         KINDEX_MCP_USER, KINDEX_MCP_GROUPS (comma-separated), KINDEX_MCP_COLLECTIONS (comma-separated: the
         collections `search` uses when the call names none) and KINDEX_MCP_FILTER (a JSON attribute filter). A
@@ -55,10 +66,15 @@ class McpSettings:
         groups = groups if groups is not None else os.environ.get("KINDEX_MCP_GROUPS", "")
         listed = collections or [c for c in os.environ.get("KINDEX_MCP_COLLECTIONS", "").split(",") if c.strip()]
         filter_json = filter_json if filter_json is not None else os.environ.get("KINDEX_MCP_FILTER") or None
-        return cls(url=url, key=key, user=user or os.environ.get("KINDEX_MCP_USER") or None,
-                   groups=tuple(g.strip() for g in groups.split(",") if g.strip()),
-                   collections=tuple(c.strip() for c in listed), timeout=timeout,
-                   filter=_configured_filter(filter_json))
+        return cls(
+            url=url,
+            key=key,
+            user=user or os.environ.get("KINDEX_MCP_USER") or None,
+            groups=tuple(g.strip() for g in groups.split(",") if g.strip()),
+            collections=tuple(c.strip() for c in listed),
+            timeout=timeout,
+            filter=_configured_filter(filter_json),
+        )
 
 
 def _configured_filter(text: str | None) -> Filter | None:
@@ -79,9 +95,18 @@ def search_filter(configured: Filter | None, given: dict[str, Any] | None) -> di
 
 
 def _result(item) -> dict[str, Any]:
-    return {"document_id": item.document_id, "collection": item.collection, "title": item.title, "url": item.url,
-            "page_start": item.page_start, "page_end": item.page_end, "citation": item.citation,
-            "cite_as": cite_tag(item.document_id), "score": item.score, "text": item.content}
+    return {
+        "document_id": item.document_id,
+        "collection": item.collection,
+        "title": item.title,
+        "url": item.url,
+        "page_start": item.page_start,
+        "page_end": item.page_end,
+        "citation": item.citation,
+        "cite_as": cite_tag(item.document_id),
+        "score": item.score,
+        "text": item.content,
+    }
 
 
 def build_server(settings: McpSettings, client: AsyncKindex | None = None):
@@ -102,12 +127,16 @@ def build_server(settings: McpSettings, client: AsyncKindex | None = None):
         except KindexClientError as error:
             raise ToolError(f"kindex could not be reached: {error}") from error
 
-    @server.tool(description="Search the knowledge index. Returns the most relevant passages the configured user may "
-                             "see, each with its document, title, url, pages and the tag to cite it with.")
+    @server.tool(
+        description="Search the knowledge index. Returns the most relevant passages the configured user may "
+        "see, each with its document, title, url, pages and the tag to cite it with."
+    )
     async def search(
         query: Annotated[str, Field(min_length=1, max_length=8000, description="what to look for")],
-        collections: Annotated[list[str] | None, Field(max_length=50, description=(
-            "collections to search; omitted: the server's configured collections"))] = None,
+        collections: Annotated[
+            list[str] | None,
+            Field(max_length=50, description=("collections to search; omitted: the server's configured collections")),
+        ] = None,
         k: Annotated[int, Field(ge=1, le=MAX_RESULTS, description="how many passages")] = 5,
         mode: Annotated[Literal["vector", "keyword", "hybrid"], Field(description="retrieval mode")] = "hybrid",
         filter: Annotated[dict[str, Any] | None, Field(description=FILTER_DESCRIPTION)] = None,
@@ -120,21 +149,31 @@ def build_server(settings: McpSettings, client: AsyncKindex | None = None):
         except InvalidFilter as error:  # the same message the API's 422 would give, without the round trip
             raise ToolError(f"invalid filter: {error}") from error
         extra = {"filters": filters} if filters is not None else {}
-        answer = await call(client.query_collections(names, query, k=k, mode=mode, user=settings.user,
-                                                     groups=list(settings.groups), **extra))
-        return {"query_id": answer.query_id, "results": [_result(r) for r in answer.results],
-                "denied_collections": answer.denied_collections,
-                "warnings": [w.model_dump(mode="json") for w in answer.warnings]}
+        answer = await call(
+            client.query_collections(
+                names, query, k=k, mode=mode, user=settings.user, groups=list(settings.groups), **extra
+            )
+        )
+        return {
+            "query_id": answer.query_id,
+            "results": [_result(r) for r in answer.results],
+            "denied_collections": answer.denied_collections,
+            "warnings": [w.model_dump(mode="json") for w in answer.warnings],
+        }
 
-    @server.tool(description="Turn an answer's <CIT document-id /> tags into numbered footnotes with a reference "
-                             "list (markdown), for the documents a `search` returned (its query_id).")
+    @server.tool(
+        description="Turn an answer's <CIT document-id /> tags into numbered footnotes with a reference "
+        "list (markdown), for the documents a `search` returned (its query_id)."
+    )
     async def cite(
         text: Annotated[str, Field(max_length=200_000, description="the answer, with <CIT document-id /> tags")],
         query_id: Annotated[str, Field(min_length=1, max_length=200, description="`query_id` of the search")],
     ) -> dict[str, Any]:
         rendered = await call(client.render_citations(text, query_id=query_id))
-        return {"markdown": rendered.markdown,
-                "references": [reference.model_dump(mode="json") for reference in rendered.references]}
+        return {
+            "markdown": rendered.markdown,
+            "references": [reference.model_dump(mode="json") for reference in rendered.references],
+        }
 
     return server
 

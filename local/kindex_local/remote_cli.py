@@ -43,18 +43,27 @@ EXIT_CODES = {
     EXIT_UNAVAILABLE: "the deployment could not be reached, or still answered 429/503 after the retries",
 }
 _EXIT_BY_ERROR: tuple[tuple[type[BaseException], int], ...] = (
-    (errors.ConfigurationError, EXIT_USAGE), (errors.BadRequest, EXIT_USAGE), (errors.InvalidInput, EXIT_USAGE),
-    (errors.PayloadTooLarge, EXIT_USAGE), (errors.Unauthorized, EXIT_AUTH), (errors.Forbidden, EXIT_AUTH),
-    (errors.NotFound, EXIT_NOT_FOUND), (errors.Conflict, EXIT_CONFLICT), (errors.Throttled, EXIT_UNAVAILABLE),
-    (errors.ServiceUnavailable, EXIT_UNAVAILABLE), (errors.ConnectionFailed, EXIT_UNAVAILABLE),
+    (errors.ConfigurationError, EXIT_USAGE),
+    (errors.BadRequest, EXIT_USAGE),
+    (errors.InvalidInput, EXIT_USAGE),
+    (errors.PayloadTooLarge, EXIT_USAGE),
+    (errors.Unauthorized, EXIT_AUTH),
+    (errors.Forbidden, EXIT_AUTH),
+    (errors.NotFound, EXIT_NOT_FOUND),
+    (errors.Conflict, EXIT_CONFLICT),
+    (errors.Throttled, EXIT_UNAVAILABLE),
+    (errors.ServiceUnavailable, EXIT_UNAVAILABLE),
+    (errors.ConnectionFailed, EXIT_UNAVAILABLE),
     (TimeoutError, EXIT_UNAVAILABLE),
 )
 
 
 def epilog() -> str:
     codes = "\n".join(f"  {code}  {meaning}" for code, meaning in EXIT_CODES.items())
-    return ("collections, documents, query, cite and jobs work against a deployment (--url and --key, --profile, or\n"
-            "KINDEX_URL and KINDEX_API_KEY); so do ingest and reindex when one is named.\n\nexit codes:\n" + codes)
+    return (
+        "collections, documents, query, cite and jobs work against a deployment (--url and --key, --profile, or\n"
+        "KINDEX_URL and KINDEX_API_KEY); so do ingest and reindex when one is named.\n\nexit codes:\n" + codes
+    )
 
 
 class UsageError(Exception):
@@ -91,8 +100,12 @@ def load_profile(name: str) -> dict[str, str]:
 
 def remote_requested(args: argparse.Namespace) -> bool:
     """Whether `ingest`/`reindex` go to a deployment rather than the local data directory."""
-    return bool(getattr(args, "url", None) or getattr(args, "profile", None) or os.environ.get("KINDEX_URL")
-                or os.environ.get("KINDEX_PROFILE"))
+    return bool(
+        getattr(args, "url", None)
+        or getattr(args, "profile", None)
+        or os.environ.get("KINDEX_URL")
+        or os.environ.get("KINDEX_PROFILE")
+    )
 
 
 def target(args: argparse.Namespace) -> tuple[str, str]:
@@ -201,12 +214,27 @@ def _fields(args: argparse.Namespace, names: dict[str, str]) -> dict[str, Any]:
     return body
 
 
-COLLECTION_FIELDS = {name: name for name in ("title", "embedding_model", "chunking_method", "chunking_max_size",
-                                              "chunking_overlap_offset", "query_groups", "allow_guests",
-                                              "document_access")}
+COLLECTION_FIELDS = {
+    name: name
+    for name in (
+        "title",
+        "embedding_model",
+        "chunking_method",
+        "chunking_max_size",
+        "chunking_overlap_offset",
+        "query_groups",
+        "allow_guests",
+        "document_access",
+    )
+}
 # --url names the deployment: the document's link is --document-url.
-DOCUMENT_FIELDS = {"title": "title", "url": "document_url", "language": "language", "mimetype": "mimetype",
-                   "content": "content"}
+DOCUMENT_FIELDS = {
+    "title": "title",
+    "url": "document_url",
+    "language": "language",
+    "mimetype": "mimetype",
+    "content": "content",
+}
 
 
 def _ids(ids: list[str], as_json: bool) -> int:
@@ -243,8 +271,11 @@ def collections_delete(args: argparse.Namespace, client: Kindex) -> int:
 def documents_list(args: argparse.Namespace, client: Kindex) -> int:
     if not (args.long or args.status):
         return _ids(list(client.iter_documents(args.collection, page_size=args.page_size)), args.json)
-    summaries = [s for s in client.iter_document_summaries(args.collection, page_size=args.page_size)
-                 if not args.status or s.status.value in args.status]
+    summaries = [
+        s
+        for s in client.iter_document_summaries(args.collection, page_size=args.page_size)
+        if not args.status or s.status.value in args.status
+    ]
     if not args.long:
         return _ids([s.id for s in summaries], args.json)
     if args.json:
@@ -253,8 +284,18 @@ def documents_list(args: argparse.Namespace, client: Kindex) -> int:
         for s in summaries:
             progress = f"{s.chunks_done}/{s.chunk_count}" if s.status.value == "in_progress" else str(s.chunk_count)
             # Ids hold no control characters; title and reason are flattened, so a line is always one document.
-            print("\t".join([s.id, s.status.value, progress, str(s.content_length), " ".join(s.title.split()),
-                             " ".join((s.failure_reason or "").split())]))
+            print(
+                "\t".join(
+                    [
+                        s.id,
+                        s.status.value,
+                        progress,
+                        str(s.content_length),
+                        " ".join(s.title.split()),
+                        " ".join((s.failure_reason or "").split()),
+                    ]
+                )
+            )
     return EXIT_OK
 
 
@@ -272,8 +313,14 @@ def documents_put(args: argparse.Namespace, client: Kindex) -> int:
         if "content" in fields:
             raise UsageError("give --file or --content, not both")
         # attributes and access go with the upload ticket: the file is never indexed without them
-        stored = client.upload_file(args.collection, args.document, args.file, mimetype=fields.pop("mimetype", None),
-                                    attributes=fields.pop("attributes", None), access=fields.pop("access", None))
+        stored = client.upload_file(
+            args.collection,
+            args.document,
+            args.file,
+            mimetype=fields.pop("mimetype", None),
+            attributes=fields.pop("attributes", None),
+            access=fields.pop("access", None),
+        )
         if fields:  # metadata beside the file (title, url, language)
             stored = put_metadata(client, args.collection, args.document, fields)
     else:
@@ -294,8 +341,12 @@ def documents_chunks(args: argparse.Namespace, client: Kindex) -> int:
     if args.json:
         emit_json(chunks)
     elif chunks:
-        print(table([[str(c.index), pages(c.page_start, c.page_end), f"{c.start}-{c.end}", c.text] for c in chunks],
-                    ["#", "pages", "chars", "text"]))
+        print(
+            table(
+                [[str(c.index), pages(c.page_start, c.page_end), f"{c.start}-{c.end}", c.text] for c in chunks],
+                ["#", "pages", "chars", "text"],
+            )
+        )
     return EXIT_OK
 
 
@@ -321,8 +372,10 @@ def query(args: argparse.Namespace, client: Kindex) -> int:
         print(f"warning: refused collections: {', '.join(answer.denied_collections)}", file=sys.stderr)
     print(f"query_id {answer.query_id}: {len(answer.results)} result(s), {answer.denied_count} denied")
     if answer.results:
-        rows = [[f"[{r.citation}]", f"{r.score:.4f}", r.document_id, pages(r.page_start, r.page_end), r.content]
-                for r in answer.results]
+        rows = [
+            [f"[{r.citation}]", f"{r.score:.4f}", r.document_id, pages(r.page_start, r.page_end), r.content]
+            for r in answer.results
+        ]
         print(table(rows, ["cite", "score", "document", "pages", "text"]))
     return EXIT_OK
 
@@ -375,10 +428,18 @@ def ingest(args: argparse.Namespace, client: Kindex) -> int:
     if args.jobs < 1:
         raise UsageError("--jobs must be at least 1")
     metadata = document_metadata(args)  # a bad --attribute stops here, before anything is sent
-    outcome = ingest_folder(client, args.collection, args.path, jobs=args.jobs, query_groups=args.query_groups,
-                            metadata=metadata,
-                            wait=args.wait, wait_timeout=args.wait_timeout, poll_interval=args.poll_interval,
-                            progress=sys.stderr.isatty() and not args.quiet)
+    outcome = ingest_folder(
+        client,
+        args.collection,
+        args.path,
+        jobs=args.jobs,
+        query_groups=args.query_groups,
+        metadata=metadata,
+        wait=args.wait,
+        wait_timeout=args.wait_timeout,
+        poll_interval=args.poll_interval,
+        progress=sys.stderr.isatty() and not args.quiet,
+    )
     return _report(outcome, args)
 
 
@@ -386,10 +447,12 @@ def _report(outcome: IngestOutcome, args: argparse.Namespace) -> int:
     if args.json:
         emit_json(outcome.as_json())
     else:
-        pending = f", {'not yet indexed' if args.wait else 'uploaded'} {len(outcome.pending)}" if outcome.pending \
-            else ""
-        print(f"indexed {len(outcome.indexed)}, unchanged {len(outcome.unchanged)}, failed {len(outcome.failed)}"
-              f"{pending}")
+        pending = (
+            f", {'not yet indexed' if args.wait else 'uploaded'} {len(outcome.pending)}" if outcome.pending else ""
+        )
+        print(
+            f"indexed {len(outcome.indexed)}, unchanged {len(outcome.unchanged)}, failed {len(outcome.failed)}{pending}"
+        )
         for doc_id, reason in sorted(outcome.failed):
             print(f"  failed {doc_id}: {reason}")
     return EXIT_FAILED if outcome.failed or (args.wait and outcome.pending) else EXIT_OK
@@ -443,25 +506,42 @@ def add_commands(sub) -> None:
     put.add_argument("--chunking-overlap-offset", type=int)
     put.add_argument("--query-groups", help="comma-separated groups whose users may query")
     put.add_argument("--allow-guests", type=_boolean, metavar="{true,false}")
-    put.add_argument("--document-access", choices=["optional", "required"],
-                     help="what a document without an access list means: optional (default) - visible to whoever "
-                          "may query the collection; required - visible to nobody (fail closed)")
+    put.add_argument(
+        "--document-access",
+        choices=["optional", "required"],
+        help="what a document without an access list means: optional (default) - visible to whoever "
+        "may query the collection; required - visible to nobody (fail closed)",
+    )
     put.add_argument("--body", help="more fields as a JSON object (text, @file or - for stdin)")
-    delete = _remote(col, "delete", collections_delete, "delete a collection with all its documents (prints its "
-                     "delete job's id; gone from reads at once)", json_flag=True)
+    delete = _remote(
+        col,
+        "delete",
+        collections_delete,
+        "delete a collection with all its documents (prints its delete job's id; gone from reads at once)",
+        json_flag=True,
+    )
     delete.add_argument("collection")
     add_wait_options(delete, default_wait=False)
 
     documents = sub.add_parser("documents", help="list, read, write or delete documents, read chunks (remote)")
     doc = documents.add_subparsers(dest="documents_command", required=True)
-    dlist = _paged(_remote(doc, "list", documents_list, "every document id of a collection (--long: what each is)",
-                           json_flag=True))
+    dlist = _paged(
+        _remote(doc, "list", documents_list, "every document id of a collection (--long: what each is)", json_flag=True)
+    )
     dlist.add_argument("collection")
-    dlist.add_argument("--long", "-l", action="store_true",
-                       help="a line per document: id, status, chunks, bytes, title, failure (tab-separated; with "
-                            "--json, the summaries)")
-    dlist.add_argument("--status", action="append", choices=[s.value for s in DocumentStatus],
-                       help="only documents with this status (repeat for several)")
+    dlist.add_argument(
+        "--long",
+        "-l",
+        action="store_true",
+        help="a line per document: id, status, chunks, bytes, title, failure (tab-separated; with "
+        "--json, the summaries)",
+    )
+    dlist.add_argument(
+        "--status",
+        action="append",
+        choices=[s.value for s in DocumentStatus],
+        help="only documents with this status (repeat for several)",
+    )
     get = _remote(doc, "get", documents_get, "one document as JSON (with --content, its text)")
     get.add_argument("collection")
     get.add_argument("document")
@@ -471,8 +551,9 @@ def add_commands(sub) -> None:
     dput.add_argument("document")
     dput.add_argument("--file", type=Path, help="upload this file through a presigned URL")
     for name, dest in DOCUMENT_FIELDS.items():
-        dput.add_argument(f"--{dest.replace('_', '-')}", dest=dest, help="the link citations point to" if name == "url"
-                          else None)
+        dput.add_argument(
+            f"--{dest.replace('_', '-')}", dest=dest, help="the link citations point to" if name == "url" else None
+        )
     dput.add_argument("--body", help="more fields as a JSON object (text, @file or - for stdin)")
     add_metadata_options(dput)
     add_wait_options(dput, default_wait=False)
@@ -490,8 +571,12 @@ def add_commands(sub) -> None:
     q.add_argument("--mode", choices=["hybrid", "vector", "keyword"], default="hybrid")
     q.add_argument("--user", help="the end user the query is for")
     q.add_argument("--group", action="append", help="a group of the end user (repeat for several)")
-    q.add_argument("--filter", metavar="JSON", help='an attribute filter (filters.attributes), e.g. \'{"region": '
-                   '"eu", "year": {"$gte": 2020}}\' (text, @file or - for stdin; docs/clients.md has the language)')
+    q.add_argument(
+        "--filter",
+        metavar="JSON",
+        help='an attribute filter (filters.attributes), e.g. \'{"region": '
+        '"eu", "year": {"$gte": 2020}}\' (text, @file or - for stdin; docs/clients.md has the language)',
+    )
 
     c = _remote(sub, "cite", cite, "turn <CIT id /> tags of an answer into footnotes (remote)", json_flag=True)
     c.add_argument("text", help="the answer's text, or - to read it from stdin")
@@ -507,8 +592,11 @@ def add_ingest_options(parser: argparse.ArgumentParser) -> None:
     """What `kindex ingest` takes on top of its local options when it goes to a deployment."""
     add_connection_options(parser)
     parser.add_argument("--jobs", type=int, default=4, help="concurrent uploads to a deployment (default 4)")
-    parser.add_argument("--query-groups", help="comma-separated groups whose users may query the collection "
-                                               "(deployment only; set whether the collection is new or not)")
+    parser.add_argument(
+        "--query-groups",
+        help="comma-separated groups whose users may query the collection "
+        "(deployment only; set whether the collection is new or not)",
+    )
     parser.add_argument("--json", action="store_true", help="the summary as JSON (deployment only)")
     parser.add_argument("--poll-interval", type=float, default=1.0, help=argparse.SUPPRESS)
     add_wait_options(parser, default_wait=True)

@@ -29,8 +29,12 @@ class IngestOutcome:
     pending: list[str] = field(default_factory=list)  # uploaded, not yet indexed when the wait ended
 
     def as_json(self) -> dict[str, Any]:
-        return {"indexed": self.indexed, "unchanged": self.unchanged, "pending": self.pending,
-                "failed": [{"document": d, "reason": r} for d, r in self.failed]}
+        return {
+            "indexed": self.indexed,
+            "unchanged": self.unchanged,
+            "pending": self.pending,
+            "failed": [{"document": d, "reason": r} for d, r in self.failed],
+        }
 
 
 def sha256_of(path: Path) -> str:
@@ -41,14 +45,14 @@ def sha256_of(path: Path) -> str:
     return digest.hexdigest()
 
 
-def stored_summaries(client: Kindex, collection: str, doc_ids: list[str],
-                     pool: ThreadPoolExecutor) -> dict[str, DocumentSummary | None]:
+def stored_summaries(
+    client: Kindex, collection: str, doc_ids: list[str], pool: ThreadPoolExecutor
+) -> dict[str, DocumentSummary | None]:
     """What the deployment holds of these documents (None: nothing): through the collection's listing when that takes
     fewer requests, else one GET per document, `--jobs` at a time."""
     if calls.listing_is_cheaper(client.get_collection(collection).document_count, len(doc_ids)):
         named = set(doc_ids)  # keep only those: a large collection's summaries would not fit in memory
-        listed = {s.id: s for s in client.iter_document_summaries(collection, page_size=MAX_PAGE_SIZE)
-                  if s.id in named}
+        listed = {s.id: s for s in client.iter_document_summaries(collection, page_size=MAX_PAGE_SIZE) if s.id in named}
         return {doc_id: listed.get(doc_id) for doc_id in doc_ids}
 
     def one(doc_id: str) -> tuple[str, DocumentSummary | None]:
@@ -60,8 +64,14 @@ def stored_summaries(client: Kindex, collection: str, doc_ids: list[str],
     return dict(pool.map(one, doc_ids))
 
 
-def send_file(client: Kindex, collection: str, doc_id: str, path: Path, stored: DocumentSummary | None,
-              metadata: dict[str, Any] | None = None) -> str:
+def send_file(
+    client: Kindex,
+    collection: str,
+    doc_id: str,
+    path: Path,
+    stored: DocumentSummary | None,
+    metadata: dict[str, Any] | None = None,
+) -> str:
     """'unchanged' when the deployment holds exactly these bytes (and `metadata`: attributes, access), indexed;
     'waiting' when it holds them and is still indexing them, or only the metadata had to change (a PUT of those
     alone: nothing is embedded again); 'failed:<reason>' when these bytes failed for good (a corrupt or unsupported
@@ -105,9 +115,19 @@ def ensure_collection(client: Kindex, collection: str, query_groups: str | None)
         client.put_collection(collection, query_groups=query_groups)
 
 
-def ingest_folder(client: Kindex, collection: str, root: Path, *, jobs: int = 4, query_groups: str | None = None,
-                  wait: bool = True, wait_timeout: float = 3600.0, poll_interval: float = 1.0,
-                  progress: bool = False, metadata: dict[str, Any] | None = None) -> IngestOutcome:
+def ingest_folder(
+    client: Kindex,
+    collection: str,
+    root: Path,
+    *,
+    jobs: int = 4,
+    query_groups: str | None = None,
+    wait: bool = True,
+    wait_timeout: float = 3600.0,
+    poll_interval: float = 1.0,
+    progress: bool = False,
+    metadata: dict[str, Any] | None = None,
+) -> IngestOutcome:
     """Send every file under `root` (or the file `root`) that the deployment does not hold for good, `jobs` at a
     time, creating the collection if needed; with `wait`, until each is indexed or failed or `wait_timeout` seconds
     have passed (those left are `pending`). `progress`: a progress bar on stderr. `metadata` (attributes, access)
@@ -126,9 +146,10 @@ def ingest_folder(client: Kindex, collection: str, root: Path, *, jobs: int = 4,
         else:
             files[doc_id] = path
     waiting: list[str] = []
-    with tqdm(total=len(files), unit="file", disable=not progress, file=sys.stderr) as bar, \
-            ThreadPoolExecutor(max_workers=jobs) as pool:
-
+    with (
+        tqdm(total=len(files), unit="file", disable=not progress, file=sys.stderr) as bar,
+        ThreadPoolExecutor(max_workers=jobs) as pool,
+    ):
         stored = stored_summaries(client, collection, list(files), pool) if files else {}
 
         def send(item: tuple[str, Path]) -> tuple[str, str]:
@@ -149,15 +170,25 @@ def ingest_folder(client: Kindex, collection: str, root: Path, *, jobs: int = 4,
             else:
                 waiting.append(doc_id)
         if wait:
-            _wait_indexed(client, collection, waiting, outcome, pool, bar, timeout=wait_timeout,
-                          poll_interval=poll_interval)
+            _wait_indexed(
+                client, collection, waiting, outcome, pool, bar, timeout=wait_timeout, poll_interval=poll_interval
+            )
         else:
             outcome.pending = waiting
     return outcome
 
 
-def _wait_indexed(client: Kindex, collection: str, waiting: list[str], outcome: IngestOutcome,
-                  pool: ThreadPoolExecutor, bar, *, timeout: float, poll_interval: float) -> None:
+def _wait_indexed(
+    client: Kindex,
+    collection: str,
+    waiting: list[str],
+    outcome: IngestOutcome,
+    pool: ThreadPoolExecutor,
+    bar,
+    *,
+    timeout: float,
+    poll_interval: float,
+) -> None:
     deadline = time.monotonic() + timeout
     while waiting:
         states = stored_summaries(client, collection, waiting, pool)

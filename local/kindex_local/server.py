@@ -103,16 +103,23 @@ class Gateway:
     """What API Gateway does for us on AWS: route a request to a function, after the authorizer allowed it and the
     tenant's usage plan (`throttle`, when plans are configured) admitted it."""
 
-    def __init__(self, authorizer: Handler, routes: list[Route], max_body_bytes: int,
-                 raw_routes: list[RawRoute] | None = None, throttle: Throttle | None = None):
+    def __init__(
+        self,
+        authorizer: Handler,
+        routes: list[Route],
+        max_body_bytes: int,
+        raw_routes: list[RawRoute] | None = None,
+        throttle: Throttle | None = None,
+    ):
         self.authorizer = authorizer
         self.throttle = throttle
         self.routes = routes
         self.raw_routes = raw_routes or []
         self.max_body_bytes = max_body_bytes
 
-    def build_event(self, method: str, raw_path: str, query: str, headers: dict[str, str], body: bytes,
-                    source_ip: str) -> dict[str, Any]:
+    def build_event(
+        self, method: str, raw_path: str, query: str, headers: dict[str, str], body: bytes, source_ip: str
+    ) -> dict[str, Any]:
         multi_query = parse_qs(query, keep_blank_values=True)
         try:
             text_body, is_base64 = body.decode("utf-8"), False
@@ -129,8 +136,12 @@ class Gateway:
             "pathParameters": None,
             "stageVariables": None,
             "requestContext": {
-                "requestId": str(uuid.uuid4()), "stage": "local", "httpMethod": method, "path": raw_path,
-                "resourcePath": raw_path, "identity": {"sourceIp": source_ip},
+                "requestId": str(uuid.uuid4()),
+                "stage": "local",
+                "httpMethod": method,
+                "path": raw_path,
+                "resourcePath": raw_path,
+                "identity": {"sourceIp": source_ip},
             },
             "body": text_body if body else None,
             "isBase64Encoded": is_base64,
@@ -153,8 +164,9 @@ class Gateway:
             event["requestContext"]["authorizer"] = {**policy.get("context", {}), "principalId": policy["principalId"]}
             refusal = self.throttle.admit(policy["context"]["tenant"]) if self.throttle is not None else None
             if refusal is not None:
-                return error_response(429, refusal.code, refusal.message,
-                                      headers={"Retry-After": str(refusal.retry_after_seconds)})
+                return error_response(
+                    429, refusal.code, refusal.message, headers={"Retry-After": str(refusal.retry_after_seconds)}
+                )
         try:
             return route.handler(event, LambdaContext(route.function_name))
         except Exception:
@@ -205,19 +217,28 @@ class AsgiGateway:
         raw_path: bytes = scope.get("raw_path") or scope["path"].encode("utf-8")
         query_bytes: bytes = scope.get("query_string", b"")
         if len(raw_path) + len(query_bytes) > MAX_TARGET_BYTES:
-            await _send(send, error_response(414, "uri_too_long", f"request target exceeds {MAX_TARGET_BYTES} bytes"),
-                        close=True)
+            await _send(
+                send,
+                error_response(414, "uri_too_long", f"request target exceeds {MAX_TARGET_BYTES} bytes"),
+                close=True,
+            )
             return
         try:
             path, query = raw_path.decode("ascii"), query_bytes.decode("ascii")
         except UnicodeDecodeError:
-            await _send(send, error_response(400, "bad_request",
-                                             "the request target must be ASCII (percent-encode it)"), close=True)
+            await _send(
+                send,
+                error_response(400, "bad_request", "the request target must be ASCII (percent-encode it)"),
+                close=True,
+            )
             return
         if sum(len(name) + len(value) + 4 for name, value in scope.get("headers", [])) > MAX_HEAD_BYTES:
             # The HTTP layer bounds a head it has to wait for; one that arrived whole is bounded here.
-            await _send(send, error_response(431, "request_header_fields_too_large",
-                                             f"request head exceeds {MAX_HEAD_BYTES} bytes"), close=True)
+            await _send(
+                send,
+                error_response(431, "request_header_fields_too_large", f"request head exceeds {MAX_HEAD_BYTES} bytes"),
+                close=True,
+            )
             return
         headers = _headers(scope)
         client = (scope.get("client") or ("", 0))[0]
@@ -232,8 +253,9 @@ class AsgiGateway:
         declared = headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > limit:
             # Do not read (or buffer) what we are going to refuse anyway; the server closes the connection.
-            await _send(send, error_response(413, "payload_too_large", f"request body exceeds {limit} bytes"),
-                        close=True)
+            await _send(
+                send, error_response(413, "payload_too_large", f"request body exceeds {limit} bytes"), close=True
+            )
             return
         if raw_route is not None:
             await self._stream(raw_route, path, flat_query, headers, receive, send, limit)
@@ -241,8 +263,9 @@ class AsgiGateway:
         try:
             body = await _read_body(receive, limit)
         except _BodyTooLarge:
-            await _send(send, error_response(413, "payload_too_large", f"request body exceeds {limit} bytes"),
-                        close=True)
+            await _send(
+                send, error_response(413, "payload_too_large", f"request body exceeds {limit} bytes"), close=True
+            )
             return
         if body is None:
             return  # the client went away
@@ -251,8 +274,16 @@ class AsgiGateway:
         response = await self._run(self.gateway.dispatch, event)
         await _send(send, response, head=method == "HEAD")
 
-    async def _stream(self, route: RawRoute, path: str, query: dict[str, str], headers: dict[str, str],
-                      receive: Callable, send: Callable, limit: int) -> None:
+    async def _stream(
+        self,
+        route: RawRoute,
+        path: str,
+        query: dict[str, str],
+        headers: dict[str, str],
+        receive: Callable,
+        send: Callable,
+        limit: int,
+    ) -> None:
         """A raw route's body goes to its sink in pieces of about STREAM_PIECE bytes, written off the event loop."""
         sink = await self._run(route.open, path, query, headers)
         pending: list[bytes] = []
@@ -267,8 +298,11 @@ class AsgiGateway:
                 size += len(chunk)
                 if size > limit:
                     await self._run(sink.abort)
-                    await _send(send, error_response(413, "payload_too_large", f"request body exceeds {limit} bytes"),
-                                close=True)
+                    await _send(
+                        send,
+                        error_response(413, "payload_too_large", f"request body exceeds {limit} bytes"),
+                        close=True,
+                    )
                     return
                 if chunk:
                     pending.append(chunk)
@@ -338,9 +372,11 @@ async def _send(send: Callable, response: dict[str, Any], head: bool = False, cl
     await send({"type": "http.response.body", "body": b"" if head else payload})
 
 
-_PROTOCOL_ERRORS = {400: ("bad_request", "malformed HTTP request"),
-                    431: ("request_header_fields_too_large", f"request head exceeds {MAX_HEAD_BYTES} bytes"),
-                    501: ("not_implemented", "unsupported Transfer-Encoding")}
+_PROTOCOL_ERRORS = {
+    400: ("bad_request", "malformed HTTP request"),
+    431: ("request_header_fields_too_large", f"request head exceeds {MAX_HEAD_BYTES} bytes"),
+    501: ("not_implemented", "unsupported Transfer-Encoding"),
+}
 
 
 def _json_protocol_errors() -> None:
@@ -352,8 +388,12 @@ def _json_protocol_errors() -> None:
     async def send_error_response(self, status_code: int) -> None:
         code, message = _PROTOCOL_ERRORS.get(status_code, ("bad_request", "malformed HTTP request"))
         body = json.dumps({"error": code, "message": message}).encode()
-        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-                   (b"connection", b"close"), *self.config.response_headers("h11")]
+        headers = [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()),
+            (b"connection", b"close"),
+            *self.config.response_headers("h11"),
+        ]
         await self._send_h11_event(h11.Response(status_code=status_code, headers=headers))
         await self._send_h11_event(h11.Data(data=body))
         await self._send_h11_event(h11.EndOfMessage())

@@ -19,8 +19,10 @@ from typing import Any
 from urllib.parse import quote
 
 # A short text whose words are unlikely elsewhere, so the query can only be answered by the uploaded file.
-DEFAULT_TEXT = ("# Kindex smoke check\n\nThe quartermaster of the smoke check counts seventeen lanterns in the "
-                "observatory. Each lantern is cleaned on Tuesdays.\n")
+DEFAULT_TEXT = (
+    "# Kindex smoke check\n\nThe quartermaster of the smoke check counts seventeen lanterns in the "
+    "observatory. Each lantern is cleaned on Tuesdays.\n"
+)
 QUERY = "How many lanterns does the quartermaster count in the observatory?"
 
 
@@ -87,13 +89,18 @@ class Smoke:
         data = self.file.read_bytes() if self.file else DEFAULT_TEXT.encode()
         filename = self.file.name if self.file else "smoke.md"
         mimetype = mimetypes.guess_type(filename)[0] or "text/markdown"
-        ticket = self.call("POST", f"{collection}/documents/smoke/upload", (200,),
-                           json={"filename": filename, "size": len(data), "mimetype": mimetype})
+        ticket = self.call(
+            "POST",
+            f"{collection}/documents/smoke/upload",
+            (200,),
+            json={"filename": filename, "size": len(data), "mimetype": mimetype},
+        )
         import httpx
 
         # The presigned URL carries its own signature: no API key goes to the blob store.
-        response = httpx.request(ticket["method"], ticket["url"], content=data, headers=ticket["headers"],
-                                 timeout=120.0)
+        response = httpx.request(
+            ticket["method"], ticket["url"], content=data, headers=ticket["headers"], timeout=120.0
+        )
         if response.status_code not in (200, 204):
             raise SmokeFailed(f"the presigned upload answered {response.status_code}: {response.text[:300]}")
         return f"{filename}, {len(data)} bytes"
@@ -111,20 +118,31 @@ class Smoke:
             time.sleep(0.5)
 
     def query(self, collection: str) -> str:
-        answer = self.call("POST", f"{collection}/query", (200,),
-                           json={"query": QUERY if not self.file else "What is this document about?", "k": 3,
-                                 "user": "smoke", "groups": ["smoke"], "mode": "hybrid"})
+        answer = self.call(
+            "POST",
+            f"{collection}/query",
+            (200,),
+            json={
+                "query": QUERY if not self.file else "What is this document about?",
+                "k": 3,
+                "user": "smoke",
+                "groups": ["smoke"],
+                "mode": "hybrid",
+            },
+        )
         if not answer["results"] or answer["results"][0]["document_id"] != "smoke":
             raise SmokeFailed(f"the uploaded document was not retrieved: {answer['results'][:1]}")
-        cited = self.call("POST", "/v1/citations", (200,),
-                          json={"text": "Seventeen <CIT smoke />.", "query_id": answer["query_id"]})
+        cited = self.call(
+            "POST", "/v1/citations", (200,), json={"text": "Seventeen <CIT smoke />.", "query_id": answer["query_id"]}
+        )
         if "[^1]" not in cited["markdown"]:
             raise SmokeFailed(f"the citation was not rendered: {cited['markdown'][:200]}")
         return f"{len(answer['results'])} results, citation [^1]"
 
     def denied(self, collection: str) -> str:
-        refused = self.call("POST", f"{collection}/query", (403,),
-                            json={"query": QUERY, "user": "outsider", "groups": ["not-smoke"]})
+        refused = self.call(
+            "POST", f"{collection}/query", (403,), json={"query": QUERY, "user": "outsider", "groups": ["not-smoke"]}
+        )
         return refused["error"]
 
     def delete(self, collection: str) -> str:

@@ -39,8 +39,9 @@ class _Bucket:
 class TenantThrottle:
     """Admits or refuses one request of a tenant. `clock` is monotonic seconds, `wall` unix seconds (for quotas)."""
 
-    def __init__(self, plans: UsagePlans, clock: Callable[[], float] = time.monotonic,
-                 wall: Callable[[], float] = time.time):
+    def __init__(
+        self, plans: UsagePlans, clock: Callable[[], float] = time.monotonic, wall: Callable[[], float] = time.time
+    ):
         self.plans = plans
         self._clock = clock
         self._wall = wall
@@ -65,8 +66,11 @@ class TenantThrottle:
                     bucket.day, bucket.used_today = day, 0
                 if bucket.used_today >= limits.quota_per_day:
                     until_midnight = (day + 1) * SECONDS_PER_DAY - wall
-                    return Refusal("quota_exceeded", f"the tenant's daily quota of {limits.quota_per_day} requests "
-                                   "is used up", max(1, math.ceil(until_midnight)))
+                    return Refusal(
+                        "quota_exceeded",
+                        f"the tenant's daily quota of {limits.quota_per_day} requests is used up",
+                        max(1, math.ceil(until_midnight)),
+                    )
             if bucket.tokens < 1.0:
                 wait = (1.0 - bucket.tokens) / limits.rate_limit
                 return Refusal("throttled", "too many requests", max(1, math.ceil(wait)))

@@ -41,8 +41,16 @@ BATCH_BYTES = 4 * 1024 * 1024
 MAX_LINE_BYTES = 16 * 1024 * 1024
 CHUNKING_FIELDS = ("chunking_method", "chunking_max_size", "chunking_overlap_offset")
 # What `kindex import` copies from the header into a collection it creates (the writable fields).
-COLLECTION_FIELDS = ("title", "embedding_model", *CHUNKING_FIELDS, "document_spaces", "allow_guests", "query_groups",
-                     "rights_check_method", "rights_check_method_configuration")
+COLLECTION_FIELDS = (
+    "title",
+    "embedding_model",
+    *CHUNKING_FIELDS,
+    "document_spaces",
+    "allow_guests",
+    "query_groups",
+    "rights_check_method",
+    "rights_check_method_configuration",
+)
 
 
 class TransferFailed(Exception):
@@ -75,8 +83,11 @@ def _writer(path: str) -> Iterator[IO[str]]:
         return
     target = Path(path)
     partial = target.with_name(target.name + ".partial")
-    raw = gzip.open(partial, "wt", encoding="utf-8") if target.name.endswith(".gz") else \
-        open(partial, "w", encoding="utf-8")
+    raw = (
+        gzip.open(partial, "wt", encoding="utf-8")
+        if target.name.endswith(".gz")
+        else open(partial, "w", encoding="utf-8")
+    )
     try:
         with raw:
             yield raw
@@ -100,10 +111,18 @@ def export_collection(client: Kindex, collection: str, output: str, *, progress:
             while True:
                 page = client.export_collection(collection, cursor, EXPORT_PAGE_CHUNKS)
                 if cursor is None:
-                    out.write(_line({"format": FORMAT, "format_version": FORMAT_VERSION,
-                                     "collection": page.collection.model_dump(mode="json"),
-                                     "embedding_model": page.embedding_model, "dimensions": page.dimensions,
-                                     "exported_at": datetime.now(timezone.utc).isoformat(timespec="seconds")}))
+                    out.write(
+                        _line(
+                            {
+                                "format": FORMAT,
+                                "format_version": FORMAT_VERSION,
+                                "collection": page.collection.model_dump(mode="json"),
+                                "embedding_model": page.embedding_model,
+                                "dimensions": page.dimensions,
+                                "exported_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                            }
+                        )
+                    )
                 for document in page.documents:
                     out.write(_line({"type": "document", **document.model_dump(mode="json")}))
                 for chunk in page.chunks:
@@ -124,7 +143,7 @@ def export_collection(client: Kindex, collection: str, output: str, *, progress:
 @contextmanager
 def _reader(path: str) -> Iterator[IO[bytes]]:
     """The file's bytes, unpacked when they are gzip (told by the magic bytes, for stdin too)."""
-    with (nullcontext(sys.stdin.buffer) if path == "-" else open(path, "rb")) as raw:
+    with nullcontext(sys.stdin.buffer) if path == "-" else open(path, "rb") as raw:
         magic = raw.peek(2)[:2] if isinstance(raw, io.BufferedReader) else b""
         if magic == b"\x1f\x8b":
             with gzip.open(raw, "rb") as unpacked:
@@ -156,10 +175,12 @@ def _records(stream: IO[bytes]) -> Iterator[tuple[int, dict[str, Any], int]]:
 
 def _check_header(number: int, header: dict[str, Any]) -> None:
     if header.get("format") != FORMAT:
-        raise TransferFailed(f"line {number}: not a kindex export (no '\"format\": \"{FORMAT}\"' header)")
+        raise TransferFailed(f'line {number}: not a kindex export (no \'"format": "{FORMAT}"\' header)')
     if header.get("format_version") != FORMAT_VERSION:
-        raise TransferFailed(f"line {number}: format version {header.get('format_version')!r} is not supported "
-                             f"(this kindex reads version {FORMAT_VERSION})")
+        raise TransferFailed(
+            f"line {number}: format version {header.get('format_version')!r} is not supported "
+            f"(this kindex reads version {FORMAT_VERSION})"
+        )
     if not isinstance(header.get("collection"), dict):
         raise TransferFailed(f"line {number}: the header has no collection")
 
@@ -178,9 +199,12 @@ def _ensure_collection(client: Kindex, collection: str, header: dict[str, Any]) 
 
 class _Batch:
     def __init__(self, header: dict[str, Any]):
-        self.base = {"format_version": FORMAT_VERSION, "embedding_model": header.get("embedding_model"),
-                     "dimensions": header.get("dimensions"),
-                     "chunking": {name: header["collection"].get(name) for name in CHUNKING_FIELDS}}
+        self.base = {
+            "format_version": FORMAT_VERSION,
+            "embedding_model": header.get("embedding_model"),
+            "dimensions": header.get("dimensions"),
+            "chunking": {name: header["collection"].get(name) for name in CHUNKING_FIELDS},
+        }
         self.documents: list[dict] = []
         self.chunks: list[dict] = []
         self.bytes = 0
@@ -214,8 +238,9 @@ def import_file(client: Kindex, source: str, collection: str, *, progress: bool 
         try:
             result = client.import_batch(collection, batch.body())
         except ValidationError as error:  # the API's own model, checked here before the request
-            raise TransferFailed(f"the records before line {last_line + 1} are not a valid batch: "
-                                 f"{describe(error)[:500]}") from error
+            raise TransferFailed(
+                f"the records before line {last_line + 1} are not a valid batch: {describe(error)[:500]}"
+            ) from error
         summary["documents"] += result.documents_completed
         summary["chunks"] += result.chunks_written
         summary["texts_embedded"] += result.texts_embedded
@@ -247,9 +272,13 @@ def import_file(client: Kindex, source: str, collection: str, *, progress: bool 
     finally:
         bar.close()
     if trailer is None:
-        raise TransferFailed(f"{source} ends without its end line: the export was cut short (imported "
-                             f"{summary['chunks']} chunks so far; run the import again with a complete file)")
+        raise TransferFailed(
+            f"{source} ends without its end line: the export was cut short (imported "
+            f"{summary['chunks']} chunks so far; run the import again with a complete file)"
+        )
     if (trailer.get("documents"), trailer.get("chunks")) != (summary["documents"], summary["chunks"]):
-        raise TransferFailed(f"the file announces {trailer.get('documents')} documents and {trailer.get('chunks')} "
-                             f"chunks; {summary['documents']} and {summary['chunks']} were imported")
+        raise TransferFailed(
+            f"the file announces {trailer.get('documents')} documents and {trailer.get('chunks')} "
+            f"chunks; {summary['documents']} and {summary['chunks']} were imported"
+        )
     return summary

@@ -33,12 +33,24 @@ def add_commands(sub) -> None:
     _remote_flags(mcp)
     mcp.add_argument("--user", help="the end user every search runs for (or KINDEX_MCP_USER)")
     mcp.add_argument("--groups", help="that user's groups, comma-separated (or KINDEX_MCP_GROUPS)")
-    mcp.add_argument("--collection", action="append", dest="collections",
-                     help="a collection `search` uses by default (repeat; or KINDEX_MCP_COLLECTIONS)")
-    mcp.add_argument("--filter", metavar="JSON", help="an attribute filter every search is ANDed with: the model "
-                                                      "may narrow it, never widen it (or KINDEX_MCP_FILTER)")
-    mcp.add_argument("--transport", choices=("stdio", "http"), default="stdio",
-                     help="stdio (default; the client starts the server) or streamable HTTP")
+    mcp.add_argument(
+        "--collection",
+        action="append",
+        dest="collections",
+        help="a collection `search` uses by default (repeat; or KINDEX_MCP_COLLECTIONS)",
+    )
+    mcp.add_argument(
+        "--filter",
+        metavar="JSON",
+        help="an attribute filter every search is ANDed with: the model "
+        "may narrow it, never widen it (or KINDEX_MCP_FILTER)",
+    )
+    mcp.add_argument(
+        "--transport",
+        choices=("stdio", "http"),
+        default="stdio",
+        help="stdio (default; the client starts the server) or streamable HTTP",
+    )
     mcp.add_argument("--host", default="127.0.0.1", help="interface for --transport http")
     mcp.add_argument("--port", type=int, default=8765, help="port for --transport http (default 8765)")
     mcp.set_defaults(func=cmd_mcp)
@@ -66,8 +78,11 @@ def _export(args: argparse.Namespace, client) -> int:
     out = sys.stderr if args.output == "-" else sys.stdout
     print(f"exported {done['documents']} documents, {done['chunks']} chunks from {args.collection}", file=out)
     if done["skipped"]:
-        print(f"skipped {len(done['skipped'])} documents that are not indexed: "
-              f"{', '.join(done['skipped'][:20])}{' ...' if len(done['skipped']) > 20 else ''}", file=out)
+        print(
+            f"skipped {len(done['skipped'])} documents that are not indexed: "
+            f"{', '.join(done['skipped'][:20])}{' ...' if len(done['skipped']) > 20 else ''}",
+            file=out,
+        )
     return 0
 
 
@@ -76,8 +91,10 @@ def _import(args: argparse.Namespace, client) -> int:
 
     done = import_file(client, args.file, args.collection, progress=not args.quiet)
     created = " (created)" if done["collection_created"] else ""
-    print(f"imported {done['documents']} documents, {done['chunks']} chunks into {args.collection}{created}; "
-          f"{done['texts_embedded']} texts embedded")
+    print(
+        f"imported {done['documents']} documents, {done['chunks']} chunks into {args.collection}{created}; "
+        f"{done['texts_embedded']} texts embedded"
+    )
     return 0
 
 
@@ -107,8 +124,9 @@ def cmd_mcp(args: argparse.Namespace) -> int:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_USAGE
     try:
-        settings = McpSettings.from_args(url, key, args.user, args.groups, args.collections, timeout=args.timeout,
-                                         filter_json=args.filter)
+        settings = McpSettings.from_args(
+            url, key, args.user, args.groups, args.collections, timeout=args.timeout, filter_json=args.filter
+        )
     except ValueError as error:  # a configured filter the API would refuse
         print(f"error: {error}", file=sys.stderr)
         return EXIT_USAGE

@@ -23,15 +23,26 @@ LOCAL_VISIBILITY_TIMEOUT = 3600.0
 
 
 def sqs_event(messages) -> dict[str, Any]:
-    return {"Records": [{
-        "messageId": m.message_id, "receiptHandle": m.message_id, "body": m.body, "eventSource": "aws:sqs",
-        "eventSourceARN": "arn:aws:sqs:local:000000000000:kindex-ingest", "awsRegion": "local",
-        "attributes": {"ApproximateReceiveCount": str(m.receive_count)}, "messageAttributes": {},
-    } for m in messages]}
+    return {
+        "Records": [
+            {
+                "messageId": m.message_id,
+                "receiptHandle": m.message_id,
+                "body": m.body,
+                "eventSource": "aws:sqs",
+                "eventSourceARN": "arn:aws:sqs:local:000000000000:kindex-ingest",
+                "awsRegion": "local",
+                "attributes": {"ApproximateReceiveCount": str(m.receive_count)},
+                "messageAttributes": {},
+            }
+            for m in messages
+        ]
+    }
 
 
-def by_message_kind(ingest: Callable[[dict, Any], dict], reindex: Callable[[dict, Any], dict]
-                    ) -> Callable[[dict, Any], dict]:
+def by_message_kind(
+    ingest: Callable[[dict, Any], dict], reindex: Callable[[dict, Any], dict]
+) -> Callable[[dict, Any], dict]:
     """One handler for the local queue, which carries both S3 notifications and reindex tasks: each record goes to
     the function its body is for (as on AWS, where they arrive on two queues), and the failures are merged."""
 
@@ -59,8 +70,9 @@ class BackgroundLoop:
         self._threads: list[threading.Thread] = []
 
     def start(self) -> None:
-        self._threads = [threading.Thread(target=self._loop, name=f"{self.name}-{i}", daemon=True)
-                         for i in range(self.threads)]
+        self._threads = [
+            threading.Thread(target=self._loop, name=f"{self.name}-{i}", daemon=True) for i in range(self.threads)
+        ]
         for thread in self._threads:
             thread.start()
 
@@ -85,9 +97,18 @@ class Worker(BackgroundLoop):
 
     name = "kindex-worker"
 
-    def __init__(self, queue: MessageQueue, handler: Callable[[dict, Any], dict], *, threads: int = 1,
-                 batch_size: int = 10, visibility_timeout: float = LOCAL_VISIBILITY_TIMEOUT, max_receives: int = 3,
-                 poll_interval: float = 0.2, backoff: float = 1.0):
+    def __init__(
+        self,
+        queue: MessageQueue,
+        handler: Callable[[dict, Any], dict],
+        *,
+        threads: int = 1,
+        batch_size: int = 10,
+        visibility_timeout: float = LOCAL_VISIBILITY_TIMEOUT,
+        max_receives: int = 3,
+        poll_interval: float = 0.2,
+        backoff: float = 1.0,
+    ):
         super().__init__(threads)
         self.queue = queue
         self.handler = handler

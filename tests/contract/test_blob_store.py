@@ -52,8 +52,9 @@ def presigned_put_accepts(url: str, headers: dict[str, str]) -> bool:
     access_key, _, region, service, _ = unquote(query["X-Amz-Credential"][0]).split("/")
     sent = {name.lower(): value for name, value in headers.items()}
     signed = {name: sent.get(name, "") for name in query["X-Amz-SignedHeaders"][0].split(";") if name != "host"}
-    request = AWSRequest(method="PUT", url=f"{parts.scheme}://{parts.netloc}{parts.path}?{unsigned_query}",
-                         headers=signed)
+    request = AWSRequest(
+        method="PUT", url=f"{parts.scheme}://{parts.netloc}{parts.path}?{unsigned_query}", headers=signed
+    )
     request.context["timestamp"] = query["X-Amz-Date"][0]
     auth = S3SigV4QueryAuth(Credentials(access_key, "testing", "testing"), service, region)
     expected = auth.signature(auth.string_to_sign(request, auth.canonical_request(request)), request)
@@ -68,8 +69,23 @@ class TestFolderBlobStore(BlobStoreContract):
     def blobs(self, tmp_path) -> FolderBlobStore:
         return FolderBlobStore(tmp_path)
 
-    @pytest.mark.parametrize("key", ["", "a//b", "a/./b", "a/../b", "../x", "./x", "a/", "/a", "a/b\x00c",
-                                     ".tmp/x", ".tmp", "a/b/../../../outside"])
+    @pytest.mark.parametrize(
+        "key",
+        [
+            "",
+            "a//b",
+            "a/./b",
+            "a/../b",
+            "../x",
+            "./x",
+            "a/",
+            "/a",
+            "a/b\x00c",
+            ".tmp/x",
+            ".tmp",
+            "a/b/../../../outside",
+        ],
+    )
     def test_refuses_keys_that_are_not_one_path_of_their_own(self, tmp_path, key):
         # Given a folder store / When a key with an empty, '.' or '..' name or one inside the temp folder is used
         store = FolderBlobStore(tmp_path / "blobs")
@@ -85,9 +101,11 @@ class TestFolderBlobStore(BlobStoreContract):
         store = FolderBlobStore(tmp_path / "blobs")
         for i in range(5):
             store.put_blob(f"a/{i}.txt", b"x" * i, "text/plain")
+
         # When a write fails at the final rename
         def failing_replace(src, dst):
             raise OSError("disk full")
+
         monkeypatch.setattr("kindex.adapters.local.folder_blobs.os.replace", failing_replace)
         with pytest.raises(OSError):
             store.put_blob("a/late.txt", b"y", "text/plain")
@@ -186,7 +204,8 @@ class TestFolderBlobStore(BlobStoreContract):
         os.utime(recent, (time.time() - 7200, time.time() - 7200))
         FolderBlobStore(root)
         assert recent.exists() and store.list_blobs("tenants/t/") == sorted(
-            f"tenants/t/collections/c/documents/d/{name}" for name in (".tmp-x", ".tmp-zzzzzzzz", "f.txt"))
+            f"tenants/t/collections/c/documents/d/{name}" for name in (".tmp-x", ".tmp-zzzzzzzz", "f.txt")
+        )
 
     def test_files_are_owner_only_whatever_the_umask(self, tmp_path):
         # Given a permissive umask, as a library user might have
@@ -206,8 +225,14 @@ class TestFolderBlobStore(BlobStoreContract):
     def test_warns_on_a_case_insensitive_file_system(self, tmp_path, monkeypatch, caplog):
         # Given a file system that folds case (simulated: every upper-cased probe name "exists")
         real_exists = Path.exists
-        monkeypatch.setattr(Path, "exists", lambda self: real_exists(self) or
-                            (self.name.startswith("CASE-PROBE-") and real_exists(self.with_name(self.name.lower()))))
+        monkeypatch.setattr(
+            Path,
+            "exists",
+            lambda self: (
+                real_exists(self)
+                or (self.name.startswith("CASE-PROBE-") and real_exists(self.with_name(self.name.lower())))
+            ),
+        )
         # When a store opens / Then it says that ids differing only in case would share files
         with caplog.at_level("WARNING", logger="kindex.adapters.local.folder_blobs"):
             FolderBlobStore(tmp_path / "blobs")
@@ -259,8 +284,10 @@ class TestS3BlobStore(BlobStoreContract):
         # Given more object versions than one DeleteObjects batch (batch size shrunk for the test)
         monkeypatch.setattr(s3_blobs, "DELETE_BATCH_MAX", 4)
         calls = []
-        s3.meta.events.register("before-parameter-build.s3.DeleteObjects",
-                                lambda **kwargs: calls.append(len(kwargs["params"]["Delete"]["Objects"])))
+        s3.meta.events.register(
+            "before-parameter-build.s3.DeleteObjects",
+            lambda **kwargs: calls.append(len(kwargs["params"]["Delete"]["Objects"])),
+        )
         store = S3BlobStore(BUCKET, client=s3)
         for i in range(9):
             store.put_blob(f"p/{i}.txt", b"x", "text/plain")
@@ -286,8 +313,12 @@ class TestS3BlobStore(BlobStoreContract):
         signed_at = datetime.strptime(query["X-Amz-Date"][0], "%Y%m%dT%H%M%SZ").replace(tzinfo=timezone.utc)
         assert 0 <= signed_at.timestamp() + 300 - expires_at <= 2
         assert {"content-type", "content-length"} <= set(query["X-Amz-SignedHeaders"][0].split(";"))
-        assert headers == {"Content-Type": "application/pdf", "Content-Length": "8",
-                           "x-amz-server-side-encryption": "AES256", "If-None-Match": "*"}
+        assert headers == {
+            "Content-Type": "application/pdf",
+            "Content-Length": "8",
+            "x-amz-server-side-encryption": "AES256",
+            "If-None-Match": "*",
+        }
         # When the file is PUT to it (moto intercepts the request) / Then the store reads it back
         response = requests.put(url, data=b"%PDF-1.7", headers=headers, timeout=5)
         assert response.status_code == 200
@@ -350,7 +381,7 @@ class TestS3BlobStore(BlobStoreContract):
                 Body.closed = True
 
         with Stubber(client) as stub:
-            stub.add_response("get_object", {"Body": Body(), "ContentLength": 5 * 1024 ** 3})
+            stub.add_response("get_object", {"Body": Body(), "ContentLength": 5 * 1024**3})
             # When read with the file limit / Then refused, the body never read, the connection closed
             with pytest.raises(LimitExceeded, match=r"^File is 5368709120 bytes; the limit is 52428800 bytes$"):
                 store.get_blob("big", max_bytes=50 * 1024 * 1024)
@@ -380,10 +411,11 @@ class TestS3BlobStore(BlobStoreContract):
         client = moto_client("s3")
         store = S3BlobStore(BUCKET, client=client)
         with Stubber(client) as stub:
-            stub.add_response("list_object_versions", {"Versions": [{"Key": "p/a", "VersionId": "v1",
-                                                                     "IsLatest": True}], "IsTruncated": False})
-            stub.add_response("delete_objects",
-                              {"Errors": [{"Key": "p/a", "VersionId": "v1", "Code": "AccessDenied"}]})
+            stub.add_response(
+                "list_object_versions",
+                {"Versions": [{"Key": "p/a", "VersionId": "v1", "IsLatest": True}], "IsTruncated": False},
+            )
+            stub.add_response("delete_objects", {"Errors": [{"Key": "p/a", "VersionId": "v1", "Code": "AccessDenied"}]})
             # When deleting the prefix / Then DependencyFailed rather than a wrong count
             with pytest.raises(DependencyFailed):
                 store.delete_prefix("p/")

@@ -28,8 +28,7 @@ class TestSqliteChunkStore(ChunkStoreContract):
         store = SqliteChunkStore(SqliteDatabase(tmp_path / "x.sqlite3"))
         store.put_chunks("t", [chunk("d1", i, text=f"{i:05d}" + "x" * 10_000) for i in range(1000)])
         selects: list[str] = []
-        store.db.connection().set_trace_callback(
-            lambda sql: selects.append(sql) if sql.startswith("SELECT") else None)
+        store.db.connection().set_trace_callback(lambda sql: selects.append(sql) if sql.startswith("SELECT") else None)
         # When a caller takes 101 chunks and stops
         iterator = store.iter_chunks("t", "c", "d1")
         taken = [next(iterator).index for _ in range(101)]
@@ -101,8 +100,11 @@ class Unprocessed:
             return getattr(self.client, operation)(RequestItems=request_items)
         self.halved = True
         half = len(items) // 2
-        sent, held = ({**entry, "Keys": items[:half]}, {**entry, "Keys": items[half:]}) if reading \
+        sent, held = (
+            ({**entry, "Keys": items[:half]}, {**entry, "Keys": items[half:]})
+            if reading
             else (items[:half], items[half:])
+        )
         response = getattr(self.client, operation)(RequestItems={table: sent})
         return {**response, unprocessed_key: {table: held}}
 
@@ -156,14 +158,15 @@ class TestDynamoDbChunkStore(ChunkStoreContract):
         store = DynamoDbChunkStore(TABLE, client=dynamodb)
         store.put_chunks("acme", [chunk("my doc#1", 3, collection="c%1", page_start=4, page_end=5)])
         # When reading the raw item / Then its key is the escaped document partition and the chunk id
-        item = dynamodb.get_item(TableName=TABLE, Key={"pk": {"S": "T#acme#C#c%251#D#my doc%231"},
-                                                       "sk": {"S": "my doc#1-3"}})["Item"]
+        item = dynamodb.get_item(
+            TableName=TABLE, Key={"pk": {"S": "T#acme#C#c%251#D#my doc%231"}, "sk": {"S": "my doc#1-3"}}
+        )["Item"]
         assert item["idx"] == {"N": "3"} and item["page_start"] == {"N": "4"}
         assert item["text"] == {"S": "chunk 3 of my doc#1"}
 
     def test_over_long_partition_keys_are_hashed(self):
         # Given ids whose escaped partition key would exceed 2,048 bytes / Then a short hashed key is used
-        longest = "\U0001F600" * 255
+        longest = "\U0001f600" * 255
         pk = chunks_pk(longest, longest, longest)
         assert pk.startswith("H#") and len(pk) == 66
         assert chunks_pk(longest, longest, longest[:-1]) != pk

@@ -88,8 +88,14 @@ class TestOpenAIEmbedder(EmbedderContract):
 
     @pytest.fixture
     def embedder(self, stub):
-        return OpenAIEmbedder("text-embedding-3-small", api_key="sk-test-contract", base_url=stub.base_url,
-                              dimensions=16, max_retries=0, timeout=10.0)
+        return OpenAIEmbedder(
+            "text-embedding-3-small",
+            api_key="sk-test-contract",
+            base_url=stub.base_url,
+            dimensions=16,
+            max_retries=0,
+            timeout=10.0,
+        )
 
     def test_what_goes_out_is_valid_utf8_with_the_surrogates_replaced(self, embedder, stub):
         # When a text with a lone surrogate and a split surrogate pair is embedded
@@ -102,8 +108,10 @@ class TestOpenAIEmbedder(EmbedderContract):
 
 def _pinned(model: str) -> tuple[np.ndarray, np.ndarray]:
     vectors = json.loads(PINS.read_text())["vectors"][model]
-    rows = {kind: np.vstack([np.frombuffer(base64.b64decode(row), dtype="<f4") for row in vectors[kind]])
-            for kind in ("passages", "queries")}
+    rows = {
+        kind: np.vstack([np.frombuffer(base64.b64decode(row), dtype="<f4") for row in vectors[kind]])
+        for kind in ("passages", "queries")
+    }
     return rows["passages"], rows["queries"]
 
 
@@ -114,6 +122,8 @@ def test_the_local_models_give_the_vectors_they_gave_before_the_shared_base(mode
     embedder = local_model(model)
     # When the same texts are embedded now / Then each vector is the same: cosine 1 within 1e-4, which rules out a
     # changed pipeline (another pooling, window or prefix moves it by 1e-2 or more) but not another CPU's int8 kernels
-    for got, want in [*zip(embedder.embed(PINNED_PASSAGES), passages),
-                      *zip(embedder.embed_queries(PINNED_QUERIES), queries)]:
+    for got, want in [
+        *zip(embedder.embed(PINNED_PASSAGES), passages),
+        *zip(embedder.embed_queries(PINNED_QUERIES), queries),
+    ]:
         assert cosine(got, want) == pytest.approx(1.0, abs=1e-4)

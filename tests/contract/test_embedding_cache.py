@@ -50,6 +50,7 @@ class TestDynamoDbEmbeddingCache(EmbeddingCacheContract):
 
     def test_vector_is_stored_as_float32_binary(self, dynamodb):
         DynamoDbEmbeddingCache(TABLE, client=dynamodb).put_vectors(
-            "acme", "hash:4", {"abc": np.array([1, 2, 3, 4], np.float32)})
+            "acme", "hash:4", {"abc": np.array([1, 2, 3, 4], np.float32)}
+        )
         item = dynamodb.get_item(TableName=TABLE, Key={"pk": {"S": "T#acme#EMB#hash:4"}, "sk": {"S": "abc"}})["Item"]
         assert item["vector"]["B"] == np.array([1, 2, 3, 4], dtype="<f4").tobytes()

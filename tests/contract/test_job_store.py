@@ -41,8 +41,7 @@ class TestDynamoDbJobStore(JobStoreContract):
         assert (item["pk"]["S"], item["sk"]["S"]) == ("T#acme#JOBS", "job-1")
         assert ReindexJob.model_validate_json(item["body"]["S"]) == make_job()
         assert item["expires_at"] == {"N": str(int(T0) + 1 + JOB_TTL_SECONDS)}
-        assert dynamodb.describe_time_to_live(TableName=TABLE)["TimeToLiveDescription"]["AttributeName"] == \
-            "expires_at"
+        assert dynamodb.describe_time_to_live(TableName=TABLE)["TimeToLiveDescription"]["AttributeName"] == "expires_at"
 
     def test_rewrite_extends_the_expiry(self, dynamodb, clock):
         store = DynamoDbJobStore(TABLE, client=dynamodb, clock=clock)

@@ -47,9 +47,11 @@ class TestSqliteMetadataStore(MetadataStoreContract, ReindexLedgerContract, Coll
         path = tmp_path / "old.sqlite3"
         old = make_document("docs", "d1", title="old", version=2)
         with sqlite3.connect(path) as conn:
-            conn.execute("CREATE TABLE documents (tenant TEXT NOT NULL, collection TEXT NOT NULL, id TEXT NOT NULL,"
-                         " version INTEGER NOT NULL, body TEXT NOT NULL, PRIMARY KEY (tenant, collection, id))"
-                         " WITHOUT ROWID")
+            conn.execute(
+                "CREATE TABLE documents (tenant TEXT NOT NULL, collection TEXT NOT NULL, id TEXT NOT NULL,"
+                " version INTEGER NOT NULL, body TEXT NOT NULL, PRIMARY KEY (tenant, collection, id))"
+                " WITHOUT ROWID"
+            )
             conn.execute("INSERT INTO documents VALUES ('acme', 'docs', 'd1', 2, ?)", (legacy_body(old),))
         conn.close()
         # When the store opens it / Then the document reads at revision 0
@@ -61,8 +63,10 @@ class TestSqliteMetadataStore(MetadataStoreContract, ReindexLedgerContract, Coll
         store.put_document("acme", old.model_copy(update={"revision": 1, "title": "new"}), create=False)
         with pytest.raises(Conflict):
             store.put_document("acme", old.model_copy(update={"revision": 1, "title": "lost"}), create=False)
-        assert (store.get_document("acme", "docs", "d1").title, store.get_document("acme", "docs", "d1").revision) \
-            == ("new", 1)
+        assert (store.get_document("acme", "docs", "d1").title, store.get_document("acme", "docs", "d1").revision) == (
+            "new",
+            1,
+        )
         # And opening it again (another process of the same data directory) changes nothing
         again = SqliteMetadataStore(SqliteDatabase(path))
         assert again.get_document("acme", "docs", "d1").revision == 1
@@ -72,8 +76,10 @@ class TestSqliteMetadataStore(MetadataStoreContract, ReindexLedgerContract, Coll
         path = tmp_path / "old.sqlite3"
         old = make_collection(title="old", query_groups=["staff"], config_version=3)
         with sqlite3.connect(path) as conn:
-            conn.execute("CREATE TABLE collections (tenant TEXT NOT NULL, id TEXT NOT NULL, body TEXT NOT NULL,"
-                         " PRIMARY KEY (tenant, id)) WITHOUT ROWID")
+            conn.execute(
+                "CREATE TABLE collections (tenant TEXT NOT NULL, id TEXT NOT NULL, body TEXT NOT NULL,"
+                " PRIMARY KEY (tenant, id)) WITHOUT ROWID"
+            )
             conn.execute("INSERT INTO collections VALUES ('acme', 'docs', ?)", (legacy_body(old),))
         conn.close()
         # When the store opens it / Then the collection reads at revision 0
@@ -100,14 +106,16 @@ class TestDynamoDbMetadataStore(MetadataStoreContract, ReindexLedgerContract, Co
     def test_listing_really_spans_pages(self, dynamodb):
         # Given 30 documents and a store counting its Query calls
         calls = []
-        dynamodb.meta.events.register("before-parameter-build.dynamodb.Query",
-                                      lambda **kwargs: calls.append(dict(kwargs["params"])))
+        dynamodb.meta.events.register(
+            "before-parameter-build.dynamodb.Query", lambda **kwargs: calls.append(dict(kwargs["params"]))
+        )
         store = DynamoDbMetadataStore(TABLE, client=dynamodb, page_size=4)
         for i in range(30):
             store.put_document("acme", make_document("docs", f"d{i:02d}"), create=True)
         # When listing all / Then several pages were read and joined in order
-        assert [d.id for d in store.list_documents("acme", "docs", after=None, offset=0, limit=None)] == \
-            [f"d{i:02d}" for i in range(30)]
+        assert [d.id for d in store.list_documents("acme", "docs", after=None, offset=0, limit=None)] == [
+            f"d{i:02d}" for i in range(30)
+        ]
         assert len(calls) >= 8
         # When asking for a small slice / Then no more than needed is read
         calls.clear()
@@ -131,8 +139,9 @@ class TestDynamoDbMetadataStore(MetadataStoreContract, ReindexLedgerContract, Co
         # Given documents big enough that DynamoDB splits a query into 1 MB pages, and no page size of our own
         store = DynamoDbMetadataStore(TABLE, client=dynamodb)
         pages = []
-        dynamodb.meta.events.register("after-call.dynamodb.Query",
-                                      lambda **kwargs: pages.append(kwargs["parsed"].get("Count")))
+        dynamodb.meta.events.register(
+            "after-call.dynamodb.Query", lambda **kwargs: pages.append(kwargs["parsed"].get("Count"))
+        )
         for i in range(120):
             store.put_document("acme", make_document("docs", f"d{i:03d}", failure_reason="x" * 10_000), create=True)
         # When listing and counting / Then every item is returned across pages
@@ -157,8 +166,9 @@ class TestDynamoDbMetadataStore(MetadataStoreContract, ReindexLedgerContract, Co
         store.put_document("acme", make_document("docs", "d1", revision=1, title="one"), create=True)
         store.put_document("acme", make_document("docs", "d1", revision=2, title="two"), create=False)
         requests = []
-        dynamodb.meta.events.register("before-parameter-build.dynamodb.PutItem",
-                                      lambda **kwargs: requests.append(dict(kwargs["params"])))
+        dynamodb.meta.events.register(
+            "before-parameter-build.dynamodb.PutItem", lambda **kwargs: requests.append(dict(kwargs["params"]))
+        )
         # When a writer that read revision 1 commits / Then DynamoDB refuses it: Conflict, the item unchanged
         with pytest.raises(Conflict):
             store.put_document("acme", make_document("docs", "d1", revision=2, title="stale"), create=False)
@@ -170,8 +180,15 @@ class TestDynamoDbMetadataStore(MetadataStoreContract, ReindexLedgerContract, Co
     def test_an_item_written_before_revisions_is_updatable(self, dynamodb):
         # Given an item as the store wrote it before documents had revisions: no attribute, no field in the body
         old = make_document("docs", "d1", title="old", version=4)
-        dynamodb.put_item(TableName=TABLE, Item={"pk": {"S": "T#acme#C#docs"}, "sk": {"S": "d1"},
-                                                 "body": {"S": legacy_body(old)}, "version": {"N": "4"}})
+        dynamodb.put_item(
+            TableName=TABLE,
+            Item={
+                "pk": {"S": "T#acme#C#docs"},
+                "sk": {"S": "d1"},
+                "body": {"S": legacy_body(old)},
+                "version": {"N": "4"},
+            },
+        )
         store = DynamoDbMetadataStore(TABLE, client=dynamodb)
         assert store.get_document("acme", "docs", "d1") == old and old.revision == 0
         # When a write that claims to follow revision 1 comes / Then it is refused (the item is at 0)
@@ -192,13 +209,15 @@ class TestDynamoDbMetadataStore(MetadataStoreContract, ReindexLedgerContract, Co
         store.put_collection("acme", make_collection(revision=1, query_groups=["staff", "guests"]), create=True)
         store.put_collection("acme", make_collection(revision=2, query_groups=["staff"]), create=False)
         requests = []
-        dynamodb.meta.events.register("before-parameter-build.dynamodb.PutItem",
-                                      lambda **kwargs: requests.append(dict(kwargs["params"])))
+        dynamodb.meta.events.register(
+            "before-parameter-build.dynamodb.PutItem", lambda **kwargs: requests.append(dict(kwargs["params"]))
+        )
         # When a writer that read revision 1 commits another field (and the groups it read) / Then DynamoDB refuses
         # it: Conflict, and the revoked group stays revoked
         with pytest.raises(Conflict):
-            store.put_collection("acme", make_collection(revision=2, query_groups=["staff", "guests"], title="t"),
-                                 create=False)
+            store.put_collection(
+                "acme", make_collection(revision=2, query_groups=["staff", "guests"], title="t"), create=False
+            )
         assert requests[-1]["ConditionExpression"] == "attribute_exists(pk) AND #revision = :expected"
         assert requests[-1]["ExpressionAttributeValues"] == {":expected": {"N": "1"}}
         raw = dynamodb.get_item(TableName=TABLE, Key={"pk": {"S": "T#acme#COLLECTIONS"}, "sk": {"S": "docs"}})["Item"]
@@ -224,8 +243,15 @@ class TestDynamoDbMetadataStore(MetadataStoreContract, ReindexLedgerContract, Co
             store.put_collection("acme", old.model_copy(update={"revision": 1, "title": "lost"}), create=False)
         assert store.get_collection("acme", "docs") == old.model_copy(update={"revision": 1, "query_groups": []})
 
-    @pytest.mark.parametrize("code", ["ProvisionedThroughputExceededException", "ThrottlingException",
-                                      "ResourceNotFoundException", "InternalServerError"])
+    @pytest.mark.parametrize(
+        "code",
+        [
+            "ProvisionedThroughputExceededException",
+            "ThrottlingException",
+            "ResourceNotFoundException",
+            "InternalServerError",
+        ],
+    )
     def test_errors_become_dependency_failed(self, monkeypatch, code):
         # Given a client whose calls fail with an AWS error
         fake_aws_env(monkeypatch)
@@ -251,8 +277,9 @@ class TestDynamoDbMetadataStore(MetadataStoreContract, ReindexLedgerContract, Co
         with Stubber(client) as stub:
             stub.add_response("query", {"Items": [{"sk": {"S": "d1"}}, {"sk": {"S": "d2"}}], "Count": 2})
             stub.add_response("batch_write_item", {"UnprocessedItems": {TABLE: [second]}})
-            stub.add_response("batch_write_item", {"UnprocessedItems": {}},
-                              expected_params={"RequestItems": {TABLE: [second]}})
+            stub.add_response(
+                "batch_write_item", {"UnprocessedItems": {}}, expected_params={"RequestItems": {TABLE: [second]}}
+            )
             stub.add_response("delete_item", {"Attributes": {"pk": {"S": "T#acme#COLLECTIONS"}}})
             # When deleting the collection / Then the unprocessed item is sent again and the delete succeeds
             assert store.delete_collection("acme", "docs") is True

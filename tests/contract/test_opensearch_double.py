@@ -22,8 +22,21 @@ from tests.support.opensearch_node import ENGINE, OpenSearchNode
 pytestmark = pytest.mark.contract
 
 # Routing lists too ("a,b", ","...): a document takes one routing value, a request a comma-separated list.
-ROUTINGS = ["acme", "globex", "t1", "t2", "Ünïcode-テナント", "😀", "x" * 40, " spaced ", "a,b", ",",
-            "acme,,globex", ",acme", "acme,"]
+ROUTINGS = [
+    "acme",
+    "globex",
+    "t1",
+    "t2",
+    "Ünïcode-テナント",
+    "😀",
+    "x" * 40,
+    " spaced ",
+    "a,b",
+    ",",
+    "acme,,globex",
+    ",acme",
+    "acme,",
+]
 
 
 @pytest.fixture
@@ -45,12 +58,15 @@ def routed_ids(client: OpenSearch, index: str, routing: str) -> list[str]:
     return sorted(hit["_id"] for hit in client.search(index=index, body=body, routing=routing)["hits"]["hits"])
 
 
-@pytest.mark.parametrize("settings, mappings", [
-    ({"number_of_shards": 1}, {}),
-    ({"number_of_shards": 3}, {}),
-    ({"number_of_shards": 4, "number_of_routing_shards": 16}, {}),
-    ({"number_of_shards": 6, "routing_partition_size": 3}, {"_routing": {"required": True}}),
-])
+@pytest.mark.parametrize(
+    "settings, mappings",
+    [
+        ({"number_of_shards": 1}, {}),
+        ({"number_of_shards": 3}, {}),
+        ({"number_of_shards": 4, "number_of_routing_shards": 16}, {}),
+        ({"number_of_shards": 6, "routing_partition_size": 3}, {"_routing": {"required": True}}),
+    ],
+)
 def test_routed_searches_see_the_same_documents(both, settings, mappings):
     # Given the same index on the node and the double, and documents under several routing values, one _id
     # reused under every routing value
@@ -77,10 +93,20 @@ def test_keyword_matches_agree_under_the_adapter_analyzer(both, query):
     # Given the adapter's mapping and texts with punctuation inside words
     prefix, clients = both
     index = f"{prefix}-words"
-    texts = {"1": "The budget review", "2": "snake case names", "3": "send an e-mail", "4": "pi is 3.14",
-             "5": "text: unrelated words", "6": "nothing here"}
-    on_both(clients, lambda c: c.indices.create(index=index, body=build_index_body(
-        2, design=IndexDesign(engine=ENGINE, number_of_replicas=0))))
+    texts = {
+        "1": "The budget review",
+        "2": "snake case names",
+        "3": "send an e-mail",
+        "4": "pi is 3.14",
+        "5": "text: unrelated words",
+        "6": "nothing here",
+    }
+    on_both(
+        clients,
+        lambda c: c.indices.create(
+            index=index, body=build_index_body(2, design=IndexDesign(engine=ENGINE, number_of_replicas=0))
+        ),
+    )
     for client in clients.values():
         for doc_id, text in texts.items():
             client.index(index=index, id=doc_id, routing="t", body={"text": text, "vector": [1.0, 0.0]})
@@ -97,18 +123,29 @@ def test_filtered_knn_scores_agree(both):
     index = f"{prefix}-knn"
     vectors = np.random.RandomState(4).normal(size=(30, 8))
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-    on_both(clients, lambda c: c.indices.create(index=index, body=build_index_body(
-        8, design=IndexDesign(engine=ENGINE, number_of_replicas=0))))
+    on_both(
+        clients,
+        lambda c: c.indices.create(
+            index=index, body=build_index_body(8, design=IndexDesign(engine=ENGINE, number_of_replicas=0))
+        ),
+    )
     for client in clients.values():
         for number, vector in enumerate(vectors):
-            client.index(index=index, id=str(number), routing="t",
-                         body={"vector": vector.tolist(), "language": "de" if number % 3 else "en"})
+            client.index(
+                index=index,
+                id=str(number),
+                routing="t",
+                body={"vector": vector.tolist(), "language": "de" if number % 3 else "en"},
+            )
         client.indices.refresh(index=index)
     # When searching with an efficient filter
-    body = {"size": 5, "query": {"knn": {"vector": {"vector": vectors[0].tolist(), "k": 5,
-                                                    "filter": {"term": {"language": "de"}}}}}}
-    answers = on_both(clients, lambda c: [(h["_id"], h["_score"]) for h in c.search(index=index, body=body)
-                                          ["hits"]["hits"]])
+    body = {
+        "size": 5,
+        "query": {"knn": {"vector": {"vector": vectors[0].tolist(), "k": 5, "filter": {"term": {"language": "de"}}}}},
+    }
+    answers = on_both(
+        clients, lambda c: [(h["_id"], h["_score"]) for h in c.search(index=index, body=body)["hits"]["hits"]]
+    )
     # Then the same documents come back in the same order, with the same scores
     assert [i for i, _ in answers["double"]] == [i for i, _ in answers["node"]]
     assert [s for _, s in answers["double"]] == pytest.approx([s for _, s in answers["node"]], abs=1e-5)

@@ -77,16 +77,15 @@ class TestSecretsManagerStore(SecretStoreContract):
         return SecretsManagerStore(PREFIX, client=secretsmanager)
 
     def test_secret_name_keeps_plain_names_readable_and_escapes_the_rest(self):
-        assert secret_name("kindex", "tenants/acme/rights-check-signing") == \
-            "kindex/tenants/acme/rights-check-signing"
+        assert secret_name("kindex", "tenants/acme/rights-check-signing") == "kindex/tenants/acme/rights-check-signing"
         assert secret_name("kindex", "tenants/a b=é/x") == "kindex/tenants/a=20b=3D=C3=A9/x"
-        long_name = secret_name("kindex", "\U0001F600" * 255)
+        long_name = secret_name("kindex", "\U0001f600" * 255)
         assert long_name.startswith("kindex/==") and len(long_name) == len("kindex/==") + 64
 
     def test_longest_names_are_distinct_secrets(self, secretsmanager):
         # Given names of the longest tenant ids (escaped, far beyond Secrets Manager's 512 characters)
         store = SecretsManagerStore(PREFIX, client=secretsmanager)
-        names = ["tenants/" + "\U0001F600" * 255 + "/s", "tenants/" + "\U0001F600" * 254 + "/s"]
+        names = ["tenants/" + "\U0001f600" * 255 + "/s", "tenants/" + "\U0001f600" * 254 + "/s"]
         store.put_secret(names[0], b"one")
         store.put_secret(names[1], b"two")
         # When a fresh process reads them / Then each has its own value
@@ -148,8 +147,9 @@ class TestSecretsManagerStore(SecretStoreContract):
                 stub.add_client_error("create_secret", service_error_code="ResourceExistsException")
                 stub.add_client_error("put_secret_value", service_error_code="InvalidRequestException")
             stub.add_response("restore_secret", {"Name": name}, expected_params={"SecretId": name})
-            stub.add_response("put_secret_value", {"Name": name},
-                              expected_params={"SecretId": name, "SecretBinary": b"new"})
+            stub.add_response(
+                "put_secret_value", {"Name": name}, expected_params={"SecretId": name, "SecretBinary": b"new"}
+            )
             # When the secret is written / Then it is restored and given the new value
             store = SecretsManagerStore(PREFIX, client=client)
             store.put_secret("s", b"new")

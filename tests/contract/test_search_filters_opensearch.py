@@ -60,15 +60,26 @@ def unit(seed: int) -> list[float]:
 QUERY = unit(10_000)
 
 
-def chunk(chunk_id: str, *, tenant: str = "a", attributes=None, access=None, vector=None, document=None,
-          text: str = WORDS) -> IndexRecord:
-    return IndexRecord(tenant=tenant, collection=COLLECTION, document_id=document or chunk_id, chunk_id=chunk_id,
-                       vector=vector or unit(zlib.crc32(chunk_id.encode()) % 10_000), text=text, language="en",
-                       mimetype="text/plain", attributes=attributes, access=access)
+def chunk(
+    chunk_id: str, *, tenant: str = "a", attributes=None, access=None, vector=None, document=None, text: str = WORDS
+) -> IndexRecord:
+    return IndexRecord(
+        tenant=tenant,
+        collection=COLLECTION,
+        document_id=document or chunk_id,
+        chunk_id=chunk_id,
+        vector=vector or unit(zlib.crc32(chunk_id.encode()) % 10_000),
+        text=text,
+        language="en",
+        mimetype="text/plain",
+        attributes=attributes,
+        access=access,
+    )
 
 
-def both_legs(index: OpenSearchIndex, tenant: str, filters: SearchFilters | None, k: int = 100,
-              query: str = "common") -> set[str]:
+def both_legs(
+    index: OpenSearchIndex, tenant: str, filters: SearchFilters | None, k: int = 100, query: str = "common"
+) -> set[str]:
     """The chunk ids the k-NN and the keyword leg return for one search; the legs must agree."""
     knn = {hit.chunk_id for hit in index.knn_search(MODEL, tenant, [COLLECTION], QUERY, k, filters)}
     keyword = {hit.chunk_id for hit in index.keyword_search(MODEL, tenant, [COLLECTION], query, k, filters)}
@@ -77,13 +88,17 @@ def both_legs(index: OpenSearchIndex, tenant: str, filters: SearchFilters | None
 
 
 def legs_apart(index: OpenSearchIndex, tenant: str, filters: SearchFilters | None, k: int) -> tuple[list, list]:
-    return (index.knn_search(MODEL, tenant, [COLLECTION], QUERY, k, filters),
-            index.keyword_search(MODEL, tenant, [COLLECTION], "common", k, filters))
+    return (
+        index.knn_search(MODEL, tenant, [COLLECTION], QUERY, k, filters),
+        index.keyword_search(MODEL, tenant, [COLLECTION], "common", k, filters),
+    )
 
 
 def table_records() -> list[IndexRecord]:
-    return [chunk(chunk_id, tenant=tenant, attributes=attributes, access=ACCESS.get(chunk_id))
-            for chunk_id, (tenant, attributes) in DOCUMENTS.items()]
+    return [
+        chunk(chunk_id, tenant=tenant, attributes=attributes, access=ACCESS.get(chunk_id))
+        for chunk_id, (tenant, attributes) in DOCUMENTS.items()
+    ]
 
 
 class OpenSearchFilters:
@@ -106,11 +121,13 @@ class OpenSearchFilters:
         expression = parse_filter(raw)
         for tenant, (user, groups) in itertools.product(("a", "b"), ((None, ()), ("alice", ("g1", "g2")))):
             # When both legs search with the filter, on behalf of nobody and of alice in g1 and g2
-            found = both_legs(table, tenant, SearchFilters(attributes=expression,
-                                                           principals=Principals(user, groups)))
+            found = both_legs(table, tenant, SearchFilters(attributes=expression, principals=Principals(user, groups)))
             # Then they return exactly what the reference admits and matches
-            assert found == reference(tenant, expression) & reference_access(tenant, user, groups, False), \
-                (tenant, user, raw)
+            assert found == reference(tenant, expression) & reference_access(tenant, user, groups, False), (
+                tenant,
+                user,
+                raw,
+            )
 
     @pytest.mark.parametrize(("user", "groups"), PRINCIPALS, ids=[f"{u}-{len(g)}" for u, g in PRINCIPALS])
     def test_access_lists_admit_exactly_whom_the_reference_admits_on_both_legs(self, table, user, groups):
@@ -125,9 +142,12 @@ class OpenSearchFilters:
             assert both_legs(table, "a", filters) == reference_access("a", None, [], False) == {"a4", "a7"}
 
     def test_the_old_filters_still_narrow_beside_the_new_ones(self, table):
-        filters = SearchFilters(document_ids=("a1", "a2", "a4"), language="en",
-                                attributes=parse_filter({"year": {"$gte": 2020}}),
-                                principals=Principals("alice", ("g1",)))
+        filters = SearchFilters(
+            document_ids=("a1", "a2", "a4"),
+            language="en",
+            attributes=parse_filter({"year": {"$gte": 2020}}),
+            principals=Principals("alice", ("g1",)),
+        )
         assert both_legs(table, "a", filters) == {"a1", "a2"}
         assert both_legs(table, "a", SearchFilters(language="de", principals=Principals("alice", ("g1",)))) == set()
 
@@ -137,16 +157,39 @@ class OpenSearchFilters:
         # Given two tenants with the very same collection, document and chunk ids, principals and keys - `year` a
         # number for one, a string for the other, `tags` a list for one and a string for the other
         index = fresh()
-        index.upsert(MODEL, [chunk(f"c{i}", tenant="acme", document="d", vector=unit(i),
-                                   attributes={"year": 2020 + i, "tags": ["x"]}, access=Access(groups=("staff",)))
-                             for i in range(3)])
-        index.upsert(MODEL, [chunk(f"c{i}", tenant="globex", document="d", vector=unit(i),
-                                   attributes={"year": str(2020 + i), "tags": "x"}, access=Access(groups=("staff",)))
-                             for i in range(3)])
+        index.upsert(
+            MODEL,
+            [
+                chunk(
+                    f"c{i}",
+                    tenant="acme",
+                    document="d",
+                    vector=unit(i),
+                    attributes={"year": 2020 + i, "tags": ["x"]},
+                    access=Access(groups=("staff",)),
+                )
+                for i in range(3)
+            ],
+        )
+        index.upsert(
+            MODEL,
+            [
+                chunk(
+                    f"c{i}",
+                    tenant="globex",
+                    document="d",
+                    vector=unit(i),
+                    attributes={"year": str(2020 + i), "tags": "x"},
+                    access=Access(groups=("staff",)),
+                )
+                for i in range(3)
+            ],
+        )
         staff = Principals("u", ("staff",))
 
         def found(tenant, raw):
             return both_legs(index, tenant, SearchFilters(attributes=parse_filter(raw), principals=staff))
+
         # Then each tenant's filter reads its own types only
         assert found("acme", {"year": {"$gte": 2021}}) == {"c1", "c2"}
         assert found("globex", {"year": {"$gte": 2021}}) == set()
@@ -162,9 +205,14 @@ class OpenSearchFilters:
     def test_a_user_in_a_thousand_groups_is_admitted_by_the_last_one_and_denied_by_it_too(self, fresh):
         # Given a document listed for group g999 only, one that denies g999, and a user in 1,000 groups
         index = fresh()
-        index.upsert(MODEL, [chunk("listed", access=Access(groups=("g999",))),
-                             chunk("denied", access=Access(users=("u",), deny_groups=("g999",))),
-                             chunk("other", access=Access(groups=("g1000",)))])
+        index.upsert(
+            MODEL,
+            [
+                chunk("listed", access=Access(groups=("g999",))),
+                chunk("denied", access=Access(users=("u",), deny_groups=("g999",))),
+                chunk("other", access=Access(groups=("g1000",))),
+            ],
+        )
         groups = tuple(f"g{i}" for i in range(1000))
         # When they search / Then the last of their groups admits the first and denies the second, on both legs
         assert both_legs(index, "a", SearchFilters(principals=Principals("u", groups))) == {"listed"}
@@ -172,15 +220,25 @@ class OpenSearchFilters:
 
     def test_unicode_principals_attributes_and_an_empty_string_value_are_exact(self, fresh):
         index = fresh()
-        index.upsert(MODEL, [
-            chunk("u1", attributes={"title": "Zoë 🙂", "team": ""}, access=Access(users=("Zoë 🙂",),
-                                                                                     groups=("グループ",))),
-            chunk("u2", attributes={"title": "Zoe", "team": "x"}, access=Access(users=("Zoe",))),
-        ])
+        index.upsert(
+            MODEL,
+            [
+                chunk(
+                    "u1",
+                    attributes={"title": "Zoë 🙂", "team": ""},
+                    access=Access(users=("Zoë 🙂",), groups=("グループ",)),
+                ),
+                chunk("u2", attributes={"title": "Zoe", "team": "x"}, access=Access(users=("Zoe",))),
+            ],
+        )
 
         def found(user, groups, raw=None):
-            return both_legs(index, "a", SearchFilters(attributes=parse_filter(raw) if raw else None,
-                                                       principals=Principals(user, groups)))
+            return both_legs(
+                index,
+                "a",
+                SearchFilters(attributes=parse_filter(raw) if raw else None, principals=Principals(user, groups)),
+            )
+
         assert found("Zoë 🙂", ()) == {"u1"}
         assert found("Zoe", ()) == {"u2"}
         assert found(None, ("グループ",)) == {"u1"}
@@ -192,8 +250,13 @@ class OpenSearchFilters:
     def test_sixteen_concurrent_users_each_get_their_own_documents_only(self, fresh):
         # Given 16 users, each listed on the 5 documents of their own among 80, in one tenant
         index = fresh()
-        index.upsert(MODEL, [chunk(f"c{i}", vector=unit(i), access=Access(users=(f"user-{i % 16}",)),
-                                   attributes={"owner": i % 16}) for i in range(80)])
+        index.upsert(
+            MODEL,
+            [
+                chunk(f"c{i}", vector=unit(i), access=Access(users=(f"user-{i % 16}",)), attributes={"owner": i % 16})
+                for i in range(80)
+            ],
+        )
         own = {user: {f"c{i}" for i in range(80) if i % 16 == user} for user in range(16)}
 
         def client(user: int) -> list[set[str]]:
@@ -216,11 +279,15 @@ class OpenSearchFilters:
         bucket < 10 and groups g0..g9 keep 1 % (100 chunks), bucket < 1 and g0 keep 0.1 % (10 chunks); plus the
         same vectors in another tenant, without lists and in bucket 0, that no query may return."""
         index = fresh()
-        records = [chunk(f"c{i}", vector=unit(i), attributes={"bucket": i % 1000},
-                         access=Access(groups=(f"g{i % 1000}",))) for i in range(10_000)]
+        records = [
+            chunk(f"c{i}", vector=unit(i), attributes={"bucket": i % 1000}, access=Access(groups=(f"g{i % 1000}",)))
+            for i in range(10_000)
+        ]
         index.upsert(MODEL, records)
-        index.upsert(MODEL, [chunk(f"o{i}", tenant="other", vector=unit(i), attributes={"bucket": 0})
-                             for i in range(0, 10_000, 7)])
+        index.upsert(
+            MODEL,
+            [chunk(f"o{i}", tenant="other", vector=unit(i), attributes={"bucket": 0}) for i in range(0, 10_000, 7)],
+        )
         return index
 
     @pytest.mark.parametrize(("buckets", "expected"), [(10, 100), (1, 10)], ids=["1%", "0.1%"])
@@ -228,9 +295,13 @@ class OpenSearchFilters:
         k = 10
         allowed = {f"c{i}" for i in range(10_000) if i % 1000 < buckets}
         assert len(allowed) == expected
-        for filters in (SearchFilters(principals=Principals("u", tuple(f"g{b}" for b in range(buckets)))),
-                        SearchFilters(attributes=parse_filter({"bucket": {"$lt": buckets}}),
-                                      principals=Principals("u", tuple(f"g{b}" for b in range(1000))))):
+        for filters in (
+            SearchFilters(principals=Principals("u", tuple(f"g{b}" for b in range(buckets)))),
+            SearchFilters(
+                attributes=parse_filter({"bucket": {"$lt": buckets}}),
+                principals=Principals("u", tuple(f"g{b}" for b in range(1000))),
+            ),
+        ):
             # When the user searches for k=10 on each leg
             knn, keyword = legs_apart(crowd, "a", filters, k)
             # Then each leg returns k results, every one of them allowed, none another tenant's
@@ -256,8 +327,12 @@ class OpenSearchFilters:
         index.upsert(MODEL, [replace(first, attributes={"year": 2021}, access=Access(groups=("g2",)))])
 
         def found(groups, raw=None):
-            return both_legs(index, "a", SearchFilters(attributes=parse_filter(raw) if raw else None,
-                                                       principals=Principals("u", groups)))
+            return both_legs(
+                index,
+                "a",
+                SearchFilters(attributes=parse_filter(raw) if raw else None, principals=Principals("u", groups)),
+            )
+
         # Then g1 no longer sees it and g2 does, on both legs; the old attributes are gone, the new ones there
         assert found(("g1",)) == {"c2"}
         assert found(("g2",)) == {"c1", "c2"}
@@ -265,13 +340,13 @@ class OpenSearchFilters:
         assert found(("g2",), {"tags": {"$exists": True}}) == set()
         assert found(("g2",), {"year": 2021}) == {"c1"}
         # And its k-NN score is what it was: the vector came back with it
-        after = index.knn_search(MODEL, "a", [COLLECTION], QUERY, 5,
-                                 SearchFilters(principals=Principals("u", ("g2",))))
+        after = index.knn_search(MODEL, "a", [COLLECTION], QUERY, 5, SearchFilters(principals=Principals("u", ("g2",))))
         score = {hit.chunk_id: hit.score for hit in before}["c1"]
         assert {hit.chunk_id: hit.score for hit in after}["c1"] == pytest.approx(score, abs=1e-6)
 
     def test_an_index_from_before_gets_the_fields_once_and_its_chunks_read_as_no_attributes_no_list(
-            self, fresh, raw_client):
+        self, fresh, raw_client
+    ):
         # Given an index laid out as before this change (no filter fields in its strict mapping), holding a chunk
         writer = fresh()
         alias = index_alias(writer.index_prefix, MODEL, DIMS)
@@ -280,10 +355,22 @@ class OpenSearchFilters:
             del old_body["mappings"]["properties"][field]
         raw_client.indices.create(index=concrete_index(alias), body=old_body)
         old = chunk("old", vector=unit(1))
-        raw_client.index(index=alias, id=document_id("a", COLLECTION, "old"), routing=routing_key("a"),
-                         refresh=True, body={"tenant": "a", "collection": COLLECTION, "document_id": "old",
-                                             "chunk_id": "old", "language": "en", "mimetype": "text/plain",
-                                             "text": old.text, "vector": old.vector})
+        raw_client.index(
+            index=alias,
+            id=document_id("a", COLLECTION, "old"),
+            routing=routing_key("a"),
+            refresh=True,
+            body={
+                "tenant": "a",
+                "collection": COLLECTION,
+                "document_id": "old",
+                "chunk_id": "old",
+                "language": "en",
+                "mimetype": "text/plain",
+                "text": old.text,
+                "vector": old.vector,
+            },
+        )
         # When a reader searches it before any writer touched it
         reader = fresh(same_as=writer)
         filters = SearchFilters(attributes=parse_filter({"year": {"$exists": False}}), principals=Principals("u"))
@@ -300,10 +387,12 @@ class OpenSearchFilters:
         assert both_legs(reader, "a", SearchFilters(principals=Principals("u"))) == {"old", "new", "newer"}
         assert both_legs(reader, "a", SearchFilters(principals=Principals("u", required=True))) == {"new"}
         assert both_legs(reader, "a", SearchFilters(principals=Principals("v"))) == {"old", "newer"}
-        assert both_legs(reader, "a", SearchFilters(attributes=parse_filter({"year": {"$ne": 2020}}),
-                                                    principals=Principals("u"))) == {"old", "newer"}
-        assert both_legs(reader, "a", SearchFilters(attributes=parse_filter({"year": {"$gte": 2020}}),
-                                                    principals=Principals("u"))) == {"new", "newer"}
+        assert both_legs(
+            reader, "a", SearchFilters(attributes=parse_filter({"year": {"$ne": 2020}}), principals=Principals("u"))
+        ) == {"old", "newer"}
+        assert both_legs(
+            reader, "a", SearchFilters(attributes=parse_filter({"year": {"$gte": 2020}}), principals=Principals("u"))
+        ) == {"new", "newer"}
 
 
 def _put_mappings(double: OpenSearchDouble) -> list:
@@ -327,6 +416,7 @@ class TestFiltersOnTheDouble(OpenSearchFilters):
         def adapter(same_as: OpenSearchIndex | None = None) -> OpenSearchIndex:
             prefix = same_as.index_prefix if same_as is not None else f"kx{next(prefixes)}"
             return OpenSearchIndex(double.client(), index_prefix=prefix, number_of_replicas=0)
+
         return adapter
 
     @pytest.fixture
@@ -374,6 +464,7 @@ class TestFiltersOnANode(OpenSearchFilters):
         def adapter(same_as: OpenSearchIndex | None = None) -> OpenSearchIndex:
             name = same_as.index_prefix if same_as is not None else f"{prefix}-{next(counter)}"
             return OpenSearchIndex(client, index_prefix=name, engine=NODE_ENGINE, number_of_replicas=0)
+
         yield adapter
         opensearch_node.delete_indices(prefix)
 
@@ -390,8 +481,13 @@ class TestFiltersOnANode(OpenSearchFilters):
         g1, g2 = SearchFilters(principals=Principals("u", ("g1",))), SearchFilters(principals=Principals("u", ("g2",)))
         assert both_legs(index, "a", g1) == {"c1"}
         # When only its access list is changed by a partial update, as `_update` / `_update_by_query` would do it
-        raw_client.update(index=alias, id=document_id("a", COLLECTION, "c1"), routing=routing_key("a"),
-                          refresh=True, body={"doc": index_fields(None, Access(groups=("g2",)))})
+        raw_client.update(
+            index=alias,
+            id=document_id("a", COLLECTION, "c1"),
+            routing=routing_key("a"),
+            refresh=True,
+            body={"doc": index_fields(None, Access(groups=("g2",)))},
+        )
         # Then the filter fields changed (a plain filtered search finds it for g2) ...
         where = {"query": {"bool": {"filter": [{"term": {"tenant": "a"}}, {"terms": {"access_groups": ["g2"]}}]}}}
         assert raw_client.search(index=alias, body=where)["hits"]["total"]["value"] == 1
@@ -408,12 +504,21 @@ class TestFiltersOnANode(OpenSearchFilters):
         # Given a bare index with none of the filter fields (not even the vector's neighbours)
         prefix = opensearch_node.new_prefix()
         try:
-            raw_client.indices.create(index=f"{prefix}-bare", body={"settings": {"number_of_replicas": 0},
-                                                                    "mappings": {"properties": {
-                                                                        "tenant": {"type": "keyword"}}}})
+            raw_client.indices.create(
+                index=f"{prefix}-bare",
+                body={
+                    "settings": {"number_of_replicas": 0},
+                    "mappings": {"properties": {"tenant": {"type": "keyword"}}},
+                },
+            )
             raw_client.index(index=f"{prefix}-bare", id="1", body={"tenant": "a"}, refresh=True)
-            for raw in ({"year": {"$gt": 1}}, {"t": {"$starts_with": "x"}}, {"t": {"$nin": ["x"]}},
-                        {"tags": {"$contains": "x"}}, {"b": True}):
+            for raw in (
+                {"year": {"$gt": 1}},
+                {"t": {"$starts_with": "x"}},
+                {"t": {"$nin": ["x"]}},
+                {"tags": {"$contains": "x"}},
+                {"b": True},
+            ):
                 clauses = build_document_filters(parse_filter(raw), "u", ["g"], required=False)
                 body = {"query": {"bool": {"filter": [{"term": {"tenant": "a"}}, *clauses]}}}
                 total = raw_client.search(index=f"{prefix}-bare", body=body)["hits"]["total"]["value"]

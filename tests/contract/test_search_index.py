@@ -46,19 +46,25 @@ class TestLocalSearchIndex(SearchIndexContract, SearchFiltersContract):
         assert ids(second.keyword_search(MODEL, "acme", ["handbook"], "lighthouse", 5)) == ["kw"]
         second.close()
 
-
     def test_a_tenants_keyword_scores_never_depend_on_another_tenants_documents(self, index):
         def globex_ranking(index) -> list[tuple[str, float]]:
             hits = index.keyword_search(MODEL, "globex", ["handbook"], "kestrel", 5)
             return [(hit.chunk_id, hit.score) for hit in hits]
 
         # Given globex's chunks, and the same collection, document and chunk ids in acme, all holding one word
-        index.upsert(MODEL, [record(f"chunk-{i}", unit(i), tenant="globex", document_id=f"doc-{i}",
-                                    text=f"kestrel {'nest ' * i}") for i in range(3)])
+        index.upsert(
+            MODEL,
+            [
+                record(f"chunk-{i}", unit(i), tenant="globex", document_id=f"doc-{i}", text=f"kestrel {'nest ' * i}")
+                for i in range(3)
+            ],
+        )
         before = globex_ranking(index)
         # When acme writes many chunks with the word, then deletes its collection
-        index.upsert(MODEL, [record(f"chunk-{i}", unit(i), tenant="acme", document_id=f"doc-{i}", text="kestrel")
-                             for i in range(20)])
+        index.upsert(
+            MODEL,
+            [record(f"chunk-{i}", unit(i), tenant="acme", document_id=f"doc-{i}", text="kestrel") for i in range(20)],
+        )
         during = globex_ranking(index)
         index.delete(MODEL, "acme", "handbook")
         after = globex_ranking(index)
@@ -103,16 +109,21 @@ class TestOpenSearchIndexOnANode(SearchIndexContract, SearchFiltersContract):
     @pytest.fixture
     def index(self, opensearch_node) -> Iterator[OpenSearchIndex]:
         prefix = opensearch_node.new_prefix()
-        yield OpenSearchIndex(opensearch_client(opensearch_node.url, sigv4=False), index_prefix=prefix,
-                              engine=NODE_ENGINE, number_of_replicas=0)
+        yield OpenSearchIndex(
+            opensearch_client(opensearch_node.url, sigv4=False),
+            index_prefix=prefix,
+            engine=NODE_ENGINE,
+            number_of_replicas=0,
+        )
         opensearch_node.delete_indices(prefix)
 
     def test_on_a_multi_shard_index_deletes_leave_nothing_behind(self, opensearch_node):
         # Given the adapter on a real node with a 3-shard index, and tenants whose ids would split a routing list
         client = opensearch_client(opensearch_node.url, sigv4=False)
         prefix = opensearch_node.new_prefix()
-        index = OpenSearchIndex(client, index_prefix=prefix, engine=NODE_ENGINE, number_of_shards=3,
-                                number_of_replicas=0)
+        index = OpenSearchIndex(
+            client, index_prefix=prefix, engine=NODE_ENGINE, number_of_shards=3, number_of_replicas=0
+        )
         tenants = ["acme", "a,b", ",", "globex"]
         alias = index_alias(prefix, MODEL, DIMS)
         try:
@@ -138,8 +149,15 @@ class TestOpenSearchIndexOnANode(SearchIndexContract, SearchFiltersContract):
         # Given a 6-shard index whose tenants spread over 3 shards each, written without per-request refreshes
         client = opensearch_client(opensearch_node.url, sigv4=False)
         prefix = opensearch_node.new_prefix()
-        index = OpenSearchIndex(client, index_prefix=prefix, engine=NODE_ENGINE, number_of_shards=6,
-                                number_of_replicas=0, routing_partition_size=3, refresh="false")
+        index = OpenSearchIndex(
+            client,
+            index_prefix=prefix,
+            engine=NODE_ENGINE,
+            number_of_shards=6,
+            number_of_replicas=0,
+            routing_partition_size=3,
+            refresh="false",
+        )
         alias = index_alias(prefix, MODEL, DIMS)
         try:
             # When one tenant writes 300 chunks and another 20, and the backfill ends with one refresh
@@ -148,8 +166,9 @@ class TestOpenSearchIndexOnANode(SearchIndexContract, SearchFiltersContract):
             index.refresh(MODEL)
             # Then the big tenant's chunks sit on three shards (the node says so), none of them stored a vector,
             # and every chunk is found and deleted through the partition
-            per_shard = requests.get(f"{opensearch_node.url}/_cat/shards/{alias}?h=shard,docs&format=json",
-                                     timeout=10).json()
+            per_shard = requests.get(
+                f"{opensearch_node.url}/_cat/shards/{alias}?h=shard,docs&format=json", timeout=10
+            ).json()
             assert sum(1 for shard in per_shard if int(shard["docs"] or 0) > 0) >= 3
             assert len(index.chunk_ids(MODEL, "acme", "handbook")) == 300
             stored = client.search(index=alias, body={"size": 5, "_source": True})["hits"]["hits"]
@@ -166,9 +185,13 @@ class TestOpenSearchIndexOnANode(SearchIndexContract, SearchFiltersContract):
         # Given the AWS settings naming the node as the search endpoint and the lucene engine, and a model no other
         # run uses (the wiring's index prefix is the production one)
         fake_aws_env(monkeypatch)
-        for name, value in {"KINDEX_BACKEND": "aws", "KINDEX_TABLE_NAME": "table", "KINDEX_BUCKET_NAME": "bucket",
-                            "KINDEX_OPENSEARCH_ENDPOINT": opensearch_node.url,
-                            "KINDEX_OPENSEARCH_ENGINE": "lucene"}.items():
+        for name, value in {
+            "KINDEX_BACKEND": "aws",
+            "KINDEX_TABLE_NAME": "table",
+            "KINDEX_BUCKET_NAME": "bucket",
+            "KINDEX_OPENSEARCH_ENDPOINT": opensearch_node.url,
+            "KINDEX_OPENSEARCH_ENGINE": "lucene",
+        }.items():
             monkeypatch.setenv(name, value)
         model = f"hash:{opensearch_node.new_prefix()}"
         alias = index_alias("kindex", model, DIMS)

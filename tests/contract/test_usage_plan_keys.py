@@ -34,9 +34,12 @@ class TestApiGatewayUsagePlanKeys(UsagePlanKeysContract):
         with mock_aws():
             client = moto_client("apigateway")
             api_id = client.create_rest_api(name=SCOPE, apiKeySource="AUTHORIZER")["id"]
-            ids = {name: client.create_usage_plan(name=f"{SCOPE}-{name}",
-                                                  apiStages=[{"apiId": api_id, "stage": "test"}])["id"]
-                   for name in PLANS}
+            ids = {
+                name: client.create_usage_plan(name=f"{SCOPE}-{name}", apiStages=[{"apiId": api_id, "stage": "test"}])[
+                    "id"
+                ]
+                for name in PLANS
+            }
             # A usage plan of another API in the account: never touched, never reported.
             client.create_usage_plan(name="someone-elses")
             yield ApiGatewayUsagePlanKeys(SCOPE, ids, client=client)
@@ -53,8 +56,12 @@ def test_api_gateway_errors_become_dependency_failures_that_name_the_code_only(m
     client = moto_client("apigateway")
     adapter = ApiGatewayUsagePlanKeys(SCOPE, {"default": "p1"}, client=client)
     with Stubber(client) as stub:
-        stub.add_client_error("get_api_keys", service_error_code="TooManyRequestsException",
-                              service_message=f"slow down {usage_identifier(SCOPE, 'acme')}", http_status_code=429)
+        stub.add_client_error(
+            "get_api_keys",
+            service_error_code="TooManyRequestsException",
+            service_message=f"slow down {usage_identifier(SCOPE, 'acme')}",
+            http_status_code=429,
+        )
         with pytest.raises(DependencyFailed) as raised:
             adapter.attach("acme", "default")
     assert str(raised.value) == "API Gateway get_api_keys failed: TooManyRequestsException"

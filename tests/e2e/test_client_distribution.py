@@ -28,9 +28,24 @@ def build_wheel(out: Path) -> Path:
         (project / name).write_bytes((REPO / "clients" / "python" / name).read_bytes())
     (out / "src" / "layers" / "core").mkdir(parents=True)
     (out / "src" / "layers" / "core" / "kindex").symlink_to(REPO / "layers" / "core" / "kindex")
-    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
-                            "--no-index", str(project), "-w", str(out / "wheels")], capture_output=True, text=True,
-                           timeout=300)
+    built = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--quiet",
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-index",
+            str(project),
+            "-w",
+            str(out / "wheels"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert built.returncode == 0, built.stdout[-2000:] + built.stderr[-3000:]
     (wheel,) = (out / "wheels").glob("kindex_client-*.whl")
     return wheel
@@ -77,17 +92,42 @@ def test_the_client_distribution_installs_and_works_alone(server, tmp_path):
     assert "kindex/client/sync.py" in modules and "kindex/api/models.py" in modules
     assert "kindex/client/py.typed" in names  # type checkers read the SDK's annotations
     assert [m for m in modules if not m.startswith(("kindex/client/", "kindex/domain/"))] == [
-        "kindex/__init__.py", "kindex/api/__init__.py", "kindex/api/models.py"]
+        "kindex/__init__.py",
+        "kindex/api/__init__.py",
+        "kindex/api/models.py",
+    ]
     requires = [line.split(":", 1)[1].strip() for line in metadata.splitlines() if line.startswith("Requires-Dist:")]
     assert sorted(Requirement(r).name for r in requires) == ["httpx", "pydantic"]
     # When it is installed into a fresh virtual environment that has only what it declares
     env_dir = tmp_path / "venv"
     venv.EnvBuilder(with_pip=False).create(env_dir)
     python = env_dir / "bin" / "python"
-    site = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                               capture_output=True, text=True, check=True).stdout.strip())
-    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index", "--target",
-                    str(site), str(wheel)], check=True, capture_output=True, text=True, timeout=300)
+    site = Path(
+        subprocess.run(
+            [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    )
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--no-index",
+            "--target",
+            str(site),
+            str(wheel),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     link_distributions(closure(requires), tmp_path / "deps")
     (site / "kindex-client-deps.pth").write_text(str(tmp_path / "deps") + "\n")
     script = """
@@ -113,12 +153,25 @@ print(json.dumps({"missing": missing, "status": document.status.value, "first": 
                   "not_found": not_found, "kindex_file": sys.modules["kindex.client"].__file__}))
 """
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("KINDEX_", "PYTHON"))}
-    run = subprocess.run([str(python), "-I", "-c", script], capture_output=True, text=True, timeout=120,
-                         env={**clean, "KINDEX_URL": server.base_url, "KINDEX_API_KEY": server.admin_key})
+    run = subprocess.run(
+        [str(python), "-I", "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**clean, "KINDEX_URL": server.base_url, "KINDEX_API_KEY": server.admin_key},
+    )
     # Then the SDK works there against a real server, and none of the server's modules can even be imported
     assert run.returncode == 0, run.stderr[-3000:]
     outcome = json.loads(run.stdout)
     assert outcome["kindex_file"].startswith(str(site))
-    assert outcome["missing"] == ["numpy", "onnxruntime", "pypdf", "boto3", "aws_lambda_powertools",
-                                  "kindex.adapters", "kindex.settings", "kindex_local"]
+    assert outcome["missing"] == [
+        "numpy",
+        "onnxruntime",
+        "pypdf",
+        "boto3",
+        "aws_lambda_powertools",
+        "kindex.adapters",
+        "kindex.settings",
+        "kindex_local",
+    ]
     assert (outcome["status"], outcome["first"], outcome["not_found"]) == ("indexed", "d", 404)

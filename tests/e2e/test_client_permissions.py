@@ -21,10 +21,11 @@ from tests.conftest import SHARED_DATA
 pytestmark = pytest.mark.e2e
 
 HANDBOOK = {
-    "leave-eu": ("Staff in the EU get twenty-five days of paid leave.", {"region": "eu", "year": 2024,
-                                                                       "tags": ["hr", "policy"]}),
-    "leave-us": ("Staff in the US get fifteen days of paid leave.", {"region": "us", "year": 2019.0,
-                                                                   "tags": ["hr"]}),
+    "leave-eu": (
+        "Staff in the EU get twenty-five days of paid leave.",
+        {"region": "eu", "year": 2024, "tags": ["hr", "policy"]},
+    ),
+    "leave-us": ("Staff in the US get fifteen days of paid leave.", {"region": "us", "year": 2019.0, "tags": ["hr"]}),
     "leave-old": ("Old rules: staff got twenty days of paid leave.", None),
 }
 
@@ -43,8 +44,9 @@ def admin(server):
     with Kindex(server.base_url, server.admin_key) as client:
         client.put_collection("perm-handbook", allow_guests=True)
         for document, (text, attributes) in HANDBOOK.items():
-            client.put_document("perm-handbook", document, content=text,
-                                **({"attributes": attributes} if attributes else {}))
+            client.put_document(
+                "perm-handbook", document, content=text, **({"attributes": attributes} if attributes else {})
+            )
         indexed(client, "perm-handbook", HANDBOOK)
         yield client
 
@@ -75,8 +77,9 @@ def test_a_refused_filter_fails_before_any_request_with_the_message_of_the_apis_
     with pytest.raises(InvalidFilter, match=r"filter.\$or\[1\].year.\$gte"):
         F.parse(bad)
     # And the API answers the same body sent by hand with a 422 naming the same place
-    answer = server.session(server.admin_key).post(server.url("/v1/collections/perm-handbook/query"),
-                                                   json={"query": "leave", "filters": {"attributes": bad}})
+    answer = server.session(server.admin_key).post(
+        server.url("/v1/collections/perm-handbook/query"), json={"query": "leave", "filters": {"attributes": bad}}
+    )
     assert answer.status_code == 422 and "filters.attributes.$or[1].year.$gte" in answer.json()["message"]
 
 
@@ -84,8 +87,9 @@ def test_attributes_and_access_written_through_the_sdk_come_back_and_an_access_l
     # Given a document uploaded with attributes and an access list in its ticket
     admin.put_collection("perm-files", allow_guests=True)
     pdf = SHARED_DATA / "docs/pdf/docling-multi_page.pdf"
-    ticket = admin.upload_file("perm-files", "paper", pdf, attributes={"kind": "paper", "pages": 9},
-                               access={"groups": ["research"]})
+    ticket = admin.upload_file(
+        "perm-files", "paper", pdf, attributes={"kind": "paper", "pages": 9}, access={"groups": ["research"]}
+    )
     assert ticket.attributes == {"kind": "paper", "pages": 9}
     indexed(admin, "perm-files", ["paper"])
     stored = admin.get_document("perm-files", "paper")
@@ -114,8 +118,9 @@ def test_a_collection_that_requires_access_lists_hides_documents_without_one(adm
     created = admin.put_collection("perm-required", allow_guests=True, document_access="required")
     assert created.document_access == "required"
     admin.put_document("perm-required", "open", content="Nobody listed may read this handbook page.")
-    admin.put_document("perm-required", "listed", content="Listed staff may read this handbook page.",
-                       access={"users": ["ann"]})
+    admin.put_document(
+        "perm-required", "listed", content="Listed staff may read this handbook page.", access={"users": ["ann"]}
+    )
     indexed(admin, "perm-required", ["open", "listed"])
     answer = admin.query("perm-required", "handbook page", mode="keyword", user="ann")
     assert found(answer) == ["listed"]
@@ -125,13 +130,22 @@ def test_a_collection_that_requires_access_lists_hides_documents_without_one(adm
 def test_the_async_client_sends_the_same_filters_and_metadata(server, admin):
     async def run():
         async with AsyncKindex(server.base_url, server.admin_key) as client:
-            await client.put_document("perm-handbook", "async-note", content="Async staff get paid leave too.",
-                                      attributes={"region": "apac", "year": 2025})
+            await client.put_document(
+                "perm-handbook",
+                "async-note",
+                content="Async staff get paid leave too.",
+                attributes={"region": "apac", "year": 2025},
+            )
             await asyncio.to_thread(indexed, admin, "perm-handbook", ["async-note"])
-            answer = await client.query("perm-handbook", "paid leave", mode="keyword",
-                                        filters=F.eq("region", "apac") & F.between("year", 2025, 2025))
-            several = await client.query_collections(["perm-handbook"], "paid leave", mode="keyword",
-                                                     filters={"attributes": {"region": {"$in": ["apac"]}}})
+            answer = await client.query(
+                "perm-handbook",
+                "paid leave",
+                mode="keyword",
+                filters=F.eq("region", "apac") & F.between("year", 2025, 2025),
+            )
+            several = await client.query_collections(
+                ["perm-handbook"], "paid leave", mode="keyword", filters={"attributes": {"region": {"$in": ["apac"]}}}
+            )
             await client.delete_document("perm-handbook", "async-note")
             return found(answer), found(several)
 
@@ -144,8 +158,9 @@ def test_two_tenants_with_the_same_ids_and_the_same_key_of_different_types_never
     with Kindex(server.base_url, server.admin_key) as mine, Kindex(server.base_url, other_key) as theirs:
         for client, year in ((mine, 2024), (theirs, "2024")):
             client.put_collection("perm-same", allow_guests=True)
-            client.put_document("perm-same", "d", content="The same page in two tenants about leave.",
-                                attributes={"year": year})
+            client.put_document(
+                "perm-same", "d", content="The same page in two tenants about leave.", attributes={"year": year}
+            )
             indexed(client, "perm-same", ["d"])
         # Then each tenant's filter reads its own type only
         assert found(mine.query("perm-same", "leave", mode="keyword", filters=F.gte("year", 2020))) == ["d"]
@@ -160,8 +175,13 @@ def test_two_tenants_with_the_same_ids_and_the_same_key_of_different_types_never
 
 def kindex(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
     clean = {k: v for k, v in os.environ.items() if not k.startswith("KINDEX_")}
-    return subprocess.run([sys.executable, "-m", "kindex_local.cli", *args], capture_output=True, text=True,
-                          env={**clean, **env}, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "kindex_local.cli", *args],
+        capture_output=True,
+        text=True,
+        env={**clean, **env},
+        timeout=300,
+    )
 
 
 def test_the_cli_ingests_with_attributes_and_access_and_queries_with_a_filter(server, tmp_path):
@@ -169,17 +189,31 @@ def test_the_cli_ingests_with_attributes_and_access_and_queries_with_a_filter(se
     folder = tmp_path / "docs"
     folder.mkdir()
     (folder / "eu.md").write_text("EU staff get twenty-five days of paid leave.", encoding="utf-8")
-    kindex("collections", "put", "perm-cli", "--allow-guests", "true", "--document-access", "optional",
-           env=deployment)
+    kindex("collections", "put", "perm-cli", "--allow-guests", "true", "--document-access", "optional", env=deployment)
     # When a folder is ingested with attributes of each kind and an access group
-    ingest = kindex("ingest", str(folder), "--collection", "perm-cli", "--attribute", "region=eu", "--attribute",
-                    "year:=2024", "--attribute", 'tags:=["hr"]', "--access-group", "staff", "--json", env=deployment)
+    ingest = kindex(
+        "ingest",
+        str(folder),
+        "--collection",
+        "perm-cli",
+        "--attribute",
+        "region=eu",
+        "--attribute",
+        "year:=2024",
+        "--attribute",
+        'tags:=["hr"]',
+        "--access-group",
+        "staff",
+        "--json",
+        env=deployment,
+    )
     assert ingest.returncode == 0, ingest.stderr
     assert json.loads(ingest.stdout)["indexed"] == ["eu.md"]
     # Then `documents get` shows them
     shown = json.loads(kindex("documents", "get", "perm-cli", "eu.md", env=deployment).stdout)
     assert shown["attributes"] == {"region": "eu", "year": 2024, "tags": ["hr"]}
     assert shown["access"]["groups"] == ["staff"]
+
     # And `query --filter` finds it for a staff member only when the filter matches
     def query(*flags):
         done = kindex("query", "paid leave", "-c", "perm-cli", "--mode", "keyword", "--json", *flags, env=deployment)
@@ -190,15 +224,43 @@ def test_the_cli_ingests_with_attributes_and_access_and_queries_with_a_filter(se
     assert query("--group", "staff", "--filter", '{"region": "us"}') == []
     assert query("--group", "sales", "--filter", '{"region": "eu"}') == []
     # When the same folder is ingested again with another access group: nothing is uploaded, only the list changes
-    again = kindex("ingest", str(folder), "--collection", "perm-cli", "--attribute", "region=eu", "--attribute",
-                   "year:=2024", "--attribute", 'tags:=["hr"]', "--access-group", "sales", "--json", env=deployment)
+    again = kindex(
+        "ingest",
+        str(folder),
+        "--collection",
+        "perm-cli",
+        "--attribute",
+        "region=eu",
+        "--attribute",
+        "year:=2024",
+        "--attribute",
+        'tags:=["hr"]',
+        "--access-group",
+        "sales",
+        "--json",
+        env=deployment,
+    )
     assert again.returncode == 0, again.stderr
     assert json.loads(again.stdout)["indexed"] == ["eu.md"]
     assert query("--group", "sales", "--filter", '{"region": "eu"}') == ["eu.md"]
     assert query("--group", "staff") == []
     # And unchanged metadata a third time is "unchanged"
-    third = kindex("ingest", str(folder), "--collection", "perm-cli", "--attribute", "region=eu", "--attribute",
-                   "year:=2024", "--attribute", 'tags:=["hr"]', "--access-group", "sales", "--json", env=deployment)
+    third = kindex(
+        "ingest",
+        str(folder),
+        "--collection",
+        "perm-cli",
+        "--attribute",
+        "region=eu",
+        "--attribute",
+        "year:=2024",
+        "--attribute",
+        'tags:=["hr"]',
+        "--access-group",
+        "sales",
+        "--json",
+        env=deployment,
+    )
     assert json.loads(third.stdout)["unchanged"] == ["eu.md"]
     # And `documents put` changes the attributes alone
     put = kindex("documents", "put", "perm-cli", "eu.md", "--attribute", "region=apac", "--wait", env=deployment)
@@ -216,10 +278,29 @@ def test_the_local_ingest_writes_attributes_and_access_before_the_file(server, t
     # Given a file, and the running server's data directory (its worker indexes what the local ingest writes)
     (tmp_path / "note.md").write_text("A local note about the ferry timetable.", encoding="utf-8")
     # When it is ingested locally with attributes and access
-    done = subprocess.run([sys.executable, "-m", "kindex_local.cli", "ingest", str(tmp_path), "--collection",
-                           "perm-local", "--data-dir", str(server.data_dir), "--quiet", "--attribute", "kind=note",
-                           "--attribute", "rev:=3", "--access-user", "ann"], capture_output=True, text=True,
-                          timeout=120)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "kindex_local.cli",
+            "ingest",
+            str(tmp_path),
+            "--collection",
+            "perm-local",
+            "--data-dir",
+            str(server.data_dir),
+            "--quiet",
+            "--attribute",
+            "kind=note",
+            "--attribute",
+            "rev:=3",
+            "--access-user",
+            "ann",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0 and "indexed 1" in done.stdout, done.stdout + done.stderr
     # Then the stored document holds them, and the access list applies to queries
     with Kindex(server.base_url, server.admin_key) as admin:
@@ -229,7 +310,23 @@ def test_the_local_ingest_writes_attributes_and_access_before_the_file(server, t
         assert found(admin.query("perm-local", "ferry timetable", mode="keyword", user="ann")) == ["note.md"]
         assert found(admin.query("perm-local", "ferry timetable", mode="keyword", user="bob")) == []
     # And an invalid attribute stops the command before anything is written
-    bad = subprocess.run([sys.executable, "-m", "kindex_local.cli", "ingest", str(tmp_path), "--collection",
-                          "perm-local-bad", "--data-dir", str(server.data_dir), "--quiet", "--attribute",
-                          "year:=1e999"], capture_output=True, text=True, timeout=120)
+    bad = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "kindex_local.cli",
+            "ingest",
+            str(tmp_path),
+            "--collection",
+            "perm-local-bad",
+            "--data-dir",
+            str(server.data_dir),
+            "--quiet",
+            "--attribute",
+            "year:=1e999",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert bad.returncode == 2 and "--attribute.year: must be a finite number" in bad.stderr

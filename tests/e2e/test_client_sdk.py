@@ -69,13 +69,24 @@ def test_the_served_openapi_document_has_no_route_without_a_client_method(server
 
     document = httpx.get(server.url("/v1/openapi.json"), timeout=30).json()
     served = {(method.upper(), path) for path, item in document["paths"].items() for method in item}
-    samples = {"collection": "c", "document": "d", "job": "j", "filename": "f", "size": 1, "request": "q",
-               "collections": ["c"], "text": "t",
-               "batch": {"format_version": 1, "embedding_model": "hash:384", "dimensions": 384}}
+    samples = {
+        "collection": "c",
+        "document": "d",
+        "job": "j",
+        "filename": "f",
+        "size": 1,
+        "request": "q",
+        "collections": ["c"],
+        "text": "t",
+        "batch": {"format_version": 1, "embedding_model": "hash:384", "dimensions": 384},
+    }
     covered = set()
     for builder in calls.BUILDERS:
-        required = [p.name for p in inspect.signature(builder).parameters.values()
-                    if p.default is inspect.Parameter.empty and p.kind is not inspect.Parameter.VAR_KEYWORD]
+        required = [
+            p.name
+            for p in inspect.signature(builder).parameters.values()
+            if p.default is inspect.Parameter.empty and p.kind is not inspect.Parameter.VAR_KEYWORD
+        ]
         call = builder(*[samples[name] for name in required])
         covered.add((call.method, call.route))
         assert hasattr(Kindex, builder.__name__) and hasattr(AsyncKindex, builder.__name__)
@@ -97,8 +108,11 @@ def test_failures_raise_typed_exceptions_with_the_apis_code_and_message(server, 
     assert "'/'" in raised.value.message
     with pytest.raises(Conflict):  # external rights checks need the tenant's signing secret first
         with Kindex(server.base_url, server.create_key("fresh-tenant", "admin")) as fresh:
-            fresh.put_collection("x", rights_check_method="external",
-                                 rights_check_method_configuration={"url": "http://127.0.0.1:9/check"})
+            fresh.put_collection(
+                "x",
+                rights_check_method="external",
+                rights_check_method_configuration={"url": "http://127.0.0.1:9/check"},
+            )
 
 
 def test_pages_are_followed_to_the_end_in_id_order(server, admin):
@@ -135,8 +149,9 @@ def test_the_async_client_does_the_same_work(server):
     async def scenario():
         async with AsyncKindex(server.base_url, server.admin_key) as client:
             await client.put_collection("async", query_groups=["staff"])
-            await client.upload_file("async", "notes", b"# Notes\n\nThe lighthouse keeper counts nine gulls.\n",
-                                     filename="notes.md")
+            await client.upload_file(
+                "async", "notes", b"# Notes\n\nThe lighthouse keeper counts nine gulls.\n", filename="notes.md"
+            )
             await asyncio.gather(*(client.put_document("async", f"n{i}", content=f"note {i}") for i in range(6)))
             indexed = await client.wait_for_document("async", "notes", timeout=60)
             ids = [doc_id async for doc_id in client.iter_documents("async", page_size=2)]

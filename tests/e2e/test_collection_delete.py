@@ -34,8 +34,10 @@ def fill(server: RunningServer, sessions: dict) -> None:
         url = server.url("/v1/collections/big")
         assert session.put(url, json={"allow_guests": True, "chunking_max_size": 80}).status_code == 201
         for i in range(DOCUMENTS):
-            response = session.put(f"{url}/documents/d{i:03d}",
-                                   json={"content": f"Walruses of herd {i} ({tenant}) haul out on the ice. " * 4})
+            response = session.put(
+                f"{url}/documents/d{i:03d}",
+                json={"content": f"Walruses of herd {i} ({tenant}) haul out on the ice. " * 4},
+            )
             assert response.status_code == 201, response.text
     for tenant in sessions:
         wait(lambda t=tenant: indexed(server, t) == DOCUMENTS, what=f"{tenant}'s documents indexed")
@@ -48,19 +50,28 @@ def db(server_or_dir) -> sqlite3.Connection:
 
 def indexed(server: RunningServer, tenant: str) -> int:
     with db(server) as conn:
-        return conn.execute("SELECT COUNT(*) FROM documents WHERE tenant = ? AND collection = 'big' AND"
-                            " json_extract(body, '$.status') = 'indexed'", (tenant,)).fetchone()[0]
+        return conn.execute(
+            "SELECT COUNT(*) FROM documents WHERE tenant = ? AND collection = 'big' AND"
+            " json_extract(body, '$.status') = 'indexed'",
+            (tenant,),
+        ).fetchone()[0]
 
 
 def left_of(data_dir: Path, tenant: str) -> dict[str, int]:
     """What the data directory still holds of the tenant's collection `big`: records, chunks, blob files."""
     with db(data_dir) as conn:
-        counts = {table: conn.execute(f"SELECT COUNT(*) FROM {table} WHERE tenant = ? AND collection = 'big'",
-                                      (tenant,)).fetchone()[0] for table in ("documents", "chunks")}
-        counts["collection"] = conn.execute("SELECT COUNT(*) FROM collections WHERE tenant = ? AND id = 'big'",
-                                            (tenant,)).fetchone()[0]
-        counts["pending"] = conn.execute("SELECT COUNT(*) FROM deleting_collections WHERE tenant = ?",
-                                         (tenant,)).fetchone()[0]
+        counts = {
+            table: conn.execute(
+                f"SELECT COUNT(*) FROM {table} WHERE tenant = ? AND collection = 'big'", (tenant,)
+            ).fetchone()[0]
+            for table in ("documents", "chunks")
+        }
+        counts["collection"] = conn.execute(
+            "SELECT COUNT(*) FROM collections WHERE tenant = ? AND id = 'big'", (tenant,)
+        ).fetchone()[0]
+        counts["pending"] = conn.execute(
+            "SELECT COUNT(*) FROM deleting_collections WHERE tenant = ?", (tenant,)
+        ).fetchone()[0]
     blobs = data_dir / "blobs" / "tenants" / tenant / "collections" / "big"
     counts["blobs"] = sum(1 for p in blobs.rglob("*") if p.is_file()) if blobs.exists() else 0
     return counts
@@ -127,8 +138,13 @@ def test_a_large_collection_is_deleted_by_a_job_and_leaves_nothing(running):
     # Then nothing of the collection is left, and acme's collection of the same ids is whole and answers
     if recreate.status_code == 201:
         wait(lambda: admin.get(url).status_code == 404 and not left_of(server.data_dir, "default")["pending"])
-    assert left_of(server.data_dir, "default") == {"documents": 0, "chunks": 0, "collection": 0, "pending": 0,
-                                                   "blobs": 0}
+    assert left_of(server.data_dir, "default") == {
+        "documents": 0,
+        "chunks": 0,
+        "collection": 0,
+        "pending": 0,
+        "blobs": 0,
+    }
     acme = left_of(server.data_dir, "acme")
     assert acme["documents"] == DOCUMENTS and acme["chunks"] > 0 and acme["blobs"] == DOCUMENTS
     assert sessions["acme"].post(f"{url}/query", json={"query": "walruses herd"}).json()["results"]
@@ -161,8 +177,13 @@ def test_a_server_killed_while_the_job_runs_finishes_it_after_restart(running):
     # Then the collection stayed gone, the job completes and nothing of the collection is left
     assert admin.get(restarted.url("/v1/collections/big")).status_code == 404
     wait(lambda: admin.get(restarted.url(f"/v1/jobs/{job['id']}")).json()["status"] == "completed", what="job done")
-    assert left_of(restarted.data_dir, "default") == {"documents": 0, "chunks": 0, "collection": 0, "pending": 0,
-                                                      "blobs": 0}
+    assert left_of(restarted.data_dir, "default") == {
+        "documents": 0,
+        "chunks": 0,
+        "collection": 0,
+        "pending": 0,
+        "blobs": 0,
+    }
     assert left_of(restarted.data_dir, "acme")["documents"] == DOCUMENTS
     restarted.stop()
     assert index_vectors(restarted.data_dir, "default") == 0

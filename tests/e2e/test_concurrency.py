@@ -31,13 +31,15 @@ def tenants(server):
         url = server.url("/v1/collections/shared")
         assert session.put(url, json={"title": marker, "allow_guests": True}).status_code == 201
         for doc in DOCUMENTS:
-            response = session.put(f"{url}/documents/{doc}", json={"title": f"{marker} {doc}",
-                                                                   "content": content(marker, doc, 0)})
+            response = session.put(
+                f"{url}/documents/{doc}", json={"title": f"{marker} {doc}", "content": content(marker, doc, 0)}
+            )
             assert response.status_code == 201, response.text
         sessions[tenant] = session
     for session in sessions.values():
-        assert wait_settled(session, server.url("/v1/collections/shared"), DOCUMENTS) == dict.fromkeys(DOCUMENTS,
-                                                                                                         "indexed")
+        assert wait_settled(session, server.url("/v1/collections/shared"), DOCUMENTS) == dict.fromkeys(
+            DOCUMENTS, "indexed"
+        )
     return sessions
 
 
@@ -72,8 +74,9 @@ def test_sixteen_clients_two_tenants_never_mix(server, tenants):
         elif kind == "document":
             response = session.get(f"{url}/documents/{doc}")
             body = response.json()
-            ok = (response.status_code == 200 and body["title"] == f"{marker} {doc}"
-                  and marker in (body["content"] or ""))
+            ok = (
+                response.status_code == 200 and body["title"] == f"{marker} {doc}" and marker in (body["content"] or "")
+            )
         elif kind == "list":
             response = session.get(f"{url}/documents", params={"start": 0, "number": 20})
             ok = response.status_code == 200 and response.json()["documents"] == DOCUMENTS
@@ -81,11 +84,18 @@ def test_sixteen_clients_two_tenants_never_mix(server, tenants):
             response = session.put(f"{url}/documents/{doc}", json={"content": content(marker, doc, n)})
             ok = response.status_code in (200, 409)
         else:
-            response = session.post(f"{url}/query", json={"query": f"{marker} staff leave days", "k": 5,
-                                                          "mode": rng.choice(["vector", "keyword", "hybrid"])})
+            response = session.post(
+                f"{url}/query",
+                json={
+                    "query": f"{marker} staff leave days",
+                    "k": 5,
+                    "mode": rng.choice(["vector", "keyword", "hybrid"]),
+                },
+            )
             results = response.json().get("results", [])
-            ok = response.status_code == 200 and all(marker in r["content"] and other not in r["content"]
-                                                     for r in results)
+            ok = response.status_code == 200 and all(
+                marker in r["content"] and other not in r["content"] for r in results
+            )
         with lock:
             statuses[response.status_code] += 1
             if not ok or other in response.text:

@@ -21,20 +21,35 @@ VECTOR = [1, 0, 0, 0, 0, 0, 0, 0]
 
 def import_body(round_: int, writer: int) -> dict:
     first, second = f"imported r{round_} w{writer} part one. ", f"imported r{round_} w{writer} part two."
-    return {"format_version": 1, "embedding_model": "hash:8", "dimensions": 8,
-            "documents": [{"id": "d", "chunk_count": 2}],
-            "chunks": [{"document_id": "d", "index": 0, "start": 0, "end": len(first), "text": first,
-                        "vector": VECTOR},
-                       {"document_id": "d", "index": 1, "start": len(first), "end": len(first) + len(second),
-                        "text": second, "vector": VECTOR}]}
+    return {
+        "format_version": 1,
+        "embedding_model": "hash:8",
+        "dimensions": 8,
+        "documents": [{"id": "d", "chunk_count": 2}],
+        "chunks": [
+            {"document_id": "d", "index": 0, "start": 0, "end": len(first), "text": first, "vector": VECTOR},
+            {
+                "document_id": "d",
+                "index": 1,
+                "start": len(first),
+                "end": len(first) + len(second),
+                "text": second,
+                "vector": VECTOR,
+            },
+        ],
+    }
 
 
 def stored_chunk_rows(server) -> list[str]:
     db = sqlite3.connect(server.data_dir / "kindex.sqlite3")
     try:
-        return [row[0] for row in db.execute(
-            "SELECT text FROM chunks WHERE tenant = 'default' AND collection = ? AND document_id = 'd'",
-            (COLLECTION,))]
+        return [
+            row[0]
+            for row in db.execute(
+                "SELECT text FROM chunks WHERE tenant = 'default' AND collection = ? AND document_id = 'd'",
+                (COLLECTION,),
+            )
+        ]
     finally:
         db.close()
 
@@ -53,17 +68,19 @@ def settled(session, server, timeout: float = 60.0) -> dict | None:
 
 
 def hits(session, server) -> list[dict]:
-    response = session.post(server.url(f"/v1/collections/{COLLECTION}/query"),
-                            json={"query": "imported part content written", "k": 20, "mode": "keyword",
-                                  "user": "ann", "groups": ["staff"]})
+    response = session.post(
+        server.url(f"/v1/collections/{COLLECTION}/query"),
+        json={"query": "imported part content written", "k": 20, "mode": "keyword", "user": "ann", "groups": ["staff"]},
+    )
     assert response.status_code == 200, response.text
     return [r for r in response.json()["results"] if r["document_id"] == "d"]
 
 
 def test_racing_imports_puts_and_deletes_of_one_document_end_as_one_of_them(server):
     admin = server.session(server.admin_key)
-    assert admin.put(server.url(f"/v1/collections/{COLLECTION}"), json={"embedding_model": "hash:8",
-                                                                      "query_groups": ["staff"]}).ok
+    assert admin.put(
+        server.url(f"/v1/collections/{COLLECTION}"), json={"embedding_model": "hash:8", "query_groups": ["staff"]}
+    ).ok
     sessions = [server.session(server.admin_key) for _ in range(16)]
     path = server.url(f"/v1/collections/{COLLECTION}/documents/d")
     for round_ in range(ROUNDS):
@@ -72,11 +89,15 @@ def test_racing_imports_puts_and_deletes_of_one_document_end_as_one_of_them(serv
         for writer in range(16):
             session = sessions[writer]
             if writer < 8:
-                calls.append(lambda s=session, w=writer, r=round_: s.post(
-                    server.url(f"/v1/collections/{COLLECTION}/import"), json=import_body(r, w)))
+                calls.append(
+                    lambda s=session, w=writer, r=round_: s.post(
+                        server.url(f"/v1/collections/{COLLECTION}/import"), json=import_body(r, w)
+                    )
+                )
             elif writer < 12:
-                calls.append(lambda s=session, w=writer, r=round_: s.put(path, json={
-                    "content": f"content written r{r} w{w}."}))
+                calls.append(
+                    lambda s=session, w=writer, r=round_: s.put(path, json={"content": f"content written r{r} w{w}."})
+                )
             else:
                 calls.append(lambda s=session: s.delete(path))
         # When they run at once

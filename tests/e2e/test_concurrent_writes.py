@@ -38,25 +38,40 @@ def marker(tenant: str, round_: int, writer: int) -> str:
 
 
 def content_of(tenant: str, round_: int, writer: int) -> str:
-    return (f"Round {round_} writer {writer} of tenant {tenant}. " + marker(tenant, round_, writer) + " "
-            + " ".join(f"word{writer}y{n}" for n in range(40)))
+    return (
+        f"Round {round_} writer {writer} of tenant {tenant}. "
+        + marker(tenant, round_, writer)
+        + " "
+        + " ".join(f"word{writer}y{n}" for n in range(40))
+    )
 
 
 def document_blobs(data_dir: Path, tenant: str) -> list[Path]:
-    folder = data_dir / "blobs" / "tenants" / quote(tenant, safe="") / "collections" / COLLECTION / "documents" / \
-        quote(DOCUMENT, safe="")
+    folder = (
+        data_dir
+        / "blobs"
+        / "tenants"
+        / quote(tenant, safe="")
+        / "collections"
+        / COLLECTION
+        / "documents"
+        / quote(DOCUMENT, safe="")
+    )
     return sorted(p for p in folder.iterdir() if not p.name.startswith(".tmp-")) if folder.exists() else []
 
 
 def wait_for_version(session, url: str, version: int) -> dict:
-    return wait_until(lambda: session.get(url).json(),
-                      until=lambda body: body["version"] >= version and body["status"] in ("indexed", "failed"),
-                      message=f"the document did not reach version {version} indexed")
+    return wait_until(
+        lambda: session.get(url).json(),
+        until=lambda body: body["version"] >= version and body["status"] in ("indexed", "failed"),
+        message=f"the document did not reach version {version} indexed",
+    )
 
 
 def warm(session, url: str) -> None:
     """Open the session's keep-alive connection beforehand (a GET is safe to repeat), so the barrier releases the
     PUTs themselves, not 16 TCP handshakes."""
+
     def connects() -> bool:
         try:
             session.get(url, timeout=30)
@@ -70,6 +85,7 @@ def warm(session, url: str) -> None:
 def put_together(url: str, sessions: list, bodies: list[dict]) -> list[tuple[int, dict]]:
     """Every PUT released by one barrier (each session connected first); returns (status, body) per writer, or
     (None, the error) for one that raised."""
+
     def put(i: int) -> tuple[int, dict]:
         response = sessions[i].put(url, json=bodies[i], timeout=60)
         return response.status_code, response.json()
@@ -111,14 +127,18 @@ def test_simultaneous_puts_to_one_document_keep_the_content_of_the_last_successf
         assert document["content"] == expected and document["title"] == f"r{round_}w{winner}"
         chunks = reader.get(running.url(doc_path + "/chunks")).json()["chunks"]
         assert " ".join(c["text"] for c in chunks) == expected
-        hits = reader.post(running.url(f"/v1/collections/{COLLECTION}/query"),
-                           json={"query": marker("a", round_, winner), "mode": "keyword", "k": 5}).json()["results"]
+        hits = reader.post(
+            running.url(f"/v1/collections/{COLLECTION}/query"),
+            json={"query": marker("a", round_, winner), "mode": "keyword", "k": 5},
+        ).json()["results"]
         assert [h["content"] for h in hits] == [c["text"] for c in chunks if marker("a", round_, winner) in c["text"]]
         # And no losing (or superseded) write left a chunk or a vector that a query could find
         for i in range(WRITERS):
             if i != winner:
-                found = reader.post(running.url(f"/v1/collections/{COLLECTION}/query"),
-                                    json={"query": marker("a", round_, i), "mode": "keyword", "k": 5}).json()["results"]
+                found = reader.post(
+                    running.url(f"/v1/collections/{COLLECTION}/query"),
+                    json={"query": marker("a", round_, i), "mode": "keyword", "k": 5},
+                ).json()["results"]
                 assert found == [], (i, found)
         # And the document's folder holds exactly one blob: the content it shows
         blobs = document_blobs(running.data_dir, "a")
@@ -154,12 +174,17 @@ def test_simultaneous_puts_of_different_fields_all_land_and_tenants_never_mix(ru
     for reader in readers.values():
         wait_for_version(reader, running.url(path), 1)  # the worker's status writes are done: only the PUTs remain
     for round_ in range(3):
-        starts = {tenant: reader.put(running.url(path),
-                                     json={name: field_value(name, f"{tenant}-{round_}") for name in FIELDS}).json()
-                  for tenant, reader in readers.items()}
+        starts = {
+            tenant: reader.put(
+                running.url(path), json={name: field_value(name, f"{tenant}-{round_}") for name in FIELDS}
+            ).json()
+            for tenant, reader in readers.items()
+        }
         # When 16 clients (8 per tenant) each PUT one field of their tenant's document at the same instant
-        bodies = [{FIELDS[(i // 2) % 4]: field_value(FIELDS[(i // 2) % 4], f"{'ab'[i % 2]}-{round_}-w{i}")}
-                  for i in range(WRITERS)]
+        bodies = [
+            {FIELDS[(i // 2) % 4]: field_value(FIELDS[(i // 2) % 4], f"{'ab'[i % 2]}-{round_}-w{i}")}
+            for i in range(WRITERS)
+        ]
         answers = put_together(running.url(path), sessions, bodies)
         # Then every PUT answered 200
         assert [status for status, _ in answers] == [200] * WRITERS, (answers, "".join(running.output)[-3000:])
@@ -185,15 +210,27 @@ def test_simultaneous_puts_of_different_fields_all_land_and_tenants_never_mix(ru
             assert {name: document[name] for name in FIELDS} == {name: previous[name] for name in FIELDS}
 
 
-COLLECTION_FIELDS = ("title", "query_groups", "document_spaces", "allow_guests", "chunking_max_size",
-                     "chunking_overlap_offset", "rights_check_method")
+COLLECTION_FIELDS = (
+    "title",
+    "query_groups",
+    "document_spaces",
+    "allow_guests",
+    "chunking_max_size",
+    "chunking_overlap_offset",
+    "rights_check_method",
+)
 
 
 def collection_value(field: str, tenant: str, round_: int, writer: int):
-    return {"title": f"{tenant}-{round_}-w{writer}", "query_groups": [f"{tenant}-group-{writer}"],
-            "document_spaces": [f"{tenant}-space-{writer}"], "allow_guests": round_ % 2 == 0,
-            "chunking_max_size": 300 + writer, "chunking_overlap_offset": 1 + writer,
-            "rights_check_method": "public"}[field]
+    return {
+        "title": f"{tenant}-{round_}-w{writer}",
+        "query_groups": [f"{tenant}-group-{writer}"],
+        "document_spaces": [f"{tenant}-space-{writer}"],
+        "allow_guests": round_ % 2 == 0,
+        "chunking_max_size": 300 + writer,
+        "chunking_overlap_offset": 1 + writer,
+        "rights_check_method": "public",
+    }[field]
 
 
 def test_simultaneous_puts_of_one_collection_all_land_and_tenants_never_mix(running):
@@ -203,14 +240,23 @@ def test_simultaneous_puts_of_one_collection_all_land_and_tenants_never_mix(runn
     readers = {tenant: running.session(key) for tenant, key in keys.items()}
     for tenant, reader in readers.items():
         assert reader.put(running.url(path), json={"title": "start"}).status_code == 201
-        assert reader.put(running.url(f"{path}/documents/d"), json={"content": f"Text of {tenant}."}).status_code \
-            == 201
+        assert reader.put(running.url(f"{path}/documents/d"), json={"content": f"Text of {tenant}."}).status_code == 201
     sessions = [running.session(keys["ab"[i % 2]]) for i in range(WRITERS)]
     for round_ in range(3):
-        starts = {tenant: reader.put(running.url(path), json={
-            "title": f"{tenant}-start-{round_}", "query_groups": [f"{tenant}-start"], "document_spaces": [],
-            "allow_guests": round_ % 2 == 1, "chunking_max_size": 200, "chunking_overlap_offset": 0}).json()
-            for tenant, reader in readers.items()}
+        starts = {
+            tenant: reader.put(
+                running.url(path),
+                json={
+                    "title": f"{tenant}-start-{round_}",
+                    "query_groups": [f"{tenant}-start"],
+                    "document_spaces": [],
+                    "allow_guests": round_ % 2 == 1,
+                    "chunking_max_size": 200,
+                    "chunking_overlap_offset": 0,
+                },
+            ).json()
+            for tenant, reader in readers.items()
+        }
         # When 16 clients (8 per tenant) each PUT one field of their tenant's collection at the same instant
         bodies = []
         for i in range(WRITERS):
@@ -230,12 +276,14 @@ def test_simultaneous_puts_of_one_collection_all_land_and_tenants_never_mix(runn
             assert collection["config_version"] == starts[tenant]["config_version"] + chunking
             # And the 8 answers are one chain of revisions after the start: each its predecessor plus its own field
             chain = sorted((answers[i][1] for i in mine), key=lambda body: body["revision"])
-            assert [body["revision"] for body in chain] == list(range(starts[tenant]["revision"] + 1,
-                                                                      starts[tenant]["revision"] + 1 + len(mine)))
+            assert [body["revision"] for body in chain] == list(
+                range(starts[tenant]["revision"] + 1, starts[tenant]["revision"] + 1 + len(mine))
+            )
             previous = starts[tenant]
             for body in chain:
                 own = {name for i in mine if answers[i][1] is body for name in bodies[i]}
                 assert all(body[name] == previous[name] for name in COLLECTION_FIELDS if name not in own)
                 previous = body
             assert {name: collection[name] for name in COLLECTION_FIELDS} == {
-                name: previous[name] for name in COLLECTION_FIELDS}
+                name: previous[name] for name in COLLECTION_FIELDS
+            }

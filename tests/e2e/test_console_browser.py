@@ -22,12 +22,18 @@ SCREENSHOTS = REPO / "build" / "console-screenshots"
 
 def _require_browser_tools() -> str:
     node = shutil.which("node")
-    missing = [what for what, ok in [
-        ("node (apt-get install -y nodejs)", node),
-        (f"{CHROMIUM} (apt-get install -y chromium)", CHROMIUM.is_file()),
-        ("tests/browser/node_modules/playwright-core (cd tests/browser && npm ci)",
-         (BROWSER_DIR / "node_modules" / "playwright-core" / "package.json").is_file()),
-    ] if not ok]
+    missing = [
+        what
+        for what, ok in [
+            ("node (apt-get install -y nodejs)", node),
+            (f"{CHROMIUM} (apt-get install -y chromium)", CHROMIUM.is_file()),
+            (
+                "tests/browser/node_modules/playwright-core (cd tests/browser && npm ci)",
+                (BROWSER_DIR / "node_modules" / "playwright-core" / "package.json").is_file(),
+            ),
+        ]
+        if not ok
+    ]
     if missing:
         pytest.fail("the browser test needs " + ", ".join(missing) + " (make test installs them)")
     return node
@@ -63,12 +69,18 @@ def test_console_end_to_end_in_chromium(server):
     # queries, renders a citation, edits a document's attributes and access and runs filtered queries, reindexes,
     # shows hostile ids as text, checks 375 px and the keyboard, deletes and signs out; then another tenant signs in
     # in the same tab, then a query key
-    env = {**os.environ, "KINDEX_URL": server.base_url, "KINDEX_KEY": server.admin_key, "CONSOLE_PDF": str(pdf),
-           "KINDEX_OTHER_TENANT_KEY": server.create_key("other-tenant", "admin"),
-           "KINDEX_QUERY_KEY": server.create_key("default", "query"),
-           "CONSOLE_MD": str(markdown), "SCREENSHOT_DIR": str(SCREENSHOTS), "CHROMIUM": str(CHROMIUM)}
-    done = subprocess.run([node, "console.mjs"], cwd=BROWSER_DIR, env=env, capture_output=True, text=True,
-                          timeout=600)
+    env = {
+        **os.environ,
+        "KINDEX_URL": server.base_url,
+        "KINDEX_KEY": server.admin_key,
+        "CONSOLE_PDF": str(pdf),
+        "KINDEX_OTHER_TENANT_KEY": server.create_key("other-tenant", "admin"),
+        "KINDEX_QUERY_KEY": server.create_key("default", "query"),
+        "CONSOLE_MD": str(markdown),
+        "SCREENSHOT_DIR": str(SCREENSHOTS),
+        "CHROMIUM": str(CHROMIUM),
+    }
+    done = subprocess.run([node, "console.mjs"], cwd=BROWSER_DIR, env=env, capture_output=True, text=True, timeout=600)
     # Then every step passed, with no browser error, CSP violation or request outside /console, /v1 and uploads
     assert done.returncode == 0, done.stdout + done.stderr + "\nserver:\n" + "".join(server.output[-40:])
     assert '"ok":true' in done.stdout
@@ -76,8 +88,15 @@ def test_console_end_to_end_in_chromium(server):
     assert len(steps) == 13, done.stdout
     # And the screenshots of the main screens are there (CI keeps build/console-screenshots/ as artifacts)
     shots = sorted(p.name for p in SCREENSHOTS.glob("*.png"))
-    assert shots == ["01-sign-in.png", "02-collection-validation.png", "03-documents.png", "04-chunks.png",
-                     "05-query.png", "06-reindex-job.png", "07-documents-375px.png"]
+    assert shots == [
+        "01-sign-in.png",
+        "02-collection-validation.png",
+        "03-documents.png",
+        "04-chunks.png",
+        "05-query.png",
+        "06-reindex-job.png",
+        "07-documents-375px.png",
+    ]
     # And the test left nothing behind
     left = server.session(server.admin_key).get(server.url("/v1/collections"), params={"number": 1000}).json()
     assert not [c for c in left["collections"] if c.startswith("console-e2e-")]

@@ -21,10 +21,16 @@ CHUNKS = ["Imported part one about glaciers. ", "Imported part two about fjords.
 
 def import_body(*indexes: int) -> dict:
     starts = [0, len(CHUNKS[0])]
-    return {"format_version": 1, "embedding_model": "hash:384", "dimensions": 384,
-            "documents": [{"id": "imp", "title": "Imported", "chunk_count": 2}],
-            "chunks": [{"document_id": "imp", "index": i, "start": starts[i], "end": starts[i] + len(CHUNKS[i]),
-                        "text": CHUNKS[i]} for i in indexes]}
+    return {
+        "format_version": 1,
+        "embedding_model": "hash:384",
+        "dimensions": 384,
+        "documents": [{"id": "imp", "title": "Imported", "chunk_count": 2}],
+        "chunks": [
+            {"document_id": "imp", "index": i, "start": starts[i], "end": starts[i] + len(CHUNKS[i]), "text": CHUNKS[i]}
+            for i in indexes
+        ],
+    }
 
 
 def wait_for(check, timeout: float = 30.0):
@@ -49,13 +55,18 @@ def age(server, tenant: str, collection: str, document_id: str, by: timedelta) -
 
     store = SqliteMetadataStore(SqliteDatabase(server.data_dir / "kindex.sqlite3"))
     stored = store.get_document(tenant, collection, document_id)
-    store.put_document(tenant, stored.model_copy(update={"updated_at": stored.updated_at - by,
-                                                         "revision": stored.revision + 1}), create=False)
+    store.put_document(
+        tenant,
+        stored.model_copy(update={"updated_at": stored.updated_at - by, "revision": stored.revision + 1}),
+        create=False,
+    )
 
 
 def test_waits_that_are_over_fail_with_a_readable_reason_and_late_content_still_indexes(server):
-    sessions = {"default": server.session(server.admin_key),
-                "other": server.session(server.create_key("other", "admin"))}
+    sessions = {
+        "default": server.session(server.admin_key),
+        "other": server.session(server.create_key("other", "admin")),
+    }
     base = server.url("/v1/collections/wait")
     # Given in two tenants, with the same ids, a document created with a title only and an import of a 2-chunk
     # document that got 1 chunk
@@ -70,12 +81,17 @@ def test_waits_that_are_over_fail_with_a_readable_reason_and_late_content_still_
     for document_id in ("later", "imp"):
         age(server, "default", "wait", document_id, timedelta(days=2))
     # When the reindex pass runs (the server's worker does its tasks)
-    ran = subprocess.run([sys.executable, "-m", "kindex_local.cli", "reindex", "--data-dir", str(server.data_dir)],
-                         capture_output=True, text=True, timeout=120)
+    ran = subprocess.run(
+        [sys.executable, "-m", "kindex_local.cli", "reindex", "--data-dir", str(server.data_dir)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert ran.returncode == 0, ran.stderr
     admin = sessions["default"]
-    failed = wait_for(lambda: all(admin.get(f"{base}/documents/{d}").json()["status"] == "failed"
-                                  for d in ("later", "imp")))
+    failed = wait_for(
+        lambda: all(admin.get(f"{base}/documents/{d}").json()["status"] == "failed" for d in ("later", "imp"))
+    )
     assert failed
     # Then each says over HTTP, in its GET and in the list, why and what brings it back; retrying will not help
     later, imp = (admin.get(f"{base}/documents/{d}").json() for d in ("later", "imp"))

@@ -19,9 +19,19 @@ DOCUMENTS = {
 
 
 def test_serve_uses_bge_small_by_default_offline(tmp_path):
-    server = start_server(tmp_path / "data", {
-        "KINDEX_DEFAULT_EMBEDDING_MODEL": None, "HF_HUB_OFFLINE": "1", "HTTP_PROXY": CLOSED, "HTTPS_PROXY": CLOSED,
-        "http_proxy": CLOSED, "https_proxy": CLOSED, "NO_PROXY": "", "no_proxy": ""})
+    server = start_server(
+        tmp_path / "data",
+        {
+            "KINDEX_DEFAULT_EMBEDDING_MODEL": None,
+            "HF_HUB_OFFLINE": "1",
+            "HTTP_PROXY": CLOSED,
+            "HTTPS_PROXY": CLOSED,
+            "http_proxy": CLOSED,
+            "https_proxy": CLOSED,
+            "NO_PROXY": "",
+            "no_proxy": "",
+        },
+    )
     try:
         admin = server.session(server.admin_key)
         url = server.url("/v1/collections/papers")
@@ -37,8 +47,9 @@ def test_serve_uses_bge_small_by_default_offline(tmp_path):
             assert admin.put(f"{url}/documents/{doc_id}", json={"content": text}).status_code in (200, 201)
         assert wait_settled(admin, url, list(DOCUMENTS), timeout=120) == {d: "indexed" for d in DOCUMENTS}
         # When a question is asked in other words than its answer, by vector search alone
-        response = admin.post(f"{url}/query", json={"query": "what causes adult-onset diabetes?", "mode": "vector",
-                                                     "k": 3})
+        response = admin.post(
+            f"{url}/query", json={"query": "what causes adult-onset diabetes?", "mode": "vector", "k": 3}
+        )
         # Then the model finds it
         assert response.status_code == 200, response.text
         assert response.json()["results"][0]["document_id"] == "insulin"
@@ -48,8 +59,9 @@ def test_serve_uses_bge_small_by_default_offline(tmp_path):
 
 def test_serve_without_the_model_files_fails_documents_and_queries_with_the_command_to_run(tmp_path):
     # Given `kindex serve` whose models dir is empty (make install not run)
-    server = start_server(tmp_path / "data", {"KINDEX_DEFAULT_EMBEDDING_MODEL": None,
-                                              "KINDEX_MODELS_DIR": str(tmp_path / "no-models")})
+    server = start_server(
+        tmp_path / "data", {"KINDEX_DEFAULT_EMBEDDING_MODEL": None, "KINDEX_MODELS_DIR": str(tmp_path / "no-models")}
+    )
     try:
         admin = server.session(server.admin_key)
         url = server.url("/v1/collections/papers")

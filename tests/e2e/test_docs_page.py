@@ -13,8 +13,12 @@ from tests.e2e.test_console_browser import BROWSER_DIR, CHROMIUM, _require_brows
 
 pytestmark = pytest.mark.e2e
 
-FILES = {"/docs": "text/html; charset=utf-8", "/docs/swagger-ui-bundle.js": "text/javascript; charset=utf-8",
-         "/docs/swagger-ui.css": "text/css; charset=utf-8", "/docs/start.js": "text/javascript; charset=utf-8"}
+FILES = {
+    "/docs": "text/html; charset=utf-8",
+    "/docs/swagger-ui-bundle.js": "text/javascript; charset=utf-8",
+    "/docs/swagger-ui.css": "text/css; charset=utf-8",
+    "/docs/start.js": "text/javascript; charset=utf-8",
+}
 
 
 def test_the_page_and_its_files_come_from_this_origin_with_a_strict_policy(server):
@@ -33,13 +37,16 @@ def test_the_page_and_its_files_come_from_this_origin_with_a_strict_policy(serve
         assert again.status_code == 304, path
     page = requests.get(server.url("/docs"), timeout=10).text
     # And the page itself has no inline script or style, and names no other origin
-    assert re.findall(r"<script\b[^>]*>", page) == ['<script src="docs/swagger-ui-bundle.js">',
-                                                   '<script src="docs/start.js">']
+    assert re.findall(r"<script\b[^>]*>", page) == [
+        '<script src="docs/swagger-ui-bundle.js">',
+        '<script src="docs/start.js">',
+    ]
     assert "<style" not in page and "style=" not in page and "//" not in page.replace("<!doctype html>", "")
 
 
-@pytest.mark.parametrize("path", ["/docs/docs", "/docs/nope.js", "/docs/swagger-ui-bundle.min.js",
-                                  "/docs/%2e%2e%2fapi.py"])
+@pytest.mark.parametrize(
+    "path", ["/docs/docs", "/docs/nope.js", "/docs/swagger-ui-bundle.min.js", "/docs/%2e%2e%2fapi.py"]
+)
 def test_nothing_else_under_docs_is_served(server, path):
     response = requests.get(server.url(path), timeout=10)
     assert response.status_code == 404 and response.json()["error"] == "not_found"
@@ -50,8 +57,14 @@ def test_swagger_ui_runs_under_the_policy_in_chromium(server):
     # Given Node, Debian's Chromium and playwright-core
     node = _require_browser_tools()
     # When the page is opened and "Try it out" runs the collection list
-    done = subprocess.run([node, "docs.mjs"], cwd=BROWSER_DIR, capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "KINDEX_URL": server.base_url, "CHROMIUM": str(CHROMIUM)})
+    done = subprocess.run(
+        [node, "docs.mjs"],
+        cwd=BROWSER_DIR,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "KINDEX_URL": server.base_url, "CHROMIUM": str(CHROMIUM)},
+    )
     # Then the operations render styled, the request reaches this server (401 without a key), and there was no
     # browser error, CSP violation or request outside this origin's /docs and /v1
     assert done.returncode == 0, done.stdout + done.stderr

@@ -50,8 +50,10 @@ def test_attributes_and_access_round_trip_over_http(server, admin, kb):
     # Given a document PUT with attributes and an access list
     attributes = {"region": "eu", "year": 2024, "ratio": 0.25, "public": False, "tags": ["hr", "policy"]}
     access = {"users": ["ann"], "groups": ["hr"], "deny_users": [], "deny_groups": ["contractors"]}
-    response = admin.put(f"{kb}/documents/leave", json={"content": "Staff get 25 days of annual leave.",
-                                                        "attributes": attributes, "access": access})
+    response = admin.put(
+        f"{kb}/documents/leave",
+        json={"content": "Staff get 25 days of annual leave.", "attributes": attributes, "access": access},
+    )
     assert response.status_code == 201, response.text
     assert response.json()["attributes"] == attributes and response.json()["access"] == access
     wait_indexed(admin, kb, ["leave"])
@@ -67,33 +69,59 @@ def test_attributes_and_access_round_trip_over_http(server, admin, kb):
         assert ids(query.post(f"{kb}/query", json={**ask, "groups": ["staff", "hr"]})) == {"leave"}
         assert ids(query.post(f"{kb}/query", json={**ask, "groups": ["staff", "hr", "contractors"]})) == set()
         assert ids(query.post(f"{kb}/query", json={**ask, "user": "bob", "groups": ["staff"]})) == set()
-        assert ids(query.post(f"{kb}/query", json={**ask, "user": "ann", "groups": ["staff"],
-                                                    "filters": {"attributes": {"year": {"$gte": 2025}}}})) == set()
-        assert ids(query.post(f"{kb}/query", json={**ask, "user": "ann", "groups": ["staff"], "filters": {
-            "attributes": {"$or": [{"tags": {"$contains": "policy"}}, {"public": True}]}}})) == {"leave"}
+        assert (
+            ids(
+                query.post(
+                    f"{kb}/query",
+                    json={
+                        **ask,
+                        "user": "ann",
+                        "groups": ["staff"],
+                        "filters": {"attributes": {"year": {"$gte": 2025}}},
+                    },
+                )
+            )
+            == set()
+        )
+        assert ids(
+            query.post(
+                f"{kb}/query",
+                json={
+                    **ask,
+                    "user": "ann",
+                    "groups": ["staff"],
+                    "filters": {"attributes": {"$or": [{"tags": {"$contains": "policy"}}, {"public": True}]}},
+                },
+            )
+        ) == {"leave"}
     # And the upload ticket takes them too
-    ticket = admin.post(f"{kb}/documents/upload-doc/upload", json={
-        "filename": "notes.txt", "size": 5, "attributes": {"region": "us"}, "access": {"groups": ["hr"]}})
+    ticket = admin.post(
+        f"{kb}/documents/upload-doc/upload",
+        json={"filename": "notes.txt", "size": 5, "attributes": {"region": "us"}, "access": {"groups": ["hr"]}},
+    )
     assert ticket.status_code == 200, ticket.text
     assert ticket.json()["document"]["attributes"] == {"region": "us"}
     assert ticket.json()["document"]["access"]["groups"] == ["hr"]
 
 
-@pytest.mark.parametrize(("body", "field"), [
-    ('{"attributes": {"a": {"b": {"c": {"d": 1}}}}}', "attributes.a"),
-    ('{"attributes": {' + ", ".join(f'"k{i}": {i}' for i in range(10_000)) + "}}", "attributes"),
-    ('{"attributes": {"tags": [' + ", ".join(['"x"'] * 100_000) + "]}}", "attributes.tags"),
-    ('{"attributes": {"x": NaN}}', "attributes.x"),
-    ('{"attributes": {"x": 9223372036854775808}}', "attributes.x"),
-    ('{"attributes": {"x": 9007199254740993}}', "attributes.x"),
-    ('{"attributes": {"x": "\\ud800"}}', "attributes.x"),
-    ('{"attributes": {"": "x"}}', "attributes"),
-    ('{"attributes": {"x": ""}, "access": {"groups": ["a", "b", "c", ""]}}', "access.groups[3]"),
-    ('{"access": {"groups": [' + ", ".join(f'"g{i}"' for i in range(1001)) + "]}}", "access.groups"),
-    ('{"access": {"users": ["' + "u" * 257 + '"]}}', "access.users[0]"),
-    ('{"access": {"everyone": true}}', "access.everyone"),
-    ('{"access": ["hr"]}', "access"),
-])
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ('{"attributes": {"a": {"b": {"c": {"d": 1}}}}}', "attributes.a"),
+        ('{"attributes": {' + ", ".join(f'"k{i}": {i}' for i in range(10_000)) + "}}", "attributes"),
+        ('{"attributes": {"tags": [' + ", ".join(['"x"'] * 100_000) + "]}}", "attributes.tags"),
+        ('{"attributes": {"x": NaN}}', "attributes.x"),
+        ('{"attributes": {"x": 9223372036854775808}}', "attributes.x"),
+        ('{"attributes": {"x": 9007199254740993}}', "attributes.x"),
+        ('{"attributes": {"x": "\\ud800"}}', "attributes.x"),
+        ('{"attributes": {"": "x"}}', "attributes"),
+        ('{"attributes": {"x": ""}, "access": {"groups": ["a", "b", "c", ""]}}', "access.groups[3]"),
+        ('{"access": {"groups": [' + ", ".join(f'"g{i}"' for i in range(1001)) + "]}}", "access.groups"),
+        ('{"access": {"users": ["' + "u" * 257 + '"]}}', "access.users[0]"),
+        ('{"access": {"everyone": true}}', "access.everyone"),
+        ('{"access": ["hr"]}', "access"),
+    ],
+)
 def test_hostile_fields_are_a_422_naming_the_field_and_change_nothing(server, admin, kb, body, field):
     # Given a stored document
     url = f"{kb}/documents/hostile"
@@ -110,19 +138,23 @@ def test_hostile_fields_are_a_422_naming_the_field_and_change_nothing(server, ad
     assert admin.get(url).json() == before
 
 
-@pytest.mark.parametrize("attributes", [
-    {"$or": [{"a": 1}] * 10_000},
-    {"$and": [{"$and": [{"$and": [{"$and": [{"x": 1}]}]}]}]},
-    {"year": {"$gte": "2020"}},
-    {"year": {"$in": list(range(1001))}},
-    {"x": {"$regex": "."}},
-    {"x": {"$eq": 2**63}},
-    {"x": ""} | {"": 1},
-])
+@pytest.mark.parametrize(
+    "attributes",
+    [
+        {"$or": [{"a": 1}] * 10_000},
+        {"$and": [{"$and": [{"$and": [{"$and": [{"x": 1}]}]}]}]},
+        {"year": {"$gte": "2020"}},
+        {"year": {"$in": list(range(1001))}},
+        {"x": {"$regex": "."}},
+        {"x": {"$eq": 2**63}},
+        {"x": ""} | {"": 1},
+    ],
+)
 def test_hostile_filters_are_a_422_naming_the_place(server, kb, attributes):
     query = server.session(server.create_key("default", "query"))
-    response = query.post(f"{kb}/query", json={"query": "leave", "groups": ["staff"],
-                                               "filters": {"attributes": attributes}})
+    response = query.post(
+        f"{kb}/query", json={"query": "leave", "groups": ["staff"], "filters": {"attributes": attributes}}
+    )
     assert response.status_code == 422, response.text[:300]
     assert response.json()["message"].startswith("filters.attributes"), response.json()["message"]
 
@@ -133,8 +165,9 @@ def test_16_concurrent_clients_never_see_a_revoked_document(server, admin):
     assert admin.put(url, json={"query_groups": ["staff"]}).ok
     names = [f"r{i:02d}" for i in range(24)]
     for name in names:
-        assert admin.put(f"{url}/documents/{name}", json={"content": f"penguin census report {name}",
-                                                         "access": {"users": ["ann"]}}).ok
+        assert admin.put(
+            f"{url}/documents/{name}", json={"content": f"penguin census report {name}", "access": {"users": ["ann"]}}
+        ).ok
     wait_indexed(admin, url, names)
     revoked_at: dict[str, float] = {}
     violations, errors, counted = [], [], [0]
@@ -147,8 +180,10 @@ def test_16_concurrent_clients_never_see_a_revoked_document(server, admin):
         try:
             while not stop.is_set():
                 began = time.monotonic()
-                response = session.post(f"{url}/query", json={"query": "penguin census report", "user": "ann",
-                                                              "groups": ["staff"], "k": 24, "mode": mode})
+                response = session.post(
+                    f"{url}/query",
+                    json={"query": "penguin census report", "user": "ann", "groups": ["staff"], "k": 24, "mode": mode},
+                )
                 if response.status_code != 200:
                     errors.append(response.text[:200])
                     continue
@@ -180,10 +215,24 @@ def test_16_concurrent_clients_never_see_a_revoked_document(server, admin):
     # Then none ever did
     assert errors == [] and violations == [] and counted[0] >= 32
     wait_indexed(admin, url, names)
-    assert ids(admin.post(f"{url}/query", json={"query": "penguin census report", "user": "ann",
-                                                "groups": ["staff"], "k": 24})) == set()
-    assert len(ids(admin.post(f"{url}/query", json={"query": "penguin census report", "user": "bob",
-                                                    "groups": ["staff"], "k": 24}))) == 24
+    assert (
+        ids(
+            admin.post(
+                f"{url}/query", json={"query": "penguin census report", "user": "ann", "groups": ["staff"], "k": 24}
+            )
+        )
+        == set()
+    )
+    assert (
+        len(
+            ids(
+                admin.post(
+                    f"{url}/query", json={"query": "penguin census report", "user": "bob", "groups": ["staff"], "k": 24}
+                )
+            )
+        )
+        == 24
+    )
 
 
 def test_a_fields_only_put_shows_in_progress_then_indexed_without_re_embedding(server, admin):
@@ -202,8 +251,11 @@ def test_a_fields_only_put_shows_in_progress_then_indexed_without_re_embedding(s
     assert after["status"] == "indexed" and after["version"] == before["version"]
     assert after["fields_version"] == after["indexed_fields_version"] == before["fields_version"] + 1
     assert [c["chunk_id"] for c in admin.get(f"{url}/documents/d1/chunks").json()["chunks"]] == chunks
-    assert ids(admin.post(f"{url}/query", json={"query": "penguin", "groups": ["staff"],
-                                                "filters": {"attributes": {"region": "eu"}}})) == {"d1"}
+    assert ids(
+        admin.post(
+            f"{url}/query", json={"query": "penguin", "groups": ["staff"], "filters": {"attributes": {"region": "eu"}}}
+        )
+    ) == {"d1"}
 
 
 def test_the_openapi_document_shows_the_new_fields_with_examples(server):

@@ -24,8 +24,10 @@ NOT_TEXT = b"%PDF-1.4 not text at all \x00\x01"
 @pytest.fixture(scope="module")
 def tenants(server):
     """Two tenants with the same collection id and the same document ids, holding different documents; settled."""
-    clients = {"default": Kindex(server.base_url, server.admin_key),
-               "other": Kindex(server.base_url, server.create_key("other", "admin"))}
+    clients = {
+        "default": Kindex(server.base_url, server.admin_key),
+        "other": Kindex(server.base_url, server.create_key("other", "admin")),
+    }
     for name, client in clients.items():
         client.put_collection("shared", title=f"{name}'s")
         client.put_document("shared", "same-1", title=f"{name} one", content=f"{name} writes this text.")
@@ -120,13 +122,24 @@ def test_paging_over_many_documents_returns_each_exactly_once(server, many):
     assert len(everything["items"]) == MANY
 
 
-@pytest.mark.parametrize("params", [
-    {"number": "-2"}, {"number": "0"}, {"number": str(10**9)}, {"number": "1001"}, {"number": "ten"},
-    {"start": "-1"}, {"start": str(10**10)}, {"start": "1.5"},
-    {"cursor": "garbage!!"}, {"cursor": "e30"}, {"cursor": keys.encode_cursor("x")[:-3] + "%%%"},
-    {"cursor": "eyJhZnRlciI6IDV9"},  # {"after": 5}
-    {"cursor": "A" * 8193},
-])
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"number": "-2"},
+        {"number": "0"},
+        {"number": str(10**9)},
+        {"number": "1001"},
+        {"number": "ten"},
+        {"start": "-1"},
+        {"start": str(10**10)},
+        {"start": "1.5"},
+        {"cursor": "garbage!!"},
+        {"cursor": "e30"},
+        {"cursor": keys.encode_cursor("x")[:-3] + "%%%"},
+        {"cursor": "eyJhZnRlciI6IDV9"},  # {"after": 5}
+        {"cursor": "A" * 8193},
+    ],
+)
 def test_hostile_paging_parameters_get_a_4xx_json_answer(server, many, params):
     response = many.get(server.url("/v1/collections/many/documents"), params=params)
     assert 400 <= response.status_code < 500, (params, response.status_code, response.text[:300])
@@ -167,9 +180,24 @@ def test_the_sdk_reads_named_documents_in_whichever_takes_fewer_requests(server,
 
 def test_the_cli_lists_summaries_and_filters_by_status(server, tenants):
     def cli(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "kindex_local.cli", "documents", "list", "shared", *args,
-                               "--url", server.base_url, "--key", server.admin_key],
-                              capture_output=True, text=True, timeout=60)
+        return subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "kindex_local.cli",
+                "documents",
+                "list",
+                "shared",
+                *args,
+                "--url",
+                server.base_url,
+                "--key",
+                server.admin_key,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
 
     assert cli().stdout.split() == ["same-1", "same-2"]
     long = cli("--long").stdout.splitlines()

@@ -31,8 +31,9 @@ def modes(root: Path) -> dict[str, int]:
 
 
 def wrong_modes(root: Path) -> dict[str, str]:
-    return {name: oct(mode) for name, mode in modes(root).items()
-            if mode != (0o700 if (root / name).is_dir() else 0o600)}
+    return {
+        name: oct(mode) for name, mode in modes(root).items() if mode != (0o700 if (root / name).is_dir() else 0o600)
+    }
 
 
 def widen_like_an_older_version(data_dir: Path) -> None:
@@ -65,18 +66,37 @@ def test_every_folder_is_0700_and_every_file_0600_after_real_use(tmp_path, permi
         admin = server.session(server.admin_key)
         querier = server.session(server.create_key("default", "query"))
         assert admin.put(server.url("/v1/collections/c"), json={"allow_guests": True}).status_code == 201
-        assert admin.put(server.url("/v1/collections/c/documents/put"),
-                         json={"content": "Tenant text about glaciers."}).status_code == 201
+        assert (
+            admin.put(
+                server.url("/v1/collections/c/documents/put"), json={"content": "Tenant text about glaciers."}
+            ).status_code
+            == 201
+        )
         uploaded = b"Uploaded text about moraines."
-        ticket = admin.post(server.url("/v1/collections/c/documents/up/upload"),
-                            json={"filename": "up.txt", "size": len(uploaded)}).json()
-        assert requests.put(ticket["url"], data=uploaded, headers=ticket["headers"]
-                            ).status_code == 200
+        ticket = admin.post(
+            server.url("/v1/collections/c/documents/up/upload"), json={"filename": "up.txt", "size": len(uploaded)}
+        ).json()
+        assert requests.put(ticket["url"], data=uploaded, headers=ticket["headers"]).status_code == 200
         folder = tmp_path / "folder"
         folder.mkdir()
         (folder / "cli.md").write_text("# CLI\n\nIngested text about fjords.")
-        subprocess.run([sys.executable, "-m", "kindex_local.cli", "ingest", str(folder), "--collection", "c", "--quiet",
-                        "--data-dir", str(data_dir)], check=True, capture_output=True, timeout=120)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "kindex_local.cli",
+                "ingest",
+                str(folder),
+                "--collection",
+                "c",
+                "--quiet",
+                "--data-dir",
+                str(data_dir),
+            ],
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
         assert admin.post(server.url("/v1/rights-check-secret"), json={}).status_code == 200
         for document in ("put", "up"):
             status = wait_for_status(admin, server.url(f"/v1/collections/c/documents/{document}"))[0]["status"]
@@ -85,8 +105,15 @@ def test_every_folder_is_0700_and_every_file_0600_after_real_use(tmp_path, permi
         assert len(hits["results"]) == 3
         # When the data directory is walked while the server runs (its SQLite side files exist now)
         found = modes(data_dir)
-        for side_file in ("kindex.sqlite3-wal", "kindex.sqlite3-shm", KEYWORDS_META, "secrets",
-                          "upload-secret", "admin-key", "worker.lock"):
+        for side_file in (
+            "kindex.sqlite3-wal",
+            "kindex.sqlite3-shm",
+            KEYWORDS_META,
+            "secrets",
+            "upload-secret",
+            "admin-key",
+            "worker.lock",
+        ):
             assert side_file in found, sorted(found)
         assert any(name.startswith("index/vectors/") for name in found)
         assert any(name.startswith("blobs/tenants/default/collections/c/documents/") for name in found)
@@ -109,10 +136,15 @@ def test_a_data_directory_of_an_older_version_is_narrowed_at_start(tmp_path, per
         stop(server)
     widen_like_an_older_version(data_dir)
     assert {"admin-key", "upload-secret", "worker.lock", "kindex.sqlite3", "blobs", KEYWORDS_META} <= set(
-        wrong_modes(data_dir))
+        wrong_modes(data_dir)
+    )
     # When a key command, then the server, opens it
-    subprocess.run([sys.executable, "-m", "kindex_local.cli", "keys", "list", "--data-dir", str(data_dir)], check=True,
-                   capture_output=True, timeout=60)
+    subprocess.run(
+        [sys.executable, "-m", "kindex_local.cli", "keys", "list", "--data-dir", str(data_dir)],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
     assert wrong_modes(data_dir) == {}
     widen_like_an_older_version(data_dir)
     server = start_server(data_dir)

@@ -17,8 +17,8 @@ from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
 
-GIB = 1024 ** 3
-MIB = 1024 ** 2
+GIB = 1024**3
+MIB = 1024**2
 
 
 def status_kib(pid: int, field: str) -> int:
@@ -45,8 +45,9 @@ def own_server(tmp_path) -> RunningServer:
     running.stop()
 
 
-def upload(session: requests.Session, server: RunningServer, collection: str, document: str, filename: str,
-           data: bytes) -> None:
+def upload(
+    session: requests.Session, server: RunningServer, collection: str, document: str, filename: str, data: bytes
+) -> None:
     url = server.url(f"/v1/collections/{collection}/documents/{quote(document, safe='')}/upload")
     ticket = session.post(url, json={"filename": filename, "size": len(data)})
     assert ticket.status_code == 200, ticket.text
@@ -55,13 +56,19 @@ def upload(session: requests.Session, server: RunningServer, collection: str, do
     assert stored.status_code == 200, stored.text
 
 
-def wait_terminal(session: requests.Session, server: RunningServer, collection: str, ids: list[str],
-                  timeout: float = 240.0) -> dict[str, dict]:
+def wait_terminal(
+    session: requests.Session, server: RunningServer, collection: str, ids: list[str], timeout: float = 240.0
+) -> dict[str, dict]:
     return wait_until(
-        lambda: {d: session.get(server.url(f"/v1/collections/{collection}/documents/{quote(d, safe='')}")).json()
-                 for d in ids},
+        lambda: {
+            d: session.get(server.url(f"/v1/collections/{collection}/documents/{quote(d, safe='')}")).json()
+            for d in ids
+        },
         until=lambda documents: all(doc["status"] in ("indexed", "failed") for doc in documents.values()),
-        timeout=timeout, interval=0.25, message="the documents were neither all indexed nor failed")
+        timeout=timeout,
+        interval=0.25,
+        message="the documents were neither all indexed nor failed",
+    )
 
 
 def test_hostile_files_fail_alone_within_a_memory_bound_and_the_documents_behind_them_index(own_server):
@@ -75,15 +82,27 @@ def test_hostile_files_fail_alone_within_a_memory_bound_and_the_documents_behind
     hostile_set = {
         "docx-bomb": ("bomb.docx", hostile.docx_bomb(1 << 30), "failed", "LimitExceeded: DOCX unpacks to "),
         "docx-liar": ("liar.docx", hostile.docx_lying_about_its_size(), "failed", "CorruptFile: "),
-        "html-nested": ("deep.html", hostile.nested_html(2_000_000), "failed",
-                        "LimitExceeded: HTML nests deeper than 256 elements"),
-        "html-flat": ("flat.html", hostile.flat_html(300_000), "failed",
-                      "LimitExceeded: HTML has more than 250000 elements and comments"),
+        "html-nested": (
+            "deep.html",
+            hostile.nested_html(2_000_000),
+            "failed",
+            "LimitExceeded: HTML nests deeper than 256 elements",
+        ),
+        "html-flat": (
+            "flat.html",
+            hostile.flat_html(300_000),
+            "failed",
+            "LimitExceeded: HTML has more than 250000 elements and comments",
+        ),
         "pdf-bomb": ("bomb.pdf", hostile.pdf_stream_bomb(4, 64 * MIB), "failed", "LimitExceeded: PDF exceeds"),
         "random": ("random.txt", hostile.random_bytes(4 * MIB), "failed", "UnsupportedType: File content is binary"),
         "elf": ("elf.txt", hostile.elf_binary(4 * MIB), "failed", "UnsupportedType: File content is an ELF executable"),
-        "pdf-as-txt": ("report.txt", hostile.text_pdf("quarterly report"), "failed",
-                       "UnsupportedType: File content is a PDF document, not plain text"),
+        "pdf-as-txt": (
+            "report.txt",
+            hostile.text_pdf("quarterly report"),
+            "failed",
+            "UnsupportedType: File content is a PDF document, not plain text",
+        ),
         "utf16-bom": ("japan-bom.txt", ("\ufeff" + japanese).encode("utf-16-le"), "indexed", None),
         "utf16": ("japan.txt", japanese.encode("utf-16-le"), "indexed", None),
     }
@@ -104,14 +123,19 @@ def test_hostile_files_fail_alone_within_a_memory_bound_and_the_documents_behind
         samples.append(status_kib(pid, "VmRSS"))
     for document, (filename, data) in ordinary.items():
         upload(admin, server, "h", document, filename, data)
+
     # (sampling RSS while the worker runs, in case the kernel refused the peak reset)
     def sampled_documents() -> dict[str, dict]:
         samples.append(status_kib(pid, "VmRSS"))
         return {d: admin.get(server.url(f"/v1/collections/h/documents/{d}")).json() for d in [*hostile_set, *ordinary]}
 
-    documents = wait_until(sampled_documents, timeout=240, interval=0.1,
-                           until=lambda docs: all(doc["status"] in ("indexed", "failed") for doc in docs.values()),
-                           message="the documents were neither all indexed nor failed")
+    documents = wait_until(
+        sampled_documents,
+        timeout=240,
+        interval=0.1,
+        until=lambda docs: all(doc["status"] in ("indexed", "failed") for doc in docs.values()),
+        message="the documents were neither all indexed nor failed",
+    )
     peak = max(samples + ([status_kib(pid, "VmHWM")] if hwm_was_reset else []))
 
     # Then each hostile file ended as it should, with a reason that names what it is
@@ -125,8 +149,10 @@ def test_hostile_files_fail_alone_within_a_memory_bound_and_the_documents_behind
         assert outcome[document][0] == "indexed", (document, outcome[document])
     # And the server's peak memory stayed under 1 GiB above its idle level
     added = (peak - idle_rss) * 1024
-    print(f"\nidle RSS {idle_rss / 1024:.0f} MiB, peak {peak / 1024:.0f} MiB, added {added / MIB:.0f} MiB"
-          f" (peak from {'VmHWM' if hwm_was_reset else 'sampled VmRSS'})")
+    print(
+        f"\nidle RSS {idle_rss / 1024:.0f} MiB, peak {peak / 1024:.0f} MiB, added {added / MIB:.0f} MiB"
+        f" (peak from {'VmHWM' if hwm_was_reset else 'sampled VmRSS'})"
+    )
     assert added < 1 * GIB
     # And the UTF-16 text reads as Japanese: its chunks hold it and a search for 日本語 finds both files
     for document in ("utf16", "utf16-bom"):
@@ -150,8 +176,9 @@ def test_six_concurrent_maximum_uploads_stream_to_disk_within_a_small_memory_bou
     size = 50 * MIB
     tickets = []
     for n in range(6):
-        ticket = admin.post(server.url(f"/v1/collections/up/documents/big-{n}/upload"),
-                            json={"filename": f"big-{n}.txt", "size": size})
+        ticket = admin.post(
+            server.url(f"/v1/collections/up/documents/big-{n}/upload"), json={"filename": f"big-{n}.txt", "size": size}
+        )
         assert ticket.status_code == 200, ticket.text
         tickets.append(ticket.json())
     time.sleep(1.0)
@@ -192,8 +219,9 @@ def test_uploads_are_kept_only_at_their_signed_length(own_server):
     server = own_server
     admin = server.session(server.admin_key)
     assert admin.put(server.url("/v1/collections/up"), json={"title": "uploads"}).status_code == 201
-    ticket = admin.post(server.url("/v1/collections/up/documents/d/upload"),
-                        json={"filename": "d.txt", "size": 10}).json()
+    ticket = admin.post(
+        server.url("/v1/collections/up/documents/d/upload"), json={"filename": "d.txt", "size": 10}
+    ).json()
     # A chunked body has no Content-Length, so it cannot match the signature
     unsized = {name: value for name, value in ticket["headers"].items() if name != "Content-Length"}
     chunked = requests.put(ticket["url"], data=iter([b"0123456789"]), headers=unsized, timeout=30)
@@ -205,5 +233,6 @@ def test_uploads_are_kept_only_at_their_signed_length(own_server):
     assert not [p for p in (server.data_dir / "blobs").rglob("*") if p.is_file() and ".tmp" not in p.parts]
     exact = requests.put(ticket["url"], data=b"0123456789", headers=ticket["headers"], timeout=30)
     assert exact.status_code == 200
-    assert [p.stat().st_size for p in (server.data_dir / "blobs").rglob("*")
-            if p.is_file() and ".tmp" not in p.parts] == [10]
+    assert [
+        p.stat().st_size for p in (server.data_dir / "blobs").rglob("*") if p.is_file() and ".tmp" not in p.parts
+    ] == [10]

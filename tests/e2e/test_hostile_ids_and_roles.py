@@ -25,8 +25,12 @@ def raw_request(server, method: str, raw_path: str, body: dict | None = None) ->
     address = urlparse(server.base_url)
     connection = http.client.HTTPConnection(address.hostname, address.port, timeout=30)
     try:
-        connection.request(method, raw_path, body=json.dumps(body or {}),
-                           headers={"Authorization": f"Bearer {server.admin_key}", "Content-Type": "application/json"})
+        connection.request(
+            method,
+            raw_path,
+            body=json.dumps(body or {}),
+            headers={"Authorization": f"Bearer {server.admin_key}", "Content-Type": "application/json"},
+        )
         response = connection.getresponse()
         return response.status, json.loads(response.read() or b"null")
     finally:
@@ -46,9 +50,12 @@ def test_dot_ids_are_422_naming_the_field_and_store_nothing(server, dots):
     encoded = "%2E" * len(dots)
     encoded_cases = {
         "collection id": [admin.put(server.url(f"/v1/collections/{encoded}"), json={})],
-        "document id": [admin.put(server.url(f"/v1/collections/ids/documents/{encoded}"), json={"content": "x"}),
-                        admin.post(server.url(f"/v1/collections/ids/documents/{encoded}/upload"),
-                                   json={"filename": "a.txt", "size": 1})],
+        "document id": [
+            admin.put(server.url(f"/v1/collections/ids/documents/{encoded}"), json={"content": "x"}),
+            admin.post(
+                server.url(f"/v1/collections/ids/documents/{encoded}/upload"), json={"filename": "a.txt", "size": 1}
+            ),
+        ],
         "filename": [admin.post(url(server, "ids", "documents", "d", "upload"), json={"filename": dots, "size": 1})],
     }
     for field, responses in encoded_cases.items():
@@ -56,8 +63,10 @@ def test_dot_ids_are_422_naming_the_field_and_store_nothing(server, dots):
             assert (response.status_code, response.json()["error"]) == (422, "invalid_input"), (field, response.text)
             assert field in response.json()["message"], (field, response.text)
     # Sent literally, the segment reaches the API as the same id (or, were the path normalised first, no route)
-    for field, raw_path in [("collection id", f"/v1/collections/{dots}"),
-                            ("document id", f"/v1/collections/ids/documents/{dots}")]:
+    for field, raw_path in [
+        ("collection id", f"/v1/collections/{dots}"),
+        ("document id", f"/v1/collections/ids/documents/{dots}"),
+    ]:
         status, body = raw_request(server, "PUT", raw_path, {} if field == "collection id" else {"content": "x"})
         assert (status, body["error"]) in ((422, "invalid_input"), (404, "not_found")), (raw_path, status, body)
         assert status == 404 or field in body["message"]
@@ -69,9 +78,23 @@ def test_dot_ids_are_422_naming_the_field_and_store_nothing(server, dots):
 
 def test_dot_tenants_are_refused_by_the_cli(server):
     for tenant in (".", ".."):
-        created = subprocess.run([sys.executable, "-m", "kindex_local.cli", "keys", "create", "--tenant", tenant,
-                                  "--role", "admin", "--data-dir", str(server.data_dir)],
-                                 capture_output=True, text=True)
+        created = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "kindex_local.cli",
+                "keys",
+                "create",
+                "--tenant",
+                tenant,
+                "--role",
+                "admin",
+                "--data-dir",
+                str(server.data_dir),
+            ],
+            capture_output=True,
+            text=True,
+        )
         assert created.returncode == 2 and "'.' or '..'" in created.stderr
 
 
@@ -86,10 +109,10 @@ def test_names_like_temp_files_are_indexed_and_deleted_without_leftovers(server,
         assert admin.put(doc_url, json={"content": "The glacier report mentions moraines."}).status_code == 201
     else:
         text = b"The glacier report mentions moraines."
-        ticket = admin.post(doc_url + "/upload", json={"filename": filename, "mimetype": "text/plain",
-                                                       "size": len(text)}).json()
-        assert requests.put(ticket["url"], data=text,
-                            headers=ticket["headers"]).status_code == 200
+        ticket = admin.post(
+            doc_url + "/upload", json={"filename": filename, "mimetype": "text/plain", "size": len(text)}
+        ).json()
+        assert requests.put(ticket["url"], data=text, headers=ticket["headers"]).status_code == 200
     # When it is indexed / Then it is found by a query
     body, _ = wait_for_status(admin, doc_url)
     assert body["status"] == "indexed", body
@@ -108,8 +131,10 @@ def test_each_role_reaches_exactly_its_routes_over_http(server):
     tenant = "roles"
     admin = server.session(server.create_key(tenant, "admin"))
     assert admin.put(url(server, "c"), json={"allow_guests": True}).status_code == 201
-    assert admin.put(url(server, "c", "documents", "d"), json={"content": "The leave policy grants 25 days."}
-                     ).status_code == 201
+    assert (
+        admin.put(url(server, "c", "documents", "d"), json={"content": "The leave policy grants 25 days."}).status_code
+        == 201
+    )
     for role in ROLES:
         assert admin.put(url(server, f"gone-{role}"), json={}).status_code == 201
         assert admin.put(url(server, "c", "documents", f"gone-{role}"), json={"content": "x"}).status_code == 201

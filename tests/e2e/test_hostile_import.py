@@ -28,8 +28,10 @@ def stub():
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory, stub) -> RunningServer:
-    running = start_server(tmp_path_factory.mktemp("kindex-hostile-import"), {
-        "OPENAI_API_KEY": "sk-test-0123456789abcdef", "OPENAI_BASE_URL": stub.base_url})
+    running = start_server(
+        tmp_path_factory.mktemp("kindex-hostile-import"),
+        {"OPENAI_API_KEY": "sk-test-0123456789abcdef", "OPENAI_BASE_URL": stub.base_url},
+    )
     yield running
     running.stop()
 
@@ -42,8 +44,13 @@ def admin(server):
 
 
 def batch(model: str, dimensions: int, documents: list[dict], chunks: list[dict]) -> dict:
-    return {"format_version": 1, "embedding_model": model, "dimensions": dimensions, "documents": documents,
-            "chunks": chunks}
+    return {
+        "format_version": 1,
+        "embedding_model": model,
+        "dimensions": dimensions,
+        "documents": documents,
+        "chunks": chunks,
+    }
 
 
 def blob_bytes(data_dir: Path) -> int:
@@ -54,9 +61,22 @@ def test_chunk_offsets_cannot_turn_a_small_body_into_gigabytes_of_blob(server, a
     # Given the issue's reproduction: 8 documents of one chunk "x" at offset 2^26 - 1
     assert admin.put(server.url("/v1/collections/amp"), json={"embedding_model": "hash:8"}).status_code == 201
     before = blob_bytes(server.data_dir)
-    body = batch("hash:8", 8, [{"id": f"x{n}", "chunk_count": 1} for n in range(8)],
-                 [{"document_id": f"x{n}", "index": 0, "start": 67108863, "end": 67108864, "text": "x",
-                   "vector": [1, 0, 0, 0, 0, 0, 0, 0]} for n in range(8)])
+    body = batch(
+        "hash:8",
+        8,
+        [{"id": f"x{n}", "chunk_count": 1} for n in range(8)],
+        [
+            {
+                "document_id": f"x{n}",
+                "index": 0,
+                "start": 67108863,
+                "end": 67108864,
+                "text": "x",
+                "vector": [1, 0, 0, 0, 0, 0, 0, 0],
+            }
+            for n in range(8)
+        ],
+    )
     # When it is imported
     response = admin.post(server.url("/v1/collections/amp/import"), json=body)
     # Then it is a 422 naming the field, nothing is stored, and the blobs did not grow
@@ -70,20 +90,38 @@ def test_gaps_are_bounded_by_the_text_the_chunks_carry_also_over_several_batches
     admin.put(server.url("/v1/collections/gaps"), json={"embedding_model": "hash:8"})
     vector = [1, 0, 0, 0, 0, 0, 0, 0]
     # Given a document whose first batch brings chunk 0 (100 characters at 0)
-    first = admin.post(server.url("/v1/collections/gaps/import"), json=batch(
-        "hash:8", 8, [{"id": "d", "chunk_count": 2}],
-        [{"document_id": "d", "index": 0, "start": 0, "end": 100, "text": "a" * 100, "vector": vector}]))
+    first = admin.post(
+        server.url("/v1/collections/gaps/import"),
+        json=batch(
+            "hash:8",
+            8,
+            [{"id": "d", "chunk_count": 2}],
+            [{"document_id": "d", "index": 0, "start": 0, "end": 100, "text": "a" * 100, "vector": vector}],
+        ),
+    )
     assert first.status_code == 200 and first.json()["incomplete_documents"] == ["d"]
     # When a later batch puts chunk 1 far past what the two chunks hold / Then 422, and the document waits as it was
-    far = admin.post(server.url("/v1/collections/gaps/import"), json=batch(
-        "hash:8", 8, [], [{"document_id": "d", "index": 1, "start": 10_000, "end": 10_010, "text": "b" * 10,
-                           "vector": vector}]))
+    far = admin.post(
+        server.url("/v1/collections/gaps/import"),
+        json=batch(
+            "hash:8",
+            8,
+            [],
+            [{"document_id": "d", "index": 1, "start": 10_000, "end": 10_010, "text": "b" * 10, "vector": vector}],
+        ),
+    )
     assert far.status_code == 422 and "chunks[0].end" in far.json()["message"]
     assert admin.get(server.url("/v1/collections/gaps/documents/d")).json()["status"] == "in_progress"
     # And a gap no longer than the chunks' text (whitespace a chunker skipped) completes it
-    near = admin.post(server.url("/v1/collections/gaps/import"), json=batch(
-        "hash:8", 8, [], [{"document_id": "d", "index": 1, "start": 150, "end": 160, "text": "b" * 10,
-                           "vector": vector}]))
+    near = admin.post(
+        server.url("/v1/collections/gaps/import"),
+        json=batch(
+            "hash:8",
+            8,
+            [],
+            [{"document_id": "d", "index": 1, "start": 150, "end": 160, "text": "b" * 10, "vector": vector}],
+        ),
+    )
     assert near.status_code == 200 and near.json()["documents_completed"] == 1
     document = admin.get(server.url("/v1/collections/gaps/documents/d")).json()
     assert document["status"] == "indexed" and document["content"] == "a" * 100 + " " * 50 + "b" * 10
@@ -96,9 +134,15 @@ def test_a_batch_over_the_file_limit_is_refused(tmp_path):
         session = running.session(running.admin_key)
         session.put(running.url("/v1/collections/small"), json={"embedding_model": "hash:8"})
         text = "é" * 600  # 600 characters, 1,200 bytes
-        response = session.post(running.url("/v1/collections/small/import"), json=batch(
-            "hash:8", 8, [{"id": "d", "chunk_count": 1}],
-            [{"document_id": "d", "index": 0, "start": 0, "end": 600, "text": text, "vector": [1] + [0] * 7}]))
+        response = session.post(
+            running.url("/v1/collections/small/import"),
+            json=batch(
+                "hash:8",
+                8,
+                [{"id": "d", "chunk_count": 1}],
+                [{"document_id": "d", "index": 0, "start": 0, "end": 600, "text": text, "vector": [1] + [0] * 7}],
+            ),
+        )
         # Then 422 naming the bound, and nothing stored
         assert response.status_code == 422 and "file limit of 1000 bytes" in response.json()["message"]
         assert session.get(running.url("/v1/collections/small/documents")).json()["documents"] == []
@@ -111,21 +155,30 @@ def indexed_document(server, admin, collection: str) -> dict:
     chunking, so that no re-ingest follows)."""
     created = admin.put(server.url(f"/v1/collections/{collection}"), json={"embedding_model": MODEL}).json()
     text = "The original text."
-    body = batch(MODEL, 1536, [{"id": "d", "chunk_count": 1}],
-                 [{"document_id": "d", "index": 0, "start": 0, "end": len(text), "text": text,
-                   "vector": [1.0] + [0.0] * 1535}])
-    body["chunking"] = {name: created[name] for name in
-                        ("chunking_method", "chunking_max_size", "chunking_overlap_offset")}
+    body = batch(
+        MODEL,
+        1536,
+        [{"id": "d", "chunk_count": 1}],
+        [{"document_id": "d", "index": 0, "start": 0, "end": len(text), "text": text, "vector": [1.0] + [0.0] * 1535}],
+    )
+    body["chunking"] = {
+        name: created[name] for name in ("chunking_method", "chunking_max_size", "chunking_overlap_offset")
+    }
     response = admin.post(server.url(f"/v1/collections/{collection}/import"), json=body)
     assert response.status_code == 200 and response.json()["documents_completed"] == 1
     return admin.get(server.url(f"/v1/collections/{collection}/documents/d")).json()
 
 
-@pytest.mark.parametrize("reply, status", [
-    (Reply(400, {}, error_body("This model's maximum context length is 8192 tokens", "context_length_exceeded")),
-     422),
-    (Reply(500, {}, error_body("The server had an error", error_type="server_error")), 422),
-])
+@pytest.mark.parametrize(
+    "reply, status",
+    [
+        (
+            Reply(400, {}, error_body("This model's maximum context length is 8192 tokens", "context_length_exceeded")),
+            422,
+        ),
+        (Reply(500, {}, error_body("The server had an error", error_type="server_error")), 422),
+    ],
+)
 def test_a_batch_whose_embedding_fails_changes_nothing(server, admin, stub, reply, status):
     # Given an indexed document
     collection = f"atomic-{reply.status}"
@@ -134,9 +187,15 @@ def test_a_batch_whose_embedding_fails_changes_nothing(server, admin, stub, repl
     # When a batch replacing it must embed (no vector) and the provider fails every attempt
     stub.script(*[reply] * 8)
     text = "A replacement text."
-    response = admin.post(server.url(f"/v1/collections/{collection}/import"), json=batch(
-        MODEL, 1536, [{"id": "d", "chunk_count": 1}],
-        [{"document_id": "d", "index": 0, "start": 0, "end": len(text), "text": text}]))
+    response = admin.post(
+        server.url(f"/v1/collections/{collection}/import"),
+        json=batch(
+            MODEL,
+            1536,
+            [{"id": "d", "chunk_count": 1}],
+            [{"document_id": "d", "index": 0, "start": 0, "end": len(text), "text": text}],
+        ),
+    )
     with stub._lock:  # what is left of the script is not for the next test
         stub._replies.clear()
     # Then the batch fails whole, and the document is exactly as it was, chunks and all
@@ -158,12 +217,17 @@ def test_forged_cursors_are_422_on_every_listing(server, admin):
     admin.put(server.url("/v1/collections/cursors"), json={"embedding_model": "hash:8"})
     admin.put(server.url("/v1/collections/cursors/documents/d"), json={"content": "Some text to list."})
     export = "/v1/collections/cursors/export"
-    cases = [(export, forged(["in", "d", 2**63, "c"])), (export, forged(["in", "d", 3, "\ud800"])),
-             (export, forged(["in", "\ud800", 3, "c"])), (export, forged(["after", "\ud800"])),
-             (export, forged(["in", "d", -2, "c"])),
-             ("/v1/collections/cursors/documents", plain("\ud800")), ("/v1/collections", plain("\ud800")),
-             ("/v1/collections/cursors/documents/d/chunks", plain("99999999999:c")),
-             ("/v1/collections/cursors/documents/d/chunks", plain("3:\ud800"))]
+    cases = [
+        (export, forged(["in", "d", 2**63, "c"])),
+        (export, forged(["in", "d", 3, "\ud800"])),
+        (export, forged(["in", "\ud800", 3, "c"])),
+        (export, forged(["after", "\ud800"])),
+        (export, forged(["in", "d", -2, "c"])),
+        ("/v1/collections/cursors/documents", plain("\ud800")),
+        ("/v1/collections", plain("\ud800")),
+        ("/v1/collections/cursors/documents/d/chunks", plain("99999999999:c")),
+        ("/v1/collections/cursors/documents/d/chunks", plain("3:\ud800")),
+    ]
     for path, cursor in cases:
         response = admin.get(server.url(path), params={"cursor": cursor})
         assert response.status_code == 422, (path, cursor, response.status_code, response.text)
@@ -176,9 +240,15 @@ def test_a_batch_that_must_embed_more_than_a_request_allows_is_413_and_the_sdk_s
     count = 2 * MAX_EMBED_TEXTS + 1
     texts = [f"chunk number {i} of the long document. " for i in range(count)]
     starts = [sum(len(t) for t in texts[:i]) for i in range(count)]
-    body = batch("hash:16", 16, [{"id": "long", "chunk_count": count}],
-                 [{"document_id": "long", "index": i, "start": starts[i], "end": starts[i] + len(t), "text": t}
-                  for i, t in enumerate(texts)])
+    body = batch(
+        "hash:16",
+        16,
+        [{"id": "long", "chunk_count": count}],
+        [
+            {"document_id": "long", "index": i, "start": starts[i], "end": starts[i] + len(t), "text": t}
+            for i, t in enumerate(texts)
+        ],
+    )
     # When it is posted as one request / Then 413 naming the bounds, and nothing is stored
     response = admin.post(server.url("/v1/collections/big/import"), json=body)
     assert response.status_code == 413, response.text
@@ -188,7 +258,12 @@ def test_a_batch_that_must_embed_more_than_a_request_allows_is_413_and_the_sdk_s
     # And the SDK sends it in parts that fit, as one result
     with Kindex(server.base_url, key=server.admin_key) as client:
         result = client.import_batch("big", body)
-    assert (result.documents_started, result.documents_completed, result.chunks_written, result.texts_embedded,
-            result.incomplete_documents) == (1, 1, count, count, [])
+    assert (
+        result.documents_started,
+        result.documents_completed,
+        result.chunks_written,
+        result.texts_embedded,
+        result.incomplete_documents,
+    ) == (1, 1, count, count, [])
     document = admin.get(server.url("/v1/collections/big/documents/long")).json()
     assert document["status"] == "indexed" and document["content"] == "".join(texts)

@@ -23,8 +23,13 @@ def refused_naming_mimetype(response: requests.Response, field: str = "mimetype"
 def admin(server) -> requests.Session:
     session = server.session(server.admin_key)
     assert session.put(server.url("/v1/collections/types"), json={}).status_code == 201
-    assert session.put(server.url("/v1/collections/types/documents/kept"),
-                       json={"content": "some text", "mimetype": "text/markdown"}).status_code == 201
+    assert (
+        session.put(
+            server.url("/v1/collections/types/documents/kept"),
+            json={"content": "some text", "mimetype": "text/markdown"},
+        ).status_code
+        == 201
+    )
     # (indexed before the tests compare it: "changes nothing" must not race the worker's own writes)
     wait_settled(session, server.url("/v1/collections/types"), ["kept"])
     return session
@@ -43,17 +48,21 @@ def test_a_document_put_of_a_hostile_mimetype_is_refused_and_changes_nothing(ser
     before = admin.get(url).json()
     refused_naming_mimetype(admin.put(url, json={"title": "changed", "mimetype": mimetype}))
     assert admin.get(url).json() == before
-    refused_naming_mimetype(admin.put(server.url("/v1/collections/types/documents/other"),
-                                      json={"content": "x", "mimetype": mimetype}))
+    refused_naming_mimetype(
+        admin.put(server.url("/v1/collections/types/documents/other"), json={"content": "x", "mimetype": mimetype})
+    )
     assert admin.get(server.url("/v1/collections/types/documents/other")).status_code == 404
 
 
 @pytest.mark.parametrize("mimetype", HOSTILE)
 def test_an_import_of_a_hostile_mimetype_is_refused_and_imports_nothing(server, admin, mimetype):
-    batch = {"format_version": 1, "embedding_model": "hash:384", "dimensions": 384,
-             "documents": [{"id": "imported", "chunk_count": 1, "mimetype": mimetype}],
-             "chunks": [{"document_id": "imported", "index": 0, "start": 0, "end": 2, "text": "hi",
-                         "vector": [0.5] * 384}]}
+    batch = {
+        "format_version": 1,
+        "embedding_model": "hash:384",
+        "dimensions": 384,
+        "documents": [{"id": "imported", "chunk_count": 1, "mimetype": mimetype}],
+        "chunks": [{"document_id": "imported", "index": 0, "start": 0, "end": 2, "text": "hi", "vector": [0.5] * 384}],
+    }
     refused_naming_mimetype(admin.post(server.url("/v1/collections/types/import"), json=batch), "documents.0.mimetype")
     assert admin.get(server.url("/v1/collections/types/documents/imported")).status_code == 404
 

@@ -64,8 +64,11 @@ def test_chunked_body_is_read_as_the_body(server):
     pieces = [body[:5], body[5:11], body[11:]]
     chunked = b"".join(b"%x\r\n%s\r\n" % (len(p), p) for p in pieces) + b"0\r\n\r\n"
     with connect(server) as sock:
-        send(sock, f"PUT /v1/collections/chunky HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {server.admin_key}\r\n"
-                   "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n")
+        send(
+            sock,
+            f"PUT /v1/collections/chunky HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {server.admin_key}\r\n"
+            "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n",
+        )
         send(sock, chunked)
         status, _, answer = read_response(sock)
     # Then it is the request's body, not a next request
@@ -76,13 +79,18 @@ def test_chunked_body_is_read_as_the_body(server):
 def test_smuggled_request_in_a_chunked_body_never_runs(server, victim):
     # Given a request framed by Transfer-Encoding and a short Content-Length (TE.CL), whose chunk hides a DELETE:
     # a server that framed it by Content-Length would run the DELETE as the next request on the connection
-    smuggled = (f"DELETE /v1/collections/victim HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {server.admin_key}\r\n"
-                "Content-Length: 0\r\n\r\n")
+    smuggled = (
+        f"DELETE /v1/collections/victim HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {server.admin_key}\r\n"
+        "Content-Length: 0\r\n\r\n"
+    )
     size_line = f"{len(smuggled):x}\r\n"
     with connect(server) as sock:
-        send(sock, f"PUT /v1/collections/front HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {server.admin_key}\r\n"
-                   f"Content-Length: {len(size_line)}\r\nTransfer-Encoding: chunked\r\n\r\n"
-                   f"{size_line}{smuggled}\r\n0\r\n\r\n")
+        send(
+            sock,
+            f"PUT /v1/collections/front HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {server.admin_key}\r\n"
+            f"Content-Length: {len(size_line)}\r\nTransfer-Encoding: chunked\r\n\r\n"
+            f"{size_line}{smuggled}\r\n0\r\n\r\n",
+        )
         status, _, body = read_response(sock)
         try:
             sock.settimeout(2)
@@ -98,8 +106,11 @@ def test_smuggled_request_in_a_chunked_body_never_runs(server, victim):
 @pytest.mark.parametrize("length", ["-1", "abc", "1e3", "10, 20"])
 def test_bad_content_length_is_a_json_400(server, victim, length):
     with connect(server) as sock:
-        send(sock, f"PUT /v1/collections/victim HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {server.admin_key}\r\n"
-                   f"Content-Length: {length}\r\n\r\n" + json.dumps({"title": "overwritten"}))
+        send(
+            sock,
+            f"PUT /v1/collections/victim HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {server.admin_key}\r\n"
+            f"Content-Length: {length}\r\n\r\n" + json.dumps({"title": "overwritten"}),
+        )
         status, headers, body = read_response(sock)
         assert closed(sock)
     assert status == 400
@@ -140,8 +151,11 @@ def test_long_url_is_a_json_414_and_huge_head_a_json_431(server):
 def test_oversized_chunked_body_is_refused_without_buffering_it(server):
     # Given a chunked API body that never declares its size and grows past the 10 MiB limit
     with connect(server) as sock:
-        send(sock, f"PUT /v1/collections/big HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {server.admin_key}\r\n"
-                   "Transfer-Encoding: chunked\r\n\r\n")
+        send(
+            sock,
+            f"PUT /v1/collections/big HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {server.admin_key}\r\n"
+            "Transfer-Encoding: chunked\r\n\r\n",
+        )
         chunk = b"%x\r\n%s\r\n" % (1 << 20, b" " * (1 << 20))
         try:
             for _ in range(12):

@@ -21,26 +21,39 @@ pytestmark = pytest.mark.e2e
 @pytest.fixture(scope="module")
 def collection(server):
     admin = server.session(server.admin_key)
-    assert admin.put(server.url("/v1/collections/lc"), json={"query_groups": ["staff"],
-                                                             "chunking_max_size": 800}).status_code == 201
-    assert admin.put(server.url("/v1/collections/lc/documents/expenses"), json={
-        "content": "Travel expenses are refunded within thirty days when the receipts are attached.",
-        "title": "Expenses", "url": "https://example.com/expenses"}).ok
+    assert (
+        admin.put(
+            server.url("/v1/collections/lc"), json={"query_groups": ["staff"], "chunking_max_size": 800}
+        ).status_code
+        == 201
+    )
+    assert admin.put(
+        server.url("/v1/collections/lc/documents/expenses"),
+        json={
+            "content": "Travel expenses are refunded within thirty days when the receipts are attached.",
+            "title": "Expenses",
+            "url": "https://example.com/expenses",
+        },
+    ).ok
     import requests
 
     pdf = (SHARED_DATA / "docs" / "pdf" / "docling-multi_page.pdf").read_bytes()
-    ticket = admin.post(server.url("/v1/collections/lc/documents/paper/upload"),
-                        json={"filename": "paper.pdf", "size": len(pdf)}).json()
+    ticket = admin.post(
+        server.url("/v1/collections/lc/documents/paper/upload"), json={"filename": "paper.pdf", "size": len(pdf)}
+    ).json()
     assert requests.put(ticket["url"], data=pdf, headers=ticket["headers"]).status_code == 200
     assert wait_settled(admin, server.url("/v1/collections/lc"), ["expenses", "paper"]) == {
-        "expenses": "indexed", "paper": "indexed"}
+        "expenses": "indexed",
+        "paper": "indexed",
+    }
     return "lc"
 
 
 def retriever(server, collection, **fields):
     fields.setdefault("groups", ["staff"])
-    return KindexRetriever(url=server.base_url, api_key=server.create_key("default", "query"),
-                           collections=[collection], **fields)
+    return KindexRetriever(
+        url=server.base_url, api_key=server.create_key("default", "query"), collections=[collection], **fields
+    )
 
 
 def test_invoke_returns_documents_with_citation_metadata(server, collection):
@@ -55,12 +68,22 @@ def test_invoke_returns_documents_with_citation_metadata(server, collection):
     assert "thirty days" in first.page_content
     meta = first.metadata
     assert (meta["collection"], meta["document_id"], meta["title"], meta["url"]) == (
-        collection, "expenses", "Expenses", "https://example.com/expenses")
+        collection,
+        "expenses",
+        "Expenses",
+        "https://example.com/expenses",
+    )
     assert meta["citation"] == 1 and meta["cite_as"] == "<CIT expenses />" and meta["query_id"]
     assert meta["chunk_id"] == first.id and isinstance(meta["score"], float) and meta["pages"] == []
     # And the query id renders the answer's citations
-    cited = server.session(server.admin_key).post(server.url("/v1/citations"), json={
-        "text": "Within thirty days <CIT expenses />.", "query_id": meta["query_id"]}).json()
+    cited = (
+        server.session(server.admin_key)
+        .post(
+            server.url("/v1/citations"),
+            json={"text": "Within thirty days <CIT expenses />.", "query_id": meta["query_id"]},
+        )
+        .json()
+    )
     assert "[^1]: [Expenses](https://example.com/expenses)" in cited["markdown"]
 
 
@@ -91,11 +114,16 @@ def test_a_retriever_filter_and_a_call_filter_narrow_the_search_together(server)
     admin = server.session(server.admin_key)
     assert admin.put(server.url("/v1/collections/lc-filtered"), json={"query_groups": ["staff"]}).status_code == 201
     for document, region, year in (("eu-2024", "eu", 2024), ("eu-2018", "eu", 2018), ("us-2024", "us", 2024)):
-        assert admin.put(server.url(f"/v1/collections/lc-filtered/documents/{document}"), json={
-            "content": f"Travel rules for the {region} office, issued in {year}.",
-            "attributes": {"region": region, "year": year}}).ok
-    assert set(wait_settled(admin, server.url("/v1/collections/lc-filtered"),
-                            ["eu-2024", "eu-2018", "us-2024"]).values()) == {"indexed"}
+        assert admin.put(
+            server.url(f"/v1/collections/lc-filtered/documents/{document}"),
+            json={
+                "content": f"Travel rules for the {region} office, issued in {year}.",
+                "attributes": {"region": region, "year": year},
+            },
+        ).ok
+    assert set(
+        wait_settled(admin, server.url("/v1/collections/lc-filtered"), ["eu-2024", "eu-2018", "us-2024"]).values()
+    ) == {"indexed"}
 
     def ids(documents):
         return sorted(d.metadata["document_id"] for d in documents)

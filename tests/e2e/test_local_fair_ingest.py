@@ -29,10 +29,15 @@ def slow_vector(text: str) -> list[float]:
 @pytest.fixture(scope="module")
 def slow_server(tmp_path_factory) -> Iterator[RunningServer]:
     with OpenAIStub(dimensions=DIMENSIONS, embed_fn=slow_vector) as stub:
-        running = start_server(tmp_path_factory.mktemp("kindex-fair"), {
-            "OPENAI_API_KEY": "sk-test-0123456789abcdef", "OPENAI_BASE_URL": stub.base_url,
-            "KINDEX_REMOTE_EMBED_SLICE": "128",  # progress every 128 of the large document's 1,000 chunks
-            "KINDEX_INGEST_WORKERS": "3"})
+        running = start_server(
+            tmp_path_factory.mktemp("kindex-fair"),
+            {
+                "OPENAI_API_KEY": "sk-test-0123456789abcdef",
+                "OPENAI_BASE_URL": stub.base_url,
+                "KINDEX_REMOTE_EMBED_SLICE": "128",  # progress every 128 of the large document's 1,000 chunks
+                "KINDEX_INGEST_WORKERS": "3",
+            },
+        )
         yield running
         running.stop()
 
@@ -56,17 +61,25 @@ def test_another_tenants_one_line_document_is_indexed_while_a_large_one_runs(slo
     big_tenant = server.session(server.admin_key)
     small_tenant = server.session(server.create_key("small", "admin"))
     for session in (big_tenant, small_tenant):
-        assert session.put(server.url("/v1/collections/reports"),
-                           json={"embedding_model": MODEL, "chunking_max_size": 100}).status_code == 201
+        assert (
+            session.put(
+                server.url("/v1/collections/reports"), json={"embedding_model": MODEL, "chunking_max_size": 100}
+            ).status_code
+            == 201
+        )
     # Given a 1,000-chunk document being indexed for one tenant
     assert put(big_tenant, server.url("/v1/collections/reports/documents/big"), {"content": BIG}) in (200, 201)
     big = lambda: document(big_tenant, server, "reports", "big")  # noqa: E731
     wait_until(big, until=lambda body: body["status"] == "in_progress", message="the large document did not start")
     # When another tenant writes a one-line document
-    assert put(small_tenant, server.url("/v1/collections/reports/documents/note"),
-               {"content": "One line about cats."}) in (200, 201)
-    wait_until(lambda: document(small_tenant, server, "reports", "note"),
-               until=lambda body: body["status"] == "indexed", message="the one-line document was not indexed")
+    assert put(
+        small_tenant, server.url("/v1/collections/reports/documents/note"), {"content": "One line about cats."}
+    ) in (200, 201)
+    wait_until(
+        lambda: document(small_tenant, server, "reports", "note"),
+        until=lambda body: body["status"] == "indexed",
+        message="the one-line document was not indexed",
+    )
     # Then it is indexed while the large one is still being worked on: it never waited behind it. (No wall-clock
     # bound: on a loaded machine the one line took 6 s while the large one still ran, which is no bug.)
     assert big()["status"] == "in_progress"
@@ -81,8 +94,9 @@ def test_another_tenants_one_line_document_is_indexed_while_a_large_one_runs(slo
     wait_until(big_indexed, message="the large document was not indexed")
     assert any(status == "in_progress" and 0 < done < total == 1000 for status, done, total in seen), seen
     assert (seen[-1][1], seen[-1][2]) == (1000, 1000)
-    chunks = big_tenant.get(server.url("/v1/collections/reports/documents/big/chunks"),
-                            params={"number": 1000}).json()["chunks"]
+    chunks = big_tenant.get(server.url("/v1/collections/reports/documents/big/chunks"), params={"number": 1000}).json()[
+        "chunks"
+    ]
     assert len(chunks) == 1000
 
 
@@ -102,9 +116,17 @@ def test_a_collection_with_an_unknown_model_fails_alone(slow_server):
     assert other.put(server.url("/v1/collections/fine"), json={"embedding_model": MODEL}).status_code == 201
     assert put(other, server.url("/v1/collections/fine/documents/good"), {"content": "Some text."}) in (200, 201)
     # Then the other tenant's document is indexed, and the bad one fails with a reason naming the model
-    wait_until(lambda: document(other, server, "fine", "good"), until=lambda body: body["status"] == "indexed",
-               timeout=20, message="the other tenant's document was not indexed")
-    wait_until(lambda: document(legacy, server, "old", "bad"), until=lambda body: body["status"] == "failed",
-               timeout=20, message="the document of the unknown model did not fail")
+    wait_until(
+        lambda: document(other, server, "fine", "good"),
+        until=lambda body: body["status"] == "indexed",
+        timeout=20,
+        message="the other tenant's document was not indexed",
+    )
+    wait_until(
+        lambda: document(legacy, server, "old", "bad"),
+        until=lambda body: body["status"] == "failed",
+        timeout=20,
+        message="the document of the unknown model did not fail",
+    )
     bad = document(legacy, server, "old", "bad")
     assert bad["failure_reason"].startswith("UnknownModel: unknown embedding model 'local:foo'")

@@ -23,8 +23,12 @@ def wait_for_status(session, url):
             seen.append(body["status"])
         return body
 
-    body = wait_until(look, until=lambda b: b["status"] in ("indexed", "failed"), interval=0.1,
-                      message="the document was neither indexed nor failed")
+    body = wait_until(
+        look,
+        until=lambda b: b["status"] in ("indexed", "failed"),
+        interval=0.1,
+        message="the document was neither indexed nor failed",
+    )
     return body, seen
 
 
@@ -38,8 +42,7 @@ def test_presigned_upload_of_a_real_pdf_is_indexed_with_pages(server):
     assert ticket.status_code == 200, ticket.text
     body = ticket.json()
     assert body["method"] == "PUT"
-    assert body["headers"] == {"Content-Type": "application/pdf", "Content-Length": str(len(pdf)),
-                               "If-None-Match": "*"}
+    assert body["headers"] == {"Content-Type": "application/pdf", "Content-Length": str(len(pdf)), "If-None-Match": "*"}
     assert body["document"]["title"] == "docling multi page.pdf" and body["expires_at"]
     # When the client PUTs the raw bytes with those headers (no API key needed: the URL is signed)
     uploaded = requests.put(body["url"], data=pdf, headers=body["headers"])
@@ -49,20 +52,38 @@ def test_presigned_upload_of_a_real_pdf_is_indexed_with_pages(server):
     assert document["status"] == "indexed", document["failure_reason"]
     chunks = admin.get(doc_url + "/chunks").json()["chunks"]
     assert len(chunks) == document["chunk_count"] > 1
-    assert set(chunks[0]) == {"chunk_id", "index", "start", "end", "page_start", "page_end", "text", "section",
-                              "table_header"}
+    assert set(chunks[0]) == {
+        "chunk_id",
+        "index",
+        "start",
+        "end",
+        "page_start",
+        "page_end",
+        "text",
+        "section",
+        "table_header",
+    }
     assert chunks[0]["page_start"] == 1 and chunks[-1]["page_end"] == 5
 
 
 def test_upload_url_is_bound_to_its_signature_content_type_length_and_key(server):
     admin = server.session(server.admin_key)
     admin.put(server.url("/v1/collections/signed"), json={})
-    body = admin.post(server.url("/v1/collections/signed/documents/d/upload"),
-                      json={"filename": "a.txt", "size": 5}).json()
-    assert requests.put(body["url"], data=b"hello", headers={**body["headers"], "Content-Type": "application/pdf"}
-                        ).status_code == 403
-    assert requests.put(body["url"].replace("signature=", "signature=0"), data=b"hello",
-                        headers=body["headers"]).status_code == 403
+    body = admin.post(
+        server.url("/v1/collections/signed/documents/d/upload"), json={"filename": "a.txt", "size": 5}
+    ).json()
+    assert (
+        requests.put(
+            body["url"], data=b"hello", headers={**body["headers"], "Content-Type": "application/pdf"}
+        ).status_code
+        == 403
+    )
+    assert (
+        requests.put(
+            body["url"].replace("signature=", "signature=0"), data=b"hello", headers=body["headers"]
+        ).status_code
+        == 403
+    )
     without_condition = {name: value for name, value in body["headers"].items() if name != "If-None-Match"}
     assert requests.put(body["url"], data=b"hello", headers=without_condition).status_code == 403
     other_key = body["url"].replace("a.txt", "b.txt")
@@ -107,8 +128,12 @@ def test_upload_bad_requests(server):
     assert admin.post(base, json={"filename": "a.pdf"}).status_code == 422  # the size is required
     assert admin.post(base, json={"filename": "a.pdf", "size": -1}).status_code == 422
     assert admin.post(base, json={"filename": "a.pdf", "size": "12"}).status_code == 422
-    assert admin.post(server.url("/v1/collections/none/documents/d/upload"),
-                      json={"filename": "a.pdf", "size": 1}).status_code == 404
+    assert (
+        admin.post(
+            server.url("/v1/collections/none/documents/d/upload"), json={"filename": "a.pdf", "size": 1}
+        ).status_code
+        == 404
+    )
     reader = server.session(server.create_key("default", "query"))
     assert reader.post(base, json={"filename": "a.pdf", "size": 1}).status_code == 403
 
@@ -118,9 +143,23 @@ def test_cli_ingest_of_a_folder_while_the_server_runs(server, tmp_path):
     (tmp_path / "a.md").write_text("# A\n\nAlpha text.")
     (tmp_path / "sub" / "b.txt").write_text("Beta text.")
     (tmp_path / "bad.pdf").write_bytes(b"not a pdf")
-    result = subprocess.run([sys.executable, "-m", "kindex_local.cli", "ingest", str(tmp_path),
-                             "--collection", "folder", "--data-dir", str(server.data_dir), "--quiet"],
-                            capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "kindex_local.cli",
+            "ingest",
+            str(tmp_path),
+            "--collection",
+            "folder",
+            "--data-dir",
+            str(server.data_dir),
+            "--quiet",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert "indexed 2" in result.stdout and "failed 1" in result.stdout, result.stdout + result.stderr
     assert "bad.pdf: CorruptFile" in result.stdout
     assert result.returncode == 1  # a failure is reported in the exit code
@@ -128,6 +167,21 @@ def test_cli_ingest_of_a_folder_while_the_server_runs(server, tmp_path):
     ids = admin.get(server.url("/v1/collections/folder/documents")).json()["documents"]
     assert ids == ["a.md", "bad.pdf", "sub:b.txt"]
     # running it again changes nothing
-    again = subprocess.run([sys.executable, "-m", "kindex_local.cli", "ingest", str(tmp_path), "--collection", "folder",
-                            "--data-dir", str(server.data_dir), "--quiet"], capture_output=True, text=True, timeout=120)
+    again = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "kindex_local.cli",
+            "ingest",
+            str(tmp_path),
+            "--collection",
+            "folder",
+            "--data-dir",
+            str(server.data_dir),
+            "--quiet",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert "unchanged 2" in again.stdout

@@ -8,8 +8,12 @@ pytestmark = pytest.mark.e2e
 
 
 def poll_job(session, url):
-    return wait_until(lambda: session.get(url).json(), until=lambda job: job["status"] == "completed",
-                      interval=0.2, message="the reindex job did not complete")
+    return wait_until(
+        lambda: session.get(url).json(),
+        until=lambda job: job["status"] == "completed",
+        interval=0.2,
+        message="the reindex job did not complete",
+    )
 
 
 def test_reindex_job_over_http(server):
@@ -18,8 +22,11 @@ def test_reindex_job_over_http(server):
     admin.put(url, json={"allow_guests": True})
     for i in range(4):
         admin.put(f"{url}/documents/d{i}", json={"content": f"Document {i} text about topic {i}. " * 10})
-    wait_until(lambda: [admin.get(f"{url}/documents/d{i}").json()["status"] for i in range(4)],
-               until=lambda statuses: statuses == ["indexed"] * 4, message="the documents were not indexed")
+    wait_until(
+        lambda: [admin.get(f"{url}/documents/d{i}").json()["status"] for i in range(4)],
+        until=lambda statuses: statuses == ["indexed"] * 4,
+        message="the documents were not indexed",
+    )
     # a model change: queries keep answering until the new model is complete
     changed = admin.put(url, json={"embedding_model": "hash:256", "chunking_max_size": 500}).json()
     assert changed["embedding_model"] == "hash:256" and changed["active_embedding_model"] == "hash:384"

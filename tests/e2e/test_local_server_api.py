@@ -123,12 +123,19 @@ def test_revoked_key_stops_working_while_server_runs(server):
     key = server.create_key("default", "admin")
     session = server.session(key)
     assert session.get(server.url("/v1/collections")).status_code == 200
-    listing = subprocess.run([sys.executable, "-m", "kindex_local.cli", "keys", "list",
-                              "--data-dir", str(server.data_dir)], capture_output=True, text=True, check=True).stdout
+    listing = subprocess.run(
+        [sys.executable, "-m", "kindex_local.cli", "keys", "list", "--data-dir", str(server.data_dir)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     key_id = key.split("_")[1]
     assert key_id in listing and key not in listing
-    subprocess.run([sys.executable, "-m", "kindex_local.cli", "keys", "revoke", key_id,
-                    "--data-dir", str(server.data_dir)], check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "kindex_local.cli", "keys", "revoke", key_id, "--data-dir", str(server.data_dir)],
+        check=True,
+        capture_output=True,
+    )
     assert session.get(server.url("/v1/collections")).status_code == 401
 
 
@@ -161,8 +168,9 @@ def test_two_tenants_are_isolated(server):
     acme = server.session(server.create_key("acme", "admin"))
     globex = server.session(server.create_key("globex", "admin"))
     assert acme.put(server.url(path("shared-name")), json={"title": "acme's"}).status_code == 201
-    assert acme.put(server.url(path("shared-name", "documents", "d1")),
-                    json={"content": "acme secret"}).status_code == 201
+    assert (
+        acme.put(server.url(path("shared-name", "documents", "d1")), json={"content": "acme secret"}).status_code == 201
+    )
     # globex cannot see, change or delete acme's collection: it is simply not there
     assert globex.get(server.url(path("shared-name"))).status_code == 404
     assert globex.get(server.url(path("shared-name", "documents", "d1"))).status_code == 404
@@ -176,9 +184,17 @@ def test_two_tenants_are_isolated(server):
 
 def test_a_second_server_on_the_same_port_or_data_dir_fails_clearly(server, tmp_path):
     port = server.base_url.rsplit(":", 1)[1]
-    busy_port = subprocess.run([sys.executable, "-m", "kindex_local.cli", "serve", "--port", port, "--data-dir",
-                                str(tmp_path / "other")], capture_output=True, text=True, timeout=60)
+    busy_port = subprocess.run(
+        [sys.executable, "-m", "kindex_local.cli", "serve", "--port", port, "--data-dir", str(tmp_path / "other")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert busy_port.returncode == 2 and "cannot listen" in busy_port.stderr
-    same_dir = subprocess.run([sys.executable, "-m", "kindex_local.cli", "serve", "--port", "0", "--data-dir",
-                               str(server.data_dir)], capture_output=True, text=True, timeout=60)
+    same_dir = subprocess.run(
+        [sys.executable, "-m", "kindex_local.cli", "serve", "--port", "0", "--data-dir", str(server.data_dir)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert same_dir.returncode == 2 and "another kindex process" in same_dir.stderr

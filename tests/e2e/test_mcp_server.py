@@ -26,10 +26,13 @@ LEAVE = "Staff get twenty-five days of paid leave each year. Unused leave carrie
 def handbook(server):
     admin = server.session(server.admin_key)
     assert admin.put(server.url("/v1/collections/mcp-handbook"), json={"query_groups": ["staff"]}).status_code == 201
-    assert admin.put(server.url("/v1/collections/mcp-handbook/documents/leave-policy"),
-                     json={"content": LEAVE, "title": "Leave policy", "url": "https://example.com/leave"}).ok
+    assert admin.put(
+        server.url("/v1/collections/mcp-handbook/documents/leave-policy"),
+        json={"content": LEAVE, "title": "Leave policy", "url": "https://example.com/leave"},
+    ).ok
     assert wait_settled(admin, server.url("/v1/collections/mcp-handbook"), ["leave-policy"]) == {
-        "leave-policy": "indexed"}
+        "leave-policy": "indexed"
+    }
     return "mcp-handbook"
 
 
@@ -39,8 +42,9 @@ def mcp_command(server, *flags):
 
 
 async def with_stdio_session(command, work):
-    params = StdioServerParameters(command=command[0], args=command[1:],
-                                   env={"PYTHONPATH": os.pathsep.join(sys.path), "PATH": os.environ["PATH"]})
+    params = StdioServerParameters(
+        command=command[0], args=command[1:], env={"PYTHONPATH": os.pathsep.join(sys.path), "PATH": os.environ["PATH"]}
+    )
     async with stdio_client(params) as (read, write):
         async with ClientSession(read, write) as session:
             await session.initialize()
@@ -59,8 +63,9 @@ def test_stdio_session_lists_the_tools_searches_and_cites(server, handbook):
     async def work(session):
         tools, found = await search_and_cite(session)
         result = found.structured_content
-        cited = await session.call_tool("cite", {
-            "text": "You get twenty-five days <CIT leave-policy />.", "query_id": result["query_id"]})
+        cited = await session.call_tool(
+            "cite", {"text": "You get twenty-five days <CIT leave-policy />.", "query_id": result["query_id"]}
+        )
         return tools, found, cited
 
     tools, found, cited = anyio.run(with_stdio_session, command, work)
@@ -108,17 +113,22 @@ def regional(server):
     assert admin.put(server.url("/v1/collections/mcp-regional"), json={"allow_guests": True}).status_code == 201
     for document, region, access in (("eu-leave", "eu", None), ("us-leave", "us", {"groups": ["staff"]})):
         body = {"content": f"Paid leave in the {region.upper()} region is generous.", "attributes": {"region": region}}
-        assert admin.put(server.url(f"/v1/collections/mcp-regional/documents/{document}"),
-                         json={**body, **({"access": access} if access else {})}).ok
+        assert admin.put(
+            server.url(f"/v1/collections/mcp-regional/documents/{document}"),
+            json={**body, **({"access": access} if access else {})},
+        ).ok
     assert wait_settled(admin, server.url("/v1/collections/mcp-regional"), ["eu-leave", "us-leave"]) == {
-        "eu-leave": "indexed", "us-leave": "indexed"}
+        "eu-leave": "indexed",
+        "us-leave": "indexed",
+    }
     return "mcp-regional"
 
 
 def test_the_model_may_narrow_a_search_by_attributes_never_by_principals(server, regional):
     # Given a server for a user in no group, whose configuration keeps every search to two regions
-    command = mcp_command(server, "--user", "bob", "--collection", regional, "--filter",
-                          '{"region": {"$in": ["eu", "us"]}}')
+    command = mcp_command(
+        server, "--user", "bob", "--collection", regional, "--filter", '{"region": {"$in": ["eu", "us"]}}'
+    )
 
     async def work(session):
         def ids(result):
@@ -126,12 +136,19 @@ def test_the_model_may_narrow_a_search_by_attributes_never_by_principals(server,
             return sorted(r["document_id"] for r in result.structured_content["results"])
 
         everything = await session.call_tool("search", {"query": "paid leave region", "mode": "keyword"})
-        eu = await session.call_tool("search", {"query": "paid leave region", "mode": "keyword",
-                                                "filter": {"region": "eu"}})
+        eu = await session.call_tool(
+            "search", {"query": "paid leave region", "mode": "keyword", "filter": {"region": "eu"}}
+        )
         # A filter that tries to widen the configured one still meets it (AND), and a filter cannot name principals
-        widened = await session.call_tool("search", {"query": "paid leave region", "mode": "keyword",
-                                                     "filter": {"$or": [{"region": "apac"}, {"region": "us"}]},
-                                                     "groups": ["staff"]})
+        widened = await session.call_tool(
+            "search",
+            {
+                "query": "paid leave region",
+                "mode": "keyword",
+                "filter": {"$or": [{"region": "apac"}, {"region": "us"}]},
+                "groups": ["staff"],
+            },
+        )
         refused = await session.call_tool("search", {"query": "paid leave", "filter": {"year": {"$gte": "2020"}}})
         return ids(everything), ids(eu), ids(widened), refused
 
@@ -143,8 +160,13 @@ def test_the_model_may_narrow_a_search_by_attributes_never_by_principals(server,
 
 
 def test_a_configured_filter_the_api_would_refuse_stops_the_server_from_starting(server):
-    done = subprocess.run(mcp_command(server, "--filter", '{"year": {"$gt": "x"}}'), capture_output=True, text=True,
-                          env={"PATH": os.environ["PATH"], "PYTHONPATH": os.pathsep.join(sys.path)}, timeout=60)
+    done = subprocess.run(
+        mcp_command(server, "--filter", '{"year": {"$gt": "x"}}'),
+        capture_output=True,
+        text=True,
+        env={"PATH": os.environ["PATH"], "PYTHONPATH": os.pathsep.join(sys.path)},
+        timeout=60,
+    )
     assert done.returncode == 2 and "filter.year.$gt" in done.stderr
 
 
@@ -156,11 +178,17 @@ def free_port():
 
 def test_streamable_http_transport_serves_the_same_tools(server, handbook):
     port = free_port()
-    command = mcp_command(server, "--groups", "staff", "--collection", handbook, "--transport", "http",
-                          "--port", str(port))
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                               env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    command = mcp_command(
+        server, "--groups", "staff", "--collection", handbook, "--transport", "http", "--port", str(port)
+    )
+    process = subprocess.Popen(
+        command,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
     try:
+
         def listening() -> bool:
             assert process.poll() is None, "kindex mcp exited"
             try:
@@ -186,6 +214,11 @@ def test_streamable_http_transport_serves_the_same_tools(server, handbook):
 
 
 def test_mcp_needs_a_deployment():
-    done = subprocess.run([sys.executable, "-m", "kindex_local.cli", "mcp"], capture_output=True, text=True,
-                          env={"PATH": "/usr/bin:/bin", "PYTHONPATH": os.pathsep.join(sys.path)}, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-m", "kindex_local.cli", "mcp"],
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": os.pathsep.join(sys.path)},
+        timeout=60,
+    )
     assert done.returncode == 2 and "--url and --key" in done.stderr

@@ -14,14 +14,26 @@ from tests.conftest import SHARED_DATA
 
 pytestmark = pytest.mark.e2e
 
-REAL_FILES = ["md/pypdf-extract-text.md", "md/opensearch-approximate-knn.md", "md/eng_spa_mult.md",
-              "html/wiki_duck.html", "pdf/docling-multi_page.pdf", "docx/docx-tables.docx"]
+REAL_FILES = [
+    "md/pypdf-extract-text.md",
+    "md/opensearch-approximate-knn.md",
+    "md/eng_spa_mult.md",
+    "html/wiki_duck.html",
+    "pdf/docling-multi_page.pdf",
+    "docx/docx-tables.docx",
+]
 
 
 def kindex(*args: str, env: dict[str, str] | None = None, stdin: str | None = None) -> subprocess.CompletedProcess:
     clean = {k: v for k, v in os.environ.items() if not k.startswith("KINDEX_")}
-    return subprocess.run([sys.executable, "-m", "kindex_local.cli", *args], capture_output=True, text=True,
-                          env={**clean, **(env or {})}, input=stdin, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "kindex_local.cli", *args],
+        capture_output=True,
+        text=True,
+        env={**clean, **(env or {})},
+        input=stdin,
+        timeout=300,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -31,8 +43,18 @@ def deployment(server) -> dict[str, str]:
 
 def test_collections_put_get_list_delete(deployment):
     # When a collection is created with flags and more fields from --body
-    put = kindex("collections", "put", "cli-col", "--title", "CLI", "--query-groups", "staff, hr", "--body",
-                 '{"allow_guests": true}', env=deployment)
+    put = kindex(
+        "collections",
+        "put",
+        "cli-col",
+        "--title",
+        "CLI",
+        "--query-groups",
+        "staff, hr",
+        "--body",
+        '{"allow_guests": true}',
+        env=deployment,
+    )
     # Then the stored collection is printed as JSON
     assert put.returncode == 0, put.stderr
     stored = json.loads(put.stdout)
@@ -56,13 +78,26 @@ def test_collections_put_get_list_delete(deployment):
 
 def test_documents_put_get_list_chunks_delete(deployment, tmp_path):
     kindex("collections", "put", "cli-docs", env=deployment)
-    text = kindex("documents", "put", "cli-docs", "note one", "--content", "The ferry leaves at nine.",
-                  "--title", "Ferry", "--document-url", "https://example.org/ferry", "--wait", env=deployment)
+    text = kindex(
+        "documents",
+        "put",
+        "cli-docs",
+        "note one",
+        "--content",
+        "The ferry leaves at nine.",
+        "--title",
+        "Ferry",
+        "--document-url",
+        "https://example.org/ferry",
+        "--wait",
+        env=deployment,
+    )
     assert text.returncode == 0, text.stderr
     assert json.loads(text.stdout)["status"] == "indexed"
     pdf = SHARED_DATA / "docs/pdf/docling-multi_page.pdf"
-    uploaded = kindex("documents", "put", "cli-docs", "paper", "--file", str(pdf), "--title", "Paper", "--wait",
-                      env=deployment)
+    uploaded = kindex(
+        "documents", "put", "cli-docs", "paper", "--file", str(pdf), "--title", "Paper", "--wait", env=deployment
+    )
     assert uploaded.returncode == 0, uploaded.stderr
     paper = json.loads(uploaded.stdout)
     assert (paper["status"], paper["title"], paper["content_length"]) == ("indexed", "Paper", pdf.stat().st_size)
@@ -116,15 +151,23 @@ def test_ingest_a_folder_of_real_files_twice_the_second_run_sends_nothing(deploy
     (folder / "broken.pdf").unlink()
     third = kindex("ingest", str(folder), "--collection", "cli-ingest", env=deployment)
     assert third.returncode == 0 and third.stdout.splitlines() == [
-        f"indexed 1, unchanged {len(REAL_FILES) - 1}, failed 0"]
+        f"indexed 1, unchanged {len(REAL_FILES) - 1}, failed 0"
+    ]
 
 
 def test_query_cite_reindex_and_jobs(deployment):
     kindex("collections", "put", "cli-q", "--query-groups", "staff", env=deployment)
-    kindex("documents", "put", "cli-q", "ferry", "--content", "The ferry to the island leaves at nine.", "--wait",
-           env=deployment)
-    table = kindex("query", "When does the ferry leave?", "-c", "cli-q", "--group", "staff", "-k", "3",
-                   env=deployment)
+    kindex(
+        "documents",
+        "put",
+        "cli-q",
+        "ferry",
+        "--content",
+        "The ferry to the island leaves at nine.",
+        "--wait",
+        env=deployment,
+    )
+    table = kindex("query", "When does the ferry leave?", "-c", "cli-q", "--group", "staff", "-k", "3", env=deployment)
     assert table.returncode == 0, table.stderr
     header, columns, first_row = table.stdout.splitlines()[:3]
     assert header.startswith("query_id ") and header.endswith("1 result(s), 0 denied")
@@ -148,8 +191,10 @@ def test_profiles_name_a_deployment_and_flags_override_them(server, tmp_path):
     config = tmp_path / "config"
     (config / "kindex").mkdir(parents=True)
     profiles = config / "kindex" / "profiles.toml"
-    profiles.write_text(f'[staging]\nurl = "{server.base_url}"\nkey = "{server.admin_key}"\n\n'
-                        f'[broken]\nurl = "{server.base_url}"\nkey = "kdx_wrong"\n')
+    profiles.write_text(
+        f'[staging]\nurl = "{server.base_url}"\nkey = "{server.admin_key}"\n\n'
+        f'[broken]\nurl = "{server.base_url}"\nkey = "kdx_wrong"\n'
+    )
     profiles.chmod(0o600)
     env = {"XDG_CONFIG_HOME": str(config)}
     assert kindex("collections", "list", "--profile", "staging", env=env).returncode == 0
@@ -187,8 +232,12 @@ def test_exit_codes_scripts_can_rely_on(server, deployment, tmp_path):
 def test_a_reader_that_stops_early_is_not_an_error(deployment):
     kindex("collections", "put", "cli-pipe", env=deployment)
     clean = {k: v for k, v in os.environ.items() if not k.startswith("KINDEX_")}
-    process = subprocess.Popen([sys.executable, "-m", "kindex_local.cli", "collections", "list"],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**clean, **deployment})
+    process = subprocess.Popen(
+        [sys.executable, "-m", "kindex_local.cli", "collections", "list"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**clean, **deployment},
+    )
     process.stdout.close()  # like `| head -0`: gone before the command writes
     assert process.wait(timeout=60) == 0
     assert process.stderr.read() == b""
@@ -207,9 +256,13 @@ def test_ingest_shows_a_progress_bar_only_on_a_terminal(deployment, tmp_path):
     leader, follower = pty.openpty()
     fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))  # a terminal has a width
     clean = {k: v for k, v in os.environ.items() if not k.startswith("KINDEX_")}
-    done = subprocess.run([sys.executable, "-m", "kindex_local.cli", "ingest", str(folder), "--collection",
-                           "cli-tty"], stdout=subprocess.PIPE, stderr=follower, env={**clean, **deployment},
-                          timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "kindex_local.cli", "ingest", str(folder), "--collection", "cli-tty"],
+        stdout=subprocess.PIPE,
+        stderr=follower,
+        env={**clean, **deployment},
+        timeout=120,
+    )
     os.close(follower)
     shown = b""
     while True:
@@ -227,8 +280,9 @@ def test_ingest_shows_a_progress_bar_only_on_a_terminal(deployment, tmp_path):
     assert quiet.stderr == "" and quiet.stdout.strip() == "indexed 0, unchanged 2, failed 0"
 
 
-def test_ingest_refuses_two_files_that_would_share_a_document_id_and_names_that_need_encoding(deployment, tmp_path,
-                                                                                               server):
+def test_ingest_refuses_two_files_that_would_share_a_document_id_and_names_that_need_encoding(
+    deployment, tmp_path, server
+):
     folder = tmp_path / "clash"
     (folder / "sub").mkdir(parents=True)
     (folder / "sub" / "x.md").write_text("# One\n\nfrom the sub-folder\n")
@@ -243,4 +297,3 @@ def test_ingest_refuses_two_files_that_would_share_a_document_id_and_names_that_
     with Kindex(server.base_url, server.admin_key) as client:
         (chunk,) = client.iter_chunks("cli-clash", "sub:x.md")  # the first in path order, whole
         assert chunk.text == "# One\n\nfrom the sub-folder\n"
-

@@ -57,9 +57,26 @@ class ClusterServer:
         return node_count(self.node, index or f"{self.prefix}-*", **terms)
 
     def ingest(self, tenant: str, collection: str, folder: Path) -> str:
-        result = subprocess.run([sys.executable, "-m", "kindex_local.cli", "ingest", str(folder), "--tenant", tenant,
-                                 "--collection", collection, "--data-dir", str(self.server.data_dir), "--quiet"],
-                                capture_output=True, text=True, timeout=600, env=cli_env(self.env))
+        result = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "kindex_local.cli",
+                "ingest",
+                str(folder),
+                "--tenant",
+                tenant,
+                "--collection",
+                collection,
+                "--data-dir",
+                str(self.server.data_dir),
+                "--quiet",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            env=cli_env(self.env),
+        )
         assert result.returncode == 0, result.stdout + result.stderr
         return result.stdout
 
@@ -107,8 +124,10 @@ def cluster(opensearch_node, tmp_path_factory, corpus) -> Iterator[ClusterServer
     env = {"KINDEX_SEARCH_URL": opensearch_node.url, "KINDEX_SEARCH_INDEX_PREFIX": prefix}
     server = start_server(tmp_path_factory.mktemp("kindex-on-opensearch"), env)
     try:
-        admins = {"default": server.session(server.admin_key),
-                  "acme": server.session(server.create_key("acme", "admin"))}
+        admins = {
+            "default": server.session(server.admin_key),
+            "acme": server.session(server.create_key("acme", "admin")),
+        }
         running = ClusterServer(server, opensearch_node, prefix, env, admins)
         files = sum(1 for path in corpus.rglob("*") if path.is_file())
         for tenant in TENANTS:
@@ -156,12 +175,14 @@ def test_filters_narrow_every_mode(cluster, mode):
     # Given a query whose best answers are elsewhere
     query = "efficient k-NN filtering with OpenSearch"
     # When it is narrowed to one other document / Then every result comes from that document
-    only = cluster.query("default", "docs", {"query": query + " siege", "mode": mode, "k": 10,
-                                             "filters": {"document_ids": [VICKSBURG]}})
+    only = cluster.query(
+        "default", "docs", {"query": query + " siege", "mode": mode, "k": 10, "filters": {"document_ids": [VICKSBURG]}}
+    )
     assert only["results"] and {r["document_id"] for r in only["results"]} == {VICKSBURG}
     # When it is narrowed to PDFs / Then every result is a PDF (by id: the folder of the file)
-    pdfs = cluster.query("acme", "docs", {"query": query, "mode": mode, "k": 10,
-                                          "filters": {"mimetype": "application/pdf"}})
+    pdfs = cluster.query(
+        "acme", "docs", {"query": query, "mode": mode, "k": 10, "filters": {"mimetype": "application/pdf"}}
+    )
     assert pdfs["results"] and all(r["document_id"].startswith("pdf:") for r in pdfs["results"])
     # When the filter matches nothing / Then nothing, not an error
     none = cluster.query("default", "docs", {"query": query, "mode": mode, "filters": {"document_ids": ["nope"]}})
@@ -174,8 +195,10 @@ def test_a_query_across_collections_and_a_tenant_that_owns_nothing(cluster, corp
     acme.put(cluster.server.url("/v1/collections/notes"), json={"allow_guests": True}).raise_for_status()
     cluster.ingest("acme", "notes", corpus / "md")
     # When acme asks both collections / Then results come from both, each labelled with its collection
-    body = acme.post(cluster.server.url("/v1/query"), json={"query": "extract text from a PDF page", "k": 20,
-                                                             "collections": ["docs", "notes"]})
+    body = acme.post(
+        cluster.server.url("/v1/query"),
+        json={"query": "extract text from a PDF page", "k": 20, "collections": ["docs", "notes"]},
+    )
     assert body.status_code == 200, body.text
     assert {r["collection"] for r in body.json()["results"]} == {"docs", "notes"}
     # And a tenant without the collections sees nothing of them (same collection names, its own empty space)
@@ -217,8 +240,13 @@ def test_deleting_a_document_then_the_collection_leaves_nothing_of_them_in_the_c
 
 
 def poll_job(session: requests.Session, url: str, timeout: float = 300.0) -> dict:
-    return wait_until(lambda: session.get(url).json(), until=lambda job: job["status"] == "completed",
-                      timeout=timeout, interval=0.2, message="the reindex job did not complete")
+    return wait_until(
+        lambda: session.get(url).json(),
+        until=lambda job: job["status"] == "completed",
+        timeout=timeout,
+        interval=0.2,
+        message="the reindex job did not complete",
+    )
 
 
 def test_a_model_switch_by_reindex_moves_the_collection_to_the_new_index(cluster, corpus):
@@ -278,8 +306,11 @@ def test_two_servers_on_one_cluster_with_their_own_data_directories_never_meet(o
             wait_indexed(server, "c", "d")
         # When each queries / Then each finds only its own text
         for server, text in zip(servers, texts):
-            results = server.session(server.admin_key).post(server.url("/v1/collections/c/query"),
-                                                            json={"query": "ravens otters", "k": 10}).json()
+            results = (
+                server.session(server.admin_key)
+                .post(server.url("/v1/collections/c/query"), json={"query": "ravens otters", "k": 10})
+                .json()
+            )
             assert [r["content"] for r in results["results"]] == [text]
         # When the first deletes the collection / Then the second's chunks are all still in the cluster
         first = servers[0]
@@ -314,10 +345,16 @@ def test_a_data_directory_moves_from_the_embedded_index_to_the_cluster_with_one_
         assert admin.post(url, json={"query": "ravens"}).json()["results"] == []
         # When `kindex reindex --full` runs once / Then it queues a sweep of the collection (and the tenant's blob
         # check); the running server's worker finds the missing vectors and writes them to the cluster
-        result = subprocess.run([sys.executable, "-m", "kindex_local.cli", "reindex", "--full", "--data-dir",
-                                 str(tmp_path)], capture_output=True, text=True, timeout=120, env=cli_env(env))
+        result = subprocess.run(
+            [sys.executable, "-m", "kindex_local.cli", "reindex", "--full", "--data-dir", str(tmp_path)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=cli_env(env),
+        )
         assert "1 collection(s), 2 task(s) queued" in result.stdout, result.stdout + result.stderr
         assert "the running server's worker does the tasks" in result.stdout
+
         def answer() -> dict:
             found = admin.post(url, json={"query": "ravens"}).json()
             # While the worker creates the cluster index, a search can meet its shard before it has started (the
@@ -326,8 +363,12 @@ def test_a_data_directory_moves_from_the_embedded_index_to_the_cluster_with_one_
             assert found.get("error", "dependency_unavailable") == "dependency_unavailable", found
             return found
 
-        wait_until(answer, until=lambda found: found.get("results"), interval=0.2,
-                   message="the document never reached the cluster")
+        wait_until(
+            answer,
+            until=lambda found: found.get("results"),
+            interval=0.2,
+            message="the document never reached the cluster",
+        )
         assert node_count(opensearch_node, f"{prefix}-*", tenant="default", collection="c", document_id="d") == 1
     finally:
         stop(server)
@@ -335,8 +376,9 @@ def test_a_data_directory_moves_from_the_embedded_index_to_the_cluster_with_one_
 
 
 def wait_indexed(server: RunningServer, collection: str, doc_id: str, timeout: float = 60.0) -> None:
-    statuses = wait_settled(server.session(server.admin_key), server.url(f"/v1/collections/{collection}"), [doc_id],
-                            timeout=timeout)
+    statuses = wait_settled(
+        server.session(server.admin_key), server.url(f"/v1/collections/{collection}"), [doc_id], timeout=timeout
+    )
     assert statuses == {doc_id: "indexed"}
 
 
@@ -348,8 +390,13 @@ def closed_port() -> int:
 
 def test_an_unreachable_cluster_is_a_json_error_that_names_no_credential(tmp_path):
     # Given a server whose cluster URL (with a password) points where nothing listens
-    server = start_server(tmp_path / "data", {"KINDEX_SEARCH_URL": f"http://kindex:s3cret-pw@127.0.0.1:{closed_port()}",
-                                              "KINDEX_SEARCH_INDEX_PREFIX": "kindex-unreachable"})
+    server = start_server(
+        tmp_path / "data",
+        {
+            "KINDEX_SEARCH_URL": f"http://kindex:s3cret-pw@127.0.0.1:{closed_port()}",
+            "KINDEX_SEARCH_INDEX_PREFIX": "kindex-unreachable",
+        },
+    )
     try:
         admin = server.session(server.admin_key)
         admin.put(server.url("/v1/collections/c"), json={"allow_guests": True}).raise_for_status()
@@ -369,7 +416,12 @@ def test_kindex_serve_with_a_bad_url_says_so_and_exits_2(tmp_path):
     # Given KINDEX_SEARCH_URL with a path and a password
     env = {**os.environ, "KINDEX_SEARCH_URL": "http://kindex:topsecret@127.0.0.1:9200/os"}
     # When starting the server / Then it stops at once with a message naming the variable, not the password
-    result = subprocess.run([sys.executable, "-m", "kindex_local.cli", "serve", "--port", "0", "--data-dir",
-                             str(tmp_path)], capture_output=True, text=True, timeout=60, env=env)
+    result = subprocess.run(
+        [sys.executable, "-m", "kindex_local.cli", "serve", "--port", "0", "--data-dir", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
     assert result.returncode == 2
     assert "KINDEX_SEARCH_URL" in result.stderr and "topsecret" not in result.stderr + result.stdout

@@ -11,8 +11,24 @@ pytestmark = pytest.mark.e2e
 
 
 def smoke(server, key: str, *extra: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "kindex_local.cli", "smoke", "--url", server.base_url, "--key", key,
-                           "--timeout", "120", *extra], capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "kindex_local.cli",
+            "smoke",
+            "--url",
+            server.base_url,
+            "--key",
+            key,
+            "--timeout",
+            "120",
+            *extra,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def test_smoke_check_passes_on_a_working_deployment_and_leaves_nothing(server):
@@ -24,8 +40,14 @@ def test_smoke_check_passes_on_a_working_deployment_and_leaves_nothing(server):
     assert done.returncode == 0, done.stdout + done.stderr
     steps = [line for line in done.stdout.splitlines() if line.startswith(("ok ", "FAIL"))]
     assert [line.split(" (")[0].split(maxsplit=1)[1] for line in steps] == [
-        "create collection", "upload a file by presigned URL", "wait until indexed", "query with a citation",
-        "refuse a user outside the collection's groups", "delete the collection", "nothing is left"]
+        "create collection",
+        "upload a file by presigned URL",
+        "wait until indexed",
+        "query with a citation",
+        "refuse a user outside the collection's groups",
+        "delete the collection",
+        "nothing is left",
+    ]
     assert all(line.startswith("ok ") and " ms)" in line for line in steps)
     # And it left nothing behind
     listed = server.session(server.admin_key).get(server.url("/v1/collections"), params={"number": 1000}).json()
@@ -50,6 +72,10 @@ def test_smoke_check_fails_clearly_and_cleans_up_when_the_key_cannot_write(serve
 
 
 def test_smoke_check_needs_a_url_and_a_key():
-    done = subprocess.run([sys.executable, "-m", "kindex_local.cli", "smoke"], capture_output=True, text=True,
-                          env={"PATH": "/usr/bin:/bin", "PYTHONPATH": ":".join(sys.path)})
+    done = subprocess.run(
+        [sys.executable, "-m", "kindex_local.cli", "smoke"],
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": ":".join(sys.path)},
+    )
     assert done.returncode == 2 and "--url and --key" in done.stderr

@@ -25,17 +25,20 @@ def admin(server):
     return session
 
 
-@pytest.mark.parametrize(("body", "status", "field"), [
-    ('{"title": ' + "[" * 10_000 + "]" * 10_000 + "}", 400, "title"),
-    ('{"title": "a", "title": "b"}', 422, "title"),
-    ('{"chunking_max_size": NaN}', 422, "chunking_max_size"),
-    ('{"chunking_max_size": Infinity}', 422, "chunking_max_size"),
-    ('{"chunking_overlap_offset": -Infinity}', 422, "chunking_overlap_offset"),
-    ('{"chunking_max_size": ' + "9" * 4000 + "}", 422, "chunking_max_size"),
-    ('{"chunking_max_size": 100001}', 422, "chunking_max_size"),
-    ('{"chunking_max_size": "500"}', 422, "chunking_max_size"),
-    ('{"embedding_model": "local:foo"}', 422, "embedding_model"),
-])
+@pytest.mark.parametrize(
+    ("body", "status", "field"),
+    [
+        ('{"title": ' + "[" * 10_000 + "]" * 10_000 + "}", 400, "title"),
+        ('{"title": "a", "title": "b"}', 422, "title"),
+        ('{"chunking_max_size": NaN}', 422, "chunking_max_size"),
+        ('{"chunking_max_size": Infinity}', 422, "chunking_max_size"),
+        ('{"chunking_overlap_offset": -Infinity}', 422, "chunking_overlap_offset"),
+        ('{"chunking_max_size": ' + "9" * 4000 + "}", 422, "chunking_max_size"),
+        ('{"chunking_max_size": 100001}', 422, "chunking_max_size"),
+        ('{"chunking_max_size": "500"}', 422, "chunking_max_size"),
+        ('{"embedding_model": "local:foo"}', 422, "embedding_model"),
+    ],
+)
 def test_hostile_collection_bodies_are_refused_naming_the_field(server, admin, body, status, field):
     # When a hostile body is PUT over HTTP / Then a 4xx names the field, and the collection is unchanged
     refused(admin.put(server.url("/v1/collections/strict"), data=body, headers=JSON), status, field)
@@ -44,8 +47,9 @@ def test_hostile_collection_bodies_are_refused_naming_the_field(server, admin, b
 
 @pytest.mark.parametrize("k", ['"5"', "true", "5.0", "NaN"])
 def test_query_k_must_be_a_json_integer(server, admin, k):
-    response = admin.post(server.url("/v1/collections/strict/query"), data='{"query": "text", "k": ' + k + "}",
-                          headers=JSON)
+    response = admin.post(
+        server.url("/v1/collections/strict/query"), data='{"query": "text", "k": ' + k + "}", headers=JSON
+    )
     refused(response, 422, "k")
 
 
@@ -54,12 +58,19 @@ def test_query_with_integer_k_is_answered(server, admin):
     assert response.status_code == 200, response.text
 
 
-@pytest.mark.parametrize("route", ["/v1/collections", "/v1/collections/strict/documents",
-                                   "/v1/collections/strict/documents/d1/chunks"])
-@pytest.mark.parametrize(("params", "field"), [
-    ({"start": str(2**63)}, "start"), ({"number": str(2**63)}, "number"), ({"number": "1001"}, "number"),
-    ({"number": "0"}, "number"), ({"start": "-1"}, "start"),
-])
+@pytest.mark.parametrize(
+    "route", ["/v1/collections", "/v1/collections/strict/documents", "/v1/collections/strict/documents/d1/chunks"]
+)
+@pytest.mark.parametrize(
+    ("params", "field"),
+    [
+        ({"start": str(2**63)}, "start"),
+        ({"number": str(2**63)}, "number"),
+        ({"number": "1001"}, "number"),
+        ({"number": "0"}, "number"),
+        ({"start": "-1"}, "start"),
+    ],
+)
 def test_paging_parameters_out_of_bounds_are_refused_naming_the_parameter(server, admin, route, params, field):
     refused(admin.get(server.url(route), params=params), 422, field)
 

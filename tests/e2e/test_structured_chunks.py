@@ -12,8 +12,13 @@ import requests
 pytestmark = pytest.mark.e2e
 
 DOCS = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "docs"
-FILES = ("docx/docling-word_sample.docx", "docx/docx-tables.docx", "docx/eng_spa_mult.docx", "md/eng_spa_mult.md",
-         "md/docling-wiki-ibm.md")
+FILES = (
+    "docx/docling-word_sample.docx",
+    "docx/docx-tables.docx",
+    "docx/eng_spa_mult.docx",
+    "md/eng_spa_mult.md",
+    "md/docling-wiki-ibm.md",
+)
 
 
 def wait_indexed(session, url, ids, timeout=120.0):
@@ -36,8 +41,9 @@ def test_a_docx_table_cell_is_answered_in_the_top_3_with_its_section_and_header(
         doc_id = relative.replace("/", "-").replace(".", "-")
         ids.append(doc_id)
         data = (DOCS / relative).read_bytes()
-        ticket = admin.post(f"{url}/documents/{doc_id}/upload", json={"filename": Path(relative).name,
-                                                                      "size": len(data)})
+        ticket = admin.post(
+            f"{url}/documents/{doc_id}/upload", json={"filename": Path(relative).name, "size": len(data)}
+        )
         assert ticket.status_code in (200, 201), ticket.text
         upload = ticket.json()
         assert requests.put(upload["url"], data=data, headers=upload["headers"]).status_code == 200
@@ -56,8 +62,11 @@ def test_a_docx_table_cell_is_answered_in_the_top_3_with_its_section_and_header(
     # And the content is exactly the document's text at the chunk's offsets (the section and header are apart)
     chunks = admin.get(f"{url}/documents/{hit['document_id']}/chunks").json()["chunks"]
     (listed,) = [c for c in chunks if c["chunk_id"] == hit["chunk_id"]]
-    assert (listed["text"], listed["section"], listed["table_header"]) == (hit["content"], hit["section"],
-                                                                           hit["table_header"])
+    assert (listed["text"], listed["section"], listed["table_header"]) == (
+        hit["content"],
+        hit["section"],
+        hit["table_header"],
+    )
     # And the context block and the citations carry the section
     assert 'section="Let’s swim! &gt; Let’s eat"' in body["context"]
     (citation,) = [c for c in body["citations"] if c["document_id"] == hit["document_id"]]

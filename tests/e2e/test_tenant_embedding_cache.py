@@ -34,10 +34,17 @@ def test_an_export_does_not_change_when_another_tenant_indexes_the_same_text(ser
     collection = evil.get(probe).json()
     # (chunked as the collection chunks, so no reindex pass re-chunks and re-embeds it meanwhile)
     chunking = {name: collection[name] for name in ("chunking_method", "chunking_max_size", "chunking_overlap_offset")}
-    imported = evil.post(probe + "/import", json={
-        "format_version": 1, "embedding_model": "hash:8", "dimensions": 8, "chunking": chunking,
-        "documents": [{"id": "x1", "chunk_count": 1}],
-        "chunks": [{"document_id": "x1", "index": 0, "start": 0, "end": len(TEXT), "text": TEXT, "vector": BOGUS}]})
+    imported = evil.post(
+        probe + "/import",
+        json={
+            "format_version": 1,
+            "embedding_model": "hash:8",
+            "dimensions": 8,
+            "chunking": chunking,
+            "documents": [{"id": "x1", "chunk_count": 1}],
+            "chunks": [{"document_id": "x1", "index": 0, "start": 0, "end": len(TEXT), "text": TEXT, "vector": BOGUS}],
+        },
+    )
     assert imported.status_code == 200, imported.text
     assert exported_vector(evil, probe) == [BOGUS]
     # When acme indexes that very text (same collection and document ids too)

@@ -42,8 +42,11 @@ def test_a_tenants_keyword_scores_do_not_move_when_another_tenant_indexes_or_del
     url = server.url("/v1/collections/kb")
     for session in (evil, acme):
         assert session.put(url, json={"allow_guests": True}).status_code == 201
-    evil_documents = {"d0": f"{TERM} nonce 4471", "d1": f"{TERM} with a much longer text around it, nonce 4471",
-                      "d2": "nothing of the word here, only a nonce"}
+    evil_documents = {
+        "d0": f"{TERM} nonce 4471",
+        "d1": f"{TERM} with a much longer text around it, nonce 4471",
+        "d2": "nothing of the word here, only a nonce",
+    }
     for doc_id, text in evil_documents.items():
         assert evil.put(f"{url}/documents/{doc_id}", json={"content": text}).status_code in (201, 202)
     wait_for(lambda: indexed(evil, url, evil_documents))
@@ -52,8 +55,10 @@ def test_a_tenants_keyword_scores_do_not_move_when_another_tenant_indexes_or_del
     # When acme indexes ten documents holding the term, in a collection and under document ids that are evil's too
     acme_ids = [f"d{i}" for i in range(10)]
     for doc_id in acme_ids:
-        assert acme.put(f"{url}/documents/{doc_id}", json={"content": f"{TERM} {TERM} acme {doc_id}"}
-                        ).status_code in (201, 202)
+        assert acme.put(f"{url}/documents/{doc_id}", json={"content": f"{TERM} {TERM} acme {doc_id}"}).status_code in (
+            201,
+            202,
+        )
     wait_for(lambda: indexed(acme, url, acme_ids))
     assert len(keyword_ranking(acme, url)) == 10  # acme's chunks are in the index
     during = keyword_ranking(evil, url)
@@ -83,8 +88,14 @@ def rewrite_as_one_shared_keyword_index(index_dir: Path) -> None:
         for _, address in searcher.search(tantivy.Query.all_query(), max(searcher.num_docs, 1)).hits:
             stored = searcher.doc(address)
             model, tenant, collection, _ = json.loads(stored["chunk"][0])
-            writer.add_document(tantivy.Document(text="", partition=json.dumps([model, tenant, collection]),
-                                                 document=stored["document"][0], chunk=stored["chunk"][0]))
+            writer.add_document(
+                tantivy.Document(
+                    text="",
+                    partition=json.dumps([model, tenant, collection]),
+                    document=stored["document"][0],
+                    chunk=stored["chunk"][0],
+                )
+            )
     writer.commit()
     writer.wait_merging_threads()
     shutil.rmtree(index_dir / "keywords")
@@ -94,8 +105,10 @@ def test_a_data_directory_with_the_shared_keyword_index_is_rebuilt_per_tenant_wh
     # Given a server's data directory with two tenants' documents under the same ids, one of them in French
     data_dir = tmp_path / "data"
     server = start_server(data_dir)
-    queries = {"keyword": {"query": f"{TERM} nonce", "mode": "keyword", "k": 20},
-               "french": {"query": TERM, "mode": "keyword", "k": 20, "filters": {"language": "fr"}}}
+    queries = {
+        "keyword": {"query": f"{TERM} nonce", "mode": "keyword", "k": 20},
+        "french": {"query": TERM, "mode": "keyword", "k": 20, "filters": {"language": "fr"}},
+    }
     try:
         sessions = {tenant: server.session(server.create_key(tenant, "admin")) for tenant in ("evil", "acme")}
         url = server.url("/v1/collections/kb")
@@ -106,8 +119,11 @@ def test_a_data_directory_with_the_shared_keyword_index_is_rebuilt_per_tenant_wh
                 assert session.put(f"{url}/documents/d{i}", json=body).status_code in (201, 202)
         for session in sessions.values():
             wait_for(lambda session=session: indexed(session, url, [f"d{i}" for i in range(4)]))
-        before = {(tenant, name): session.post(f"{url}/query", json=query).json()["results"]
-                  for tenant, session in sessions.items() for name, query in queries.items()}
+        before = {
+            (tenant, name): session.post(f"{url}/query", json=query).json()["results"]
+            for tenant, session in sessions.items()
+            for name, query in queries.items()
+        }
     finally:
         server.stop()
     assert [hit["document_id"] for hit in before[("evil", "french")]] == ["d1"]
@@ -117,8 +133,11 @@ def test_a_data_directory_with_the_shared_keyword_index_is_rebuilt_per_tenant_wh
     try:
         sessions = {tenant: server.session(server.create_key(tenant, "query")) for tenant in ("evil", "acme")}
         url = server.url("/v1/collections/kb")
-        after = {(tenant, name): session.post(f"{url}/query", json=query).json()["results"]
-                 for tenant, session in sessions.items() for name, query in queries.items()}
+        after = {
+            (tenant, name): session.post(f"{url}/query", json=query).json()["results"]
+            for tenant, session in sessions.items()
+            for name, query in queries.items()
+        }
     finally:
         server.stop()
     # Then every tenant's keyword results are what they were, scores and filter fields included, and the shared

@@ -19,8 +19,10 @@ pytestmark = pytest.mark.e2e
 # Tenant "slow" is on a plan of 1 request per second with a burst of 2 (80 requests cannot all pass even on a
 # machine slow enough to need a minute for them); everyone else is on a plan they cannot exhaust in this test.
 RATE, BURST = 1, 2
-PLANS = {"default": {"rate_limit": 1000, "burst_limit": 1000},
-         "plans": {"trial": {"rate_limit": RATE, "burst_limit": BURST, "tenants": ["slow"]}}}
+PLANS = {
+    "default": {"rate_limit": 1000, "burst_limit": 1000},
+    "plans": {"trial": {"rate_limit": RATE, "burst_limit": BURST, "tenants": ["slow"]}},
+}
 CLIENTS = 16
 REQUESTS_PER_CLIENT = 5
 
@@ -88,5 +90,7 @@ def test_bad_keys_are_refused_before_any_plan_and_public_routes_are_not_counted(
 
 
 def test_the_server_says_which_limits_it_applies(throttled_server):
-    assert any("Per-tenant limits: default 1000/s burst 1000; trial 1/s burst 2 (1 tenant(s))" in line
-               for line in throttled_server.output)
+    assert any(
+        "Per-tenant limits: default 1000/s burst 1000; trial 1/s burst 2 (1 tenant(s))" in line
+        for line in throttled_server.output
+    )

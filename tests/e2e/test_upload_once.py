@@ -57,8 +57,11 @@ def on_server(url: str, server: RunningServer) -> str:
 
 def document_blobs(server: RunningServer, document: str) -> list[bytes]:
     folder = server.data_dir / "blobs"
-    return [p.read_bytes() for p in folder.rglob("*") if p.is_file() and ".tmp" not in p.parts
-            and f"/documents/{document}/" in p.as_posix()]
+    return [
+        p.read_bytes()
+        for p in folder.rglob("*")
+        if p.is_file() and ".tmp" not in p.parts and f"/documents/{document}/" in p.as_posix()
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -76,8 +79,12 @@ def admin(planned_server) -> requests.Session:
 
 
 def ticket(server: RunningServer, session: requests.Session, document: str) -> dict:
-    answer = api(session, "POST", server.url(f"/v1/collections/up/documents/{document}/upload"),
-                 json={"filename": f"{document}.txt", "size": SIZE})
+    answer = api(
+        session,
+        "POST",
+        server.url(f"/v1/collections/up/documents/{document}/upload"),
+        json={"filename": f"{document}.txt", "size": SIZE},
+    )
     assert answer.status_code == 200, answer.text
     return answer.json()
 
@@ -96,8 +103,7 @@ def test_a_ticket_replayed_with_other_bytes_gets_412_and_changes_nothing(planned
     replays = [requests.put(grant["url"], data=body(i), headers=grant["headers"], timeout=30) for i in range(1, 20)]
     # Then every replay is refused with 412 JSON saying why
     assert [r.status_code for r in replays] == [412] * 19
-    assert all(r.json()["error"] == "precondition_failed" and "already used" in r.json()["message"]
-               for r in replays)
+    assert all(r.json()["error"] == "precondition_failed" and "already used" in r.json()["message"] for r in replays)
     # And after a later upload has been ingested (the worker got past anything queued meanwhile), the document
     # is untouched: same version and revision, indexed once, from the first bytes, which are the only blob
     sentinel = ticket(server, admin, "sentinel")
@@ -116,9 +122,13 @@ def test_sixteen_racing_puts_of_one_ticket_have_exactly_one_winner(planned_serve
     grant = ticket(server, admin, "raced")
     sessions = [requests.Session() for _ in range(RACERS)]
     # When 16 clients PUT different bytes to the same URL at once (connections opened before the release)
-    outcomes = run_together([lambda i=i: sessions[i].put(grant["url"], data=body(i), headers=grant["headers"],
-                                                         timeout=60) for i in range(RACERS)],
-                            ready=lambda i: sessions[i].get(server.url("/console"), timeout=30))
+    outcomes = run_together(
+        [
+            lambda i=i: sessions[i].put(grant["url"], data=body(i), headers=grant["headers"], timeout=60)
+            for i in range(RACERS)
+        ],
+        ready=lambda i: sessions[i].get(server.url("/console"), timeout=30),
+    )
     # Then exactly one is stored; every other one gets 412
     statuses = Counter(getattr(o, "status_code", repr(o)) for o in outcomes)
     assert statuses == {200: 1, 412: RACERS - 1}, statuses
@@ -152,8 +162,12 @@ def test_a_server_restart_keeps_a_used_ticket_used_and_an_unused_one_usable(tmp_
         assert replay.status_code == 412 and replay.json()["error"] == "precondition_failed"
         first = requests.put(on_server(unused["url"], server), data=body(2), headers=unused["headers"], timeout=30)
         assert first.status_code == 200
-        assert requests.put(on_server(unused["url"], server), data=body(3), headers=unused["headers"],
-                            timeout=30).status_code == 412
+        assert (
+            requests.put(
+                on_server(unused["url"], server), data=body(3), headers=unused["headers"], timeout=30
+            ).status_code
+            == 412
+        )
         assert wait_indexed(admin, server.url("/v1/collections/up/documents/unused"))["status"] == "indexed"
         assert document_blobs(server, "used") == [body(0)] and document_blobs(server, "unused") == [body(2)]
     finally:

@@ -33,32 +33,59 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 CACHE = REPO_ROOT / "build" / "layer-import-test"
 X86_PLATFORMS = ["manylinux2014_x86_64", "manylinux_2_28_x86_64"]
 # The import names of NEVER_IMPORTED (a distribution's import name often differs from its own).
-BLOCKED_IMPORTS = {"grpcio": ["grpc"], "protobuf": ["google.protobuf"],
-                   "opensearch-protobufs": ["opensearch.protobufs"], "requests-aws4auth": ["requests_aws4auth"],
-                   "langsmith": ["langsmith"],
-                   "zstandard": ["zstandard"], "xxhash": ["xxhash"], "websockets": ["websockets"],
-                   "orjson": ["orjson"], "requests-toolbelt": ["requests_toolbelt"], "hypercorn": ["hypercorn"],
-                   "h2": ["h2"], "hpack": ["hpack"], "hyperframe": ["hyperframe"], "priority": ["priority"],
-                   "wsproto": ["wsproto"], "tqdm": ["tqdm"], "httpx": ["httpx"]}
+BLOCKED_IMPORTS = {
+    "grpcio": ["grpc"],
+    "protobuf": ["google.protobuf"],
+    "opensearch-protobufs": ["opensearch.protobufs"],
+    "requests-aws4auth": ["requests_aws4auth"],
+    "langsmith": ["langsmith"],
+    "zstandard": ["zstandard"],
+    "xxhash": ["xxhash"],
+    "websockets": ["websockets"],
+    "orjson": ["orjson"],
+    "requests-toolbelt": ["requests_toolbelt"],
+    "hypercorn": ["hypercorn"],
+    "h2": ["h2"],
+    "hpack": ["hpack"],
+    "hyperframe": ["hyperframe"],
+    "priority": ["priority"],
+    "wsproto": ["wsproto"],
+    "tqdm": ["tqdm"],
+    "httpx": ["httpx"],
+}
 # Core modules only the local backend loads (its embedded models, index and SQLite stores) and the SDK, which the
 # core layer does not ship.
-LOCAL_ONLY = ("kindex.adapters.local", "kindex.compose.local", "kindex.adapters.embedders.bge",
-              "kindex.adapters.embedders.e5", "kindex.adapters.embedders.minilm", "kindex.adapters.embedders.windows",
-              "kindex.client")
+LOCAL_ONLY = (
+    "kindex.adapters.local",
+    "kindex.compose.local",
+    "kindex.adapters.embedders.bge",
+    "kindex.adapters.embedders.e5",
+    "kindex.adapters.embedders.minilm",
+    "kindex.adapters.embedders.windows",
+    "kindex.client",
+)
 HANDLERS = ["api", "query", "ingest", "authorizer", "reindex", "reindex_worker"]
 ENVIRONMENT = {
-    "KINDEX_BACKEND": "aws", "KINDEX_TABLE_NAME": "kindex-test", "KINDEX_BUCKET_NAME": "kindex-test-bucket",
+    "KINDEX_BACKEND": "aws",
+    "KINDEX_TABLE_NAME": "kindex-test",
+    "KINDEX_BUCKET_NAME": "kindex-test-bucket",
     "KINDEX_OPENSEARCH_ENDPOINT": "https://search-kindex.us-east-1.es.amazonaws.com",
-    "KINDEX_SECRETS_PREFIX": "kindex-dev", "KINDEX_OPENAI_SECRET_NAME": "kindex-dev/openai-api-key",
+    "KINDEX_SECRETS_PREFIX": "kindex-dev",
+    "KINDEX_OPENAI_SECRET_NAME": "kindex-dev/openai-api-key",
     "KINDEX_INGEST_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/ingest",
     "KINDEX_REINDEX_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/reindex",
-    "KINDEX_GATEWAY_KEY_SCOPE": "kindex-dev", "AWS_REGION": "us-east-1", "AWS_DEFAULT_REGION": "us-east-1",
-    "POWERTOOLS_SERVICE_NAME": "kindex-test", "POWERTOOLS_METRICS_NAMESPACE": "kindex",
-    "AWS_LAMBDA_FUNCTION_NAME": "kindex-test", "LANG": "C.UTF-8",
-    "AWS_ACCESS_KEY_ID": "AKIDEXAMPLE", "AWS_SECRET_ACCESS_KEY": "not-a-secret",  # the SigV4 signer reads them
+    "KINDEX_GATEWAY_KEY_SCOPE": "kindex-dev",
+    "AWS_REGION": "us-east-1",
+    "AWS_DEFAULT_REGION": "us-east-1",
+    "POWERTOOLS_SERVICE_NAME": "kindex-test",
+    "POWERTOOLS_METRICS_NAMESPACE": "kindex",
+    "AWS_LAMBDA_FUNCTION_NAME": "kindex-test",
+    "LANG": "C.UTF-8",
+    "AWS_ACCESS_KEY_ID": "AKIDEXAMPLE",
+    "AWS_SECRET_ACCESS_KEY": "not-a-secret",  # the SigV4 signer reads them
 }
 # Runs inside the Lambda-like interpreter: argv[1] is a JSON document of what to import and what to refuse.
-PROBE = r'''
+PROBE = r"""
 import importlib, importlib.abc, json, sys
 plan = json.loads(sys.argv[1])
 sys.path[:0] = plan["path"]
@@ -90,16 +117,20 @@ if plan["exercise"] and not failures:
     except Exception as error:
         failures["exercise"] = f"{type(error).__name__}: {error}"
 print(json.dumps({"failures": failures, "loaded": sorted(m for m in sys.modules if "." not in m)}))
-'''
+"""
 
 
 def python312() -> str:
     """CPython 3.12, the Lambda runtime's version (KINDEX_TEST_PYTHON312, else on PATH, else a pyenv install)."""
-    candidates = [os.environ.get("KINDEX_TEST_PYTHON312"), shutil.which("python3.12"),
-                  *sorted(glob.glob(str(Path.home() / ".pyenv" / "versions" / "3.12*" / "bin" / "python3.12")))]
+    candidates = [
+        os.environ.get("KINDEX_TEST_PYTHON312"),
+        shutil.which("python3.12"),
+        *sorted(glob.glob(str(Path.home() / ".pyenv" / "versions" / "3.12*" / "bin" / "python3.12"))),
+    ]
     for candidate in filter(None, candidates):
-        probe = subprocess.run([candidate, "-c", "import sys; print(sys.version_info[:2] == (3, 12))"],
-                               capture_output=True, text=True)
+        probe = subprocess.run(
+            [candidate, "-c", "import sys; print(sys.version_info[:2] == (3, 12))"], capture_output=True, text=True
+        )
         if probe.stdout.strip() == "True":
             return candidate
     raise AssertionError("these tests need CPython 3.12 (Lambda's runtime): set KINDEX_TEST_PYTHON312")
@@ -107,18 +138,37 @@ def python312() -> str:
 
 def pip_target(target: Path, requirements: list[str]) -> None:
     target.mkdir(parents=True)
-    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-                    "--no-compile", "--no-warn-conflicts", "--only-binary=:all:", "--python-version", "3.12",
-                    "--implementation", "cp", *(a for p in X86_PLATFORMS for a in ("--platform", p)),
-                    "--target", str(target), *requirements], check=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            "--no-compile",
+            "--no-warn-conflicts",
+            "--only-binary=:all:",
+            "--python-version",
+            "3.12",
+            "--implementation",
+            "cp",
+            *(a for p in X86_PLATFORMS for a in ("--platform", p)),
+            "--target",
+            str(target),
+            *requirements,
+        ],
+        check=True,
+    )
 
 
 @pytest.fixture(scope="module")
 def built_layer() -> Path:
     """The deps layer for x86-64 (built once per fingerprint), the runtime's boto3 beside it, and the core layer."""
     requirements = layers.runtime_requirements()
-    fingerprint = hashlib.sha256((layers.deps_fingerprint(requirements) + json.dumps(X86_PLATFORMS)).encode()
-                                 ).hexdigest()[:16]
+    fingerprint = hashlib.sha256(
+        (layers.deps_fingerprint(requirements) + json.dumps(X86_PLATFORMS)).encode()
+    ).hexdigest()[:16]
     root = CACHE / fingerprint
     if not (root / "complete").is_file():
         shutil.rmtree(root, ignore_errors=True)
@@ -152,11 +202,21 @@ def shipped_modules(core: Path) -> list[str]:
 
 
 def run_probe(root: Path, modules: list[str], blocked: list[str], *, exercise: bool = False) -> dict:
-    path = [str(layers.FUNCTIONS_SOURCE), str(root / "core" / "python"), str(root / "deps" / "python"),
-            str(root / "runtime")]
+    path = [
+        str(layers.FUNCTIONS_SOURCE),
+        str(root / "core" / "python"),
+        str(root / "deps" / "python"),
+        str(root / "runtime"),
+    ]
     plan = {"path": path, "modules": modules, "blocked": blocked, "exercise": exercise}
-    result = subprocess.run([python312(), "-I", "-S", "-c", PROBE, json.dumps(plan)], capture_output=True, text=True,
-                            env=ENVIRONMENT, cwd=root, timeout=600)
+    result = subprocess.run(
+        [python312(), "-I", "-S", "-c", PROBE, json.dumps(plan)],
+        capture_output=True,
+        text=True,
+        env=ENVIRONMENT,
+        cwd=root,
+        timeout=600,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     return json.loads(result.stdout.splitlines()[-1])
 
@@ -177,12 +237,18 @@ def test_the_left_out_packages_are_gone_from_the_layer_and_every_exclusion_names
     # Every distribution left out has its import names listed for the probe's refusal (a new exclusion is tested)
     assert set(BLOCKED_IMPORTS) == layers.NEVER_IMPORTED
     deps = built_layer / "deps" / "python"
-    installed = {layers.requirement_name(info.name.removesuffix(".dist-info").rsplit("-", 1)[0])
-                 for info in deps.glob("*.dist-info")}
+    installed = {
+        layers.requirement_name(info.name.removesuffix(".dist-info").rsplit("-", 1)[0])
+        for info in deps.glob("*.dist-info")
+    }
     # Then none of them (nor the runtime's SDK) is installed, and none of their import paths is left behind
     assert installed & (layers.NEVER_IMPORTED | layers.EXCLUDED) == set()
-    left = [name for names in BLOCKED_IMPORTS.values() for name in names
-            if (deps / name.replace(".", "/")).exists() or (deps / (name.replace(".", "/") + ".py")).exists()]
+    left = [
+        name
+        for names in BLOCKED_IMPORTS.values()
+        for name in names
+        if (deps / name.replace(".", "/")).exists() or (deps / (name.replace(".", "/") + ".py")).exists()
+    ]
     assert left == []
     # And the packages they were pulled in beside are still there (the removal reads RECORD, it does not guess)
     assert {"opensearch-py", "langchain-core", "openai", "httpcore"} <= installed

@@ -105,8 +105,10 @@ def test_layers_over_lambdas_unzipped_limit_are_refused(builds, monkeypatch):
 
 def test_runtime_requirements_leave_out_the_sdk_and_the_local_model(tmp_path):
     pyproject = tmp_path / "pyproject.toml"
-    pyproject.write_text('[project]\nname = "x"\ndependencies = ["pydantic>=2", "boto3>=1.34", "onnxruntime"]\n'
-                         '[project.optional-dependencies]\naws = ["opensearch-py>=2.4", "botocore"]\n')
+    pyproject.write_text(
+        '[project]\nname = "x"\ndependencies = ["pydantic>=2", "boto3>=1.34", "onnxruntime"]\n'
+        '[project.optional-dependencies]\naws = ["opensearch-py>=2.4", "botocore"]\n'
+    )
     assert layers.runtime_requirements(pyproject) == ["pydantic>=2", "opensearch-py>=2.4"]
 
 

@@ -20,11 +20,20 @@ from kindex.adapters.aws.s3_blobs import build_presign_params
 pytestmark = pytest.mark.infra
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-HANDLERS = {"api": "api.handler", "query": "query.handler", "ingest": "ingest.handler",
-            "authorizer": "authorizer.handler", "reindex": "reindex.handler",
-            "reindexworker": "reindex_worker.handler"}
-OBSERVABILITY_ACTIONS = {"logs:CreateLogStream", "logs:PutLogEvents", "xray:PutTraceSegments",
-                         "xray:PutTelemetryRecords"}
+HANDLERS = {
+    "api": "api.handler",
+    "query": "query.handler",
+    "ingest": "ingest.handler",
+    "authorizer": "authorizer.handler",
+    "reindex": "reindex.handler",
+    "reindexworker": "reindex_worker.handler",
+}
+OBSERVABILITY_ACTIONS = {
+    "logs:CreateLogStream",
+    "logs:PutLogEvents",
+    "xray:PutTraceSegments",
+    "xray:PutTelemetryRecords",
+}
 
 
 def cdk_json_context() -> dict:
@@ -59,8 +68,11 @@ def of_type(resources: dict, cfn_type: str) -> dict[str, dict]:
 
 
 def function_id(resources: dict, name: str) -> str:
-    [lid] = [lid for lid, r in of_type(resources, "AWS::Lambda::Function").items()
-             if r["Properties"].get("Handler") == HANDLERS[name]]
+    [lid] = [
+        lid
+        for lid, r in of_type(resources, "AWS::Lambda::Function").items()
+        if r["Properties"].get("Handler") == HANDLERS[name]
+    ]
     return lid
 
 
@@ -98,14 +110,20 @@ def resources_for(resources: dict, name: str, action: str) -> list:
 
 def ingest_queue_id(resources: dict) -> str:
     """The ingest queue: the queue with a redrive policy that S3 notifies (the reindex work queue has one too)."""
-    [lid] = [lid for lid, r in of_type(resources, "AWS::SQS::Queue").items()
-             if "RedrivePolicy" in r["Properties"] and lid.startswith("IngestQueue")]
+    [lid] = [
+        lid
+        for lid, r in of_type(resources, "AWS::SQS::Queue").items()
+        if "RedrivePolicy" in r["Properties"] and lid.startswith("IngestQueue")
+    ]
     return lid
 
 
 def reindex_queue_id(resources: dict) -> str:
-    [lid] = [lid for lid, r in of_type(resources, "AWS::SQS::Queue").items()
-             if "RedrivePolicy" in r["Properties"] and lid.startswith("ReindexQueue")]
+    [lid] = [
+        lid
+        for lid, r in of_type(resources, "AWS::SQS::Queue").items()
+        if "RedrivePolicy" in r["Properties"] and lid.startswith("ReindexQueue")
+    ]
     return lid
 
 
@@ -115,6 +133,7 @@ def text(value) -> str:
 
 # --- functions -------------------------------------------------------------------------------------------------
 
+
 def test_every_function_runs_python312_arm64_traced_with_both_layers_and_aws_settings(resources):
     for name in HANDLERS:
         # Given the function for this entry point
@@ -122,12 +141,19 @@ def test_every_function_runs_python312_arm64_traced_with_both_layers_and_aws_set
         env = props["Environment"]["Variables"]
         # Then it is configured for the AWS backend
         assert (props["Runtime"], props["Architectures"], props["TracingConfig"]) == (
-            "python3.12", ["arm64"], {"Mode": "Active"})
+            "python3.12",
+            ["arm64"],
+            {"Mode": "Active"},
+        )
         assert len(props["Layers"]) == 2
         assert env["KINDEX_BACKEND"] == "aws"
         assert env["POWERTOOLS_SERVICE_NAME"] == f"kindex-{name}" and env["POWERTOOLS_METRICS_NAMESPACE"] == "kindex"
-        assert {"KINDEX_TABLE_NAME", "KINDEX_BUCKET_NAME", "KINDEX_OPENSEARCH_ENDPOINT",
-                "KINDEX_SECRETS_PREFIX"} <= set(env)
+        assert {
+            "KINDEX_TABLE_NAME",
+            "KINDEX_BUCKET_NAME",
+            "KINDEX_OPENSEARCH_ENDPOINT",
+            "KINDEX_SECRETS_PREFIX",
+        } <= set(env)
         assert env["KINDEX_SECRETS_PREFIX"] == "kindex-dev"
 
 
@@ -195,7 +221,8 @@ WRITE = {"dynamodb:PutItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem"}
 
 def test_each_role_has_exactly_the_dynamodb_actions_its_code_calls_with_their_conditions(resources):
     attention = text({"Fn::Join": ["", [{"Fn::GetAtt": ["X", "Arn"]}, "/index/attention"]]}).replace(
-        text({"Fn::GetAtt": ["X", "Arn"]}), "table")
+        text({"Fn::GetAtt": ["X", "Arn"]}), "table"
+    )
     on_table = lambda names, condition="{}": {(a, "table", condition) for a in names}  # noqa: E731
     query_log_only = text({"ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["T#*#Q#*"]}})
     # Then each role gets the actions of the adapters it runs, on the table (never `index/*`), and nothing more:
@@ -204,7 +231,8 @@ def test_each_role_has_exactly_the_dynamodb_actions_its_code_calls_with_their_co
     assert dynamodb_grants(resources, "api") == on_table(READ | WRITE | {"dynamodb:ConditionCheckItem"})
     assert dynamodb_grants(resources, "ingest") == on_table(READ | WRITE)
     assert dynamodb_grants(resources, "reindexworker") == on_table(READ | WRITE) | {
-        ("dynamodb:Query", attention, "{}")}  # the only index read: the documents needing attention
+        ("dynamodb:Query", attention, "{}")
+    }  # the only index read: the documents needing attention
     # The query role reads, and writes only query-log items: a forged `KEY#...` (an admin key) is refused
     assert dynamodb_grants(resources, "query") == on_table(READ) | {("dynamodb:PutItem", "table", query_log_only)}
     assert dynamodb_grants(resources, "authorizer") == on_table({"dynamodb:GetItem"})
@@ -227,13 +255,22 @@ def test_the_query_log_condition_admits_every_query_log_key_and_no_key_item():
 
 def test_api_function_manages_documents_uploads_and_tenant_secrets(resources):
     # Then the api can write document blobs under tenants/ only, and create or rotate tenant signing secrets
-    assert {"s3:PutObject", "s3:GetObject", "s3:DeleteObject", "s3:DeleteObjectVersion", "s3:ListBucket",
-            "s3:ListBucketVersions"} == actions(resources, "api", "s3") - {"s3:GetObjectVersion"}
+    assert {
+        "s3:PutObject",
+        "s3:GetObject",
+        "s3:DeleteObject",
+        "s3:DeleteObjectVersion",
+        "s3:ListBucket",
+        "s3:ListBucketVersions",
+    } == actions(resources, "api", "s3") - {"s3:GetObjectVersion"}
     assert "/tenants/*" in text(resources_for(resources, "api", "s3:PutObject"))
     # (RestoreSecret: the adapter restores a tenant secret that was scheduled for deletion when it is set again)
     assert actions(resources, "api", "secretsmanager") == {
-        "secretsmanager:GetSecretValue", "secretsmanager:CreateSecret", "secretsmanager:PutSecretValue",
-        "secretsmanager:RestoreSecret"}
+        "secretsmanager:GetSecretValue",
+        "secretsmanager:CreateSecret",
+        "secretsmanager:PutSecretValue",
+        "secretsmanager:RestoreSecret",
+    }
     for action in ("secretsmanager:CreateSecret", "secretsmanager:RestoreSecret"):
         secret_resources = text(resources_for(resources, "api", action))
         assert "secret:kindex-dev/tenants/*" in secret_resources and "openai" not in secret_resources
@@ -248,7 +285,8 @@ def test_ingest_reads_blobs_deletes_versions_writes_index_and_never_writes_s3(re
     assert {"es:ESHttpPut", "es:ESHttpHead", "es:ESHttpPost"} <= actions(resources, "ingest", "es")
     assert "es:ESHttpDelete" not in actions(resources, "ingest", "es")
     assert {"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility"} <= actions(
-        resources, "ingest", "sqs")
+        resources, "ingest", "sqs"
+    )
     assert resources_for(resources, "ingest", "secretsmanager:GetSecretValue") == [{"Ref": openai_secret_id(resources)}]
 
 
@@ -262,8 +300,13 @@ def test_reindex_worker_and_api_enqueue_to_the_ingest_queue_and_nobody_else_does
 
 def test_reindex_worker_reads_and_deletes_blobs_but_never_writes_them(resources):
     assert actions(resources, "reindexworker", "s3") == {
-        "s3:GetObject", "s3:GetObjectVersion", "s3:ListBucket", "s3:ListBucketVersions", "s3:DeleteObject",
-        "s3:DeleteObjectVersion"}
+        "s3:GetObject",
+        "s3:GetObjectVersion",
+        "s3:ListBucket",
+        "s3:ListBucketVersions",
+        "s3:DeleteObject",
+        "s3:DeleteObjectVersion",
+    }
     assert {"es:ESHttpPut", "es:ESHttpPost"} <= actions(resources, "reindexworker", "es")
     assert "secretsmanager:GetSecretValue" not in actions(resources, "reindexworker")
 
@@ -280,16 +323,22 @@ def test_reindex_planner_may_only_query_the_table_and_send_tasks(resources):
     assert {(a, r) for a, r in granted if not a.startswith("dynamodb:")} == {
         ("sqs:SendMessage", text({"Fn::GetAtt": [work_queue, "Arn"]})),
         # what CDK grants the function for its on-failure destination
-        *{(a, text({"Fn::GetAtt": [failures, "Arn"]})) for a in (
-            "sqs:SendMessage", "sqs:GetQueueAttributes", "sqs:GetQueueUrl")}}
+        *{
+            (a, text({"Fn::GetAtt": [failures, "Arn"]}))
+            for a in ("sqs:SendMessage", "sqs:GetQueueAttributes", "sqs:GetQueueUrl")
+        },
+    }
     assert {r for a, r in granted if a.startswith("dynamodb:")} == {text({"Fn::GetAtt": [table, "Arn"]})}
     assert {a for a, _ in granted if a.startswith("dynamodb:")} == {"dynamodb:Query"}
     assert not actions(resources, "reindex", "s3") and not actions(resources, "reindex", "es")
 
 
 def test_reindex_planner_reserves_one_execution_only_when_the_context_asks(tmp_path):
-    context = {**cdk_json_context(), "layer_build_dir": str(placeholder_layers(tmp_path / "layers")),
-               "reindex_planner_reserved_concurrency": 1}
+    context = {
+        **cdk_json_context(),
+        "layer_build_dir": str(placeholder_layers(tmp_path / "layers")),
+        "reindex_planner_reserved_concurrency": 1,
+    }
     _, stack = build_app(context=context, outdir=str(tmp_path / "out"), checks=False)
     resources = Template.from_stack(stack).to_json()["Resources"]
     assert resources[function_id(resources, "reindex")]["Properties"]["ReservedConcurrentExecutions"] == 1
@@ -302,11 +351,17 @@ def test_reindex_planner_runs_without_retries_and_records_failures(resources):
     # Then it reserves no concurrency by default (a new account's quota of 10 cannot reserve any: Lambda keeps 100
     # unreserved, and the deploy would fail)
     assert "ReservedConcurrentExecutions" not in resources[planner]["Properties"]
-    assert not [f for f in of_type(resources, "AWS::Lambda::Function").values()
-                if "ReservedConcurrentExecutions" in f["Properties"]]
+    assert not [
+        f
+        for f in of_type(resources, "AWS::Lambda::Function").values()
+        if "ReservedConcurrentExecutions" in f["Properties"]
+    ]
     # And a failed (or too long queued) plan is not retried but sent to the failure queue, which pages someone
-    [config] = [c["Properties"] for c in of_type(resources, "AWS::Lambda::EventInvokeConfig").values()
-                if c["Properties"]["FunctionName"] == {"Ref": planner}]
+    [config] = [
+        c["Properties"]
+        for c in of_type(resources, "AWS::Lambda::EventInvokeConfig").values()
+        if c["Properties"]["FunctionName"] == {"Ref": planner}
+    ]
     assert config["MaximumRetryAttempts"] == 0 and config["MaximumEventAgeInSeconds"] <= 3600
     [failures] = [lid for lid in of_type(resources, "AWS::SQS::Queue") if lid.startswith("ReindexPlanFailures")]
     assert config["DestinationConfig"]["OnFailure"]["Destination"] == {"Fn::GetAtt": [failures, "Arn"]}
@@ -318,8 +373,11 @@ def test_reindex_worker_consumes_its_queue_with_partial_failures_bounded_and_dea
     queue = resources[queue_id]["Properties"]
     worker = function_id(resources, "reindexworker")
     # Then the worker (only it) consumes the work queue, reporting failed tasks one by one, at bounded concurrency
-    [mapping] = [m["Properties"] for m in of_type(resources, "AWS::Lambda::EventSourceMapping").values()
-                 if m["Properties"]["EventSourceArn"] == {"Fn::GetAtt": [queue_id, "Arn"]}]
+    [mapping] = [
+        m["Properties"]
+        for m in of_type(resources, "AWS::Lambda::EventSourceMapping").values()
+        if m["Properties"]["EventSourceArn"] == {"Fn::GetAtt": [queue_id, "Arn"]}
+    ]
     assert mapping["FunctionName"] == {"Ref": worker}
     assert mapping["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
     assert 2 <= mapping["ScalingConfig"]["MaximumConcurrency"] <= 10
@@ -330,8 +388,9 @@ def test_reindex_worker_consumes_its_queue_with_partial_failures_bounded_and_dea
     dlq = queue["RedrivePolicy"]["deadLetterTargetArn"]["Fn::GetAtt"][0]
     assert dlq in alarmed_queues(resources)
     # And only the planner, the worker (a sweep's next page) and the api (a job's next pages) send tasks
-    senders = {n for n in HANDLERS
-               if {"Fn::GetAtt": [queue_id, "Arn"]} in resources_for(resources, n, "sqs:SendMessage")}
+    senders = {
+        n for n in HANDLERS if {"Fn::GetAtt": [queue_id, "Arn"]} in resources_for(resources, n, "sqs:SendMessage")
+    }
     assert senders == {"reindex", "reindexworker", "api"}
 
 
@@ -344,9 +403,13 @@ def test_the_table_has_the_sparse_keys_only_attention_index(resources):
 
 def alarmed_queues(resources: dict) -> set[str]:
     """Queues with an alarm on visible messages."""
-    return {d["Value"]["Fn::GetAtt"][0] for a in of_type(resources, "AWS::CloudWatch::Alarm").values()
-            if a["Properties"]["MetricName"] == "ApproximateNumberOfMessagesVisible"
-            for d in a["Properties"]["Dimensions"] if d["Name"] == "QueueName"}
+    return {
+        d["Value"]["Fn::GetAtt"][0]
+        for a in of_type(resources, "AWS::CloudWatch::Alarm").values()
+        if a["Properties"]["MetricName"] == "ApproximateNumberOfMessagesVisible"
+        for d in a["Properties"]["Dimensions"]
+        if d["Name"] == "QueueName"
+    }
 
 
 def test_no_role_but_the_ingest_role_consumes_the_queue(resources):
@@ -357,6 +420,7 @@ def test_no_role_but_the_ingest_role_consumes_the_queue(resources):
 
 
 # --- ingest pipeline -------------------------------------------------------------------------------------------
+
 
 def test_bucket_notifies_the_queue_of_created_and_removed_objects_under_tenants(resources):
     # Given the bucket's notification configuration and the ingest queue
@@ -376,8 +440,11 @@ def test_queue_redrives_to_dlq_after_three_receives_and_outlasts_six_function_ti
     assert queue["Properties"]["RedrivePolicy"]["maxReceiveCount"] == 3
     timeout = resources[function_id(resources, "ingest")]["Properties"]["Timeout"]
     assert queue["Properties"]["VisibilityTimeout"] >= 6 * timeout
-    [mapping] = [m for m in of_type(resources, "AWS::Lambda::EventSourceMapping").values()
-                 if m["Properties"]["EventSourceArn"] == {"Fn::GetAtt": [queue_id, "Arn"]}]
+    [mapping] = [
+        m
+        for m in of_type(resources, "AWS::Lambda::EventSourceMapping").values()
+        if m["Properties"]["EventSourceArn"] == {"Fn::GetAtt": [queue_id, "Arn"]}
+    ]
     assert mapping["Properties"]["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
     assert mapping["Properties"]["FunctionName"] == {"Ref": function_id(resources, "ingest")}
 
@@ -387,52 +454,75 @@ def test_alarms_fire_on_any_dead_letter_and_on_function_errors(resources):
     source_queue_id = ingest_queue_id(resources)
     dlq_id = resources[source_queue_id]["Properties"]["RedrivePolicy"]["deadLetterTargetArn"]["Fn::GetAtt"][0]
     dlq_dimension = {"Name": "QueueName", "Value": {"Fn::GetAtt": [dlq_id, "QueueName"]}}
-    on_dlq = [a["Properties"] for a in alarms
-              if a["Properties"]["MetricName"] == "ApproximateNumberOfMessagesVisible"
-              and dlq_dimension in a["Properties"]["Dimensions"]]
+    on_dlq = [
+        a["Properties"]
+        for a in alarms
+        if a["Properties"]["MetricName"] == "ApproximateNumberOfMessagesVisible"
+        and dlq_dimension in a["Properties"]["Dimensions"]
+    ]
     assert len(on_dlq) == 1
     assert (on_dlq[0]["Threshold"], on_dlq[0]["ComparisonOperator"]) == (0, "GreaterThanThreshold")
     assert on_dlq[0]["AlarmActions"]
-    errored = {a["Properties"]["Dimensions"][0]["Value"]["Ref"] for a in alarms
-               if a["Properties"]["MetricName"] == "Errors"}
+    errored = {
+        a["Properties"]["Dimensions"][0]["Value"]["Ref"] for a in alarms if a["Properties"]["MetricName"] == "Errors"
+    }
     assert errored == {function_id(resources, name) for name in HANDLERS}
 
 
 # --- storage, search, secrets ----------------------------------------------------------------------------------
 
+
 def test_document_bucket_is_encrypted_versioned_private_tls_only_and_logged(synthesized, resources):
     _, template, _, _ = synthesized
-    [(bucket_id, bucket)] = [(lid, r) for lid, r in of_type(resources, "AWS::S3::Bucket").items()
-                             if lid.startswith("StorageDocuments")]
+    [(bucket_id, bucket)] = [
+        (lid, r) for lid, r in of_type(resources, "AWS::S3::Bucket").items() if lid.startswith("StorageDocuments")
+    ]
     props = bucket["Properties"]
     assert props["VersioningConfiguration"] == {"Status": "Enabled"}
     encryption = props["BucketEncryption"]["ServerSideEncryptionConfiguration"][0]
     assert encryption["ServerSideEncryptionByDefault"]["SSEAlgorithm"] == "AES256"
-    assert props["PublicAccessBlockConfiguration"] == {"BlockPublicAcls": True, "BlockPublicPolicy": True,
-                                                       "IgnorePublicAcls": True, "RestrictPublicBuckets": True}
+    assert props["PublicAccessBlockConfiguration"] == {
+        "BlockPublicAcls": True,
+        "BlockPublicPolicy": True,
+        "IgnorePublicAcls": True,
+        "RestrictPublicBuckets": True,
+    }
     assert "LoggingConfiguration" in props
-    assert any(r.get("NoncurrentVersionExpiration", {}).get("NoncurrentDays") == 7
-               for r in props["LifecycleConfiguration"]["Rules"])
+    assert any(
+        r.get("NoncurrentVersionExpiration", {}).get("NoncurrentDays") == 7
+        for r in props["LifecycleConfiguration"]["Rules"]
+    )
     assert bucket["DeletionPolicy"] == "Retain"
     # The console's browser uploads: PUT only
     [rule] = props["CorsConfiguration"]["CorsRules"]
     assert rule["AllowedMethods"] == ["PUT"]
     # every header a presigned upload must send is allowed at the preflight (the browser sets Content-Length itself)
-    _, signed = build_presign_params("bucket", "tenants/t/collections/c/documents/d/v1.1.a@f.pdf", "application/pdf",
-                                     10)
+    _, signed = build_presign_params(
+        "bucket", "tenants/t/collections/c/documents/d/v1.1.a@f.pdf", "application/pdf", 10
+    )
     preflighted = {name.lower() for name in signed} - {"content-length"}
     assert preflighted and preflighted <= {name.lower() for name in rule["AllowedHeaders"]}
     # and from the stack's own API only: no wildcard that would admit other accounts' API Gateway pages
     [origin] = rule["AllowedOrigins"]
     [api_id] = of_type(resources, "AWS::ApiGateway::RestApi")
-    assert origin == {"Fn::Join": ["", ["https://", {"Ref": api_id}, ".execute-api.", {"Ref": "AWS::Region"}, ".",
-                                        {"Ref": "AWS::URLSuffix"}]]}
+    assert origin == {
+        "Fn::Join": [
+            "",
+            ["https://", {"Ref": api_id}, ".execute-api.", {"Ref": "AWS::Region"}, ".", {"Ref": "AWS::URLSuffix"}],
+        ]
+    }
     assert "*" not in text(origin)
-    template.has_resource_properties("AWS::S3::BucketPolicy", {
-        "Bucket": {"Ref": bucket_id},
-        "PolicyDocument": {"Statement": Match.array_with([Match.object_like({
-            "Effect": "Deny", "Condition": {"Bool": {"aws:SecureTransport": "false"}}})])},
-    })
+    template.has_resource_properties(
+        "AWS::S3::BucketPolicy",
+        {
+            "Bucket": {"Ref": bucket_id},
+            "PolicyDocument": {
+                "Statement": Match.array_with(
+                    [Match.object_like({"Effect": "Deny", "Condition": {"Bool": {"aws:SecureTransport": "false"}}})]
+                )
+            },
+        },
+    )
 
 
 def test_table_is_on_demand_with_pitr_ttl_and_retained(resources):
@@ -456,10 +546,14 @@ def test_opensearch_domain_is_encrypted_https_only_and_defers_to_the_roles_own_p
     # roles with es:ESHttp* would grant each of them everything, the query role's deletes included)
     [statement] = props["AccessPolicies"]["Statement"]
     assert statement["Effect"] == "Allow" and statement["Action"] == "es:ESHttp*"
-    assert text(statement["Principal"]) == text({"AWS": {"Fn::Join": ["", [
-        "arn:", {"Ref": "AWS::Partition"}, ":iam::", {"Ref": "AWS::AccountId"}, ":root"]]}})
-    assert "Condition" not in statement and not [r for r in resources.values() if r["Type"] == "AWS::IAM::Role"
-                                                 and "es:" in text(r["Properties"].get("Policies", ""))]
+    assert text(statement["Principal"]) == text(
+        {"AWS": {"Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, ":iam::", {"Ref": "AWS::AccountId"}, ":root"]]}}
+    )
+    assert "Condition" not in statement and not [
+        r
+        for r in resources.values()
+        if r["Type"] == "AWS::IAM::Role" and "es:" in text(r["Properties"].get("Policies", ""))
+    ]
 
 
 def test_openai_secret_is_a_generated_placeholder_not_a_value_in_the_template(resources):
@@ -469,6 +563,7 @@ def test_openai_secret_is_a_generated_placeholder_not_a_value_in_the_template(re
 
 
 # --- schedule and API ------------------------------------------------------------------------------------------
+
 
 def test_schedule_invokes_the_reindex_planner_hourly(resources):
     [schedule] = of_type(resources, "AWS::Scheduler::Schedule").values()
@@ -488,8 +583,11 @@ def test_authorizer_is_a_cached_request_authorizer_on_the_authorization_header(r
 
 
 def test_the_authorizer_cache_is_a_context_setting_and_zero_turns_it_off(tmp_path):
-    context = {**cdk_json_context(), "layer_build_dir": str(placeholder_layers(tmp_path / "layers")),
-               "api_authorizer_cache_seconds": 0}
+    context = {
+        **cdk_json_context(),
+        "layer_build_dir": str(placeholder_layers(tmp_path / "layers")),
+        "api_authorizer_cache_seconds": 0,
+    }
     _, stack = build_app(context=context, outdir=str(tmp_path / "out"), checks=False)
     [authorizer] = of_type(Template.from_stack(stack).to_json()["Resources"], "AWS::ApiGateway::Authorizer").values()
     assert authorizer["Properties"]["AuthorizerResultTtlInSeconds"] == 0
@@ -519,11 +617,18 @@ def test_routes_go_to_the_right_function_and_only_the_api_description_and_the_co
     query_fn, api_fn = function_id(resources, "query"), function_id(resources, "api")
     for route in ("POST /v1/collections/{collection}/query", "POST /v1/query"):
         assert query_fn in text(methods[route]["Integration"]["Uri"])
-    for route in ("GET /v1/collections", "PUT /v1/collections/{collection}", "POST /v1/citations",
-                  "POST /v1/collections/{collection}/documents/{document}/upload", "GET /v1/jobs/{job}",
-                  "POST /v1/collections/{collection}/reindex", "POST /v1/rights-check-secret",
-                  "GET /v1/collections/{collection}/documents/{document}/chunks", "GET /console",
-                  "GET /console/{asset}"):
+    for route in (
+        "GET /v1/collections",
+        "PUT /v1/collections/{collection}",
+        "POST /v1/citations",
+        "POST /v1/collections/{collection}/documents/{document}/upload",
+        "GET /v1/jobs/{job}",
+        "POST /v1/collections/{collection}/reindex",
+        "POST /v1/rights-check-secret",
+        "GET /v1/collections/{collection}/documents/{document}/chunks",
+        "GET /console",
+        "GET /console/{asset}",
+    ):
         assert api_fn in text(methods[route]["Integration"]["Uri"])
     public = {route for route, props in methods.items() if props["AuthorizationType"] == "NONE"}
     assert public == {"GET /v1/openapi.json", "GET /docs", "GET /docs/{asset}", "GET /console", "GET /console/{asset}"}
@@ -539,24 +644,32 @@ def test_stage_throttles_all_tenants_logs_access_and_the_default_plan_throttles_
     assert settings["ThrottlingRateLimit"] == context["api_stage_rate_limit"] and settings["DataTraceEnabled"] is False
     assert settings["ThrottlingBurstLimit"] == context["api_stage_burst_limit"]
     [plan] = of_type(resources, "AWS::ApiGateway::UsagePlan").values()  # cdk.json names no per-tenant plan
-    assert plan["Properties"]["Throttle"] == {"BurstLimit": context["api_burst_limit"],
-                                              "RateLimit": context["api_rate_limit"]}
+    assert plan["Properties"]["Throttle"] == {
+        "BurstLimit": context["api_burst_limit"],
+        "RateLimit": context["api_rate_limit"],
+    }
 
 
 # --- checks ----------------------------------------------------------------------------------------------------
 
+
 def test_cdk_nag_aws_solutions_has_no_unsuppressed_finding(synthesized):
     stack = synthesized[0]
     annotations = Annotations.from_stack(stack)
-    findings = [f"{m.id}: {m.entry.data}"[:300] for m in
-                annotations.find_error("*", Match.string_like_regexp("AwsSolutions-.*"))
-                + annotations.find_warning("*", Match.string_like_regexp("AwsSolutions-.*"))]
+    findings = [
+        f"{m.id}: {m.entry.data}"[:300]
+        for m in annotations.find_error("*", Match.string_like_regexp("AwsSolutions-.*"))
+        + annotations.find_warning("*", Match.string_like_regexp("AwsSolutions-.*"))
+    ]
     assert findings == []
 
 
 def test_every_nag_suppression_carries_a_reason(resources):
-    suppressions = [rule for r in resources.values()
-                    for rule in r.get("Metadata", {}).get("cdk_nag", {}).get("rules_to_suppress", [])]
+    suppressions = [
+        rule
+        for r in resources.values()
+        for rule in r.get("Metadata", {}).get("cdk_nag", {}).get("rules_to_suppress", [])
+    ]
     assert suppressions, "expected the documented suppressions in the template metadata"
     assert all(len(rule.get("reason", "")) >= 40 for rule in suppressions)
 
@@ -571,11 +684,15 @@ def test_cfn_lint_is_clean_apart_from_cdk_redundant_dependencies(synthesized):
 
 # --- configuration ---------------------------------------------------------------------------------------------
 
+
 def test_existing_opensearch_endpoint_replaces_the_domain(tmp_path):
     # Given an existing domain in the context
-    context = {**cdk_json_context(), "layer_build_dir": str(placeholder_layers(tmp_path / "layers")),
-               "opensearch_existing_endpoint": "search-shared-abc.eu-west-1.es.amazonaws.com",
-               "opensearch_existing_domain_arn": "arn:aws:es:eu-west-1:123456789012:domain/shared"}
+    context = {
+        **cdk_json_context(),
+        "layer_build_dir": str(placeholder_layers(tmp_path / "layers")),
+        "opensearch_existing_endpoint": "search-shared-abc.eu-west-1.es.amazonaws.com",
+        "opensearch_existing_domain_arn": "arn:aws:es:eu-west-1:123456789012:domain/shared",
+    }
     # When the stack is built (without cdk-nag: the main fixture covers it)
     _, stack = build_app(context=context, outdir=str(tmp_path / "out"), checks=False)
     resources = Template.from_stack(stack).to_json()["Resources"]
@@ -585,10 +702,12 @@ def test_existing_opensearch_endpoint_replaces_the_domain(tmp_path):
     assert env["KINDEX_OPENSEARCH_ENDPOINT"] == "https://search-shared-abc.eu-west-1.es.amazonaws.com"
     assert resources_for(resources, "query", "es:ESHttpGet") == [
         f"arn:aws:es:eu-west-1:123456789012:domain/shared/{path}"
-        for path in ("kindex-*/_search", "kindex-*/_msearch", "_alias/kindex-*")]
+        for path in ("kindex-*/_search", "kindex-*/_msearch", "_alias/kindex-*")
+    ]
     # and no OpenSearch alarm or dashboard graph points at a domain the stack does not own
-    assert not [a for a in of_type(resources, "AWS::CloudWatch::Alarm").values()
-                if a["Properties"].get("Namespace") == "AWS/ES"]
+    assert not [
+        a for a in of_type(resources, "AWS::CloudWatch::Alarm").values() if a["Properties"].get("Namespace") == "AWS/ES"
+    ]
 
 
 def test_existing_endpoint_without_domain_arn_is_refused():
@@ -612,11 +731,20 @@ def test_deployed_routes_are_exactly_the_routes_of_the_openapi_document(resource
     from functions import api
 
     document = api.app.get_openapi_schema()
-    expected = {f"{method.upper()} {path}" for path, item in document.paths.items()
-                for method in ("get", "put", "post", "delete", "patch") if getattr(item, method, None) is not None}
+    expected = {
+        f"{method.upper()} {path}"
+        for path, item in document.paths.items()
+        for method in ("get", "put", "post", "delete", "patch")
+        if getattr(item, method, None) is not None
+    }
     assert expected, "the OpenAPI document lists routes"
-    assert set(_methods(resources)) == expected | {"GET /v1/openapi.json", "GET /docs", "GET /docs/{asset}",
-                                                   "GET /console", "GET /console/{asset}"}
+    assert set(_methods(resources)) == expected | {
+        "GET /v1/openapi.json",
+        "GET /docs",
+        "GET /docs/{asset}",
+        "GET /console",
+        "GET /console/{asset}",
+    }
 
 
 def test_each_function_gets_what_its_settings_model_requires(resources):
@@ -632,8 +760,14 @@ def test_each_function_gets_what_its_settings_model_requires(resources):
         ReindexSettings,
     )
 
-    models = {"api": ApiSettings, "authorizer": AuthorizerSettings, "ingest": IngestSettings, "query": QuerySettings,
-              "reindex": ReindexPlannerSettings, "reindexworker": ReindexSettings}
+    models = {
+        "api": ApiSettings,
+        "authorizer": AuthorizerSettings,
+        "ingest": IngestSettings,
+        "query": QuerySettings,
+        "reindex": ReindexPlannerSettings,
+        "reindexworker": ReindexSettings,
+    }
     for name, model in models.items():
         environment = resources[function_id(resources, name)]["Properties"]["Environment"]["Variables"]
         assert environment["KINDEX_BACKEND"] == "aws", name
@@ -664,8 +798,10 @@ def test_query_role_may_only_search_and_look_up_aliases_on_kindex_indexes(resour
     paths = es_paths(resources, "query")
     # Then it can search (single and multi) and read the model's aliases, and nothing else: no bulk, no
     # delete_by_query, no PUT or DELETE, no cluster API, no other index
-    assert paths == {"es:ESHttpPost": {"kindex-*/_search", "kindex-*/_msearch"},
-                     "es:ESHttpGet": {"kindex-*/_search", "kindex-*/_msearch", "_alias/kindex-*"}}
+    assert paths == {
+        "es:ESHttpPost": {"kindex-*/_search", "kindex-*/_msearch"},
+        "es:ESHttpGet": {"kindex-*/_search", "kindex-*/_msearch", "_alias/kindex-*"},
+    }
 
 
 def test_writers_reach_only_kindex_index_paths_and_nobody_reaches_the_cluster_apis(resources):
@@ -674,14 +810,22 @@ def test_writers_reach_only_kindex_index_paths_and_nobody_reaches_the_cluster_ap
         paths = es_paths(resources, name)
         # Then: index existence and creation on kindex-* only, bulk, delete_by_query, refresh, searches; never DELETE
         assert paths["es:ESHttpHead"] == paths["es:ESHttpPut"] == {"kindex-*"}
-        assert paths["es:ESHttpPost"] == {"kindex-*/_search", "kindex-*/_msearch", "kindex-*/_bulk",
-                                          "kindex-*/_delete_by_query", "kindex-*/_refresh"}
+        assert paths["es:ESHttpPost"] == {
+            "kindex-*/_search",
+            "kindex-*/_msearch",
+            "kindex-*/_bulk",
+            "kindex-*/_delete_by_query",
+            "kindex-*/_refresh",
+        }
         assert "es:ESHttpDelete" not in paths and "es:ESHttp*" not in paths
     for name in DOMAIN_ROLES:
         every_path = {p for ps in es_paths(resources, name).values() for p in ps}
         # And no role has a bare domain wildcard or any cluster-level API
-        assert not {p for p in every_path if p in ("*", "") or p.startswith(("_cluster", "_nodes", "_snapshot",
-                                                                             "_plugins", "_all", "*"))}
+        assert not {
+            p
+            for p in every_path
+            if p in ("*", "") or p.startswith(("_cluster", "_nodes", "_snapshot", "_plugins", "_all", "*"))
+        }
     # And the authorizer reaches no OpenSearch path at all
     assert es_paths(resources, "authorizer") == {}
 
@@ -700,6 +844,7 @@ def test_granted_index_pattern_covers_every_index_name_the_adapter_uses():
 
 # --- alarms and dashboard ------------------------------------------------------------------------------------
 
+
 def alarms_by_metric(resources: dict) -> dict[str, list[dict]]:
     found: dict[str, list[dict]] = {}
     for alarm in of_type(resources, "AWS::CloudWatch::Alarm").values():
@@ -709,8 +854,11 @@ def alarms_by_metric(resources: dict) -> dict[str, list[dict]]:
 
 def test_cloudwatch_of_this_account_may_publish_to_the_alarm_topic(resources):
     [topic_id] = of_type(resources, "AWS::SNS::Topic")
-    [policy] = [p["Properties"] for p in of_type(resources, "AWS::SNS::TopicPolicy").values()
-                if {"Ref": topic_id} in p["Properties"]["Topics"]]
+    [policy] = [
+        p["Properties"]
+        for p in of_type(resources, "AWS::SNS::TopicPolicy").values()
+        if {"Ref": topic_id} in p["Properties"]["Topics"]
+    ]
     allows = [s for s in policy["PolicyDocument"]["Statement"] if s["Effect"] == "Allow"]
     # Then exactly one Allow: CloudWatch may publish, only for alarms of this account
     [allow] = allows
@@ -735,19 +883,30 @@ def test_opensearch_health_ingest_lag_and_api_5xx_alarms(resources):
         [alarm] = by_metric[metric]
         return alarm
 
-    for metric in ("ClusterStatus.red", "FreeStorageSpace", "JVMMemoryPressure", "KNNCircuitBreakerTriggered",
-                   "CPUCreditBalance"):
+    for metric in (
+        "ClusterStatus.red",
+        "FreeStorageSpace",
+        "JVMMemoryPressure",
+        "KNNCircuitBreakerTriggered",
+        "CPUCreditBalance",
+    ):
         alarm = one(metric)
         assert alarm["Namespace"] == "AWS/ES"
         assert {"Name": "DomainName", "Value": {"Ref": domain_id}} in alarm["Dimensions"]
         assert {d["Name"] for d in alarm["Dimensions"]} == {"DomainName", "ClientId"}
     red, knn = one("ClusterStatus.red"), one("KNNCircuitBreakerTriggered")
     assert (red["Statistic"], red["Threshold"], red["ComparisonOperator"]) == (
-        "Maximum", 1, "GreaterThanOrEqualToThreshold")
+        "Maximum",
+        1,
+        "GreaterThanOrEqualToThreshold",
+    )
     assert (knn["Statistic"], knn["Threshold"]) == ("Maximum", 1)
     storage = one("FreeStorageSpace")  # MiB per node: a quarter of the 10 GiB volume
     assert (storage["Statistic"], storage["Threshold"], storage["ComparisonOperator"]) == (
-        "Minimum", 2560, "LessThanOrEqualToThreshold")
+        "Minimum",
+        2560,
+        "LessThanOrEqualToThreshold",
+    )
     assert (one("JVMMemoryPressure")["Threshold"], one("JVMMemoryPressure")["EvaluationPeriods"]) == (95, 3)
     # A one-node domain is yellow by construction (no node for the replica): no yellow alarm there
     assert "ClusterStatus.yellow" not in by_metric
@@ -761,9 +920,13 @@ def test_opensearch_health_ingest_lag_and_api_5xx_alarms(resources):
 
 def test_two_m_nodes_get_a_yellow_alarm_and_no_cpu_credit_alarm(tmp_path):
     # Given two general-purpose (non-burstable) data nodes
-    context = {**cdk_json_context(), "layer_build_dir": str(placeholder_layers(tmp_path / "layers")),
-               "opensearch_instance_type": "m7g.large.search", "opensearch_instance_count": 2,
-               "opensearch_volume_gib": 100}
+    context = {
+        **cdk_json_context(),
+        "layer_build_dir": str(placeholder_layers(tmp_path / "layers")),
+        "opensearch_instance_type": "m7g.large.search",
+        "opensearch_instance_count": 2,
+        "opensearch_volume_gib": 100,
+    }
     _, stack = build_app(context=context, outdir=str(tmp_path / "out"), checks=False)
     by_metric = alarms_by_metric(Template.from_stack(stack).to_json()["Resources"])
     # Then a replica can be placed, so yellow alarms (5 minutes in a row); credits do not exist on m7g
@@ -776,15 +939,28 @@ def test_two_m_nodes_get_a_yellow_alarm_and_no_cpu_credit_alarm(tmp_path):
 def test_dashboard_shows_ingest_lag_query_percentiles_errors_and_opensearch_health(resources):
     [dashboard] = of_type(resources, "AWS::CloudWatch::Dashboard").values()
     body = text(dashboard["Properties"]["DashboardBody"])
-    for needle in ("ApproximateAgeOfOldestMessage", "p50", "p99", "5XXError", "4XXError", "Errors",
-                   "ClusterStatus.red", "JVMMemoryPressure", "FreeStorageSpace", "KNNCircuitBreakerTriggered"):
+    for needle in (
+        "ApproximateAgeOfOldestMessage",
+        "p50",
+        "p99",
+        "5XXError",
+        "4XXError",
+        "Errors",
+        "ClusterStatus.red",
+        "JVMMemoryPressure",
+        "FreeStorageSpace",
+        "KNNCircuitBreakerTriggered",
+    ):
         assert needle in body, needle
 
 
 def test_api_execution_logs_expire_and_exist_before_the_stage(resources):
     [stage_id] = of_type(resources, "AWS::ApiGateway::Stage")
-    groups = {lid: r for lid, r in of_type(resources, "AWS::Logs::LogGroup").items()
-              if "API-Gateway-Execution-Logs_" in text(r["Properties"].get("LogGroupName", ""))}
+    groups = {
+        lid: r
+        for lid, r in of_type(resources, "AWS::Logs::LogGroup").items()
+        if "API-Gateway-Execution-Logs_" in text(r["Properties"].get("LogGroupName", ""))
+    }
     [(group_id, group)] = groups.items()
     assert group["Properties"]["RetentionInDays"] == 30 and group["DeletionPolicy"] == "Delete"
     assert group_id in resources[stage_id]["DependsOn"]
@@ -818,8 +994,17 @@ def allowed(paths: dict[str, set[str]], method: str, path: str) -> bool:
 def records(model_dims: int, count: int, *, tenant: str = "acme", collection: str = "c1", document: str = "d1"):
     from kindex.domain.types import IndexRecord
 
-    return [IndexRecord(tenant=tenant, collection=collection, document_id=document, chunk_id=f"{document}-{n}",
-                        vector=[0.5 + n % 7] * model_dims, text=f"hello {n}") for n in range(count)]
+    return [
+        IndexRecord(
+            tenant=tenant,
+            collection=collection,
+            document_id=document,
+            chunk_id=f"{document}-{n}",
+            vector=[0.5 + n % 7] * model_dims,
+            text=f"hello {n}",
+        )
+        for n in range(count)
+    ]
 
 
 MODEL, OLD_MODEL = "text-embedding-3-small", "text-embedding-ada-002"
@@ -832,8 +1017,7 @@ def writer_operations(index) -> None:
     (upserts), deletes documents and whole collections, and runs a reindex job's first sweep page (chunk listing,
     orphan deletes); the worker sweeps and switches a collection to a new model (the old model's vectors deleted by
     query, the new model's chunk ids listed), and bulk loaders end with a refresh."""
-    writes = [index.upsert_deferred(MODEL, records(4, 600)), index.upsert_deferred(MODEL, records(4, 3,
-                                                                                                 document="d2"))]
+    writes = [index.upsert_deferred(MODEL, records(4, 600)), index.upsert_deferred(MODEL, records(4, 3, document="d2"))]
     index.commit_deferred(writes)
     index.upsert(MODEL, records(4, 3, document="d3"))  # one bulk request, refresh=wait_for
     index.upsert(MODEL, records(4, 700, document="d4"))  # several bulk requests, then one refresh
@@ -863,9 +1047,15 @@ def test_every_request_the_adapter_sends_is_granted_to_the_role_that_sends_it(re
     # Given the requests really sent: index creation, bulk (several for 600 and 700 chunks), deferred and final
     # refreshes, deletes by query, chunk listings, alias lookups and searches
     sent = set(writes + no_wait + reads)
-    assert {("HEAD", f"/kindex-{MODEL}-4"), ("PUT", f"/kindex-{MODEL}-4-v1"), ("POST", f"/kindex-{MODEL}-4/_bulk"),
-            ("POST", f"/kindex-{MODEL}-4/_refresh"), ("POST", f"/kindex-{OLD_MODEL}-8/_delete_by_query"),
-            ("POST", f"/kindex-{MODEL}-4/_search"), ("GET", f"/_alias/kindex-{MODEL}-*")} <= sent
+    assert {
+        ("HEAD", f"/kindex-{MODEL}-4"),
+        ("PUT", f"/kindex-{MODEL}-4-v1"),
+        ("POST", f"/kindex-{MODEL}-4/_bulk"),
+        ("POST", f"/kindex-{MODEL}-4/_refresh"),
+        ("POST", f"/kindex-{OLD_MODEL}-8/_delete_by_query"),
+        ("POST", f"/kindex-{MODEL}-4/_search"),
+        ("GET", f"/_alias/kindex-{MODEL}-*"),
+    } <= sent
     assert writes.count(("POST", f"/kindex-{MODEL}-4/_bulk")) >= 4  # 600 and 700 chunks: over 500 per request
     # And no bulk goes to the domain's root (a root bulk body could name any index)
     assert not [call for call in sent if call[1] in ("/_bulk", "/_msearch", "/_refresh")]
@@ -877,10 +1067,12 @@ def test_every_request_the_adapter_sends_is_granted_to_the_role_that_sends_it(re
     assert sorted({call for call in reads if not allowed(query_paths, *call)}) == []
     # And none of the writes but the searches and alias lookups they include is open to the query role
     assert {call for call in writes + no_wait if allowed(query_paths, *call)} == {
-        call for call in writes + no_wait if call[1].endswith("/_search") or call[1].startswith("/_alias/")}
+        call for call in writes + no_wait if call[1].endswith("/_search") or call[1].startswith("/_alias/")
+    }
 
 
 # --- idle cost (scripts/idle_cost.py) --------------------------------------------------------------------------
+
 
 def idle_cost_module():
     import importlib.util
@@ -908,10 +1100,19 @@ def test_docs_idle_cost_is_the_one_computed_from_the_template(synthesized):
 def test_idle_cost_prices_every_node_and_volume_and_refuses_unknown_types():
     idle_cost = idle_cost_module()
     prices = json.loads(idle_cost.PRICES.read_text())
-    domain = {"Type": "AWS::OpenSearchService::Domain", "Properties": {
-        "ClusterConfig": {"InstanceType": "t3.medium.search", "InstanceCount": 2, "DedicatedMasterEnabled": True,
-                          "DedicatedMasterType": "m6g.large.search", "DedicatedMasterCount": 3},
-        "EBSOptions": {"EBSEnabled": True, "VolumeType": "gp3", "VolumeSize": 50}}}
+    domain = {
+        "Type": "AWS::OpenSearchService::Domain",
+        "Properties": {
+            "ClusterConfig": {
+                "InstanceType": "t3.medium.search",
+                "InstanceCount": 2,
+                "DedicatedMasterEnabled": True,
+                "DedicatedMasterType": "m6g.large.search",
+                "DedicatedMasterCount": 3,
+            },
+            "EBSOptions": {"EBSEnabled": True, "VolumeType": "gp3", "VolumeSize": 50},
+        },
+    }
     lines = idle_cost.idle_lines({"Resources": {"D": domain}}, prices)
     by_item = {line.item: line.monthly_usd for line in lines}
     assert by_item["OpenSearch data nodes, t3.medium.search"] == pytest.approx(2 * 730 * 0.073)
@@ -934,46 +1135,77 @@ def test_the_index_design_reaches_every_search_function_with_no_replica_on_a_one
     cannot share its primary's node: the index would stay yellow), and the documented design defaults."""
     for name in ("api", "query", "ingest", "reindexworker"):
         environment = resources[function_id(resources, name)]["Properties"]["Environment"]["Variables"]
-        assert {key: value for key, value in environment.items() if key.startswith("KINDEX_OPENSEARCH_")
-                and key != "KINDEX_OPENSEARCH_ENDPOINT"} == {
-            "KINDEX_OPENSEARCH_ENGINE": "faiss", "KINDEX_OPENSEARCH_SHARDS": "1", "KINDEX_OPENSEARCH_REPLICAS": "0",
-            "KINDEX_OPENSEARCH_ROUTING_SHARDS": "0", "KINDEX_OPENSEARCH_ROUTING_PARTITION_SIZE": "1",
-            "KINDEX_OPENSEARCH_HNSW_M": "16", "KINDEX_OPENSEARCH_EF_CONSTRUCTION": "128",
-            "KINDEX_OPENSEARCH_EF_SEARCH": "100", "KINDEX_OPENSEARCH_COMPRESSION": "none",
-            "KINDEX_OPENSEARCH_REFRESH_INTERVAL": "1s", "KINDEX_OPENSEARCH_REFRESH": "wait_for"}, name
+        assert {
+            key: value
+            for key, value in environment.items()
+            if key.startswith("KINDEX_OPENSEARCH_") and key != "KINDEX_OPENSEARCH_ENDPOINT"
+        } == {
+            "KINDEX_OPENSEARCH_ENGINE": "faiss",
+            "KINDEX_OPENSEARCH_SHARDS": "1",
+            "KINDEX_OPENSEARCH_REPLICAS": "0",
+            "KINDEX_OPENSEARCH_ROUTING_SHARDS": "0",
+            "KINDEX_OPENSEARCH_ROUTING_PARTITION_SIZE": "1",
+            "KINDEX_OPENSEARCH_HNSW_M": "16",
+            "KINDEX_OPENSEARCH_EF_CONSTRUCTION": "128",
+            "KINDEX_OPENSEARCH_EF_SEARCH": "100",
+            "KINDEX_OPENSEARCH_COMPRESSION": "none",
+            "KINDEX_OPENSEARCH_REFRESH_INTERVAL": "1s",
+            "KINDEX_OPENSEARCH_REFRESH": "wait_for",
+        }, name
 
 
 def test_a_large_design_in_the_context_becomes_the_adapters_design(monkeypatch):
     # Given a context for a six-node domain with a partitioned, compressed index
-    context = {**cdk_json_context(), "opensearch_instance_count": 6, "opensearch_shards": 12,
-               "opensearch_routing_partition_size": 4, "opensearch_compression": "32x", "opensearch_ef_search": 256,
-               "opensearch_refresh_interval": "30s", "opensearch_refresh": "false"}
+    context = {
+        **cdk_json_context(),
+        "opensearch_instance_count": 6,
+        "opensearch_shards": 12,
+        "opensearch_routing_partition_size": 4,
+        "opensearch_compression": "32x",
+        "opensearch_ef_search": 256,
+        "opensearch_refresh_interval": "30s",
+        "opensearch_refresh": "false",
+    }
     config = StackConfig.from_context(context.get)
     # When the functions' settings are loaded from the environment the stack gives them
     from kindex.compose.aws import AwsAdapters
     from kindex.settings import ApiSettings, load_settings
 
-    environment = {"KINDEX_BACKEND": "aws", "KINDEX_TABLE_NAME": "t", "KINDEX_BUCKET_NAME": "b",
-                   "KINDEX_OPENSEARCH_ENDPOINT": "https://search-x.eu-west-1.es.amazonaws.com",
-                   **config.search_environment()}
+    environment = {
+        "KINDEX_BACKEND": "aws",
+        "KINDEX_TABLE_NAME": "t",
+        "KINDEX_BUCKET_NAME": "b",
+        "KINDEX_OPENSEARCH_ENDPOINT": "https://search-x.eu-west-1.es.amazonaws.com",
+        **config.search_environment(),
+    }
     adapter = AwsAdapters(load_settings(environment, model=ApiSettings)).search_index
     # Then the adapter creates indices exactly as the context said (one replica by default on several nodes)
     assert adapter.design == config.opensearch_index
-    assert (adapter.design.number_of_shards, adapter.design.number_of_replicas, adapter.design.routing_partition_size,
-            adapter.design.compression, adapter.design.ef_search) == (12, 1, 4, "32x", 256)
+    assert (
+        adapter.design.number_of_shards,
+        adapter.design.number_of_replicas,
+        adapter.design.routing_partition_size,
+        adapter.design.compression,
+        adapter.design.ef_search,
+    ) == (12, 1, 4, "32x", 256)
     assert environment["KINDEX_OPENSEARCH_REFRESH"] == "false"
 
 
-@pytest.mark.parametrize("overrides, message", [
-    ({"opensearch_replicas": 1}, "below opensearch_instance_count"),
-    ({"opensearch_shards": 3, "opensearch_routing_partition_size": 3}, "less than number_of_shards"),
-    ({"opensearch_shards": 4, "opensearch_routing_partition_size": 2, "opensearch_routing_shards": 64},
-     "equals number_of_shards"),
-    ({"opensearch_engine": "lucene", "opensearch_compression": "fp16"}, "needs the faiss engine"),
-    ({"opensearch_compression": "64x"}, "unknown compression"),
-    ({"opensearch_refresh": "true"}, "opensearch_refresh must be one of"),
-    ({"opensearch_shards": "many"}, "opensearch_shards must be an integer"),
-])
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        ({"opensearch_replicas": 1}, "below opensearch_instance_count"),
+        ({"opensearch_shards": 3, "opensearch_routing_partition_size": 3}, "less than number_of_shards"),
+        (
+            {"opensearch_shards": 4, "opensearch_routing_partition_size": 2, "opensearch_routing_shards": 64},
+            "equals number_of_shards",
+        ),
+        ({"opensearch_engine": "lucene", "opensearch_compression": "fp16"}, "needs the faiss engine"),
+        ({"opensearch_compression": "64x"}, "unknown compression"),
+        ({"opensearch_refresh": "true"}, "opensearch_refresh must be one of"),
+        ({"opensearch_shards": "many"}, "opensearch_shards must be an integer"),
+    ],
+)
 def test_an_index_design_opensearch_would_refuse_stops_the_synth(overrides, message):
     context = {**cdk_json_context(), **overrides}
     with pytest.raises(ConfigError, match=message):
@@ -996,8 +1228,10 @@ def test_request_functions_stop_before_api_gateways_limit_and_its_own_errors_are
         timeout = resources[function_id(resources, name)]["Properties"]["Timeout"]
         assert Settings().request_budget_s + budget.RESERVE_S < timeout < 29
     # And an authorizer failure or an integration timeout reaches the caller as JSON 503 dependency_unavailable
-    responses = {r["Properties"]["ResponseType"]: r["Properties"]
-                 for r in of_type(resources, "AWS::ApiGateway::GatewayResponse").values()}
+    responses = {
+        r["Properties"]["ResponseType"]: r["Properties"]
+        for r in of_type(resources, "AWS::ApiGateway::GatewayResponse").values()
+    }
     for response_type in ("AUTHORIZER_FAILURE", "INTEGRATION_TIMEOUT"):
         assert responses[response_type]["StatusCode"] == "503"
         body = json.loads(responses[response_type]["ResponseTemplates"]["application/json"])
@@ -1006,6 +1240,7 @@ def test_request_functions_stop_before_api_gateways_limit_and_its_own_errors_are
 
 # --- names, capacity, new alarms -------------------------------------------------------------------------------
 
+
 def test_names_that_must_be_unique_carry_what_makes_them_unique(resources):
     # Dashboard names are global to the account: the region keeps the same stage in two regions apart
     [dashboard] = of_type(resources, "AWS::CloudWatch::Dashboard").values()
@@ -1013,8 +1248,9 @@ def test_names_that_must_be_unique_carry_what_makes_them_unique(resources):
     # The log delivery policy is named after the stack and the region; the domain is named per stage (domain
     # names are unique per account and region)
     [policy] = of_type(resources, "AWS::Logs::ResourcePolicy").values()
-    assert policy["Properties"]["PolicyName"] == {"Fn::Join": ["", ["kindex-dev-", {"Ref": "AWS::Region"},
-                                                                    "-opensearch-logs"]]}
+    assert policy["Properties"]["PolicyName"] == {
+        "Fn::Join": ["", ["kindex-dev-", {"Ref": "AWS::Region"}, "-opensearch-logs"]]
+    }
     [domain] = of_type(resources, "AWS::OpenSearchService::Domain").values()
     assert domain["Properties"]["DomainName"] == "kindex-dev"
     # And every other named resource either holds the stage (its own per-region namespace) or is retained data
@@ -1035,10 +1271,15 @@ def test_the_stack_states_the_domains_capacity_in_chunks(synthesized):
     # And the formula follows replicas, compression and nodes
     design = stack.config.opensearch_index
     from dataclasses import replace
-    assert search_capacity("r6g.large.search", 2, replace(design, number_of_replicas=1)).chunks == \
-        search_capacity("r6g.large.search", 1, design).chunks
-    assert search_capacity("t3.small.search", 1, replace(design, compression="32x", engine="faiss")).chunks > \
-        15 * stack.capacity.chunks
+
+    assert (
+        search_capacity("r6g.large.search", 2, replace(design, number_of_replicas=1)).chunks
+        == search_capacity("r6g.large.search", 1, design).chunks
+    )
+    assert (
+        search_capacity("t3.small.search", 1, replace(design, compression="32x", engine="faiss")).chunks
+        > 15 * stack.capacity.chunks
+    )
     assert search_capacity("x9.huge.search", 1, design).chunks is None
 
 

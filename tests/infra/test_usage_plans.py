@@ -27,8 +27,13 @@ NAMED_PLANS = {
 @pytest.fixture(scope="module")
 def synthesized(tmp_path_factory):
     root = tmp_path_factory.mktemp("plans")
-    context = {**cdk_json_context(), "layer_build_dir": str(placeholder_layers(root / "layers")),
-               "stage": "prod", "api_usage_plans": NAMED_PLANS, "api_quota_per_day": 100_000}
+    context = {
+        **cdk_json_context(),
+        "layer_build_dir": str(placeholder_layers(root / "layers")),
+        "stage": "prod",
+        "api_usage_plans": NAMED_PLANS,
+        "api_quota_per_day": 100_000,
+    }
     app, stack = build_app(context=context, outdir=str(root / "cdk.out"))
     app.synth()
     from aws_cdk.assertions import Template
@@ -42,15 +47,19 @@ def resources(synthesized):
 
 
 def plans_by_name(resources: dict) -> dict[str, tuple[str, dict]]:
-    return {plan["Properties"]["UsagePlanName"]: (lid, plan["Properties"])
-            for lid, plan in of_type(resources, "AWS::ApiGateway::UsagePlan").items()}
+    return {
+        plan["Properties"]["UsagePlanName"]: (lid, plan["Properties"])
+        for lid, plan in of_type(resources, "AWS::ApiGateway::UsagePlan").items()
+    }
 
 
 def test_api_keys_come_from_the_authorizer_and_every_keyed_method_requires_one(resources):
     [api] = of_type(resources, "AWS::ApiGateway::RestApi").values()
     assert api["Properties"]["ApiKeySourceType"] == "AUTHORIZER"
-    methods = {f"{m['Properties']['HttpMethod']} {m['Properties']['ResourceId']}": m["Properties"]
-               for m in of_type(resources, "AWS::ApiGateway::Method").values()}
+    methods = {
+        f"{m['Properties']['HttpMethod']} {m['Properties']['ResourceId']}": m["Properties"]
+        for m in of_type(resources, "AWS::ApiGateway::Method").values()
+    }
     keyed = [props for props in methods.values() if props["AuthorizationType"] == "CUSTOM"]
     public = [props for props in methods.values() if props["AuthorizationType"] == "NONE"]
     from kindex.api.routes import PUBLIC_ROUTES
@@ -82,8 +91,11 @@ def test_each_configured_plan_is_a_usage_plan_of_the_stage_with_its_throttle_and
 def test_without_a_quota_the_plan_has_none_and_enforcement_can_be_off_for_an_upgrade(tmp_path):
     """Given api_enforce_usage_plans=false (as `-c` text), Then no method requires a key (stage limits only), while
     the plans and the authorizer's identifiers are in place for `kindex keys sync-plans`."""
-    context = {**cdk_json_context(), "layer_build_dir": str(placeholder_layers(tmp_path / "layers")),
-               "api_enforce_usage_plans": "false"}
+    context = {
+        **cdk_json_context(),
+        "layer_build_dir": str(placeholder_layers(tmp_path / "layers")),
+        "api_enforce_usage_plans": "false",
+    }
     app, stack = build_app(context=context, outdir=str(tmp_path / "out"), checks=False)
     from aws_cdk.assertions import Template
 
@@ -103,15 +115,17 @@ def test_enforcement_must_be_a_boolean():
 
 
 def test_gateway_errors_for_throttling_quota_and_a_tenant_without_a_plan_are_json(resources):
-    responses = {r["Properties"]["ResponseType"]: r["Properties"]
-                 for r in of_type(resources, "AWS::ApiGateway::GatewayResponse").values()}
+    responses = {
+        r["Properties"]["ResponseType"]: r["Properties"]
+        for r in of_type(resources, "AWS::ApiGateway::GatewayResponse").values()
+    }
     throttled = responses["THROTTLED"]
     assert throttled["StatusCode"] == "429" and throttled["ResponseParameters"] == {
-        "gatewayresponse.header.Retry-After": "'1'"}
+        "gatewayresponse.header.Retry-After": "'1'"
+    }
     assert json.loads(throttled["ResponseTemplates"]["application/json"])["error"] == "throttled"
     assert responses["QUOTA_EXCEEDED"]["StatusCode"] == "429"
-    assert json.loads(responses["QUOTA_EXCEEDED"]["ResponseTemplates"]["application/json"])["error"] == \
-        "quota_exceeded"
+    assert json.loads(responses["QUOTA_EXCEEDED"]["ResponseTemplates"]["application/json"])["error"] == "quota_exceeded"
     invalid = responses["INVALID_API_KEY"]
     assert invalid["StatusCode"] == "403"
     assert json.loads(invalid["ResponseTemplates"]["application/json"])["error"] == "no_usage_plan"
@@ -122,8 +136,10 @@ def test_only_the_authorizer_gets_the_usage_identifier_scope_and_no_function_may
     authorizer = functions[function_id(resources, "authorizer")]
     assert authorizer["Properties"]["Environment"]["Variables"]["KINDEX_GATEWAY_KEY_SCOPE"] == "kindex-prod"
     others = [f for lid, f in functions.items() if lid != function_id(resources, "authorizer")]
-    assert all("KINDEX_GATEWAY_KEY_SCOPE" not in (f["Properties"].get("Environment") or {}).get("Variables", {})
-               for f in others)
+    assert all(
+        "KINDEX_GATEWAY_KEY_SCOPE" not in (f["Properties"].get("Environment") or {}).get("Variables", {})
+        for f in others
+    )
     for name in ("api", "query", "ingest", "authorizer", "reindex"):
         actions = [a for s in statements(resources, name) for a in _list(s["Action"])]
         assert not any(a.startswith("apigateway:") for a in actions), name
@@ -150,9 +166,16 @@ def test_the_key_provisioning_policy_reaches_only_this_apis_plans_and_the_key_it
         assert statement["Effect"] == "Allow"
         for action in _list(statement["Action"]):
             granted.setdefault(action, []).append(
-                ([_arn_text(r) for r in _list(statement["Resource"])], statement.get("Condition")))
-    assert set(granted) == {"apigateway:GET", "apigateway:POST", "apigateway:DELETE", "dynamodb:GetItem",
-                            "dynamodb:PutItem", "dynamodb:Query"}
+                ([_arn_text(r) for r in _list(statement["Resource"])], statement.get("Condition"))
+            )
+    assert set(granted) == {
+        "apigateway:GET",
+        "apigateway:POST",
+        "apigateway:DELETE",
+        "dynamodb:GetItem",
+        "dynamodb:PutItem",
+        "dynamodb:Query",
+    }
     plan_ids = {lid for lid, _ in plans_by_name(resources).values()}
     apigateway = "arn:<Ref:AWS::Partition>:apigateway:<Ref:AWS::Region>::"
     gets = {r for resources_, _ in granted["apigateway:GET"] for r in resources_}
@@ -175,8 +198,9 @@ def test_the_usage_plans_output_is_what_kindex_keys_reads(synthesized, resources
     value = template["Outputs"]["UsagePlans"]["Value"]
     parts = value["Fn::Join"][1] if isinstance(value, dict) else [value]
     text = "".join(p if isinstance(p, str) else f"id{p['Ref']}"[:60].replace("UsagePlan", "") for p in parts)
-    settings = load_settings({"KINDEX_BACKEND": "aws", "KINDEX_TABLE_NAME": "t", "KINDEX_BUCKET_NAME": "b",
-                              "KINDEX_USAGE_PLANS": text})
+    settings = load_settings(
+        {"KINDEX_BACKEND": "aws", "KINDEX_TABLE_NAME": "t", "KINDEX_BUCKET_NAME": "b", "KINDEX_USAGE_PLANS": text}
+    )
     plans = settings.plans
     assert isinstance(plans, UsagePlans) and plans.scope == "kindex-prod"
     ids = plans.plan_ids()
@@ -191,20 +215,29 @@ def test_the_stack_with_named_plans_passes_cdk_nag(synthesized):
     assert errors == []
 
 
-@pytest.mark.parametrize(("plans", "extra", "message"), [
-    ({"gold": {"rate_limit": 1, "burst_limit": 1, "tenants": ["a"]},
-      "silver": {"rate_limit": 1, "burst_limit": 1, "tenants": ["a"]}}, {}, "in two plans"),
-    ({"default": {"rate_limit": 1, "burst_limit": 1, "tenants": ["a"]}}, {}, "plan name"),
-    ({"Gold Plan": {"rate_limit": 1, "burst_limit": 1}}, {}, "plan name"),
-    ({"gold": {"rate_limit": 900, "burst_limit": 10, "tenants": ["a"]}}, {}, "exceeds the stage"),
-    ({}, {"api_rate_limit": 600}, "exceeds the stage"),
-    ({"gold": {"rate_limit": 0, "burst_limit": 1}}, {}, "greater than 0"),
-    ({"gold": {"rate_limit": 1, "burst_limit": 1, "tenants": ["a/b"]}}, {}, "must not contain '/'"),
-    ({"gold": {"rate_limit": 1, "burst_limit": 1, "rate": 5}}, {}, "Extra inputs"),
-    ({"gold": {"rate_limit": 1, "burst_limit": 1, "id": "abc"}}, {}, "assigns the ids"),
-    ("{not json", {}, "not JSON"),
-    (["gold"], {}, "must map plan names"),
-])
+@pytest.mark.parametrize(
+    ("plans", "extra", "message"),
+    [
+        (
+            {
+                "gold": {"rate_limit": 1, "burst_limit": 1, "tenants": ["a"]},
+                "silver": {"rate_limit": 1, "burst_limit": 1, "tenants": ["a"]},
+            },
+            {},
+            "in two plans",
+        ),
+        ({"default": {"rate_limit": 1, "burst_limit": 1, "tenants": ["a"]}}, {}, "plan name"),
+        ({"Gold Plan": {"rate_limit": 1, "burst_limit": 1}}, {}, "plan name"),
+        ({"gold": {"rate_limit": 900, "burst_limit": 10, "tenants": ["a"]}}, {}, "exceeds the stage"),
+        ({}, {"api_rate_limit": 600}, "exceeds the stage"),
+        ({"gold": {"rate_limit": 0, "burst_limit": 1}}, {}, "greater than 0"),
+        ({"gold": {"rate_limit": 1, "burst_limit": 1, "tenants": ["a/b"]}}, {}, "must not contain '/'"),
+        ({"gold": {"rate_limit": 1, "burst_limit": 1, "rate": 5}}, {}, "Extra inputs"),
+        ({"gold": {"rate_limit": 1, "burst_limit": 1, "id": "abc"}}, {}, "assigns the ids"),
+        ("{not json", {}, "not JSON"),
+        (["gold"], {}, "must map plan names"),
+    ],
+)
 def test_plans_the_runtime_would_refuse_stop_the_synth(plans, extra, message):
     context = {**cdk_json_context(), "api_usage_plans": plans, **extra}
     with pytest.raises(ConfigError, match=message):

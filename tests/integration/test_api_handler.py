@@ -102,13 +102,19 @@ def test_a_collection_shows_its_revision_and_a_put_cannot_set_it(local_container
     _, retitled = call(copy.deepcopy(event))
     # Then each write has the next revision, and a title change leaves config_version alone
     assert status == 201 and created["revision"] == 1
-    assert (retitled["revision"], retitled["title"], retitled["config_version"]) == (2, "Retitled",
-                                                                                      created["config_version"])
+    assert (retitled["revision"], retitled["title"], retitled["config_version"]) == (
+        2,
+        "Retitled",
+        created["config_version"],
+    )
     # When a client sends a revision (a GET body PUT back, or a made-up one) / Then it is ignored like config_version
     event["body"] = json.dumps({**retitled, "revision": 99, "config_version": 99, "title": "Again"})
     status, body = call(copy.deepcopy(event))
     assert status == 200 and (body["revision"], body["config_version"], body["title"]) == (
-        3, created["config_version"], "Again")
+        3,
+        created["config_version"],
+        "Again",
+    )
     assert local_container.adapters.metadata.get_collection("acme", "My Collection").revision == 3
     # When one sends a revision that is not even a number / Then it is ignored too
     event["body"] = json.dumps({"revision": "x", "title": "Fourth"})
@@ -132,8 +138,10 @@ def test_list_documents_event_pages_for_reader_role(local_container):
     event = load_event("api_list_documents.json")
     event["requestContext"]["authorizer"]["role"] = "query"
     status, body = call(event)
-    assert status == 403 and body == {"error": "forbidden",
-                                      "message": "this query key may only query and render citations"}
+    assert status == 403 and body == {
+        "error": "forbidden",
+        "message": "this query key may only query and render citations",
+    }
 
 
 def test_query_role_cannot_write(local_container):
@@ -150,15 +158,18 @@ def test_event_without_authorizer_context_is_unauthorized(local_container):
     assert status == 401 and set(body) == {"error", "message"}
 
 
-@pytest.mark.parametrize("body, status, code", [
-    ("{not json", 400, "bad_request"),
-    ('{"title": 5}', 422, "invalid_input"),
-    ('{"unknown_field": 1}', 422, "invalid_input"),
-    ("[]", 422, "invalid_input"),
-    ('{"chunking_max_size": "big"}', 422, "invalid_input"),
-    ("\"just a string\"", 422, "invalid_input"),
-    ('{"title": "x", "id": "Other"}', 422, "invalid_input"),
-])
+@pytest.mark.parametrize(
+    "body, status, code",
+    [
+        ("{not json", 400, "bad_request"),
+        ('{"title": 5}', 422, "invalid_input"),
+        ('{"unknown_field": 1}', 422, "invalid_input"),
+        ("[]", 422, "invalid_input"),
+        ('{"chunking_max_size": "big"}', 422, "invalid_input"),
+        ('"just a string"', 422, "invalid_input"),
+        ('{"title": "x", "id": "Other"}', 422, "invalid_input"),
+    ],
+)
 def test_bad_bodies_get_4xx_with_error_and_message(local_container, body, status, code):
     event = load_event("api_put_collection.json")
     event["body"] = body
@@ -196,17 +207,25 @@ def test_authorizer_allows_a_live_key_and_rejects_others(local_container):
             authorizer.handler(event, Context())
 
 
-
-
 C, D = "/v1/collections/c", "/v1/collections/c/documents"
 
 
 def role_event(role: str, method: str, path: str, body: dict | None = None) -> dict:
     built = load_event("api_list_documents.json")
-    built.update(httpMethod=method, path=path, body=json.dumps(body) if body is not None else None,
-                 queryStringParameters=None, multiValueQueryStringParameters=None, pathParameters=None)
-    built["requestContext"]["authorizer"] = {"tenant": "acme", "role": role, "key_id": f"{role}-key",
-                                             "principalId": f"acme/{role}-key"}
+    built.update(
+        httpMethod=method,
+        path=path,
+        body=json.dumps(body) if body is not None else None,
+        queryStringParameters=None,
+        multiValueQueryStringParameters=None,
+        pathParameters=None,
+    )
+    built["requestContext"]["authorizer"] = {
+        "tenant": "acme",
+        "role": role,
+        "key_id": f"{role}-key",
+        "principalId": f"acme/{role}-key",
+    }
     return built
 
 
@@ -230,8 +249,12 @@ def tenant_data(local_container):
 def test_every_route_has_a_role_decision():
     # Given the API's routes, as its OpenAPI document lists them / Then each one is in the role table
     paths = api.app.get_openapi_schema().paths
-    routes = {(method.upper(), path) for path, item in paths.items()
-              for method in ("get", "put", "post", "delete", "patch") if getattr(item, method, None)}
+    routes = {
+        (method.upper(), path)
+        for path, item in paths.items()
+        for method in ("get", "put", "post", "delete", "patch")
+        if getattr(item, method, None)
+    }
     assert routes == set(ROUTE_ROLES) == set(REQUESTS)
 
 

@@ -55,29 +55,38 @@ def assert_refused(status: int, body: dict, expected_status: int, field: str) ->
     assert body["message"].startswith(f"{field}:") or f" {field}" in body["message"], body["message"]
 
 
-@pytest.mark.parametrize(("body", "status", "field"), [
-    ('{"title": ' + "[" * 10_000 + "]" * 10_000 + "}", 400, "title"),
-    ("[" * 10_000 + "]" * 10_000, 400, "request body"),
-    ('{"title": "a", "title": "b"}', 422, "title"),
-    ('{"chunking_max_size": NaN}', 422, "chunking_max_size"),
-    ('{"chunking_max_size": Infinity}', 422, "chunking_max_size"),
-    ('{"rights_check_method_configuration": {"url": "https://x.example", "timeout": -Infinity}}', 422,
-     "rights_check_method_configuration.timeout"),
-    ('{"chunking_max_size": ' + "9" * 4000 + "}", 422, "chunking_max_size"),
-    ('{"chunking_max_size": 10000000000}', 422, "chunking_max_size"),
-    ('{"chunking_max_size": "500"}', 422, "chunking_max_size"),
-    ('{"chunking_max_size": 500.0}', 422, "chunking_max_size"),
-    ('{"chunking_overlap_offset": true}', 422, "chunking_overlap_offset"),
-    ('{"allow_guests": "yes"}', 422, "allow_guests"),
-    ('{"embedding_model": "local:foo"}', 422, "embedding_model"),
-    ('{"embedding_model": "hash:4"}', 422, "embedding_model"),
-    ('{"title": "a\\ud800"}', 422, "title"),
-    ('{"document_spaces": ' + json.dumps(["s"] * 1001) + "}", 422, "document_spaces"),
-    # a record that could not be one DynamoDB item (400 KB) is refused as input, not failed in the store
-    ('{"query_groups": ' + json.dumps(["g" * 255] * 600) + "}", 422, "query_groups"),
-    ('{"rights_check_method_configuration": {"note": "' + "é" * 100_000 + '"}}', 422,
-     "rights_check_method_configuration"),
-])
+@pytest.mark.parametrize(
+    ("body", "status", "field"),
+    [
+        ('{"title": ' + "[" * 10_000 + "]" * 10_000 + "}", 400, "title"),
+        ("[" * 10_000 + "]" * 10_000, 400, "request body"),
+        ('{"title": "a", "title": "b"}', 422, "title"),
+        ('{"chunking_max_size": NaN}', 422, "chunking_max_size"),
+        ('{"chunking_max_size": Infinity}', 422, "chunking_max_size"),
+        (
+            '{"rights_check_method_configuration": {"url": "https://x.example", "timeout": -Infinity}}',
+            422,
+            "rights_check_method_configuration.timeout",
+        ),
+        ('{"chunking_max_size": ' + "9" * 4000 + "}", 422, "chunking_max_size"),
+        ('{"chunking_max_size": 10000000000}', 422, "chunking_max_size"),
+        ('{"chunking_max_size": "500"}', 422, "chunking_max_size"),
+        ('{"chunking_max_size": 500.0}', 422, "chunking_max_size"),
+        ('{"chunking_overlap_offset": true}', 422, "chunking_overlap_offset"),
+        ('{"allow_guests": "yes"}', 422, "allow_guests"),
+        ('{"embedding_model": "local:foo"}', 422, "embedding_model"),
+        ('{"embedding_model": "hash:4"}', 422, "embedding_model"),
+        ('{"title": "a\\ud800"}', 422, "title"),
+        ('{"document_spaces": ' + json.dumps(["s"] * 1001) + "}", 422, "document_spaces"),
+        # a record that could not be one DynamoDB item (400 KB) is refused as input, not failed in the store
+        ('{"query_groups": ' + json.dumps(["g" * 255] * 600) + "}", 422, "query_groups"),
+        (
+            '{"rights_check_method_configuration": {"note": "' + "é" * 100_000 + '"}}',
+            422,
+            "rights_check_method_configuration",
+        ),
+    ],
+)
 def test_hostile_collection_bodies_get_4xx_naming_the_field_and_store_nothing(local_container, body, status, field):
     # When a hostile PUT /v1/collections/{c} is handled
     got_status, got, _ = call(api.handler, put_collection(body))
@@ -100,8 +109,19 @@ def test_a_known_model_is_saved_in_its_canonical_form(local_container):
     assert local_container.adapters.metadata.get_collection("acme", "My Collection").embedding_model == "hash:256"
 
 
-@pytest.mark.parametrize(("k", "field"), [('"5"', "k"), ("true", "k"), ("5.0", "k"), ("0", "k"), ("101", "k"),
-                                          ("NaN", "k"), ("1e999", "k"), ("9" * 400, "k")])
+@pytest.mark.parametrize(
+    ("k", "field"),
+    [
+        ('"5"', "k"),
+        ("true", "k"),
+        ("5.0", "k"),
+        ("0", "k"),
+        ("101", "k"),
+        ("NaN", "k"),
+        ("1e999", "k"),
+        ("9" * 400, "k"),
+    ],
+)
 def test_query_k_must_be_a_json_integer_in_bounds(local_container, k, field):
     # Given a collection anyone may query
     assert call(api.handler, put_collection('{"allow_guests": true}'))[0] == 201
@@ -118,11 +138,19 @@ def test_query_with_a_json_integer_k_is_answered(local_container):
     assert status == 200 and body["results"] == []
 
 
-@pytest.mark.parametrize(("params", "field"), [
-    ({"start": str(2**63)}, "start"), ({"number": str(2**63)}, "number"), ({"start": "9" * 5000}, "start"),
-    ({"number": str(MAX_PAGE_SIZE + 1)}, "number"), ({"number": "0"}, "number"), ({"number": "-2"}, "number"),
-    ({"start": "1000000001"}, "start"), ({"cursor": "x" * 10_000}, "cursor"),
-])
+@pytest.mark.parametrize(
+    ("params", "field"),
+    [
+        ({"start": str(2**63)}, "start"),
+        ({"number": str(2**63)}, "number"),
+        ({"start": "9" * 5000}, "start"),
+        ({"number": str(MAX_PAGE_SIZE + 1)}, "number"),
+        ({"number": "0"}, "number"),
+        ({"number": "-2"}, "number"),
+        ({"start": "1000000001"}, "start"),
+        ({"cursor": "x" * 10_000}, "cursor"),
+    ],
+)
 def test_paging_parameters_out_of_bounds_get_422_naming_the_parameter(local_container, params, field):
     assert call(api.handler, put_collection("{}"))[0] == 201
     for name in ("api_list_documents.json", "api_list_chunks.json"):
@@ -136,10 +164,14 @@ def store_chunks(container, count: int, text_of) -> list[StoredChunk]:
     event["path"] = "/v1/collections/My%20Collection/documents/d1"
     event["body"] = '{"content": "x"}'
     assert call(api.handler, put_collection("{}"))[0] == 201 and call(api.handler, event)[0] == 201
-    chunks = [StoredChunk(chunk_id=f"c{i:05d}", collection="My Collection", document_id="d1", index=i, start=0,
-                          end=1, text=text_of(i)) for i in range(count)]
+    chunks = [
+        StoredChunk(
+            chunk_id=f"c{i:05d}", collection="My Collection", document_id="d1", index=i, start=0, end=1, text=text_of(i)
+        )
+        for i in range(count)
+    ]
     for first in range(0, count, 100):
-        container.adapters.chunks.put_chunks("acme", chunks[first:first + 100])
+        container.adapters.chunks.put_chunks("acme", chunks[first : first + 100])
     return chunks
 
 
@@ -194,7 +226,7 @@ def test_a_full_page_of_default_size_chunks_answers_in_one_page_under_5_mb(local
 def test_the_largest_page_of_the_longest_ids_answers_under_5_mb(local_container):
     # Given 1,001 collections whose ids are 255 astral characters (the longest id, 12 bytes a character in JSON)
     for i in range(MAX_PAGE_SIZE + 1):
-        collection_id = f"{i:04d}" + "\U0001F600" * 251
+        collection_id = f"{i:04d}" + "\U0001f600" * 251
         local_container.adapters.metadata.put_collection(
             "acme", Collection(id=collection_id, embedding_model="hash:384"), create=True
         )
@@ -213,17 +245,31 @@ def test_the_largest_page_of_the_heaviest_document_summaries_answers_under_5_mb(
     assert call(api.handler, put_collection("{}"))[0] == 201
     expected = []
     for i in range(MAX_PAGE_SIZE + 1):
-        document_id = f"{i:04d}" + "\U0001F600" * 251
-        local_container.adapters.metadata.put_document("acme", Document(
-            id=document_id, collection="My Collection", title="\U0001F600" * 1024, status=DocumentStatus.FAILED,
-            failure_reason="\U0001F600" * 500, mimetype="\U0001F600" * 255), create=True)
+        document_id = f"{i:04d}" + "\U0001f600" * 251
+        local_container.adapters.metadata.put_document(
+            "acme",
+            Document(
+                id=document_id,
+                collection="My Collection",
+                title="\U0001f600" * 1024,
+                status=DocumentStatus.FAILED,
+                failure_reason="\U0001f600" * 500,
+                mimetype="\U0001f600" * 255,
+            ),
+            create=True,
+        )
         expected.append(document_id)
     # When walking the list with the largest page size
     seen, sizes, cursor = [], [], None
     while True:
-        status, body, size = call(api.handler, with_query(load_event("api_list_documents.json"),
-                                                          number=str(MAX_PAGE_SIZE),
-                                                          **({"cursor": cursor} if cursor else {})))
+        status, body, size = call(
+            api.handler,
+            with_query(
+                load_event("api_list_documents.json"),
+                number=str(MAX_PAGE_SIZE),
+                **({"cursor": cursor} if cursor else {}),
+            ),
+        )
         assert status == 200, body
         assert [d["id"] for d in body["items"]] == body["documents"]
         seen += body["documents"]
@@ -238,8 +284,9 @@ def test_the_largest_page_of_the_heaviest_document_summaries_answers_under_5_mb(
 
 def test_lists_default_to_a_page_of_100_and_minus_one_means_the_largest_page(local_container):
     for i in range(MAX_PAGE_SIZE + 5):
-        local_container.adapters.metadata.put_collection("acme", Collection(id=f"c{i:04d}", embedding_model="hash:384"),
-                                                create=True)
+        local_container.adapters.metadata.put_collection(
+            "acme", Collection(id=f"c{i:04d}", embedding_model="hash:384"), create=True
+        )
     event = with_query(load_event("api_list_documents.json"))
     event["path"] = "/v1/collections"
     status, body, _ = call(api.handler, event)
@@ -255,8 +302,9 @@ def test_a_documents_cursor_is_not_a_chunks_cursor(local_container):
     store_chunks(local_container, 3, lambda i: "text")
     event = with_query(load_event("api_list_documents.json"), number="1")
     event["path"] = "/v1/collections"
-    local_container.adapters.metadata.put_collection("acme", Collection(id="zz", embedding_model="hash:384"),
-                                                     create=True)
+    local_container.adapters.metadata.put_collection(
+        "acme", Collection(id="zz", embedding_model="hash:384"), create=True
+    )
     cursor = call(api.handler, event)[1]["next_cursor"]
     status, body, _ = call(api.handler, with_query(load_event("api_list_chunks.json"), cursor=cursor))
     assert_refused(status, body, 422, "cursor")

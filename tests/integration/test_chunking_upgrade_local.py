@@ -31,8 +31,13 @@ def test_a_reindex_upgrades_the_chunking_and_reuses_every_unchanged_chunk_vector
     # Given a collection as stored before chunking versions (version 1) holding a Markdown guide and a plain note
     created, _ = services.catalog.put_collection("t", "c", CollectionInput(allow_guests=True, chunking_max_size=40))
     assert created.chunking_version == CHUNKING_VERSION  # a new collection gets the current chunking
-    old, _ = write_collection(services.adapters.metadata, "t", "c", created,
-                              lambda current: current.model_copy(update={"chunking_version": 1}))
+    old, _ = write_collection(
+        services.adapters.metadata,
+        "t",
+        "c",
+        created,
+        lambda current: current.model_copy(update={"chunking_version": 1}),
+    )
     services.catalog.put_document("t", "c", "guide", DocumentInput(content=GUIDE, mimetype="text/markdown"))
     services.catalog.put_document("t", "c", "note", DocumentInput(content=NOTE))
     worker = build_worker()

@@ -39,8 +39,15 @@ class Handler(BaseHTTPRequestHandler):
     def _answer(self):
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length else b""
-        self.server.seen.append({"method": self.command, "path": self.path, "headers": dict(self.headers),
-                                 "body": body, "at": time.monotonic()})
+        self.server.seen.append(
+            {
+                "method": self.command,
+                "path": self.path,
+                "headers": dict(self.headers),
+                "body": body,
+                "at": time.monotonic(),
+            }
+        )
         queue = self.server.script[self.path.split("?")[0]]
         status, headers, payload = queue.pop(0) if len(queue) > 1 else queue[0]
         self.send_response(status)
@@ -131,11 +138,21 @@ def test_an_upload_is_retried_with_its_whole_body_and_never_carries_the_api_key(
     # Given a deployment whose blob store is busy once (S3 answers 503 SlowDown)
     content = b"# Notes\n" + b"x" * 3_000_000  # several read blocks
     ticket_for = {}
-    server = scripted({"/v1/collections/c/documents/d/upload": [ok(ticket_for)],
-                       "/blob": [(503, {"Retry-After": "0"}, b"<Error>SlowDown</Error>"), (200, {}, b"")]})
-    ticket_for.update({"url": server.url + "/blob?signature=abc", "method": "PUT",
-                       "headers": {"Content-Type": "text/markdown", "Content-Length": str(len(content))},
-                       "expires_at": "2030-01-01T00:00:00Z", "document": {"id": "d", "collection": "c"}})
+    server = scripted(
+        {
+            "/v1/collections/c/documents/d/upload": [ok(ticket_for)],
+            "/blob": [(503, {"Retry-After": "0"}, b"<Error>SlowDown</Error>"), (200, {}, b"")],
+        }
+    )
+    ticket_for.update(
+        {
+            "url": server.url + "/blob?signature=abc",
+            "method": "PUT",
+            "headers": {"Content-Type": "text/markdown", "Content-Length": str(len(content))},
+            "expires_at": "2030-01-01T00:00:00Z",
+            "document": {"id": "d", "collection": "c"},
+        }
+    )
     server.script["/v1/collections/c/documents/d/upload"] = [ok(ticket_for)]
     path = tmp_path / "notes.md"
     path.write_bytes(content)

@@ -35,24 +35,31 @@ def stack(monkeypatch: pytest.MonkeyPatch) -> Iterator[AwsStack]:
             services.keys.create(tenant, "admin")
             services.catalog.put_collection(tenant, "c", CollectionInput(allow_guests=True, chunking_max_size=60))
             for i in range(DOCUMENTS):
-                services.catalog.put_document(tenant, "c", f"d{i:02d}",
-                                              DocumentInput(content=f"Penguins of colony {i} dive for krill. " * 3))
+                services.catalog.put_document(
+                    tenant, "c", f"d{i:02d}", DocumentInput(content=f"Penguins of colony {i} dive for krill. " * 3)
+                )
         stack.drain()
         # A second version of one document: its older blob versions must go too
         services.catalog.put_document("t", "c", "d00", DocumentInput(content="Penguins, rewritten. " * 3))
         stack.drain()
-        assert all(d.status is DocumentStatus.INDEXED
-                   for d in services.adapters.metadata.list_documents("t", "c", after=None, offset=0, limit=None))
+        assert all(
+            d.status is DocumentStatus.INDEXED
+            for d in services.adapters.metadata.list_documents("t", "c", after=None, offset=0, limit=None)
+        )
         yield stack
 
 
 def tenant_items(stack: AwsStack, tenant: str) -> list[tuple[str, str]]:
     """(pk, sk) of every item the tenant's collection left in the table, its embedding cache and jobs aside."""
     kept = {embedding_pk(tenant, "hash:384"), jobs_pk(tenant)}
-    items = [(i["pk"]["S"], i["sk"]["S"]) for page in stack.dynamodb.get_paginator("scan").paginate(TableName=TABLE)
-             for i in page["Items"]]
-    return [(pk, sk) for pk, sk in items if pk.startswith(f"T#{tenant}#") and pk not in kept
-            and not pk.endswith("#KEYS")]
+    items = [
+        (i["pk"]["S"], i["sk"]["S"])
+        for page in stack.dynamodb.get_paginator("scan").paginate(TableName=TABLE)
+        for i in page["Items"]
+    ]
+    return [
+        (pk, sk) for pk, sk in items if pk.startswith(f"T#{tenant}#") and pk not in kept and not pk.endswith("#KEYS")
+    ]
 
 
 def object_versions(stack: AwsStack, tenant: str) -> list[str]:
@@ -85,12 +92,14 @@ def test_the_delete_is_a_job_gone_from_reads_at_once_that_leaves_nothing(stack):
     with pytest.raises(NotFound):
         services.catalog.get_collection("t", "c")
     assert services.catalog.list_collections("t", PageRequest()).ids == []
-    for read in (lambda: services.catalog.list_documents("t", "c", PageRequest()),
-                 lambda: services.catalog.get_document("t", "c", "d01"),
-                 lambda: ask(stack, "t"),
-                 lambda: services.transfer.export_page("t", "c", None),
-                 lambda: services.catalog.put_document("t", "c", "new", DocumentInput(content="x")),
-                 lambda: services.reindex.start("t", "c", clean=False)):
+    for read in (
+        lambda: services.catalog.list_documents("t", "c", PageRequest()),
+        lambda: services.catalog.get_document("t", "c", "d01"),
+        lambda: ask(stack, "t"),
+        lambda: services.transfer.export_page("t", "c", None),
+        lambda: services.catalog.put_document("t", "c", "new", DocumentInput(content="x")),
+        lambda: services.reindex.start("t", "c", clean=False),
+    ):
         with pytest.raises(NotFound):
             read()
     with pytest.raises(Conflict, match="being deleted"):
@@ -101,7 +110,10 @@ def test_the_delete_is_a_job_gone_from_reads_at_once_that_leaves_nothing(stack):
     run_job(stack)
     # Then the job is completed and nothing of the collection is left: no item, no object version, no vector
     assert services.reindex.get_job("t", job.id).model_dump(include={"status", "done", "total"}) == {
-        "status": "completed", "done": 3, "total": 3}
+        "status": "completed",
+        "done": 3,
+        "total": 3,
+    }
     assert tenant_items(stack, "t") == []
     assert object_versions(stack, "t") == []
     assert vectors(stack, "t") == set()

@@ -26,23 +26,38 @@ FIELDS = ("title", "document_spaces", "query_groups", "allow_guests", "chunking_
 
 
 def start_fields(tenant: str, round_: int) -> dict:
-    return {"title": f"{tenant}-start-{round_}", "document_spaces": [], "query_groups": [f"{tenant}-start"],
-            "allow_guests": round_ % 2 == 1, "chunking_max_size": 200, "chunking_overlap_offset": 0}
+    return {
+        "title": f"{tenant}-start-{round_}",
+        "document_spaces": [],
+        "query_groups": [f"{tenant}-start"],
+        "allow_guests": round_ % 2 == 1,
+        "chunking_max_size": 200,
+        "chunking_overlap_offset": 0,
+    }
 
 
 def writer_value(field: str, tenant: str, round_: int, writer: int):
     """A value of the writer's own, different from the start and from every other writer's (allow_guests has two
     values: every writer of it flips the start)."""
-    return {"title": f"{tenant}-r{round_}-w{writer}", "document_spaces": [f"{tenant}-space-{writer}"],
-            "query_groups": [f"{tenant}-group-{round_}-{writer}"], "allow_guests": round_ % 2 == 0,
-            "chunking_max_size": 300 + writer, "chunking_overlap_offset": 1 + writer}[field]
+    return {
+        "title": f"{tenant}-r{round_}-w{writer}",
+        "document_spaces": [f"{tenant}-space-{writer}"],
+        "query_groups": [f"{tenant}-group-{round_}-{writer}"],
+        "allow_guests": round_ % 2 == 0,
+        "chunking_max_size": 300 + writer,
+        "chunking_overlap_offset": 1 + writer,
+    }[field]
 
 
 def write_together(catalog, writes: list[tuple[str, dict]]) -> list:
     """Each (tenant, fields) PUT of collection "c" from its own thread, all released by one barrier; returns what each
     PUT returned (the collection) or raised."""
-    return run_together([lambda t=tenant, f=fields: catalog.put_collection(t, "c", CollectionInput(**f))[0]
-                         for tenant, fields in writes])
+    return run_together(
+        [
+            lambda t=tenant, f=fields: catalog.put_collection(t, "c", CollectionInput(**f))[0]
+            for tenant, fields in writes
+        ]
+    )
 
 
 def assert_one_chain(start: Collection, written: list[Collection], changed: list[dict], final: Collection) -> None:
@@ -54,9 +69,14 @@ def assert_one_chain(start: Collection, written: list[Collection], changed: list
     previous = start
     for i in order:
         bumps = any(changed[i][name] != getattr(previous, name) for name in COLLECTION_CONFIG_FIELDS & set(changed[i]))
-        expected = previous.model_copy(update={**changed[i], "revision": previous.revision + 1,
-                                               "config_version": previous.config_version + bumps,
-                                               "updated_at": written[i].updated_at})
+        expected = previous.model_copy(
+            update={
+                **changed[i],
+                "revision": previous.revision + 1,
+                "config_version": previous.config_version + bumps,
+                "updated_at": written[i].updated_at,
+            }
+        )
         assert written[i] == expected, (i, changed[i])
         previous = written[i]
     assert final.model_copy(update={"document_count": 0}) == previous
@@ -65,8 +85,10 @@ def assert_one_chain(start: Collection, written: list[Collection], changed: list
 def sixteen_writers_round(catalog, tenants: list[str], round_: int, field_of) -> None:
     """One round: WRITERS PUTs of collection "c" at the same instant, spread over `tenants` (same collection id),
     each setting `field_of(writer)` to a value of its own; then every change is checked to be present."""
-    starts = {tenant: catalog.put_collection(tenant, "c", CollectionInput(**start_fields(tenant, round_)))[0]
-              for tenant in tenants}
+    starts = {
+        tenant: catalog.put_collection(tenant, "c", CollectionInput(**start_fields(tenant, round_)))[0]
+        for tenant in tenants
+    }
     writes = []
     for i in range(WRITERS):
         tenant = tenants[i % len(tenants)]
@@ -148,12 +170,15 @@ def put_between_read_and_commit(services, hook, **fields) -> Collection:
         catalog.collections = store
 
 
-@pytest.mark.parametrize("first, second", [
-    ({"title": "Handbook"}, {"chunking_max_size": 500}),
-    ({"chunking_max_size": 500}, {"title": "Handbook"}),
-    ({"query_groups": []}, {"chunking_overlap_offset": 10}),
-    ({"chunking_method": "tokens"}, {"allow_guests": True}),
-])
+@pytest.mark.parametrize(
+    "first, second",
+    [
+        ({"title": "Handbook"}, {"chunking_max_size": 500}),
+        ({"chunking_max_size": 500}, {"title": "Handbook"}),
+        ({"query_groups": []}, {"chunking_overlap_offset": 10}),
+        ({"chunking_method": "tokens"}, {"allow_guests": True}),
+    ],
+)
 def test_a_put_racing_a_config_change_keeps_both_and_bumps_config_version_once(local_container, first, second):
     # Given a collection at config_version 1
     start = put(local_container, title="start", query_groups=["staff"])
@@ -170,8 +195,9 @@ def test_a_put_racing_a_config_change_keeps_both_and_bumps_config_version_once(l
 
 def test_a_put_racing_a_put_that_changes_nothing_of_the_config_leaves_config_version(local_container):
     start = put(local_container, title="start")
-    put_between_read_and_commit(local_container, lambda: put(local_container, query_groups=["a", "b"]),
-                                title="Handbook", allow_guests=True)
+    put_between_read_and_commit(
+        local_container, lambda: put(local_container, query_groups=["a", "b"]), title="Handbook", allow_guests=True
+    )
     stored = local_container.adapters.metadata.get_collection("t", "c")
     assert (stored.title, stored.allow_guests, stored.query_groups) == ("Handbook", True, ["a", "b"])
     assert (stored.config_version, stored.revision) == (start.config_version, start.revision + 2)
@@ -247,8 +273,9 @@ def test_switching_twice_does_nothing_the_second_time(switching):
 def test_a_create_that_finds_the_collection_created_meanwhile_is_a_conflict(local_container):
     # When another PUT creates the collection between a creating PUT's read (nothing) and its commit
     with pytest.raises(Conflict):
-        put_between_read_and_commit(local_container, lambda: put(local_container, title="first"),
-                                    title="second", query_groups=["x"])
+        put_between_read_and_commit(
+            local_container, lambda: put(local_container, title="first"), title="second", query_groups=["x"]
+        )
     # Then the first one's collection stands, untouched (as before revisions: a create never merges into another)
     stored = local_container.adapters.metadata.get_collection("t", "c")
     assert (stored.title, stored.query_groups, stored.revision) == ("first", [], 1)
@@ -277,7 +304,12 @@ def test_a_put_racing_a_delete_is_refused_until_the_deletion_ends_then_creates_a
     stored = local_container.adapters.metadata.get_collection("t", "c")
     assert created and written.model_copy(update={"document_count": 0}) == stored
     assert (stored.title, stored.query_groups, stored.chunking_max_size, stored.revision, stored.config_version) == (
-        "new", [], 2000, 1, 1)
+        "new",
+        [],
+        2000,
+        1,
+        1,
+    )
     assert local_container.adapters.metadata.list_documents("t", "c", after=None, offset=0, limit=None) == []
 
 
@@ -286,8 +318,12 @@ def test_a_refused_change_is_not_retried_and_writes_nothing(local_container):
     # refusal (Conflict naming the secret route) ends the write at once, and nothing changed
     start = put(local_container, title="start")
     with pytest.raises(Conflict, match="secret"):
-        put(local_container, title="never", rights_check_method="external",
-            rights_check_method_configuration={"url": "https://rights.example/check"})
+        put(
+            local_container,
+            title="never",
+            rights_check_method="external",
+            rights_check_method_configuration={"url": "https://rights.example/check"},
+        )
     assert local_container.adapters.metadata.get_collection("t", "c") == start.model_copy(update={"document_count": 0})
 
 
@@ -308,4 +344,8 @@ def test_a_put_racing_a_config_change_keeps_both_on_dynamodb(aws):
     put_between_read_and_commit(services, lambda: put(services, chunking_max_size=500), query_groups=[])
     stored = services.adapters.metadata.get_collection("t", "c")
     assert (stored.query_groups, stored.chunking_max_size, stored.config_version, stored.revision) == (
-        [], 500, start.config_version + 1, start.revision + 2)
+        [],
+        500,
+        start.config_version + 1,
+        start.revision + 2,
+    )

@@ -40,9 +40,12 @@ def field_of(writer: int) -> str:
 def write_together(catalog, writes: list[tuple[str, str, dict]]) -> list:
     """Each (tenant, document id, fields) PUT from its own thread, all released by one barrier; returns what each
     PUT returned (the document) or raised."""
-    return run_together([lambda t=tenant, d=document_id, f=fields:
-                         catalog.put_document(t, "c", d, DocumentInput(**f))[0]
-                         for tenant, document_id, fields in writes])
+    return run_together(
+        [
+            lambda t=tenant, d=document_id, f=fields: catalog.put_document(t, "c", d, DocumentInput(**f))[0]
+            for tenant, document_id, fields in writes
+        ]
+    )
 
 
 def assert_one_chain(start: Document, written: list[Document], changed: list[dict], final: Document) -> None:
@@ -59,8 +62,9 @@ def assert_one_chain(start: Document, written: list[Document], changed: list[dic
             bumped["fields_version"] = previous.fields_version + 1
             if previous.status is DocumentStatus.INDEXED:
                 bumped["status"] = DocumentStatus.IN_PROGRESS
-        expected = previous.model_copy(update={**changed[i], **bumped, "revision": previous.revision + 1,
-                                               "updated_at": written[i].updated_at})
+        expected = previous.model_copy(
+            update={**changed[i], **bumped, "revision": previous.revision + 1, "updated_at": written[i].updated_at}
+        )
         assert written[i] == expected, (i, changed[i])
         previous = written[i]
     assert final == previous
@@ -72,8 +76,9 @@ def sixteen_writers_round(catalog, tenants: list[str], round_: int) -> None:
     starts = {}
     for tenant in tenants:
         # Given the document with every field at this round's starting value
-        starts[tenant], _ = catalog.put_document(tenant, "c", "d", DocumentInput(
-            **{name: f"text/{tenant}-start-{round_}" for name in FIELDS}))
+        starts[tenant], _ = catalog.put_document(
+            tenant, "c", "d", DocumentInput(**{name: f"text/{tenant}-start-{round_}" for name in FIELDS})
+        )
     writes = []
     for i in range(WRITERS):
         tenant = tenants[i % len(tenants)]
@@ -89,10 +94,14 @@ def sixteen_writers_round(catalog, tenants: list[str], round_: int) -> None:
         # has another tenant's value
         for name in FIELDS:
             assert getattr(final, name) in {writes[i][2][name] for i in mine if name in writes[i][2]}, (
-                tenant, name, final)
+                tenant,
+                name,
+                final,
+            )
         # And the content and status were not touched
-        assert [getattr(final, name) for name in CONTENT_FIELDS] == \
-            [getattr(starts[tenant], name) for name in CONTENT_FIELDS]
+        assert [getattr(final, name) for name in CONTENT_FIELDS] == [
+            getattr(starts[tenant], name) for name in CONTENT_FIELDS
+        ]
         # And each change was applied on top of all the earlier ones: one chain of revisions, nothing lost
         assert_one_chain(starts[tenant], [outcomes[i] for i in mine], [writes[i][2] for i in mine], final)
 
@@ -129,8 +138,12 @@ def test_a_content_write_among_fifteen_field_writes_lands_with_all_of_them(servi
     catalog = services.catalog
     for round_ in range(3):
         # Given a document with content and every field at this round's starting value
-        start, _ = catalog.put_document("t", "c", "d", DocumentInput(
-            content=f"Round {round_} starts here.", **{name: f"text/start-{round_}" for name in FIELDS}))
+        start, _ = catalog.put_document(
+            "t",
+            "c",
+            "d",
+            DocumentInput(content=f"Round {round_} starts here.", **{name: f"text/start-{round_}" for name in FIELDS}),
+        )
         # When one writer PUTs new content while 15 others each PUT one field, all at once
         writes = [("t", "d", {"content": f"Round {round_} new content."})]
         writes += [("t", "d", {field_of(i): value("t", round_, i)}) for i in range(1, WRITERS)]
@@ -143,8 +156,10 @@ def test_a_content_write_among_fifteen_field_writes_lands_with_all_of_them(servi
         for name in FIELDS:
             assert getattr(final, name) in {writes[i][2].get(name) for i in range(1, WRITERS)}, name
         # And it is one chain: the content write changed only the content, each other write only its field
-        content_change = {name: getattr(outcomes[0], name) for name in (
-            "version", "source", "content_sha256", "content_length", "status", "failure_reason")}
+        content_change = {
+            name: getattr(outcomes[0], name)
+            for name in ("version", "source", "content_sha256", "content_length", "status", "failure_reason")
+        }
         assert_one_chain(start, outcomes, [content_change] + [writes[i][2] for i in range(1, WRITERS)], final)
         # And only the current content's blob is left
         assert services.adapters.blobs.list_blobs(keys.document_prefix("t", "c", "d")) == [final.source]
@@ -177,15 +192,21 @@ def test_a_metadata_put_just_before_an_ingest_status_write_keeps_both(services, 
     # writes a status over the record it read
     document = put(services, content="The leave policy: 25 days a year.")
     ingest = services.ingest
-    ingest.documents = StatusWriteHook(ingest.documents, status,
-                                       lambda: put(services, title="Leave", url="https://wiki/leave"))
+    ingest.documents = StatusWriteHook(
+        ingest.documents, status, lambda: put(services, title="Leave", url="https://wiki/leave")
+    )
     # When the ingest runs
     indexed = ingest.object_created(document.source)
     # Then the document is indexed and keeps the PUT's fields
     stored, content = services.catalog.get_document("t", "c", "d")
     assert ingest.documents.fired and indexed == stored
     assert (stored.status, stored.title, stored.url, stored.version, stored.indexed_version) == (
-        DocumentStatus.INDEXED, "Leave", "https://wiki/leave", document.version, document.version)
+        DocumentStatus.INDEXED,
+        "Leave",
+        "https://wiki/leave",
+        document.version,
+        document.version,
+    )
     assert stored.chunk_count == len(services.adapters.chunks.list_chunks("t", "c", "d")) > 0
 
 
@@ -216,8 +237,7 @@ def test_an_ingest_that_runs_between_a_metadata_put_read_and_commit_keeps_both(s
     # Then the PUT applied its title on top of the indexed record instead of writing back the pending one
     stored = services.adapters.metadata.get_document("t", "c", "d")
     assert written == stored
-    assert (stored.status, stored.title, stored.indexed_version) == (DocumentStatus.INDEXED, "Leave",
-                                                                      document.version)
+    assert (stored.status, stored.title, stored.indexed_version) == (DocumentStatus.INDEXED, "Leave", document.version)
 
 
 def test_superseded_content_is_never_marked_indexed(services):
@@ -225,15 +245,22 @@ def test_superseded_content_is_never_marked_indexed(services):
     first = put(services, content="First version of the text.")
     ingest = services.ingest
     newer = {}
-    ingest.documents = StatusWriteHook(ingest.documents, DocumentStatus.INDEXED,
-                                       lambda: newer.update(doc=put(services, content="Second version.", title="2")))
+    ingest.documents = StatusWriteHook(
+        ingest.documents,
+        DocumentStatus.INDEXED,
+        lambda: newer.update(doc=put(services, content="Second version.", title="2")),
+    )
     # When the first content's ingest finishes / Then it loses (the message is retried, and will be stale)
     with pytest.raises(Conflict):
         ingest.object_created(first.source)
     # And the record is the new content's, pending: not marked indexed from the first content
     stored = services.adapters.metadata.get_document("t", "c", "d")
     assert (stored.version, stored.status, stored.title, stored.source) == (
-        newer["doc"].version, DocumentStatus.PENDING, "2", newer["doc"].source)
+        newer["doc"].version,
+        DocumentStatus.PENDING,
+        "2",
+        newer["doc"].source,
+    )
     assert stored.indexed_version < stored.version
     # When the new content's ingest runs / Then it is indexed, with the new text only
     ingest.documents = ingest.documents.inner
@@ -248,24 +275,31 @@ def test_metadata_puts_while_the_worker_indexes_all_land(services):
     worker = build_worker()
     worker.backoff = 0.0
     services.ingest.limits.embed_slice = 2  # many progress writes to race with
-    text = "\n\n".join(f"Paragraph {i} about topic {i}, with enough words to make its own chunk of text." for i in
-                       range(40))
+    text = "\n\n".join(
+        f"Paragraph {i} about topic {i}, with enough words to make its own chunk of text." for i in range(40)
+    )
     document = put(services, content=text)
     worker.start()
     try:
         # When 16 PUTs of different fields come while the worker indexes the document
-        outcomes = write_together(services.catalog, [("t", "d", {field_of(i): value("t", 0, i)}) for i in
-                                                     range(WRITERS)])
+        outcomes = write_together(
+            services.catalog, [("t", "d", {field_of(i): value("t", 0, i)}) for i in range(WRITERS)]
+        )
         assert all(isinstance(o, Document) for o in outcomes), outcomes
-        wait_until(lambda: services.adapters.metadata.get_document("t", "c", "d").status,
-                   until=lambda status: status in (DocumentStatus.INDEXED, DocumentStatus.FAILED),
-                   message="the document was neither indexed nor failed")
+        wait_until(
+            lambda: services.adapters.metadata.get_document("t", "c", "d").status,
+            until=lambda status: status in (DocumentStatus.INDEXED, DocumentStatus.FAILED),
+            message="the document was neither indexed nor failed",
+        )
     finally:
         worker.stop()
     # Then the document is indexed from its content, and every field holds one of its writers' values
     stored = services.adapters.metadata.get_document("t", "c", "d")
-    assert (stored.status, stored.indexed_version, stored.version) == (DocumentStatus.INDEXED, document.version,
-                                                                      document.version), stored.failure_reason
+    assert (stored.status, stored.indexed_version, stored.version) == (
+        DocumentStatus.INDEXED,
+        document.version,
+        document.version,
+    ), stored.failure_reason
     for name in FIELDS:
         assert getattr(stored, name) in {value("t", 0, i) for i in range(WRITERS) if field_of(i) == name}
     assert stored.chunk_count == stored.chunks_done == len(services.adapters.chunks.list_chunks("t", "c", "d")) > 1
@@ -332,8 +366,7 @@ def test_a_metadata_put_racing_a_delete_creates_the_document_afresh(services):
     first = put(services, content="Some content.")
     catalog = services.catalog
     store = catalog.documents
-    catalog.documents = StatusWriteHook(store, DocumentStatus.PENDING,
-                                        lambda: catalog.delete_document("t", "c", "d"))
+    catalog.documents = StatusWriteHook(store, DocumentStatus.PENDING, lambda: catalog.delete_document("t", "c", "d"))
     # When the metadata PUT commits / Then it creates a fresh document with only its fields (PUT creates: as if it
     # came after the delete), without the deleted content
     written = put(services, title="after delete")
@@ -369,5 +402,4 @@ def test_a_metadata_put_just_before_the_ingest_marks_indexed_keeps_both_on_dynam
     ingest.object_created(document.source)
     stored = services.adapters.metadata.get_document("t", "c", "d")
     assert ingest.documents.fired
-    assert (stored.status, stored.title, stored.indexed_version) == (DocumentStatus.INDEXED, "Leave",
-                                                                      document.version)
+    assert (stored.status, stored.title, stored.indexed_version) == (DocumentStatus.INDEXED, "Leave", document.version)

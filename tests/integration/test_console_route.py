@@ -54,8 +54,9 @@ def test_a_repeated_request_revalidates_with_a_304(local_container):
     assert again["statusCode"] == 304 and not again["body"]
 
 
-@pytest.mark.parametrize("path", ["/console/nope.js", "/console/index.html", "/console/%2e%2e%2fapi.py",
-                                  "/console/..", "/console/APP.JS"])
+@pytest.mark.parametrize(
+    "path", ["/console/nope.js", "/console/index.html", "/console/%2e%2e%2fapi.py", "/console/..", "/console/APP.JS"]
+)
 def test_anything_else_under_console_is_a_json_404(local_container, path):
     response = get(path)
     assert response["statusCode"] == 404

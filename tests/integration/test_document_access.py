@@ -63,8 +63,7 @@ def env(local_container):
 
 
 def put(services, collection, document, tenant="t", **fields):
-    return services.catalog.put_document(tenant, collection, document,
-                                         validated(lambda: DocumentInput(**fields)))[0]
+    return services.catalog.put_document(tenant, collection, document, validated(lambda: DocumentInput(**fields)))[0]
 
 
 def ask(services, collections, tenant="t", multi=False, **request):
@@ -80,8 +79,14 @@ def test_attributes_and_access_are_stored_shown_and_listed(env):
     # Given a document PUT with attributes (every value type) and an access list
     env.catalog.put_collection("t", "c", CollectionInput(query_groups=["staff"]))
     attributes = {"region": "eu", "year": 2024, "score": 0.5, "draft": False, "tags": ["hr", "policy"]}
-    put(env, "c", "d1", content="annual leave policy", attributes=attributes,
-        access={"users": ["ann"], "groups": ["hr", "hr"], "deny_groups": ["contractors"]})
+    put(
+        env,
+        "c",
+        "d1",
+        content="annual leave policy",
+        attributes=attributes,
+        access={"users": ["ann"], "groups": ["hr", "hr"], "deny_groups": ["contractors"]},
+    )
     # Then GET and the list's items show them as written (duplicates dropped), types kept
     document, _ = env.catalog.get_document("t", "c", "d1")
     assert document.attributes == attributes and isinstance(document.attributes["draft"], bool)
@@ -96,20 +101,23 @@ def test_attributes_and_access_are_stored_shown_and_listed(env):
     assert stored.access is None and stored.attributes == attributes and stored.title == "Leave"
 
 
-@pytest.mark.parametrize("fields, named", [
-    ({"attributes": {"a": {"b": {"c": {"d": {"e": 1}}}}}}, "attributes.a"),
-    ({"attributes": {f"k{i}": i for i in range(65)}}, "attributes"),
-    ({"attributes": {"year": 2**63}}, "attributes.year"),
-    ({"attributes": {"x": float("nan")}}, "attributes.x"),
-    ({"attributes": {"tags": ["x"] * 101}}, "attributes.tags"),
-    ({"attributes": {"s": "\ud800"}}, "attributes.s"),
-    ({"attributes": {"": 1}}, "attributes"),
-    ({"attributes": {"tags": ["ok", 3]}}, "attributes.tags[1]"),
-    ({"access": {"groups": ["a", "b", "c", ""]}}, "access.groups[3]"),
-    ({"access": {"users": [f"u{i}" for i in range(1001)]}}, "access.users"),
-    ({"access": {"groups": ["g" * 257]}}, "access.groups[0]"),
-    ({"access": {"owner": ["x"]}}, "access.owner"),
-])
+@pytest.mark.parametrize(
+    "fields, named",
+    [
+        ({"attributes": {"a": {"b": {"c": {"d": {"e": 1}}}}}}, "attributes.a"),
+        ({"attributes": {f"k{i}": i for i in range(65)}}, "attributes"),
+        ({"attributes": {"year": 2**63}}, "attributes.year"),
+        ({"attributes": {"x": float("nan")}}, "attributes.x"),
+        ({"attributes": {"tags": ["x"] * 101}}, "attributes.tags"),
+        ({"attributes": {"s": "\ud800"}}, "attributes.s"),
+        ({"attributes": {"": 1}}, "attributes"),
+        ({"attributes": {"tags": ["ok", 3]}}, "attributes.tags[1]"),
+        ({"access": {"groups": ["a", "b", "c", ""]}}, "access.groups[3]"),
+        ({"access": {"users": [f"u{i}" for i in range(1001)]}}, "access.users"),
+        ({"access": {"groups": ["g" * 257]}}, "access.groups[0]"),
+        ({"access": {"owner": ["x"]}}, "access.owner"),
+    ],
+)
 def test_hostile_fields_are_refused_naming_the_field_and_change_nothing(env, fields, named):
     # Given a stored document with attributes and an access list
     env.catalog.put_collection("t", "c", CollectionInput())
@@ -118,8 +126,9 @@ def test_hostile_fields_are_refused_naming_the_field_and_change_nothing(env, fie
     # When a PUT sends a hostile value, Then it is InvalidInput naming the place
     with pytest.raises(InvalidInput) as refused:
         put(env, "c", "d1", **fields)
-    assert refused.value.message.startswith(named + ":") or f"; {named}:" in refused.value.message, \
+    assert refused.value.message.startswith(named + ":") or f"; {named}:" in refused.value.message, (
         refused.value.message
+    )
     # And nothing stored changed
     assert env.adapters.metadata.get_document("t", "c", "d1") == before
 
@@ -140,11 +149,12 @@ def test_a_query_sees_only_what_its_access_lists_admit_and_document_access_requi
         # A group admits, a user admits, a deny wins
         assert found(env, ["strict"], query="penguin colony", groups=["staff", "hr"], mode=mode) == {"hr"}
         assert found(env, ["strict"], query="penguin colony", user="ann", mode=mode) == {"ann"}
-        assert found(env, ["strict"], query="penguin colony", user="ann", groups=["staff", "temp"],
-                     mode=mode) == set()
+        assert found(env, ["strict"], query="penguin colony", user="ann", groups=["staff", "temp"], mode=mode) == set()
         # And several collections in one query each apply their own document_access
-        assert found(env, ["open", "strict"], multi=True, query="penguin colony", user="ann",
-                     mode=mode) == {"nolist", "ann"}
+        assert found(env, ["open", "strict"], multi=True, query="penguin colony", user="ann", mode=mode) == {
+            "nolist",
+            "ann",
+        }
     # And the collection field is stored and shown
     assert env.catalog.get_collection("t", "strict").document_access == "required"
     assert env.catalog.get_collection("t", "open").document_access == "optional"
@@ -158,6 +168,7 @@ def test_attribute_filters_on_queries_and_their_422s(env):
     put(env, "c", "none", content="penguin report")
     env.worker.drain()
     for mode in ("keyword", "vector", "hybrid"):
+
         def where(expression, mode=mode):
             return found(env, ["c"], query="penguin report", mode=mode, filters={"attributes": expression})
 
@@ -166,11 +177,15 @@ def test_attribute_filters_on_queries_and_their_422s(env):
         assert where({"region": {"$ne": "eu"}}) == {"us", "none"}
         assert where({"region": {"$exists": False}}) == {"none"}
     # A bad expression is a 422 naming the place in it
-    for expression, place in (({"year": {"$gte": "2020"}}, "filters.attributes.year.$gte"),
-                              ({"$or": [{"a": 1}, {"b": {"$regex": "x"}}]}, "filters.attributes.$or[1].b.$regex"),
-                              ({"a": {"b": 1}}, "filters.attributes.a.b"),
-                              ({"$and": [{"$and": [{"$and": [{"$and": [{"x": 1}]}]}]}]},
-                               "filters.attributes.$and[0].$and[0].$and[0].$and[0]")):
+    for expression, place in (
+        ({"year": {"$gte": "2020"}}, "filters.attributes.year.$gte"),
+        ({"$or": [{"a": 1}, {"b": {"$regex": "x"}}]}, "filters.attributes.$or[1].b.$regex"),
+        ({"a": {"b": 1}}, "filters.attributes.a.b"),
+        (
+            {"$and": [{"$and": [{"$and": [{"$and": [{"x": 1}]}]}]}]},
+            "filters.attributes.$and[0].$and[0].$and[0].$and[0]",
+        ),
+    ):
         with pytest.raises(InvalidInput, match="^" + re.escape(place) + ":"):
             ask(env, ["c"], query="penguin", filters={"attributes": expression})
     with pytest.raises(InvalidInput, match="filters.attributes"):
@@ -187,8 +202,15 @@ def test_a_fields_only_put_rewrites_the_index_without_embedding(env):
     chunk_ids = {c.chunk_id for c in env.adapters.chunks.list_chunks("t", "c", "d1")}
     embedded = env.counting["hash:384"].texts
     # When only its attributes, access list, language and mimetype change
-    document = put(env, "c", "d1", attributes={"region": "eu"}, access={"groups": ["staff"]}, language="en",
-                   mimetype="text/markdown")
+    document = put(
+        env,
+        "c",
+        "d1",
+        attributes={"region": "eu"},
+        access={"groups": ["staff"]},
+        language="en",
+        mimetype="text/markdown",
+    )
     # Then it shows in_progress until the ingest has rewritten its entries; it is still served meanwhile, and the
     # fields it no longer has no longer find it (its record is checked), though its entries still carry them
     assert document.status is DocumentStatus.IN_PROGRESS and document.fields_stale
@@ -202,8 +224,9 @@ def test_a_fields_only_put_rewrites_the_index_without_embedding(env):
     assert {c.chunk_id for c in env.adapters.chunks.list_chunks("t", "c", "d1")} == chunk_ids
     # And the index itself now filters on the new fields (every leg)
     vector = env.embeddings.embed_query("hash:384", "penguin")
-    eu = SearchFilters(attributes=parse_filter({"region": "eu"}), language="en",
-                       principals=Principals(groups=("staff",)))
+    eu = SearchFilters(
+        attributes=parse_filter({"region": "eu"}), language="en", principals=Principals(groups=("staff",))
+    )
     us = SearchFilters(attributes=parse_filter({"region": "us"}), principals=Principals(groups=("staff",)))
     assert len(env.adapters.search_index.knn_search("hash:384", "t", ["c"], vector, 50, eu)) == done.chunk_count
     assert len(env.adapters.search_index.keyword_search("hash:384", "t", ["c"], "penguin", 50, eu)) == done.chunk_count
@@ -287,9 +310,14 @@ def test_a_user_who_may_see_1_percent_of_2000_documents_gets_k_results_in_every_
     visible = {f"d{i:04d}" for i in range(0, 2000, 100)}
     for i in range(2000):
         doc_id = f"d{i:04d}"
-        put(env, "c", doc_id, content=f"quarterly penguin census report number {i}",
+        put(
+            env,
+            "c",
+            doc_id,
+            content=f"quarterly penguin census report number {i}",
             access={"users": ["ann"]} if doc_id in visible else {"groups": ["board"]},
-            attributes={"shard": i % 100})
+            attributes={"shard": i % 100},
+        )
     env.worker.drain(timeout=600)
     # Then a k=10 query returns 10 results in every mode, all visible to her, with no warning
     for mode in ("keyword", "vector", "hybrid"):
@@ -297,8 +325,15 @@ def test_a_user_who_may_see_1_percent_of_2000_documents_gets_k_results_in_every_
         assert len(response.results) == 10 and {r.document_id for r in response.results} <= visible, mode
         assert response.warnings == []
         # And the same through an attribute filter that 1 % of the documents pass
-        filtered = ask(env, ["c"], query="penguin census report", groups=["staff", "board"], k=10, mode=mode,
-                       filters={"attributes": {"shard": 7}})
+        filtered = ask(
+            env,
+            ["c"],
+            query="penguin census report",
+            groups=["staff", "board"],
+            k=10,
+            mode=mode,
+            filters={"attributes": {"shard": 7}},
+        )
         assert len(filtered.results) == 10 and all(int(r.document_id[1:]) % 100 == 7 for r in filtered.results)
 
 
@@ -307,9 +342,15 @@ def test_the_external_rights_check_at_1_percent_returns_k_or_says_it_stopped(env
     server = RightsServer()
     try:
         server.secret = env.rights_secrets.rotate("t").encode()
-        env.catalog.put_collection("t", "ext", CollectionInput(
-            query_groups=["staff"], rights_check_method="external",
-            rights_check_method_configuration={"url": server.url, "timeout": 5}))
+        env.catalog.put_collection(
+            "t",
+            "ext",
+            CollectionInput(
+                query_groups=["staff"],
+                rights_check_method="external",
+                rights_check_method_configuration={"url": server.url, "timeout": 5},
+            ),
+        )
         for i in range(2000):
             put(env, "ext", f"d{i:04d}", content=f"quarterly penguin census report number {i}")
         env.worker.drain(timeout=600)
@@ -332,17 +373,25 @@ def test_two_tenants_with_the_same_ids_and_keys_of_different_types_never_meet(en
     # Given tenants t and u with the same collection and document ids, and "year" a number in t, a string in u
     for tenant in ("t", "u"):
         env.catalog.put_collection(tenant, "c", CollectionInput(query_groups=["staff"]))
-    put(env, "c", "d1", tenant="t", content="penguin colony", attributes={"year": 2024},
-        access={"groups": ["staff"]})
-    put(env, "c", "d1", tenant="u", content="penguin colony", attributes={"year": "2024"},
-        access={"groups": ["other"]})
+    put(env, "c", "d1", tenant="t", content="penguin colony", attributes={"year": 2024}, access={"groups": ["staff"]})
+    put(env, "c", "d1", tenant="u", content="penguin colony", attributes={"year": "2024"}, access={"groups": ["other"]})
     env.worker.drain()
     # Then each tenant's filter and access lists act on its own document only
     assert found(env, ["c"], tenant="t", query="penguin", filters={"attributes": {"year": {"$gte": 2020}}}) == {"d1"}
-    assert found(env, ["c"], tenant="u", query="penguin", groups=["staff", "other"],
-                 filters={"attributes": {"year": {"$gte": 2020}}}) == set()
-    assert found(env, ["c"], tenant="u", query="penguin", groups=["staff", "other"],
-                 filters={"attributes": {"year": "2024"}}) == {"d1"}
+    assert (
+        found(
+            env,
+            ["c"],
+            tenant="u",
+            query="penguin",
+            groups=["staff", "other"],
+            filters={"attributes": {"year": {"$gte": 2020}}},
+        )
+        == set()
+    )
+    assert found(
+        env, ["c"], tenant="u", query="penguin", groups=["staff", "other"], filters={"attributes": {"year": "2024"}}
+    ) == {"d1"}
     assert found(env, ["c"], tenant="u", query="penguin", groups=["staff"]) == set()
     assert env.adapters.metadata.get_document("t", "c", "d1").attributes == {"year": 2024}
     assert env.adapters.metadata.get_document("u", "c", "d1").attributes == {"year": "2024"}
@@ -369,9 +418,17 @@ def notice(env, collection: str = "c") -> None:
 def test_a_sidecar_gives_a_dropped_file_its_attributes_and_access_before_or_after_it(env):
     env.catalog.put_collection("t", "c", CollectionInput(query_groups=["staff"]))
     # Given a sidecar dropped before its file, in Bedrock's shape (plain and typed values) with an access list
-    drop(env, "t", "c", "report", "report.txt.metadata.json", (
-        b'{"metadataAttributes": {"region": "eu", "year": {"value": {"type": "NUMBER", "numberValue": 2024}, '
-        b'"includeForEmbedding": true}}, "access": {"groups": ["hr"]}}'))
+    drop(
+        env,
+        "t",
+        "c",
+        "report",
+        "report.txt.metadata.json",
+        (
+            b'{"metadataAttributes": {"region": "eu", "year": {"value": {"type": "NUMBER", "numberValue": 2024}, '
+            b'"includeForEmbedding": true}}, "access": {"groups": ["hr"]}}'
+        ),
+    )
     notice(env)
     assert env.adapters.metadata.get_document("t", "c", "report") is None  # a sidecar is never a document
     drop(env, "t", "c", "report", "report.txt", b"penguin colony census for the board")
@@ -381,12 +438,19 @@ def test_a_sidecar_gives_a_dropped_file_its_attributes_and_access_before_or_afte
     assert document.status is DocumentStatus.INDEXED and document.title == "report.txt"
     assert document.attributes == {"region": "eu", "year": 2024} and document.access.groups == ("hr",)
     assert found(env, ["c"], query="penguin census", groups=["staff"]) == set()
-    assert found(env, ["c"], query="penguin census", groups=["staff", "hr"],
-                 filters={"attributes": {"year": 2024}}) == {"report"}
+    assert found(
+        env, ["c"], query="penguin census", groups=["staff", "hr"], filters={"attributes": {"year": 2024}}
+    ) == {"report"}
     embedded = env.counting["hash:384"].texts
     # When the sidecar changes after the file was indexed
-    drop(env, "t", "c", "report", "report.txt.metadata.json",
-         b'{"metadataAttributes": {"region": "us"}, "access": {"groups": ["staff"]}}')
+    drop(
+        env,
+        "t",
+        "c",
+        "report",
+        "report.txt.metadata.json",
+        b'{"metadataAttributes": {"region": "us"}, "access": {"groups": ["staff"]}}',
+    )
     notice(env)
     # Then the fields follow, without embedding anything
     document = env.adapters.metadata.get_document("t", "c", "report")
@@ -402,8 +466,14 @@ def test_a_sidecar_gives_a_dropped_file_its_attributes_and_access_before_or_afte
 def test_a_refused_sidecar_fails_its_document_closed_and_a_fixed_one_restores_it(env):
     env.catalog.put_collection("t", "c", CollectionInput(query_groups=["staff"]))
     drop(env, "t", "c", "memo", "memo.txt", b"penguin colony salaries")
-    drop(env, "t", "c", "memo", "memo.txt.metadata.json",
-         b'{"metadataAttributes": {"year": 9223372036854775808}, "access": {"groups": ["hr"]}}')
+    drop(
+        env,
+        "t",
+        "c",
+        "memo",
+        "memo.txt.metadata.json",
+        b'{"metadataAttributes": {"year": 9223372036854775808}, "access": {"groups": ["hr"]}}',
+    )
     notice(env)
     # Then the document is failed, naming the sidecar and the field, and never served
     document = env.adapters.metadata.get_document("t", "c", "memo")
@@ -411,8 +481,14 @@ def test_a_refused_sidecar_fails_its_document_closed_and_a_fixed_one_restores_it
     assert "memo.txt.metadata.json" in document.failure_reason and "metadataAttributes.year" in document.failure_reason
     assert found(env, ["c"], query="penguin colony", groups=["staff", "hr"]) == set()
     # When the sidecar is fixed, Then the document is indexed with its fields
-    drop(env, "t", "c", "memo", "memo.txt.metadata.json", b'{"metadataAttributes": {"year": 2024}, '
-                                                         b'"access": {"groups": ["hr"]}}')
+    drop(
+        env,
+        "t",
+        "c",
+        "memo",
+        "memo.txt.metadata.json",
+        b'{"metadataAttributes": {"year": 2024}, "access": {"groups": ["hr"]}}',
+    )
     notice(env)
     document = env.adapters.metadata.get_document("t", "c", "memo")
     assert document.status is DocumentStatus.INDEXED and document.attributes == {"year": 2024}
@@ -443,24 +519,36 @@ def test_export_and_import_carry_attributes_and_access_without_embedding(env):
 
     env.catalog.put_collection("t", "src", CollectionInput(query_groups=["staff"]))
     env.catalog.put_collection("t", "dst", CollectionInput(query_groups=["staff"]))
-    put(env, "src", "d1", content="penguin colony census", attributes={"region": "eu", "tags": ["hr"]},
-        access={"groups": ["hr"], "deny_users": ["mallory"]})
+    put(
+        env,
+        "src",
+        "d1",
+        content="penguin colony census",
+        attributes={"region": "eu", "tags": ["hr"]},
+        access={"groups": ["hr"], "deny_users": ["mallory"]},
+    )
     env.worker.drain()
     page = env.transfer.export_page("t", "src", None)
     assert page.documents[0].attributes == {"region": "eu", "tags": ["hr"]}
     assert page.documents[0].access.deny_users == ("mallory",)
     embedded = env.counting["hash:384"].texts
-    body = ImportRequest.model_validate({"format_version": 1, "embedding_model": page.embedding_model,
-                                         "dimensions": page.dimensions,
-                                         "documents": [d.model_dump(mode="json") for d in page.documents],
-                                         "chunks": [c.model_dump(mode="json") for c in page.chunks]})
+    body = ImportRequest.model_validate(
+        {
+            "format_version": 1,
+            "embedding_model": page.embedding_model,
+            "dimensions": page.dimensions,
+            "documents": [d.model_dump(mode="json") for d in page.documents],
+            "chunks": [c.model_dump(mode="json") for c in page.chunks],
+        }
+    )
     result = env.transfer.import_batch("t", "dst", body)
     assert result.texts_embedded == 0 and env.counting["hash:384"].texts == embedded
     env.worker.drain()
     imported = env.adapters.metadata.get_document("t", "dst", "d1")
     assert imported.attributes == {"region": "eu", "tags": ["hr"]} and imported.access.groups == ("hr",)
-    assert found(env, ["dst"], query="penguin", groups=["staff", "hr"],
-                 filters={"attributes": {"tags": {"$contains": "hr"}}}) == {"d1"}
+    assert found(
+        env, ["dst"], query="penguin", groups=["staff", "hr"], filters={"attributes": {"tags": {"$contains": "hr"}}}
+    ) == {"d1"}
     assert found(env, ["dst"], query="penguin", user="mallory", groups=["staff", "hr"]) == set()
 
 
@@ -484,9 +572,15 @@ def test_the_over_fetch_stops_within_the_request_budget_and_says_so(env):
     server = RightsServer()
     try:
         server.secret = env.rights_secrets.rotate("t").encode()
-        env.catalog.put_collection("t", "ext", CollectionInput(
-            query_groups=["staff"], rights_check_method="external",
-            rights_check_method_configuration={"url": server.url, "timeout": 5}))
+        env.catalog.put_collection(
+            "t",
+            "ext",
+            CollectionInput(
+                query_groups=["staff"],
+                rights_check_method="external",
+                rights_check_method_configuration={"url": server.url, "timeout": 5},
+            ),
+        )
         for i in range(60):
             put(env, "ext", f"d{i:02d}", content=f"penguin census report {i}")
         env.worker.drain()

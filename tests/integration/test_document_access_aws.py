@@ -34,19 +34,31 @@ def aws(deploy):  # noqa: F811 - the imported fixture
 
 
 def stores(aws, tmp_path):
-    return {"dynamodb": aws.services.adapters.metadata,
-            "sqlite": SqliteMetadataStore(SqliteDatabase(tmp_path / "m.db"))}
+    return {
+        "dynamodb": aws.services.adapters.metadata,
+        "sqlite": SqliteMetadataStore(SqliteDatabase(tmp_path / "m.db")),
+    }
 
 
 def test_both_metadata_stores_keep_attributes_access_and_document_access(aws, tmp_path):
     for name, store in stores(aws, tmp_path).items():
         # Given two tenants with the same ids, and the same attribute key of different types
         for tenant, year in (("t1", 2024), ("t2", "2024")):
-            store.put_collection(tenant, Collection(id="c", embedding_model="hash:384", document_access="required"),
-                                 create=True)
-            store.put_document(tenant, Document(id="d", collection="c", attributes={**ATTRIBUTES, "year": year},
-                                                access=ACCESS, fields_version=3, indexed_fields_version=2),
-                               create=True)
+            store.put_collection(
+                tenant, Collection(id="c", embedding_model="hash:384", document_access="required"), create=True
+            )
+            store.put_document(
+                tenant,
+                Document(
+                    id="d",
+                    collection="c",
+                    attributes={**ATTRIBUTES, "year": year},
+                    access=ACCESS,
+                    fields_version=3,
+                    indexed_fields_version=2,
+                ),
+                create=True,
+            )
         # Then each reads back exactly, types kept (2024 a number in one, a string in the other)
         first, second = store.get_document("t1", "c", "d"), store.get_document("t2", "c", "d")
         assert first.attributes == ATTRIBUTES and type(first.attributes["year"]) is int, name
@@ -62,9 +74,12 @@ def test_a_sidecar_put_into_s3_before_or_after_its_file_is_applied(aws):
     d.receive()  # S3's test event
     key = blob_key("t", "c", "report", "report.txt")
     # Given a sidecar put before its file: it is no document
-    d.s3.put_object(Bucket=BUCKET, Key=key + ".metadata.json",
-                    Body=b'{"metadataAttributes": {"region": "eu", "tags": {"value": {"type": "STRING_LIST", '
-                         b'"stringListValue": ["hr"]}}}, "access": {"groups": ["hr"]}}')
+    d.s3.put_object(
+        Bucket=BUCKET,
+        Key=key + ".metadata.json",
+        Body=b'{"metadataAttributes": {"region": "eu", "tags": {"value": {"type": "STRING_LIST", '
+        b'"stringListValue": ["hr"]}}}, "access": {"groups": ["hr"]}}',
+    )
     d.drain()
     assert d.document("report") is None
     # When the file comes
@@ -78,8 +93,10 @@ def test_a_sidecar_put_into_s3_before_or_after_its_file_is_applied(aws):
     d.services.catalog.put_collection("t", "c", CollectionInput(query_groups=["hr"]))
     ask = QueryRequest(query="penguin census", groups=["hr"], filters={"attributes": {"tags": {"$contains": "hr"}}})
     assert [r.document_id for r in query.query("t", ["c"], ask, multi=False).results] == ["report"]
-    assert query.query("t", ["c"], QueryRequest(query="penguin census", user="bob", groups=["hr-not"]),
-                       multi=True).results == []
+    assert (
+        query.query("t", ["c"], QueryRequest(query="penguin census", user="bob", groups=["hr-not"]), multi=True).results
+        == []
+    )
     # When the sidecar changes after the file was indexed, Then its S3 event applies it, embedding nothing
     with counting(d) as calls:
         d.s3.put_object(Bucket=BUCKET, Key=key + ".metadata.json", Body=b'{"access": {"users": ["ann"]}}')
@@ -122,8 +139,9 @@ def test_a_fields_only_put_reaches_the_ingest_through_sqs_and_rewrites_without_e
     assert indexed.status is DocumentStatus.INDEXED
     with counting(d) as calls:
         # When only its access list and attributes change
-        written, _ = d.services.catalog.put_document("t", "c", "d1", DocumentInput(
-            attributes={"region": "eu"}, access={"groups": ["hr"]}))
+        written, _ = d.services.catalog.put_document(
+            "t", "c", "d1", DocumentInput(attributes={"region": "eu"}, access={"groups": ["hr"]})
+        )
         assert written.status is DocumentStatus.IN_PROGRESS
         assert all(not delivery.failed_ids for delivery in d.drain())
     # Then the document is indexed again at the same content version, with zero embedding calls

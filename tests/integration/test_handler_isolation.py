@@ -25,10 +25,20 @@ class Context:
 
 def event(tenant: str, method: str, path: str, body: dict | None = None) -> dict:
     built = copy.deepcopy(load_event("api_list_documents.json"))
-    built.update(httpMethod=method, path=path, body=json.dumps(body) if body is not None else None,
-                 queryStringParameters=None, multiValueQueryStringParameters=None, pathParameters=None)
-    built["requestContext"]["authorizer"] = {"tenant": tenant, "role": "admin", "key_id": f"{tenant}-key",
-                                             "principalId": f"{tenant}/{tenant}-key"}
+    built.update(
+        httpMethod=method,
+        path=path,
+        body=json.dumps(body) if body is not None else None,
+        queryStringParameters=None,
+        multiValueQueryStringParameters=None,
+        pathParameters=None,
+    )
+    built["requestContext"]["authorizer"] = {
+        "tenant": tenant,
+        "role": "admin",
+        "key_id": f"{tenant}-key",
+        "principalId": f"{tenant}/{tenant}-key",
+    }
     return built
 
 
@@ -44,11 +54,24 @@ def fast_switching():
 def test_concurrent_requests_of_two_tenants_never_see_each_other(local_container, fast_switching):
     # Given two tenants with the same collection and document ids, every text naming its tenant
     for tenant, marker in TENANTS.items():
-        assert api.handler(event(tenant, "PUT", "/v1/collections/shared", {"title": marker, "allow_guests": True}),
-                           Context())["statusCode"] == 201
-        assert api.handler(event(tenant, "PUT", "/v1/collections/shared/documents/d1",
-                                 {"title": marker, "content": f"{marker} leave policy"}),
-                           Context())["statusCode"] == 201
+        assert (
+            api.handler(
+                event(tenant, "PUT", "/v1/collections/shared", {"title": marker, "allow_guests": True}), Context()
+            )["statusCode"]
+            == 201
+        )
+        assert (
+            api.handler(
+                event(
+                    tenant,
+                    "PUT",
+                    "/v1/collections/shared/documents/d1",
+                    {"title": marker, "content": f"{marker} leave policy"},
+                ),
+                Context(),
+            )["statusCode"]
+            == 201
+        )
 
     def one(n: int) -> str | None:
         tenant = list(TENANTS)[n % 2]
@@ -59,8 +82,10 @@ def test_concurrent_requests_of_two_tenants_never_see_each_other(local_container
         elif kind == 1:
             response = api.handler(event(tenant, "GET", "/v1/collections/shared/documents/d1"), Context())
         else:
-            response = query.handler(event(tenant, "POST", "/v1/collections/shared/query",
-                                           {"query": f"{marker} policy", "mode": "keyword"}), Context())
+            response = query.handler(
+                event(tenant, "POST", "/v1/collections/shared/query", {"query": f"{marker} policy", "mode": "keyword"}),
+                Context(),
+            )
         if response["statusCode"] != 200 or other in response["body"] or (kind < 2 and marker not in response["body"]):
             return f"{tenant} {kind} {response['statusCode']} {response['body'][:200]}"
         return None

@@ -81,8 +81,9 @@ class Deployment:
     sleeps: list[float] = field(default_factory=list)
 
     def receive(self, queue_url: str | None = None) -> list[dict]:
-        return self.sqs.receive_message(QueueUrl=queue_url or self.queue_url, MaxNumberOfMessages=10,
-                                        AttributeNames=["All"], VisibilityTimeout=0).get("Messages", [])
+        return self.sqs.receive_message(
+            QueueUrl=queue_url or self.queue_url, MaxNumberOfMessages=10, AttributeNames=["All"], VisibilityTimeout=0
+        ).get("Messages", [])
 
     def handle(self, messages: list[dict]) -> Delivery:
         """Call the ingest handler with the Lambda event for these messages; delete those that succeeded."""
@@ -120,13 +121,16 @@ class Deployment:
 
     def chunk_items(self, collection: str, document_id: str) -> list[dict]:
         """The raw chunk items in DynamoDB (not through the adapter)."""
-        return self.dynamodb.query(TableName=TABLE, KeyConditionExpression="pk = :pk",
-                                   ExpressionAttributeValues={":pk": {"S": chunks_pk("t", collection, document_id)}}
-                                   )["Items"]
+        return self.dynamodb.query(
+            TableName=TABLE,
+            KeyConditionExpression="pk = :pk",
+            ExpressionAttributeValues={":pk": {"S": chunks_pk("t", collection, document_id)}},
+        )["Items"]
 
     def dead_letters(self) -> int:
-        attributes = self.sqs.get_queue_attributes(QueueUrl=self.dlq_url,
-                                                   AttributeNames=["ApproximateNumberOfMessages"])["Attributes"]
+        attributes = self.sqs.get_queue_attributes(
+            QueueUrl=self.dlq_url, AttributeNames=["ApproximateNumberOfMessages"]
+        )["Attributes"]
         return int(attributes["ApproximateNumberOfMessages"])
 
 
@@ -145,8 +149,13 @@ def deploy(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., Deployment
         doubles: list[OpenSearchDouble] = []
 
         def wire(extra_env: dict[str, str] | None = None) -> Deployment:
-            env = {"KINDEX_BACKEND": "aws", "KINDEX_TABLE_NAME": TABLE, "KINDEX_BUCKET_NAME": BUCKET,
-                   "KINDEX_DEFAULT_EMBEDDING_MODEL": "hash:384", **(extra_env or {})}
+            env = {
+                "KINDEX_BACKEND": "aws",
+                "KINDEX_TABLE_NAME": TABLE,
+                "KINDEX_BUCKET_NAME": BUCKET,
+                "KINDEX_DEFAULT_EMBEDDING_MODEL": "hash:384",
+                **(extra_env or {}),
+            }
             for name, value in env.items():
                 monkeypatch.setenv(name, value)
             reset_process_caches()
@@ -207,8 +216,9 @@ def test_file_dropped_into_s3_is_indexed_through_sqs(deployment):
     assert isinstance(d.services.adapters.chunks, DynamoDbChunkStore)
     chunks = d.services.adapters.chunks.list_chunks("t", "c", "My Document")
     assert [c.index for c in chunks] == list(range(document.chunk_count))
-    assert {i["sk"]["S"]: i["text"]["S"] for i in d.chunk_items("c", "My Document")} == {c.chunk_id: c.text
-                                                                                           for c in chunks}
+    assert {i["sk"]["S"]: i["text"]["S"] for i in d.chunk_items("c", "My Document")} == {
+        c.chunk_id: c.text for c in chunks
+    }
     assert d.services.adapters.search_index.chunk_ids("hash:384", "t", "c") == {c.chunk_id for c in chunks}
     assert d.receive() == []
 
@@ -263,8 +273,12 @@ def test_a_presigned_upload_replayed_with_other_bytes_gets_412_and_is_not_ingest
     indexed = d.document("once")
     assert indexed.status.value == "indexed" and indexed.version == ticket.document.version + 1
     # When the URL is PUT 19 more times, each with other bytes of the signed length
-    replays = [requests.put(ticket.url, data=content.replace(b"Uploaded", f"Forged{i:02d}".encode()),
-                            headers=ticket.headers, timeout=5) for i in range(19)]
+    replays = [
+        requests.put(
+            ticket.url, data=content.replace(b"Uploaded", f"Forged{i:02d}".encode()), headers=ticket.headers, timeout=5
+        )
+        for i in range(19)
+    ]
     # Then S3 refuses every one (412), notifies nothing, and the document, its chunks and its object are unchanged
     assert [r.status_code for r in replays] == [412] * 19
     assert d.drain() == []
@@ -372,8 +386,11 @@ def test_duplicate_delivery_and_repeated_text_make_no_embedding_calls(openai_dep
     d.services.catalog.put_document("t", "c", "d2", DocumentInput(content=TEXT))
     d.drain()
     assert d.document("d2").status.value == "indexed" and len(openai_stub.requests) == 1
-    cached = d.dynamodb.query(TableName=TABLE, KeyConditionExpression="pk = :pk",
-                              ExpressionAttributeValues={":pk": {"S": embedding_pk("t", OPENAI_MODEL)}})["Items"]
+    cached = d.dynamodb.query(
+        TableName=TABLE,
+        KeyConditionExpression="pk = :pk",
+        ExpressionAttributeValues={":pk": {"S": embedding_pk("t", OPENAI_MODEL)}},
+    )["Items"]
     assert len(cached) == d.document("d1").chunk_count
     assert len(cached[0]["vector"]["B"]) == 1536 * 4
 
@@ -417,8 +434,12 @@ def test_aws_wiring_signs_search_requests_with_sigv4(monkeypatch):
     threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     _RecordingOpenSearch.seen = []
     try:
-        for name, value in {"KINDEX_BACKEND": "aws", "KINDEX_TABLE_NAME": TABLE, "KINDEX_BUCKET_NAME": BUCKET,
-                            "KINDEX_OPENSEARCH_ENDPOINT": f"http://127.0.0.1:{server.server_port}"}.items():
+        for name, value in {
+            "KINDEX_BACKEND": "aws",
+            "KINDEX_TABLE_NAME": TABLE,
+            "KINDEX_BUCKET_NAME": BUCKET,
+            "KINDEX_OPENSEARCH_ENDPOINT": f"http://127.0.0.1:{server.server_port}",
+        }.items():
             monkeypatch.setenv(name, value)
         reset_process_caches()
         opensearch_client.cache_clear()

@@ -179,6 +179,7 @@ def test_a_failed_batch_commit_fails_every_record_that_waited_for_it(services, m
     for i in range(3):
         put(services, f"d{i}", text(f"dingo{i}"))
     messages = services.adapters.queue.receive(10, 30)
+
     def lost():
         raise DependencyFailed("keyword writes rolled back (test)")
 
@@ -187,13 +188,13 @@ def test_a_failed_batch_commit_fails_every_record_that_waited_for_it(services, m
     response = run_batch(messages)
     # Then every record is retried and no document says `indexed`
     assert sorted(item["itemIdentifier"] for item in response["batchItemFailures"]) == sorted(
-        m.message_id for m in messages)
+        m.message_id for m in messages
+    )
     assert [status(services, f"d{i}") for i in range(3)] == ["in_progress"] * 3
     # And the retries index them
     monkeypatch.setattr(services.adapters.search_index, "commit_deferred", original)
     assert run_batch(messages)["batchItemFailures"] == []
-    assert all(status(services, f"d{i}") == "indexed" and found(services, f"dingo{i}") == {f"d{i}"}
-               for i in range(3))
+    assert all(status(services, f"d{i}") == "indexed" and found(services, f"dingo{i}") == {f"d{i}"} for i in range(3))
 
 
 def test_two_tenants_with_the_same_ids_in_one_batch_each_find_only_their_own(services, commits):
@@ -214,7 +215,8 @@ def test_two_tenants_with_the_same_ids_in_one_batch_each_find_only_their_own(ser
         assert found(services, f"narwhal{i}", "u") == {f"d{i}"} and found(services, f"narwhal{i}", "t") == set()
     hits = services.adapters.search_index.keyword_search(MODEL, "t", ["c"], "shared", 50)
     assert {services.adapters.chunks.list_chunks("t", "c", hit.document_id)[0].text for hit in hits} == {
-        text(f"walrus{i} shared") for i in range(5)}
+        text(f"walrus{i} shared") for i in range(5)
+    }
 
 
 def test_a_delete_in_the_batch_commits_at_once_and_carries_the_pending_writes(services, commits):
@@ -230,8 +232,7 @@ def test_a_delete_in_the_batch_commits_at_once_and_carries_the_pending_writes(se
     assert run_batch(messages)["batchItemFailures"] == []
     # Then the removed document is never found again, the new ones are indexed and found
     assert found(services, "gnu") == set()
-    assert all(status(services, f"d{i}") == "indexed" and found(services, f"ibex{i}") == {f"d{i}"}
-               for i in range(3))
+    assert all(status(services, f"d{i}") == "indexed" and found(services, f"ibex{i}") == {f"d{i}"} for i in range(3))
     assert 1 <= len(commits) <= 2  # the delete's commit, and the batch's own unless the delete carried it all
 
 
@@ -269,7 +270,8 @@ def _ingest_until_the_batch_commit(root: str, ready) -> None:
 
 
 def test_a_writer_killed_before_the_batch_commit_leaves_no_indexed_document_and_redelivery_finishes(
-        tmp_path, monkeypatch):
+    tmp_path, monkeypatch
+):
     from kindex.compose import container
 
     root = tmp_path / "data"
@@ -303,8 +305,20 @@ def test_the_batch_commit_covers_the_writes_of_documents_that_failed_after_writi
 
     # Given a deferring batch where a document wrote chunks and then failed (no `indexed` status write waits)
     run = IngestRun(services.ingest)
-    run.batch.upsert("hash:384", [IndexRecord(tenant="t", collection="c", document_id="half", chunk_id="half-0",
-                                          vector=tuple([1.0] + [0.0] * 383), text="orphaned wombat", language="en")])
+    run.batch.upsert(
+        "hash:384",
+        [
+            IndexRecord(
+                tenant="t",
+                collection="c",
+                document_id="half",
+                chunk_id="half-0",
+                vector=tuple([1.0] + [0.0] * 383),
+                text="orphaned wombat",
+                language="en",
+            )
+        ],
+    )
     # When the batch finishes
     assert run.finish() == set()
     # Then its writes were committed with the batch, not left pending for some later commit to carry

@@ -76,7 +76,7 @@ def test_content_is_indexed_with_chunks_and_vectors(deployment):
     assert document.status.value == "indexed" and document.chunk_count > 1 and document.indexed_at
     chunks = services.adapters.chunks.list_chunks("t", "c", "d1")
     assert [c.index for c in chunks] == list(range(len(chunks)))
-    assert all(TEXT[c.start:c.end] == c.text for c in chunks)
+    assert all(TEXT[c.start : c.end] == c.text for c in chunks)
     indexed_ids = services.adapters.search_index.chunk_ids("hash:384", "t", "c")
     assert indexed_ids == {c.chunk_id for c in chunks}
     query = embedder.inner.embed([chunks[3].text])[0]
@@ -300,8 +300,9 @@ def test_each_object_is_read_once_per_batch(deployment, monkeypatch):
     put(services, "once", TEXT)
     reads = []
     original = services.adapters.blobs.get_blob
-    monkeypatch.setattr(services.adapters.blobs, "get_blob",
-                        lambda key, **kwargs: reads.append(key) or original(key, **kwargs))
+    monkeypatch.setattr(
+        services.adapters.blobs, "get_blob", lambda key, **kwargs: reads.append(key) or original(key, **kwargs)
+    )
     worker.drain()
     source = doc(services, "once").source
     assert doc(services, "once").status.value == "indexed" and reads.count(source) == 1
@@ -338,18 +339,26 @@ def test_small_documents_are_indexed_within_seconds_while_a_large_one_runs(deplo
         # When one tenant's large document is being indexed
         write_like_a_client(lambda: catalog.put_document("big-tenant", "c", "big", DocumentInput(content=BIG)))
         big = lambda: services.adapters.metadata.get_document("big-tenant", "c", "big")  # noqa: E731
-        wait_until(lambda: big().status.value, until=lambda status: status == "in_progress",
-                   message="the large document did not start")
+        wait_until(
+            lambda: big().status.value,
+            until=lambda status: status == "in_progress",
+            message="the large document did not start",
+        )
         # And another tenant, then the same tenant, each write a one-line document
         for tenant, content in (("small-tenant", "One line about cats."), ("big-tenant", "One line about dogs.")):
-            write_like_a_client(lambda tenant=tenant, content=content: catalog.put_document(
-                tenant, "c", "one-line", DocumentInput(content=content)))
+            write_like_a_client(
+                lambda tenant=tenant, content=content: catalog.put_document(
+                    tenant, "c", "one-line", DocumentInput(content=content)
+                )
+            )
         progress = []
 
         def small_ones_indexed():
             progress.append((big().status.value, big().chunks_done, big().chunk_count))
-            return all(services.adapters.metadata.get_document(t, "c", "one-line").status.value == "indexed"
-                       for t in ("small-tenant", "big-tenant"))
+            return all(
+                services.adapters.metadata.get_document(t, "c", "one-line").status.value == "indexed"
+                for t in ("small-tenant", "big-tenant")
+            )
 
         wait_until(small_ones_indexed, message="the one-line documents were not indexed")
         # Then both are indexed while the large one is still in progress, with partial progress: they never waited
@@ -451,8 +460,10 @@ def test_an_unexpected_error_in_one_documents_preparation_fails_only_that_record
     assert response["batchItemFailures"] == [{"itemIdentifier": broken_message.message_id}]
     assert doc(services, "fine").status.value == "indexed"
     broken = doc(services, "broken")
-    assert (broken.status.value, broken.failure_reason) == ("failed",
-                                                            "InternalError: indexing failed unexpectedly (ValueError)")
+    assert (broken.status.value, broken.failure_reason) == (
+        "failed",
+        "InternalError: indexing failed unexpectedly (ValueError)",
+    )
 
 
 def test_an_unreadable_blob_fails_only_its_own_record(deployment, monkeypatch):
@@ -490,11 +501,17 @@ def test_a_busy_pool_keeps_tenants_apart_embeds_each_text_once_and_ends_on_the_l
             for tenant in tenants:
                 for i in range(5):
                     content = f"Shared paragraph {i}.\n\nRound {round_} text of {tenant} document {i}."
-                    write_like_a_client(lambda tenant=tenant, i=i, content=content: catalog.put_document(
-                        tenant, "c", f"d{i}", DocumentInput(content=content)))
+                    write_like_a_client(
+                        lambda tenant=tenant, i=i, content=content: catalog.put_document(
+                            tenant, "c", f"d{i}", DocumentInput(content=content)
+                        )
+                    )
         # When the queue drains
-        wait_until(lambda: queue_depth(services.adapters.queue), until=lambda depth: depth == (0, 0),
-                   message="the queue did not drain")
+        wait_until(
+            lambda: queue_depth(services.adapters.queue),
+            until=lambda depth: depth == (0, 0),
+            message="the queue did not drain",
+        )
     finally:
         pool.stop()
     # Then every document holds its tenant's last write, in its chunks and in the index, and nothing else
@@ -521,8 +538,9 @@ def test_a_batch_keeps_read_bytes_only_of_objects_within_its_budget(deployment, 
     put(services, "second", TEXT + " And one more sentence that makes it longer than the budget.")
     reads = []
     original = services.adapters.blobs.get_blob
-    monkeypatch.setattr(services.adapters.blobs, "get_blob",
-                        lambda key, **kwargs: reads.append(key) or original(key, **kwargs))
+    monkeypatch.setattr(
+        services.adapters.blobs, "get_blob", lambda key, **kwargs: reads.append(key) or original(key, **kwargs)
+    )
     # When one batch processes both
     worker.drain()
     # Then both indexed; the first was kept from the batch's first pass, the second read again in its own record
@@ -539,8 +557,9 @@ def test_file_over_the_limit_fails_alone_without_being_read(deployment, monkeypa
     put(services, "small", "A small document.")
     reads = []
     original = services.adapters.blobs.get_blob
-    monkeypatch.setattr(services.adapters.blobs, "get_blob",
-                        lambda key, **kwargs: reads.append(key) or original(key, **kwargs))
+    monkeypatch.setattr(
+        services.adapters.blobs, "get_blob", lambda key, **kwargs: reads.append(key) or original(key, **kwargs)
+    )
     # When the worker processes them
     worker.drain()
     # Then the big one failed with LimitExceeded and was never read; the other indexed

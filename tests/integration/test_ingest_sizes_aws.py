@@ -31,8 +31,10 @@ def s3_calls(stack) -> list[tuple[str, str]]:
     calls: list[tuple[str, str]] = []
     events = stack.services.adapters.blobs.client.meta.events
     for operation in ("GetObject", "HeadObject"):
-        events.register(f"before-parameter-build.s3.{operation}",
-                        lambda params, _op=operation, **_: calls.append((_op, params["Key"])))
+        events.register(
+            f"before-parameter-build.s3.{operation}",
+            lambda params, _op=operation, **_: calls.append((_op, params["Key"])),
+        )
     return calls
 
 

@@ -59,8 +59,11 @@ def object_versions(d: Deployment, tenant: str = "t") -> list[str]:
 def indexed_texts(d: Deployment, tenant: str = "t") -> list[str]:
     """The document's chunk texts, after checking the raw chunk items and the vectors are exactly those chunks."""
     chunks = d.services.adapters.chunks.list_chunks(tenant, "c", "d")
-    items = d.dynamodb.query(TableName=TABLE, KeyConditionExpression="pk = :pk",
-                             ExpressionAttributeValues={":pk": {"S": chunks_pk(tenant, "c", "d")}})["Items"]
+    items = d.dynamodb.query(
+        TableName=TABLE,
+        KeyConditionExpression="pk = :pk",
+        ExpressionAttributeValues={":pk": {"S": chunks_pk(tenant, "c", "d")}},
+    )["Items"]
     assert {item["sk"]["S"] for item in items} == {c.chunk_id for c in chunks}
     assert d.services.adapters.search_index.chunk_ids("hash:384", tenant, "c") == {c.chunk_id for c in chunks}
     return [c.text for c in chunks]

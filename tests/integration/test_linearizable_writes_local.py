@@ -138,9 +138,11 @@ def test_an_event_that_comes_before_its_commit_waits_for_it(services, worker, ex
         catalog.documents = Interleave(catalog.documents, hold_until_the_worker_waits_for_the_commit, "before_commit")
         document, created = put(services, "d", "text whose event came first")
         # Then the event still indexes the committed write, on its first delivery
-        wait_until(lambda: services.adapters.metadata.get_document("t", "c", "d"),
-                   until=lambda d: d.status.value == "indexed" and d.version == document.version,
-                   message="the committed write was not indexed")
+        wait_until(
+            lambda: services.adapters.metadata.get_document("t", "c", "d"),
+            until=lambda d: d.status.value == "indexed" and d.version == document.version,
+            message="the committed write was not indexed",
+        )
     finally:
         worker.stop()
     assert created is not existing and failures == []
@@ -199,9 +201,11 @@ def test_concurrent_writers_while_the_worker_runs_keep_the_last_successful_write
             assert len({d.version for d in succeeded}) == len(succeeded)
             expected = f"round {round_} writer {outcomes.index(last)} text"
             # Then the last successful write is stored, indexed and returned, and only its blob is left
-            wait_until(lambda: services.adapters.metadata.get_document("t", "c", "d"),
-                       until=lambda d, last=last: d.version == last.version and d.status.value == "indexed",
-                       message="the last successful write was not indexed")
+            wait_until(
+                lambda: services.adapters.metadata.get_document("t", "c", "d"),
+                until=lambda d, last=last: d.version == last.version and d.status.value == "indexed",
+                message="the last successful write was not indexed",
+            )
             document, content = services.catalog.get_document("t", "c", "d")
             assert (document.version, document.status.value, content) == (last.version, "indexed", expected)
             assert indexed_texts(services) == [expected]

@@ -35,8 +35,9 @@ def test_a_file_whose_id_another_file_already_has_is_not_written(local_container
     assert local_container.adapters.metadata.get_document("t", "c", "bad\x01name.md") is None
 
 
-def test_pending_statuses_are_read_through_the_listing_or_one_read_each_with_the_same_answer(local_container,
-                                                                                              monkeypatch):
+def test_pending_statuses_are_read_through_the_listing_or_one_read_each_with_the_same_answer(
+    local_container, monkeypatch
+):
     from kindex.domain.models import DocumentInput
     from kindex_local import ingest_cli
 
@@ -52,8 +53,9 @@ def test_pending_statuses_are_read_through_the_listing_or_one_read_each_with_the
     many = wanted[:4] + [f"d{i:02d}" for i in range(12, 20)] + ["missing"]
     calls = []
     original = local_container.adapters.metadata.list_documents
-    monkeypatch.setattr(local_container.adapters.metadata, "list_documents",
-                        lambda *a, **k: calls.append(k) or original(*a, **k))
+    monkeypatch.setattr(
+        local_container.adapters.metadata, "list_documents", lambda *a, **k: calls.append(k) or original(*a, **k)
+    )
     listed = ingest_cli._current(local_container.adapters.metadata, "t", "c", many)
     # Then both ways find the same records of this tenant only, and a missing document is absent
     assert sorted(one_each) == wanted[:4] and "missing" not in listed
@@ -64,4 +66,5 @@ def test_pending_statuses_are_read_through_the_listing_or_one_read_each_with_the
     }
     assert {doc_id: document.content_sha256 for doc_id, document in listed.items()} == own
     assert {doc_id: document.content_sha256 for doc_id, document in one_each.items()} == {
-        doc_id: own[doc_id] for doc_id in one_each}
+        doc_id: own[doc_id] for doc_id in one_each
+    }

@@ -18,8 +18,18 @@ MODEL = "hash:24"
 
 def _records(count: int, seed: int, start: int = 0) -> list[IndexRecord]:
     rows = np.random.default_rng(seed).standard_normal((count, 24)).astype(np.float32)
-    return [IndexRecord(tenant="acme", collection="col", document_id=f"d{i % 7}", chunk_id=f"c{start + i}",
-                        vector=tuple(row), text="", language="en") for i, row in enumerate(rows)]
+    return [
+        IndexRecord(
+            tenant="acme",
+            collection="col",
+            document_id=f"d{i % 7}",
+            chunk_id=f"c{start + i}",
+            vector=tuple(row),
+            text="",
+            language="en",
+        )
+        for i, row in enumerate(rows)
+    ]
 
 
 def test_a_server_stop_compacts_the_embedded_index_after_its_background_threads_stopped(tmp_path, monkeypatch):

@@ -39,8 +39,16 @@ def sleep():
 
 
 def make_embedder(stub: OpenAIStub, sleep: RecordingSleep, **overrides) -> OpenAIEmbedder:
-    options = {"api_key": API_KEY, "base_url": stub.base_url, "dimensions": DIMS, "max_retries": 3,
-               "timeout": 5.0, "base_delay": 0.01, "sleep": sleep, "model_name": "text-embedding-3-small"}
+    options = {
+        "api_key": API_KEY,
+        "base_url": stub.base_url,
+        "dimensions": DIMS,
+        "max_retries": 3,
+        "timeout": 5.0,
+        "base_delay": 0.01,
+        "sleep": sleep,
+        "model_name": "text-embedding-3-small",
+    }
     options.update(overrides)
     return OpenAIEmbedder(options.pop("model_name"), **options)
 
@@ -59,8 +67,12 @@ def test_embeds_through_the_sdk_with_the_key_model_and_dimensions(stub, sleep):
     (request,) = stub.requests
     assert request.path == "/v1/embeddings"
     assert request.headers["authorization"] == f"Bearer {API_KEY}"
-    assert request.body == {"model": "text-embedding-3-small", "input": ["first text", "second text"],
-                            "encoding_format": "base64", "dimensions": DIMS}
+    assert request.body == {
+        "model": "text-embedding-3-small",
+        "input": ["first text", "second text"],
+        "encoding_format": "base64",
+        "dimensions": DIMS,
+    }
     np.testing.assert_allclose(vectors, expected_rows(stub, ["first text", "second text"]), rtol=1e-6)
     assert embedder.model == "openai:text-embedding-3-small@8"
 
@@ -77,8 +89,10 @@ def test_rate_limit_with_retry_after_is_waited_out_then_succeeds(stub, sleep):
 
 
 def test_retry_after_ms_wins_and_waits_are_capped(stub, sleep):
-    stub.script((429, {"retry-after-ms": "250"}, error_body("slow down")),
-                (503, {"Retry-After": "3600"}, error_body("overloaded")))
+    stub.script(
+        (429, {"retry-after-ms": "250"}, error_body("slow down")),
+        (503, {"Retry-After": "3600"}, error_body("overloaded")),
+    )
     make_embedder(stub, sleep, max_delay=5.0).embed(["hello"])
     assert sleep.waits == [0.25, 5.0]
 
@@ -131,8 +145,7 @@ def test_client_errors_fail_at_once_without_retry(stub, sleep, status):
 def test_api_key_never_appears_in_errors_or_logs(stub, sleep, caplog):
     # Given a provider whose error messages echo the key, first as a 500 then as a 401
     echo = f"Incorrect API key provided: {API_KEY}. You can find your API key at https://platform.openai.com."
-    stub.script((500, {}, error_body(echo, error_type="server_error")),
-                (401, {}, error_body(echo, "invalid_api_key")))
+    stub.script((500, {}, error_body(echo, error_type="server_error")), (401, {}, error_body(echo, "invalid_api_key")))
     caplog.set_level(logging.DEBUG)
     # When embedding fails
     with pytest.raises(EmbeddingFailed) as failure:
@@ -160,8 +173,9 @@ def test_connection_errors_exhaust_retries_into_embedding_failed(sleep):
     # Given a port where nothing listens any more
     with OpenAIStub() as gone:
         base_url = gone.base_url
-    embedder = OpenAIEmbedder("text-embedding-3-small", api_key=API_KEY, base_url=base_url, max_retries=2,
-                              base_delay=0.01, sleep=sleep)
+    embedder = OpenAIEmbedder(
+        "text-embedding-3-small", api_key=API_KEY, base_url=base_url, max_retries=2, base_delay=0.01, sleep=sleep
+    )
     with pytest.raises(EmbeddingFailed, match="connection error"):
         embedder.embed(["hello"])
     assert len(sleep.waits) == 2

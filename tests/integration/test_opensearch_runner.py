@@ -23,8 +23,14 @@ NAMED = "http://127.0.0.1:1"  # never contacted: a named node is the command's b
 
 def runner(command: str, **kwargs) -> subprocess.Popen:
     env = {**os.environ, "KINDEX_TEST_OPENSEARCH_URL": NAMED}
-    return subprocess.Popen([*RUNNER, sys.executable, "-c", command], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, **kwargs)
+    return subprocess.Popen(
+        [*RUNNER, sys.executable, "-c", command],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        **kwargs,
+    )
 
 
 def test_a_named_node_is_passed_on_and_the_commands_status_is_the_runs():
@@ -46,13 +52,15 @@ def test_a_command_killed_by_a_signal_fails_the_run_as_a_shell_would():
 
 def test_sigterm_to_the_run_reaches_the_command_and_the_run_waits_for_it():
     # Given a command that reports SIGTERM and exits 7 when it gets one
-    process = runner("import signal, sys, time\n"
-                     "def stop(*_):\n"
-                     "    print('command got SIGTERM', flush=True)\n"
-                     "    sys.exit(7)\n"
-                     "signal.signal(signal.SIGTERM, stop)\n"
-                     "print('ready', flush=True)\n"
-                     "time.sleep(60)")
+    process = runner(
+        "import signal, sys, time\n"
+        "def stop(*_):\n"
+        "    print('command got SIGTERM', flush=True)\n"
+        "    sys.exit(7)\n"
+        "signal.signal(signal.SIGTERM, stop)\n"
+        "print('ready', flush=True)\n"
+        "time.sleep(60)"
+    )
     assert "starting none" in process.stdout.readline()
     assert process.stdout.readline().strip() == "ready"
     # When the run itself gets SIGTERM (CI cancelling the job)

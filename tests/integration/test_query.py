@@ -12,8 +12,16 @@ from tests.support.rights_server import RightsServer
 
 pytestmark = pytest.mark.integration
 
-TOPICS = ["volcano eruption lava", "penguin colony antarctic", "violin concerto orchestra", "tax return deadline",
-          "marathon training plan", "coral reef bleaching", "quantum entanglement photon", "sourdough bread starter"]
+TOPICS = [
+    "volcano eruption lava",
+    "penguin colony antarctic",
+    "violin concerto orchestra",
+    "tax return deadline",
+    "marathon training plan",
+    "coral reef bleaching",
+    "quantum entanglement photon",
+    "sourdough bread starter",
+]
 
 
 @pytest.fixture
@@ -154,8 +162,12 @@ def rights(env):
     secret = env.rights_secrets.rotate("t")
     server.secret = secret.encode()
     collection, document, query, worker = env.helpers
-    collection("ext", query_groups=["staff"], rights_check_method="external",
-               rights_check_method_configuration={"url": server.url, "timeout": 0.5})
+    collection(
+        "ext",
+        query_groups=["staff"],
+        rights_check_method="external",
+        rights_check_method_configuration={"url": server.url, "timeout": 0.5},
+    )
     for i in range(30):
         document("ext", f"d{i:02d}", f"penguin report number {i} " + "antarctic ice " * (i % 5))
     worker.drain()
@@ -225,8 +237,12 @@ def test_external_rights_cannot_be_saved_without_the_secret(env):
     try:
         # Given tenant t has no signing secret: saving an external check is refused, naming the route that fixes it
         with pytest.raises(Conflict, match="POST /v1/rights-check-secret"):
-            collection("ext2", query_groups=["staff"], rights_check_method="external",
-                       rights_check_method_configuration={"url": server.url})
+            collection(
+                "ext2",
+                query_groups=["staff"],
+                rights_check_method="external",
+                rights_check_method_configuration={"url": server.url},
+            )
         assert env.adapters.metadata.get_collection("t", "ext2") is None
         # Nor can an existing collection be switched to it
         collection("ext2", query_groups=["staff"])
@@ -247,8 +263,13 @@ def test_no_secret_at_query_time_denies_and_says_so(env):
         # Given an external collection stored while the tenant had no secret (saved before the check existed)
         collection("ext2", query_groups=["staff"])
         stored = env.adapters.metadata.get_collection("t", "ext2")
-        stored = stored.model_copy(update={"rights_check_method": "external", "revision": stored.revision + 1,
-                                           "rights_check_method_configuration": {"url": server.url}})
+        stored = stored.model_copy(
+            update={
+                "rights_check_method": "external",
+                "revision": stored.revision + 1,
+                "rights_check_method_configuration": {"url": server.url},
+            }
+        )
         env.adapters.metadata.put_collection("t", stored, create=False)
         collection("pub", query_groups=["staff"])
         document("ext2", "d", "penguin")

@@ -25,8 +25,16 @@ from tests.support.rights_server import RightsServer
 
 pytestmark = pytest.mark.integration
 
-TOPICS = ["volcano eruption lava", "penguin colony antarctic", "violin concerto orchestra", "tax return deadline",
-          "marathon training plan", "coral reef bleaching", "quantum entanglement photon", "sourdough bread starter"]
+TOPICS = [
+    "volcano eruption lava",
+    "penguin colony antarctic",
+    "violin concerto orchestra",
+    "tax return deadline",
+    "marathon training plan",
+    "coral reef bleaching",
+    "quantum entanglement photon",
+    "sourdough bread starter",
+]
 
 
 class Env:
@@ -56,8 +64,9 @@ def env(monkeypatch: pytest.MonkeyPatch) -> Iterator[Env]:
 
 def trusting(env: Env, server: RightsServer) -> RightsServer:
     """AWS calls rights endpoints over https only: make the deployment trust the test server's CA."""
-    env.services.adapters.__dict__["rights_endpoint"] = HttpRightsEndpoint(env.services.adapters.rights_policy,
-                                                                  ssl_context=server.client_ssl_context())
+    env.services.adapters.__dict__["rights_endpoint"] = HttpRightsEndpoint(
+        env.services.adapters.rights_policy, ssl_context=server.client_ssl_context()
+    )
     env.services.__dict__.pop("rights_checks", None)
     env.services.__dict__.pop("query", None)
     return server
@@ -83,8 +92,9 @@ def test_collection_gate(env):
     # guests: anyone, even with no user at all
     assert [r.document_id for r in env.query(["guests"], query="volcanoes", user=None, groups=[]).results] == ["g1"]
     # otherwise the user's groups must meet the collection's query groups
-    assert [r.document_id for r in env.query(["staff-only"], query="volcanoes", user="ann", groups=["hr"]).results
-            ] == ["s1"]
+    assert [r.document_id for r in env.query(["staff-only"], query="volcanoes", user="ann", groups=["hr"]).results] == [
+        "s1"
+    ]
     with pytest.raises(Forbidden):
         env.query(["staff-only"], query="volcanoes", user="bob", groups=["sales"])
     with pytest.raises(NotFound):
@@ -105,7 +115,12 @@ def test_results_citations_context_and_query_log(env):
     # Then the best result carries its document's metadata and its chunk text from DynamoDB
     first = response.results[0]
     assert (first.document_id, first.title, first.url, first.collection, first.citation) == (
-        "doc-1", "Title 1", "https://example.com/1", "c", 1)
+        "doc-1",
+        "Title 1",
+        "https://example.com/1",
+        "c",
+        1,
+    )
     assert "penguin colony antarctic" in first.content
     # And citations are numbered by first appearance of each document
     order = list(dict.fromkeys(r.document_id for r in response.results))
@@ -113,15 +128,20 @@ def test_results_citations_context_and_query_log(env):
     assert all(r.citation == order.index(r.document_id) + 1 for r in response.results)
     assert 'document-id="doc-1"' in response.context and "<CIT document-id />" in response.context
     # And the query's documents were logged in DynamoDB, with a TTL
-    item = env.stack.dynamodb.get_item(TableName=TABLE, Key={"pk": {"S": query_pk("t", response.query_id)},
-                                                             "sk": {"S": "Q"}})["Item"]
+    item = env.stack.dynamodb.get_item(
+        TableName=TABLE, Key={"pk": {"S": query_pk("t", response.query_id)}, "sk": {"S": "Q"}}
+    )["Item"]
     assert int(item["expires_at"]["N"]) > 0
     # When an answer citing them by query_id is rendered
     text = f"Penguins live in colonies <CIT doc-1 />. Not this <CIT doc-99 />. Again <CIT doc-1, {order[-1]} />."
     cited = env.services.citations.render("t", CitationsRequest(text=text, query_id=response.query_id))
     # Then known ids become footnotes in first-seen order with the logged titles and URLs; unknown ids are dropped
     assert [(r.n, r.document_id, r.title, r.url) for r in cited.references][0] == (
-        1, "doc-1", "Title 1", "https://example.com/1")
+        1,
+        "doc-1",
+        "Title 1",
+        "https://example.com/1",
+    )
     assert [r.document_id for r in cited.references] == ["doc-1", order[-1]]
     assert "doc-99" not in cited.markdown and "[^1]" in cited.markdown
     assert "[Title 1](https://example.com/1)" in cited.markdown
@@ -174,8 +194,12 @@ def rights(env) -> Iterator[RightsServer]:
     """A collection checked by a real rights server, which knows the secret rotated into Secrets Manager."""
     server = trusting(env, RightsServer(tls=True))
     server.secret = env.services.rights_secrets.rotate("t").encode()
-    env.collection("ext", query_groups=["staff"], rights_check_method="external",
-                   rights_check_method_configuration={"url": server.url, "timeout": 0.5})
+    env.collection(
+        "ext",
+        query_groups=["staff"],
+        rights_check_method="external",
+        rights_check_method_configuration={"url": server.url, "timeout": 0.5},
+    )
     for i in range(12):
         env.document("ext", f"d{i:02d}", f"penguin report number {i} " + "antarctic ice " * (i % 4))
     env.stack.drain()
@@ -206,13 +230,18 @@ def test_rights_failures_fail_closed(env, rights):
     everything = {f"d{i:02d}" for i in range(12)}
     # The endpoint denies everything; answers 500, or garbage, while "allowing" everything; or (last) cannot
     # verify the signature because the secret in Secrets Manager was replaced
-    cases = {"deny": ("allow", set()), "error": ("error", everything), "garbage": ("garbage", everything),
-             "bad-signature": ("allow", everything)}
+    cases = {
+        "deny": ("allow", set()),
+        "error": ("error", everything),
+        "garbage": ("garbage", everything),
+        "bad-signature": ("allow", everything),
+    }
     for case, (mode, allowed) in cases.items():
         rights.mode, rights.allowed = mode, allowed
         if case == "bad-signature":
-            env.services.adapters.secrets.put_secret("tenants/t/rights-check-signing",
-                                                     b"not the secret the server knows")
+            env.services.adapters.secrets.put_secret(
+                "tenants/t/rights-check-signing", b"not the secret the server knows"
+            )
         # When ann queries / Then nothing is returned and the candidates are counted as denied
         response = env.query(["ext"], query="penguin report", user="ann", k=5)
         assert response.results == [] and response.denied_count > 0, case
@@ -227,19 +256,31 @@ def test_aws_calls_https_only_and_no_private_address_by_default(monkeypatch):
     with aws_stack(monkeypatch) as stack:
         env = Env(stack)
         env.services.rights_secrets.rotate("t")
-        for url, rule in [("http://rights.example.com/check", "https"), ("https://127.0.0.1:8443/check", "private"),
-                          ("https://localhost/check", "private"), ("https://10.0.0.1/check", "private"),
-                          ("https://[::ffff:10.0.0.1]/check", "private"),
-                          ("https://169.254.169.254/latest/meta-data/", "link-local"),
-                          ("https://[fd00:ec2::254]/", "link-local"),
-                          ("https://metadata.google.internal/", "metadata")]:
+        for url, rule in [
+            ("http://rights.example.com/check", "https"),
+            ("https://127.0.0.1:8443/check", "private"),
+            ("https://localhost/check", "private"),
+            ("https://10.0.0.1/check", "private"),
+            ("https://[::ffff:10.0.0.1]/check", "private"),
+            ("https://169.254.169.254/latest/meta-data/", "link-local"),
+            ("https://[fd00:ec2::254]/", "link-local"),
+            ("https://metadata.google.internal/", "metadata"),
+        ]:
             # When a collection is saved with one of these URLs / Then it is refused, naming the rule
             with pytest.raises(InvalidInput, match=rule):
-                env.collection("ext", query_groups=["staff"], rights_check_method="external",
-                               rights_check_method_configuration={"url": url})
+                env.collection(
+                    "ext",
+                    query_groups=["staff"],
+                    rights_check_method="external",
+                    rights_check_method_configuration={"url": url},
+                )
         assert env.services.adapters.metadata.get_collection("t", "ext") is None
-        env.collection("ext", query_groups=["staff"], rights_check_method="external",
-                       rights_check_method_configuration={"url": "https://rights.example.com/check"})
+        env.collection(
+            "ext",
+            query_groups=["staff"],
+            rights_check_method="external",
+            rights_check_method_configuration={"url": "https://rights.example.com/check"},
+        )
 
 
 def test_no_secret_in_secrets_manager_denies_without_calling(env):
@@ -247,13 +288,22 @@ def test_no_secret_in_secrets_manager_denies_without_calling(env):
     try:
         # Saving is refused without the secret, naming the route that creates it
         with pytest.raises(Conflict, match="POST /v1/rights-check-secret"):
-            env.collection("ext2", query_groups=["staff"], rights_check_method="external",
-                           rights_check_method_configuration={"url": server.url})
+            env.collection(
+                "ext2",
+                query_groups=["staff"],
+                rights_check_method="external",
+                rights_check_method_configuration={"url": server.url},
+            )
         # A collection stored before that check existed: denied at query time, and the response says why
         env.collection("ext2", query_groups=["staff"])
         stored = env.services.adapters.metadata.get_collection("t", "ext2")
-        stored = stored.model_copy(update={"rights_check_method": "external", "revision": stored.revision + 1,
-                                           "rights_check_method_configuration": {"url": server.url}})
+        stored = stored.model_copy(
+            update={
+                "rights_check_method": "external",
+                "revision": stored.revision + 1,
+                "rights_check_method_configuration": {"url": server.url},
+            }
+        )
         env.services.adapters.metadata.put_collection("t", stored, create=False)
         env.document("ext2", "d", "penguin")
         env.stack.drain()
@@ -269,10 +319,16 @@ def query_event(collection_path: str, body: dict, tenant: str = "acme", role: st
     """An API Gateway REST proxy event for POST /v1/collections/{collection}/query, shaped like tests/events/."""
     event = copy.deepcopy(load_event("api_put_collection.json"))
     path = f"/v1/collections/{collection_path}/query"
-    event.update(resource="/v1/collections/{collection}/query", path=path, httpMethod="POST",
-                 pathParameters={"collection": collection_path}, body=json.dumps(body))
-    event["requestContext"].update(resourcePath="/v1/collections/{collection}/query", httpMethod="POST",
-                                   path=f"/prod{path}")
+    event.update(
+        resource="/v1/collections/{collection}/query",
+        path=path,
+        httpMethod="POST",
+        pathParameters={"collection": collection_path},
+        body=json.dumps(body),
+    )
+    event["requestContext"].update(
+        resourcePath="/v1/collections/{collection}/query", httpMethod="POST", path=f"/prod{path}"
+    )
     event["requestContext"]["authorizer"].update(tenant=tenant, role=role)
     return event
 
@@ -293,7 +349,8 @@ def test_query_function_answers_an_api_gateway_event(env):
     # Then 200 with the result, its content and citation
     assert status == 200
     assert [(r["document_id"], r["content"], r["title"]) for r in body["results"]] == [
-        ("d1", "penguin colony antarctic", "Penguins")]
+        ("d1", "penguin colony antarctic", "Penguins")
+    ]
     assert body["citations"][0]["document_id"] == "d1" and body["query_id"]
     # And the gate, a missing collection, another tenant's principal and a bad body map to their statuses
     assert call(query_event("private", {"query": "penguin", "groups": ["staff"]}))[0] == 403

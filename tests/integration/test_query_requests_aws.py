@@ -30,16 +30,23 @@ def stack(monkeypatch: pytest.MonkeyPatch) -> Iterator[AwsStack]:
             for collection in COLLECTIONS:
                 stack.services.catalog.put_collection(tenant, collection, CollectionInput(allow_guests=True))
                 for i in range(documents):
-                    stack.services.catalog.put_document(tenant, collection, f"d{i:03d}", DocumentInput(
-                        content=f"Walrus {i} of herd {collection} hauls out on the ice floe."))
+                    stack.services.catalog.put_document(
+                        tenant,
+                        collection,
+                        f"d{i:03d}",
+                        DocumentInput(content=f"Walrus {i} of herd {collection} hauls out on the ice floe."),
+                    )
         stack.drain()
         yield stack
 
 
 def batch_keys(requests: list[dict]) -> list[list[str]]:
     """The pks asked for by each BatchGetItem."""
-    return [[key["pk"]["S"] for entry in r["RequestItems"].values() for key in entry["Keys"]]
-            for r in requests if r["operation"] == "BatchGetItem"]
+    return [
+        [key["pk"]["S"] for entry in r["RequestItems"].values() for key in entry["Keys"]]
+        for r in requests
+        if r["operation"] == "BatchGetItem"
+    ]
 
 
 def test_a_query_reads_its_records_in_batches(stack):
@@ -76,5 +83,7 @@ def check_requests_of_one_query(stack: AwsStack, k: int) -> None:
     # And the query log is one write; nothing else was sent
     assert operations["PutItem"] == 1
     assert sum(operations.values()) == len(COLLECTIONS) + len(document_batches) + len(chunk_batches) + 1
-    print(f"k={k}: {sum(operations.values())} DynamoDB requests ({dict(operations)}) for {len(documents)} "
-          "candidate documents")
+    print(
+        f"k={k}: {sum(operations.values())} DynamoDB requests ({dict(operations)}) for {len(documents)} "
+        "candidate documents"
+    )

@@ -22,8 +22,10 @@ from tests.support.aws_deployment import AwsStack, aws_stack, created_keys
 
 pytestmark = pytest.mark.integration
 
-DOCS = {f"d{i}": f"Document {i} is about {topic}. " * 4 for i, topic in
-        enumerate(["volcanoes", "penguins", "violins", "taxes", "marathons", "reefs"])}
+DOCS = {
+    f"d{i}": f"Document {i} is about {topic}. " * 4
+    for i, topic in enumerate(["volcanoes", "penguins", "violins", "taxes", "marathons", "reefs"])
+}
 
 
 @pytest.fixture
@@ -55,8 +57,13 @@ def stored_chunk_ids(stack: AwsStack) -> set[str]:
 def vectors_in_double(stack: AwsStack, model: str) -> int:
     """Tenant t's documents in every physical index of the double that serves `model` (read past the adapter)."""
     slug = model.replace(":", "-")
-    return sum(1 for name, state in stack.double.indices.items() if f"-{slug}-" in name
-               for doc in state.live.values() if doc.source.get("tenant") == "t")
+    return sum(
+        1
+        for name, state in stack.double.indices.items()
+        if f"-{slug}-" in name
+        for doc in state.live.values()
+        if doc.source.get("tenant") == "t"
+    )
 
 
 def test_config_change_reindexes_every_document_through_the_queue(stack):
@@ -75,7 +82,8 @@ def test_config_change_reindexes_every_document_through_the_queue(stack):
     bodies = stack.drain()
     # Then the queue carried one S3-shaped created-event per document source, on this bucket
     assert sorted(decode_s3_event_key(k) for k in created_keys(bodies)) == sorted(
-        document(stack, d).source for d in DOCS)
+        document(stack, d).source for d in DOCS
+    )
     assert {r["s3"]["bucket"]["name"] for b in bodies for r in b["Records"]} == {BUCKET}
     # And the job is completed and every document re-chunked under config 2, chunks and vectors in step
     job = services.reindex.get_job("t", job.id)
@@ -139,6 +147,7 @@ def test_scheduled_function_rebuilds_model_and_chunking_change_then_switches(sta
     assert summary == {"tenants": 1, "collections": 1, "tasks": 2}
     assert len(stack.receive(10)) == len(DOCS)
     assert services.adapters.metadata.get_collection("t", "c").query_model == "hash:384"
+
     # And while the work is processed, the old chunks still serve the old model
     def old_chunks_answer():
         top = ask(stack, "hybrid").results[0]
@@ -160,8 +169,19 @@ def test_scheduled_function_rebuilds_model_and_chunking_change_then_switches(sta
 def test_drift_is_repaired_by_the_scheduled_function(stack):
     services = stack.services
     # Given a vector without a chunk (of a document that does not exist)
-    services.adapters.search_index.upsert("hash:384", [IndexRecord(tenant="t", collection="c", document_id="ghost",
-                                                          chunk_id="ghost-chunk", vector=[1.0] * 384, text="ghost")])
+    services.adapters.search_index.upsert(
+        "hash:384",
+        [
+            IndexRecord(
+                tenant="t",
+                collection="c",
+                document_id="ghost",
+                chunk_id="ghost-chunk",
+                vector=[1.0] * 384,
+                text="ghost",
+            )
+        ],
+    )
     # And a document that lost a chunk text in DynamoDB (its vector is then an orphan, the document incomplete)
     victim = services.adapters.chunks.list_chunks("t", "c", "d2")[0]
     services.adapters.chunks.delete_chunks("t", "c", document_id="d2", chunk_ids=[victim.chunk_id])
@@ -179,7 +199,8 @@ def test_drift_is_repaired_by_the_scheduled_function(stack):
     assert stack.s3.list_objects_v2(Bucket=BUCKET, Prefix="tenants/t/collections/gone/").get("KeyCount") == 0
     bodies = stack.drain()
     assert sorted(decode_s3_event_key(k) for k in created_keys(bodies)) == sorted(
-        [document(stack, "d2").source, document(stack, "d3").source, lost_key])
+        [document(stack, "d2").source, document(stack, "d3").source, lost_key]
+    )
     # And the orphan vectors are gone, d2 and d3 are whole again, and the lost upload became a document
     indexed = services.adapters.search_index.chunk_ids("hash:384", "t", "c")
     assert "ghost-chunk" not in indexed
@@ -197,8 +218,14 @@ def test_failed_retryable_document_is_retried_and_clean_job_rebuilds(stack):
     services = stack.services
     # Given a document that failed for a reason worth retrying
     stored = document(stack, "d0")
-    failed = stored.model_copy(update={"status": DocumentStatus.FAILED, "failure_reason": "EmbeddingFailed: outage",
-                                       "failure_retryable": True, "revision": stored.revision + 1})
+    failed = stored.model_copy(
+        update={
+            "status": DocumentStatus.FAILED,
+            "failure_reason": "EmbeddingFailed: outage",
+            "failure_retryable": True,
+            "revision": stored.revision + 1,
+        }
+    )
     services.adapters.metadata.put_document("t", failed, create=False)
     # When the scheduled functions run and the queue drains / Then exactly it is enqueued, and indexed again
     stack.reindex_pass()
@@ -224,10 +251,21 @@ def import_of(document_id: str, chunk_count: int, *indexes: int, record: bool = 
     texts = [f"Imported part {i} of {document_id}. " for i in range(chunk_count)]
     starts = [sum(len(t) for t in texts[:i]) for i in range(chunk_count)]
     return ImportRequest(
-        format_version=1, embedding_model="hash:384", dimensions=384,
+        format_version=1,
+        embedding_model="hash:384",
+        dimensions=384,
         documents=[{"id": document_id, "title": "Imported", "chunk_count": chunk_count}] if record else [],
-        chunks=[{"document_id": document_id, "index": i, "start": starts[i], "end": starts[i] + len(texts[i]),
-                 "text": texts[i]} for i in indexes])
+        chunks=[
+            {
+                "document_id": document_id,
+                "index": i,
+                "start": starts[i],
+                "end": starts[i] + len(texts[i]),
+                "text": texts[i],
+            }
+            for i in indexes
+        ],
+    )
 
 
 def test_documents_whose_content_never_came_fail_after_their_bound_and_late_content_indexes_them(stack):

@@ -64,8 +64,9 @@ def put_collection(stack: AwsStack, tenant: str, collection: str, count: int = D
     services = stack.services
     services.catalog.put_collection(tenant, collection, CollectionInput(allow_guests=True, chunking_max_size=60))
     for i in range(count):
-        services.catalog.put_document(tenant, collection, f"d{i:02d}",
-                                      DocumentInput(content=f"Document {i} of {tenant} is about topic {i}. " * 4))
+        services.catalog.put_document(
+            tenant, collection, f"d{i:02d}", DocumentInput(content=f"Document {i} of {tenant} is about topic {i}. " * 4)
+        )
 
 
 @pytest.fixture
@@ -75,8 +76,9 @@ def stack(monkeypatch: pytest.MonkeyPatch) -> Iterator[AwsStack]:
         put_collection(stack, "t", "c")
         stack.drain()
         # small pages, so a dozen documents span several of them
-        stack.services.reindex.limits = ReindexLimits(drift_page_documents=5, sweep_page_documents=5,
-                                                      attention_documents=100, blob_page=4)
+        stack.services.reindex.limits = ReindexLimits(
+            drift_page_documents=5, sweep_page_documents=5, attention_documents=100, blob_page=4
+        )
         yield stack
 
 
@@ -98,8 +100,11 @@ def test_a_pass_over_unchanged_collections_reads_no_chunk_item(stack):
     # GetItems), not the collection's 12
     document_pk = "T#t#C#c"
     document_gets = [p for op, p in spy.calls if op == "GetItem" and p["Key"]["pk"]["S"] == document_pk]
-    [page] = [p for op, p in spy.calls if op == "Query" and "IndexName" not in p
-              and p["ExpressionAttributeValues"][":pk"]["S"] == document_pk]
+    [page] = [
+        p
+        for op, p in spy.calls
+        if op == "Query" and "IndexName" not in p and p["ExpressionAttributeValues"][":pk"]["S"] == document_pk
+    ]
     assert len(document_gets) == 4 and page["Limit"] == 5
     # And the attention index was asked once, keys only
     [attention] = [p for op, p in spy.calls if p.get("IndexName") == "attention"]
@@ -121,7 +126,8 @@ def test_the_drift_cursor_spreads_a_full_sweep_over_passes_and_finds_drift_anywh
     # Then the first two pages found nothing, the third found and re-sent d11, and the cursor went back to the start
     assert cursors == ["d04", "d09", None]
     assert [decode_s3_event_key(k) for k in created_keys(stack.drain())] == [
-        services.adapters.metadata.get_document("t", "c", "d11").source]
+        services.adapters.metadata.get_document("t", "c", "d11").source
+    ]
     assert services.adapters.metadata.get_document("t", "c", "d11").status is DocumentStatus.INDEXED
     assert services.adapters.search_index.chunk_ids("hash:384", "t", "c", after_document="d10")
 
@@ -136,10 +142,13 @@ def test_a_configuration_change_is_swept_in_chained_bounded_pages(stack):
     # Then the sweep ran in pages of at most 5 documents (the first in the collection task, then 2 chained), and
     # every document was re-sent once
     keys = [decode_s3_event_key(k) for k in created_keys(stack.drain())]
-    assert sorted(keys) == sorted(services.adapters.metadata.get_document("t", "c", f"d{i:02d}").source
-                                  for i in range(DOCUMENTS))
-    assert all(services.adapters.metadata.get_document("t", "c", f"d{i:02d}").indexed_config_version == 2
-               for i in range(DOCUMENTS))
+    assert sorted(keys) == sorted(
+        services.adapters.metadata.get_document("t", "c", f"d{i:02d}").source for i in range(DOCUMENTS)
+    )
+    assert all(
+        services.adapters.metadata.get_document("t", "c", f"d{i:02d}").indexed_config_version == 2
+        for i in range(DOCUMENTS)
+    )
     # And the next pass sweeps again to confirm, shallow (no chunk item read: every page's counts agree), finds
     # every document done and marks the configuration covered
     spy = DynamoDbSpy(services.adapters.metadata.client)
@@ -153,7 +162,7 @@ def test_a_configuration_change_is_swept_in_chained_bounded_pages(stack):
 def test_every_task_message_is_bounded(stack):
     # Given stored tenant and collection ids as long as stored ids get, in 4-byte characters (written before the
     # rules for new ids tightened), and a pass that plans them
-    tenant, collection = "\U0001F600" * 255, "\U0001F680" * 255
+    tenant, collection = "\U0001f600" * 255, "\U0001f680" * 255
     admin = stack.services.adapters.metadata.list_keys("t")[0]
     stack.services.adapters.metadata.put_key(admin.model_copy(update={"key_id": "long", "tenant": tenant}))
     stack.services.adapters.metadata.put_collection(
@@ -165,8 +174,17 @@ def test_every_task_message_is_bounded(stack):
     assert len(bodies) == 4
     assert max(len(b.encode("utf-8")) for b in bodies) <= MAX_TASK_BYTES < 256 * 1024
     # And the longest task any page could chain stays within the bound too
-    longest = ReindexTask(kind="sweep", tenant=tenant, collection=collection, after="\U0001F600" * 255,
-                          job="f" * 32, total=10**9, done=10**9, enqueued=10**9, clean=True)
+    longest = ReindexTask(
+        kind="sweep",
+        tenant=tenant,
+        collection=collection,
+        after="\U0001f600" * 255,
+        job="f" * 32,
+        total=10**9,
+        done=10**9,
+        enqueued=10**9,
+        clean=True,
+    )
     assert len(longest.encode().encode("utf-8")) <= MAX_TASK_BYTES
 
 
@@ -175,8 +193,14 @@ def test_a_poisoned_task_is_dead_lettered_without_holding_back_the_others(stack)
     url, _, dlq_url = stack.reindex_queue
     # Given a retryable failed document, and a poisoned message ahead of the planned tasks
     stored = services.adapters.metadata.get_document("t", "c", "d03")
-    failed = stored.model_copy(update={"status": DocumentStatus.FAILED, "failure_reason": "EmbeddingFailed: outage",
-                                       "failure_retryable": True, "revision": stored.revision + 1})
+    failed = stored.model_copy(
+        update={
+            "status": DocumentStatus.FAILED,
+            "failure_reason": "EmbeddingFailed: outage",
+            "failure_retryable": True,
+            "revision": stored.revision + 1,
+        }
+    )
     services.adapters.metadata.put_document("t", failed, create=False)
     stack.sqs.send_message(QueueUrl=url, MessageBody=json.dumps({"kindex_reindex": {"kind": "drop tables"}}))
     stack.sqs.send_message(QueueUrl=url, MessageBody="not json at all")
@@ -186,10 +210,10 @@ def test_a_poisoned_task_is_dead_lettered_without_holding_back_the_others(stack)
     assert [decode_s3_event_key(k) for k in created_keys(stack.drain())] == [failed.source]
     assert services.adapters.metadata.get_document("t", "c", "d03").status is DocumentStatus.INDEXED
     # And both poisoned messages are in the dead-letter queue after MAX_RECEIVES receives, the work queue empty
-    dead = stack.sqs.receive_message(QueueUrl=dlq_url, MaxNumberOfMessages=10,
-                                     AttributeNames=["All"]).get("Messages", [])
-    assert sorted(m["Body"] for m in dead) == sorted(['{"kindex_reindex": {"kind": "drop tables"}}',
-                                                      "not json at all"])
+    dead = stack.sqs.receive_message(QueueUrl=dlq_url, MaxNumberOfMessages=10, AttributeNames=["All"]).get(
+        "Messages", []
+    )
+    assert sorted(m["Body"] for m in dead) == sorted(['{"kindex_reindex": {"kind": "drop tables"}}', "not json at all"])
     assert all(int(m["Attributes"]["ApproximateReceiveCount"]) >= MAX_RECEIVES for m in dead)
     assert stack.reindex_tasks(10) == []
 
@@ -202,8 +226,14 @@ def test_two_tenants_with_the_same_collection_ids_are_planned_and_repaired_separ
     stack.reindex_pass()
     # Given tenant u's d01 failed (retryable) and tenant t's d01 lost its vectors
     stored = services.adapters.metadata.get_document("u", "c", "d01")
-    failed = stored.model_copy(update={"status": DocumentStatus.FAILED, "failure_reason": "EmbeddingFailed: outage",
-                                       "failure_retryable": True, "revision": stored.revision + 1})
+    failed = stored.model_copy(
+        update={
+            "status": DocumentStatus.FAILED,
+            "failure_reason": "EmbeddingFailed: outage",
+            "failure_retryable": True,
+            "revision": stored.revision + 1,
+        }
+    )
     services.adapters.metadata.put_document("u", failed, create=False)
     services.adapters.search_index.delete("hash:384", "t", "c", document_ids=["d01"])
     # When the planner runs
@@ -212,7 +242,11 @@ def test_two_tenants_with_the_same_collection_ids_are_planned_and_repaired_separ
     tasks = [json.loads(m["Body"])["kindex_reindex"] for m in stack.reindex_tasks(10)]
     assert summary == {"tenants": 2, "collections": 2, "tasks": 4}
     assert sorted((t["kind"], t["tenant"], t.get("collection")) for t in tasks) == [
-        ("collection", "t", "c"), ("collection", "u", "c"), ("tenant", "t", None), ("tenant", "u", None)]
+        ("collection", "t", "c"),
+        ("collection", "u", "c"),
+        ("tenant", "t", None),
+        ("tenant", "u", None),
+    ]
     # When the worker does them
     stack.work_reindex()
     # Then exactly u's failed document and t's document without vectors were re-sent, each in its own tenant
@@ -276,8 +310,15 @@ def test_the_read_model_counts_the_requests_a_pass_really_sends(stack):
     # Given a covered collection and the model of the same workload and limits
     stack.reindex_pass()
     model = reads_model()
-    workload = model.Workload("test", chunks=DOCUMENTS * 3, chunks_per_document=3, tenants=1, collections=1,
-                              keys_per_tenant=1, attention_fraction=0.0)
+    workload = model.Workload(
+        "test",
+        chunks=DOCUMENTS * 3,
+        chunks_per_document=3,
+        tenants=1,
+        collections=1,
+        keys_per_tenant=1,
+        attention_fraction=0.0,
+    )
     expected: dict[str, float] = {}
     for row in model.rows(workload, stack.services.reindex.limits, model.sample_items(1800)):
         expected[row.request] = expected.get(row.request, 0) + row.requests

@@ -13,8 +13,10 @@ from kindex_local.app import build_worker
 
 pytestmark = pytest.mark.integration
 
-DOCS = {f"d{i}": f"Document {i} is about {topic}. " * 4 for i, topic in
-        enumerate(["volcanoes", "penguins", "violins", "taxes", "marathons", "reefs"])}
+DOCS = {
+    f"d{i}": f"Document {i} is about {topic}. " * 4
+    for i, topic in enumerate(["volcanoes", "penguins", "violins", "taxes", "marathons", "reefs"])
+}
 
 
 @pytest.fixture
@@ -91,8 +93,19 @@ def test_drift_is_repaired(setup):
     # vectors without chunks: a vector of a document that does not exist
     from kindex.domain.types import IndexRecord
 
-    services.adapters.search_index.upsert("hash:384", [IndexRecord(tenant="t", collection="c", document_id="ghost",
-                                                          chunk_id="ghost-chunk", vector=[1.0] * 384, text="ghost")])
+    services.adapters.search_index.upsert(
+        "hash:384",
+        [
+            IndexRecord(
+                tenant="t",
+                collection="c",
+                document_id="ghost",
+                chunk_id="ghost-chunk",
+                vector=[1.0] * 384,
+                text="ghost",
+            )
+        ],
+    )
     # a document that lost a chunk text (its vector is then an orphan, and the document incomplete)
     victim = services.adapters.chunks.list_chunks("t", "c", "d2")[0]
     services.adapters.chunks.delete_chunks("t", "c", document_id="d2", chunk_ids=[victim.chunk_id])
@@ -123,9 +136,18 @@ def test_drift_is_repaired(setup):
 def test_failed_retryable_documents_are_retried(setup):
     services, worker = setup
     document = services.adapters.metadata.get_document("t", "c", "d0")
-    services.adapters.metadata.put_document("t", document.model_copy(update={
-        "status": DocumentStatus.FAILED, "failure_reason": "EmbeddingFailed: outage", "failure_retryable": True,
-        "revision": document.revision + 1}), create=False)
+    services.adapters.metadata.put_document(
+        "t",
+        document.model_copy(
+            update={
+                "status": DocumentStatus.FAILED,
+                "failure_reason": "EmbeddingFailed: outage",
+                "failure_retryable": True,
+                "revision": document.revision + 1,
+            }
+        ),
+        create=False,
+    )
     services.reindex.plan()
     worker.drain()
     assert services.adapters.metadata.get_document("t", "c", "d0").status.value == "indexed"
@@ -155,9 +177,18 @@ def test_a_poisoned_task_is_dead_lettered_locally_without_holding_back_the_other
     worker.backoff = 0.0  # retry at once, so one drain sees every receive
     # Given a retryable failed document and, on the same queue, a task body the worker cannot read
     document = services.adapters.metadata.get_document("t", "c", "d0")
-    services.adapters.metadata.put_document("t", document.model_copy(update={
-        "status": DocumentStatus.FAILED, "failure_reason": "EmbeddingFailed: outage", "failure_retryable": True,
-        "revision": document.revision + 1}), create=False)
+    services.adapters.metadata.put_document(
+        "t",
+        document.model_copy(
+            update={
+                "status": DocumentStatus.FAILED,
+                "failure_reason": "EmbeddingFailed: outage",
+                "failure_retryable": True,
+                "revision": document.revision + 1,
+            }
+        ),
+        create=False,
+    )
     services.adapters.queue.send('{"kindex_reindex": {"kind": "drop tables"}}', lane="t")
     # When the planner runs and the worker drains the queue
     assert services.reindex.plan() == {"tenants": 1, "collections": 1, "tasks": 2}
@@ -240,10 +271,21 @@ def import_of(document_id: str, chunk_count: int, *indexes: int, record: bool = 
     texts = [f"Imported part {i} of {document_id}. " for i in range(chunk_count)]
     starts = [sum(len(t) for t in texts[:i]) for i in range(chunk_count)]
     return ImportRequest(
-        format_version=1, embedding_model="hash:384", dimensions=384,
+        format_version=1,
+        embedding_model="hash:384",
+        dimensions=384,
         documents=[{"id": document_id, "title": "Imported", "chunk_count": chunk_count}] if record else [],
-        chunks=[{"document_id": document_id, "index": i, "start": starts[i], "end": starts[i] + len(texts[i]),
-                 "text": texts[i]} for i in indexes])
+        chunks=[
+            {
+                "document_id": document_id,
+                "index": i,
+                "start": starts[i],
+                "end": starts[i] + len(texts[i]),
+                "text": texts[i],
+            }
+            for i in indexes
+        ],
+    )
 
 
 def test_a_document_created_without_content_fails_after_its_bound_and_a_later_upload_indexes_it(setup):
@@ -338,8 +380,11 @@ def test_a_write_after_the_pass_read_the_document_keeps_it_from_failing(setup):
     pass_at(services, worker)  # the collection is covered: the pass reads the documents needing attention
     # Given a title-only document past its bound, and a title PUT that commits just before the pass writes
     services.catalog.put_document("t", "c", "racy", DocumentInput(title="First title"))
-    services.reindex.documents = Interleave(services.adapters.metadata, lambda: services.catalog.put_document(
-        "t", "c", "racy", DocumentInput(title="Second title")), "before_commit")
+    services.reindex.documents = Interleave(
+        services.adapters.metadata,
+        lambda: services.catalog.put_document("t", "c", "racy", DocumentInput(title="Second title")),
+        "before_commit",
+    )
     collection = services.adapters.metadata.get_collection("t", "c")
     services.reindex.clock = lambda: utc_now() + timedelta(hours=2)
     # When the pass runs / Then it did not fail it: the record it judged is no longer the one stored
@@ -366,12 +411,18 @@ def test_sixteen_writers_and_passes_at_once_never_leave_content_failed(setup):
         # clock moved on would also judge their blobs abandoned)
         doc_id = f"race{round_}"
         created, _ = services.catalog.put_document("t", "c", doc_id, DocumentInput(title="Title first"))
-        services.adapters.metadata.put_document("t", created.model_copy(update={
-            "updated_at": created.updated_at - timedelta(hours=2), "revision": created.revision + 1}), create=False)
+        services.adapters.metadata.put_document(
+            "t",
+            created.model_copy(
+                update={"updated_at": created.updated_at - timedelta(hours=2), "revision": created.revision + 1}
+            ),
+            create=False,
+        )
         # When 8 passes and 8 content PUTs (each its own text) run at once
         calls = [lambda: services.reindex.reindex_collection("t", collection, clean=False)] * 8 + [
             (lambda i=i, d=doc_id: services.catalog.put_document("t", "c", d, DocumentInput(content=f"Text {i}.")))
-            for i in range(8)]
+            for i in range(8)
+        ]
         outcomes = run_together(calls)
         assert not [o for o in outcomes if isinstance(o, Exception) and not isinstance(o, Lost)], outcomes
         # Then the content that won waits for its ingest: a pass that judged the record before it changed nothing
@@ -382,4 +433,5 @@ def test_sixteen_writers_and_passes_at_once_never_leave_content_failed(setup):
         document = services.adapters.metadata.get_document("t", "c", doc_id)
         assert (document.status, document.failure_reason) == (DocumentStatus.INDEXED, None), document
         assert [c.text for c in services.adapters.chunks.list_chunks("t", "c", doc_id)] == [
-            services.adapters.blobs.get_blob(document.source).decode()]
+            services.adapters.blobs.get_blob(document.source).decode()
+        ]

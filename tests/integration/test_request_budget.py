@@ -40,10 +40,16 @@ class ShortContext(LambdaContext):
 def query_event(collection: str, body: dict, tenant: str = "t") -> dict:
     event = copy.deepcopy(load_event("api_put_collection.json"))
     path = f"/v1/collections/{collection}/query"
-    event.update(resource="/v1/collections/{collection}/query", path=path, httpMethod="POST",
-                 pathParameters={"collection": collection}, body=json.dumps(body))
-    event["requestContext"].update(resourcePath="/v1/collections/{collection}/query", httpMethod="POST",
-                                   path=f"/prod{path}")
+    event.update(
+        resource="/v1/collections/{collection}/query",
+        path=path,
+        httpMethod="POST",
+        pathParameters={"collection": collection},
+        body=json.dumps(body),
+    )
+    event["requestContext"].update(
+        resourcePath="/v1/collections/{collection}/query", httpMethod="POST", path=f"/prod{path}"
+    )
     event["requestContext"]["authorizer"].update(tenant=tenant, role="query")
     return event
 
@@ -94,8 +100,9 @@ def test_a_hung_embedding_provider_is_a_503_before_the_budget_ends(stack, monkey
     with BlackHole() as hole:
         monkeypatch.setenv("OPENAI_API_KEY", "sk-test-budget")
         monkeypatch.setenv("OPENAI_BASE_URL", f"{hole.url}/v1")
-        stack.services.catalog.put_collection("t", "o", CollectionInput(allow_guests=True,
-                                                                        embedding_model="openai:text-embedding-3-small"))
+        stack.services.catalog.put_collection(
+            "t", "o", CollectionInput(allow_guests=True, embedding_model="openai:text-embedding-3-small")
+        )
         # When a (vector) query arrives with 5 s left (a 4 s budget)
         elapsed, status, body, _ = timed_query(query_event("o", {"query": "penguin", "mode": "vector"}), 5)
     # Then 503 dependency_unavailable (not 422, not the ingest path's 6 x 30 s), inside the budget

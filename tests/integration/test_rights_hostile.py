@@ -51,8 +51,7 @@ class Context:
 def put_collection(tenant: str, collection: str, body: dict) -> tuple[int, dict]:
     """PUT /v1/collections/{collection} through the API function, as an admin of `tenant`."""
     event = copy.deepcopy(load_event("api_put_collection.json"))
-    event.update(path=f"/v1/collections/{collection}", pathParameters={"collection": collection},
-                 body=json.dumps(body))
+    event.update(path=f"/v1/collections/{collection}", pathParameters={"collection": collection}, body=json.dumps(body))
     event["requestContext"]["path"] = f"/prod/v1/collections/{collection}"
     event["requestContext"]["authorizer"].update(tenant=tenant, principalId=f"{tenant}/0123456789abcdef")
     response = api.handler(event, Context())
@@ -74,16 +73,26 @@ def env(loopback_v4_only, local_container):
 
 
 def make_collection(env, name, url, tenant="t", timeout=1.0, docs=("d1",)):
-    env.catalog.put_collection(tenant, name, CollectionInput(
-        query_groups=["staff"], rights_check_method="external",
-        rights_check_method_configuration={"url": url, "timeout": timeout}))
+    env.catalog.put_collection(
+        tenant,
+        name,
+        CollectionInput(
+            query_groups=["staff"],
+            rights_check_method="external",
+            rights_check_method_configuration={"url": url, "timeout": timeout},
+        ),
+    )
     for doc_id in docs:
         env.catalog.put_document(tenant, name, doc_id, DocumentInput(content=f"penguin colony report {doc_id}"))
 
 
 def query(env, collections, tenant="t"):
-    return env.query.query(tenant, collections, QueryRequest(query="penguin colony", user="ann", groups=["staff"]),
-                           multi=len(collections) > 1)
+    return env.query.query(
+        tenant,
+        collections,
+        QueryRequest(query="penguin colony", user="ann", groups=["staff"]),
+        multi=len(collections) > 1,
+    )
 
 
 def timed(call):
@@ -96,8 +105,9 @@ def timed(call):
 def test_ssrf_list_is_refused_when_saved_through_the_api(env, url, rule):
     # Given tenant t has its signing secret (so only the URL can be at fault)
     # When a collection is saved with a hostile rights-check URL
-    status, body = put_collection("t", "ext", {"rights_check_method": "external",
-                                               "rights_check_method_configuration": {"url": url}})
+    status, body = put_collection(
+        "t", "ext", {"rights_check_method": "external", "rights_check_method_configuration": {"url": url}}
+    )
     # Then 422 naming the field and the rule, and nothing is stored
     assert status == 422 and body["error"] == "invalid_input", body
     assert body["message"].startswith("rights_check_method_configuration.url: ") and rule in body["message"]
@@ -105,11 +115,17 @@ def test_ssrf_list_is_refused_when_saved_through_the_api(env, url, rule):
 
 
 def test_saving_through_the_api_without_the_secret_is_refused(env):
-    status, body = put_collection("nosecret", "ext", {"rights_check_method": "external",
-                                                      "rights_check_method_configuration": {"url": "http://127.0.0.1:9/"}})
+    status, body = put_collection(
+        "nosecret",
+        "ext",
+        {"rights_check_method": "external", "rights_check_method_configuration": {"url": "http://127.0.0.1:9/"}},
+    )
     assert status == 409 and body["error"] == "conflict" and "POST /v1/rights-check-secret" in body["message"]
-    status, _ = put_collection("t", "ext", {"rights_check_method": "external",
-                                            "rights_check_method_configuration": {"url": "http://127.0.0.1:9/x"}})
+    status, _ = put_collection(
+        "t",
+        "ext",
+        {"rights_check_method": "external", "rights_check_method_configuration": {"url": "http://127.0.0.1:9/x"}},
+    )
     assert status == 201
 
 
@@ -151,9 +167,14 @@ def test_localhost_is_refused_at_call_time_when_loopback_is_not_admitted(monkeyp
     monkeypatch.setattr(http_rights, "resolve", lambda host, port: real_resolve("localhost", port))
     try:
         # Then `localhost` itself is refused when saved
-        status, body = put_collection("t", "ext", {"rights_check_method": "external",
-                                                   "rights_check_method_configuration": {"url": server.url.replace(
-                                                       "127.0.0.1", "localhost")}})
+        status, body = put_collection(
+            "t",
+            "ext",
+            {
+                "rights_check_method": "external",
+                "rights_check_method_configuration": {"url": server.url.replace("127.0.0.1", "localhost")},
+            },
+        )
         assert status == 422 and "KINDEX_RIGHTS_ALLOWED_NETWORKS" in body["message"]
         # And a name that resolves to it is refused when called
         make_collection(services, "ext", f"http://rights.test:{server.port}/check", timeout=0.3)
@@ -202,8 +223,11 @@ def test_a_dripping_endpoint_cannot_starve_another_tenant(env, monkeypatch):
         # When tenant t fires 20 queries at once (more than the old shared pool's 16 threads)
         with ThreadPoolExecutor(max_workers=20) as pool:
             slow = [pool.submit(timed, lambda: query(env, ["slow"], tenant="t")) for _ in range(20)]
-            wait_until(lambda: in_flight["now"], until=lambda calls: calls >= 8,
-                       message="tenant t's calls did not fill its 8 slots")
+            wait_until(
+                lambda: in_flight["now"],
+                until=lambda calls: calls >= 8,
+                message="tenant t's calls did not fill its 8 slots",
+            )
             # Then tenant u's queries meanwhile get their allowed results, promptly and without warnings: sooner
             # than any of t's calls ends
             for _ in range(5):
@@ -217,8 +241,12 @@ def test_a_dripping_endpoint_cannot_starve_another_tenant(env, monkeypatch):
             assert response.results == [] and response.warnings[0].code == "rights_check_failed"
             assert elapsed < T_BUDGET + 2.5
         # And after they returned nothing keeps working for them: connections closed, threads gone
-        wait_until(lambda: (drip.active, _rights_threads("t")), until=lambda left: left == (0, []), timeout=30,
-                   message="tenant t's calls went on after its queries returned (connections, threads)")
+        wait_until(
+            lambda: (drip.active, _rights_threads("t")),
+            until=lambda left: left == (0, []),
+            timeout=30,
+            message="tenant t's calls went on after its queries returned (connections, threads)",
+        )
         assert env.rights_checks.limiter.in_flight("t") == 0
         # And at most 8 of t's calls were ever in flight at once (the per-tenant limit)
         assert 2 <= in_flight["max"] <= 8
@@ -263,8 +291,12 @@ def test_a_huge_answer_is_denied_with_a_warning(env):
         env.worker.drain()
         response = query(env, ["ext"])
         assert response.results == [] and response.warnings[0].code == "rights_check_failed"
-        wait_until(lambda: server.active, until=lambda active: active == 0, timeout=30,
-                   message="the server is still sending: the connection was not closed")
+        wait_until(
+            lambda: server.active,
+            until=lambda active: active == 0,
+            timeout=30,
+            message="the server is still sending: the connection was not closed",
+        )
         assert server.sent_bytes < 16 * 1024 * 1024
     finally:
         server.close()

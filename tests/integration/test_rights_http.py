@@ -69,8 +69,11 @@ def test_localhost_is_refused_when_the_allowlist_leaves_loopback_out(server, mon
     monkeypatch.setattr(http_rights, "resolve", lambda host, port: real_resolve("localhost", port))
     client = endpoint(RightsUrlPolicy(schemes=("http",), allowed_networks=()))
     # Then neither the literal name nor a name resolving to it gets through, and the server hears nothing
-    for url in (f"http://localhost:{server.port}/check", f"http://rights.test:{server.port}/check",
-                f"http://127.0.0.1:{server.port}/check"):
+    for url in (
+        f"http://localhost:{server.port}/check",
+        f"http://rights.test:{server.port}/check",
+        f"http://127.0.0.1:{server.port}/check",
+    ):
         with pytest.raises(RightsCallFailed) as failed:
             post(client, url)
         assert failed.value.reason == "refused"
@@ -79,8 +82,9 @@ def test_localhost_is_refused_when_the_allowlist_leaves_loopback_out(server, mon
 
 def test_tls_verifies_the_name_while_connecting_to_the_pinned_address(tls_server, monkeypatch):
     monkeypatch.setattr(http_rights, "resolve", lambda host, port: ["127.0.0.1"])
-    client = endpoint(RightsUrlPolicy(schemes=("https",), allowed_networks=LOOPBACK),
-                      ssl_context=tls_server.client_ssl_context())
+    client = endpoint(
+        RightsUrlPolicy(schemes=("https",), allowed_networks=LOOPBACK), ssl_context=tls_server.client_ssl_context()
+    )
     # The certificate names rights.test: the call succeeds although the socket goes to 127.0.0.1
     assert post(client, f"https://rights.test:{tls_server.port}/check")[0] == 200
     # A name the certificate does not carry fails, although it resolves to the same address
@@ -89,8 +93,10 @@ def test_tls_verifies_the_name_while_connecting_to_the_pinned_address(tls_server
     assert failed.value.reason == "connect"
     # And the system's roots do not trust the test CA
     with pytest.raises(RightsCallFailed):
-        post(endpoint(RightsUrlPolicy(schemes=("https",), allowed_networks=LOOPBACK)),
-             f"https://rights.test:{tls_server.port}/check")
+        post(
+            endpoint(RightsUrlPolicy(schemes=("https",), allowed_networks=LOOPBACK)),
+            f"https://rights.test:{tls_server.port}/check",
+        )
 
 
 def test_a_dripping_answer_ends_at_the_deadline(server):
@@ -105,8 +111,12 @@ def test_a_dripping_answer_ends_at_the_deadline(server):
     assert 0.45 <= time.monotonic() - started < 5
     # And the connection is closed: the server stops dripping, having sent a few of the answer's 100,000 bytes (100
     # would be 10 s of dripping)
-    wait_until(lambda: server.active, until=lambda active: active == 0, timeout=30,
-               message="the server is still dripping: the connection was not closed")
+    wait_until(
+        lambda: server.active,
+        until=lambda active: active == 0,
+        timeout=30,
+        message="the server is still dripping: the connection was not closed",
+    )
     assert server.sent_bytes < 100
 
 
@@ -136,8 +146,12 @@ def test_a_huge_answer_is_not_read_past_the_cap(server, declares_length):
     assert failed.value.reason == "too_large"
     assert peak < MAX_ANSWER_BYTES + 1024 * 1024
     # And the server could only push what fits in the sockets' buffers before the connection was closed
-    wait_until(lambda: server.active, until=lambda active: active == 0, timeout=30,
-               message="the server is still sending: the connection was not closed")
+    wait_until(
+        lambda: server.active,
+        until=lambda active: active == 0,
+        timeout=30,
+        message="the server is still sending: the connection was not closed",
+    )
     assert server.sent_bytes < 16 * 1024 * 1024
 
 

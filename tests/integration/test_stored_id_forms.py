@@ -22,9 +22,13 @@ def call(method: str, *ids: str, body: dict | None = None) -> tuple[int, dict | 
     event = copy.deepcopy(load_event("api_put_collection.json"))
     segments = [quote(i, safe="") for i in ids]
     path = "/v1/collections/" + segments[0] + ("/documents/" + segments[1] if len(ids) > 1 else "")
-    event.update(httpMethod=method, path=path, body=json.dumps(body) if body is not None else None,
-                 resource="/v1/collections/{collection}" + ("/documents/{document}" if len(ids) > 1 else ""),
-                 pathParameters=dict(zip(("collection", "document"), segments)))
+    event.update(
+        httpMethod=method,
+        path=path,
+        body=json.dumps(body) if body is not None else None,
+        resource="/v1/collections/{collection}" + ("/documents/{document}" if len(ids) > 1 else ""),
+        pathParameters=dict(zip(("collection", "document"), segments)),
+    )
     event["requestContext"].update(httpMethod=method, path="/prod" + path, resourcePath=event["resource"])
     response = api.handler(event, Context())
     return response["statusCode"], json.loads(response["body"]) if response.get("body") else None

@@ -54,8 +54,9 @@ def env(local_container):
     services = local_container
     services.catalog.put_collection("t", "src", CollectionInput(chunking_max_size=60, query_groups=["staff"]))
     for name, text in TEXTS.items():
-        services.catalog.put_document("t", "src", name, DocumentInput(content=text, title=name.title(),
-                                                                    url=f"https://example.com/{name}"))
+        services.catalog.put_document(
+            "t", "src", name, DocumentInput(content=text, title=name.title(), url=f"https://example.com/{name}")
+        )
     build_worker().drain()
     services.counter = CountingEmbeddings(services)
     return services
@@ -74,9 +75,14 @@ def export_all(services, tenant, collection, size=4):
 def import_pages(services, tenant, collection, pages):
     results = []
     for page in pages:
-        request = ImportRequest(format_version=1, embedding_model=page.embedding_model, dimensions=page.dimensions,
-                                chunking=chunking_of(page.collection),
-                                documents=page.documents, chunks=page.chunks)
+        request = ImportRequest(
+            format_version=1,
+            embedding_model=page.embedding_model,
+            dimensions=page.dimensions,
+            chunking=chunking_of(page.collection),
+            documents=page.documents,
+            chunks=page.chunks,
+        )
         results.append(services.transfer.import_batch(tenant, collection, request))
     return results
 
@@ -91,8 +97,9 @@ def chunks_of(services, tenant, collection, document):
 
 
 def ranked(services, tenant, collection, text):
-    response = services.query.query(tenant, [collection], QueryRequest(query=text, groups=["staff"], k=5,
-                                                                       mode="hybrid"), multi=False)
+    response = services.query.query(
+        tenant, [collection], QueryRequest(query=text, groups=["staff"], k=5, mode="hybrid"), multi=False
+    )
     return [(r.document_id, r.content, round(r.score, 5)) for r in response.results]
 
 
@@ -106,8 +113,9 @@ def test_export_pages_hold_every_indexed_chunk_with_its_cached_vector(env):
     assert len(pages) > 2 and all(len(p.chunks) <= 4 for p in pages)
     for name in TEXTS:
         stored = chunks_of(env, "t", "src", name)
-        assert [(c.chunk_id, c.start, c.end, c.text) for c in chunks if c.document_id == name] == \
-            [(c.chunk_id, c.start, c.end, c.text) for c in stored]
+        assert [(c.chunk_id, c.start, c.end, c.text) for c in chunks if c.document_id == name] == [
+            (c.chunk_id, c.start, c.end, c.text) for c in stored
+        ]
     assert all(c.vector is not None and len(c.vector) == 384 for c in chunks)
     assert pages[0].embedding_model == "hash:384" and pages[0].collection.chunking_max_size == 60
     assert env.counter.texts == 0
@@ -133,8 +141,9 @@ def test_round_trip_into_another_collection_and_tenant_embeds_nothing_and_answer
             source = chunks_of(env, "t", "src", document_id)
             copied = chunks_of(env, tenant, name, document_id)
             # the chunk viewer shows the same offsets and texts, under the importing tenant's own chunk ids
-            assert [(c.index, c.start, c.end, c.page_start, c.text) for c in copied] == \
-                [(c.index, c.start, c.end, c.page_start, c.text) for c in source]
+            assert [(c.index, c.start, c.end, c.page_start, c.text) for c in copied] == [
+                (c.index, c.start, c.end, c.page_start, c.text) for c in source
+            ]
             # (an import run's own ids, never the exporter's: see import_chunk_id)
             assert len({c.chunk_id for c in copied}) == len(copied)
             assert not {c.chunk_id for c in copied} & {c.chunk_id for c in source}
@@ -149,8 +158,9 @@ def test_round_trip_into_another_collection_and_tenant_embeds_nothing_and_answer
 def test_import_under_another_model_re_embeds_every_text_and_still_finds_the_documents(env):
     # Given the export of a hash:384 collection and a hash:256 collection
     pages = export_all(env, "t", "src")
-    env.catalog.put_collection("t", "small", CollectionInput(embedding_model="hash:256", chunking_max_size=60,
-                                                             query_groups=["staff"]))
+    env.catalog.put_collection(
+        "t", "small", CollectionInput(embedding_model="hash:256", chunking_max_size=60, query_groups=["staff"])
+    )
     # When it is imported there
     results = import_pages(env, "t", "small", pages)
     # Then every chunk text went through the embedding service (the embedder saw each distinct text once)
@@ -200,10 +210,15 @@ def test_a_rebuild_of_an_imported_document_reads_the_text_its_chunks_cover(env):
 
 
 def request(**fields):
-    body = {"format_version": 1, "embedding_model": "hash:384", "dimensions": 384,
-            "documents": [{"id": "d", "chunk_count": 1}],
-            "chunks": [{"document_id": "d", "index": 0, "start": 0, "end": 5, "text": "hello",
-                        "vector": [1.0] + [0.0] * 383}]}
+    body = {
+        "format_version": 1,
+        "embedding_model": "hash:384",
+        "dimensions": 384,
+        "documents": [{"id": "d", "chunk_count": 1}],
+        "chunks": [
+            {"document_id": "d", "index": 0, "start": 0, "end": 5, "text": "hello", "vector": [1.0] + [0.0] * 383}
+        ],
+    }
     for name, value in fields.items():
         if name.startswith("chunk_"):
             body["chunks"][0][name.removeprefix("chunk_")] = value
@@ -212,15 +227,18 @@ def request(**fields):
     return validated(lambda: ImportRequest.model_validate(body))
 
 
-@pytest.mark.parametrize("fields, error", [
-    ({"chunk_vector": [1.0] * 10}, "chunks[0].vector: 10 values"),
-    ({"dimensions": 256}, "dimensions"),
-    ({"chunk_index": 1}, "chunks[0].index"),
-    ({"chunk_document_id": "other"}, "not being imported"),
-    ({"documents": [{"id": "..", "chunk_count": 1}]}, "documents[0].id"),
-    ({"documents": [{"id": "d", "chunk_count": 1}, {"id": "d", "chunk_count": 1}]}, "twice"),
-    ({"documents": [{"id": "d", "chunk_count": 10**5}]}, "chunk_count"),
-])
+@pytest.mark.parametrize(
+    "fields, error",
+    [
+        ({"chunk_vector": [1.0] * 10}, "chunks[0].vector: 10 values"),
+        ({"dimensions": 256}, "dimensions"),
+        ({"chunk_index": 1}, "chunks[0].index"),
+        ({"chunk_document_id": "other"}, "not being imported"),
+        ({"documents": [{"id": "..", "chunk_count": 1}]}, "documents[0].id"),
+        ({"documents": [{"id": "d", "chunk_count": 1}, {"id": "d", "chunk_count": 1}]}, "twice"),
+        ({"documents": [{"id": "d", "chunk_count": 10**5}]}, "chunk_count"),
+    ],
+)
 def test_hostile_batches_are_refused_and_change_nothing(env, fields, error):
     env.catalog.put_collection("t", "copy", CollectionInput())
     with pytest.raises((InvalidInput, Conflict)) as raised:
@@ -229,20 +247,25 @@ def test_hostile_batches_are_refused_and_change_nothing(env, fields, error):
     assert env.catalog.list_documents("t", "copy", PageRequest()).documents == []
 
 
-@pytest.mark.parametrize("fields, error", [
-    ({"chunk_vector": [float("nan")] * 384}, "finite"),
-    ({"chunk_vector": [1e39] * 384}, "finite"),
-    ({"chunk_vector": [0.0] * 384}, "all zeros"),
-    ({"chunk_vector": [True] * 384}, "vector"),
-    ({"chunk_vector": ["0.5"] * 384}, "vector"),
-    ({"chunk_end": 6}, "end - start"),
-    ({"chunk_page_start": 2}, "page_start and page_end"),
-    ({"chunk_index": -1}, "index"),
-    ({"chunks": [{"document_id": "d", "index": i, "start": 0, "end": 1, "text": "x"} for i in range(1001)]},
-     "chunks"),
-    ({"format_version": 2}, "format_version"),
-    ({"embedding_model": "nope:1"}, "embedding_model"),
-])
+@pytest.mark.parametrize(
+    "fields, error",
+    [
+        ({"chunk_vector": [float("nan")] * 384}, "finite"),
+        ({"chunk_vector": [1e39] * 384}, "finite"),
+        ({"chunk_vector": [0.0] * 384}, "all zeros"),
+        ({"chunk_vector": [True] * 384}, "vector"),
+        ({"chunk_vector": ["0.5"] * 384}, "vector"),
+        ({"chunk_end": 6}, "end - start"),
+        ({"chunk_page_start": 2}, "page_start and page_end"),
+        ({"chunk_index": -1}, "index"),
+        (
+            {"chunks": [{"document_id": "d", "index": i, "start": 0, "end": 1, "text": "x"} for i in range(1001)]},
+            "chunks",
+        ),
+        ({"format_version": 2}, "format_version"),
+        ({"embedding_model": "nope:1"}, "embedding_model"),
+    ],
+)
 def test_malformed_batches_are_invalid_input(fields, error):
     with pytest.raises(InvalidInput) as raised:
         request(**fields)
@@ -256,7 +279,6 @@ def test_tenants_and_missing_collections(env):
         env.transfer.import_batch("u", "src", request())
     with pytest.raises(InvalidInput):
         env.transfer.export_page("t", "src", "not-a-cursor")
-
 
 
 def test_chunks_cut_by_other_rules_are_re_chunked_by_the_next_reindex(env):
@@ -277,10 +299,17 @@ def test_imported_vectors_never_stand_in_for_embeddings(env):
     env.catalog.put_collection("u", "c", CollectionInput(query_groups=["staff"]))
     text = "A sentence no one embedded before."
     bogus = [1.0] + [0.0] * 383
-    env.transfer.import_batch("u", "c", ImportRequest(
-        format_version=1, embedding_model="hash:384", dimensions=384,
-        documents=[{"id": "d", "chunk_count": 1}],
-        chunks=[{"document_id": "d", "index": 0, "start": 0, "end": len(text), "text": text, "vector": bogus}]))
+    env.transfer.import_batch(
+        "u",
+        "c",
+        ImportRequest(
+            format_version=1,
+            embedding_model="hash:384",
+            dimensions=384,
+            documents=[{"id": "d", "chunk_count": 1}],
+            chunks=[{"document_id": "d", "index": 0, "start": 0, "end": len(text), "text": text, "vector": bogus}],
+        ),
+    )
     # Then no cache holds it as the model's embedding, neither u's nor another tenant's
     assert env.adapters.embedding_cache.get_vectors("u", "hash:384", [text_sha256(text)]) == {}
     assert env.adapters.embedding_cache.get_vectors("t", "hash:384", [text_sha256(text)]) == {}
@@ -301,20 +330,39 @@ def test_vectors_of_a_remote_model_move_without_building_its_embedder(env):
         raise AssertionError(f"the embedder of {model} was built")
 
     env.embeddings.embedder_for = unreachable
-    env.catalog.put_collection("t", "remote", CollectionInput(embedding_model="openai:text-embedding-3-small",
-                                                              query_groups=["staff"]))
+    env.catalog.put_collection(
+        "t", "remote", CollectionInput(embedding_model="openai:text-embedding-3-small", query_groups=["staff"])
+    )
     text = "Vectors made elsewhere."
     # When a batch with its vectors is imported, and the collection exported again
-    result = env.transfer.import_batch("t", "remote", ImportRequest(
-        format_version=1, embedding_model="openai:text-embedding-3-small", dimensions=1536,
-        documents=[{"id": "d", "chunk_count": 1}],
-        chunks=[{"document_id": "d", "index": 0, "start": 0, "end": len(text), "text": text,
-                 "vector": [0.0] * 1535 + [1.0]}]))
+    result = env.transfer.import_batch(
+        "t",
+        "remote",
+        ImportRequest(
+            format_version=1,
+            embedding_model="openai:text-embedding-3-small",
+            dimensions=1536,
+            documents=[{"id": "d", "chunk_count": 1}],
+            chunks=[
+                {
+                    "document_id": "d",
+                    "index": 0,
+                    "start": 0,
+                    "end": len(text),
+                    "text": text,
+                    "vector": [0.0] * 1535 + [1.0],
+                }
+            ],
+        ),
+    )
     page = env.transfer.export_page("t", "remote", None)
     # Then neither needed the embedder (the dimensions come from the model's name)
     assert result.texts_embedded == 0 and result.documents_completed == 1
     assert (page.embedding_model, page.dimensions, [d.id for d in page.documents]) == (
-        "openai:text-embedding-3-small", 1536, ["d"])
+        "openai:text-embedding-3-small",
+        1536,
+        ["d"],
+    )
     # And the export carries the imported vector again (kept in the tenant's own namespace of the cache)
     assert page.chunks[0].vector == [0.0] * 1535 + [1.0]
     assert env.adapters.embedding_cache.get_vectors("t", "openai:text-embedding-3-small", [text_sha256(text)]) == {}
@@ -327,14 +375,30 @@ def test_an_import_that_must_embed_never_reuses_another_tenants_embedding(env):
     env.catalog.put_collection("evil", "probe", CollectionInput())
     text = TEXTS["violin"]
     # When evil's import has to embed it
-    result = env.transfer.import_batch("evil", "probe", ImportRequest(
-        format_version=1, embedding_model="hash:16", dimensions=16, documents=[{"id": "guess", "chunk_count": 1}],
-        chunks=[{"document_id": "guess", "index": 0, "start": 0, "end": len(text), "text": text}]))
+    result = env.transfer.import_batch(
+        "evil",
+        "probe",
+        ImportRequest(
+            format_version=1,
+            embedding_model="hash:16",
+            dimensions=16,
+            documents=[{"id": "guess", "chunk_count": 1}],
+            chunks=[{"document_id": "guess", "index": 0, "start": 0, "end": len(text), "text": text}],
+        ),
+    )
     # Then the text reached the embedder: t's cached vector did not answer for evil (a cache hit would have told evil,
     # by the import's speed, that someone indexed this exact text)
     assert result.texts_embedded == 1 and counter.texts == 1
     # And a second import of the same text by evil is its own cache hit (never embedded twice for one tenant)
-    env.transfer.import_batch("evil", "probe", ImportRequest(
-        format_version=1, embedding_model="hash:16", dimensions=16, documents=[{"id": "again", "chunk_count": 1}],
-        chunks=[{"document_id": "again", "index": 0, "start": 0, "end": len(text), "text": text}]))
+    env.transfer.import_batch(
+        "evil",
+        "probe",
+        ImportRequest(
+            format_version=1,
+            embedding_model="hash:16",
+            dimensions=16,
+            documents=[{"id": "again", "chunk_count": 1}],
+            chunks=[{"document_id": "again", "index": 0, "start": 0, "end": len(text), "text": text}],
+        ),
+    )
     assert counter.texts == 1

@@ -33,9 +33,14 @@ class Deployment:
 
     def configure(self, named: dict[str, list[str]]) -> None:
         """KINDEX_USAGE_PLANS as the stack outputs it, with `named` plans' tenants; a fresh process's container."""
-        document = {"scope": SCOPE, "default": {"rate_limit": 50, "burst_limit": 100, "id": self.plan_ids["default"]},
-                    "plans": {name: {"rate_limit": 5, "burst_limit": 10, "tenants": tenants,
-                                     "id": self.plan_ids[name]} for name, tenants in named.items()}}
+        document = {
+            "scope": SCOPE,
+            "default": {"rate_limit": 50, "burst_limit": 100, "id": self.plan_ids["default"]},
+            "plans": {
+                name: {"rate_limit": 5, "burst_limit": 10, "tenants": tenants, "id": self.plan_ids[name]}
+                for name, tenants in named.items()
+            },
+        }
         self.monkeypatch.setenv("KINDEX_USAGE_PLANS", json.dumps(document))
         reset_process_caches()
 
@@ -54,8 +59,10 @@ def deployment(monkeypatch) -> Iterator[Deployment]:
         apigateway = moto_client("apigateway")
         api_id = apigateway.create_rest_api(name=SCOPE, apiKeySource="AUTHORIZER")["id"]
         stage = [{"apiId": api_id, "stage": "prod"}]
-        plan_ids = {name: apigateway.create_usage_plan(name=f"{SCOPE}-{name}", apiStages=stage)["id"]
-                    for name in ("default", "gold", "trial")}
+        plan_ids = {
+            name: apigateway.create_usage_plan(name=f"{SCOPE}-{name}", apiStages=stage)["id"]
+            for name in ("default", "gold", "trial")
+        }
         for name, value in {"KINDEX_BACKEND": "aws", "KINDEX_TABLE_NAME": TABLE, "KINDEX_BUCKET_NAME": BUCKET}.items():
             monkeypatch.setenv(name, value)
         apigateway_usage_plans.apigateway_client.cache_clear()
@@ -69,8 +76,11 @@ def deployment(monkeypatch) -> Iterator[Deployment]:
 
 
 def authorize(token: str, scope: str | None = SCOPE) -> dict:
-    event = {"type": "REQUEST", "headers": {"Authorization": f"Bearer {token}"},
-             "methodArn": "arn:aws:execute-api:us-east-1:123456789012:abc/prod/GET/v1/collections"}
+    event = {
+        "type": "REQUEST",
+        "headers": {"Authorization": f"Bearer {token}"},
+        "methodArn": "arn:aws:execute-api:us-east-1:123456789012:abc/prod/GET/v1/collections",
+    }
     return authorizer.handler(event, None, keys=container().keys, scope=scope)
 
 
@@ -153,15 +163,24 @@ def test_without_the_stacks_plans_the_cli_creates_the_key_and_says_the_tenant_ha
     assert "KINDEX_USAGE_PLANS" in capsys.readouterr().err
 
 
-def test_the_authorizer_reads_its_scope_from_its_settings_and_returns_no_identifier_without_one(deployment,
-                                                                                                  monkeypatch):
+def test_the_authorizer_reads_its_scope_from_its_settings_and_returns_no_identifier_without_one(
+    deployment, monkeypatch
+):
     _, token = container().keys.create("acme", "admin")
-    monkeypatch.setattr(authorizer, "SETTINGS", load_settings(
-        {"KINDEX_BACKEND": "aws", "KINDEX_TABLE_NAME": TABLE, "KINDEX_GATEWAY_KEY_SCOPE": SCOPE},
-        model=AuthorizerSettings))
+    monkeypatch.setattr(
+        authorizer,
+        "SETTINGS",
+        load_settings(
+            {"KINDEX_BACKEND": "aws", "KINDEX_TABLE_NAME": TABLE, "KINDEX_GATEWAY_KEY_SCOPE": SCOPE},
+            model=AuthorizerSettings,
+        ),
+    )
     assert authorize(token, scope=None)["usageIdentifierKey"] == usage_identifier(SCOPE, "acme")
-    monkeypatch.setattr(authorizer, "SETTINGS", load_settings(
-        {"KINDEX_BACKEND": "aws", "KINDEX_TABLE_NAME": TABLE}, model=AuthorizerSettings))
+    monkeypatch.setattr(
+        authorizer,
+        "SETTINGS",
+        load_settings({"KINDEX_BACKEND": "aws", "KINDEX_TABLE_NAME": TABLE}, model=AuthorizerSettings),
+    )
     assert "usageIdentifierKey" not in authorize(token, scope=None)
 
 
@@ -176,8 +195,9 @@ def test_a_revoked_or_bad_key_gets_no_identifier(deployment):
 def test_a_key_an_operator_disabled_stays_disabled_through_sync_plans(deployment):
     container().keys.create("acme", "admin")
     [key] = deployment.api_keys()
-    deployment.apigateway.update_api_key(apiKey=key["id"], patchOperations=[
-        {"op": "replace", "path": "/enabled", "value": "false"}])
+    deployment.apigateway.update_api_key(
+        apiKey=key["id"], patchOperations=[{"op": "replace", "path": "/enabled", "value": "false"}]
+    )
     assert container().keys.usage_plans.assign("acme") == ("gold", False)
     [key] = deployment.api_keys()
     assert key["enabled"] is False

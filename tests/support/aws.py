@@ -22,9 +22,13 @@ TTL_ATTRIBUTE = "expires_at"
 
 def fake_aws_env(monkeypatch: pytest.MonkeyPatch) -> None:
     """Credentials and region moto accepts, so nothing can reach a real AWS account."""
-    for name, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                        "AWS_SECURITY_TOKEN": "testing", "AWS_SESSION_TOKEN": "testing",
-                        "AWS_DEFAULT_REGION": REGION}.items():
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_SECURITY_TOKEN": "testing",
+        "AWS_SESSION_TOKEN": "testing",
+        "AWS_DEFAULT_REGION": REGION,
+    }.items():
         monkeypatch.setenv(name, value)
     monkeypatch.delenv("AWS_PROFILE", raising=False)
 
@@ -37,8 +41,14 @@ def _session() -> boto3.Session:
 
 def moto_client(service: str, **kwargs: Any) -> Any:
     """A boto3 client for use inside `mock_aws()`, with fake credentials given explicitly (never the host's)."""
-    return _session().client(service, region_name=REGION, aws_access_key_id="testing",
-                             aws_secret_access_key="testing", aws_session_token="testing", **kwargs)
+    return _session().client(
+        service,
+        region_name=REGION,
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+        aws_session_token="testing",
+        **kwargs,
+    )
 
 
 def create_metadata_table(client, name: str = TABLE) -> None:
@@ -46,19 +56,27 @@ def create_metadata_table(client, name: str = TABLE) -> None:
     keys-only `attention` GSI the reindex queries."""
     client.create_table(
         TableName=name,
-        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"},
-                              {"AttributeName": "sk", "AttributeType": "S"},
-                              {"AttributeName": "attention", "AttributeType": "S"}],
+        AttributeDefinitions=[
+            {"AttributeName": "pk", "AttributeType": "S"},
+            {"AttributeName": "sk", "AttributeType": "S"},
+            {"AttributeName": "attention", "AttributeType": "S"},
+        ],
         KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
-        GlobalSecondaryIndexes=[{
-            "IndexName": "attention",
-            "KeySchema": [{"AttributeName": "attention", "KeyType": "HASH"},
-                          {"AttributeName": "sk", "KeyType": "RANGE"}],
-            "Projection": {"ProjectionType": "KEYS_ONLY"}}],
+        GlobalSecondaryIndexes=[
+            {
+                "IndexName": "attention",
+                "KeySchema": [
+                    {"AttributeName": "attention", "KeyType": "HASH"},
+                    {"AttributeName": "sk", "KeyType": "RANGE"},
+                ],
+                "Projection": {"ProjectionType": "KEYS_ONLY"},
+            }
+        ],
         BillingMode="PAY_PER_REQUEST",
     )
-    client.update_time_to_live(TableName=name, TimeToLiveSpecification={"Enabled": True,
-                                                                        "AttributeName": TTL_ATTRIBUTE})
+    client.update_time_to_live(
+        TableName=name, TimeToLiveSpecification={"Enabled": True, "AttributeName": TTL_ATTRIBUTE}
+    )
 
 
 def create_versioned_bucket(client, name: str = BUCKET) -> None:
@@ -93,22 +111,40 @@ def create_reindex_queues(sqs) -> tuple[str, str, str]:
 
 def notify_queue_of_documents(s3, queue_arn: str, bucket: str = BUCKET) -> None:
     """S3 -> SQS for every object created or removed under `tenants/` (S3 then sends an `s3:TestEvent`)."""
-    s3.put_bucket_notification_configuration(Bucket=bucket, NotificationConfiguration={"QueueConfigurations": [{
-        "Id": "documents-to-ingest",
-        "QueueArn": queue_arn,
-        "Events": ["s3:ObjectCreated:*", "s3:ObjectRemoved:*"],
-        "Filter": {"Key": {"FilterRules": [{"Name": "prefix", "Value": "tenants/"}]}},
-    }]})
+    s3.put_bucket_notification_configuration(
+        Bucket=bucket,
+        NotificationConfiguration={
+            "QueueConfigurations": [
+                {
+                    "Id": "documents-to-ingest",
+                    "QueueArn": queue_arn,
+                    "Events": ["s3:ObjectCreated:*", "s3:ObjectRemoved:*"],
+                    "Filter": {"Key": {"FilterRules": [{"Name": "prefix", "Value": "tenants/"}]}},
+                }
+            ]
+        },
+    )
 
 
 def sqs_lambda_event(messages: list[dict[str, Any]], queue_arn: str) -> dict[str, Any]:
     """The event Lambda's SQS event source mapping builds from received messages (ReceiveMessage with
     AttributeNames=["All"])."""
-    return {"Records": [{
-        "messageId": m["MessageId"], "receiptHandle": m["ReceiptHandle"], "body": m["Body"],
-        "attributes": dict(m.get("Attributes", {})), "messageAttributes": {}, "md5OfBody": m["MD5OfBody"],
-        "eventSource": "aws:sqs", "eventSourceARN": queue_arn, "awsRegion": REGION,
-    } for m in messages]}
+    return {
+        "Records": [
+            {
+                "messageId": m["MessageId"],
+                "receiptHandle": m["ReceiptHandle"],
+                "body": m["Body"],
+                "attributes": dict(m.get("Attributes", {})),
+                "messageAttributes": {},
+                "md5OfBody": m["MD5OfBody"],
+                "eventSource": "aws:sqs",
+                "eventSourceARN": queue_arn,
+                "awsRegion": REGION,
+            }
+            for m in messages
+        ]
+    }
 
 
 class LambdaContext:

@@ -64,8 +64,9 @@ class AwsStack:
     reindex_queue: tuple[str, str, str]  # url, arn, dead-letter queue url
 
     def receive(self, max_messages: int = 10) -> list[dict]:
-        return self.sqs.receive_message(QueueUrl=self.queue_url, MaxNumberOfMessages=max_messages,
-                                        AttributeNames=["All"], VisibilityTimeout=0).get("Messages", [])
+        return self.sqs.receive_message(
+            QueueUrl=self.queue_url, MaxNumberOfMessages=max_messages, AttributeNames=["All"], VisibilityTimeout=0
+        ).get("Messages", [])
 
     def handle(self, messages: list[dict]) -> set[str]:
         """One ingest invocation for these messages; deletes those that succeeded, returns the failed ids."""
@@ -76,8 +77,9 @@ class AwsStack:
                 self.sqs.delete_message(QueueUrl=self.queue_url, ReceiptHandle=message["ReceiptHandle"])
         return failed
 
-    def drain(self, batch_size: int = 10, after_each: Callable[[], None] | None = None,
-              max_batches: int = 100) -> list[dict]:
+    def drain(
+        self, batch_size: int = 10, after_each: Callable[[], None] | None = None, max_batches: int = 100
+    ) -> list[dict]:
         """Deliver until the queue is empty (every delivery must succeed); returns the bodies delivered."""
         bodies: list[dict] = []
         for _ in range(max_batches):
@@ -91,8 +93,12 @@ class AwsStack:
         raise AssertionError("the queue did not drain")
 
     def reindex_tasks(self, max_messages: int = 10) -> list[dict]:
-        return self.sqs.receive_message(QueueUrl=self.reindex_queue[0], MaxNumberOfMessages=max_messages,
-                                        AttributeNames=["All"], VisibilityTimeout=0).get("Messages", [])
+        return self.sqs.receive_message(
+            QueueUrl=self.reindex_queue[0],
+            MaxNumberOfMessages=max_messages,
+            AttributeNames=["All"],
+            VisibilityTimeout=0,
+        ).get("Messages", [])
 
     def work_reindex(self, max_batches: int = 100) -> list[str]:
         """Deliver the reindex queue to the worker function as its event source mapping does, until it is empty
@@ -120,8 +126,14 @@ class AwsStack:
     def dynamodb_requests(self, run: Callable[[], Any]) -> list[dict]:
         """Every DynamoDB request `run()` sends, as its operation and parameters, on every client the stores use."""
         sent: list[dict] = []
-        clients = {id(c): c for c in (self.services.adapters.metadata.client, self.services.adapters.chunks.client,
-                                      self.services.adapters.query_log.client)}
+        clients = {
+            id(c): c
+            for c in (
+                self.services.adapters.metadata.client,
+                self.services.adapters.chunks.client,
+                self.services.adapters.query_log.client,
+            )
+        }
 
         def record(model, params, **_):
             sent.append({"operation": model.name, **params})
@@ -146,15 +158,27 @@ class AwsStack:
 
 
 # What EventBridge Scheduler delivers to the reindex planner (its payload is not read).
-SCHEDULED_EVENT = {"version": "0", "id": "0d9c7f4e-1e7a-4b8f-9f59-0a1f3d6d2a11", "detail-type": "Scheduled Event",
-                   "source": "aws.scheduler", "account": "123456789012", "time": "2024-05-01T12:00:00Z",
-                   "region": "us-east-1", "resources": [], "detail": {}}
+SCHEDULED_EVENT = {
+    "version": "0",
+    "id": "0d9c7f4e-1e7a-4b8f-9f59-0a1f3d6d2a11",
+    "detail-type": "Scheduled Event",
+    "source": "aws.scheduler",
+    "account": "123456789012",
+    "time": "2024-05-01T12:00:00Z",
+    "region": "us-east-1",
+    "resources": [],
+    "detail": {},
+}
 
 
 def created_keys(bodies: list[dict]) -> list[str]:
     """The raw (still encoded) object keys of the ObjectCreated records among delivered bodies."""
-    return [record["s3"]["object"]["key"] for body in bodies for record in body.get("Records", [])
-            if record["eventName"].startswith("ObjectCreated")]
+    return [
+        record["s3"]["object"]["key"]
+        for body in bodies
+        for record in body.get("Records", [])
+        if record["eventName"].startswith("ObjectCreated")
+    ]
 
 
 @contextmanager
@@ -168,10 +192,15 @@ def aws_stack(monkeypatch: pytest.MonkeyPatch, extra_env: dict[str, str] | None 
         queue_url, queue_arn, dlq_url = create_ingest_queues(sqs)
         reindex_queue = create_reindex_queues(sqs)
         notify_queue_of_documents(s3, queue_arn)
-        env = {"KINDEX_BACKEND": "aws", "KINDEX_TABLE_NAME": TABLE, "KINDEX_BUCKET_NAME": BUCKET,
-               "KINDEX_DEFAULT_EMBEDDING_MODEL": "hash:384", "KINDEX_INGEST_QUEUE_URL": queue_url,
-               "KINDEX_REINDEX_QUEUE_URL": reindex_queue[0],
-               **(extra_env or {})}
+        env = {
+            "KINDEX_BACKEND": "aws",
+            "KINDEX_TABLE_NAME": TABLE,
+            "KINDEX_BUCKET_NAME": BUCKET,
+            "KINDEX_DEFAULT_EMBEDDING_MODEL": "hash:384",
+            "KINDEX_INGEST_QUEUE_URL": queue_url,
+            "KINDEX_REINDEX_QUEUE_URL": reindex_queue[0],
+            **(extra_env or {}),
+        }
         for name, value in env.items():
             monkeypatch.setenv(name, value)
         reset_process_caches()

@@ -17,18 +17,24 @@ from pathlib import Path
 # punctuation and spaces) has it as a word of its own.
 JAPANESE = "日本語。このテキストは検索できるはずです。東京の天気は晴れです。\n"
 
-_DOCX_RELS = (b'<?xml version="1.0" encoding="UTF-8" standalone="yes"?>\n'
-              b'<Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships">'
-              b'<Relationship Id="rId1" Type="http://schemas.openxmlformats.org/officeDocument/2006/relationships/'
-              b'officeDocument" Target="word/document.xml"/></Relationships>')
-_DOCX_TYPES = (b'<?xml version="1.0" encoding="UTF-8" standalone="yes"?>\n'
-               b'<Types xmlns="http://schemas.openxmlformats.org/package/2006/content-types">'
-               b'<Default Extension="rels" ContentType="application/vnd.openxmlformats-package.relationships+xml"/>'
-               b'<Default Extension="xml" ContentType="application/xml"/>'
-               b'<Override PartName="/word/document.xml" ContentType="application/vnd.openxmlformats-officedocument.'
-               b'wordprocessingml.document.main+xml"/></Types>')
-_DOCX_HEAD = (b'<?xml version="1.0" encoding="UTF-8" standalone="yes"?>\n'
-              b'<w:document xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"><w:body>')
+_DOCX_RELS = (
+    b'<?xml version="1.0" encoding="UTF-8" standalone="yes"?>\n'
+    b'<Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships">'
+    b'<Relationship Id="rId1" Type="http://schemas.openxmlformats.org/officeDocument/2006/relationships/'
+    b'officeDocument" Target="word/document.xml"/></Relationships>'
+)
+_DOCX_TYPES = (
+    b'<?xml version="1.0" encoding="UTF-8" standalone="yes"?>\n'
+    b'<Types xmlns="http://schemas.openxmlformats.org/package/2006/content-types">'
+    b'<Default Extension="rels" ContentType="application/vnd.openxmlformats-package.relationships+xml"/>'
+    b'<Default Extension="xml" ContentType="application/xml"/>'
+    b'<Override PartName="/word/document.xml" ContentType="application/vnd.openxmlformats-officedocument.'
+    b'wordprocessingml.document.main+xml"/></Types>'
+)
+_DOCX_HEAD = (
+    b'<?xml version="1.0" encoding="UTF-8" standalone="yes"?>\n'
+    b'<w:document xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"><w:body>'
+)
 _DOCX_TAIL = b"</w:body></w:document>"
 _DOCX_PARAGRAPH = b"<w:p><w:r><w:t>bomb paragraph text</w:t></w:r></w:p>"
 
@@ -96,21 +102,47 @@ def docx_lying_about_its_size(real_bytes: int = 256 << 20, declared_bytes: int =
     out.write(_local_header(name, 0, len(stream), declared_bytes) + stream)
     directory_start = out.tell()
     for entry_name, crc, packed_size, size, entry_offset in entries:
-        out.write(b"PK\x01\x02" + (20).to_bytes(2, "little") + (20).to_bytes(2, "little") + b"\x00\x00"
-                  + (8).to_bytes(2, "little") + b"\x00\x00\x00\x00" + crc.to_bytes(4, "little")
-                  + packed_size.to_bytes(4, "little") + size.to_bytes(4, "little")
-                  + len(entry_name).to_bytes(2, "little") + b"\x00" * 12
-                  + entry_offset.to_bytes(4, "little") + entry_name)
+        out.write(
+            b"PK\x01\x02"
+            + (20).to_bytes(2, "little")
+            + (20).to_bytes(2, "little")
+            + b"\x00\x00"
+            + (8).to_bytes(2, "little")
+            + b"\x00\x00\x00\x00"
+            + crc.to_bytes(4, "little")
+            + packed_size.to_bytes(4, "little")
+            + size.to_bytes(4, "little")
+            + len(entry_name).to_bytes(2, "little")
+            + b"\x00" * 12
+            + entry_offset.to_bytes(4, "little")
+            + entry_name
+        )
     directory_size = out.tell() - directory_start
-    out.write(b"PK\x05\x06" + b"\x00\x00\x00\x00" + len(entries).to_bytes(2, "little") * 2
-              + directory_size.to_bytes(4, "little") + directory_start.to_bytes(4, "little") + b"\x00\x00")
+    out.write(
+        b"PK\x05\x06"
+        + b"\x00\x00\x00\x00"
+        + len(entries).to_bytes(2, "little") * 2
+        + directory_size.to_bytes(4, "little")
+        + directory_start.to_bytes(4, "little")
+        + b"\x00\x00"
+    )
     return out.getvalue()
 
 
 def _local_header(name: bytes, crc: int, packed_size: int, size: int) -> bytes:
-    return (b"PK\x03\x04" + (20).to_bytes(2, "little") + b"\x00\x00" + (8).to_bytes(2, "little")
-            + b"\x00\x00\x00\x00" + crc.to_bytes(4, "little") + packed_size.to_bytes(4, "little")
-            + size.to_bytes(4, "little") + len(name).to_bytes(2, "little") + b"\x00\x00" + name)
+    return (
+        b"PK\x03\x04"
+        + (20).to_bytes(2, "little")
+        + b"\x00\x00"
+        + (8).to_bytes(2, "little")
+        + b"\x00\x00\x00\x00"
+        + crc.to_bytes(4, "little")
+        + packed_size.to_bytes(4, "little")
+        + size.to_bytes(4, "little")
+        + len(name).to_bytes(2, "little")
+        + b"\x00\x00"
+        + name
+    )
 
 
 def docx_with_many_entries(entries: int) -> bytes:
@@ -151,14 +183,15 @@ def elf_binary(size: int = 1 << 20) -> bytes:
 
 def text_pdf(*pages: str) -> bytes:
     """A small PDF with one line of text per page."""
-    objects = [b"<< /Type /Catalog /Pages 2 0 R >>", None,
-               b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>"]
+    objects = [b"<< /Type /Catalog /Pages 2 0 R >>", None, b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>"]
     kids = []
     for text in pages:
         content = f"BT /F1 12 Tf 20 100 Td ({text}) Tj ET".encode("latin-1")
         objects.append(b"<< /Length %d >>\nstream\n" % len(content) + content + b"\nendstream")
-        objects.append(b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 300 200] /Resources << /Font << /F1 3 0 R >> >>"
-                       b" /Contents %d 0 R >>" % len(objects))
+        objects.append(
+            b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 300 200] /Resources << /Font << /F1 3 0 R >> >>"
+            b" /Contents %d 0 R >>" % len(objects)
+        )
         kids.append(len(objects))
     objects[1] = b"<< /Type /Pages /Kids [%s] /Count %d >>" % (b" ".join(b"%d 0 R" % k for k in kids), len(kids))
     return _pdf(objects)
@@ -167,8 +200,11 @@ def text_pdf(*pages: str) -> bytes:
 def pdf_stream_bomb(pages: int = 20, decompressed_per_page: int = 64 << 20) -> bytes:
     """A PDF whose pages each carry their own Flate content stream of `decompressed_per_page` bytes of text
     operators (about 1,000:1 compressed)."""
-    objects: list[bytes | None] = [b"<< /Type /Catalog /Pages 2 0 R >>", None,
-                                   b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>"]
+    objects: list[bytes | None] = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        None,
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+    ]
     operator = b"BT /F1 12 Tf 20 100 Td (bomb) Tj ET\n"
     kids = []
     for number in range(pages):
@@ -177,14 +213,16 @@ def pdf_stream_bomb(pages: int = 20, decompressed_per_page: int = 64 << 20) -> b
         parts = [compressor.compress(b"%% page %d\n" % number)]
         written = 0
         while written < decompressed_per_page:
-            piece = block[:decompressed_per_page - written]
+            piece = block[: decompressed_per_page - written]
             parts.append(compressor.compress(piece))
             written += len(piece)
         parts.append(compressor.flush())
         stream = b"".join(parts)
         objects.append(b"<< /Length %d /Filter /FlateDecode >>\nstream\n" % len(stream) + stream + b"\nendstream")
-        objects.append(b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 300 200] /Resources << /Font << /F1 3 0 R >> >>"
-                       b" /Contents %d 0 R >>" % len(objects))
+        objects.append(
+            b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 300 200] /Resources << /Font << /F1 3 0 R >> >>"
+            b" /Contents %d 0 R >>" % len(objects)
+        )
         kids.append(len(objects))
     objects[1] = b"<< /Type /Pages /Kids [%s] /Count %d >>" % (b" ".join(b"%d 0 R" % k for k in kids), len(kids))
     return _pdf(objects)

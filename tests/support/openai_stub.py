@@ -66,8 +66,14 @@ class OpenAIStub:
     is free to do, so that clients must order by `index`.
     """
 
-    def __init__(self, dimensions: int = 8, *, embed_fn: Callable[[str], list[float]] | None = None,
-                 shuffle: bool = False, model: str = "text-embedding-3-small"):
+    def __init__(
+        self,
+        dimensions: int = 8,
+        *,
+        embed_fn: Callable[[str], list[float]] | None = None,
+        shuffle: bool = False,
+        model: str = "text-embedding-3-small",
+    ):
         self.dimensions = dimensions
         self.embed_fn = embed_fn or (lambda text: hashed_vector(text, dimensions))
         self.shuffle = shuffle
@@ -106,8 +112,9 @@ class OpenAIStub:
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self._server.daemon_threads = True
         # A short poll interval keeps stop() (which waits for the serve loop to notice) fast.
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
-                                        name="openai-stub", daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, name="openai-stub", daemon=True
+        )
         self._thread.start()
         return self
 
@@ -155,14 +162,21 @@ class OpenAIStub:
         items = []
         for index, text in enumerate(inputs):
             vector = self.embed_fn(text)
-            embedding: Any = (base64.b64encode(np.asarray(vector, dtype="<f4").tobytes()).decode("ascii")
-                              if as_base64 else [float(value) for value in vector])
+            embedding: Any = (
+                base64.b64encode(np.asarray(vector, dtype="<f4").tobytes()).decode("ascii")
+                if as_base64
+                else [float(value) for value in vector]
+            )
             items.append({"object": "embedding", "index": index, "embedding": embedding})
         if self.shuffle:
             items.reverse()
         tokens = sum(len(str(text).split()) for text in inputs)
-        return {"object": "list", "data": items, "model": body.get("model", self.model),
-                "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}
+        return {
+            "object": "list",
+            "data": items,
+            "model": body.get("model", self.model),
+            "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+        }
 
 
 class _Handler(BaseHTTPRequestHandler):

@@ -122,8 +122,10 @@ class SpecChecker:
 
     @staticmethod
     def _format(errors: Any, where: str = "") -> list[str]:
-        return [f"{where}{'/'.join(map(str, e.absolute_path)) or '<root>'}: {e.message[:200]}"
-                for e in sorted(errors, key=lambda e: list(e.absolute_path))]
+        return [
+            f"{where}{'/'.join(map(str, e.absolute_path)) or '<root>'}: {e.message[:200]}"
+            for e in sorted(errors, key=lambda e: list(e.absolute_path))
+        ]
 
     def body_errors(self, method: str, template: str, body: Any) -> list[str]:
         """Spec errors of a JSON body, or of NDJSON lines (a list) for bulk-style endpoints."""
@@ -146,10 +148,18 @@ class SpecChecker:
         values `_id`, `_index` and `routing` validate alike (validating 1,000s of lines costs seconds)."""
         shape = line
         if isinstance(line, dict) and len(line) == 1:
-            (op, meta), = line.items()
+            ((op, meta),) = line.items()
             if isinstance(meta, dict):
-                shape = {op: {key: (type(value).__name__ if key in ("_id", "_index", "routing")
-                                    and isinstance(value, str) else value) for key, value in meta.items()}}
+                shape = {
+                    op: {
+                        key: (
+                            type(value).__name__
+                            if key in ("_id", "_index", "routing") and isinstance(value, str)
+                            else value
+                        )
+                        for key, value in meta.items()
+                    }
+                }
         key = json.dumps(shape, sort_keys=True)
         if key not in self._action_cache:
             self._action_cache[key] = self._format(validator.iter_errors(line))
@@ -204,7 +214,7 @@ def murmur3_32(data: bytes, seed: int = 0) -> int:
     h = seed & mask
     whole = len(data) // 4 * 4
     for i in range(0, whole, 4):
-        h ^= mix(int.from_bytes(data[i:i + 4], "little"))
+        h ^= mix(int.from_bytes(data[i : i + 4], "little"))
         h = ((h << 13) | (h >> 19)) & mask
         h = (h * 5 + 0xE6546B64) & mask
     if len(data) > whole:
@@ -287,8 +297,11 @@ class IndexState:
 
     def stored_source(self, doc: StoredDoc) -> dict[str, Any]:
         """`_source` as OpenSearch keeps it: the mapping's `_source.excludes` are dropped at index time."""
-        return {key: value for key, value in doc.source.items()
-                if not any(fnmatch.fnmatchcase(key, pattern) for pattern in self.source_excludes)}
+        return {
+            key: value
+            for key, value in doc.source.items()
+            if not any(fnmatch.fnmatchcase(key, pattern) for pattern in self.source_excludes)
+        }
 
 
 @dataclass
@@ -355,7 +368,7 @@ class _Evaluator:
     def evaluate(self, query: dict[str, Any], doc: StoredDoc) -> tuple[bool, float]:
         if not isinstance(query, dict) or len(query) != 1:
             raise DoubleError(400, "parsing_exception", "a query clause must be an object with one key")
-        (kind, spec), = query.items()
+        ((kind, spec),) = query.items()
         handler = getattr(self, f"_q_{kind}", None)
         if handler is None:
             raise DoubleError(400, "parsing_exception", f"the double does not implement query [{kind}]")
@@ -396,8 +409,7 @@ class _Evaluator:
         if self._field_type(name) != "keyword" or not isinstance(value, str):
             raise DoubleError(400, "query_shard_exception", "the double implements [prefix] on keyword fields")
         # A code point prefix is a UTF-8 byte prefix, which is what Lucene's prefix over the term bytes tests.
-        return any(isinstance(stored, str) and stored.startswith(value)
-                   for stored in self._values_of(doc, name)), 1.0
+        return any(isinstance(stored, str) and stored.startswith(value) for stored in self._values_of(doc, name)), 1.0
 
     def _q_terms(self, spec: dict[str, Any], doc: StoredDoc) -> tuple[bool, float]:
         name, values = self._single_field("terms", spec)
@@ -410,10 +422,17 @@ class _Evaluator:
         name, bounds = self._single_field("range", spec)
         if not isinstance(bounds, dict) or not bounds or set(bounds) - {"gt", "gte", "lt", "lte"}:
             raise DoubleError(400, "parsing_exception", "[range] query takes only gt, gte, lt and lte")
-        tests = {"gt": lambda v, b: v > b, "gte": lambda v, b: v >= b, "lt": lambda v, b: v < b,
-                 "lte": lambda v, b: v <= b}
-        matched = any(all(tests[op](value, bound) for op, bound in bounds.items())
-                      for value in self._values_of(doc, name) if isinstance(value, str))
+        tests = {
+            "gt": lambda v, b: v > b,
+            "gte": lambda v, b: v >= b,
+            "lt": lambda v, b: v < b,
+            "lte": lambda v, b: v <= b,
+        }
+        matched = any(
+            all(tests[op](value, bound) for op, bound in bounds.items())
+            for value in self._values_of(doc, name)
+            if isinstance(value, str)
+        )
         return matched, 1.0
 
     def _q_ids(self, spec: dict[str, Any], doc: StoredDoc) -> tuple[bool, float]:
@@ -429,8 +448,9 @@ class _Evaluator:
         doc_tokens = tokens(str(doc.source.get(name) or ""))
         counts = Counter(doc_tokens)
         matched = [token for token in query_tokens if counts[token]]
-        if not matched or (str(options.get("operator", "or")).lower() == "and"
-                           and len(set(matched)) != len(set(query_tokens))):
+        if not matched or (
+            str(options.get("operator", "or")).lower() == "and" and len(set(matched)) != len(set(query_tokens))
+        ):
             return False, 0.0
         total, average, frequency = self._text_stats(name)
         score = 0.0
@@ -463,8 +483,7 @@ class _Evaluator:
         should = _as_list(spec.get("should"))
         if should:
             results = [self.evaluate(clause, doc) for clause in should]
-            required = spec.get("minimum_should_match",
-                                0 if spec.get("must") or spec.get("filter") else 1)
+            required = spec.get("minimum_should_match", 0 if spec.get("must") or spec.get("filter") else 1)
             if sum(ok for ok, _ in results) < int(required):
                 return False, 0.0
             score += sum(clause_score for ok, clause_score in results if ok)
@@ -501,8 +520,7 @@ _ROUTES: list[tuple[set[str], re.Pattern[str], str, str]] = [
     ({"POST", "PUT"}, re.compile(r"^_bulk$"), "/_bulk", "bulk"),
     ({"POST", "PUT"}, re.compile(r"^(?P<index>[^_/][^/]*)/_bulk$"), "/{index}/_bulk", "bulk"),
     ({"GET", "POST"}, re.compile(r"^(?P<index>[^_/][^/]*)/_search$"), "/{index}/_search", "search"),
-    ({"POST"}, re.compile(r"^(?P<index>[^_/][^/]*)/_delete_by_query$"), "/{index}/_delete_by_query",
-     "delete_by_query"),
+    ({"POST"}, re.compile(r"^(?P<index>[^_/][^/]*)/_delete_by_query$"), "/{index}/_delete_by_query", "delete_by_query"),
     ({"GET", "POST"}, re.compile(r"^(?P<index>[^_/][^/]*)/_refresh$"), "/{index}/_refresh", "refresh"),
     ({"PUT", "POST"}, re.compile(r"^(?P<index>[^_/][^/]*)/_doc/(?P<id>[^/]+)$"), "/{index}/_doc/{id}", "doc"),
     ({"GET", "PUT", "POST"}, re.compile(r"^(?P<index>[^_/][^/]*)/_mapping$"), "/{index}/_mapping", "mapping"),
@@ -542,8 +560,12 @@ class OpenSearchDouble:
 
     def client(self, **kwargs: Any) -> OpenSearch:
         """A real opensearch-py client whose only connection is answered by this double."""
-        options = {"hosts": [{"host": "opensearch-double.invalid", "port": 9200}],
-                   "connection_class": DoubleConnection, "double": self, "max_retries": 0}
+        options = {
+            "hosts": [{"host": "opensearch-double.invalid", "port": 9200}],
+            "connection_class": DoubleConnection,
+            "double": self,
+            "max_retries": 0,
+        }
         options.update(kwargs)
         return OpenSearch(**options)
 
@@ -557,13 +579,19 @@ class OpenSearchDouble:
 
     # -- dispatch -------------------------------------------------------------------------------------------------
 
-    def handle(self, method: str, url: str, params: dict[str, Any] | None, body: bytes | None
-               ) -> tuple[int, dict[str, Any] | None]:
+    def handle(
+        self, method: str, url: str, params: dict[str, Any] | None, body: bytes | None
+    ) -> tuple[int, dict[str, Any] | None]:
         path = url.split("?", 1)[0]
         # opensearch-py has already turned parameter values into URL form (bytes, "true"/"false").
-        params = {key: value.decode("utf-8") if isinstance(value, bytes) else
-                  str(value).lower() if isinstance(value, bool) else str(value)
-                  for key, value in (params or {}).items()}
+        params = {
+            key: value.decode("utf-8")
+            if isinstance(value, bytes)
+            else str(value).lower()
+            if isinstance(value, bool)
+            else str(value)
+            for key, value in (params or {}).items()
+        }
         with self._lock:
             parsed = self._parse_body(path, body)
             self.requests.append(RecordedRequest(method, path, dict(params), parsed))
@@ -601,14 +629,20 @@ class OpenSearchDouble:
                 self._check(method, template, name, params, body)
                 args = {key: unquote(value) for key, value in match.groupdict().items()}
                 return getattr(self, f"_api_{name}")(method, params, body, **args)
-        raise DoubleError(405 if any(p.match(relative) for _, p, _, _ in _ROUTES) else 400,
-                          "illegal_argument_exception", f"no handler for [{method} {path}] in the double")
+        raise DoubleError(
+            405 if any(p.match(relative) for _, p, _, _ in _ROUTES) else 400,
+            "illegal_argument_exception",
+            f"no handler for [{method} {path}] in the double",
+        )
 
     def _check(self, method: str, template: str, name: str, params: dict[str, str], body: Any) -> None:
         problems = self.checker.param_errors(method, template, params)
-        problems += [f"the double does not implement query parameter [{key}] of {name}"
-                     for key in params if key not in _IMPLEMENTED_PARAMS[name]
-                     and not any(f"[{key}]" in problem or f"[{key}=" in problem for problem in problems)]
+        problems += [
+            f"the double does not implement query parameter [{key}] of {name}"
+            for key in params
+            if key not in _IMPLEMENTED_PARAMS[name]
+            and not any(f"[{key}]" in problem or f"[{key}=" in problem for problem in problems)
+        ]
         if body is not None:
             operation = self.checker.spec["paths"][template][method.lower()]
             if "requestBody" not in operation:
@@ -617,8 +651,11 @@ class OpenSearchDouble:
                 problems += self.checker.body_errors(method, template, body)
         if problems:
             self.spec_violations.extend(f"{method} {template}: {problem}" for problem in problems)
-            raise DoubleError(400, "x_content_parse_exception",
-                              f"request does not match the OpenSearch API spec: {'; '.join(problems)[:2000]}")
+            raise DoubleError(
+                400,
+                "x_content_parse_exception",
+                f"request does not match the OpenSearch API spec: {'; '.join(problems)[:2000]}",
+            )
 
     def _resolve(self, expression: str, *, ignore_unavailable: bool = False) -> list[IndexState]:
         found: dict[str, IndexState] = {}
@@ -649,8 +686,13 @@ class OpenSearchDouble:
         return self._create_index(index, body or {})
 
     def _create_index(self, name: str, body: dict[str, Any]) -> tuple[int, Any]:
-        if (name != name.lower() or name[0] in "_-+" or name in (".", "..")
-                or set(name) & _INVALID_INDEX_CHARS or len(name.encode()) > 255):
+        if (
+            name != name.lower()
+            or name[0] in "_-+"
+            or name in (".", "..")
+            or set(name) & _INVALID_INDEX_CHARS
+            or len(name.encode()) > 255
+        ):
             raise DoubleError(400, "invalid_index_name_exception", f"Invalid index name [{name}]")
         if name in self.indices:
             raise DoubleError(400, "resource_already_exists_exception", f"index [{name}] already exists")
@@ -673,10 +715,14 @@ class OpenSearchDouble:
         for alias in aliases:
             if alias in self.indices or alias in self.aliases:
                 raise DoubleError(400, "invalid_alias_name_exception", f"alias [{alias}] already exists")
-        self.indices[name] = IndexState(name=name, settings=settings, properties=properties,
-                                        source_excludes=list(source.get("excludes", [])),
-                                        dynamic=str(mappings.get("dynamic", "true")).lower(),
-                                        routing_required=bool(mappings.get("_routing", {}).get("required")))
+        self.indices[name] = IndexState(
+            name=name,
+            settings=settings,
+            properties=properties,
+            source_excludes=list(source.get("excludes", [])),
+            dynamic=str(mappings.get("dynamic", "true")).lower(),
+            routing_required=bool(mappings.get("_routing", {}).get("required")),
+        )
         for alias in aliases:
             self.aliases[alias] = name
         return 200, {"acknowledged": True, "shards_acknowledged": True, "index": name}
@@ -688,14 +734,21 @@ class OpenSearchDouble:
         routing_shards = int(settings.get("number_of_routing_shards", default_routing_shards(shards)))
         partition = int(settings.get("routing_partition_size", 1))
         if shards < 1 or routing_shards < shards or routing_shards % shards:
-            raise DoubleError(400, "illegal_argument_exception",
-                              f"the number of source shards [{shards}] must be a factor of [{routing_shards}]")
+            raise DoubleError(
+                400,
+                "illegal_argument_exception",
+                f"the number of source shards [{shards}] must be a factor of [{routing_shards}]",
+            )
         if partition < 1 or (partition != 1 and partition >= shards):
-            raise DoubleError(400, "illegal_argument_exception",
-                              "routing partition size must be 1, or more and less than the number of shards")
+            raise DoubleError(
+                400,
+                "illegal_argument_exception",
+                "routing partition size must be 1, or more and less than the number of shards",
+            )
         if partition > 1 and not mappings.get("_routing", {}).get("required"):
-            raise DoubleError(400, "illegal_argument_exception",
-                              "mapping type must have routing required for partitioned index")
+            raise DoubleError(
+                400, "illegal_argument_exception", "mapping type must have routing required for partitioned index"
+            )
 
     @staticmethod
     def _check_property(name: str, spec: dict[str, Any], settings: dict[str, Any]) -> None:
@@ -711,8 +764,11 @@ class OpenSearchDouble:
             raise DoubleError(400, "mapper_parsing_exception", f"bad dimension for [{name}]")
         method = spec.get("method", {})
         engine = method.get("engine", "faiss")
-        spaces = {"faiss": {"l2", "innerproduct", "cosinesimil"}, "lucene": {"l2", "innerproduct", "cosinesimil"},
-                  "nmslib": {"l2", "innerproduct", "cosinesimil", "l1", "linf"}}
+        spaces = {
+            "faiss": {"l2", "innerproduct", "cosinesimil"},
+            "lucene": {"l2", "innerproduct", "cosinesimil"},
+            "nmslib": {"l2", "innerproduct", "cosinesimil", "l1", "linf"},
+        }
         if method.get("name", "hnsw") != "hnsw" or engine not in spaces:
             raise DoubleError(400, "mapper_parsing_exception", "the double implements hnsw on faiss/lucene/nmslib")
         if method.get("space_type", "l2") not in spaces[engine]:
@@ -725,8 +781,10 @@ class OpenSearchDouble:
         """GET mapping; PUT mapping: new properties are added (documents written before them simply lack the
         field); a property already mapped must come again with its type, as OpenSearch refuses to change one."""
         if method == "GET":
-            return 200, {state.name: {"mappings": {"dynamic": state.dynamic, "properties": state.properties}}
-                         for state in self._resolve(index)}
+            return 200, {
+                state.name: {"mappings": {"dynamic": state.dynamic, "properties": state.properties}}
+                for state in self._resolve(index)
+            }
         body = body or {}
         if set(body) - {"properties"}:
             raise DoubleError(400, "mapper_parsing_exception", "the double implements put_mapping with properties only")
@@ -736,9 +794,12 @@ class OpenSearchDouble:
                 self._check_property(field_name, spec, state.settings)
                 current = state.properties.get(field_name)
                 if current is not None and current.get("type") != spec.get("type"):
-                    raise DoubleError(400, "illegal_argument_exception",
-                                      f"mapper [{field_name}] cannot be changed from type [{current.get('type')}] "
-                                      f"to [{spec.get('type')}]")
+                    raise DoubleError(
+                        400,
+                        "illegal_argument_exception",
+                        f"mapper [{field_name}] cannot be changed from type [{current.get('type')}] "
+                        f"to [{spec.get('type')}]",
+                    )
         for state in states:
             state.properties = {**state.properties, **body.get("properties", {})}
         return 200, {"acknowledged": True}
@@ -760,8 +821,7 @@ class OpenSearchDouble:
 
     # -- documents ------------------------------------------------------------------------------------------------
 
-    def _api_bulk(self, method: str, params: dict[str, str], body: Any, *, index: str | None = None
-                  ) -> tuple[int, Any]:
+    def _api_bulk(self, method: str, params: dict[str, str], body: Any, *, index: str | None = None) -> tuple[int, Any]:
         lines = list(body or [])
         if not lines:
             raise DoubleError(400, "action_request_validation_exception", "request body is required")
@@ -769,7 +829,7 @@ class OpenSearchDouble:
         touched: set[str] = set()
         position = 0
         while position < len(lines):
-            (op, meta), = lines[position].items()
+            ((op, meta),) = lines[position].items()
             position += 1
             source = None
             if op != "delete":
@@ -784,8 +844,15 @@ class OpenSearchDouble:
         errors = any("error" in next(iter(item.values())) for item in items)
         return 200, {"took": 1, "errors": errors, "items": items}
 
-    def _bulk_item(self, op: str, meta: dict[str, Any], source: dict[str, Any] | None, default_index: str | None,
-                   params: dict[str, str], touched: set[str]) -> dict[str, Any]:
+    def _bulk_item(
+        self,
+        op: str,
+        meta: dict[str, Any],
+        source: dict[str, Any] | None,
+        default_index: str | None,
+        params: dict[str, str],
+        touched: set[str],
+    ) -> dict[str, Any]:
         target = meta.get("_index", default_index)
         doc_id = meta.get("_id")
         result: dict[str, Any] = {"_index": target, "_id": doc_id}
@@ -816,8 +883,9 @@ class OpenSearchDouble:
         if op == "create" and key in state.live:
             return failure(409, "version_conflict_engine_exception", "document already exists")
         existed = key in state.live
-        state.live[key] = StoredDoc(id=str(doc_id), routing=routing, source=dict(source or {}),
-                                    seq_no=next(self._seq), shard=key[0])
+        state.live[key] = StoredDoc(
+            id=str(doc_id), routing=routing, source=dict(source or {}), seq_no=next(self._seq), shard=key[0]
+        )
         touched.add(state.name)
         return {**result, "result": "updated" if existed else "created", "status": 200 if existed else 201}
 
@@ -846,8 +914,11 @@ class OpenSearchDouble:
                 continue
             kind = spec["type"]
             if kind == "knn_vector":
-                if (not isinstance(value, list) or len(value) != spec["dimension"]
-                        or not all(isinstance(x, (int, float)) and math.isfinite(x) for x in value)):
+                if (
+                    not isinstance(value, list)
+                    or len(value) != spec["dimension"]
+                    or not all(isinstance(x, (int, float)) and math.isfinite(x) for x in value)
+                ):
                     return "mapper_parsing_exception", f"[{name}] needs {spec['dimension']} finite numbers"
             elif kind in ("keyword", "text") and not all(isinstance(v, str) for v in _as_list(value)):
                 return "mapper_parsing_exception", f"[{name}] needs strings"
@@ -870,8 +941,9 @@ class OpenSearchDouble:
             docs = [doc for doc in docs if doc.shard in shards]
         return docs
 
-    def _matches(self, state: IndexState, query: dict[str, Any] | None, params: dict[str, str]
-                 ) -> list[tuple[StoredDoc, float]]:
+    def _matches(
+        self, state: IndexState, query: dict[str, Any] | None, params: dict[str, str]
+    ) -> list[tuple[StoredDoc, float]]:
         evaluator = _Evaluator(state)
         docs = self._visible(state, params)
         if query is None:
@@ -885,11 +957,10 @@ class OpenSearchDouble:
                 matched.append((doc, score))
         return matched
 
-    def _knn(self, evaluator: _Evaluator, spec: dict[str, Any], docs: list[StoredDoc]
-             ) -> list[tuple[StoredDoc, float]]:
+    def _knn(self, evaluator: _Evaluator, spec: dict[str, Any], docs: list[StoredDoc]) -> list[tuple[StoredDoc, float]]:
         if len(spec) != 1:
             raise DoubleError(400, "parsing_exception", "[knn] query must name exactly one field")
-        (name, options), = spec.items()
+        ((name, options),) = spec.items()
         unknown = set(options) - {"vector", "k", "filter", "method_parameters"}
         if unknown:
             raise DoubleError(400, "parsing_exception", f"the double does not implement knn options {unknown}")
@@ -902,9 +973,11 @@ class OpenSearchDouble:
             raise DoubleError(400, "illegal_argument_exception", f"Field '{name}' is not knn_vector type.")
         vector, k = options["vector"], options.get("k")
         if len(vector) != mapping["dimension"]:
-            raise DoubleError(400, "illegal_argument_exception",
-                              f"Query vector has invalid dimension: {len(vector)}. Dimension should be: "
-                              f"{mapping['dimension']}")
+            raise DoubleError(
+                400,
+                "illegal_argument_exception",
+                f"Query vector has invalid dimension: {len(vector)}. Dimension should be: {mapping['dimension']}",
+            )
         if not isinstance(k, int) or not 1 <= k <= MAX_KNN_K:
             raise DoubleError(400, "illegal_argument_exception", f"[knn] requires 1 <= k <= {MAX_KNN_K}")
         # Efficient filtering: restrict the candidates first, then take the k nearest among them.
@@ -921,7 +994,7 @@ class OpenSearchDouble:
             if isinstance(entry, str):
                 keys.append((entry, False))
                 continue
-            (name, order), = entry.items()
+            ((name, order),) = entry.items()
             order = order.get("order", "asc") if isinstance(order, dict) else order
             keys.append((name, order == "desc"))
         return keys
@@ -938,17 +1011,22 @@ class OpenSearchDouble:
         sort = self._sort_key(_as_list(body.get("sort")))
         hits = self._ordered(hits, sort, body)
         start, size = int(body.get("from", 0)), int(body.get("size", 10))
-        rendered = [self._render_hit(state, doc, score, sort, body.get("_source", True))
-                    for state, doc, score in hits[start:start + size]]
+        rendered = [
+            self._render_hit(state, doc, score, sort, body.get("_source", True))
+            for state, doc, score in hits[start : start + size]
+        ]
         max_score = None if sort or not hits else max(score for _, _, score in hits)
-        return 200, {"took": 1, "timed_out": False,
-                     "_shards": {"total": len(states), "successful": len(states), "skipped": 0, "failed": 0},
-                     "hits": {"total": {"value": len(hits), "relation": "eq"}, "max_score": max_score,
-                              "hits": rendered}}
+        return 200, {
+            "took": 1,
+            "timed_out": False,
+            "_shards": {"total": len(states), "successful": len(states), "skipped": 0, "failed": 0},
+            "hits": {"total": {"value": len(hits), "relation": "eq"}, "max_score": max_score, "hits": rendered},
+        }
 
     @staticmethod
-    def _ordered(hits: list[tuple[IndexState, StoredDoc, float]], sort: list[tuple[str, bool]], body: dict[str, Any]
-                 ) -> list[tuple[IndexState, StoredDoc, float]]:
+    def _ordered(
+        hits: list[tuple[IndexState, StoredDoc, float]], sort: list[tuple[str, bool]], body: dict[str, Any]
+    ) -> list[tuple[IndexState, StoredDoc, float]]:
         """The hits in the order of `sort` and after `search_after` if given; best score first without a sort."""
         if not sort:
             if "search_after" in body:
@@ -973,8 +1051,9 @@ class OpenSearchDouble:
             hits = [hit for hit in hits if compare(values(hit[1]), after) > 0]
         return hits
 
-    def _render_hit(self, state: IndexState, doc: StoredDoc, score: float, sort: list[tuple[str, bool]],
-                    source_selector: Any) -> dict[str, Any]:
+    def _render_hit(
+        self, state: IndexState, doc: StoredDoc, score: float, sort: list[tuple[str, bool]], source_selector: Any
+    ) -> dict[str, Any]:
         hit: dict[str, Any] = {"_index": state.name, "_id": doc.id, "_score": None if sort else score}
         if doc.routing is not None:
             hit["_routing"] = doc.routing
@@ -991,14 +1070,19 @@ class OpenSearchDouble:
             return None
         if selector is True or selector is None:
             return source
-        includes, excludes = (_as_list(selector), []) if not isinstance(selector, dict) else (
-            _as_list(selector.get("includes")), _as_list(selector.get("excludes")))
-        return {key: value for key, value in source.items()
-                if (not includes or any(fnmatch.fnmatchcase(key, p) for p in includes))
-                and not any(fnmatch.fnmatchcase(key, p) for p in excludes)}
+        includes, excludes = (
+            (_as_list(selector), [])
+            if not isinstance(selector, dict)
+            else (_as_list(selector.get("includes")), _as_list(selector.get("excludes")))
+        )
+        return {
+            key: value
+            for key, value in source.items()
+            if (not includes or any(fnmatch.fnmatchcase(key, p) for p in includes))
+            and not any(fnmatch.fnmatchcase(key, p) for p in excludes)
+        }
 
-    def _api_delete_by_query(self, method: str, params: dict[str, str], body: Any, *, index: str
-                             ) -> tuple[int, Any]:
+    def _api_delete_by_query(self, method: str, params: dict[str, str], body: Any, *, index: str) -> tuple[int, Any]:
         body = body or {}
         if set(body) - {"query"} or "query" not in body:
             raise DoubleError(400, "parsing_exception", "the double implements delete_by_query with a query only")
@@ -1014,8 +1098,14 @@ class OpenSearchDouble:
                 current = state.live.get(key)
                 if current is not None and current.seq_no != doc.seq_no:
                     conflicts += 1
-                    failures.append({"index": state.name, "id": doc.id, "status": 409,
-                                     "cause": {"type": "version_conflict_engine_exception"}})
+                    failures.append(
+                        {
+                            "index": state.name,
+                            "id": doc.id,
+                            "status": 409,
+                            "cause": {"type": "version_conflict_engine_exception"},
+                        }
+                    )
                     continue
                 if current is not None:
                     del state.live[key]
@@ -1023,8 +1113,16 @@ class OpenSearchDouble:
             if params.get("refresh") in ("true", ""):
                 state.refresh()
         proceed = params.get("conflicts") == "proceed"
-        response = {"took": 1, "timed_out": False, "total": deleted + conflicts, "deleted": deleted, "batches": 1,
-                    "version_conflicts": conflicts, "noops": 0, "failures": [] if proceed else failures}
+        response = {
+            "took": 1,
+            "timed_out": False,
+            "total": deleted + conflicts,
+            "deleted": deleted,
+            "batches": 1,
+            "version_conflicts": conflicts,
+            "noops": 0,
+            "failures": [] if proceed else failures,
+        }
         return (409 if failures and not proceed else 200), response
 
 
@@ -1036,8 +1134,16 @@ class DoubleConnection(Connection):
         super().__init__(**kwargs)
         self.double = double
 
-    def perform_request(self, method: str, url: str, params: Any = None, body: bytes | None = None,
-                        timeout: Any = None, ignore: Any = (), headers: Any = None) -> Any:
+    def perform_request(
+        self,
+        method: str,
+        url: str,
+        params: Any = None,
+        body: bytes | None = None,
+        timeout: Any = None,
+        ignore: Any = (),
+        headers: Any = None,
+    ) -> Any:
         status, payload = self.double.handle(method, url, params, body)
         raw = "" if payload is None else json.dumps(payload)
         if not 200 <= status < 300 and status not in ignore:

@@ -43,8 +43,7 @@ class RightsServer:
             context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
             context.load_cert_chain(*self._make_certificates(Path(self._cert_dir.name)))
             # The handshake runs in each handler's thread, not in the accept loop.
-            self.httpd.socket = context.wrap_socket(self.httpd.socket, server_side=True,
-                                                    do_handshake_on_connect=False)
+            self.httpd.socket = context.wrap_socket(self.httpd.socket, server_side=True, do_handshake_on_connect=False)
         self.port = self.httpd.server_address[1]
         self.url = f"{'https' if tls else 'http'}://127.0.0.1:{self.port}/check"
         # A short poll interval: close() waits for the serve loop to notice, once per test.
@@ -77,31 +76,60 @@ class RightsServer:
         now = datetime.datetime.now(datetime.timezone.utc)
         ca_key, leaf_key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
         ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kindex test CA")])
-        ca = (x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name).public_key(ca_key.public_key())
-              .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
-              .not_valid_after(now + datetime.timedelta(days=1))
-              .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-              .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
-                                           content_commitment=False, key_encipherment=False, data_encipherment=False,
-                                           key_agreement=False, encipher_only=False, decipher_only=False),
-                             critical=True)
-              .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
-              .sign(ca_key, hashes.SHA256()))
-        leaf = (x509.CertificateBuilder()
-                .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")]))
-                .issuer_name(ca_name).public_key(leaf_key.public_key()).serial_number(x509.random_serial_number())
-                .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=1))
-                .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost"), x509.DNSName("rights.test"),
-                                                            x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
-                               critical=False)
-                .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-                .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
-                .sign(ca_key, hashes.SHA256()))
+        ca = (
+            x509.CertificateBuilder()
+            .subject_name(ca_name)
+            .issuer_name(ca_name)
+            .public_key(ca_key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .add_extension(
+                x509.KeyUsage(
+                    digital_signature=True,
+                    key_cert_sign=True,
+                    crl_sign=True,
+                    content_commitment=False,
+                    key_encipherment=False,
+                    data_encipherment=False,
+                    key_agreement=False,
+                    encipher_only=False,
+                    decipher_only=False,
+                ),
+                critical=True,
+            )
+            .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
+            .sign(ca_key, hashes.SHA256())
+        )
+        leaf = (
+            x509.CertificateBuilder()
+            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")]))
+            .issuer_name(ca_name)
+            .public_key(leaf_key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(
+                x509.SubjectAlternativeName(
+                    [
+                        x509.DNSName("localhost"),
+                        x509.DNSName("rights.test"),
+                        x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
+                    ]
+                ),
+                critical=False,
+            )
+            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+            .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
+            .sign(ca_key, hashes.SHA256())
+        )
         pem = serialization.Encoding.PEM
         (folder / "ca.pem").write_bytes(ca.public_bytes(pem))
         (folder / "leaf.pem").write_bytes(leaf.public_bytes(pem))
-        (folder / "leaf.key").write_bytes(leaf_key.private_bytes(pem, serialization.PrivateFormat.PKCS8,
-                                                                 serialization.NoEncryption()))
+        (folder / "leaf.key").write_bytes(
+            leaf_key.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+        )
         return str(folder / "leaf.pem"), str(folder / "leaf.key")
 
     def close(self):
@@ -182,7 +210,7 @@ class _Handler(BaseHTTPRequestHandler):
         payload = body + b" " * 100_000
         try:
             for i in range(len(payload)):
-                self.wfile.write(payload[i:i + 1])
+                self.wfile.write(payload[i : i + 1])
                 self.wfile.flush()
                 rights.count_sent(1)
                 time.sleep(rights.drip_interval)

@@ -35,8 +35,10 @@ REQUESTS = {
     ("GET", "/v1/collections/{collection}/documents/{document}"): (D + "/d", None),
     ("PUT", "/v1/collections/{collection}/documents/{document}"): (D + "/new-{role}", {"content": "new text"}),
     ("DELETE", "/v1/collections/{collection}/documents/{document}"): (D + "/gone-{role}", None),
-    ("POST", "/v1/collections/{collection}/documents/{document}/upload"): (D + "/up-{role}/upload",
-                                                                          {"filename": "f.txt", "size": 5}),
+    ("POST", "/v1/collections/{collection}/documents/{document}/upload"): (
+        D + "/up-{role}/upload",
+        {"filename": "f.txt", "size": 5},
+    ),
     ("GET", "/v1/collections/{collection}/documents/{document}/chunks"): (D + "/d/chunks", None),
     ("POST", "/v1/collections/{collection}/reindex"): (C + "/reindex", {"clean": False}),
     ("GET", "/v1/jobs/{job}"): ("/v1/jobs/{job}", None),
@@ -45,9 +47,15 @@ REQUESTS = {
     ("POST", "/v1/query"): ("/v1/query", {"query": "leave policy", "collections": ["c"]}),
     ("POST", "/v1/citations"): ("/v1/citations", {"text": "Leave is 25 days.", "documents": [{"document_id": "d"}]}),
     ("GET", "/v1/collections/{collection}/export"): (C + "/export", None),
-    ("POST", "/v1/collections/{collection}/import"): (C + "/import", {
-        "format_version": 1, "embedding_model": "hash:384", "dimensions": 384,
-        "documents": [{"id": "imported", "chunk_count": 1}],
-        "chunks": [{"document_id": "imported", "index": 0, "start": 0, "end": 4, "text": "text"}]}),
+    ("POST", "/v1/collections/{collection}/import"): (
+        C + "/import",
+        {
+            "format_version": 1,
+            "embedding_model": "hash:384",
+            "dimensions": 384,
+            "documents": [{"id": "imported", "chunk_count": 1}],
+            "chunks": [{"document_id": "imported", "index": 0, "start": 0, "end": 4, "text": "text"}],
+        },
+    ),
 }
 ROLES = ("admin", "reader", "query")

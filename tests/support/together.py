@@ -7,8 +7,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 
-def run_together(calls: Sequence[Callable[[], Any]], ready: Callable[[int], None] | None = None,
-                 timeout: float = 120) -> list:
+def run_together(
+    calls: Sequence[Callable[[], Any]], ready: Callable[[int], None] | None = None, timeout: float = 120
+) -> list:
     """Run every call on its own thread, released together once each thread has run `ready(i)` (e.g. opened its
     connection); returns what each call returned, or the exception it raised (left to the test's assertions)."""
     barrier = threading.Barrier(len(calls))

@@ -21,14 +21,22 @@ class WaitTimedOut(AssertionError):
 
     def __init__(self, message: str, timeout: float, last: object):
         shown = repr(last)
-        super().__init__(f"{message} (not within {timeout:g} s; last seen: "
-                         f"{shown if len(shown) <= 2000 else shown[:2000] + '...'})")
+        super().__init__(
+            f"{message} (not within {timeout:g} s; last seen: {shown if len(shown) <= 2000 else shown[:2000] + '...'})"
+        )
         self.last = last
 
 
-def wait_until(condition: Callable[[], T], *, until: Callable[[T], object] = bool,
-               timeout: float = DEFAULT_TIMEOUT_S, interval: float = 0.05, message: str = "the condition did not hold",
-               clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep) -> T:
+def wait_until(
+    condition: Callable[[], T],
+    *,
+    until: Callable[[T], object] = bool,
+    timeout: float = DEFAULT_TIMEOUT_S,
+    interval: float = 0.05,
+    message: str = "the condition did not hold",
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> T:
     """Call `condition()` every `interval` seconds until `until(value)` holds for what it returned (by default: until
     the value is truthy), and return that value. Checks once more when the timeout has run out, then raises
     WaitTimedOut naming `message` and the last value. Exceptions of `condition` are not caught: a wait for a server
@@ -43,13 +51,17 @@ def wait_until(condition: Callable[[], T], *, until: Callable[[T], object] = boo
         sleep(interval)
 
 
-def wait_settled(session, collection_url: str, ids, *, timeout: float = DEFAULT_TIMEOUT_S,
-                 interval: float = 0.1) -> dict[str, str]:
+def wait_settled(
+    session, collection_url: str, ids, *, timeout: float = DEFAULT_TIMEOUT_S, interval: float = 0.1
+) -> dict[str, str]:
     """Each document's status (`GET {collection_url}/documents/{id}` through the `requests` session) once every
     one of them is indexed or failed: the e2e tests' wait for the worker."""
     from urllib.parse import quote
 
-    return wait_until(lambda: {d: session.get(f"{collection_url}/documents/{quote(d, safe='')}").json()["status"]
-                               for d in ids},
-                      until=lambda statuses: all(s in ("indexed", "failed") for s in statuses.values()),
-                      timeout=timeout, interval=interval, message="the documents were neither all indexed nor failed")
+    return wait_until(
+        lambda: {d: session.get(f"{collection_url}/documents/{quote(d, safe='')}").json()["status"] for d in ids},
+        until=lambda statuses: all(s in ("indexed", "failed") for s in statuses.values()),
+        timeout=timeout,
+        interval=interval,
+        message="the documents were neither all indexed nor failed",
+    )

@@ -37,12 +37,19 @@ def test_the_before_side_is_one_session_over_all_cores_in_sorted_batches_of_8(mo
 
 def _found(after_e2e, after_raw, before_e2e, before_raw, cosine_after=1.0):
     speeds = {"after_e2e": after_e2e, "after_raw": after_raw, "before_e2e": before_e2e, "before_raw": before_raw}
-    return {"chunks": 100, "speeds": speeds, "seconds": {side: 21.0 for side in speeds},
-            "first_pass": {"before": 40.0, "after": 50.0},
-            "paired_e2e": paired_ratios(after_e2e, before_e2e), "paired_raw": paired_ratios(after_raw, before_raw),
-            "e2e_over_raw": {side: paired_ratios(speeds[f"{side}_e2e"], speeds[f"{side}_raw"])
-                             for side in ("before", "after")},
-            "min_cosine": {"after": cosine_after, "before": 0.995}, "median_cosine": {"after": 1.0, "before": 0.998}}
+    return {
+        "chunks": 100,
+        "speeds": speeds,
+        "seconds": {side: 21.0 for side in speeds},
+        "first_pass": {"before": 40.0, "after": 50.0},
+        "paired_e2e": paired_ratios(after_e2e, before_e2e),
+        "paired_raw": paired_ratios(after_raw, before_raw),
+        "e2e_over_raw": {
+            side: paired_ratios(speeds[f"{side}_e2e"], speeds[f"{side}_raw"]) for side in ("before", "after")
+        },
+        "min_cosine": {"after": cosine_after, "before": 0.995},
+        "median_cosine": {"after": 1.0, "before": 0.998},
+    }
 
 
 def test_figures_report_the_paired_speedup_against_the_goal():
@@ -74,8 +81,10 @@ def test_chunking_candidates_alternate_and_each_round_makes_its_passes():
     from bench import chunking
 
     calls: list[str] = []
-    candidates = {"kindex": lambda text: calls.append("k") or text.split("."),
-                  "other": lambda text: calls.append("o") or text.split(" ")}
+    candidates = {
+        "kindex": lambda text: calls.append("k") or text.split("."),
+        "other": lambda text: calls.append("o") or text.split(" "),
+    }
     # When they are measured on a small text with no time floor
     found = chunking.measure(candidates, "a b. c d. e f." * 50, min_seconds=0.0, min_rounds=3)
     # Then each has three rounds of MB/s, and its chunk count is that of the whole text
@@ -99,9 +108,14 @@ def test_opensearch_and_embedded_builds_take_turns_batch_by_batch():
 
     records = list(range(3 * opensearch_index.BATCH))
     built = opensearch_index.build_both(Recorder("os"), Recorder("embedded"), records)
-    assert order == [("os", opensearch_index.BATCH), ("embedded", opensearch_index.BATCH),
-                     ("embedded", opensearch_index.BATCH), ("os", opensearch_index.BATCH),
-                     ("os", opensearch_index.BATCH), ("embedded", opensearch_index.BATCH)]
+    assert order == [
+        ("os", opensearch_index.BATCH),
+        ("embedded", opensearch_index.BATCH),
+        ("embedded", opensearch_index.BATCH),
+        ("os", opensearch_index.BATCH),
+        ("os", opensearch_index.BATCH),
+        ("embedded", opensearch_index.BATCH),
+    ]
     assert len(built["paired_batch_ratios"]) == 3 and built["opensearch_seconds"] > 0
 
 
@@ -128,14 +142,16 @@ def test_cold_start_samples_interleave_functions_and_references(monkeypatch):
 def test_importtime_output_is_read_as_the_statement_s_cumulative_time_and_every_module_loaded():
     from bench.cold_start import parse_importtime
 
-    stderr = "\n".join([
-        "import time: self [us] | cumulative | imported package",
-        "import time:       100 |        100 |   aws_lambda_powertools.shared",
-        "import time:       200 |        300 | aws_lambda_powertools",
-        "import time:       500 |       1500 |   kindex",
-        "import time:       400 |       2400 | functions",
-        "import time:      1000 |       4000 | functions.api",
-    ])
+    stderr = "\n".join(
+        [
+            "import time: self [us] | cumulative | imported package",
+            "import time:       100 |        100 |   aws_lambda_powertools.shared",
+            "import time:       200 |        300 | aws_lambda_powertools",
+            "import time:       500 |       1500 |   kindex",
+            "import time:       400 |       2400 | functions",
+            "import time:      1000 |       4000 | functions.api",
+        ]
+    )
     ms, loaded = parse_importtime(stderr, "functions.api")
     assert ms == 6.4  # functions.api 4,000 us + its parent package functions 2,400 us
     assert {"aws_lambda_powertools", "aws_lambda_powertools.shared", "kindex"} <= loaded
@@ -146,8 +162,10 @@ def test_importtime_output_is_read_as_the_statement_s_cumulative_time_and_every_
 def test_concurrency_figures_pair_the_rounds_of_both_phases():
     from bench import concurrency
 
-    result = {"one": {"ms": [[10.0] * 4, [20.0] * 4], "seconds": [0.04, 0.08]},
-              "many": {"ms": [[100.0] * 8, [100.0] * 8], "seconds": [0.04, 0.04]}}
+    result = {
+        "one": {"ms": [[10.0] * 4, [20.0] * 4], "seconds": [0.04, 0.08]},
+        "many": {"ms": [[100.0] * 8, [100.0] * 8], "seconds": [0.04, 0.04]},
+    }
     figures = {f.name: f for f in concurrency._figures(concurrency.MINILM, {"chunks": 10}, result)}
     qps = figures["queries_per_s_concurrent16_minilm"]
     # one client: 100 then 50 queries/s; sixteen: 200 and 200 -> paired ratios 2 and 4

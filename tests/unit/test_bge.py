@@ -31,8 +31,13 @@ def bge(request):
 
 
 def test_bge_embeds_unit_rows_of_384_in_input_order(bge):
-    texts = ["a long sentence about databases, indexes and the queries that use them " * 5,
-             "short", "", "a medium sentence about cats", "tiny text"]
+    texts = [
+        "a long sentence about databases, indexes and the queries that use them " * 5,
+        "short",
+        "",
+        "a medium sentence about cats",
+        "tiny text",
+    ]
     vectors = bge.embed(texts)
     assert_unit_rows(vectors, len(texts))
     assert bge.model in ("local:bge-small-en-v1.5", "local:bge-small-en-v1.5-q")
@@ -44,10 +49,12 @@ def test_bge_embeds_unit_rows_of_384_in_input_order(bge):
 
 def test_bge_puts_queries_near_their_answers(bge):
     (query,) = bge.embed_queries(["how much protein should an adult eat per day"])
-    answer, unrelated = bge.embed([
-        "Adults need about 0.8 grams of protein per kilogram of body weight daily.",
-        "The stadium was rebuilt in 1998 after the fire.",
-    ])
+    answer, unrelated = bge.embed(
+        [
+            "Adults need about 0.8 grams of protein per kilogram of body weight daily.",
+            "The stadium was rebuilt in 1998 after the fire.",
+        ]
+    )
     assert cosine(query, answer) > cosine(query, unrelated) + 0.15
 
 
@@ -86,8 +93,15 @@ def test_bge_reads_text_past_its_512_token_window(bge):
 
 
 def test_bge_takes_any_python_string(bge):
-    hostile = ["before\x00after", "lone \ud800 surrogate", "ünïcödé 文字 🙂", "\u202e\u200b" * 50, "<script>" * 400,
-               " " * 10_000, "\n\t\r"]
+    hostile = [
+        "before\x00after",
+        "lone \ud800 surrogate",
+        "ünïcödé 文字 🙂",
+        "\u202e\u200b" * 50,
+        "<script>" * 400,
+        " " * 10_000,
+        "\n\t\r",
+    ]
     vectors = bge.embed(hostile)
     assert_unit_rows(vectors, len(hostile))
     assert_unit_rows(bge.embed_queries(hostile), len(hostile))
@@ -138,10 +152,14 @@ def test_bge_int8_the_default_runs_without_the_memory_arena_and_the_same_vectors
     with_arena = BgeSmallEmbedder(LOCAL_BGE_SMALL_Q, memory_arena=True)
     # The int8 default runs its single-window sessions without onnxruntime's memory arena; fp32 keeps it
     assert (default.memory_arena, with_arena.memory_arena, BgeSmallEmbedder(LOCAL_BGE_SMALL).memory_arena) == (
-        False, True, True)
+        False,
+        True,
+        True,
+    )
     got = default.embed(texts)
-    session = onnx_session(model_folder(LOCAL_BGE_SMALL_Q) / MODEL_FILE,
-                           max(1, available_cores() // default.workers), False)
+    session = onnx_session(
+        model_folder(LOCAL_BGE_SMALL_Q) / MODEL_FILE, max(1, available_cores() // default.workers), False
+    )
     assert session.get_session_options().enable_cpu_mem_arena is False
     # Where tensors are allocated changes no number
     np.testing.assert_allclose(got, with_arena.embed(texts), atol=1e-6)

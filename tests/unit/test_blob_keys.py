@@ -21,10 +21,49 @@ pytestmark = pytest.mark.unit
 # Ids an attacker would try: path steps, their encodings, escapes of each other, case, both unicode forms, '~',
 # separators of the DynamoDB keys, and names of the folder store's own files.
 HOSTILE_IDS = [
-    ".", "..", "...", ".a", "a.", "%2E", "%2e", "%2E%2E", "%252E", "%", "%25", "%2F", "a%2Fb", "~", "%7E", "~a",
-    "A", "a", "Doc", "doc", "DOC", unicodedata.normalize("NFC", "é"), unicodedata.normalize("NFD", "é"), "\ufb01",
-    "fi", "a b", "a+b", "a%20b", "a#b", "a%23b", "#", "T#x#C#y", "KEYS", "COLLECTIONS", ".tmp", ".tmp-x",
-    ".tmp-abcd1234", "tenants", "documents", "\\", "a\\..", "日本", "\U0001F600",
+    ".",
+    "..",
+    "...",
+    ".a",
+    "a.",
+    "%2E",
+    "%2e",
+    "%2E%2E",
+    "%252E",
+    "%",
+    "%25",
+    "%2F",
+    "a%2Fb",
+    "~",
+    "%7E",
+    "~a",
+    "A",
+    "a",
+    "Doc",
+    "doc",
+    "DOC",
+    unicodedata.normalize("NFC", "é"),
+    unicodedata.normalize("NFD", "é"),
+    "\ufb01",
+    "fi",
+    "a b",
+    "a+b",
+    "a%20b",
+    "a#b",
+    "a%23b",
+    "#",
+    "T#x#C#y",
+    "KEYS",
+    "COLLECTIONS",
+    ".tmp",
+    ".tmp-x",
+    ".tmp-abcd1234",
+    "tenants",
+    "documents",
+    "\\",
+    "a\\..",
+    "日本",
+    "\U0001f600",
 ]
 
 
@@ -64,18 +103,21 @@ def test_dot_ids_are_encoded_not_interpreted():
     assert keys.blob_key("t", "c", ".hidden", ".tmp-x") == "tenants/t/collections/c/documents/.hidden/.tmp-x"
 
 
-@pytest.mark.parametrize("key", [
-    "tenants/t/collections/c/documents/My Doc/notes.md",  # a raw space: blob_key writes %20
-    "tenants/t/collections/c/documents/d/%41.txt",  # 'A' needlessly escaped
-    "tenants/t/collections/c/documents/d/%2e%2e",  # lowercase escape of '..'
-    "tenants/t/collections/c/documents/%2E/f.txt",  # the id '.'
-    "tenants/t/collections/c/documents/../f.txt",
-    "tenants/t/collections/c/documents/d/%FF.txt",  # not UTF-8
-    "tenants/t/collections/c/documents/d/%ED%A0%80",  # an encoded lone surrogate
-    "tenants/t/collections/c/documents/a%2Fb/f.txt",  # '/' is not allowed in ids
-    "tenants/t/collections/c/documents/d/%00",  # control character
-    "tenants/t/collections/c/documents//f.txt",
-])
+@pytest.mark.parametrize(
+    "key",
+    [
+        "tenants/t/collections/c/documents/My Doc/notes.md",  # a raw space: blob_key writes %20
+        "tenants/t/collections/c/documents/d/%41.txt",  # 'A' needlessly escaped
+        "tenants/t/collections/c/documents/d/%2e%2e",  # lowercase escape of '..'
+        "tenants/t/collections/c/documents/%2E/f.txt",  # the id '.'
+        "tenants/t/collections/c/documents/../f.txt",
+        "tenants/t/collections/c/documents/d/%FF.txt",  # not UTF-8
+        "tenants/t/collections/c/documents/d/%ED%A0%80",  # an encoded lone surrogate
+        "tenants/t/collections/c/documents/a%2Fb/f.txt",  # '/' is not allowed in ids
+        "tenants/t/collections/c/documents/d/%00",  # control character
+        "tenants/t/collections/c/documents//f.txt",
+    ],
+)
 def test_only_canonical_keys_name_a_document(key):
     # Given keys no `blob_key` call writes / When parsed / Then none names a document, so two objects can never
     # claim one document and a document's prefix holds every object that made it
@@ -97,8 +139,24 @@ def test_lone_surrogates_are_refused_not_crashed():
 
 def test_dynamodb_partitions_are_injective_across_tenants():
     # Given tenants, collections and documents whose ids differ only by escaping or look like key fragments
-    ids = ["a", "a#b", "a%23b", "a%b", "a%25b", "#", "%23", "C", "C#x", "KEYS", "JOBS", "COLLECTIONS", "Q", "D",
-           "CHUNKDOCS", "a#C#b"]
+    ids = [
+        "a",
+        "a#b",
+        "a%23b",
+        "a%b",
+        "a%25b",
+        "#",
+        "%23",
+        "C",
+        "C#x",
+        "KEYS",
+        "JOBS",
+        "COLLECTIONS",
+        "Q",
+        "D",
+        "CHUNKDOCS",
+        "a#C#b",
+    ]
     builders = {
         "collections": lambda t, c, d: collections_pk(t),
         "documents": lambda t, c, d: documents_pk(t, c),
@@ -110,7 +168,14 @@ def test_dynamodb_partitions_are_injective_across_tenants():
     }
     seen: dict[str, tuple] = {}
     for (kind, build), t, c, d in itertools.product(builders.items(), ids, ids, ids):
-        logical = {"collections": (kind, t), "documents": (kind, t, c), "keys": (kind, t), "jobs": (kind, t),
-                   "chunks": (kind, t, c, d), "chunkdocs": (kind, t, c), "queries": (kind, t, d)}[kind]
+        logical = {
+            "collections": (kind, t),
+            "documents": (kind, t, c),
+            "keys": (kind, t),
+            "jobs": (kind, t),
+            "chunks": (kind, t, c, d),
+            "chunkdocs": (kind, t, c),
+            "queries": (kind, t, d),
+        }[kind]
         # When their partition keys are built / Then two different things never share one
         assert seen.setdefault(build(t, c, d), logical) == logical

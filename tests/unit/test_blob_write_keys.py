@@ -11,12 +11,23 @@ pytestmark = pytest.mark.unit
 WHEN = datetime(2024, 5, 17, 8, 30, 15, 123000, tzinfo=timezone.utc)
 
 
-@pytest.mark.parametrize("filename", ["content.txt", "report 2024.pdf", "a@b.txt", "v1.2.0123456789abcdef@x.md",
-                                      "日本語 ✓.docx", "50% off?.txt", "~tilde~"])
+@pytest.mark.parametrize(
+    "filename",
+    [
+        "content.txt",
+        "report 2024.pdf",
+        "a@b.txt",
+        "v1.2.0123456789abcdef@x.md",
+        "日本語 ✓.docx",
+        "50% off?.txt",
+        "~tilde~",
+    ],
+)
 def test_write_key_round_trips_the_document_and_file_name(filename):
     # Given a key made for version 7 of a document with awkward ids
-    key = keys.write_blob_key("t 1", "My Coll", "déjà vu?", filename, version=7, written_at=WHEN,
-                              token="0123456789abcdef")
+    key = keys.write_blob_key(
+        "t 1", "My Coll", "déjà vu?", filename, version=7, written_at=WHEN, token="0123456789abcdef"
+    )
     # Then it keeps the 7-part layout under the document's prefix
     assert key.startswith(keys.document_prefix("t 1", "My Coll", "déjà vu?")) and len(key.split("/")) == 7
     # And readers get the document and the file name as given, without the write's prefix
@@ -36,15 +47,18 @@ def test_the_same_ids_in_two_tenants_never_share_a_key():
     assert a != b and not b.startswith(keys.document_prefix("a", "c", "d"))
 
 
-@pytest.mark.parametrize("key", [
-    keys.blob_key("t", "c", "d", "notes.md"),  # a file dropped into the bucket
-    keys.blob_key("t", "c", "d", "v1.2.0123456789abcdef@x.md"),  # built by blob_key: its '@' is encoded
-    "tenants/t/collections/c/documents/d/v1.2.0123456789ABCDEF@x.md",  # upper-case token: not ours
-    "tenants/t/collections/c/documents/d/v1.2.0123456789abcde@x.md",  # 15 hex digits
-    "tenants/t/collections/c/documents/d/v.2.0123456789abcdef@x.md",  # no version
-    "tenants/t/collections/c/documents/d/v1.2.0123456789abcdef@",  # no file name
-    "tenants/t/collections/c/other/d/v1.2.0123456789abcdef@x.md",  # not a document blob
-])
+@pytest.mark.parametrize(
+    "key",
+    [
+        keys.blob_key("t", "c", "d", "notes.md"),  # a file dropped into the bucket
+        keys.blob_key("t", "c", "d", "v1.2.0123456789abcdef@x.md"),  # built by blob_key: its '@' is encoded
+        "tenants/t/collections/c/documents/d/v1.2.0123456789ABCDEF@x.md",  # upper-case token: not ours
+        "tenants/t/collections/c/documents/d/v1.2.0123456789abcde@x.md",  # 15 hex digits
+        "tenants/t/collections/c/documents/d/v.2.0123456789abcdef@x.md",  # no version
+        "tenants/t/collections/c/documents/d/v1.2.0123456789abcdef@",  # no file name
+        "tenants/t/collections/c/other/d/v1.2.0123456789abcdef@x.md",  # not a document blob
+    ],
+)
 def test_keys_not_made_for_a_write_are_not_taken_for_one(key):
     assert keys.blob_write(key) is None
 

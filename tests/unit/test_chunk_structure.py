@@ -30,7 +30,7 @@ def _table_document(rows: int, cell: str = "value", intro: str = "Intro paragrap
 def _row_lines(text: str, table: TableSpan) -> set[tuple[int, int]]:
     """(start, end) of every data row of the table."""
     spans, offset = set(), table.header_end
-    for line in text[table.header_end:table.end].split("\n"):
+    for line in text[table.header_end : table.end].split("\n"):
         spans.add((offset, offset + len(line)))
         offset += len(line) + 1
     return spans
@@ -55,7 +55,7 @@ def test_a_table_longer_than_a_chunk_is_cut_between_rows_and_each_piece_repeats_
     assert len(inside) >= 5
     for chunk in inside:
         assert chunk.table_header == "| Name | Amount | Note |\n| --- | --- | --- |"
-        assert chunk.text == text[chunk.start:chunk.end]
+        assert chunk.text == text[chunk.start : chunk.end]
         assert not chunk.text.startswith("| Name |")
     # And a chunk that starts before the table carries none (its text holds the header)
     assert chunks[0].start < table.start and chunks[0].table_header is None
@@ -72,8 +72,11 @@ def test_a_table_wider_than_a_chunk_cuts_only_rows_that_do_not_fit_and_keeps_the
     assert all(len(c.text) <= 300 for c in chunks)
     assert "".join(c.text for c in chunks) == text
     # And every piece of a row past the header knows its columns
-    assert all(c.table_header == "| Name | Amount | Note |\n| --- | --- | --- |"
-               for c in chunks if table.header_end <= c.start < table.end)
+    assert all(
+        c.table_header == "| Name | Amount | Note |\n| --- | --- | --- |"
+        for c in chunks
+        if table.header_end <= c.start < table.end
+    )
 
 
 def test_without_tables_the_chunks_are_the_xwiki_chunks():
@@ -94,8 +97,15 @@ def test_without_tables_the_chunks_are_the_xwiki_chunks():
 def test_sections_follow_the_heading_levels():
     # Given headings of three levels
     text = "# Guide\n\nintro\n\n## Install\n\nsteps\n\n### Linux\n\napt\n\n## Use\n\nrun it\n"
-    headings = tuple(Heading(start=text.index(marker), level=level, title=title) for marker, level, title in (
-        ("# Guide", 1, "Guide"), ("## Install", 2, "Install"), ("### Linux", 3, "Linux"), ("## Use", 2, "Use")))
+    headings = tuple(
+        Heading(start=text.index(marker), level=level, title=title)
+        for marker, level, title in (
+            ("# Guide", 1, "Guide"),
+            ("## Install", 2, "Install"),
+            ("### Linux", 3, "Linux"),
+            ("## Use", 2, "Use"),
+        )
+    )
 
     # When chunked into small chunks
     chunks = chunk_text(text, method="maxChars", max_size=12, overlap=0, headings=headings)
@@ -109,16 +119,28 @@ def test_sections_follow_the_heading_levels():
 
 def test_the_tokens_method_gets_sections_and_table_headers_too():
     text, table = _table_document(200)
-    chunks = chunk_text(text, method="tokens", max_size=100, overlap=0, tables=(table,),
-                        headings=(Heading(start=0, level=1, title="Report"),))
+    chunks = chunk_text(
+        text,
+        method="tokens",
+        max_size=100,
+        overlap=0,
+        tables=(table,),
+        headings=(Heading(start=0, level=1, title="Report"),),
+    )
     assert all(c.section == "Report" for c in chunks)
     assert any(c.table_header for c in chunks)
 
 
 def test_the_embedded_text_is_section_and_header_then_text_and_the_text_alone_without_them():
     text, table = _table_document(60)
-    chunks = chunk_text(text, method="maxChars", max_size=300, overlap=0, tables=(table,),
-                        headings=(Heading(start=0, level=1, title="Report"),))
+    chunks = chunk_text(
+        text,
+        method="maxChars",
+        max_size=300,
+        overlap=0,
+        tables=(table,),
+        headings=(Heading(start=0, level=1, title="Report"),),
+    )
     inside = next(c for c in chunks if c.table_header)
     assert embedded_text(inside) == f"Report\n\n{inside.table_header}\n\n{inside.text}"
     plain = chunk_text("just text", method="maxChars", max_size=300, overlap=0)[0]
@@ -127,8 +149,15 @@ def test_the_embedded_text_is_section_and_header_then_text_and_the_text_alone_wi
 
 def _sections(relative: str, max_size: int = 2000) -> list:
     extracted = extract((DOCS / relative).read_bytes(), mimetype=None, filename=Path(relative).name)
-    return extracted, chunk_text(extracted.text, method="maxChars", max_size=max_size, overlap=0,
-                                 pages=extracted.pages, headings=extracted.headings, tables=extracted.tables)
+    return extracted, chunk_text(
+        extracted.text,
+        method="maxChars",
+        max_size=max_size,
+        overlap=0,
+        pages=extracted.pages,
+        headings=extracted.headings,
+        tables=extracted.tables,
+    )
 
 
 def test_docx_heading_styles_give_sections():
@@ -162,17 +191,20 @@ def test_markdown_front_matter_is_skipped_and_tables_are_found():
     assert extracted.headings[0].title == "Approximate k-NN search"
     assert extracted.headings[0].level == 1
     table = extracted.tables[0]
-    assert extracted.text[table.start:table.header_end].startswith("`size`")
-    assert extracted.text[table.end - len("8 | 2"):table.end] == "8 | 2"
+    assert extracted.text[table.start : table.header_end].startswith("`size`")
+    assert extracted.text[table.end - len("8 | 2") : table.end] == "8 | 2"
 
 
 def test_pdf_outline_entries_give_sections():
     extracted, chunks = _sections("pdf/pdflatex-outline.pdf", max_size=500)
-    assert [h.title for h in extracted.headings][:3] == ["Foo", "Foo", "Bar"] or \
-        {h.title for h in extracted.headings} == {"Foo", "Bar", "Baz"}
+    assert [h.title for h in extracted.headings][:3] == ["Foo", "Foo", "Bar"] or {
+        h.title for h in extracted.headings
+    } == {"Foo", "Bar", "Baz"}
     assert all(h.level == 1 for h in extracted.headings)
-    assert all(extracted.text.startswith(h.title, h.start) or h.start in {p.start for p in extracted.pages}
-               for h in extracted.headings)
+    assert all(
+        extracted.text.startswith(h.title, h.start) or h.start in {p.start for p in extracted.pages}
+        for h in extracted.headings
+    )
     assert {c.section for c in chunks} >= {"Foo", "Bar", "Baz"}
 
 

@@ -317,14 +317,14 @@ def test_maxchars_properties_on_random_text(seed):
     chunks = chunk_text(text, method="maxChars", max_size=max_size, overlap=0)
 
     # Then offsets are exact, sizes bounded, starts strictly increasing and indices contiguous
-    assert all(c.text == text[c.start:c.end] for c in chunks)
+    assert all(c.text == text[c.start : c.end] for c in chunks)
     assert all(0 < len(c.text) <= max_size for c in chunks)
     assert all(b.start > a.start for a, b in zip(chunks, chunks[1:]))
     assert [c.index for c in chunks] == list(range(len(chunks)))
     # And the chunks tile the text: anything between them (or around them) is skipped whitespace
     position = 0
     for chunk in chunks:
-        assert chunk.start >= position and not text[position:chunk.start].strip()
+        assert chunk.start >= position and not text[position : chunk.start].strip()
         position = chunk.end
     assert not text[position:].strip()
 
@@ -333,12 +333,12 @@ def test_maxchars_properties_on_random_text(seed):
     overlapping = chunk_text(text, method="maxChars", max_size=max_size, overlap=overlap)
 
     # Then offsets stay exact, sizes bounded, starts strictly increasing and nothing is lost
-    assert all(c.text == text[c.start:c.end] for c in overlapping)
+    assert all(c.text == text[c.start : c.end] for c in overlapping)
     assert all(len(c.text) <= max_size for c in overlapping)
     assert all(b.start > a.start for a, b in zip(overlapping, overlapping[1:]))
     covered = [False] * len(text)
     for chunk in overlapping:
-        covered[chunk.start:chunk.end] = [True] * (chunk.end - chunk.start)
+        covered[chunk.start : chunk.end] = [True] * (chunk.end - chunk.start)
     assert all(covered[i] or text[i].isspace() for i in range(len(text)))
 
 
@@ -381,7 +381,7 @@ def test_tokens_chunks_fit_the_token_budget_and_offsets_are_exact(encoding):
     # Then no chunk exceeds 64 cl100k tokens, offsets are exact and starts increase
     assert len(chunks) > 10
     assert all(len(encoding.encode(c.text)) <= 64 for c in chunks)
-    assert all(c.text == text[c.start:c.end] and c.text.strip() for c in chunks)
+    assert all(c.text == text[c.start : c.end] and c.text.strip() for c in chunks)
     assert all(b.start > a.start for a, b in zip(chunks, chunks[1:]))
     assert [c.index for c in chunks] == list(range(len(chunks)))
 
@@ -397,7 +397,7 @@ def test_tokens_consecutive_chunks_overlap(encoding):
     assert len(chunks) > 5
     for previous, current in zip(chunks, chunks[1:]):
         assert previous.start < current.start < previous.end
-        shared = text[current.start:previous.end]
+        shared = text[current.start : previous.end]
         assert previous.text.endswith(shared) and current.text.startswith(shared)
         assert 0 < len(encoding.encode(shared)) <= 2 * 20
 
@@ -418,7 +418,7 @@ def test_tokens_offsets_are_exact_on_repeated_text():
     chunks = chunk_text(text, method="tokens", max_size=30, overlap=5)
 
     # Then offsets are exact and still move forward through the text
-    assert all(c.text == text[c.start:c.end] for c in chunks)
+    assert all(c.text == text[c.start : c.end] for c in chunks)
     assert all(b.start > a.start for a, b in zip(chunks, chunks[1:]))
     assert chunks[-1].end >= len(text) - 1
 
@@ -430,7 +430,7 @@ def test_tokens_text_quoting_special_tokens_is_chunked_as_text():
     # When / Then it is chunked like any other text instead of raising
     chunks = chunk_text(text, method="tokens", max_size=20, overlap=0)
     assert "<|endoftext|>" in chunks[0].text
-    assert all(c.text == text[c.start:c.end] for c in chunks)
+    assert all(c.text == text[c.start : c.end] for c in chunks)
 
 
 def test_tokens_chunks_carry_pages(prose):

@@ -11,8 +11,11 @@ from kindex.domain.models import check_id
 
 pytestmark = pytest.mark.unit
 
-DOCS = [CitedDocument("a", "Alpha", "https://a.example/x"), CitedDocument("b", "Beta", "https://b.example"),
-        CitedDocument("doc-with-dashes", None, None)]
+DOCS = [
+    CitedDocument("a", "Alpha", "https://a.example/x"),
+    CitedDocument("b", "Beta", "https://b.example"),
+    CitedDocument("doc-with-dashes", None, None),
+]
 
 
 def test_first_seen_numbering_and_reuse():
@@ -65,14 +68,32 @@ def test_html_is_sanitized():
     text, _ = render_citations("<script>alert(1)</script> [x](javascript:alert(1)) <CIT a />", DOCS)
     html = render_html(text)
     # (the refused link stays visible as escaped text, as CommonMark shows a link it does not accept; never a link)
-    assert "<script" not in html and "href=\"javascript:" not in html.lower() and 'href="' not in html.split("[x]")[0]
+    assert "<script" not in html and 'href="javascript:' not in html.lower() and 'href="' not in html.split("[x]")[0]
     assert "[x](javascript:alert(1))" in html and "<a" not in html.split("<sup")[0]
     assert 'class="footnote-ref"' in html and "https://a.example/x" in html
 
 
 # Ids the API accepts that a bare `<CIT id />` could not carry (or only ambiguously).
-HARD_IDS = ["a>b", "<excerpt>", 'say "hi"', "a, b", "AT&T", "&gt;", "it's", " lead", "trail ", "x  y",
-            "日本語 <文書>", "a<CIT b", "café", "emoji 😀", "\\back", "a&amp;b", '"', ","]
+HARD_IDS = [
+    "a>b",
+    "<excerpt>",
+    'say "hi"',
+    "a, b",
+    "AT&T",
+    "&gt;",
+    "it's",
+    " lead",
+    "trail ",
+    "x  y",
+    "日本語 <文書>",
+    "a<CIT b",
+    "café",
+    "emoji 😀",
+    "\\back",
+    "a&amp;b",
+    '"',
+    ",",
+]
 
 
 def test_simple_ids_keep_the_bare_form():
@@ -106,8 +127,10 @@ def test_a_tag_never_runs_past_its_own_end():
     assert [r.document_id for r in refs] == ["a"] and "y[^1]" in text
 
 
-@pytest.mark.parametrize("url", ["javascript:alert(1)", "java\tscript:alert(1)", " javascript:alert(1)",
-                                 "data:text/html,x", "JAVASCRIPT:alert(1)"])
+@pytest.mark.parametrize(
+    "url",
+    ["javascript:alert(1)", "java\tscript:alert(1)", " javascript:alert(1)", "data:text/html,x", "JAVASCRIPT:alert(1)"],
+)
 def test_an_unsafe_url_is_never_linked_whoever_supplied_it(url):
     # Given a cited document with a script URL (a request's `documents`, or a record stored before the rule)
     text, refs = render_citations("Hi <CIT x />", [CitedDocument("x", "Evil", url)])
@@ -130,10 +153,12 @@ HOSTILE_ANSWERS = ['"<CIT " + " " * 199_995', '"<CIT a" * 33_333', "'<CIT \"' * 
 def test_tags_are_found_in_one_pass_over_a_hostile_answer():
     # Given answers built to make a backtracking pattern try every split (the previous `\s+...*?\s*` pattern took
     # 55 s for 5,000 spaces after `<CIT`)
-    script = ("from kindex.domain.citations import render_citations, CitedDocument\n"
-              f"for text in [{', '.join(HOSTILE_ANSWERS)}]:\n"
-              "    assert len(text) >= 199_995\n"
-              "    render_citations(text, [CitedDocument('a', 'A')])\n")
+    script = (
+        "from kindex.domain.citations import render_citations, CitedDocument\n"
+        f"for text in [{', '.join(HOSTILE_ANSWERS)}]:\n"
+        "    assert len(text) >= 199_995\n"
+        "    render_citations(text, [CitedDocument('a', 'A')])\n"
+    )
     # When they are all rendered (in a child process, so that a regression fails instead of hanging the run)
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=20)
     # Then each is one linear pass: the four together take well under the 20 s allowed (milliseconds here)
@@ -143,9 +168,11 @@ def test_tags_are_found_in_one_pass_over_a_hostile_answer():
 def test_the_html_of_a_hostile_answer_is_rendered_in_near_linear_time():
     # Given answers of the largest size the API takes, built from runs of '[' (Python-Markdown, used before, took
     # 19 s per 10,000 characters of them: hours for these)
-    script = ("from kindex.app.citations import render_html\n"
-              "for text in ['[x' * 100_000, '[^1' * 66_666, '[' * 200_000, '[a](' * 50_000]:\n"
-              "    assert '<' in render_html(text)\n")
+    script = (
+        "from kindex.app.citations import render_html\n"
+        "for text in ['[x' * 100_000, '[^1' * 66_666, '[' * 200_000, '[a](' * 50_000]:\n"
+        "    assert '<' in render_html(text)\n"
+    )
     # When each is rendered (in a child process, so that a regression fails instead of hanging the run)
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     # Then it finishes: seconds here, far inside the bound that rules out a quadratic renderer

@@ -18,14 +18,25 @@ from kindex.client.transport import ClientConfig, decode, known_fields
 
 pytestmark = pytest.mark.unit
 
-SAMPLE_ARGUMENTS = {"collection": "c", "document": "d", "job": "j", "filename": "f.txt", "size": 3, "request": "q",
-                    "batch": {"format_version": 1, "embedding_model": "hash:384", "dimensions": 384},
-                    "collections": ["c", "e"], "text": "t"}
+SAMPLE_ARGUMENTS = {
+    "collection": "c",
+    "document": "d",
+    "job": "j",
+    "filename": "f.txt",
+    "size": 3,
+    "request": "q",
+    "batch": {"format_version": 1, "embedding_model": "hash:384", "dimensions": 384},
+    "collections": ["c", "e"],
+    "text": "t",
+}
 
 
 def sample_call(builder) -> calls.ApiCall:
-    required = [p.name for p in inspect.signature(builder).parameters.values()
-                if p.default is inspect.Parameter.empty and p.kind is not inspect.Parameter.VAR_KEYWORD]
+    required = [
+        p.name
+        for p in inspect.signature(builder).parameters.values()
+        if p.default is inspect.Parameter.empty and p.kind is not inspect.Parameter.VAR_KEYWORD
+    ]
     return builder(*[SAMPLE_ARGUMENTS[name] for name in required])
 
 
@@ -84,8 +95,9 @@ def test_write_bodies_hold_only_the_fields_given_validated_by_the_apis_models():
 def test_a_stored_collection_read_back_can_be_put_back():
     from kindex.domain.models import Collection
 
-    stored = Collection.model_validate({"id": "c", "embedding_model": "hash:384", "title": "T",
-                                        "created_at": "2026-01-01T00:00:00Z"})
+    stored = Collection.model_validate(
+        {"id": "c", "embedding_model": "hash:384", "title": "T", "created_at": "2026-01-01T00:00:00Z"}
+    )
     body = calls.put_collection("c", stored).body
     assert body["title"] == "T" and body["embedding_model"] == "hash:384"
     assert isinstance(body["created_at"], str)  # JSON-ready; the API ignores read-only fields
@@ -95,10 +107,8 @@ def test_retry_after_reads_seconds_and_http_dates_and_ignores_garbage():
     now = datetime(2026, 1, 1, tzinfo=timezone.utc)
     assert retry_after_seconds({"Retry-After": "3"}) == 3
     assert retry_after_seconds({"retry-after": "0.5"}) == 0.5
-    assert retry_after_seconds({"Retry-After": format_datetime(now + timedelta(seconds=7), usegmt=True)},
-                               now=now) == 7
-    assert retry_after_seconds({"Retry-After": format_datetime(now - timedelta(seconds=7), usegmt=True)},
-                               now=now) == 0
+    assert retry_after_seconds({"Retry-After": format_datetime(now + timedelta(seconds=7), usegmt=True)}, now=now) == 7
+    assert retry_after_seconds({"Retry-After": format_datetime(now - timedelta(seconds=7), usegmt=True)}, now=now) == 0
     for garbage in ("soon", "nan", "inf", ""):
         assert retry_after_seconds({"Retry-After": garbage}) is None
     assert retry_after_seconds({}) is None
@@ -118,15 +128,27 @@ def test_retry_policy_retries_only_429_and_503_a_bounded_number_of_times_within_
     assert 1.5 <= RetryPolicy(max_retries=9, backoff=1.0, max_backoff=3.0).delay(6, 503, {}) <= 3.0
 
 
-@pytest.mark.parametrize("status, kind", [(400, errors.BadRequest), (401, errors.Unauthorized),
-                                          (403, errors.Forbidden), (404, errors.NotFound), (409, errors.Conflict),
-                                          (413, errors.PayloadTooLarge), (422, errors.InvalidInput),
-                                          (429, errors.Throttled), (500, errors.ServerError),
-                                          (502, errors.ServerError), (503, errors.ServiceUnavailable),
-                                          (418, errors.ApiError)])
+@pytest.mark.parametrize(
+    "status, kind",
+    [
+        (400, errors.BadRequest),
+        (401, errors.Unauthorized),
+        (403, errors.Forbidden),
+        (404, errors.NotFound),
+        (409, errors.Conflict),
+        (413, errors.PayloadTooLarge),
+        (422, errors.InvalidInput),
+        (429, errors.Throttled),
+        (500, errors.ServerError),
+        (502, errors.ServerError),
+        (503, errors.ServiceUnavailable),
+        (418, errors.ApiError),
+    ],
+)
 def test_answers_become_typed_exceptions_carrying_code_message_and_status(status, kind):
-    response = httpx.Response(status, json={"error": "some_code", "message": "what happened"},
-                              headers={"Retry-After": "2"})
+    response = httpx.Response(
+        status, json={"error": "some_code", "message": "what happened"}, headers={"Retry-After": "2"}
+    )
     with pytest.raises(kind) as raised:
         decode(calls.get_collection("c"), response)
     assert type(raised.value) is kind
@@ -147,8 +169,14 @@ def test_answers_with_fields_a_newer_server_added_still_read():
 
     data = {"id": "c", "embedding_model": "hash:384", "brand_new": 1}
     assert decode(calls.get_collection("c"), httpx.Response(200, json=data)).id == "c"
-    nested = {"url": "u", "method": "PUT", "headers": {}, "expires_at": "2026-01-01T00:00:00Z", "later": True,
-              "document": {"id": "d", "collection": "c", "also_new": "x"}}
+    nested = {
+        "url": "u",
+        "method": "PUT",
+        "headers": {},
+        "expires_at": "2026-01-01T00:00:00Z",
+        "later": True,
+        "document": {"id": "d", "collection": "c", "also_new": "x"},
+    }
     assert known_fields(UploadResponse, nested)["document"] == {"id": "d", "collection": "c"}
     assert decode(calls.prepare_upload("c", "d", "f.txt", 1), httpx.Response(200, json=nested)).document.id == "d"
 
@@ -189,15 +217,39 @@ def test_the_key_goes_only_to_the_api_in_the_authorization_header():
 
 def test_importing_the_sdk_loads_none_of_the_servers_dependencies():
     # Given a fresh interpreter that imports the SDK and builds a client
-    forbidden = ["numpy", "onnxruntime", "pypdf", "tokenizers", "boto3", "botocore", "aws_lambda_powertools", "docx",
-                 "bs4", "tiktoken", "openai", "hypercorn", "opensearchpy", "tqdm", "kindex.adapters", "kindex.app",
-                 "kindex.compose", "kindex.text", "kindex.settings", "kindex.api.http", "kindex.api.routers",
-                 "kindex_local", "functions"]
-    code = ("import sys, kindex.client, kindex.client.models\n"
-            "kindex.client.Kindex('http://127.0.0.1:1', 'k').close()\n"
-            "print('\\n'.join(sorted(sys.modules)))")
+    forbidden = [
+        "numpy",
+        "onnxruntime",
+        "pypdf",
+        "tokenizers",
+        "boto3",
+        "botocore",
+        "aws_lambda_powertools",
+        "docx",
+        "bs4",
+        "tiktoken",
+        "openai",
+        "hypercorn",
+        "opensearchpy",
+        "tqdm",
+        "kindex.adapters",
+        "kindex.app",
+        "kindex.compose",
+        "kindex.text",
+        "kindex.settings",
+        "kindex.api.http",
+        "kindex.api.routers",
+        "kindex_local",
+        "functions",
+    ]
+    code = (
+        "import sys, kindex.client, kindex.client.models\n"
+        "kindex.client.Kindex('http://127.0.0.1:1', 'k').close()\n"
+        "print('\\n'.join(sorted(sys.modules)))"
+    )
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     # Then none of the server's modules or dependencies got loaded
     assert "httpx" in loaded and "pydantic" in loaded
-    assert [m for m in loaded if m.split(".")[0] in forbidden or any(m.startswith(f + ".") or m == f
-                                                                      for f in forbidden)] == []
+    assert [
+        m for m in loaded if m.split(".")[0] in forbidden or any(m.startswith(f + ".") or m == f for f in forbidden)
+    ] == []

@@ -13,11 +13,14 @@ pytestmark = pytest.mark.unit
 RECENT_EU = {"$and": [{"region": {"$eq": "eu"}}, {"year": {"$gte": 2020}}]}
 
 
-@pytest.mark.parametrize("filters", [
-    F.eq("region", "eu") & F.gte("year", 2020),
-    {"attributes": F.eq("region", "eu") & F.gte("year", 2020)},
-    {"attributes": RECENT_EU},
-])
+@pytest.mark.parametrize(
+    "filters",
+    [
+        F.eq("region", "eu") & F.gte("year", 2020),
+        {"attributes": F.eq("region", "eu") & F.gte("year", 2020)},
+        {"attributes": RECENT_EU},
+    ],
+)
 def test_a_query_sends_the_attribute_filter_as_the_json_of_the_filter_language(filters):
     # When a query is built with the filter given as a Filter, under `attributes`, or as JSON
     call = calls.query("handbook", "leave", filters=filters, groups=["staff"])
@@ -28,8 +31,9 @@ def test_a_query_sends_the_attribute_filter_as_the_json_of_the_filter_language(f
 
 
 def test_a_query_model_with_a_filter_is_sent_as_its_json_too():
-    request = QueryRequest.model_validate({"query": "leave", "filters": {"attributes": {"region": "eu"},
-                                                                          "language": "en"}})
+    request = QueryRequest.model_validate(
+        {"query": "leave", "filters": {"attributes": {"region": "eu"}, "language": "en"}}
+    )
     body = calls.query("handbook", request).body
     assert body["filters"] == {"attributes": {"region": {"$eq": "eu"}}, "language": "en"}
     assert calls.query("handbook", "leave").body == {"query": "leave"}
@@ -42,8 +46,7 @@ def test_a_filter_the_api_refuses_fails_before_any_request_naming_the_place():
 
 def test_attributes_and_access_go_into_the_upload_ticket_and_the_document_put():
     ticket = calls.prepare_upload("c", "d", "f.pdf", 10, attributes={"year": 2024}, access={"groups": ["hr"]})
-    assert ticket.body == {"filename": "f.pdf", "size": 10, "attributes": {"year": 2024},
-                           "access": {"groups": ["hr"]}}
+    assert ticket.body == {"filename": "f.pdf", "size": 10, "attributes": {"year": 2024}, "access": {"groups": ["hr"]}}
     assert calls.prepare_upload("c", "d", "f.pdf", 10).body == {"filename": "f.pdf", "size": 10}
     put = calls.put_document("c", "d", attributes={"tags": ["a"]}, access=None)
     assert put.body == {"attributes": {"tags": ["a"]}, "access": None}  # null removes the access list

@@ -20,21 +20,24 @@ def passing(flt: Filter) -> list[str]:
     return sorted(name for name, attributes in DOCUMENTS.items() if matches(flt.expression, attributes))
 
 
-@pytest.mark.parametrize(("flt", "wire"), [
-    (F.eq("region", "eu"), {"region": {"$eq": "eu"}}),
-    (F.ne("region", "eu"), {"region": {"$ne": "eu"}}),
-    (F.gt("year", 2020), {"year": {"$gt": 2020}}),
-    (F.gte("year", 2020.5), {"year": {"$gte": 2020.5}}),
-    (F.lt("year", 2020), {"year": {"$lt": 2020}}),
-    (F.lte("year", 2020), {"year": {"$lte": 2020}}),
-    (F.in_("region", ("eu", "us")), {"region": {"$in": ["eu", "us"]}}),
-    (F.not_in("region", ["eu"]), {"region": {"$nin": ["eu"]}}),
-    (F.exists("tags"), {"tags": {"$exists": True}}),
-    (F.exists("tags", False), {"tags": {"$exists": False}}),
-    (F.contains("tags", "policy"), {"tags": {"$contains": "policy"}}),
-    (F.starts_with("path", "hr/"), {"path": {"$starts_with": "hr/"}}),
-    (F.eq("draft", True), {"draft": {"$eq": True}}),
-])
+@pytest.mark.parametrize(
+    ("flt", "wire"),
+    [
+        (F.eq("region", "eu"), {"region": {"$eq": "eu"}}),
+        (F.ne("region", "eu"), {"region": {"$ne": "eu"}}),
+        (F.gt("year", 2020), {"year": {"$gt": 2020}}),
+        (F.gte("year", 2020.5), {"year": {"$gte": 2020.5}}),
+        (F.lt("year", 2020), {"year": {"$lt": 2020}}),
+        (F.lte("year", 2020), {"year": {"$lte": 2020}}),
+        (F.in_("region", ("eu", "us")), {"region": {"$in": ["eu", "us"]}}),
+        (F.not_in("region", ["eu"]), {"region": {"$nin": ["eu"]}}),
+        (F.exists("tags"), {"tags": {"$exists": True}}),
+        (F.exists("tags", False), {"tags": {"$exists": False}}),
+        (F.contains("tags", "policy"), {"tags": {"$contains": "policy"}}),
+        (F.starts_with("path", "hr/"), {"path": {"$starts_with": "hr/"}}),
+        (F.eq("draft", True), {"draft": {"$eq": True}}),
+    ],
+)
 def test_each_operator_builds_the_json_the_api_reads_and_it_parses_back_to_the_same_expression(flt, wire):
     # When a filter is built / Then its JSON is the API's form, and the server's parser reads it back unchanged
     assert flt.to_json() == wire
@@ -46,14 +49,16 @@ def test_and_or_combine_and_flatten_so_long_chains_stay_one_level_deep():
     recent_eu = F.eq("region", "eu") & F.gte("year", 2020) & F.exists("tags")
     either = recent_eu | F.starts_with("path", "sales/")
     # Then the chain is one $and (not nested), the alternative one $or holding it
-    assert recent_eu.to_json() == {"$and": [{"region": {"$eq": "eu"}}, {"year": {"$gte": 2020}},
-                                            {"tags": {"$exists": True}}]}
+    assert recent_eu.to_json() == {
+        "$and": [{"region": {"$eq": "eu"}}, {"year": {"$gte": 2020}}, {"tags": {"$exists": True}}]
+    }
     assert either.to_json() == {"$or": [recent_eu.to_json(), {"path": {"$starts_with": "sales/"}}]}
     # And they mean what the reference semantics say
     assert passing(recent_eu) == ["eu-2021"]
     assert passing(either) == ["eu-2021", "us-2019"]
     assert F.all_of(F.eq("region", "eu"), F.lt("year", 2020)).to_json() == {
-        "$and": [{"region": {"$eq": "eu"}}, {"year": {"$lt": 2020}}]}
+        "$and": [{"region": {"$eq": "eu"}}, {"year": {"$lt": 2020}}]
+    }
     assert passing(F.any_of(F.eq("region", "us"), F.contains("tags", "hr"))) == ["eu-2021", "us-2019"]
 
 
@@ -73,18 +78,21 @@ def test_the_builder_keeps_the_documented_meaning_of_missing_keys_types_and_list
     assert passing(F.all_of()) == ["bare", "eu-2021", "us-2019"] and F.all_of().to_json() == {}
 
 
-@pytest.mark.parametrize(("build", "message"), [
-    (lambda: F.gt("year", "2020"), "filter.year.$gt: $gt compares numbers, not a string"),
-    (lambda: F.gte("year", True), "filter.year.$gte: $gte compares numbers, not a boolean"),
-    (lambda: F.eq("1st", "x"), "filter.1st: \"1st\" is not a valid attribute key"),
-    (lambda: F.eq("region", ["eu"]), "filter.region.$eq: $eq compares one value; use $in for a list"),
-    (lambda: F.eq("year", float("nan")), "filter.year.$eq: must be a finite number"),
-    (lambda: F.eq("year", 2**63), "filter.year.$eq: an integer must lie within"),
-    (lambda: F.in_("region", [None]), "filter.region.$in[0]: must be a string, a number or a boolean"),
-    (lambda: F.starts_with("path", "\ud800"), "filter.path.$starts_with: contains a lone surrogate"),
-    (lambda: F.in_("region", ["x"] * 1001), "filter.region.$in: at most 1,000 values"),
-    (lambda: F.any_of(), "any_of needs at least one filter"),
-])
+@pytest.mark.parametrize(
+    ("build", "message"),
+    [
+        (lambda: F.gt("year", "2020"), "filter.year.$gt: $gt compares numbers, not a string"),
+        (lambda: F.gte("year", True), "filter.year.$gte: $gte compares numbers, not a boolean"),
+        (lambda: F.eq("1st", "x"), 'filter.1st: "1st" is not a valid attribute key'),
+        (lambda: F.eq("region", ["eu"]), "filter.region.$eq: $eq compares one value; use $in for a list"),
+        (lambda: F.eq("year", float("nan")), "filter.year.$eq: must be a finite number"),
+        (lambda: F.eq("year", 2**63), "filter.year.$eq: an integer must lie within"),
+        (lambda: F.in_("region", [None]), "filter.region.$in[0]: must be a string, a number or a boolean"),
+        (lambda: F.starts_with("path", "\ud800"), "filter.path.$starts_with: contains a lone surrogate"),
+        (lambda: F.in_("region", ["x"] * 1001), "filter.region.$in: at most 1,000 values"),
+        (lambda: F.any_of(), "any_of needs at least one filter"),
+    ],
+)
 def test_a_filter_the_api_would_refuse_fails_where_it_is_built_naming_the_place(build, message):
     # When a filter breaks a rule of the language / Then InvalidFilter (a ValueError) says where, as the 422 would
     with pytest.raises(InvalidFilter) as refused:
@@ -117,8 +125,7 @@ def test_parse_reads_the_json_form_and_expression_json_writes_it_back():
     # Given the filter language's shorthand (keys side by side, a bare value for $eq)
     parsed = F.parse({"region": "eu", "year": {"$gte": 2020, "$lt": 2030}, "$or": [{"a": 1}, {"b": {"$ne": 2}}]})
     # Then it is the same filter the builder makes, and its JSON round-trips through the server's parser
-    assert parsed == F.eq("region", "eu") & F.gte("year", 2020) & F.lt("year", 2030) & (
-        F.eq("a", 1) | F.ne("b", 2))
+    assert parsed == F.eq("region", "eu") & F.gte("year", 2020) & F.lt("year", 2030) & (F.eq("a", 1) | F.ne("b", 2))
     assert parse_filter(parsed.to_json()) == parsed.expression
     assert expression_json(parse_filter({"x": {"$in": [1, True, "1"]}})) == {"x": {"$in": [1, True, "1"]}}
     with pytest.raises(InvalidFilter, match=r"filter.\$or\[1\].year.\$gte: \$gte compares numbers"):

@@ -20,9 +20,12 @@ class Deployment:
     """A collection `c` of documents answered as the API does (`with_summaries=False`: as it did before them)."""
 
     def __init__(self, count: int, *, with_summaries: bool = True, status: DocumentStatus = DocumentStatus.INDEXED):
-        self.documents = {f"d{i:04d}": Document(id=f"d{i:04d}", collection="c", title=f"t{i}", status=status,
-                                                source="tenants/x/secret-key")
-                          for i in range(count)}
+        self.documents = {
+            f"d{i:04d}": Document(
+                id=f"d{i:04d}", collection="c", title=f"t{i}", status=status, source="tenants/x/secret-key"
+            )
+            for i in range(count)
+        }
         self.with_summaries = with_summaries
         self.requests: list[str] = []
 
@@ -30,8 +33,9 @@ class Deployment:
         path = request.url.path
         self.requests.append(path)
         if path == "/v1/collections/c":
-            return httpx.Response(200, json={"id": "c", "embedding_model": "hash:384",
-                                             "document_count": len(self.documents)})
+            return httpx.Response(
+                200, json={"id": "c", "embedding_model": "hash:384", "document_count": len(self.documents)}
+            )
         if path == "/v1/collections/c/documents":
             return httpx.Response(200, json=self._page(request.url.params))
         document = self.documents.get(path.rsplit("/", 1)[-1])
@@ -47,8 +51,9 @@ class Deployment:
         page, more = remaining[:number], len(remaining) > number
         body = {"documents": page, "next_cursor": json.dumps(page[-1]) if more else None}
         if self.with_summaries:
-            body["items"] = [json.loads(self.documents[i].model_dump_json(exclude={"source", "collection"}))
-                             for i in page]
+            body["items"] = [
+                json.loads(self.documents[i].model_dump_json(exclude={"source", "collection"})) for i in page
+            ]
         return body
 
 
@@ -57,8 +62,9 @@ def sync_client(deployment: Deployment) -> Kindex:
 
 
 def async_client(deployment: Deployment) -> AsyncKindex:
-    return AsyncKindex(BASE, "kdx_test",
-                       http_client=httpx.AsyncClient(transport=httpx.MockTransport(deployment.handle)))
+    return AsyncKindex(
+        BASE, "kdx_test", http_client=httpx.AsyncClient(transport=httpx.MockTransport(deployment.handle))
+    )
 
 
 def both(deployment: Deployment, method: str, *args, **kwargs):
@@ -110,11 +116,14 @@ def test_a_deployment_from_before_the_summaries_is_read_by_get(monkeypatch):
     assert requests.count("/v1/collections/c/documents") == 2 and len(requests) == 2 + 5
 
 
-@pytest.mark.parametrize("count, asked, expected_requests", [
-    (2500, ["d0001", "d0002", "nope"], 1 + 3),  # three GETs beat three pages
-    (2500, ["d0001", "d0002", "d0003", "nope"], 1 + 3),  # three pages beat four GETs
-    (10, ["d0001", "nope"], 1 + 1),
-])
+@pytest.mark.parametrize(
+    "count, asked, expected_requests",
+    [
+        (2500, ["d0001", "d0002", "nope"], 1 + 3),  # three GETs beat three pages
+        (2500, ["d0001", "d0002", "d0003", "nope"], 1 + 3),  # three pages beat four GETs
+        (10, ["d0001", "nope"], 1 + 1),
+    ],
+)
 def test_named_documents_are_read_in_the_fewest_requests(count, asked, expected_requests):
     found, requests = both(Deployment(count), "document_summaries", "c", asked)
     assert requests[0] == "/v1/collections/c" and len(requests) == expected_requests
@@ -122,8 +131,9 @@ def test_named_documents_are_read_in_the_fewest_requests(count, asked, expected_
 
 
 def test_waiting_for_documents_returns_them_settled_and_times_out_on_pending_ones():
-    settled, _ = both(Deployment(3, status=DocumentStatus.FAILED), "wait_for_documents", "c", ["d0000", "gone"],
-                      timeout=5)
+    settled, _ = both(
+        Deployment(3, status=DocumentStatus.FAILED), "wait_for_documents", "c", ["d0000", "gone"], timeout=5
+    )
     assert settled["d0000"].status is DocumentStatus.FAILED and settled["gone"] is None
     with sync_client(Deployment(3, status=DocumentStatus.PENDING)) as client:
         client._sleep = lambda seconds: None

@@ -80,8 +80,9 @@ def test_the_key_is_never_put_in_a_url():
 
 
 def test_content_security_policy_is_strict():
-    policy = dict(part.strip().split(" ", 1) for part in content_security_policy(("https://b.s3.amazonaws.com",))
-                  .split(";"))
+    policy = dict(
+        part.strip().split(" ", 1) for part in content_security_policy(("https://b.s3.amazonaws.com",)).split(";")
+    )
     assert policy["default-src"] == "'self'"
     assert policy["script-src"] == "'self'" and policy["style-src"] == "'self'"
     assert policy["frame-ancestors"] == "'none'" and policy["object-src"] == "'none'"
@@ -91,15 +92,19 @@ def test_content_security_policy_is_strict():
 
 def test_upload_origins_are_the_bucket_or_the_public_url_and_never_carry_credentials():
     assert upload_origins("kindex-docs", "eu-west-1", None) == (
-        "https://kindex-docs.s3.amazonaws.com", "https://kindex-docs.s3.eu-west-1.amazonaws.com")
+        "https://kindex-docs.s3.amazonaws.com",
+        "https://kindex-docs.s3.eu-west-1.amazonaws.com",
+    )
     assert upload_origins(None, None, "http://files.example:8080/base") == ("http://files.example:8080",)
     assert upload_origins(None, None, "https://user:pw@files.example") == ()
     assert upload_origins(None, None, "javascript:alert(1)") == ()
     assert upload_origins(None, None, None) == ()
 
 
-@pytest.mark.parametrize("name", ["", "index.html", "../pyproject.toml", "..%2Fapi.js", "APP.JS", "app.js.map",
-                                  "app.py", ".hidden.js", "a/b.js"])
+@pytest.mark.parametrize(
+    "name",
+    ["", "index.html", "../pyproject.toml", "..%2Fapi.js", "APP.JS", "app.js.map", "app.py", ".hidden.js", "a/b.js"],
+)
 def test_only_known_flat_file_names_are_served(tmp_path, name):
     # Given a console over a folder that also holds files it must never serve
     (tmp_path / "app.js").write_text("export {};")
@@ -130,7 +135,7 @@ def test_assets_carry_their_type_an_etag_and_revalidate():
 def _luminance(hex_colour: str) -> float:
     if len(hex_colour) == 4:  # #fff
         hex_colour = "#" + "".join(c * 2 for c in hex_colour[1:])
-    channels = [int(hex_colour[i:i + 2], 16) / 255 for i in (1, 3, 5)]
+    channels = [int(hex_colour[i : i + 2], 16) / 255 for i in (1, 3, 5)]
     linear = [c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in channels]
     return 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
 
@@ -145,13 +150,31 @@ def test_text_colours_meet_wcag_aa_contrast_on_their_backgrounds():
     css = ASSETS["style.css"].body
     palette = dict(re.findall(r"--([a-z-]+):\s*(#[0-9a-f]{6}|#[0-9a-f]{3})\b", css))
     # Then every text colour reaches 4.5:1 (WCAG AA, normal text) on each background it is used on
-    pairs = [("fg", "bg"), ("fg", "card"), ("muted", "bg"), ("muted", "card"), ("accent", "card"), ("accent", "bg"),
-             ("danger", "card"), ("ok", "card"), ("warn", "card"), ("accent-fg", "accent")]
+    pairs = [
+        ("fg", "bg"),
+        ("fg", "card"),
+        ("muted", "bg"),
+        ("muted", "card"),
+        ("accent", "card"),
+        ("accent", "bg"),
+        ("danger", "card"),
+        ("ok", "card"),
+        ("warn", "card"),
+        ("accent-fg", "accent"),
+    ]
     for text, background in pairs:
         assert _contrast(palette[text], palette[background]) >= 4.5, (text, background)
     # And the fixed colours of the header, badges, alerts and context block do too
-    for text, background in [("#f9fafb", "#111827"), ("#d1d5db", "#111827"), ("#f9fafb", "#374151"),
-                             ("#166534", "#f0fdf4"), ("#b91c1c", "#fef2f2"), ("#92400e", "#fffbeb"),
-                             ("#e5e7eb", "#111827"), ("#1a1d23", "#fef2f2"), ("#1a1d23", "#fffbeb")]:
+    for text, background in [
+        ("#f9fafb", "#111827"),
+        ("#d1d5db", "#111827"),
+        ("#f9fafb", "#374151"),
+        ("#166534", "#f0fdf4"),
+        ("#b91c1c", "#fef2f2"),
+        ("#92400e", "#fffbeb"),
+        ("#e5e7eb", "#111827"),
+        ("#1a1d23", "#fef2f2"),
+        ("#1a1d23", "#fffbeb"),
+    ]:
         assert text in css and background in css, (text, background)
         assert _contrast(text, background) >= 4.5, (text, background)

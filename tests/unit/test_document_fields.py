@@ -16,9 +16,17 @@ from kindex.domain.query import QueryRequest
 pytestmark = pytest.mark.unit
 
 COLLECTION = Collection(id="c", embedding_model="hash:384")
-INDEXED = Document(id="d", collection="c", status=DocumentStatus.INDEXED, version=2, indexed_version=2,
-                   indexed_model="hash:384", indexed_config_version=1, indexed_at=datetime.now(timezone.utc),
-                   attributes={"flag": 1})
+INDEXED = Document(
+    id="d",
+    collection="c",
+    status=DocumentStatus.INDEXED,
+    version=2,
+    indexed_version=2,
+    indexed_model="hash:384",
+    indexed_config_version=1,
+    indexed_at=datetime.now(timezone.utc),
+    attributes={"flag": 1},
+)
 
 
 def test_a_filter_field_change_bumps_the_fields_version_and_shows_in_progress():
@@ -50,15 +58,19 @@ def test_a_record_from_before_fields_is_current():
     assert INDEXED.is_current(COLLECTION)
 
 
-@pytest.mark.parametrize(("access", "required", "user", "groups", "admits"), [
-    (None, False, None, [], True),
-    (None, True, "ann", ["hr"], False),
-    (Access(groups=("hr",)), True, None, ["hr"], True),
-    (Access(groups=("hr",), deny_users=("ann",)), False, "ann", ["hr"], False),
-    (Access(users=("ann",)), False, None, [], False),
-])
-def test_the_record_admits_by_its_access_list_and_the_collection_s_document_access(access, required, user, groups,
-                                                                                   admits):
+@pytest.mark.parametrize(
+    ("access", "required", "user", "groups", "admits"),
+    [
+        (None, False, None, [], True),
+        (None, True, "ann", ["hr"], False),
+        (Access(groups=("hr",)), True, None, ["hr"], True),
+        (Access(groups=("hr",), deny_users=("ann",)), False, "ann", ["hr"], False),
+        (Access(users=("ann",)), False, None, [], False),
+    ],
+)
+def test_the_record_admits_by_its_access_list_and_the_collection_s_document_access(
+    access, required, user, groups, admits
+):
     collection = COLLECTION.model_copy(update={"document_access": "required" if required else "optional"})
     request = QueryRequest(query="q", user=user, groups=groups)
     assert admitted(INDEXED.model_copy(update={"access": access}), request, collection) is admits

@@ -33,8 +33,10 @@ def test_an_update_needs_the_revision_it_read():
 
 def test_an_update_over_revision_zero_also_accepts_an_item_written_before_revisions():
     request = build_put_request("t", ITEM, create=False, expected_revision=0)
-    assert request["ConditionExpression"] == \
-        "attribute_exists(pk) AND (attribute_not_exists(#revision) OR #revision = :expected)"
+    assert (
+        request["ConditionExpression"]
+        == "attribute_exists(pk) AND (attribute_not_exists(#revision) OR #revision = :expected)"
+    )
     assert request["ExpressionAttributeValues"] == {":expected": {"N": "0"}}
 
 

@@ -64,11 +64,13 @@ def test_hash_embedder_empty_input_gives_empty_matrix():
 def test_texts_sharing_words_are_closer_than_unrelated_texts():
     # Given a query and two candidates, one sharing its words
     embedder = HashEmbedder(384)
-    query, related, unrelated = embedder.embed([
-        "how to reset the account password",
-        "password reset steps for your account",
-        "mitochondria produce energy in cells",
-    ])
+    query, related, unrelated = embedder.embed(
+        [
+            "how to reset the account password",
+            "password reset steps for your account",
+            "mitochondria produce energy in cells",
+        ]
+    )
     # Then the related text is clearly closer
     assert cosine(query, related) > cosine(query, unrelated) + 0.3
 
@@ -80,11 +82,18 @@ def test_hash_embedding_ignores_case_and_punctuation():
 
 def test_hash_embedding_is_stable_across_processes():
     # Given the vector computed here and in two interpreters with different hash seeds
-    script = ("import sys; from kindex.adapters.embedders.hashing import HashEmbedder; "
-              "sys.stdout.write(HashEmbedder(48).embed(['stable across processes']).tobytes().hex())")
+    script = (
+        "import sys; from kindex.adapters.embedders.hashing import HashEmbedder; "
+        "sys.stdout.write(HashEmbedder(48).embed(['stable across processes']).tobytes().hex())"
+    )
     outputs = {
-        subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,
-                       env={"PYTHONHASHSEED": seed, "PATH": ""}).stdout
+        subprocess.run(
+            [sys.executable, "-c", script],
+            capture_output=True,
+            text=True,
+            check=True,
+            env={"PYTHONHASHSEED": seed, "PATH": ""},
+        ).stdout
         for seed in ("1", "2")
     }
     # Then all three are byte-identical (Python's salted hash() would differ)
@@ -107,13 +116,16 @@ def test_hash_embedder_rejects_unreasonable_dimensions(dimensions):
 # --- what every embedder does to a text first ---------------------------------------------------------
 
 
-@pytest.mark.parametrize(("given", "read"), [
-    ("a\ud800b", "a\ufffdb"),  # a lone high surrogate
-    ("lone \udc80", "lone \ufffd"),  # a lone low one, as surrogateescape decoding leaves
-    ("x\ud83d\ude00y", "x\U0001f600y"),  # a pair: the character it encodes
-    ("\ude00\ud83d", "\ufffd\ufffd"),  # low before high is no pair
-    ("end \ud83d", "end \ufffd"),
-])
+@pytest.mark.parametrize(
+    ("given", "read"),
+    [
+        ("a\ud800b", "a\ufffdb"),  # a lone high surrogate
+        ("lone \udc80", "lone \ufffd"),  # a lone low one, as surrogateescape decoding leaves
+        ("x\ud83d\ude00y", "x\U0001f600y"),  # a pair: the character it encodes
+        ("\ude00\ud83d", "\ufffd\ufffd"),  # low before high is no pair
+        ("end \ud83d", "end \ufffd"),
+    ],
+)
 def test_surrogates_are_read_as_utf16_would_read_them(given, read):
     from kindex.adapters.embedders.text_input import encodable
 
@@ -157,11 +169,13 @@ def test_minilm_embeds_unit_rows_of_384(minilm):
 
 def test_minilm_is_semantic(minilm):
     # Given a question, a paraphrase sharing few words, and an unrelated sentence
-    question, paraphrase, unrelated = minilm.embed([
-        "How do I reset my password?",
-        "Steps to change your account password",
-        "The mitochondria is the powerhouse of the cell",
-    ])
+    question, paraphrase, unrelated = minilm.embed(
+        [
+            "How do I reset my password?",
+            "Steps to change your account password",
+            "The mitochondria is the powerhouse of the cell",
+        ]
+    )
     # Then the paraphrase is much closer
     assert cosine(question, paraphrase) > 0.6
     assert cosine(question, unrelated) < 0.25
@@ -172,14 +186,20 @@ def test_minilm_matches_published_similarities(minilm):
     # 0.6660, 0.1046, 0.1411. int8 weights may drift slightly.
     vectors = minilm.embed(SBERT_SENTENCES)
     similarities = vectors @ vectors.T
-    np.testing.assert_allclose([similarities[0, 1], similarities[0, 2], similarities[1, 2]],
-                               [0.6660, 0.1046, 0.1411], atol=0.02)
+    np.testing.assert_allclose(
+        [similarities[0, 1], similarities[0, 2], similarities[1, 2]], [0.6660, 0.1046, 0.1411], atol=0.02
+    )
 
 
 def test_minilm_returns_input_order_despite_length_sorted_batches(minilm):
     # Given texts of very different lengths, embedded in batches of two sorted by length
-    texts = ["a long sentence about databases, indexes and the queries that use them " * 5,
-             "short", "a medium sentence about cats", "tiny text", "another fairly long sentence " * 8]
+    texts = [
+        "a long sentence about databases, indexes and the queries that use them " * 5,
+        "short",
+        "a medium sentence about cats",
+        "tiny text",
+        "another fairly long sentence " * 8,
+    ]
     batched = minilm.embed(texts)
     # Then row i is text i (int8 activations are quantised per batch, so allow a little drift)
     for text, row in zip(texts, batched):
@@ -233,8 +253,11 @@ def test_the_tuned_default_embedders_give_the_one_text_at_a_time_vectors(model):
     assert max(len(t.split()) for t in texts) > 512
     clear_embedder_cache()
     tuned = create_embedder(model)
-    plain = (MiniLMEmbedder(batch_size=1, workers=1, bucketed=False) if "MiniLM" in model
-             else BgeSmallEmbedder(model, batch_size=1, workers=1, bucketed=False))
+    plain = (
+        MiniLMEmbedder(batch_size=1, workers=1, bucketed=False)
+        if "MiniLM" in model
+        else BgeSmallEmbedder(model, batch_size=1, workers=1, bucketed=False)
+    )
     # When the tuned instance embeds them all in one call
     together = tuned.embed(texts)
     alone = np.vstack([plain.embed([text]) for text in texts])
@@ -261,14 +284,14 @@ def test_minilm_is_safe_to_share_between_threads(minilm):
 
 def _read_safetensors(blob: bytes) -> dict[str, np.ndarray]:
     header_size = struct.unpack("<Q", blob[:8])[0]
-    header = json.loads(blob[8:8 + header_size])
+    header = json.loads(blob[8 : 8 + header_size])
     start = 8 + header_size
     tensors = {}
     for name, info in header.items():
         if name == "__metadata__" or info["dtype"] != "F32":
             continue
         begin, end = info["data_offsets"]
-        tensors[name] = np.frombuffer(blob[start + begin:start + end], dtype="<f4").reshape(info["shape"])
+        tensors[name] = np.frombuffer(blob[start + begin : start + end], dtype="<f4").reshape(info["shape"])
     return tensors
 
 
@@ -285,18 +308,25 @@ def _fp32_bert_sentence_embedding(ids: list[int], weights: dict[str, np.ndarray]
         return x @ weights[prefix + ".weight"].T + weights[prefix + ".bias"]
 
     length, heads, head_size = len(ids), 12, 32
-    x = (weights["embeddings.word_embeddings.weight"][ids] + weights["embeddings.position_embeddings.weight"][:length]
-         + weights["embeddings.token_type_embeddings.weight"][0])
+    x = (
+        weights["embeddings.word_embeddings.weight"][ids]
+        + weights["embeddings.position_embeddings.weight"][:length]
+        + weights["embeddings.token_type_embeddings.weight"][0]
+    )
     x = layer_norm(x, "embeddings.LayerNorm")
     for layer in range(6):
         p = f"encoder.layer.{layer}."
-        q, k, v = (dense(x, p + f"attention.self.{n}").reshape(length, heads, head_size).transpose(1, 0, 2)
-                   for n in ("query", "key", "value"))
+        q, k, v = (
+            dense(x, p + f"attention.self.{n}").reshape(length, heads, head_size).transpose(1, 0, 2)
+            for n in ("query", "key", "value")
+        )
         scores = q @ k.transpose(0, 2, 1) / math.sqrt(head_size)
         scores = np.exp(scores - scores.max(-1, keepdims=True))
         context = (scores / scores.sum(-1, keepdims=True)) @ v
-        x = layer_norm(x + dense(context.transpose(1, 0, 2).reshape(length, -1), p + "attention.output.dense"),
-                       p + "attention.output.LayerNorm")
+        x = layer_norm(
+            x + dense(context.transpose(1, 0, 2).reshape(length, -1), p + "attention.output.dense"),
+            p + "attention.output.LayerNorm",
+        )
         hidden = dense(x, p + "intermediate.dense")
         hidden = 0.5 * hidden * (1 + erf(hidden / math.sqrt(2)))
         x = layer_norm(x + dense(hidden, p + "output.dense"), p + "output.LayerNorm")
@@ -323,25 +353,42 @@ def test_minilm_int8_agrees_with_original_fp32_weights(minilm):
 # --- registry -----------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("given", "canonical"), [
-    ("hash:384", "hash:384"),
-    ("hash:0064", "hash:64"),
-    ("local:all-MiniLM-L6-v2", "local:all-MiniLM-L6-v2"),
-    ("openai:text-embedding-3-small", "openai:text-embedding-3-small"),
-    ("openai:text-embedding-3-small@1536", "openai:text-embedding-3-small"),
-    ("openai:text-embedding-3-large@1024", "openai:text-embedding-3-large@1024"),
-    ("openai:text-embedding-ada-002", "openai:text-embedding-ada-002"),
-    ("openai:my-compatible-model@768", "openai:my-compatible-model@768"),
-])
+@pytest.mark.parametrize(
+    ("given", "canonical"),
+    [
+        ("hash:384", "hash:384"),
+        ("hash:0064", "hash:64"),
+        ("local:all-MiniLM-L6-v2", "local:all-MiniLM-L6-v2"),
+        ("openai:text-embedding-3-small", "openai:text-embedding-3-small"),
+        ("openai:text-embedding-3-small@1536", "openai:text-embedding-3-small"),
+        ("openai:text-embedding-3-large@1024", "openai:text-embedding-3-large@1024"),
+        ("openai:text-embedding-ada-002", "openai:text-embedding-ada-002"),
+        ("openai:my-compatible-model@768", "openai:my-compatible-model@768"),
+    ],
+)
 def test_valid_model_names_are_canonicalised(given, canonical):
     assert validate_model_name(given) == canonical
 
 
-@pytest.mark.parametrize("model", [
-    "", "hash:", "hash:4", "hash:x", "local:all-MiniLM-L12-v2", "LOCAL:all-MiniLM-L6-v2", "openai:",
-    "openai:unknown-model", "openai:text-embedding-ada-002@512", "openai:text-embedding-3-small@4096",
-    "openai:text-embedding-3-small@0", "openai:text-embedding-3-small?dimensions=512", "cohere:embed", "x" * 500,
-])
+@pytest.mark.parametrize(
+    "model",
+    [
+        "",
+        "hash:",
+        "hash:4",
+        "hash:x",
+        "local:all-MiniLM-L12-v2",
+        "LOCAL:all-MiniLM-L6-v2",
+        "openai:",
+        "openai:unknown-model",
+        "openai:text-embedding-ada-002@512",
+        "openai:text-embedding-3-small@4096",
+        "openai:text-embedding-3-small@0",
+        "openai:text-embedding-3-small?dimensions=512",
+        "cohere:embed",
+        "x" * 500,
+    ],
+)
 def test_unknown_or_impossible_model_names_are_invalid_input(model):
     with pytest.raises(InvalidInput):
         validate_model_name(model)
@@ -349,9 +396,11 @@ def test_unknown_or_impossible_model_names_are_invalid_input(model):
 
 def test_validating_a_model_name_loads_no_model_runtime():
     # Given a fresh interpreter, When every family of name is validated
-    script = ("import sys; from kindex.adapters.embedders.registry import validate_model_name as v; "
-              "[v(m) for m in ('hash:8', 'local:all-MiniLM-L6-v2', 'openai:text-embedding-3-small')]; "
-              "print(sorted(m for m in ('onnxruntime', 'openai', 'tiktoken', 'tokenizers') if m in sys.modules))")
+    script = (
+        "import sys; from kindex.adapters.embedders.registry import validate_model_name as v; "
+        "[v(m) for m in ('hash:8', 'local:all-MiniLM-L6-v2', 'openai:text-embedding-3-small')]; "
+        "print(sorted(m for m in ('onnxruntime', 'openai', 'tiktoken', 'tokenizers') if m in sys.modules))"
+    )
     loaded = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
     # Then no runtime or SDK was imported
     assert loaded.strip() == "[]"
@@ -426,17 +475,22 @@ def test_retry_delay_backs_off_exponentially_with_jitter_and_a_cap():
 
 def test_response_rows_follow_the_index_field_and_are_normalised():
     # Given a shuffled response, one row as floats and one as base64 float32
-    items = [{"index": 1, "embedding": base64.b64encode(np.array([0, 2], dtype="<f4").tobytes()).decode()},
-             {"index": 0, "embedding": [3.0, 4.0]}]
+    items = [
+        {"index": 1, "embedding": base64.b64encode(np.array([0, 2], dtype="<f4").tobytes()).decode()},
+        {"index": 0, "embedding": [3.0, 4.0]},
+    ]
     vectors = parse_embedding_data(items, expected_count=2, dimensions=2)
     np.testing.assert_allclose(vectors, [[0.6, 0.8], [0.0, 1.0]])
 
 
-@pytest.mark.parametrize("items", [
-    [{"index": 0, "embedding": [1.0, 0.0]}],
-    [{"index": 0, "embedding": [1.0, 0.0]}, {"index": 0, "embedding": [0.0, 1.0]}],
-    [{"index": 0, "embedding": [1.0, 0.0]}, {"index": 1, "embedding": [1.0, 0.0, 0.0]}],
-])
+@pytest.mark.parametrize(
+    "items",
+    [
+        [{"index": 0, "embedding": [1.0, 0.0]}],
+        [{"index": 0, "embedding": [1.0, 0.0]}, {"index": 0, "embedding": [0.0, 1.0]}],
+        [{"index": 0, "embedding": [1.0, 0.0]}, {"index": 1, "embedding": [1.0, 0.0, 0.0]}],
+    ],
+)
 def test_malformed_responses_fail_the_embedding(items):
     with pytest.raises(EmbeddingFailed):
         parse_embedding_data(items, expected_count=2, dimensions=2)
@@ -466,8 +520,13 @@ def e5():
 
 
 def test_e5_embeds_unit_rows_of_384_in_input_order(e5):
-    texts = ["a long sentence about databases, indexes and the queries that use them " * 5,
-             "short", "", "a medium sentence about cats", "tiny text"]
+    texts = [
+        "a long sentence about databases, indexes and the queries that use them " * 5,
+        "short",
+        "",
+        "a medium sentence about cats",
+        "tiny text",
+    ]
     vectors = e5.embed(texts)
     assert_unit_rows(vectors, len(texts), 384)
     assert (e5.model, e5.dimensions, e5.window_tokens) == ("local:multilingual-e5-small", 384, 512)
@@ -480,10 +539,12 @@ def test_e5_embeds_unit_rows_of_384_in_input_order(e5):
 def test_e5_is_semantic_and_puts_queries_near_their_answers(e5):
     # Given a query (embedded as a query) and two passages, one answering it
     (query,) = e5.embed_queries(["how much protein should an adult eat per day"])
-    answer, unrelated = e5.embed([
-        "Adults need about 0.8 grams of protein per kilogram of body weight daily.",
-        "The stadium was rebuilt in 1998 after the fire.",
-    ])
+    answer, unrelated = e5.embed(
+        [
+            "Adults need about 0.8 grams of protein per kilogram of body weight daily.",
+            "The stadium was rebuilt in 1998 after the fire.",
+        ]
+    )
     # Then the answer is clearly closer
     assert cosine(query, answer) > cosine(query, unrelated) + 0.1
 

@@ -26,15 +26,26 @@ def test_the_shared_cache_is_split_by_the_tenants_own_chunks(tmp_path):
     # Given an older version's file: a shared cache, and chunks of two tenants (one text both hold, one acme's only)
     path = tmp_path / "kindex.sqlite3"
     db = sqlite3.connect(path)
-    db.executescript(CHUNKS_SCHEMA + """CREATE TABLE embedding_cache (model TEXT NOT NULL, text_sha256 TEXT NOT NULL,
-        vector BLOB NOT NULL, PRIMARY KEY (model, text_sha256)) WITHOUT ROWID;""")
+    db.executescript(
+        CHUNKS_SCHEMA
+        + """CREATE TABLE embedding_cache (model TEXT NOT NULL, text_sha256 TEXT NOT NULL,
+        vector BLOB NOT NULL, PRIMARY KEY (model, text_sha256)) WITHOUT ROWID;"""
+    )
     chunks = [("acme", "shared text"), ("acme", "acme only"), ("evil", "shared text")]
-    db.executemany("INSERT INTO chunks (tenant, collection, document_id, chunk_id, idx, start_offset, end_offset,"
-                   " page_start, page_end, text) VALUES (?, 'c', 'd', ?, 0, 0, 1, NULL, NULL, ?)",
-                   [(tenant, f"{tenant}-{i}", text) for i, (tenant, text) in enumerate(chunks)])
-    db.executemany("INSERT INTO embedding_cache VALUES (?, ?, ?)", [
-        ("hash:8", sha("shared text"), vector(1)), ("hash:8", sha("acme only"), vector(2)),
-        ("hash:8", sha("nobody's any more"), vector(3)), ("imported\x1fevil\x1fhash:8", sha("sent"), vector(4))])
+    db.executemany(
+        "INSERT INTO chunks (tenant, collection, document_id, chunk_id, idx, start_offset, end_offset,"
+        " page_start, page_end, text) VALUES (?, 'c', 'd', ?, 0, 0, 1, NULL, NULL, ?)",
+        [(tenant, f"{tenant}-{i}", text) for i, (tenant, text) in enumerate(chunks)],
+    )
+    db.executemany(
+        "INSERT INTO embedding_cache VALUES (?, ?, ?)",
+        [
+            ("hash:8", sha("shared text"), vector(1)),
+            ("hash:8", sha("acme only"), vector(2)),
+            ("hash:8", sha("nobody's any more"), vector(3)),
+            ("imported\x1fevil\x1fhash:8", sha("sent"), vector(4)),
+        ],
+    )
     db.commit()
     db.close()
     # When the cache adapter opens it

@@ -116,7 +116,8 @@ def test_the_same_text_is_embedded_once_per_tenant_and_never_served_across_tenan
     assert embedder.sent == ["the form letter", "the form letter"]
     assert np.array_equal(acme, evil)
     assert set(cache.get_vectors("acme", "hash:16", [text_sha256("the form letter")])) == {
-        text_sha256("the form letter")}
+        text_sha256("the form letter")
+    }
     assert cache.get_vectors("other", "hash:16", [text_sha256("the form letter")]) == {}
 
 
@@ -130,7 +131,9 @@ def test_riders_are_cached_for_their_own_tenant_only(counted):
     # And each vector is cached for the tenant whose text it is
     assert cache.get_vectors("acme", "hash:16", [text_sha256("evil text")]) == {}
     assert set(cache.get_vectors("evil", "hash:16", [text_sha256("evil text"), text_sha256("acme text")])) == {
-        text_sha256("evil text"), text_sha256("acme text")}
+        text_sha256("evil text"),
+        text_sha256("acme text"),
+    }
     # So evil's own document later embeds nothing
     service.embed("evil", "hash:16", ["evil text"])
     assert len(embedder.sent) == 3

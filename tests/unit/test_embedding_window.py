@@ -10,15 +10,25 @@ from kindex.domain.models import ChunkingMethod, Collection, embedding_window
 pytestmark = pytest.mark.unit
 
 
-def collection(model: str, method: ChunkingMethod = ChunkingMethod.MAX_CHARS, size: int = 2000,
-               overlap: int = 0) -> Collection:
-    return Collection(id="c", embedding_model=model, chunking_method=method, chunking_max_size=size,
-                      chunking_overlap_offset=overlap)
+def collection(
+    model: str, method: ChunkingMethod = ChunkingMethod.MAX_CHARS, size: int = 2000, overlap: int = 0
+) -> Collection:
+    return Collection(
+        id="c", embedding_model=model, chunking_method=method, chunking_max_size=size, chunking_overlap_offset=overlap
+    )
 
 
-@pytest.mark.parametrize(("model", "window"), [
-    ("local:all-MiniLM-L6-v2", 256), ("local:multilingual-e5-small", 512), ("openai:text-embedding-3-small", 8191),
-    ("local:bge-small-en-v1.5", 512), ("local:bge-small-en-v1.5-q", 512), ("hash:384", None)])
+@pytest.mark.parametrize(
+    ("model", "window"),
+    [
+        ("local:all-MiniLM-L6-v2", 256),
+        ("local:multilingual-e5-small", 512),
+        ("openai:text-embedding-3-small", 8191),
+        ("local:bge-small-en-v1.5", 512),
+        ("local:bge-small-en-v1.5-q", 512),
+        ("hash:384", None),
+    ],
+)
 def test_every_model_declares_its_window(model, window):
     assert parse_embedding_model(model).window_tokens == window
 
@@ -29,21 +39,24 @@ def test_every_local_model_is_known_with_its_size():
         assert (spec.family, spec.dimensions, spec.window_tokens) == ("local", local.dimensions, local.window_tokens)
 
 
-@pytest.mark.parametrize(("model", "method", "size", "exceeds", "long_chunks"), [
-    # maxChars 2000 is ~500 tokens of English: over MiniLM's 256, within e5's 512
-    ("local:all-MiniLM-L6-v2", ChunkingMethod.MAX_CHARS, 2000, True, "pooled"),
-    ("local:all-MiniLM-L6-v2", ChunkingMethod.MAX_CHARS, 1024, False, "pooled"),
-    ("local:multilingual-e5-small", ChunkingMethod.MAX_CHARS, 2000, False, "pooled"),
-    ("local:multilingual-e5-small", ChunkingMethod.TOKENS, 800, True, "pooled"),
-    # the local default: the default chunks fit its window (no pooling needed for ordinary English)
-    ("local:bge-small-en-v1.5-q", ChunkingMethod.MAX_CHARS, 2000, False, "pooled"),
-    ("local:bge-small-en-v1.5", ChunkingMethod.MAX_CHARS, 2000, False, "pooled"),
-    ("local:bge-small-en-v1.5", ChunkingMethod.TOKENS, 600, True, "pooled"),
-    ("openai:text-embedding-3-small", ChunkingMethod.MAX_CHARS, 100_000, True, "truncated"),
-    ("openai:text-embedding-3-small", ChunkingMethod.TOKENS, 8192, True, "truncated"),
-    ("openai:text-embedding-3-small", ChunkingMethod.TOKENS, 8191, False, "truncated"),
-    ("hash:384", ChunkingMethod.MAX_CHARS, 100_000, False, "none"),
-])
+@pytest.mark.parametrize(
+    ("model", "method", "size", "exceeds", "long_chunks"),
+    [
+        # maxChars 2000 is ~500 tokens of English: over MiniLM's 256, within e5's 512
+        ("local:all-MiniLM-L6-v2", ChunkingMethod.MAX_CHARS, 2000, True, "pooled"),
+        ("local:all-MiniLM-L6-v2", ChunkingMethod.MAX_CHARS, 1024, False, "pooled"),
+        ("local:multilingual-e5-small", ChunkingMethod.MAX_CHARS, 2000, False, "pooled"),
+        ("local:multilingual-e5-small", ChunkingMethod.TOKENS, 800, True, "pooled"),
+        # the local default: the default chunks fit its window (no pooling needed for ordinary English)
+        ("local:bge-small-en-v1.5-q", ChunkingMethod.MAX_CHARS, 2000, False, "pooled"),
+        ("local:bge-small-en-v1.5", ChunkingMethod.MAX_CHARS, 2000, False, "pooled"),
+        ("local:bge-small-en-v1.5", ChunkingMethod.TOKENS, 600, True, "pooled"),
+        ("openai:text-embedding-3-small", ChunkingMethod.MAX_CHARS, 100_000, True, "truncated"),
+        ("openai:text-embedding-3-small", ChunkingMethod.TOKENS, 8192, True, "truncated"),
+        ("openai:text-embedding-3-small", ChunkingMethod.TOKENS, 8191, False, "truncated"),
+        ("hash:384", ChunkingMethod.MAX_CHARS, 100_000, False, "none"),
+    ],
+)
 def test_window_report_says_when_chunks_can_exceed_the_window(model, method, size, exceeds, long_chunks):
     report = embedding_window(collection(model, method, size, 0 if method is ChunkingMethod.MAX_CHARS else 100))
     assert (report.exceeds_window, report.long_chunks) == (exceeds, long_chunks)
@@ -53,8 +66,12 @@ def test_window_report_says_when_chunks_can_exceed_the_window(model, method, siz
 
 
 def test_window_report_of_a_stored_name_this_version_cannot_parse_is_absent():
-    stored = Collection.model_construct(id="c", embedding_model="local:some-future-model",
-                                        chunking_method=ChunkingMethod.MAX_CHARS, chunking_max_size=2000)
+    stored = Collection.model_construct(
+        id="c",
+        embedding_model="local:some-future-model",
+        chunking_method=ChunkingMethod.MAX_CHARS,
+        chunking_max_size=2000,
+    )
     assert embedding_window(stored) is None
 
 

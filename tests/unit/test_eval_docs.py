@@ -43,8 +43,14 @@ def test_the_question_set_covers_every_shared_document_with_at_least_60_question
 
 def test_folding_replaces_only_this_sections_figures(tmp_path: Path):
     path = tmp_path / "results.json"
-    path.write_text(json.dumps({"figures": [{"name": "other", "section": "ingest"},
-                                            {"name": "old", "section": eval_docs.SECTION}], "machine": {"x": 1}}))
+    path.write_text(
+        json.dumps(
+            {
+                "figures": [{"name": "other", "section": "ingest"}, {"name": "old", "section": eval_docs.SECTION}],
+                "machine": {"x": 1},
+            }
+        )
+    )
     eval_docs.fold_into_results([Figure("docs_top3_hybrid_both", 0.9, "score", section=eval_docs.SECTION)], path)
     folded = json.loads(path.read_text())
     assert [f["name"] for f in folded["figures"]] == ["other", "docs_top3_hybrid_both"]

@@ -130,7 +130,7 @@ def test_pdf_pages_are_joined_with_a_blank_line_and_spans_point_at_page_text():
     # Then each span starts where that page's text starts, and pages are separated by "\n\n"
     assert result.text == "First page text\n\n\n\nThird page text"
     assert [(span.start, span.number) for span in result.pages] == [(0, 1), (17, 2), (19, 3)]
-    assert result.text[result.pages[2].start:].startswith("Third")
+    assert result.text[result.pages[2].start :].startswith("Third")
 
 
 def test_pdf_encrypted_with_a_password_is_an_encrypted_file():
@@ -189,8 +189,8 @@ def test_docx_tables_are_rendered_as_rows_of_cells():
     assert result.pages is None
     # And each table's span and header are known to the chunker
     first = result.tables[0]
-    assert result.text[first.start:first.header_end] == "| Header Col 1 | Header Col 2 |\n| --- | --- |\n"
-    assert result.text[first.header_end:first.end] == "| Lorem ipsum | A link example |"
+    assert result.text[first.start : first.header_end] == "| Header Col 1 | Header Col 2 |\n| --- | --- |\n"
+    assert result.text[first.header_end : first.end] == "| Lorem ipsum | A link example |"
     assert len(result.tables) == 3
 
 
@@ -394,12 +394,15 @@ def test_guess_mimetype_and_supported_mimetypes_agree():
 
 def test_reading_text_loads_no_pdf_docx_or_html_library():
     # Given a fresh interpreter that imports the extraction package and reads a UTF-8 text file
-    code = ("import sys\n"
-            "from kindex.text.extract import extract\n"
-            "assert extract('héllo'.encode(), mimetype=None, filename='a.txt').text == 'héllo'\n"
-            "print('\\n'.join(sorted(sys.modules)))")
-    loaded = set(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                                check=True).stdout.split())
+    code = (
+        "import sys\n"
+        "from kindex.text.extract import extract\n"
+        "assert extract('héllo'.encode(), mimetype=None, filename='a.txt').text == 'héllo'\n"
+        "print('\\n'.join(sorted(sys.modules)))"
+    )
+    loaded = set(
+        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    )
     # Then no other format's reader or parser was loaded (each loads when a file of its format is first read)
     heavy = {"pypdf", "docx", "bs4", "lxml", "charset_normalizer"}
     assert {name for name in loaded if name.split(".")[0] in heavy} == set()

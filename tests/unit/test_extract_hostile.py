@@ -37,13 +37,16 @@ def measured(call):
 # -------------------------------------------------------------------------------------- content and type
 
 
-@pytest.mark.parametrize("data", [
-    pytest.param(hostile.random_bytes(), id="random bytes"),
-    pytest.param(hostile.elf_binary(), id="ELF executable"),
-    pytest.param(hostile.elf_binary()[4:], id="ELF without its magic"),
-    pytest.param(b"\x00" * 5000, id="NUL bytes"),
-    pytest.param(b"A readable header line\n" + hostile.random_bytes(64 * 1024), id="text header, binary body"),
-])
+@pytest.mark.parametrize(
+    "data",
+    [
+        pytest.param(hostile.random_bytes(), id="random bytes"),
+        pytest.param(hostile.elf_binary(), id="ELF executable"),
+        pytest.param(hostile.elf_binary()[4:], id="ELF without its magic"),
+        pytest.param(b"\x00" * 5000, id="NUL bytes"),
+        pytest.param(b"A readable header line\n" + hostile.random_bytes(64 * 1024), id="text header, binary body"),
+    ],
+)
 def test_binary_content_named_txt_is_unsupported(data):
     # When binary content arrives as a .txt / Then it fails as UnsupportedType instead of becoming latin-1 junk
     with pytest.raises(UnsupportedType, match="binary|executable"):
@@ -60,35 +63,44 @@ def test_pdf_named_txt_is_refused_and_the_reason_says_what_it_is():
     assert extract(data, mimetype=None, filename="report.pdf").text == "hello"
 
 
-@pytest.mark.parametrize("data, filename, found", [
-    (hostile.minimal_docx(["x"]), "a.pdf", "a ZIP archive"),
-    (hostile.text_pdf("x"), "a.docx", "a PDF document"),
-    (b"\x89PNG\r\n\x1a\n" + bytes(100), "a.md", "a PNG image"),
-    (hostile.elf_binary(4096), "a.html", "an ELF executable"),
-])
+@pytest.mark.parametrize(
+    "data, filename, found",
+    [
+        (hostile.minimal_docx(["x"]), "a.pdf", "a ZIP archive"),
+        (hostile.text_pdf("x"), "a.docx", "a PDF document"),
+        (b"\x89PNG\r\n\x1a\n" + bytes(100), "a.md", "a PNG image"),
+        (hostile.elf_binary(4096), "a.html", "an ELF executable"),
+    ],
+)
 def test_content_of_another_format_is_unsupported(data, filename, found):
     with pytest.raises(UnsupportedType, match=f"^File content is {found}, not "):
         extract(data, mimetype=None, filename=filename)
 
 
-@pytest.mark.parametrize("data", [
-    pytest.param(("\ufeff" + hostile.JAPANESE * 20).encode("utf-16-le"), id="UTF-16 LE with BOM"),
-    pytest.param(("\ufeff" + hostile.JAPANESE * 20).encode("utf-16-be"), id="UTF-16 BE with BOM"),
-    pytest.param(("\ufeff" + hostile.JAPANESE * 20).encode("utf-32-le"), id="UTF-32 LE with BOM"),
-    pytest.param((hostile.JAPANESE * 20).encode("utf-16-le"), id="UTF-16 LE without BOM"),
-    pytest.param((hostile.JAPANESE * 20).encode("utf-16-be"), id="UTF-16 BE without BOM"),
-    pytest.param((hostile.JAPANESE * 20).encode("shift_jis"), id="Shift JIS"),
-])
+@pytest.mark.parametrize(
+    "data",
+    [
+        pytest.param(("\ufeff" + hostile.JAPANESE * 20).encode("utf-16-le"), id="UTF-16 LE with BOM"),
+        pytest.param(("\ufeff" + hostile.JAPANESE * 20).encode("utf-16-be"), id="UTF-16 BE with BOM"),
+        pytest.param(("\ufeff" + hostile.JAPANESE * 20).encode("utf-32-le"), id="UTF-32 LE with BOM"),
+        pytest.param((hostile.JAPANESE * 20).encode("utf-16-le"), id="UTF-16 LE without BOM"),
+        pytest.param((hostile.JAPANESE * 20).encode("utf-16-be"), id="UTF-16 BE without BOM"),
+        pytest.param((hostile.JAPANESE * 20).encode("shift_jis"), id="Shift JIS"),
+    ],
+)
 def test_japanese_text_in_other_encodings_is_decoded(data):
     # When / Then the text is the Japanese it was written in, without a BOM character
     assert extract(data, mimetype=None, filename="japan.txt").text == hostile.JAPANESE * 20
 
 
-@pytest.mark.parametrize("text, encoding", [
-    ("Café crème", "latin-1"),
-    ("Größe über Maß, déjà vu – “quoted”", "cp1252"),
-    ("Привет, мир. Это русский текст, который можно найти.\n" * 3, "cp1251"),
-])
+@pytest.mark.parametrize(
+    "text, encoding",
+    [
+        ("Café crème", "latin-1"),
+        ("Größe über Maß, déjà vu – “quoted”", "cp1252"),
+        ("Привет, мир. Это русский текст, который можно найти.\n" * 3, "cp1251"),
+    ],
+)
 def test_legacy_single_byte_text_is_decoded(text, encoding):
     assert extract(text.encode(encoding), mimetype=None, filename="legacy.txt").text == text
 

@@ -19,8 +19,23 @@ pytestmark = pytest.mark.unit
 def test_number_terms_sort_as_the_numbers_do():
     # Given numbers of every sign and size, ints and floats, the extremes and signed zeros
     rng = random.Random(5)
-    numbers = [0, -0.0, 0.0, 1, -1, 2**53 - 1, -(2**53 - 1), 5e-324, -5e-324, 1.7976931348623157e308,
-               -1.7976931348623157e308, 0.1, 2020, 2020.0, 2020.5]
+    numbers = [
+        0,
+        -0.0,
+        0.0,
+        1,
+        -1,
+        2**53 - 1,
+        -(2**53 - 1),
+        5e-324,
+        -5e-324,
+        1.7976931348623157e308,
+        -1.7976931348623157e308,
+        0.1,
+        2020,
+        2020.0,
+        2020.5,
+    ]
     numbers += [struct.unpack(">d", struct.pack(">Q", rng.getrandbits(64)))[0] for _ in range(2000)]
     numbers = [n for n in numbers if n == n and abs(n) != float("inf")]
     # When encoded
@@ -53,7 +68,8 @@ def test_a_hex_range_regex_holds_exactly_the_strings_in_the_range():
     every = [f"{i:03x}" for i in range(16**3)]
     rng = random.Random(9)
     for low, high in [("000", "fff"), ("000", "000"), ("fff", "fff"), ("0ff", "100")] + [
-            tuple(sorted(rng.sample(every, 2))) for _ in range(300)]:
+        tuple(sorted(rng.sample(every, 2))) for _ in range(300)
+    ]:
         pattern = re.compile(hex_range_regex(low, high))
         # Then a string matches exactly when it lies within the bounds
         assert [s for s in every if pattern.fullmatch(s)] == [s for s in every if low <= s <= high], (low, high)

@@ -42,7 +42,9 @@ def test_two_tenants_writing_at_once_never_swap_secrets(tmp_path, monkeypatch):
     assert store.get_secret("tenants/a.b/rights-check-signing") == b"secret of a.b"
     assert store.get_secret("tenants/a.c/rights-check-signing") == b"secret of a.c"
     assert sorted(p.name for p in (tmp_path / "secrets").iterdir() if p.is_file()) == [
-        "tenants%2Fa.b%2Frights-check-signing", "tenants%2Fa.c%2Frights-check-signing"]
+        "tenants%2Fa.b%2Frights-check-signing",
+        "tenants%2Fa.c%2Frights-check-signing",
+    ]
     assert list((tmp_path / "secrets" / ".tmp").iterdir()) == []
 
 

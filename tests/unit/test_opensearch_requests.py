@@ -46,16 +46,38 @@ FILTERS = SearchFilters(document_ids=("d-1", "d-2"), language="en", mimetype="ap
 NO_ACCESS_LIST = {"bool": {"must_not": [{"term": {"access_set": True}}]}}
 # Every operator, both combinators, and a user in 1,000 groups.
 EVERY_FILTER = SearchFilters(
-    language="en", principals=Principals("alice", tuple(f"g{i}" for i in range(1000)), required=True),
-    attributes=parse_filter({"$or": [{"year": {"$gt": 1, "$gte": 2, "$lt": 9, "$lte": 8}, "r": {"$in": ["a", 1, True]}},
-                                     {"r": {"$ne": "x", "$nin": ["y"]}, "t": {"$exists": False}},
-                                     {"tags": {"$contains": "z"}, "title": {"$starts_with": "Zoë"}}]}))
+    language="en",
+    principals=Principals("alice", tuple(f"g{i}" for i in range(1000)), required=True),
+    attributes=parse_filter(
+        {
+            "$or": [
+                {"year": {"$gt": 1, "$gte": 2, "$lt": 9, "$lte": 8}, "r": {"$in": ["a", 1, True]}},
+                {"r": {"$ne": "x", "$nin": ["y"]}, "t": {"$exists": False}},
+                {"tags": {"$contains": "z"}, "title": {"$starts_with": "Zoë"}},
+            ]
+        }
+    ),
+)
 
 
-def record(chunk_id: str, vector=(3.0, 0.0, 4.0, 0.0), *, tenant: str = "acme", collection: str = "handbook",
-           text: str = "some words") -> IndexRecord:
-    return IndexRecord(tenant=tenant, collection=collection, document_id="d-1", chunk_id=chunk_id,
-                       vector=vector, text=text, language="en", mimetype="text/plain")
+def record(
+    chunk_id: str,
+    vector=(3.0, 0.0, 4.0, 0.0),
+    *,
+    tenant: str = "acme",
+    collection: str = "handbook",
+    text: str = "some words",
+) -> IndexRecord:
+    return IndexRecord(
+        tenant=tenant,
+        collection=collection,
+        document_id="d-1",
+        chunk_id=chunk_id,
+        vector=vector,
+        text=text,
+        language="en",
+        mimetype="text/plain",
+    )
 
 
 def unit_vectors(count: int, dims: int = 4, seed: int = 3) -> np.ndarray:
@@ -80,8 +102,13 @@ def test_alias_and_concrete_index_names_are_lowercase_slugs_with_dimensions():
 
 def test_document_ids_differ_per_tenant_and_collection_and_stay_within_the_limit():
     # Given the same chunk id under different tenants and collections, and ambiguous-looking names
-    ids = {document_id("acme", "handbook", "c-1"), document_id("globex", "handbook", "c-1"),
-           document_id("acme", "wiki", "c-1"), document_id("a/1:b", "c", "d"), document_id("a", "1:b/c", "d")}
+    ids = {
+        document_id("acme", "handbook", "c-1"),
+        document_id("globex", "handbook", "c-1"),
+        document_id("acme", "wiki", "c-1"),
+        document_id("a/1:b", "c", "d"),
+        document_id("a", "1:b/c", "d"),
+    }
     # Then every combination has its own _id
     assert len(ids) == 5
     # And an over-long combination falls back to a hash under OpenSearch's 512-byte limit
@@ -102,15 +129,23 @@ def test_cosine_from_score_inverts_the_faiss_innerproduct_score(dot):
 
 def test_index_body_maps_a_faiss_hnsw_innerproduct_vector_and_hides_text():
     # When building the index body for 384 dimensions
-    body = build_index_body(384, alias=ALIAS, design=IndexDesign(number_of_shards=2, number_of_replicas=1,
-                                                                  ef_construction=256, m=24))
+    body = build_index_body(
+        384, alias=ALIAS, design=IndexDesign(number_of_shards=2, number_of_replicas=1, ef_construction=256, m=24)
+    )
     # Then k-NN is on, the vector is faiss HNSW in innerproduct space with our parameters
     assert body["settings"]["index"]["knn"] is True
     assert body["settings"]["index"]["number_of_shards"] == 2
     vector = body["mappings"]["properties"]["vector"]
-    assert vector == {"type": "knn_vector", "dimension": 384,
-                      "method": {"name": "hnsw", "engine": "faiss", "space_type": "innerproduct",
-                                 "parameters": {"ef_construction": 256, "m": 24}}}
+    assert vector == {
+        "type": "knn_vector",
+        "dimension": 384,
+        "method": {
+            "name": "hnsw",
+            "engine": "faiss",
+            "space_type": "innerproduct",
+            "parameters": {"ef_construction": 256, "m": 24},
+        },
+    }
     # And text is an indexed text field (split into words like the embedded index does); text and vector are
     # excluded from _source, every write must be routed, the ids and filters are keywords
     assert body["mappings"]["properties"]["text"] == {"type": "text", "analyzer": TEXT_ANALYZER}
@@ -145,10 +180,17 @@ def test_an_unknown_engine_is_refused_before_anything_is_sent(engine, double):
     assert double.requests == []
 
 
-@pytest.mark.parametrize("backend, value, engine", [
-    ("aws", None, "faiss"), ("aws", "faiss", "faiss"), ("aws", "lucene", "lucene"),
-    ("local", None, "lucene"), ("local", "faiss", "faiss"), ("local", "lucene", "lucene"),
-])
+@pytest.mark.parametrize(
+    "backend, value, engine",
+    [
+        ("aws", None, "faiss"),
+        ("aws", "faiss", "faiss"),
+        ("aws", "lucene", "lucene"),
+        ("local", None, "lucene"),
+        ("local", "faiss", "faiss"),
+        ("local", "lucene", "lucene"),
+    ],
+)
 def test_the_engine_setting_defaults_to_faiss_on_aws_and_lucene_for_kindex_serve(backend, value, engine):
     # Given the environment of a backend with or without KINDEX_OPENSEARCH_ENGINE
     environ = {"KINDEX_BACKEND": backend, "KINDEX_TABLE_NAME": "t", "KINDEX_BUCKET_NAME": "b"}
@@ -160,16 +202,30 @@ def test_the_engine_setting_defaults_to_faiss_on_aws_and_lucene_for_kindex_serve
 
 def test_the_scale_design_reaches_the_index_settings():
     # Given a design for a large corpus: 6 primaries, a tenant spread over 3 of them, no replica
-    design = IndexDesign(number_of_shards=6, number_of_replicas=0, routing_partition_size=3, ef_search=256,
-                         refresh_interval="30s")
+    design = IndexDesign(
+        number_of_shards=6, number_of_replicas=0, routing_partition_size=3, ef_search=256, refresh_interval="30s"
+    )
     # When building the index body
     settings = build_index_body(384, design=design)["settings"]["index"]
     # Then each knob is an index setting OpenSearch reads
-    assert {key: settings[key] for key in ("number_of_shards", "number_of_replicas", "number_of_routing_shards",
-                                           "routing_partition_size", "knn.algo_param.ef_search",
-                                           "refresh_interval")} == {
-        "number_of_shards": 6, "number_of_replicas": 0, "number_of_routing_shards": 6,
-        "routing_partition_size": 3, "knn.algo_param.ef_search": 256, "refresh_interval": "30s"}
+    assert {
+        key: settings[key]
+        for key in (
+            "number_of_shards",
+            "number_of_replicas",
+            "number_of_routing_shards",
+            "routing_partition_size",
+            "knn.algo_param.ef_search",
+            "refresh_interval",
+        )
+    } == {
+        "number_of_shards": 6,
+        "number_of_replicas": 0,
+        "number_of_routing_shards": 6,
+        "routing_partition_size": 3,
+        "knn.algo_param.ef_search": 256,
+        "refresh_interval": "30s",
+    }
     # And a splittable design names its routing shards; the defaults leave them to OpenSearch
     splittable = build_index_body(384, design=IndexDesign(number_of_shards=3, number_of_routing_shards=48))
     assert splittable["settings"]["index"]["number_of_routing_shards"] == 48
@@ -178,12 +234,15 @@ def test_the_scale_design_reaches_the_index_settings():
     assert defaults["number_of_replicas"] == 1 and defaults["refresh_interval"] == "1s"
 
 
-@pytest.mark.parametrize("compression, extra, encoder", [
-    ("none", {}, None),
-    ("fp16", {}, {"name": "sq", "parameters": {"type": "fp16"}}),
-    ("16x", {"mode": "on_disk", "compression_level": "16x"}, None),
-    ("32x", {"mode": "on_disk", "compression_level": "32x"}, None),
-])
+@pytest.mark.parametrize(
+    "compression, extra, encoder",
+    [
+        ("none", {}, None),
+        ("fp16", {}, {"name": "sq", "parameters": {"type": "fp16"}}),
+        ("16x", {"mode": "on_disk", "compression_level": "16x"}, None),
+        ("32x", {"mode": "on_disk", "compression_level": "32x"}, None),
+    ],
+)
 def test_compression_maps_to_faiss_scalar_or_binary_quantization(compression, extra, encoder):
     # When building a faiss index with each compression
     vector = build_index_body(1536, design=IndexDesign(compression=compression))["mappings"]["properties"]["vector"]
@@ -193,22 +252,28 @@ def test_compression_maps_to_faiss_scalar_or_binary_quantization(compression, ex
     assert vector["method"]["engine"] == "faiss" and vector["method"]["space_type"] == "innerproduct"
 
 
-@pytest.mark.parametrize("fields, message", [
-    ({"number_of_shards": 0}, "number_of_shards"),
-    ({"number_of_replicas": -1}, "negative"),
-    ({"number_of_shards": 3, "number_of_routing_shards": 8}, "multiple of number_of_shards"),
-    ({"number_of_shards": 2, "number_of_routing_shards": 2048}, "at most 1024"),
-    ({"number_of_shards": 3, "routing_partition_size": 3}, "less than number_of_shards"),
-    ({"routing_partition_size": 2}, "less than number_of_shards"),
-    ({"number_of_shards": 6, "routing_partition_size": 3, "number_of_routing_shards": 48}, "equals number_of_shards"),
-    ({"m": 1}, "m must be"),
-    ({"ef_search": 0}, "ef_search"),
-    ({"compression": "8x"}, "unknown compression"),
-    ({"engine": "lucene", "compression": "fp16"}, "needs the faiss engine"),
-    ({"engine": "lucene", "compression": "32x"}, "needs the faiss engine"),
-    ({"refresh_interval": "-1"}, "refresh_interval"),
-    ({"refresh_interval": "1 s"}, "refresh_interval"),
-])
+@pytest.mark.parametrize(
+    "fields, message",
+    [
+        ({"number_of_shards": 0}, "number_of_shards"),
+        ({"number_of_replicas": -1}, "negative"),
+        ({"number_of_shards": 3, "number_of_routing_shards": 8}, "multiple of number_of_shards"),
+        ({"number_of_shards": 2, "number_of_routing_shards": 2048}, "at most 1024"),
+        ({"number_of_shards": 3, "routing_partition_size": 3}, "less than number_of_shards"),
+        ({"routing_partition_size": 2}, "less than number_of_shards"),
+        (
+            {"number_of_shards": 6, "routing_partition_size": 3, "number_of_routing_shards": 48},
+            "equals number_of_shards",
+        ),
+        ({"m": 1}, "m must be"),
+        ({"ef_search": 0}, "ef_search"),
+        ({"compression": "8x"}, "unknown compression"),
+        ({"engine": "lucene", "compression": "fp16"}, "needs the faiss engine"),
+        ({"engine": "lucene", "compression": "32x"}, "needs the faiss engine"),
+        ({"refresh_interval": "-1"}, "refresh_interval"),
+        ({"refresh_interval": "1 s"}, "refresh_interval"),
+    ],
+)
 def test_a_design_opensearch_would_refuse_fails_before_anything_is_sent(fields, message, double):
     # When asking for an impossible layout / Then it fails at once, naming the problem, and nothing was sent
     with pytest.raises(ValueError, match=message):
@@ -260,7 +325,7 @@ def test_a_backfill_writes_without_refreshing_and_refreshes_once_when_done(doubl
     index = OpenSearchIndex(double.client(), refresh="false", bulk_chunk_size=100)
     # When upserting many records, and deleting some
     for start in range(0, 1000, 250):
-        index.upsert(MODEL, many_records(1000)[start:start + 250])
+        index.upsert(MODEL, many_records(1000)[start : start + 250])
     index.delete(MODEL, "acme", "handbook", chunk_ids=["c-0000"])
     # Then no write asked for a refresh, and nothing is searchable yet
     writes = double.requests_to("_bulk") + double.requests_to("_delete_by_query")
@@ -289,25 +354,52 @@ def ids_of(hits) -> list[str]:
 
 def test_the_index_design_settings_are_read_from_the_environment():
     # Given every design variable set
-    settings = load_settings({"KINDEX_OPENSEARCH_SHARDS": "12", "KINDEX_OPENSEARCH_REPLICAS": "0",
-                              "KINDEX_OPENSEARCH_ROUTING_SHARDS": "0", "KINDEX_OPENSEARCH_ROUTING_PARTITION_SIZE": "4",
-                              "KINDEX_OPENSEARCH_HNSW_M": "24", "KINDEX_OPENSEARCH_EF_CONSTRUCTION": "256",
-                              "KINDEX_OPENSEARCH_EF_SEARCH": "200", "KINDEX_OPENSEARCH_COMPRESSION": "fp16",
-                              "KINDEX_OPENSEARCH_REFRESH_INTERVAL": "30s", "KINDEX_OPENSEARCH_REFRESH": "false"})
+    settings = load_settings(
+        {
+            "KINDEX_OPENSEARCH_SHARDS": "12",
+            "KINDEX_OPENSEARCH_REPLICAS": "0",
+            "KINDEX_OPENSEARCH_ROUTING_SHARDS": "0",
+            "KINDEX_OPENSEARCH_ROUTING_PARTITION_SIZE": "4",
+            "KINDEX_OPENSEARCH_HNSW_M": "24",
+            "KINDEX_OPENSEARCH_EF_CONSTRUCTION": "256",
+            "KINDEX_OPENSEARCH_EF_SEARCH": "200",
+            "KINDEX_OPENSEARCH_COMPRESSION": "fp16",
+            "KINDEX_OPENSEARCH_REFRESH_INTERVAL": "30s",
+            "KINDEX_OPENSEARCH_REFRESH": "false",
+        }
+    )
     # Then each reaches its field; unset, the documented defaults hold
-    assert (settings.opensearch_shards, settings.opensearch_replicas, settings.opensearch_routing_partition_size,
-            settings.opensearch_hnsw_m, settings.opensearch_ef_construction, settings.opensearch_ef_search,
-            settings.opensearch_compression, settings.opensearch_refresh_interval, settings.opensearch_refresh) == (
-        12, 0, 4, 24, 256, 200, "fp16", "30s", "false")
+    assert (
+        settings.opensearch_shards,
+        settings.opensearch_replicas,
+        settings.opensearch_routing_partition_size,
+        settings.opensearch_hnsw_m,
+        settings.opensearch_ef_construction,
+        settings.opensearch_ef_search,
+        settings.opensearch_compression,
+        settings.opensearch_refresh_interval,
+        settings.opensearch_refresh,
+    ) == (12, 0, 4, 24, 256, 200, "fp16", "30s", "false")
     defaults = load_settings({})
-    assert (defaults.opensearch_shards, defaults.opensearch_replicas, defaults.opensearch_compression,
-            defaults.opensearch_refresh) == (1, 1, "none", "wait_for")
+    assert (
+        defaults.opensearch_shards,
+        defaults.opensearch_replicas,
+        defaults.opensearch_compression,
+        defaults.opensearch_refresh,
+    ) == (1, 1, "none", "wait_for")
 
 
-@pytest.mark.parametrize("name, value", [("KINDEX_OPENSEARCH_SHARDS", "0"), ("KINDEX_OPENSEARCH_REPLICAS", "-1"),
-                                         ("KINDEX_OPENSEARCH_COMPRESSION", "8x"),
-                                         ("KINDEX_OPENSEARCH_REFRESH_INTERVAL", "-1"),
-                                         ("KINDEX_OPENSEARCH_REFRESH", "true"), ("KINDEX_OPENSEARCH_HNSW_M", "1")])
+@pytest.mark.parametrize(
+    "name, value",
+    [
+        ("KINDEX_OPENSEARCH_SHARDS", "0"),
+        ("KINDEX_OPENSEARCH_REPLICAS", "-1"),
+        ("KINDEX_OPENSEARCH_COMPRESSION", "8x"),
+        ("KINDEX_OPENSEARCH_REFRESH_INTERVAL", "-1"),
+        ("KINDEX_OPENSEARCH_REFRESH", "true"),
+        ("KINDEX_OPENSEARCH_HNSW_M", "1"),
+    ],
+)
 def test_a_bad_index_design_setting_stops_the_cold_start(name, value):
     with pytest.raises(SettingsError):
         load_settings({name: value})
@@ -358,14 +450,18 @@ def test_knn_query_uses_an_efficient_filter_on_tenant_collections_and_filters():
     knn = body["query"]["knn"]["vector"]
     assert body["size"] == 7 and knn["k"] == 7
     assert knn["vector"] == pytest.approx([0.6, 0.0, 0.8, 0.0])  # normalised: inner product == cosine
-    assert knn["filter"] == {"bool": {"filter": [
-        {"term": {"tenant": "acme"}},
-        {"terms": {"collection": ["handbook", "wiki"]}},
-        {"terms": {"document_id": ["d-1", "d-2"]}},
-        {"term": {"language": "en"}},
-        {"term": {"mimetype": "application/pdf"}},
-        NO_ACCESS_LIST,
-    ]}}
+    assert knn["filter"] == {
+        "bool": {
+            "filter": [
+                {"term": {"tenant": "acme"}},
+                {"terms": {"collection": ["handbook", "wiki"]}},
+                {"terms": {"document_id": ["d-1", "d-2"]}},
+                {"term": {"language": "en"}},
+                {"term": {"mimetype": "application/pdf"}},
+                NO_ACCESS_LIST,
+            ]
+        }
+    }
     # And only ids come back
     assert body["_source"] == ["chunk_id", "document_id", "collection"]
 
@@ -374,9 +470,11 @@ def test_knn_query_carries_the_search_breadth_and_never_below_k():
     # When building a k-NN query with an ef_search / Then it is in the query itself (lucene ignores the index's),
     # raised to k when smaller; without one, no method_parameters at all
     assert build_knn_query("acme", ["h"], [1.0], 7, ef_search=100)["query"]["knn"]["vector"]["method_parameters"] == {
-        "ef_search": 100}
+        "ef_search": 100
+    }
     assert build_knn_query("acme", ["h"], [1.0], 50, ef_search=10)["query"]["knn"]["vector"]["method_parameters"] == {
-        "ef_search": 50}
+        "ef_search": 50
+    }
     assert "method_parameters" not in build_knn_query("acme", ["h"], [1.0], 7)["query"]["knn"]["vector"]
 
 
@@ -417,8 +515,12 @@ def test_keyword_query_matches_text_within_the_same_filters():
     # Then the raw text goes into a match query (no query-string syntax) and the filters are terms
     assert body["size"] == 5
     assert body["query"]["bool"]["must"] == [{"match": {"text": {"query": 'budget "AND" (review)'}}}]
-    assert body["query"]["bool"]["filter"] == [{"term": {"tenant": "acme"}}, {"terms": {"collection": ["handbook"]}},
-                                               {"term": {"language": "de"}}, NO_ACCESS_LIST]
+    assert body["query"]["bool"]["filter"] == [
+        {"term": {"tenant": "acme"}},
+        {"terms": {"collection": ["handbook"]}},
+        {"term": {"language": "de"}},
+        NO_ACCESS_LIST,
+    ]
     assert body["_source"] == ["chunk_id", "document_id", "collection"]
 
 
@@ -428,8 +530,10 @@ def test_bulk_actions_route_by_tenant_normalise_vectors_and_keep_the_last_write(
     # When building bulk actions
     actions = build_bulk_actions(ALIAS, records)
     # Then there is one index action per chunk, routed by tenant, keyed by tenant/collection/chunk
-    assert [a["_id"] for a in actions] == [document_id("acme", "handbook", "c-2"),
-                                           document_id("acme", "handbook", "c-1")]
+    assert [a["_id"] for a in actions] == [
+        document_id("acme", "handbook", "c-2"),
+        document_id("acme", "handbook", "c-1"),
+    ]
     newest = actions[1]
     assert newest["_op_type"] == "index" and newest["_routing"] == "acme"
     assert "_index" not in newest  # the request names the index (`<alias>/_bulk`), never an action
@@ -438,17 +542,21 @@ def test_bulk_actions_route_by_tenant_normalise_vectors_and_keep_the_last_write(
     assert newest["_source"]["chunk_id"] == "c-1" and newest["_source"]["tenant"] == "acme"
 
 
-@pytest.mark.parametrize("kwargs, extra", [
-    ({}, []),
-    ({"document_ids": ["d-1"]}, [{"terms": {"document_id": ["d-1"]}}]),
-    ({"chunk_ids": ["c-1", "c-2"]}, [{"terms": {"chunk_id": ["c-1", "c-2"]}}]),
-])
+@pytest.mark.parametrize(
+    "kwargs, extra",
+    [
+        ({}, []),
+        ({"document_ids": ["d-1"]}, [{"terms": {"document_id": ["d-1"]}}]),
+        ({"chunk_ids": ["c-1", "c-2"]}, [{"terms": {"chunk_id": ["c-1", "c-2"]}}]),
+    ],
+)
 def test_delete_query_is_scoped_to_tenant_and_collection(kwargs, extra):
     # When building a delete query
     body = build_delete_query("acme", "handbook", **kwargs)
     # Then it always filters by tenant and collection, plus the ids given
-    assert body == {"query": {"bool": {"filter": [{"term": {"tenant": "acme"}}, {"term": {"collection": "handbook"}},
-                                                  *extra]}}}
+    assert body == {
+        "query": {"bool": {"filter": [{"term": {"tenant": "acme"}}, {"term": {"collection": "handbook"}}, *extra]}}
+    }
 
 
 def test_chunk_ids_query_pages_with_search_after_on_the_chunk_id():
@@ -461,23 +569,42 @@ def test_chunk_ids_query_pages_with_search_after_on_the_chunk_id():
     assert later["query"]["bool"]["filter"][0] == {"term": {"tenant": "acme"}}
 
 
-@pytest.mark.parametrize("method, template, body", [
-    ("PUT", "/{index}", build_index_body(384, alias=ALIAS)),
-    ("PUT", "/{index}", build_index_body(384, alias=ALIAS, design=IndexDesign(engine="lucene"))),
-    ("PUT", "/{index}", build_index_body(384, alias=ALIAS, design=IndexDesign(compression="fp16"))),
-    ("PUT", "/{index}", build_index_body(384, alias=ALIAS, design=IndexDesign(
-        number_of_shards=6, routing_partition_size=3, compression="32x"))),
-    ("PUT", "/{index}", build_index_body(384, alias=ALIAS, design=IndexDesign(
-        number_of_shards=3, number_of_routing_shards=48, m=32, ef_construction=256))),
-    ("POST", "/{index}/_search", build_knn_query("acme", ["handbook"], [0.1] * 4, 3, FILTERS)),
-    ("POST", "/{index}/_search", build_knn_query("acme", ["handbook"], [0.1] * 4, 3, FILTERS, ef_search=100)),
-    ("POST", "/{index}/_search", build_keyword_query("acme", ["handbook"], "q", 3, FILTERS)),
-    ("POST", "/{index}/_search", build_knn_query("acme", ["handbook"], [0.1] * 4, 3, EVERY_FILTER, ef_search=100)),
-    ("POST", "/{index}/_search", build_keyword_query("acme", ["handbook"], "q", 3, EVERY_FILTER)),
-    ("PUT", "/{index}/_mapping", build_mapping_update()),
-    ("POST", "/{index}/_search", build_chunk_ids_query("acme", "handbook", search_after=["x"])),
-    ("POST", "/{index}/_delete_by_query", build_delete_query("acme", "handbook", chunk_ids=["c"], document_ids=["d"])),
-])
+@pytest.mark.parametrize(
+    "method, template, body",
+    [
+        ("PUT", "/{index}", build_index_body(384, alias=ALIAS)),
+        ("PUT", "/{index}", build_index_body(384, alias=ALIAS, design=IndexDesign(engine="lucene"))),
+        ("PUT", "/{index}", build_index_body(384, alias=ALIAS, design=IndexDesign(compression="fp16"))),
+        (
+            "PUT",
+            "/{index}",
+            build_index_body(
+                384, alias=ALIAS, design=IndexDesign(number_of_shards=6, routing_partition_size=3, compression="32x")
+            ),
+        ),
+        (
+            "PUT",
+            "/{index}",
+            build_index_body(
+                384,
+                alias=ALIAS,
+                design=IndexDesign(number_of_shards=3, number_of_routing_shards=48, m=32, ef_construction=256),
+            ),
+        ),
+        ("POST", "/{index}/_search", build_knn_query("acme", ["handbook"], [0.1] * 4, 3, FILTERS)),
+        ("POST", "/{index}/_search", build_knn_query("acme", ["handbook"], [0.1] * 4, 3, FILTERS, ef_search=100)),
+        ("POST", "/{index}/_search", build_keyword_query("acme", ["handbook"], "q", 3, FILTERS)),
+        ("POST", "/{index}/_search", build_knn_query("acme", ["handbook"], [0.1] * 4, 3, EVERY_FILTER, ef_search=100)),
+        ("POST", "/{index}/_search", build_keyword_query("acme", ["handbook"], "q", 3, EVERY_FILTER)),
+        ("PUT", "/{index}/_mapping", build_mapping_update()),
+        ("POST", "/{index}/_search", build_chunk_ids_query("acme", "handbook", search_after=["x"])),
+        (
+            "POST",
+            "/{index}/_delete_by_query",
+            build_delete_query("acme", "handbook", chunk_ids=["c"], document_ids=["d"]),
+        ),
+    ],
+)
 def test_every_request_body_is_valid_against_the_opensearch_api_spec(method, template, body):
     # Given a body one of the builders produced
     # When validated against the OpenSearch 2.19 REST API spec
@@ -504,8 +631,11 @@ def test_both_legs_share_one_filter_with_the_attribute_and_access_clauses():
     # Then the k-NN leg's efficient filter is exactly the keyword leg's bool filter: tenant, collections,
     # language, then the access clause (1,000 groups as one terms clause each way) and the attribute clause
     assert knn == {"bool": {"filter": keyword}}
-    assert keyword[:3] == [{"term": {"tenant": "acme"}}, {"terms": {"collection": ["handbook"]}},
-                           {"term": {"language": "en"}}]
+    assert keyword[:3] == [
+        {"term": {"tenant": "acme"}},
+        {"terms": {"collection": ["handbook"]}},
+        {"term": {"language": "en"}},
+    ]
     access, attributes = keyword[3:]
     assert access["bool"]["filter"] == [{"term": {"access_set": True}}]
     assert {"terms": {"access_groups": [f"g{i}" for i in range(1000)]}} in access["bool"]["should"]
@@ -516,8 +646,16 @@ def test_both_legs_share_one_filter_with_the_attribute_and_access_clauses():
 def test_new_indices_map_the_filter_fields_and_every_chunk_writes_them_all():
     # When an index body and the actions of a chunk with attributes and of one without are built
     properties = build_index_body(4, alias=ALIAS)["mappings"]["properties"]
-    listed = IndexRecord(tenant="acme", collection="h", document_id="d", chunk_id="c1", vector=(1.0, 0.0), text="t",
-                         attributes={"year": 2020, "tags": ["x"]}, access=Access(users=("alice",)))
+    listed = IndexRecord(
+        tenant="acme",
+        collection="h",
+        document_id="d",
+        chunk_id="c1",
+        vector=(1.0, 0.0),
+        text="t",
+        attributes={"year": 2020, "tags": ["x"]},
+        access=Access(users=("alice",)),
+    )
     bare = IndexRecord(tenant="acme", collection="h", document_id="d", chunk_id="c2", vector=(1.0, 0.0), text="t")
     first, second = (action["_source"] for action in build_bulk_actions(ALIAS, [listed, bare]))
     # Then the mapping holds the ten filter fields, and both chunks carry every one of them (a rewrite clears what
@@ -527,8 +665,9 @@ def test_new_indices_map_the_filter_fields_and_every_chunk_writes_them_all():
     assert set(mapping_properties()) <= set(first) and set(mapping_properties()) <= set(second)
     assert first["access_set"] is True and first["access_users"] == ["alice"]
     assert sorted(first["attr_k"]) == ["tags", "year"]
-    assert second["access_set"] is False and all(second[name] == [] for name in mapping_properties()
-                                                   if name != "access_set")
+    assert second["access_set"] is False and all(
+        second[name] == [] for name in mapping_properties() if name != "access_set"
+    )
 
 
 def test_the_spec_check_rejects_a_malformed_knn_query():
@@ -611,10 +750,12 @@ def test_a_tenant_id_with_commas_routes_by_its_hash_in_every_request(double):
     # Then every request carried one comma-free routing value, so all of them reached the shard holding its chunks
     key = routing_key("a,b")
     assert "," not in key and key == routing_key("a,b") != routing_key("a,c")
-    bulk_routings = {line["index"]["routing"] for bulk in double.requests_to("_bulk") for line in bulk.body
-                     if "index" in line}
-    request_routings = {r.params["routing"] for r in double.requests_to("_search") + double.requests_to(
-        "_delete_by_query")}
+    bulk_routings = {
+        line["index"]["routing"] for bulk in double.requests_to("_bulk") for line in bulk.body if "index" in line
+    }
+    request_routings = {
+        r.params["routing"] for r in double.requests_to("_search") + double.requests_to("_delete_by_query")
+    }
     assert bulk_routings == request_routings == {key}
     assert len(found) == 5 and len(listed) == 5 and index.chunk_ids(MODEL, "a,b", "handbook") == set()
     # And ids without a comma route as themselves (the routing of existing documents does not change)
@@ -710,12 +851,23 @@ def test_the_double_filters_before_choosing_the_k_nearest(double):
     client.indices.create(index="probe", body=build_index_body(2))
     for i in range(10):
         angle = i * 0.1
-        client.index(index="probe", id=str(i), routing="t", refresh=True,
-                     body={"tenant": "t", "chunk_id": str(i), "vector": [math.cos(angle), math.sin(angle)],
-                           "language": "de" if i == 9 else "en"})
+        client.index(
+            index="probe",
+            id=str(i),
+            routing="t",
+            refresh=True,
+            body={
+                "tenant": "t",
+                "chunk_id": str(i),
+                "vector": [math.cos(angle), math.sin(angle)],
+                "language": "de" if i == 9 else "en",
+            },
+        )
     # When asking for the single nearest with an efficient filter
-    body = {"size": 1, "query": {"knn": {"vector": {"vector": [1.0, 0.0], "k": 1,
-                                                    "filter": {"term": {"language": "de"}}}}}}
+    body = {
+        "size": 1,
+        "query": {"knn": {"vector": {"vector": [1.0, 0.0], "k": 1, "filter": {"term": {"language": "de"}}}}},
+    }
     (hit,) = client.search(index="probe", body=body)["hits"]["hits"]
     # Then the filtered document is returned, scored 1 + dot as faiss innerproduct does
     assert hit["_id"] == "9"
@@ -739,10 +891,17 @@ def test_the_double_shows_writes_only_after_a_refresh_and_routes_like_opensearch
     assert sorted((h["_id"], h["_routing"]) for h in hits) == [("a", "t2"), ("b", "t1")]
 
 
-@pytest.mark.parametrize("routing, shards", [
-    ("acme", [1, 0, 7]), ("globex", [0, 4, 7]), ("t1", [2, 1, 4]), ("t2", [2, 3, 5]),
-    ("Ünïcode-テナント", [1, 3, 3]), ("😀", [0, 2, 4]),
-])
+@pytest.mark.parametrize(
+    "routing, shards",
+    [
+        ("acme", [1, 0, 7]),
+        ("globex", [0, 4, 7]),
+        ("t1", [2, 1, 4]),
+        ("t2", [2, 3, 5]),
+        ("Ünïcode-テナント", [1, 3, 3]),
+        ("😀", [0, 2, 4]),
+    ],
+)
 def test_the_double_puts_a_routing_value_on_the_shard_opensearch_does(double, routing, shards):
     # Given indices of 3, 5 and 8 shards (the expected shards are what OpenSearch 2.19.1's _search_shards said)
     client = double.client()
@@ -758,9 +917,13 @@ def test_the_double_puts_a_routing_value_on_the_shard_opensearch_does(double, ro
 def test_the_double_refuses_a_routing_partition_opensearch_would_refuse(double):
     # Given a partitioned index without required routing, and one with a partition as large as the index
     client = double.client()
-    bodies = [{"settings": {"number_of_shards": 4, "routing_partition_size": 2}},
-              {"settings": {"number_of_shards": 2, "routing_partition_size": 2},
-               "mappings": {"_routing": {"required": True}}}]
+    bodies = [
+        {"settings": {"number_of_shards": 4, "routing_partition_size": 2}},
+        {
+            "settings": {"number_of_shards": 2, "routing_partition_size": 2},
+            "mappings": {"_routing": {"required": True}},
+        },
+    ]
     # When creating them / Then both fail like OpenSearch
     for number, body in enumerate(bodies):
         with pytest.raises(RequestError):

@@ -69,8 +69,19 @@ def test_search_index_keyword_database_vectors_and_snapshots_are_owner_only(tmp_
     seen, wrong = set(), {}
     for i in range(8):
         vector = np.random.RandomState(i).normal(size=8)
-        index.upsert("hash:8", [IndexRecord(tenant="t", collection="c", document_id="d", chunk_id=f"x{i}",
-                                            vector=tuple(vector / np.linalg.norm(vector)), text=f"word{i}")])
+        index.upsert(
+            "hash:8",
+            [
+                IndexRecord(
+                    tenant="t",
+                    collection="c",
+                    document_id="d",
+                    chunk_id=f"x{i}",
+                    vector=tuple(vector / np.linalg.norm(vector)),
+                    text=f"word{i}",
+                )
+            ],
+        )
         seen |= {p.name for p in (tmp_path / "index").rglob("*")}
         wrong.update(wrong_modes(tmp_path / "index"))
     # Then the keyword index's files, the logs and the snapshots were 0600 in 0700 folders

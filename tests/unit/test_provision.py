@@ -47,8 +47,10 @@ def test_root_installs_exactly_the_missing_packages_unattended():
     plan = decide([provision.NODE, provision.CHROMIUM], root=True)
     # Then apt-get installs those two packages and no question can stop it
     assert plan.failure is None
-    assert plan.commands == [[*APT_ENV, "apt-get", "update", "-qq"],
-                             [*APT_ENV, "apt-get", "install", "-y", "-qq", "nodejs", "chromium"]]
+    assert plan.commands == [
+        [*APT_ENV, "apt-get", "update", "-qq"],
+        [*APT_ENV, "apt-get", "install", "-y", "-qq", "nodejs", "chromium"],
+    ]
 
 
 def test_a_missing_java_on_a_slim_image_first_makes_the_folder_its_post_install_needs():
@@ -77,8 +79,10 @@ def test_a_user_who_may_not_install_gets_one_command_and_nothing_runs():
     # Then nothing runs, and the failure names what is missing and the one command that installs it
     assert plan.commands == []
     assert "npm, Java 17 (java)" in plan.failure
-    assert plan.failure.endswith("sudo sh -c 'mkdir -p /usr/share/man/man1 && apt-get update -qq && "
-                                 "apt-get install -y -qq npm openjdk-17-jre-headless'")
+    assert plan.failure.endswith(
+        "sudo sh -c 'mkdir -p /usr/share/man/man1 && apt-get update -qq && "
+        "apt-get install -y -qq npm openjdk-17-jre-headless'"
+    )
 
 
 def test_without_apt_get_it_fails_naming_the_tools_and_debians_packages():
@@ -101,18 +105,21 @@ def free_port() -> int:
     return 54321
 
 
-@pytest.mark.parametrize(("ours", "owner", "taken", "expected"), [
-    # this checkout's `make opensearch` node: used, left running
-    (True, None, True, (9200, False, False)),
-    # this checkout's node that a live run started: used, that run stops it
-    (True, True, True, (9200, False, False)),
-    # a node a killed run left behind: adopted, stopped at the end
-    (True, False, True, (9200, False, True)),
-    # nothing on the port: a node of the run's own there, stopped at the end
-    (False, None, False, (9200, True, True)),
-    # another checkout's node or any other service on the port: left alone, the run's node on a free port
-    (False, None, True, (54321, True, True)),
-])
+@pytest.mark.parametrize(
+    ("ours", "owner", "taken", "expected"),
+    [
+        # this checkout's `make opensearch` node: used, left running
+        (True, None, True, (9200, False, False)),
+        # this checkout's node that a live run started: used, that run stops it
+        (True, True, True, (9200, False, False)),
+        # a node a killed run left behind: adopted, stopped at the end
+        (True, False, True, (9200, False, True)),
+        # nothing on the port: a node of the run's own there, stopped at the end
+        (False, None, False, (9200, True, True)),
+        # another checkout's node or any other service on the port: left alone, the run's node on a free port
+        (False, None, True, (54321, True, True)),
+    ],
+)
 def test_the_suite_gets_a_node_and_stops_only_what_it_started(ours, owner, taken, expected):
     # When the runner chooses for port 9200
     choice = opensearch.choose_node(9200, ours=ours, owner=owner, port_taken=taken, free_port=free_port)

@@ -42,23 +42,33 @@ class StoredDocuments:
         self.uploaded.append(document)
 
 
-@pytest.mark.parametrize("stored, expected, sent", [
-    (None, "uploaded", True),
-    ({"status": "indexed"}, "unchanged", False),
-    ({"status": "pending"}, "waiting", False),
-    ({"status": "in_progress"}, "waiting", False),
-    ({"status": "failed", "failure_reason": "CorruptFile: bad xref", "failure_retryable": False},
-     "failed:CorruptFile: bad xref (unchanged file, not sent again)", False),
-    ({"status": "failed", "failure_reason": "EmbeddingFailed: 503", "failure_retryable": True}, "uploaded", True),
-    ({"status": "indexed", "content_sha256": "0" * 64}, "uploaded", True),  # the file changed
-])
-def test_ingest_sends_a_file_only_when_the_deployment_does_not_hold_these_bytes_for_good(tmp_path, stored, expected,
-                                                                                         sent):
+@pytest.mark.parametrize(
+    "stored, expected, sent",
+    [
+        (None, "uploaded", True),
+        ({"status": "indexed"}, "unchanged", False),
+        ({"status": "pending"}, "waiting", False),
+        ({"status": "in_progress"}, "waiting", False),
+        (
+            {"status": "failed", "failure_reason": "CorruptFile: bad xref", "failure_retryable": False},
+            "failed:CorruptFile: bad xref (unchanged file, not sent again)",
+            False,
+        ),
+        ({"status": "failed", "failure_reason": "EmbeddingFailed: 503", "failure_retryable": True}, "uploaded", True),
+        ({"status": "indexed", "content_sha256": "0" * 64}, "uploaded", True),  # the file changed
+    ],
+)
+def test_ingest_sends_a_file_only_when_the_deployment_does_not_hold_these_bytes_for_good(
+    tmp_path, stored, expected, sent
+):
     path = tmp_path / "a.md"
     path.write_bytes(b"# A\n\nalpha\n")
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
-    documents = {} if stored is None else {
-        "a.md": DocumentOut(id="a.md", collection="c", **{"content_sha256": digest, **stored})}
+    documents = (
+        {}
+        if stored is None
+        else {"a.md": DocumentOut(id="a.md", collection="c", **{"content_sha256": digest, **stored})}
+    )
     client = StoredDocuments(documents)
     with ThreadPoolExecutor(2) as pool:
         summary = remote_ingest.stored_summaries(client, "c", ["a.md"], pool)["a.md"]
@@ -66,13 +76,20 @@ def test_ingest_sends_a_file_only_when_the_deployment_does_not_hold_these_bytes_
     assert client.uploaded == (["a.md"] if sent else [])
 
 
-@pytest.mark.parametrize("stored, asked, reads", [
-    (3, ["d0", "missing"], ["collection", "list"]),  # one page beats two GETs
-    (3, ["d0"], ["collection", "d0"]),  # one GET beats one page
-    (2500, ["d0", "d1", "missing"], ["collection", "d0", "d1", "missing"]),  # three GETs are no more than three pages
-    (2500, ["d0", "d1", "d2", "missing"], ["collection", "list", "list", "list"]),
-    (0, [], ["collection"]),
-])
+@pytest.mark.parametrize(
+    "stored, asked, reads",
+    [
+        (3, ["d0", "missing"], ["collection", "list"]),  # one page beats two GETs
+        (3, ["d0"], ["collection", "d0"]),  # one GET beats one page
+        (
+            2500,
+            ["d0", "d1", "missing"],
+            ["collection", "d0", "d1", "missing"],
+        ),  # three GETs are no more than three pages
+        (2500, ["d0", "d1", "d2", "missing"], ["collection", "list", "list", "list"]),
+        (0, [], ["collection"]),
+    ],
+)
 def test_ingest_reads_what_the_deployment_holds_in_the_fewest_requests(stored, asked, reads):
     # Given a deployment holding `stored` documents
     client = StoredDocuments({f"d{i}": DocumentOut(id=f"d{i}", collection="c", title=f"t{i}") for i in range(stored)})
@@ -102,9 +119,15 @@ def test_flags_win_over_the_profile_and_the_profile_over_the_environment(tmp_pat
     assert remote_cli.target(namespace(url="http://flag", profile="p")) == ("http://flag", "profile-key")
 
 
-@pytest.mark.parametrize("content, problem", [('[p]\nurl = "u"\nkey = 5\n', "only string values"),
-                                              ('[p]\nurl = "u"\nsecret = "x"\n', "only string values"),
-                                              ("[p\n", "not valid TOML"), ('p = "x"\n', "no profile 'p'")])
+@pytest.mark.parametrize(
+    "content, problem",
+    [
+        ('[p]\nurl = "u"\nkey = 5\n', "only string values"),
+        ('[p]\nurl = "u"\nsecret = "x"\n', "only string values"),
+        ("[p\n", "not valid TOML"),
+        ('p = "x"\n', "no profile 'p'"),
+    ],
+)
 def test_a_profile_that_cannot_be_used_is_a_usage_error(tmp_path, monkeypatch, content, problem):
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
     (tmp_path / "kindex").mkdir()
@@ -123,14 +146,23 @@ def test_ingest_and_reindex_stay_local_unless_a_deployment_is_named(monkeypatch)
     assert remote_cli.remote_requested(namespace())
 
 
-@pytest.mark.parametrize("error, code", [
-    (errors.InvalidInput(422, "invalid_input", "x"), 2), (errors.BadRequest(400, "bad_request", "x"), 2),
-    (errors.PayloadTooLarge(413, "payload_too_large", "x"), 2), (errors.Unauthorized(401, "unauthorized", "x"), 3),
-    (errors.Forbidden(403, "forbidden", "x"), 3), (errors.NotFound(404, "not_found", "x"), 4),
-    (errors.Conflict(409, "conflict", "x"), 5), (errors.Throttled(429, "throttled", "x"), 6),
-    (errors.ServiceUnavailable(503, "unavailable", "x"), 6), (errors.ConnectionFailed("refused"), 6),
-    (errors.ServerError(500, "internal_error", "x"), 1), (errors.ApiError(418, "teapot", "x"), 1),
-])
+@pytest.mark.parametrize(
+    "error, code",
+    [
+        (errors.InvalidInput(422, "invalid_input", "x"), 2),
+        (errors.BadRequest(400, "bad_request", "x"), 2),
+        (errors.PayloadTooLarge(413, "payload_too_large", "x"), 2),
+        (errors.Unauthorized(401, "unauthorized", "x"), 3),
+        (errors.Forbidden(403, "forbidden", "x"), 3),
+        (errors.NotFound(404, "not_found", "x"), 4),
+        (errors.Conflict(409, "conflict", "x"), 5),
+        (errors.Throttled(429, "throttled", "x"), 6),
+        (errors.ServiceUnavailable(503, "unavailable", "x"), 6),
+        (errors.ConnectionFailed("refused"), 6),
+        (errors.ServerError(500, "internal_error", "x"), 1),
+        (errors.ApiError(418, "teapot", "x"), 1),
+    ],
+)
 def test_each_error_class_has_its_documented_exit_code(error, code):
     assert remote_cli._exit_code(error) == code
     assert code in remote_cli.EXIT_CODES

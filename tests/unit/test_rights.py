@@ -30,26 +30,33 @@ pytestmark = pytest.mark.unit
 
 def test_request_body_and_signature():
     body, headers = build_rights_request("ann", "c1", ["a", "b"], b"secret", 1700000000)
-    assert json.loads(body) == {"document_ids": ["a", "b"], "username": "ann", "xwiki_username": "ann",
-                                "collection": "c1"}
+    assert json.loads(body) == {
+        "document_ids": ["a", "b"],
+        "username": "ann",
+        "xwiki_username": "ann",
+        "collection": "c1",
+    }
     expected = hmac.new(b"secret", b"1700000000." + body, hashlib.sha256).hexdigest()
     assert headers == {"Content-Type": "application/json", "X-Kindex-Signature": f"t=1700000000,v1={expected}"}
     assert sign(b"other", body, 1700000000) != headers["X-Kindex-Signature"]
 
 
-@pytest.mark.parametrize("status, payload, allowed", [
-    (200, b'{"a": true, "b": false}', {"a"}),
-    (200, b'{"a": true}', {"a"}),                       # b missing -> denied
-    (200, b'{"a": "true", "b": 1}', None),              # non-booleans: no valid answer (denies, and warns)
-    (200, b'{"a": true, "b": null}', None),
-    (200, b'{"a": true, "zzz": "yes"}', {"a"}),         # only the requested ids' values matter
-    (200, b'{"a": true, "b": true, "zzz": true}', {"a", "b"}),  # unknown ids are ignored
-    (200, b'["a", "b"]', None),                         # not an object: no valid answer
-    (200, b"not json", None),
-    (200, b"\xff\xfe", None),
-    (500, b'{"a": true, "b": true}', None),             # any non-200 is no answer, whatever the body says
-    (201, b'{"a": true, "b": true}', None),
-])
+@pytest.mark.parametrize(
+    "status, payload, allowed",
+    [
+        (200, b'{"a": true, "b": false}', {"a"}),
+        (200, b'{"a": true}', {"a"}),  # b missing -> denied
+        (200, b'{"a": "true", "b": 1}', None),  # non-booleans: no valid answer (denies, and warns)
+        (200, b'{"a": true, "b": null}', None),
+        (200, b'{"a": true, "zzz": "yes"}', {"a"}),  # only the requested ids' values matter
+        (200, b'{"a": true, "b": true, "zzz": true}', {"a", "b"}),  # unknown ids are ignored
+        (200, b'["a", "b"]', None),  # not an object: no valid answer
+        (200, b"not json", None),
+        (200, b"\xff\xfe", None),
+        (500, b'{"a": true, "b": true}', None),  # any non-200 is no answer, whatever the body says
+        (201, b'{"a": true, "b": true}', None),
+    ],
+)
 def test_response_parsing_fails_closed(status, payload, allowed):
     assert parse_rights_response(status, payload, ["a", "b"]) == allowed
 
@@ -108,8 +115,12 @@ class RecordingEndpoint:
 
 
 def external(name, url="https://rights.example/check", timeout=0.3):
-    return Collection(id=name, embedding_model="hash:8", rights_check_method="external",
-                      rights_check_method_configuration={"url": url, "timeout": timeout})
+    return Collection(
+        id=name,
+        embedding_model="hash:8",
+        rights_check_method="external",
+        rights_check_method_configuration={"url": url, "timeout": timeout},
+    )
 
 
 @pytest.fixture
@@ -119,8 +130,9 @@ def secrets(tmp_path):
 
 def checks_with(secrets, answer, sleeps=None, **kwargs):
     sleep = time.sleep if sleeps is None else sleeps.append
-    return RightsChecks(RightsUrlPolicy.for_backend("aws", None), secrets, RecordingEndpoint(answer), sleep=sleep,
-                        **kwargs)
+    return RightsChecks(
+        RightsUrlPolicy.for_backend("aws", None), secrets, RecordingEndpoint(answer), sleep=sleep, **kwargs
+    )
 
 
 def test_public_collections_need_no_call(secrets):
@@ -142,13 +154,16 @@ def test_no_secret_denies_with_a_warning_and_no_call(secrets):
     assert sleeps == []
 
 
-@pytest.mark.parametrize("answer", [
-    lambda *a: (_ for _ in ()).throw(RightsCallFailed("connect")),
-    lambda *a: (_ for _ in ()).throw(RightsCallFailed("refused", "never")),
-    lambda *a: (500, b""),
-    lambda *a: (200, b"[]"),
-    lambda *a: (_ for _ in ()).throw(RuntimeError("anything unforeseen")),
-])
+@pytest.mark.parametrize(
+    "answer",
+    [
+        lambda *a: (_ for _ in ()).throw(RightsCallFailed("connect")),
+        lambda *a: (_ for _ in ()).throw(RightsCallFailed("refused", "never")),
+        lambda *a: (500, b""),
+        lambda *a: (200, b"[]"),
+        lambda *a: (_ for _ in ()).throw(RuntimeError("anything unforeseen")),
+    ],
+)
 def test_a_failed_call_denies_warns_once_and_costs_its_whole_budget(secrets, answer):
     secrets.put_secret(rights_secret_name("t"), b"s")
     sleeps = []

@@ -23,10 +23,16 @@ def test_query_routes_are_served_by_the_query_function_even_though_the_api_lists
     assert routes[("/v1/collections/{collection}", "PUT")].function == "api"
     assert routes[("/docs", "GET")].public and not routes[("/v1/collections", "GET")].public
     assert routes[("/console", "GET")].public and routes[("/console/{asset}", "GET")].function == "api"
-    assert {path for (path, _), r in routes.items() if r.public} == {"/v1/openapi.json", "/docs", "/docs/{asset}",
-                                                                     "/console", "/console/{asset}"}
-    assert len(routes) == len({(r.path, m) for r in api_routes({"query": query.app, "api": api.app}, "api")
-                               for m in r.methods})
+    assert {path for (path, _), r in routes.items() if r.public} == {
+        "/v1/openapi.json",
+        "/docs",
+        "/docs/{asset}",
+        "/console",
+        "/console/{asset}",
+    }
+    assert len(routes) == len(
+        {(r.path, m) for r in api_routes({"query": query.app, "api": api.app}, "api") for m in r.methods}
+    )
 
 
 def test_local_gateway_serves_exactly_the_derived_routes(tmp_path, monkeypatch):
@@ -37,7 +43,8 @@ def test_local_gateway_serves_exactly_the_derived_routes(tmp_path, monkeypatch):
     gateway = build_gateway(Settings(data_dir=tmp_path))
     derived = {(m, r.path) for r in api_routes({"query": query.app, "api": api.app}, "api") for m in r.methods}
     assert {(r.method, r.pattern.pattern) for r in gateway.routes} == {
-        (m, ApiRoute(p, (m,), "x").pattern.pattern) for m, p in derived}
+        (m, ApiRoute(p, (m,), "x").pattern.pattern) for m, p in derived
+    }
     assert gateway.route("GET", "/v1/nowhere") is None
     assert gateway.route("PATCH", "/v1/collections/x") is None
     assert gateway.route("POST", "/v1/query").function_name == "kindex-query"

@@ -27,11 +27,21 @@ def vectors(count: int, seed: int) -> np.ndarray:
     return found / np.linalg.norm(found, axis=1, keepdims=True)
 
 
-def records(matrix: np.ndarray, *, tenant: str = "acme", prefix: str = "c", documents: int = 10,
-            start: int = 0) -> list[IndexRecord]:
-    return [IndexRecord(tenant=tenant, collection="col", document_id=f"d{(start + i) % documents}",
-                        chunk_id=f"{prefix}{start + i}", vector=tuple(row), text="", language="en")
-            for i, row in enumerate(matrix)]
+def records(
+    matrix: np.ndarray, *, tenant: str = "acme", prefix: str = "c", documents: int = 10, start: int = 0
+) -> list[IndexRecord]:
+    return [
+        IndexRecord(
+            tenant=tenant,
+            collection="col",
+            document_id=f"d{(start + i) % documents}",
+            chunk_id=f"{prefix}{start + i}",
+            vector=tuple(row),
+            text="",
+            language="en",
+        )
+        for i, row in enumerate(matrix)
+    ]
 
 
 def exact(stored: dict[str, np.ndarray], query: np.ndarray, k: int) -> list[str]:
@@ -68,9 +78,9 @@ def index(tmp_path):
 
 def test_a_partition_gets_a_graph_at_the_threshold_and_finds_what_exact_search_finds(index):
     base = vectors(600, 1)
-    index.upsert(MODEL, records(base[:THRESHOLD - 1]))
+    index.upsert(MODEL, records(base[: THRESHOLD - 1]))
     assert graph_of(index) is None
-    index.upsert(MODEL, records(base[THRESHOLD - 1:], start=THRESHOLD - 1))
+    index.upsert(MODEL, records(base[THRESHOLD - 1 :], start=THRESHOLD - 1))
     assert graph_of(index) is not None and len(graph_of(index)) == 600
     stored = {f"c{i}": row for i, row in enumerate(base)}
     queries = vectors(50, 2)
@@ -136,8 +146,10 @@ def test_a_replaced_vector_is_found_at_its_new_place_only(index):
     base = vectors(400, 4)
     index.upsert(MODEL, records(base))
     moved = vectors(1, 99)[0]
-    index.upsert(MODEL, [IndexRecord(tenant="acme", collection="col", document_id="d0", chunk_id="c10",
-                                     vector=tuple(moved), text="")])
+    index.upsert(
+        MODEL,
+        [IndexRecord(tenant="acme", collection="col", document_id="d0", chunk_id="c10", vector=tuple(moved), text="")],
+    )
     assert hits(index, moved, 1) == ["c10"]
     assert "c10" not in hits(index, base[10], 3)
 
@@ -223,8 +235,11 @@ def test_close_compacts_graph_partitions_so_the_next_open_replays_no_log(tmp_pat
     builds, replayed = [], []
     monkeypatch.setattr(AnnGraph, "build", classmethod(lambda cls, v: builds.append(len(v))))
     original = LocalSearchIndex._replay
-    monkeypatch.setattr(LocalSearchIndex, "_replay", lambda self, key, log, partition: replayed.append(key[1])
-                        or original(self, key, log, partition))
+    monkeypatch.setattr(
+        LocalSearchIndex,
+        "_replay",
+        lambda self, key, log, partition: replayed.append(key[1]) or original(self, key, log, partition),
+    )
     second = LocalSearchIndex(tmp_path / "index")
     assert hits(second, more[5], 1) == ["c505"] and "c3" not in hits(second, base[3], 5)
     assert builds == [] and replayed == [] and len(graph_of(second)) == 539

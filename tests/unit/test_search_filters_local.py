@@ -36,11 +36,30 @@ def unit(seed: int) -> np.ndarray:
     return vector / np.linalg.norm(vector)
 
 
-def chunks(document_id: str, count: int, *, seed: int = 0, tenant: str = "acme", attributes=None,
-           access: Access | None = None, text: str = "tidal survey") -> list[IndexRecord]:
-    return [IndexRecord(tenant=tenant, collection="c", document_id=document_id, chunk_id=f"{document_id}.{i}",
-                        vector=tuple(unit(seed + i)), text=text, language="en", attributes=attributes, access=access)
-            for i in range(count)]
+def chunks(
+    document_id: str,
+    count: int,
+    *,
+    seed: int = 0,
+    tenant: str = "acme",
+    attributes=None,
+    access: Access | None = None,
+    text: str = "tidal survey",
+) -> list[IndexRecord]:
+    return [
+        IndexRecord(
+            tenant=tenant,
+            collection="c",
+            document_id=document_id,
+            chunk_id=f"{document_id}.{i}",
+            vector=tuple(unit(seed + i)),
+            text=text,
+            language="en",
+            attributes=attributes,
+            access=access,
+        )
+        for i in range(count)
+    ]
 
 
 def knn(index, filters: SearchFilters, k: int = 50, tenant: str = "acme") -> set[str]:
@@ -58,8 +77,10 @@ def test_attributes_and_access_lists_survive_a_reopen(tmp_path, compacted):
     first.upsert(MODEL, chunks("a", 3, attributes={"year": 2020, "tags": ["x"]}, access=Access(groups=("eng",))))
     first.upsert(MODEL, chunks("b", 2, seed=10, attributes={"year": 2021.5}, access=Access(users=("bob",))))
     first.upsert(MODEL, chunks("c", 2, seed=20))
-    first.upsert(MODEL, chunks("a", 3, attributes={"year": 1999, "tags": ["y"]},
-                               access=Access(groups=("ops",), deny_users=("eve",))))
+    first.upsert(
+        MODEL,
+        chunks("a", 3, attributes={"year": 1999, "tags": ["y"]}, access=Access(groups=("ops",), deny_users=("eve",))),
+    )
     first.upsert(MODEL, chunks("d", 1, seed=30, attributes={"year": 2020}, access=Access(groups=("eng",))))
     first.delete(MODEL, "acme", "c", document_ids=["d"])
     if compacted:
@@ -75,8 +96,10 @@ def test_attributes_and_access_lists_survive_a_reopen(tmp_path, compacted):
     for leg in (knn, words):
         assert leg(second, SearchFilters(attributes=parse_filter({"year": 1999}), principals=everyone)) == a
         assert leg(second, SearchFilters(attributes=parse_filter({"year": {"$gt": 2000}}), principals=everyone)) == b
-        assert leg(second, SearchFilters(attributes=parse_filter({"tags": {"$contains": "x"}}),
-                                         principals=everyone)) == set()
+        assert (
+            leg(second, SearchFilters(attributes=parse_filter({"tags": {"$contains": "x"}}), principals=everyone))
+            == set()
+        )
         assert leg(second, SearchFilters(principals=OPS)) == a | c
         assert leg(second, SearchFilters(principals=Principals(user="eve", groups=("ops",)))) == c
         assert leg(second, SearchFilters(principals=Principals(user="bob", required=True))) == b
@@ -103,8 +126,9 @@ def test_an_attribute_only_rewrite_appends_no_vectors_and_leaves_the_graph_alone
     assert 0 < partition.log_bytes < 1_000
     assert graph_puts == []
     for leg in (knn, words):
-        assert leg(index, SearchFilters(attributes=parse_filter({"v": 2}), principals=OPS), k=200) == \
-            {record.chunk_id for record in big}
+        assert leg(index, SearchFilters(attributes=parse_filter({"v": 2}), principals=OPS), k=200) == {
+            record.chunk_id for record in big
+        }
         assert leg(index, SearchFilters(principals=Principals(groups=("eng",), required=True)), k=200) == set()
     # And writing exactly the same again appends nothing at all
     before = partition.log_bytes
@@ -114,7 +138,8 @@ def test_an_attribute_only_rewrite_appends_no_vectors_and_leaves_the_graph_alone
     index.upsert(MODEL, [replace(record, attributes={"v": True}, access=Access(groups=("ops",))) for record in big])
     assert partition.log_bytes > before
     assert knn(index, SearchFilters(attributes=parse_filter({"v": True}), principals=OPS), k=200) == {
-        r.chunk_id for r in big}
+        r.chunk_id for r in big
+    }
     index.close()
 
 
@@ -151,10 +176,13 @@ def test_sixteen_searchers_never_see_a_document_after_its_revocation_returned(tm
         while not done.is_set():
             with lock:
                 before = set(revoked)  # revocations that returned before this query began
-            found = ({hit.document_id for hit in index.knn_search(MODEL, "acme", ["c"], unit(7).tolist(), 120,
-                                                                  SearchFilters(principals=ENG))}
-                     | {hit.document_id for hit in index.keyword_search(MODEL, "acme", ["c"], "tidal", 120,
-                                                                        SearchFilters(principals=ENG))})
+            found = {
+                hit.document_id
+                for hit in index.knn_search(MODEL, "acme", ["c"], unit(7).tolist(), 120, SearchFilters(principals=ENG))
+            } | {
+                hit.document_id
+                for hit in index.keyword_search(MODEL, "acme", ["c"], "tidal", 120, SearchFilters(principals=ENG))
+            }
             with lock:
                 searches[0] += 1
                 if found & before:
@@ -182,13 +210,15 @@ def _rewrite_forever(root: str, ready) -> None:
     search_log.COMPACT_MAX_RECORDS = 5  # snapshots all the time, too
     index = LocalSearchIndex(root)
     for d in range(8):
-        index.upsert(MODEL, chunks(f"d{d}", 5, seed=10 * d, attributes={"v": -d - 1},
-                                   access=Access(groups=(f"g{-d - 1}",))))
+        index.upsert(
+            MODEL, chunks(f"d{d}", 5, seed=10 * d, attributes={"v": -d - 1}, access=Access(groups=(f"g{-d - 1}",)))
+        )
     ready.set()
     i = 1
     while True:  # killed from outside, somewhere in a write, a compaction or a keyword commit
-        index.upsert(MODEL, chunks(f"d{i % 8}", 5, seed=10 * (i % 8), attributes={"v": i},
-                                   access=Access(groups=(f"g{i}",))))
+        index.upsert(
+            MODEL, chunks(f"d{i % 8}", 5, seed=10 * (i % 8), attributes={"v": i}, access=Access(groups=(f"g{i}",)))
+        )
         i += 1
 
 
@@ -209,7 +239,8 @@ def test_a_writer_killed_while_rewriting_access_lists_leaves_consistent_document
         group = Principals(groups=(f"g{version}",))
         assert knn(index, SearchFilters(principals=group)) >= {f"d{d}.{i}" for i in range(5)}
         assert knn(index, SearchFilters(attributes=parse_filter({"v": version}), principals=group)) == {
-            f"d{d}.{i}" for i in range(5)}
+            f"d{d}.{i}" for i in range(5)
+        }
         assert {c.split(".")[0] for c in words(index, SearchFilters(principals=group))} <= {f"d{d}"}
     # And writes go on
     index.upsert(MODEL, chunks("after", 1, seed=500, attributes={"v": 10**6}))
@@ -218,6 +249,7 @@ def test_a_writer_killed_while_rewriting_access_lists_leaves_consistent_document
 
 
 # -- data directories whose tenant keyword indices predate the filter fields -----------------------------------
+
 
 def old_schema() -> tantivy.Schema:
     """The schema of a tenant keyword index before attribute filters (issue 23)."""
@@ -233,10 +265,15 @@ def write_old_tenant_index(folder: Path, records: list[IndexRecord]) -> None:
     index.register_tokenizer(ANALYZER, text_analyzer())
     writer = index.writer(15_000_000, 1)
     for item in records:
-        writer.add_document(tantivy.Document(
-            text=item.text, partition=key(MODEL, item.tenant, item.collection),
-            document=key(MODEL, item.tenant, item.collection, item.document_id),
-            chunk=key(MODEL, item.tenant, item.collection, item.chunk_id), language=item.language or "en"))
+        writer.add_document(
+            tantivy.Document(
+                text=item.text,
+                partition=key(MODEL, item.tenant, item.collection),
+                document=key(MODEL, item.tenant, item.collection, item.document_id),
+                chunk=key(MODEL, item.tenant, item.collection, item.chunk_id),
+                language=item.language or "en",
+            )
+        )
     writer.commit()
     writer.wait_merging_threads()
 
@@ -250,8 +287,9 @@ def older_data_directory(tmp_path: Path) -> tuple[Path, list[IndexRecord]]:
     vectors.close()
     shutil.rmtree(root / "keywords")
     for tenant in ("acme", "globex"):
-        write_old_tenant_index(root / "keywords" / tenant_folder(tenant),
-                               [item for item in records if item.tenant == tenant])
+        write_old_tenant_index(
+            root / "keywords" / tenant_folder(tenant), [item for item in records if item.tenant == tenant]
+        )
     return root, records
 
 
@@ -277,20 +315,24 @@ def test_tenant_keyword_indices_without_the_filter_fields_are_rebuilt_from_the_c
     # Then every tenant index has the filter fields, keyword search finds each tenant's own chunks, and they
     # behave as having no attributes and no access list
     assert sorted(path.name for path in (root / "keywords").iterdir()) == sorted(
-        tenant_folder(tenant) for tenant in ("acme", "globex"))
+        tenant_folder(tenant) for tenant in ("acme", "globex")
+    )
     for tenant, word in (("acme", "reef"), ("globex", "atoll")):
         assert "access_set" in (root / "keywords" / tenant_folder(tenant) / "meta.json").read_text()
         assert words(index, SearchFilters(), tenant=tenant, query="coral") == {"a.0", "a.1"}
-        assert words(index, SearchFilters(principals=Principals(user="anyone")), tenant=tenant,
-                     query=word) == {"a.0", "a.1"}
-        assert words(index, SearchFilters(principals=Principals(user="anyone", required=True)), tenant=tenant,
-                     query=word) == set()
+        assert words(index, SearchFilters(principals=Principals(user="anyone")), tenant=tenant, query=word) == {
+            "a.0",
+            "a.1",
+        }
+        assert (
+            words(index, SearchFilters(principals=Principals(user="anyone", required=True)), tenant=tenant, query=word)
+            == set()
+        )
         assert words(index, SearchFilters(language="en"), tenant=tenant, query=word) == {"a.0", "a.1"}
     # And a document written now gets its fields on both legs; reopening rebuilds nothing (no store needed)
     index.upsert(MODEL, chunks("b", 1, seed=40, text="coral reef", access=Access(groups=("eng",))))
     assert words(index, SearchFilters(principals=ENG), query="reef") == {"a.0", "a.1", "b.0"}
-    assert words(index, SearchFilters(principals=Principals(groups=("eng",), required=True)), query="reef") == \
-        {"b.0"}
+    assert words(index, SearchFilters(principals=Principals(groups=("eng",), required=True)), query="reef") == {"b.0"}
     index.close()
     LocalSearchIndex(root).close()
 
@@ -300,14 +342,20 @@ def test_a_filtered_search_of_float16_rows_scores_only_the_matching_rows(tmp_pat
     monkeypatch.setattr(ann, "BUILD_THREADS", 1)
     # Given a partition with a graph (float16 rows) where a filter keeps half the rows, below the graph's threshold
     index = LocalSearchIndex(tmp_path / "index")
-    index.upsert(MODEL, chunks("eng", 150, access=Access(groups=("eng",))) + chunks("ops", 150, seed=500,
-                                                                                    access=Access(groups=("ops",))))
+    index.upsert(
+        MODEL,
+        chunks("eng", 150, access=Access(groups=("eng",)))
+        + chunks("ops", 150, seed=500, access=Access(groups=("ops",))),
+    )
     partition = index._partition(MODEL, "acme", "c")
     assert partition.vectors.dtype == np.float16
     scored = []
     scores = type(partition).scores
-    monkeypatch.setattr(type(partition), "scores", lambda self, rows, query: (
-        scored.append(None if rows is None else len(rows)), scores(self, rows, query))[1])
+    monkeypatch.setattr(
+        type(partition),
+        "scores",
+        lambda self, rows, query: (scored.append(None if rows is None else len(rows)), scores(self, rows, query))[1],
+    )
     # When eng searches
     found = knn(index, SearchFilters(principals=ENG), k=5)
     # Then only the 150 matching rows were widened and scored (never the whole matrix), and the answer is exact

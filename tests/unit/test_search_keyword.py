@@ -21,10 +21,26 @@ MODEL = "hash:4"
 VECTOR = (1.0, 0.0, 0.0, 0.0)
 
 
-def record(chunk_id: str, text: str, *, tenant: str = "acme", collection: str = "c", document_id: str = "d",
-           language: str | None = "en", mimetype: str | None = "text/plain") -> IndexRecord:
-    return IndexRecord(tenant=tenant, collection=collection, document_id=document_id, chunk_id=chunk_id,
-                       vector=VECTOR, text=text, language=language, mimetype=mimetype)
+def record(
+    chunk_id: str,
+    text: str,
+    *,
+    tenant: str = "acme",
+    collection: str = "c",
+    document_id: str = "d",
+    language: str | None = "en",
+    mimetype: str | None = "text/plain",
+) -> IndexRecord:
+    return IndexRecord(
+        tenant=tenant,
+        collection=collection,
+        document_id=document_id,
+        chunk_id=chunk_id,
+        vector=VECTOR,
+        text=text,
+        language=language,
+        mimetype=mimetype,
+    )
 
 
 def ids(hits) -> list[str]:
@@ -40,23 +56,34 @@ def index(tmp_path):
 
 def test_two_tenants_and_two_collections_with_the_same_ids_never_meet(index):
     # Given the same chunk and document ids in two tenants and in two collections of one tenant
-    index.upsert(MODEL, [record("x", "alpha shared words", tenant="acme"),
-                         record("x", "beta shared words", tenant="globex"),
-                         record("x", "gamma shared words", tenant="acme", collection="other")])
+    index.upsert(
+        MODEL,
+        [
+            record("x", "alpha shared words", tenant="acme"),
+            record("x", "beta shared words", tenant="globex"),
+            record("x", "gamma shared words", tenant="acme", collection="other"),
+        ],
+    )
     # When one tenant deletes its document and the other searches
     index.delete(MODEL, "acme", "c", document_ids=["d"])
     # Then only the deleted copy is gone: the other tenant's and the other collection's remain, scored alike
     assert index.keyword_search(MODEL, "acme", ["c"], "shared", 10) == []
-    assert [(h.chunk_id, h.collection) for h in index.keyword_search(MODEL, "globex", ["c"], "shared beta", 10)] \
-        == [("x", "c")]
+    assert [(h.chunk_id, h.collection) for h in index.keyword_search(MODEL, "globex", ["c"], "shared beta", 10)] == [
+        ("x", "c")
+    ]
     assert index.keyword_search(MODEL, "globex", ["c"], "alpha gamma", 10) == []
     assert [h.collection for h in index.keyword_search(MODEL, "acme", ["c", "other"], "shared", 10)] == ["other"]
 
 
 def test_ids_that_look_like_key_separators_cannot_reach_another_partition(index):
     # Given ids chosen so that a joined key "acme|c" + "|x" would collide
-    index.upsert(MODEL, [record("x", "secret words", tenant="acme|c", collection="x"),
-                         record("c|x", "public words", tenant="acme", collection="c")])
+    index.upsert(
+        MODEL,
+        [
+            record("x", "secret words", tenant="acme|c", collection="x"),
+            record("c|x", "public words", tenant="acme", collection="c"),
+        ],
+    )
     # Then each tenant finds only its own chunk, and deleting one leaves the other
     assert ids(index.keyword_search(MODEL, "acme", ["c"], "secret words", 10)) == ["c|x"]
     index.delete(MODEL, "acme|c", "x", chunk_ids=["x"])
@@ -66,8 +93,9 @@ def test_ids_that_look_like_key_separators_cannot_reach_another_partition(index)
 
 def test_an_update_replaces_the_text_and_a_delete_by_chunk_and_document_removes_only_that_pair(index):
     # Given two documents' chunks, one updated in place
-    index.upsert(MODEL, [record("a", "old lighthouse", document_id="d1"),
-                         record("b", "keeper words", document_id="d2")])
+    index.upsert(
+        MODEL, [record("a", "old lighthouse", document_id="d1"), record("b", "keeper words", document_id="d2")]
+    )
     index.upsert(MODEL, [record("a", "new harbour", document_id="d1")])
     assert index.keyword_search(MODEL, "acme", ["c"], "lighthouse", 10) == []
     assert ids(index.keyword_search(MODEL, "acme", ["c"], "harbour", 10)) == ["a"]
@@ -83,14 +111,21 @@ def test_an_update_replaces_the_text_and_a_delete_by_chunk_and_document_removes_
 def test_filters_apply_before_the_top_k_and_never_change_scores(index):
     # Given many strong matches in one document and one weak match in another, with other languages and types
     strong = [record(f"s{i}", "budget budget budget report", document_id="big") for i in range(30)]
-    index.upsert(MODEL, strong + [record("weak", "budget and many other words here", document_id="small"),
-                                  record("fr", "budget", document_id="small", language="fr"),
-                                  record("none", "budget", document_id="small", language=None, mimetype=None)])
+    index.upsert(
+        MODEL,
+        strong
+        + [
+            record("weak", "budget and many other words here", document_id="small"),
+            record("fr", "budget", document_id="small", language="fr"),
+            record("none", "budget", document_id="small", language=None, mimetype=None),
+        ],
+    )
     unfiltered = {h.chunk_id: h.score for h in index.keyword_search(MODEL, "acme", ["c"], "budget", 100)}
     # When filtering to the small document, to a language, to a type
     by_document = index.keyword_search(MODEL, "acme", ["c"], "budget", 1, SearchFilters(document_ids=("small",)))
-    by_language = index.keyword_search(MODEL, "acme", ["c"], "budget", 100,
-                                       SearchFilters(document_ids=("small",), language="fr"))
+    by_language = index.keyword_search(
+        MODEL, "acme", ["c"], "budget", 100, SearchFilters(document_ids=("small",), language="fr")
+    )
     by_type = index.keyword_search(MODEL, "acme", ["c"], "budget", 100, SearchFilters(mimetype="text/plain"))
     # Then the filter decides before k, and a hit's score is its unfiltered score
     assert ids(by_document) == [max(("weak", "fr", "none"), key=unfiltered.get)]
@@ -223,6 +258,7 @@ def test_a_second_process_can_read_while_the_first_holds_the_writer(tmp_path):
 
 # -- deferred commits (an ingest batch's writes) ---------------------------------------------------------------
 
+
 class CommitFailsOnce:
     """Stands in for the tantivy writer: its next commit fails (a full disk), everything else goes to the real one."""
 
@@ -249,8 +285,9 @@ def counting_commits(index, monkeypatch) -> list[int]:
 def test_deferred_writes_are_searchable_only_after_their_commit_and_one_commit_serves_many(index, monkeypatch):
     commits = counting_commits(index, monkeypatch)
     # Given three deferred upserts
-    writes = [index.upsert_deferred(MODEL, [record(f"c{i}", f"deferred heron{i}", document_id=f"d{i}")])
-              for i in range(3)]
+    writes = [
+        index.upsert_deferred(MODEL, [record(f"c{i}", f"deferred heron{i}", document_id=f"d{i}")]) for i in range(3)
+    ]
     # Then keyword search does not see them yet (vectors, written durably, do), and nothing was committed
     assert index.keyword_search(MODEL, "acme", ["c"], "deferred", 10) == []
     assert index.chunk_ids(MODEL, "acme", "c") == {"c0", "c1", "c2"}
@@ -265,8 +302,10 @@ def test_deferred_writes_are_searchable_only_after_their_commit_and_one_commit_s
 def test_a_delete_commits_at_once_and_carries_the_deferred_writes_along(index, monkeypatch):
     # Given a committed chunk and two deferred upserts
     index.upsert(MODEL, [record("gone", "doomed stork")])
-    writes = [index.upsert_deferred(MODEL, [record("kept", "pending stork")]),
-              index.upsert_deferred(MODEL, [record("later", "pending crane", document_id="e")])]
+    writes = [
+        index.upsert_deferred(MODEL, [record("kept", "pending stork")]),
+        index.upsert_deferred(MODEL, [record("later", "pending crane", document_id="e")]),
+    ]
     commits = counting_commits(index, monkeypatch)
     # When a chunk is deleted
     index.delete(MODEL, "acme", "c", chunk_ids=["gone"])
@@ -324,8 +363,9 @@ def test_deferred_writes_dropped_by_close_are_reported_lost(tmp_path):
 
 
 def test_two_tenants_deferred_in_one_commit_never_meet(index):
-    writes = [index.upsert_deferred(MODEL, [record("a", "otter shared", tenant=tenant)])
-              for tenant in ("acme", "globex")]
+    writes = [
+        index.upsert_deferred(MODEL, [record("a", "otter shared", tenant=tenant)]) for tenant in ("acme", "globex")
+    ]
     writes.append(index.upsert_deferred(MODEL, [record("a", "beaver shared", tenant="globex")]))
     index.commit_deferred(writes)
     assert ids(index.keyword_search(MODEL, "acme", ["c"], "otter", 10)) == ["a"]
@@ -335,23 +375,27 @@ def test_two_tenants_deferred_in_one_commit_never_meet(index):
 
 # -- one index per tenant (issue 26: BM25 statistics crossed tenants) -------------------------------------------
 
+
 def scores(hits) -> list[tuple[str, str, float]]:
     return [(hit.document_id, hit.chunk_id, hit.score) for hit in hits]
 
 
 def test_a_tenants_scores_are_computed_over_its_own_documents_only(index, tmp_path):
     # Given evil's chunks holding its term, and the very same chunks alone in an index of their own
-    mine = [record("e1", "projectfalcon nonce", tenant="evil"),
-            record("e2", "projectfalcon and a longer text around the nonce", tenant="evil", document_id="d2"),
-            record("e3", "only the nonce", tenant="evil", document_id="d3")]
+    mine = [
+        record("e1", "projectfalcon nonce", tenant="evil"),
+        record("e2", "projectfalcon and a longer text around the nonce", tenant="evil", document_id="d2"),
+        record("e3", "only the nonce", tenant="evil", document_id="d3"),
+    ]
     index.upsert(MODEL, mine)
     alone = LocalSearchIndex(tmp_path / "alone")
     alone.upsert(MODEL, mine)
     before = scores(index.keyword_search(MODEL, "evil", ["c"], "projectfalcon nonce", 10))
     # When acme indexes ten chunks holding the term under the same collection, document and chunk ids, then deletes
     # them one document at a time
-    acme = [record(f"e{i}", "projectfalcon projectfalcon acme words", tenant="acme", document_id=f"d{i}")
-            for i in range(10)]
+    acme = [
+        record(f"e{i}", "projectfalcon projectfalcon acme words", tenant="acme", document_id=f"d{i}") for i in range(10)
+    ]
     index.upsert(MODEL, acme)
     during = scores(index.keyword_search(MODEL, "evil", ["c"], "projectfalcon nonce", 10))
     acme_during = scores(index.keyword_search(MODEL, "acme", ["c"], "projectfalcon", 10))
@@ -370,8 +414,9 @@ def test_a_tenants_scores_are_computed_over_its_own_documents_only(index, tmp_pa
 def test_a_collection_delete_of_one_tenant_leaves_the_same_ids_of_another_with_their_scores(index):
     # Given two tenants with the same collection, document and chunk ids and texts
     for tenant in ("acme", "globex"):
-        index.upsert(MODEL, [record(f"x{i}", f"heron word{i} marsh", tenant=tenant, document_id=f"d{i}")
-                             for i in range(4)])
+        index.upsert(
+            MODEL, [record(f"x{i}", f"heron word{i} marsh", tenant=tenant, document_id=f"d{i}") for i in range(4)]
+        )
     globex_before = scores(index.keyword_search(MODEL, "globex", ["c"], "heron marsh word1", 10))
     # When acme deletes the whole collection
     index.delete(MODEL, "acme", "c")
@@ -385,9 +430,12 @@ def test_a_collection_delete_of_one_tenant_leaves_the_same_ids_of_another_with_t
 def test_a_deferred_batch_over_two_tenants_commits_each_tenants_index_once(index, monkeypatch):
     commits = counting_commits(index, monkeypatch)
     # Given one batch's deferred writes for two tenants with the same ids, one of them a single upsert of both
-    writes = [index.upsert_deferred(MODEL, [record("a", "deferred ibis", tenant="acme"),
-                                            record("a", "deferred ibis", tenant="globex")]),
-              index.upsert_deferred(MODEL, [record("b", "deferred ibis", tenant="globex", document_id="e")])]
+    writes = [
+        index.upsert_deferred(
+            MODEL, [record("a", "deferred ibis", tenant="acme"), record("a", "deferred ibis", tenant="globex")]
+        ),
+        index.upsert_deferred(MODEL, [record("b", "deferred ibis", tenant="globex", document_id="e")]),
+    ]
     assert index.keyword_search(MODEL, "globex", ["c"], "ibis", 10) == []
     # When the batch commits
     index.commit_deferred(writes)
@@ -445,14 +493,16 @@ def test_sixteen_threads_of_eight_tenants_writing_deleting_and_searching_lose_no
     def writer(tenant: str):
         def run():
             for i in range(15):
-                written = index.upsert_deferred(MODEL, [record(f"k{i}", f"pelican {tenant} n{i}", tenant=tenant,
-                                                               document_id=f"d{i}")])
+                written = index.upsert_deferred(
+                    MODEL, [record(f"k{i}", f"pelican {tenant} n{i}", tenant=tenant, document_id=f"d{i}")]
+                )
                 index.commit_deferred([written])
                 if i % 3 == 0:
                     index.delete(MODEL, tenant, "c", document_ids=[f"d{i}"])
                 # read-your-writes, whatever the other threads evicted
                 found = set(ids(index.keyword_search(MODEL, tenant, ["c"], "pelican", 100)))
                 assert f"k{i}" in found or i % 3 == 0, (tenant, i, found)
+
         return run
 
     def reader(tenant: str):
@@ -460,6 +510,7 @@ def test_sixteen_threads_of_eight_tenants_writing_deleting_and_searching_lose_no
             for _ in range(30):
                 for hit in index.keyword_search(MODEL, tenant, ["c"], f"pelican {tenant}", 100):
                     assert hit.collection == "c" and hit.chunk_id.startswith("k")
+
         return run
 
     tenants = [f"t{i}" for i in range(8)]
@@ -471,6 +522,7 @@ def test_sixteen_threads_of_eight_tenants_writing_deleting_and_searching_lose_no
 
 
 # -- migration from the one index all tenants shared --------------------------------------------------------------
+
 
 def write_shared_keyword_index(folder: Path, rows: list[tuple[str, IndexRecord]]) -> None:
     """The layout older versions wrote: one tantivy index for every tenant under `keyword/`, texts not stored."""
@@ -495,9 +547,20 @@ def chunk_store(path: Path, records: list[IndexRecord]):
 
     store = SqliteChunkStore(SqliteDatabase(path))
     for item in records:
-        store.put_chunks(item.tenant, [StoredChunk(chunk_id=item.chunk_id, collection=item.collection,
-                                                   document_id=item.document_id, index=0, start=0,
-                                                   end=len(item.text), text=item.text)])
+        store.put_chunks(
+            item.tenant,
+            [
+                StoredChunk(
+                    chunk_id=item.chunk_id,
+                    collection=item.collection,
+                    document_id=item.document_id,
+                    index=0,
+                    start=0,
+                    end=len(item.text),
+                    text=item.text,
+                )
+            ],
+        )
     return store
 
 
@@ -505,16 +568,21 @@ def test_a_keyword_index_shared_by_tenants_is_rebuilt_per_tenant_from_the_chunk_
     # Given a data directory of an older version: vectors per partition, and one keyword index for all tenants
     # holding two tenants' chunks with the same ids (and one chunk the chunk store no longer has)
     root = tmp_path / "index"
-    records = [record("x", "fjord glacier", tenant="acme"),
-               record("y", "glacier moraine", tenant="acme", document_id="e", language="fr"),
-               record("x", "fjord glacier", tenant="globex"),
-               record("y", "glacier glacier glacier", tenant="globex", document_id="e", mimetype="text/html")]
+    records = [
+        record("x", "fjord glacier", tenant="acme"),
+        record("y", "glacier moraine", tenant="acme", document_id="e", language="fr"),
+        record("x", "fjord glacier", tenant="globex"),
+        record("y", "glacier glacier glacier", tenant="globex", document_id="e", mimetype="text/html"),
+    ]
     vectors = LocalSearchIndex(root)
     vectors.upsert(MODEL, records)
     vectors.close()
     shutil.rmtree(root / "keywords")
-    write_shared_keyword_index(root / "keyword", [(MODEL, item) for item in records]
-                               + [(MODEL, record("gone", "glacier ghost", tenant="acme", document_id="g"))])
+    write_shared_keyword_index(
+        root / "keyword",
+        [(MODEL, item) for item in records]
+        + [(MODEL, record("gone", "glacier ghost", tenant="acme", document_id="g"))],
+    )
     # and a rebuild of it cut short earlier, which left a stale index for acme
     stale = LocalSearchIndex(tmp_path / "stale")
     stale.upsert(MODEL, [record("stale", "stale glacier", tenant="acme")])
@@ -532,12 +600,14 @@ def test_a_keyword_index_shared_by_tenants_is_rebuilt_per_tenant_from_the_chunk_
     fresh = LocalSearchIndex(tmp_path / "fresh")
     fresh.upsert(MODEL, records)
     for tenant in ("acme", "globex"):
-        assert scores(index.keyword_search(MODEL, tenant, ["c"], "glacier fjord", 10)) \
-            == scores(fresh.keyword_search(MODEL, tenant, ["c"], "glacier fjord", 10))
+        assert scores(index.keyword_search(MODEL, tenant, ["c"], "glacier fjord", 10)) == scores(
+            fresh.keyword_search(MODEL, tenant, ["c"], "glacier fjord", 10)
+        )
         assert index.chunk_ids(MODEL, tenant, "c") == {"x", "y"}
     assert ids(index.keyword_search(MODEL, "acme", ["c"], "glacier", 10, SearchFilters(language="fr"))) == ["y"]
-    assert ids(index.keyword_search(MODEL, "globex", ["c"], "glacier", 10, SearchFilters(mimetype="text/html"))) \
-        == ["y"]
+    assert ids(index.keyword_search(MODEL, "globex", ["c"], "glacier", 10, SearchFilters(mimetype="text/html"))) == [
+        "y"
+    ]
     assert index.keyword_search(MODEL, "acme", ["c"], "stale ghost", 10) == []
     assert not (root / "keyword").exists()
     # And writes go on, and reopening rebuilds nothing again (no chunk store needed any more)

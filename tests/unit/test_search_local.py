@@ -23,10 +23,25 @@ def unit(seed: int) -> np.ndarray:
     return vector / np.linalg.norm(vector)
 
 
-def record(chunk_id: str, seed: int, *, collection: str = "handbook", document_id: str = "doc-0",
-           language: str | None = "en", mimetype: str | None = "text/plain") -> IndexRecord:
-    return IndexRecord(tenant="acme", collection=collection, document_id=document_id, chunk_id=chunk_id,
-                       vector=tuple(unit(seed)), text=f"words of {chunk_id}", language=language, mimetype=mimetype)
+def record(
+    chunk_id: str,
+    seed: int,
+    *,
+    collection: str = "handbook",
+    document_id: str = "doc-0",
+    language: str | None = "en",
+    mimetype: str | None = "text/plain",
+) -> IndexRecord:
+    return IndexRecord(
+        tenant="acme",
+        collection=collection,
+        document_id=document_id,
+        chunk_id=chunk_id,
+        vector=tuple(unit(seed)),
+        text=f"words of {chunk_id}",
+        language=language,
+        mimetype=mimetype,
+    )
 
 
 class Reference:
@@ -41,8 +56,11 @@ class Reference:
 
     def delete(self, collection: str, document_ids=None, chunk_ids=None) -> None:
         for key, item in list(self.records.items()):
-            if key[0] == collection and (document_ids is None or item.document_id in document_ids) \
-                    and (chunk_ids is None or item.chunk_id in chunk_ids):
+            if (
+                key[0] == collection
+                and (document_ids is None or item.document_id in document_ids)
+                and (chunk_ids is None or item.chunk_id in chunk_ids)
+            ):
                 del self.records[key]
 
     def ids(self, collection: str) -> set[str]:
@@ -50,20 +68,30 @@ class Reference:
 
     def knn(self, collections: list[str], query: np.ndarray, k: int, filters: SearchFilters | None = None):
         def keep(item: IndexRecord) -> bool:
-            return item.collection in collections and (filters is None or (
-                (filters.document_ids is None or item.document_id in filters.document_ids)
-                and (filters.language is None or item.language == filters.language)
-                and (filters.mimetype is None or item.mimetype == filters.mimetype)))
+            return item.collection in collections and (
+                filters is None
+                or (
+                    (filters.document_ids is None or item.document_id in filters.document_ids)
+                    and (filters.language is None or item.language == filters.language)
+                    and (filters.mimetype is None or item.mimetype == filters.mimetype)
+                )
+            )
 
-        scored = [(float(np.asarray(item.vector) @ query / np.linalg.norm(item.vector)), item.collection, item.chunk_id)
-                  for item in self.records.values() if keep(item)]
+        scored = [
+            (float(np.asarray(item.vector) @ query / np.linalg.norm(item.vector)), item.collection, item.chunk_id)
+            for item in self.records.values()
+            if keep(item)
+        ]
         return [(collection, chunk_id) for _, collection, chunk_id in sorted(scored, key=lambda s: -s[0])[:k]]
 
 
-def hits(index: LocalSearchIndex, collections: list[str], query: np.ndarray, k: int,
-         filters: SearchFilters | None = None) -> list[tuple[str, str]]:
-    return [(hit.collection, hit.chunk_id) for hit in index.knn_search(MODEL, "acme", collections, query.tolist(), k,
-                                                                      filters)]
+def hits(
+    index: LocalSearchIndex, collections: list[str], query: np.ndarray, k: int, filters: SearchFilters | None = None
+) -> list[tuple[str, str]]:
+    return [
+        (hit.collection, hit.chunk_id)
+        for hit in index.knn_search(MODEL, "acme", collections, query.tolist(), k, filters)
+    ]
 
 
 def random_history(index: LocalSearchIndex, reference: Reference, operations: int, seed: int) -> None:
@@ -72,9 +100,15 @@ def random_history(index: LocalSearchIndex, reference: Reference, operations: in
     for step in range(operations):
         roll = rng.rand()
         if roll < 0.7:
-            batch = [record(f"c-{rng.randint(400)}", seed * 100_000 + step * 10 + i,
-                            document_id=f"doc-{rng.randint(40)}", language=["en", "de", None][rng.randint(3)])
-                     for i in range(rng.randint(1, 6))]
+            batch = [
+                record(
+                    f"c-{rng.randint(400)}",
+                    seed * 100_000 + step * 10 + i,
+                    document_id=f"doc-{rng.randint(40)}",
+                    language=["en", "de", None][rng.randint(3)],
+                )
+                for i in range(rng.randint(1, 6))
+            ]
             batch = list({item.chunk_id: item for item in batch}.values())
             index.upsert(MODEL, batch)
             reference.upsert(batch)
@@ -130,8 +164,11 @@ def test_an_upsert_appends_to_the_log_and_leaves_the_snapshot_alone(tmp_path, mo
     # Then only a small log record was written: the snapshot is the same file, untouched
     [log] = files(root, ".log")
     assert log.stat().st_size < 2_000
-    assert (snapshot.stat().st_ino, snapshot.stat().st_mtime_ns, snapshot.stat().st_size) == \
-        (stat.st_ino, stat.st_mtime_ns, stat.st_size)
+    assert (snapshot.stat().st_ino, snapshot.stat().st_mtime_ns, snapshot.stat().st_size) == (
+        stat.st_ino,
+        stat.st_mtime_ns,
+        stat.st_size,
+    )
     index.close()
 
 
@@ -205,9 +242,15 @@ def test_a_snapshot_in_the_previous_single_file_layout_still_loads(tmp_path):
     key = (MODEL, "acme", "handbook")
     snapshot = LocalSearchIndex(root)._paths(key)[0]
     vectors = np.array([unit(i) for i in range(3)], dtype=np.float32)
-    np.savez(snapshot, key=np.array(key, dtype=str), vectors=vectors, chunk_ids=np.array(["a", "b", "c"]),
-             document_ids=np.array(["d1", "d1", "d2"]), languages=np.array(["en", "", "de"]),
-             mimetypes=np.array(["text/plain", "text/plain", ""]))
+    np.savez(
+        snapshot,
+        key=np.array(key, dtype=str),
+        vectors=vectors,
+        chunk_ids=np.array(["a", "b", "c"]),
+        document_ids=np.array(["d1", "d1", "d2"]),
+        languages=np.array(["en", "", "de"]),
+        mimetypes=np.array(["text/plain", "text/plain", ""]),
+    )
     # When it is opened, searched and written to
     index = LocalSearchIndex(root)
     assert hits(index, ["handbook"], unit(1), 1) == [("handbook", "b")]
@@ -234,27 +277,49 @@ def test_deleting_everything_removes_the_files_and_stays_deleted(tmp_path):
     index.close()
     reopened = LocalSearchIndex(root)
     assert reopened.chunk_ids(MODEL, "acme", "handbook") == set()
-    reopened.upsert(MODEL, [IndexRecord(tenant="acme", collection="handbook", document_id="d", chunk_id="x",
-                                        vector=(1.0, 0.0, 0.0), text="three dimensions now")])
+    reopened.upsert(
+        MODEL,
+        [
+            IndexRecord(
+                tenant="acme",
+                collection="handbook",
+                document_id="d",
+                chunk_id="x",
+                vector=(1.0, 0.0, 0.0),
+                text="three dimensions now",
+            )
+        ],
+    )
     assert reopened.chunk_ids(MODEL, "acme", "handbook") == {"x"}
     reopened.close()
 
 
-@pytest.mark.parametrize("filters", [
-    SearchFilters(document_ids=("doc-3",)),  # a few rows: scored after gathering them
-    SearchFilters(document_ids=tuple(f"doc-{i}" for i in range(0, 40, 2))),  # half the rows: masked scores
-    SearchFilters(language="de"),
-    SearchFilters(mimetype="application/pdf"),
-    SearchFilters(document_ids=("doc-3", "doc-4", "unknown"), language="en"),
-    SearchFilters(language="fr"),
-    SearchFilters(document_ids=("unknown",)),
-    SearchFilters(),
-])
+@pytest.mark.parametrize(
+    "filters",
+    [
+        SearchFilters(document_ids=("doc-3",)),  # a few rows: scored after gathering them
+        SearchFilters(document_ids=tuple(f"doc-{i}" for i in range(0, 40, 2))),  # half the rows: masked scores
+        SearchFilters(language="de"),
+        SearchFilters(mimetype="application/pdf"),
+        SearchFilters(document_ids=("doc-3", "doc-4", "unknown"), language="en"),
+        SearchFilters(language="fr"),
+        SearchFilters(document_ids=("unknown",)),
+        SearchFilters(),
+    ],
+)
 def test_filtered_knn_is_exact_on_both_scoring_paths(tmp_path, filters):
     # Given 400 chunks over 40 documents, with languages and mimetypes spread over them
     index, reference = LocalSearchIndex(tmp_path / "search"), Reference()
-    batch = [record(f"c-{i}", i, document_id=f"doc-{i % 40}", language=["en", "de", None][i % 3],
-                    mimetype="application/pdf" if i % 7 == 0 else "text/plain") for i in range(400)]
+    batch = [
+        record(
+            f"c-{i}",
+            i,
+            document_id=f"doc-{i % 40}",
+            language=["en", "de", None][i % 3],
+            mimetype="application/pdf" if i % 7 == 0 else "text/plain",
+        )
+        for i in range(400)
+    ]
     index.upsert(MODEL, batch)
     reference.upsert(batch)
     # When searching with the filter, for fewer and for more hits than match
@@ -270,10 +335,21 @@ def test_knn_over_several_collections_merges_each_ones_top_k(tmp_path):
     # Given three collections of different sizes, one of them holding every nearest chunk
     index, reference = LocalSearchIndex(tmp_path / "search"), Reference()
     query = unit(1)
-    batch = ([record(f"a-{i}", 100 + i, collection="alpha") for i in range(50)]
-             + [record(f"b-{i}", 200 + i, collection="beta") for i in range(5)]
-             + [IndexRecord(tenant="acme", collection="gamma", document_id="g", chunk_id=f"g-{i}",
-                            vector=tuple(query + 0.01 * unit(300 + i)), text="near") for i in range(8)])
+    batch = (
+        [record(f"a-{i}", 100 + i, collection="alpha") for i in range(50)]
+        + [record(f"b-{i}", 200 + i, collection="beta") for i in range(5)]
+        + [
+            IndexRecord(
+                tenant="acme",
+                collection="gamma",
+                document_id="g",
+                chunk_id=f"g-{i}",
+                vector=tuple(query + 0.01 * unit(300 + i)),
+                text="near",
+            )
+            for i in range(8)
+        ]
+    )
     index.upsert(MODEL, batch)
     reference.upsert(batch)
     # When searching all three (and a collection twice, and one that does not exist) for k = 6 and k = 20
@@ -282,6 +358,7 @@ def test_knn_over_several_collections_merges_each_ones_top_k(tmp_path):
         # Then the answer is the global top k, best first, each hit naming its collection
         assert [(hit.collection, hit.chunk_id) for hit in found] == reference.knn(["alpha", "beta", "gamma"], query, k)
         assert [hit.score for hit in found] == sorted((hit.score for hit in found), reverse=True)
-    assert {hit.collection for hit in index.knn_search(MODEL, "acme", ["alpha", "beta", "gamma"], query.tolist(), 6)} \
-        == {"gamma"}
+    assert {
+        hit.collection for hit in index.knn_search(MODEL, "acme", ["alpha", "beta", "gamma"], query.tolist(), 6)
+    } == {"gamma"}
     index.close()

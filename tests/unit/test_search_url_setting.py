@@ -18,14 +18,34 @@ from kindex.settings import SettingsError, load_settings
 pytestmark = pytest.mark.unit
 
 
-@pytest.mark.parametrize("url", ["http://127.0.0.1:9200", "https://search.example.com", "https://search.example.com/",
-                                 "https://kindex:p%40ss@search.example.com:9243", "http://[::1]:9200"])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://127.0.0.1:9200",
+        "https://search.example.com",
+        "https://search.example.com/",
+        "https://kindex:p%40ss@search.example.com:9243",
+        "http://[::1]:9200",
+    ],
+)
 def test_cluster_urls_are_accepted(url):
     assert load_settings({"KINDEX_SEARCH_URL": url}).search_url == url
 
 
-@pytest.mark.parametrize("url", ["127.0.0.1:9200", "ftp://host", "http://", "http://host:99999", "http://host:port",
-                                 "http://host/opensearch", "http://host?x=1", "http://host/#f", "search.example.com"])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "127.0.0.1:9200",
+        "ftp://host",
+        "http://",
+        "http://host:99999",
+        "http://host:port",
+        "http://host/opensearch",
+        "http://host?x=1",
+        "http://host/#f",
+        "search.example.com",
+    ],
+)
 def test_anything_but_a_cluster_url_stops_the_start(url):
     # When the URL is not scheme://host[:port] / Then a settings error that names the variable
     with pytest.raises(SettingsError, match="KINDEX_SEARCH_URL"):
@@ -78,19 +98,26 @@ def test_with_the_setting_the_server_uses_the_cluster_with_lucene_and_a_prefix_o
 
 
 def test_the_configured_prefix_and_engine_win(tmp_path):
-    index = adapters(tmp_path, KINDEX_SEARCH_URL="http://127.0.0.1:9200", KINDEX_SEARCH_INDEX_PREFIX="team-a",
-                     KINDEX_OPENSEARCH_ENGINE="faiss").search_index
+    index = adapters(
+        tmp_path,
+        KINDEX_SEARCH_URL="http://127.0.0.1:9200",
+        KINDEX_SEARCH_INDEX_PREFIX="team-a",
+        KINDEX_OPENSEARCH_ENGINE="faiss",
+    ).search_index
     assert index._prefix == "team-a" and index.engine == "faiss"
     assert not (tmp_path / ID_FILE).exists()
 
 
-@pytest.mark.parametrize("url, sigv4", [
-    ("https://search-kx-abc.eu-west-1.es.amazonaws.com", True),
-    ("https://vpc-kx-abc.us-east-1.es.amazonaws.com:443", True),
-    ("https://user:pw@search-kx-abc.eu-west-1.es.amazonaws.com", False),
-    ("https://search.example.com", False),
-    ("http://127.0.0.1:9200", False),
-])
+@pytest.mark.parametrize(
+    "url, sigv4",
+    [
+        ("https://search-kx-abc.eu-west-1.es.amazonaws.com", True),
+        ("https://vpc-kx-abc.us-east-1.es.amazonaws.com:443", True),
+        ("https://user:pw@search-kx-abc.eu-west-1.es.amazonaws.com", False),
+        ("https://search.example.com", False),
+        ("http://127.0.0.1:9200", False),
+    ],
+)
 def test_only_an_amazon_domain_without_a_user_is_sigv4_signed(tmp_path, url, sigv4):
     assert adapters(tmp_path, KINDEX_SEARCH_URL=url).search_index._sigv4 is sigv4
 

@@ -155,9 +155,11 @@ def test_a_queue_from_before_lanes_is_upgraded_in_place(tmp_path, clock):
     # Given a data directory whose queue table predates lanes and groups, with a message waiting
     path = tmp_path / "old.sqlite3"
     with sqlite3.connect(path) as conn:
-        conn.execute("CREATE TABLE queue (message_id TEXT PRIMARY KEY, body TEXT NOT NULL, receive_count INTEGER NOT"
-                     " NULL DEFAULT 0, visible_at REAL NOT NULL, dead INTEGER NOT NULL DEFAULT 0,"
-                     " sent_at REAL NOT NULL)")
+        conn.execute(
+            "CREATE TABLE queue (message_id TEXT PRIMARY KEY, body TEXT NOT NULL, receive_count INTEGER NOT"
+            " NULL DEFAULT 0, visible_at REAL NOT NULL, dead INTEGER NOT NULL DEFAULT 0,"
+            " sent_at REAL NOT NULL)"
+        )
         conn.execute("INSERT INTO queue (message_id, body, visible_at, sent_at) VALUES ('m1', 'old', 0, 0)")
     # When the queue opens it / Then the waiting message is delivered and new messages work as usual
     queue = SqliteQueue(SqliteDatabase(path), clock=clock)

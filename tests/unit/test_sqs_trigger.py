@@ -32,24 +32,29 @@ AWKWARD_KEYS = [
 @pytest.fixture
 def sqs() -> Iterator[tuple[object, Stubber, list[dict]]]:
     """A stubbed SQS client and the SendMessageBatch requests it received."""
-    client = boto3.client("sqs", region_name="us-east-1", aws_access_key_id="testing",
-                          aws_secret_access_key="testing")
+    client = boto3.client("sqs", region_name="us-east-1", aws_access_key_id="testing", aws_secret_access_key="testing")
     sent: list[dict] = []
-    client.meta.events.register("before-parameter-build.sqs.SendMessageBatch",
-                                lambda params, **_: sent.append(params))
+    client.meta.events.register("before-parameter-build.sqs.SendMessageBatch", lambda params, **_: sent.append(params))
     with Stubber(client) as stub:
         yield client, stub, sent
 
 
 def ok(entries_count: int) -> dict:
-    return {"Successful": [{"Id": str(i), "MessageId": f"m{i}", "MD5OfMessageBody": "0" * 32}
-                           for i in range(entries_count)], "Failed": []}
+    return {
+        "Successful": [
+            {"Id": str(i), "MessageId": f"m{i}", "MD5OfMessageBody": "0" * 32} for i in range(entries_count)
+        ],
+        "Failed": [],
+    }
 
 
 def keys_of(requests: list[dict]) -> list[str]:
     """The keys the ingest function will read from the sent bodies (as `functions.ingest` decodes them)."""
-    return [decode_s3_event_key(json.loads(entry["MessageBody"])["Records"][0]["s3"]["object"]["key"])
-            for request in requests for entry in request["Entries"]]
+    return [
+        decode_s3_event_key(json.loads(entry["MessageBody"])["Records"][0]["s3"]["object"]["key"])
+        for request in requests
+        for entry in request["Entries"]
+    ]
 
 
 def test_sends_ten_per_batch_in_order(sqs):
@@ -96,8 +101,10 @@ def test_ingest_function_reads_the_keys_back_from_the_messages(sqs):
     SqsIngestTrigger(QUEUE_URL, BUCKET, client=client).trigger(AWKWARD_KEYS)
 
     # When the ingest function parses each message / Then it asks to index exactly those keys
-    records = [ingest_function.ingest_record({"messageId": entry["Id"], "body": entry["MessageBody"]})
-               for entry in sent[0]["Entries"]]
+    records = [
+        ingest_function.ingest_record({"messageId": entry["Id"], "body": entry["MessageBody"]})
+        for entry in sent[0]["Entries"]
+    ]
     assert [event.key for record in records for event in record.events] == AWKWARD_KEYS
     assert all(event.created for record in records for event in record.events)
 
@@ -119,8 +126,9 @@ def test_client_error_is_a_dependency_failure(sqs):
     client, stub, _ = sqs
     # Given the second batch is refused
     stub.add_response("send_message_batch", ok(10))
-    stub.add_client_error("send_message_batch", service_error_code="AWS.SimpleQueueService.NonExistentQueue",
-                          http_status_code=400)
+    stub.add_client_error(
+        "send_message_batch", service_error_code="AWS.SimpleQueueService.NonExistentQueue", http_status_code=400
+    )
     keys = [blob_key("t", "c", f"d{i}", "f.txt") for i in range(15)]
     # When triggered / Then DependencyFailed, which names no queue URL or key
     with pytest.raises(DependencyFailed) as raised:
@@ -142,10 +150,16 @@ def test_unreachable_sqs_is_a_dependency_failure(sqs, monkeypatch):
 def test_entries_sqs_reports_failed_are_a_dependency_failure(sqs):
     client, stub, _ = sqs
     # Given SQS accepts the batch call but fails two of its entries (SendMessageBatch answers 200 then)
-    stub.add_response("send_message_batch", {
-        "Successful": [{"Id": "0", "MessageId": "m0", "MD5OfMessageBody": "0" * 32}],
-        "Failed": [{"Id": "1", "SenderFault": False, "Code": "InternalError"},
-                   {"Id": "2", "SenderFault": False, "Code": "InternalError"}]})
+    stub.add_response(
+        "send_message_batch",
+        {
+            "Successful": [{"Id": "0", "MessageId": "m0", "MD5OfMessageBody": "0" * 32}],
+            "Failed": [
+                {"Id": "1", "SenderFault": False, "Code": "InternalError"},
+                {"Id": "2", "SenderFault": False, "Code": "InternalError"},
+            ],
+        },
+    )
     # When triggered / Then the loss is not silent
     with pytest.raises(DependencyFailed, match="2 ingest message"):
         SqsIngestTrigger(QUEUE_URL, BUCKET, client=client).trigger([f"k{i}" for i in range(3)])
@@ -159,5 +173,6 @@ def test_re_sent_events_claim_no_size_so_ingest_checks_the_object_itself():
     assert "size" not in json.loads(entry["MessageBody"])["Records"][0]["s3"]["object"]
     sent = []
     QueueNotifier(type("Queue", (), {"send": lambda self, body, **_: sent.append(body)})()).trigger(
-        ["tenants/t/collections/c/documents/d/a.txt"])
+        ["tenants/t/collections/c/documents/d/a.txt"]
+    )
     assert "size" not in json.loads(sent[0])["Records"][0]["s3"]["object"]

@@ -12,8 +12,15 @@ pytestmark = pytest.mark.unit
 
 
 def chunk(start, text, index=0):
-    return StoredChunk(chunk_id=f"c{index}", collection="c", document_id="d", index=index, start=start,
-                       end=start + len(text), text=text)
+    return StoredChunk(
+        chunk_id=f"c{index}",
+        collection="c",
+        document_id="d",
+        index=index,
+        start=start,
+        end=start + len(text),
+        text=text,
+    )
 
 
 def test_rebuilt_text_puts_each_chunk_at_its_offsets():
@@ -31,8 +38,13 @@ def test_export_cursors_round_trip_and_tampered_ones_are_invalid_input():
     for cursor in (_Cursor(after_document="d 1"), _Cursor(document="d/é", after_chunk=(3, "abc"))):
         assert _Cursor.decode(cursor.encode()) == cursor
     assert _Cursor.decode(None) == _Cursor()
-    for value in ('{"after": "[\\"in\\", \\"d\\", \\"3\\", \\"x\\"]"}', '{"after": "[]"}', '{"after": "{}"}',
-                  '{"after": "[\\"after\\", 5]"}', '{"after": "not json"}'):
+    for value in (
+        '{"after": "[\\"in\\", \\"d\\", \\"3\\", \\"x\\"]"}',
+        '{"after": "[]"}',
+        '{"after": "{}"}',
+        '{"after": "[\\"after\\", 5]"}',
+        '{"after": "not json"}',
+    ):
         tampered = base64.urlsafe_b64encode(value.encode()).decode().rstrip("=")
         with pytest.raises(InvalidInput):
             _Cursor.decode(tampered)

@@ -19,11 +19,15 @@ from tests.support.usage_plan_keys import MemoryUsagePlanKeys
 
 pytestmark = pytest.mark.unit
 
-PLANS = UsagePlans.model_validate({
-    "default": {"rate_limit": 10, "burst_limit": 20},
-    "plans": {"trial": {"rate_limit": 2, "burst_limit": 3, "quota_per_day": 5, "tenants": ["initech"]},
-              "gold": {"rate_limit": 100, "burst_limit": 200, "tenants": ["acme", "Acme"]}},
-})
+PLANS = UsagePlans.model_validate(
+    {
+        "default": {"rate_limit": 10, "burst_limit": 20},
+        "plans": {
+            "trial": {"rate_limit": 2, "burst_limit": 3, "quota_per_day": 5, "tenants": ["initech"]},
+            "gold": {"rate_limit": 100, "burst_limit": 200, "tenants": ["acme", "Acme"]},
+        },
+    }
+)
 
 
 class FakeClock:
@@ -43,20 +47,28 @@ def test_a_tenant_is_on_the_plan_that_names_it_and_otherwise_on_the_default():
     assert PLANS.plan_ids() is None  # no ids: local plans
 
 
-@pytest.mark.parametrize("document", [
-    {"default": {"rate_limit": 1, "burst_limit": 1}, "plans": {"a": {"rate_limit": 1, "burst_limit": 1,
-                                                                     "tenants": ["t"]},
-                                                               "b": {"rate_limit": 1, "burst_limit": 1,
-                                                                     "tenants": ["t"]}}},
-    {"default": {"rate_limit": 0, "burst_limit": 1}},
-    {"default": {"rate_limit": 1, "burst_limit": 1, "quota_per_day": -1}},
-    {"default": {"rate_limit": 1, "burst_limit": 1}, "plans": {"default": {"rate_limit": 1, "burst_limit": 1}}},
-    {"default": {"rate_limit": 1, "burst_limit": 1}, "plans": {"UPPER": {"rate_limit": 1, "burst_limit": 1}}},
-    {"default": {"rate_limit": 1, "burst_limit": 1}, "plans": {"a": {"rate_limit": 1, "burst_limit": 1,
-                                                                     "tenants": ["x/y"]}}},
-    {"default": {"rate_limit": 1, "burst_limit": 1, "burst": 5}},
-    {"plans": {}},
-])
+@pytest.mark.parametrize(
+    "document",
+    [
+        {
+            "default": {"rate_limit": 1, "burst_limit": 1},
+            "plans": {
+                "a": {"rate_limit": 1, "burst_limit": 1, "tenants": ["t"]},
+                "b": {"rate_limit": 1, "burst_limit": 1, "tenants": ["t"]},
+            },
+        },
+        {"default": {"rate_limit": 0, "burst_limit": 1}},
+        {"default": {"rate_limit": 1, "burst_limit": 1, "quota_per_day": -1}},
+        {"default": {"rate_limit": 1, "burst_limit": 1}, "plans": {"default": {"rate_limit": 1, "burst_limit": 1}}},
+        {"default": {"rate_limit": 1, "burst_limit": 1}, "plans": {"UPPER": {"rate_limit": 1, "burst_limit": 1}}},
+        {
+            "default": {"rate_limit": 1, "burst_limit": 1},
+            "plans": {"a": {"rate_limit": 1, "burst_limit": 1, "tenants": ["x/y"]}},
+        },
+        {"default": {"rate_limit": 1, "burst_limit": 1, "burst": 5}},
+        {"plans": {}},
+    ],
+)
 def test_plans_that_cannot_be_enforced_are_refused(document):
     with pytest.raises(ValidationError):
         UsagePlans.model_validate(document)

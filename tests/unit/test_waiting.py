@@ -28,8 +28,13 @@ def test_a_wait_returns_the_first_value_that_satisfies_it():
     time = FakeTime()
     values = iter([None, {"status": "pending"}, {"status": "indexed"}, {"status": "never read"}])
     # When waiting until its status is indexed
-    found = wait_until(lambda: next(values), until=lambda v: v is not None and v["status"] == "indexed",
-                       interval=0.5, clock=time.clock, sleep=time.sleep)
+    found = wait_until(
+        lambda: next(values),
+        until=lambda v: v is not None and v["status"] == "indexed",
+        interval=0.5,
+        clock=time.clock,
+        sleep=time.sleep,
+    )
     # Then that value comes back after two pauses of the interval
     assert found == {"status": "indexed"}
     assert time.sleeps == [0.5, 0.5]
@@ -52,15 +57,23 @@ def test_a_timeout_names_what_was_awaited_and_the_last_value_seen_after_one_last
 
     # When the wait runs out
     with pytest.raises(WaitTimedOut) as failed:
-        wait_until(condition, until=lambda v: v["status"] == "indexed", timeout=1.0, interval=0.3,
-                   message="document d1 was not indexed", clock=time.clock, sleep=time.sleep)
+        wait_until(
+            condition,
+            until=lambda v: v["status"] == "indexed",
+            timeout=1.0,
+            interval=0.3,
+            message="document d1 was not indexed",
+            clock=time.clock,
+            sleep=time.sleep,
+        )
     # Then it looked until the deadline had passed, the last look at or after it
     assert looks[0] == 100.0 and looks[-1] >= 101.0 and len(looks) == 5
     # And the failure is an assertion that says what was awaited, for how long, and what was seen last
     assert isinstance(failed.value, AssertionError)
     assert failed.value.last == {"status": "pending", "look": 5}
-    assert str(failed.value) == ("document d1 was not indexed (not within 1 s; last seen: "
-                                 "{'status': 'pending', 'look': 5})")
+    assert str(failed.value) == (
+        "document d1 was not indexed (not within 1 s; last seen: {'status': 'pending', 'look': 5})"
+    )
 
 
 def test_a_long_last_value_is_cut_in_the_message_but_kept_whole():

@@ -21,8 +21,22 @@ UNICODE_KEY = blob_key("tenant é", "col #1", "dök 50%/x", "Résumé (final).pd
 
 # Document ids (also used as file names) that a store could confuse: dot names, names the folder store once gave
 # its temp files, case, percent-escapes and unicode normal forms.
-AWKWARD_DOCUMENTS = [".", "..", ".tmp-x", ".tmp-abcd1234", ".hidden", "Doc", "doc", "%2E", "é",
-                     "e\u0301", "~", "%7E", "a#b", "a%23b"]
+AWKWARD_DOCUMENTS = [
+    ".",
+    "..",
+    ".tmp-x",
+    ".tmp-abcd1234",
+    ".hidden",
+    "Doc",
+    "doc",
+    "%2E",
+    "é",
+    "e\u0301",
+    "~",
+    "%7E",
+    "a#b",
+    "a%23b",
+]
 
 
 class BlobStoreContract:
@@ -112,9 +126,16 @@ class BlobStoreContract:
 
     def test_list_blobs_sorted_with_encoded_unicode_keys(self, blobs):
         # Given document blobs whose ids need URL-encoding, written out of order
-        keys = [blob_key("acme", "docs", doc, name) for doc, name in
-                [("z doc", "original.pdf"), ("é#1", "text.txt"), ("a%b", "original.pdf"), ("日本", "original.txt"),
-                 ("A", "x y.txt")]]
+        keys = [
+            blob_key("acme", "docs", doc, name)
+            for doc, name in [
+                ("z doc", "original.pdf"),
+                ("é#1", "text.txt"),
+                ("a%b", "original.pdf"),
+                ("日本", "original.txt"),
+                ("A", "x y.txt"),
+            ]
+        ]
         for key in reversed(keys):
             blobs.put_blob(key, b"x", "text/plain")
         blobs.put_blob(blob_key("other", "docs", "z doc", "original.pdf"), b"x", "text/plain")

@@ -12,13 +12,20 @@ if TYPE_CHECKING:
     from kindex.domain.ports import ChunkStore
 
 # Ids that stress key building: separators, escapes, spaces, unicode, and the longest ids the API accepts.
-AWKWARD = ["a#b", "a%23b", "T#x#C#y", "é 日本", "D", "\U0001F600" * 255]
+AWKWARD = ["a#b", "a%23b", "T#x#C#y", "é 日本", "D", "\U0001f600" * 255]
 
 
 def chunk(document_id: str, index: int, *, collection: str = "c", text: str | None = None, **changes) -> StoredChunk:
     text = f"chunk {index} of {document_id}" if text is None else text
-    fields = dict(chunk_id=f"{document_id}-{index}", collection=collection, document_id=document_id, index=index,
-                  start=index * 100, end=index * 100 + len(text), text=text)
+    fields = dict(
+        chunk_id=f"{document_id}-{index}",
+        collection=collection,
+        document_id=document_id,
+        index=index,
+        start=index * 100,
+        end=index * 100 + len(text),
+        text=text,
+    )
     return StoredChunk(**{**fields, **changes})
 
 
@@ -35,9 +42,11 @@ class ChunkStoreContract:
 
     def test_chunks_round_trip_every_field(self, store):
         # Given chunks with and without pages, unicode, an empty text and a text of tens of KB
-        chunks = [chunk("d1", 0, page_start=1, page_end=2, text="Ünïcode ✓ 日本語\nline two"),
-                  chunk("d1", 1, page_start=2, page_end=2, text=""),
-                  chunk("d1", 2, text="x" * 40_000)]
+        chunks = [
+            chunk("d1", 0, page_start=1, page_end=2, text="Ünïcode ✓ 日本語\nline two"),
+            chunk("d1", 1, page_start=2, page_end=2, text=""),
+            chunk("d1", 2, text="x" * 40_000),
+        ]
         # When stored and read back by ref and by listing
         store.put_chunks("t", chunks)
         # Then every field is identical, and None pages stay None
@@ -47,10 +56,16 @@ class ChunkStoreContract:
 
     def test_sections_and_table_headers_round_trip_and_their_absence_stays_none(self, store):
         # Given a chunk with a heading path and a table header, one with a unicode path only, one with neither
-        chunks = [chunk("d1", 0, section="Handbook > CHAPTER 2 > E. SURETY BONDS",
-                        table_header="| Food | Calories |\n| --- | --- |"),
-                  chunk("d1", 1, section="Étymologie > 日本"),
-                  chunk("d1", 2)]
+        chunks = [
+            chunk(
+                "d1",
+                0,
+                section="Handbook > CHAPTER 2 > E. SURETY BONDS",
+                table_header="| Food | Calories |\n| --- | --- |",
+            ),
+            chunk("d1", 1, section="Étymologie > 日本"),
+            chunk("d1", 2),
+        ]
         # When stored and read back by ref, by listing and by iterating
         store.put_chunks("t", chunks)
         # Then both fields are identical, and a chunk without them reads None
@@ -81,8 +96,8 @@ class ChunkStoreContract:
         # Then each is the same order, resumed exactly where asked, never a chunk twice or of another document
         assert everything == expected
         position = expected.index(twin)
-        assert after_twin == after_gone == expected[position + 1:]
-        assert skipped == expected[expected.index(chunks[5]) + 1 + 3:]
+        assert after_twin == after_gone == expected[position + 1 :]
+        assert skipped == expected[expected.index(chunks[5]) + 1 + 3 :]
         assert list(store.iter_chunks("t", "c", "d1", offset=251)) == []
         assert list(store.iter_chunks("t", "c", "nope")) == [] and list(store.iter_chunks("u", "c", "d1")) == []
 

@@ -79,10 +79,11 @@ class CollectionDeletionsContract:
             store.mark_deleting("acme", created(store, "acme", collection_id), f"job-{collection_id}")
         created(store, "acme", "kept")
         assert [(p.collection.id, p.job) for p in store.pending_deletions("acme")] == [
-            (c, f"job-{c}") for c in sorted(ids)]
+            (c, f"job-{c}") for c in sorted(ids)
+        ]
         assert store.list_collections("acme", after=None, offset=0, limit=None) == ["kept"]
 
     def test_unaddressable_ids_have_no_pending_deletion(self, store):
         assert store.pending_deletion("acme", "") is None
-        assert store.pending_deletion("acme", "\U0001F600" * 400) is None
-        assert store.end_deletion("acme", "\U0001F600" * 400, "job") is False
+        assert store.pending_deletion("acme", "\U0001f600" * 400) is None
+        assert store.end_deletion("acme", "\U0001f600" * 400, "job") is False

@@ -25,8 +25,32 @@ if TYPE_CHECKING:
 T0 = datetime(2024, 5, 1, 12, 0, 0, tzinfo=timezone.utc)
 
 # Ascii, unicode, spaces and punctuation; U+FB01 vs U+1F600 tells code point order from UTF-16 order.
-MIXED_IDS = ["a", "B", "a b", "a#b", "a%20b", "a%b", "#a", "a#", "é", "ü x", "日本", "\ufb01", "\U0001F600",
-             "z", "Z-1", "a.b", "~", "a-b", "a_b", "A", "0", "9 9", "T#x#C#y", "KEYS"]
+MIXED_IDS = [
+    "a",
+    "B",
+    "a b",
+    "a#b",
+    "a%20b",
+    "a%b",
+    "#a",
+    "a#",
+    "é",
+    "ü x",
+    "日本",
+    "\ufb01",
+    "\U0001f600",
+    "z",
+    "Z-1",
+    "a.b",
+    "~",
+    "a-b",
+    "a_b",
+    "A",
+    "0",
+    "9 9",
+    "T#x#C#y",
+    "KEYS",
+]
 
 
 def make_collection(collection_id: str = "docs", **changes) -> Collection:
@@ -37,8 +61,9 @@ def make_document(collection_id: str, document_id: str, **changes) -> Document:
     return Document(id=document_id, collection=collection_id, **changes)
 
 
-def make_key(key_id: str, tenant: str = "acme", created_at: datetime = T0, role: Role = Role.ADMIN,
-             **changes) -> ApiKey:
+def make_key(
+    key_id: str, tenant: str = "acme", created_at: datetime = T0, role: Role = Role.ADMIN, **changes
+) -> ApiKey:
     return ApiKey(key_id=key_id, tenant=tenant, role=role, secret_sha256="ab" * 32, created_at=created_at, **changes)
 
 
@@ -65,12 +90,26 @@ class CollectionStoreContract:
     def test_collection_round_trips_every_field(self, store):
         # Given a collection using every field, with an id full of awkward characters
         collection = make_collection(
-            "Ünïcode id #1 100% sure", title="Hand-book ✓", chunking_method=ChunkingMethod.TOKENS,
-            chunking_max_size=512, chunking_overlap_offset=128, document_spaces=["Main", "Sandbox space"],
-            allow_guests=True, query_groups=["XWiki.Admins", "ops"], rights_check_method="external",
-            rights_check_method_configuration={"url": "https://rights.example/check", "timeout": 2.5,
-                                               "nested": {"a": [1]}},
-            created_at=T0, updated_at=T0 + timedelta(seconds=5), document_count=3, config_version=4, revision=7)
+            "Ünïcode id #1 100% sure",
+            title="Hand-book ✓",
+            chunking_method=ChunkingMethod.TOKENS,
+            chunking_max_size=512,
+            chunking_overlap_offset=128,
+            document_spaces=["Main", "Sandbox space"],
+            allow_guests=True,
+            query_groups=["XWiki.Admins", "ops"],
+            rights_check_method="external",
+            rights_check_method_configuration={
+                "url": "https://rights.example/check",
+                "timeout": 2.5,
+                "nested": {"a": [1]},
+            },
+            created_at=T0,
+            updated_at=T0 + timedelta(seconds=5),
+            document_count=3,
+            config_version=4,
+            revision=7,
+        )
         # When it is created and read back
         store.put_collection("acme", collection, create=True)
         # Then every field survives, types included
@@ -92,7 +131,9 @@ class CollectionStoreContract:
         store.put_collection("acme", make_collection(title="first", revision=1), create=True)
         store.put_collection("acme", make_collection(title="second", revision=2), create=False)
         assert (store.get_collection("acme", "docs").title, store.get_collection("acme", "docs").revision) == (
-            "second", 2)
+            "second",
+            2,
+        )
 
     def test_updating_a_missing_collection_is_not_found(self, store):
         # Given no collection / When updating one, as the first write after a read or not / Then NotFound and
@@ -114,13 +155,15 @@ class CollectionStoreContract:
         # When a second writer that also read revision 1 commits (it would bring the revoked group back), or one
         # claims a revision not yet written / Then Conflict both times, and the first writer's record stays whole
         with pytest.raises(Conflict):
-            store.put_collection("acme", make_collection(revision=2, query_groups=["staff"], allow_guests=True),
-                                 create=False)
+            store.put_collection(
+                "acme", make_collection(revision=2, query_groups=["staff"], allow_guests=True), create=False
+            )
         with pytest.raises(Conflict):
             store.put_collection("acme", make_collection(revision=4, title="ahead"), create=False)
         stored = store.get_collection("acme", "docs")
-        assert stored == make_collection(revision=2, query_groups=[], created_at=stored.created_at,
-                                         updated_at=stored.updated_at)
+        assert stored == make_collection(
+            revision=2, query_groups=[], created_at=stored.created_at, updated_at=stored.updated_at
+        )
 
     def test_collection_revisions_are_per_tenant(self, store):
         # Given the same collection id in two tenants, written a different number of times
@@ -132,9 +175,9 @@ class CollectionStoreContract:
         with pytest.raises(Conflict):
             store.put_collection("other", make_collection(revision=4, title="x"), create=False)
         store.put_collection("other", make_collection(revision=2, title="other 2"), create=False)
-        assert [(c.revision, c.title) for c in (store.get_collection("acme", "docs"),
-                                                store.get_collection("other", "docs"))] == [(3, "acme"),
-                                                                                            (2, "other 2")]
+        assert [
+            (c.revision, c.title) for c in (store.get_collection("acme", "docs"), store.get_collection("other", "docs"))
+        ] == [(3, "acme"), (2, "other 2")]
 
     def test_delete_collection_reports_whether_it_existed(self, store):
         # Given a stored collection
@@ -158,19 +201,34 @@ class CollectionStoreContract:
             store.put_collection("acme", make_collection(collection_id), create=True)
         # When listing with after/offset/limit / Then the expected slices
         for after, offset, limit in [(None, 0, None), ("c010", 4, 9), (None, 38, 10), ("c039", 0, None)]:
-            assert store.list_collections("acme", after=after, offset=offset, limit=limit) == \
-                expected_page(ids, after=after, offset=offset, limit=limit)
+            assert store.list_collections("acme", after=after, offset=offset, limit=limit) == expected_page(
+                ids, after=after, offset=offset, limit=limit
+            )
 
 
 PAGED_IDS = [f"doc-{i:03d}" for i in range(0, 240, 2)] + ["Ä", "é x", "#1", "~"]
 
 PAGING_CASES = [
-    (None, 0, None), (None, 0, 10), (None, 5, 10), (None, 15, None), (None, 0, 0), (None, 200, 5),
-    ("doc-050", 0, 20),          # `after` is an existing id
-    ("doc-051", 0, 20),          # `after` falls between ids
-    ("doc-051", 13, 9), ("doc-100", 3, None), ("doc-238", 0, None), ("", 0, 4), ("\U0010FFFF", 0, None),
-    ("a", 0, None), ("#", 2, 2), (None, 123, None), (None, 0, len(PAGED_IDS) + 10), (None, 7, 7), (None, 6, 8),
-    ("doc-050" + "\U0001F600" * 300, 0, 3),  # longer than any key DynamoDB can hold
+    (None, 0, None),
+    (None, 0, 10),
+    (None, 5, 10),
+    (None, 15, None),
+    (None, 0, 0),
+    (None, 200, 5),
+    ("doc-050", 0, 20),  # `after` is an existing id
+    ("doc-051", 0, 20),  # `after` falls between ids
+    ("doc-051", 13, 9),
+    ("doc-100", 3, None),
+    ("doc-238", 0, None),
+    ("", 0, 4),
+    ("\U0010ffff", 0, None),
+    ("a", 0, None),
+    ("#", 2, 2),
+    (None, 123, None),
+    (None, 0, len(PAGED_IDS) + 10),
+    (None, 7, 7),
+    (None, 6, 8),
+    ("doc-050" + "\U0001f600" * 300, 0, 3),  # longer than any key DynamoDB can hold
 ]
 
 
@@ -199,30 +257,50 @@ class DocumentStoreContract:
             store.put_document("rival", make_document("docs", f"d{i:03d}", title=f"rival {i}"), create=True)
         store.put_document("acme", make_document("other", "d000", title="other"), create=True)
         # When reading them in one call, with missing ids, a missing collection, duplicates and a mixed-id document
-        refs = [("docs", f"d{i:03d}") for i in range(130)] + [("other", "d000"), ("docs", "missing"),
-                                                             ("nowhere", "d001"), ("docs", "d007"), ("other", "d000")]
+        refs = [("docs", f"d{i:03d}") for i in range(130)] + [
+            ("other", "d000"),
+            ("docs", "missing"),
+            ("nowhere", "d001"),
+            ("docs", "d007"),
+            ("other", "d000"),
+        ]
         found = store.get_documents("acme", refs)
         # Then every existing one is there once, keyed by (collection, id), as get_document reads it; missing are absent
         assert set(found) == {("docs", f"d{i:03d}") for i in range(130)} | {("other", "d000")}
-        assert all(found[("docs", f"d{i:03d}")] == store.get_document("acme", "docs", f"d{i:03d}")
-                   for i in range(130))
+        assert all(found[("docs", f"d{i:03d}")] == store.get_document("acme", "docs", f"d{i:03d}") for i in range(130))
         assert found[("other", "d000")].title == "other"
         assert {document.title for key, document in found.items() if key[0] == "docs"} == {
-            f"acme {i}" for i in range(130)}
+            f"acme {i}" for i in range(130)
+        }
 
     def test_batch_read_of_nothing_or_of_unaddressable_ids_is_empty(self, store):
         store.put_document("acme", make_document("docs", "d1"), create=True)
         assert store.get_documents("acme", []) == {}
-        assert store.get_documents("acme", [("docs", ""), ("docs", "\U0001F600" * 400), ("", "d1")]) == {}
+        assert store.get_documents("acme", [("docs", ""), ("docs", "\U0001f600" * 400), ("", "d1")]) == {}
         assert store.get_documents("rival", [("docs", "d1")]) == {}
 
     def test_document_round_trips_every_field(self, store):
         # Given a document using every field, in a collection and with an id full of awkward characters
         document = make_document(
-            "col #1 %41", "dök #2 50% ✓", title="Title", language="fr", url="https://wiki.example/x?y=1#z",
-            mimetype="application/pdf", status=DocumentStatus.FAILED, failure_reason="CorruptFile: bad xref",
-            chunk_count=12, chunks_done=5, content_sha256="f" * 64, content_length=1234, source="upload", version=3,
-            indexed_version=2, indexed_at=T0, created_at=T0 - timedelta(days=1), updated_at=T0)
+            "col #1 %41",
+            "dök #2 50% ✓",
+            title="Title",
+            language="fr",
+            url="https://wiki.example/x?y=1#z",
+            mimetype="application/pdf",
+            status=DocumentStatus.FAILED,
+            failure_reason="CorruptFile: bad xref",
+            chunk_count=12,
+            chunks_done=5,
+            content_sha256="f" * 64,
+            content_length=1234,
+            source="upload",
+            version=3,
+            indexed_version=2,
+            indexed_at=T0,
+            created_at=T0 - timedelta(days=1),
+            updated_at=T0,
+        )
         # When created and read back / Then every field survives
         store.put_document("acme", document, create=True)
         loaded = store.get_document("acme", "col #1 %41", "dök #2 50% ✓")
@@ -248,8 +326,7 @@ class DocumentStoreContract:
         store.put_document("acme", make_document("docs", "d1", version=1, revision=1, title="v1"), create=True)
         # When an update claims to follow revision 0 (it read nothing, or a record before this one) / Then Conflict
         with pytest.raises(Conflict):
-            store.put_document("acme", make_document("docs", "d1", version=1, revision=1, title="stale"),
-                               create=False)
+            store.put_document("acme", make_document("docs", "d1", version=1, revision=1, title="stale"), create=False)
         assert store.get_document("acme", "docs", "d1").title == "v1"
         # When an update follows revision 1, keeping the content version / Then it is written with revision 2
         store.put_document("acme", make_document("docs", "d1", version=1, revision=2, title="v2"), create=False)
@@ -258,53 +335,88 @@ class DocumentStoreContract:
         # When a second writer that also read revision 1 commits, or one claims a revision not yet written / Then
         # Conflict both times, and the first writer's record stays whole
         with pytest.raises(Conflict):
-            store.put_document("acme", make_document("docs", "d1", version=1, revision=2, url="https://b"),
-                               create=False)
+            store.put_document(
+                "acme", make_document("docs", "d1", version=1, revision=2, url="https://b"), create=False
+            )
         with pytest.raises(Conflict):
-            store.put_document("acme", make_document("docs", "d1", version=1, revision=4, url="https://c"),
-                               create=False)
-        assert store.get_document("acme", "docs", "d1") == make_document("docs", "d1", version=1, revision=2,
-                                                                          title="v2", created_at=stored.created_at,
-                                                                          updated_at=stored.updated_at)
+            store.put_document(
+                "acme", make_document("docs", "d1", version=1, revision=4, url="https://c"), create=False
+            )
+        assert store.get_document("acme", "docs", "d1") == make_document(
+            "docs", "d1", version=1, revision=2, title="v2", created_at=stored.created_at, updated_at=stored.updated_at
+        )
 
     def test_progress_writes_lose_to_a_newer_write(self, store):
         # Given a document being indexed at version 2
-        store.put_document("acme", make_document("docs", "d1", version=2, revision=1,
-                                                 status=DocumentStatus.IN_PROGRESS, chunk_count=300), create=True)
+        store.put_document(
+            "acme",
+            make_document("docs", "d1", version=2, revision=1, status=DocumentStatus.IN_PROGRESS, chunk_count=300),
+            create=True,
+        )
         # When the ingest records progress over the revision it read / Then the count is stored, the version kept
-        store.put_document("acme", make_document("docs", "d1", version=2, revision=2,
-                                                 status=DocumentStatus.IN_PROGRESS, chunk_count=300, chunks_done=128),
-                           create=False)
-        assert (store.get_document("acme", "docs", "d1").chunks_done,
-                store.get_document("acme", "docs", "d1").version) == (128, 2)
+        store.put_document(
+            "acme",
+            make_document(
+                "docs", "d1", version=2, revision=2, status=DocumentStatus.IN_PROGRESS, chunk_count=300, chunks_done=128
+            ),
+            create=False,
+        )
+        assert (
+            store.get_document("acme", "docs", "d1").chunks_done,
+            store.get_document("acme", "docs", "d1").version,
+        ) == (128, 2)
         # When new content makes it version 3 / Then the ingest's next progress write (over the revision it wrote)
         # conflicts and changes nothing
-        store.put_document("acme", make_document("docs", "d1", version=3, revision=3, title="new content"),
-                           create=False)
+        store.put_document(
+            "acme", make_document("docs", "d1", version=3, revision=3, title="new content"), create=False
+        )
         with pytest.raises(Conflict):
-            store.put_document("acme", make_document("docs", "d1", version=2, revision=3,
-                                                     status=DocumentStatus.IN_PROGRESS, chunk_count=300,
-                                                     chunks_done=256), create=False)
+            store.put_document(
+                "acme",
+                make_document(
+                    "docs",
+                    "d1",
+                    version=2,
+                    revision=3,
+                    status=DocumentStatus.IN_PROGRESS,
+                    chunk_count=300,
+                    chunks_done=256,
+                ),
+                create=False,
+            )
         stored = store.get_document("acme", "docs", "d1")
         assert (stored.version, stored.revision, stored.title, stored.chunks_done, stored.status) == (
-            3, 3, "new content", 0, DocumentStatus.PENDING)
+            3,
+            3,
+            "new content",
+            0,
+            DocumentStatus.PENDING,
+        )
 
     def test_revisions_are_per_tenant_and_collection(self, store):
         # Given the same document id in two tenants and two collections, each written a different number of times
         for tenant, collection, writes in [("acme", "docs", 3), ("other", "docs", 1), ("acme", "more", 2)]:
-            store.put_document(tenant, make_document(collection, "d", revision=1, title=f"{tenant}/{collection}"),
-                               create=True)
+            store.put_document(
+                tenant, make_document(collection, "d", revision=1, title=f"{tenant}/{collection}"), create=True
+            )
             for revision in range(2, writes + 1):
-                store.put_document(tenant, make_document(collection, "d", revision=revision,
-                                                         title=f"{tenant}/{collection}"), create=False)
+                store.put_document(
+                    tenant,
+                    make_document(collection, "d", revision=revision, title=f"{tenant}/{collection}"),
+                    create=False,
+                )
         # When each is updated over another's revision / Then Conflict; over its own / Then written
         with pytest.raises(Conflict):
             store.put_document("other", make_document("docs", "d", revision=4, title="x"), create=False)
         store.put_document("other", make_document("docs", "d", revision=2, title="other 2"), create=False)
-        assert [(d.revision, d.title) for d in (store.get_document("acme", "docs", "d"),
-                                                store.get_document("other", "docs", "d"),
-                                                store.get_document("acme", "more", "d"))] == [
-            (3, "acme/docs"), (2, "other 2"), (2, "acme/more")]
+        assert [
+            (d.revision, d.title)
+            for d in (
+                store.get_document("acme", "docs", "d"),
+                store.get_document("other", "docs", "d"),
+                store.get_document("acme", "more", "d"),
+            )
+        ] == [(3, "acme/docs"), (2, "other 2"), (2, "acme/more")]
 
     def test_delete_document_reports_whether_it_existed(self, store):
         store.put_document("acme", make_document("docs", "d1"), create=True)
@@ -342,14 +454,14 @@ class DocumentStoreContract:
         # When listing / Then code point order (the same list for every adapter), and the count matches
         assert ids_of(store.list_documents("acme", "docs", after=None, offset=0, limit=None)) == sorted(MIXED_IDS)
         assert store.count_documents("acme", "docs") == len(MIXED_IDS)
-        assert ids_of(store.list_documents("acme", "docs", after="a#", offset=0, limit=3)) == \
-            expected_page(MIXED_IDS, after="a#", offset=0, limit=3)
+        assert ids_of(store.list_documents("acme", "docs", after="a#", offset=0, limit=3)) == expected_page(
+            MIXED_IDS, after="a#", offset=0, limit=3
+        )
 
     def test_document_pages_hold_whole_records_in_code_point_order(self, store):
         # Given documents of mixed ids, and others of another collection and another tenant
         for document_id in MIXED_IDS:
-            store.put_document("acme", make_document("docs", document_id, title=f"title of {document_id}"),
-                               create=True)
+            store.put_document("acme", make_document("docs", document_id, title=f"title of {document_id}"), create=True)
         store.put_document("acme", make_document("other", "x"), create=True)
         store.put_document("other", make_document("docs", "y"), create=True)
         # When walking pages of 5 after the last id / Then each record is the stored one, each once, in order
@@ -367,22 +479,35 @@ class DocumentStoreContract:
         # Given two tenants with the same collection and document ids, holding different records
         for tenant, status in (("acme", DocumentStatus.FAILED), ("other", DocumentStatus.INDEXED)):
             for document_id in ("d1", "d2"):
-                store.put_document(tenant, make_document("docs", document_id, title=f"{tenant} {document_id}",
-                                                         status=status, failure_reason=f"{tenant} broke",
-                                                         chunk_count=3, version=2), create=True)
+                store.put_document(
+                    tenant,
+                    make_document(
+                        "docs",
+                        document_id,
+                        title=f"{tenant} {document_id}",
+                        status=status,
+                        failure_reason=f"{tenant} broke",
+                        chunk_count=3,
+                        version=2,
+                    ),
+                    create=True,
+                )
         # When listing one tenant's documents
         listed = store.list_documents("acme", "docs", after=None, offset=0, limit=None)
         # Then each record is exactly what a GET of it returns: that tenant's, nothing of the other's
         assert listed == [store.get_document("acme", "docs", d) for d in ("d1", "d2")]
         assert {(d.title, d.status, d.failure_reason) for d in listed} == {
-            ("acme d1", DocumentStatus.FAILED, "acme broke"), ("acme d2", DocumentStatus.FAILED, "acme broke")}
+            ("acme d1", DocumentStatus.FAILED, "acme broke"),
+            ("acme d2", DocumentStatus.FAILED, "acme broke"),
+        }
 
     def test_document_listing_pages(self, paged_store):
         # Given more documents than one DynamoDB page
         for after, offset, limit in PAGING_CASES:
             # When listing a page / Then exactly the expected slice
-            assert ids_of(paged_store.list_documents("acme", "docs", after=after, offset=offset, limit=limit)) == \
-                expected_page(PAGED_IDS, after=after, offset=offset, limit=limit), (after, offset, limit)
+            assert ids_of(
+                paged_store.list_documents("acme", "docs", after=after, offset=offset, limit=limit)
+            ) == expected_page(PAGED_IDS, after=after, offset=offset, limit=limit), (after, offset, limit)
 
     def test_walking_pages_with_after_visits_every_document_once(self, paged_store):
         # Given many documents / When walking pages of 11 using the last id as `after`
@@ -424,9 +549,13 @@ class KeyStoreContract:
 
     def test_keys_list_oldest_first_by_tenant_and_all(self, store):
         # Given keys of two tenants written out of order, two of them created at the same second
-        keys = [make_key("k3", "acme", T0 + timedelta(minutes=3)), make_key("k1", "other", T0),
-                make_key("kb", "acme", T0 + timedelta(minutes=1)), make_key("ka", "acme", T0 + timedelta(minutes=1)),
-                make_key("k0", "acme", T0 - timedelta(days=400), role=Role.QUERY)]
+        keys = [
+            make_key("k3", "acme", T0 + timedelta(minutes=3)),
+            make_key("k1", "other", T0),
+            make_key("kb", "acme", T0 + timedelta(minutes=1)),
+            make_key("ka", "acme", T0 + timedelta(minutes=1)),
+            make_key("k0", "acme", T0 - timedelta(days=400), role=Role.QUERY),
+        ]
         for key in keys:
             store.put_key(key)
         # When listing / Then oldest first, ties by key id, filtered by tenant when asked
@@ -508,7 +637,7 @@ class MetadataStoreContract(CollectionStoreContract, DocumentStoreContract, KeyS
 
     def test_unaddressable_ids_are_simply_missing(self, store):
         # Given ids no model would accept (empty, far too long) / When reading or deleting them / Then "missing"
-        too_long = "\U0001F600" * 400
+        too_long = "\U0001f600" * 400
         assert store.get_document("acme", "docs", "") is None
         assert store.get_document("acme", "docs", too_long) is None
         assert store.get_collection("acme", too_long) is None

@@ -11,8 +11,10 @@ from tests.contract.mixins.clock import T0, Clock
 if TYPE_CHECKING:
     from kindex.domain.ports import QueryLog
 
-DOCUMENTS = [{"document_id": "d1", "title": "Ünïcode ✓", "url": None, "n": 1},
-             {"document_id": "d#2", "title": "two", "url": "https://x.example/2", "n": 2}]
+DOCUMENTS = [
+    {"document_id": "d1", "title": "Ünïcode ✓", "url": None, "n": 1},
+    {"document_id": "d#2", "title": "two", "url": "https://x.example/2", "n": 2},
+]
 
 
 class QueryLogContract:
@@ -52,9 +54,9 @@ class QueryLogContract:
         assert query_log.get_query("acme", "q1") == DOCUMENTS[:1]
 
     def test_awkward_tenants_and_query_ids(self, query_log):
-        for tenant, query_id in [("a#b", "Q#1"), ("a", "b#Q#1"), ("日本 %", "é"), ("\U0001F600" * 255, "q")]:
+        for tenant, query_id in [("a#b", "Q#1"), ("a", "b#Q#1"), ("日本 %", "é"), ("\U0001f600" * 255, "q")]:
             query_log.put_query(tenant, query_id, [{"tenant": tenant}], ttl_seconds=60)
         assert query_log.get_query("a#b", "Q#1") == [{"tenant": "a#b"}]
         assert query_log.get_query("a", "b#Q#1") == [{"tenant": "a"}]
         assert query_log.get_query("日本 %", "é") == [{"tenant": "日本 %"}]
-        assert query_log.get_query("\U0001F600" * 255, "q") == [{"tenant": "\U0001F600" * 255}]
+        assert query_log.get_query("\U0001f600" * 255, "q") == [{"tenant": "\U0001f600" * 255}]

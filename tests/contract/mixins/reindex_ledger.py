@@ -23,8 +23,9 @@ class ReindexLedgerContract:
 
     def test_missing_state_is_none_and_first_write_creates_it(self, store):
         assert store.get_state("acme", "docs") is None
-        state = ReindexState(collection="docs", swept_config_version=2, swept_model="hash:384", drift_after="d9",
-                             revision=1)
+        state = ReindexState(
+            collection="docs", swept_config_version=2, swept_model="hash:384", drift_after="d9", revision=1
+        )
         store.put_state("acme", state)
         assert store.get_state("acme", "docs") == state
 
@@ -64,7 +65,10 @@ class ReindexLedgerContract:
         put(store, "acme", "docs", "failed-retry", status=DocumentStatus.FAILED, failure_retryable=True)
         # Then only the waiting, running and retryable ones are listed, in order
         assert store.attention_documents("acme", "docs", after=None, limit=100) == [
-            "failed-retry", "pending", "running"]
+            "failed-retry",
+            "pending",
+            "running",
+        ]
         # When one is indexed and another fails for good / Then they leave the list; a new failure joins it
         put(store, "acme", "docs", "pending", status=DocumentStatus.INDEXED)
         put(store, "acme", "docs", "running", status=DocumentStatus.FAILED, failure_retryable=False)

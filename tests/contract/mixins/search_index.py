@@ -30,11 +30,27 @@ def near(vector: np.ndarray, seed: int, noise: float) -> np.ndarray:
     return moved / np.linalg.norm(moved)
 
 
-def record(chunk_id: str, vector: np.ndarray, *, tenant: str = "acme", collection: str = "handbook",
-           document_id: str = "doc-1", text: str = "plain filler words", language: str | None = "en",
-           mimetype: str | None = "text/plain") -> IndexRecord:
-    return IndexRecord(tenant=tenant, collection=collection, document_id=document_id, chunk_id=chunk_id,
-                       vector=tuple(float(x) for x in vector), text=text, language=language, mimetype=mimetype)
+def record(
+    chunk_id: str,
+    vector: np.ndarray,
+    *,
+    tenant: str = "acme",
+    collection: str = "handbook",
+    document_id: str = "doc-1",
+    text: str = "plain filler words",
+    language: str | None = "en",
+    mimetype: str | None = "text/plain",
+) -> IndexRecord:
+    return IndexRecord(
+        tenant=tenant,
+        collection=collection,
+        document_id=document_id,
+        chunk_id=chunk_id,
+        vector=tuple(float(x) for x in vector),
+        text=text,
+        language=language,
+        mimetype=mimetype,
+    )
 
 
 def corpus(count: int = 12, **fields) -> list[IndexRecord]:
@@ -134,8 +150,9 @@ class SearchIndexContract:
     def test_tenants_never_see_each_other(self, index):
         # Given two tenants with the same collection and chunk ids but different vectors and texts
         index.upsert(MODEL, [record(f"chunk-{i}", unit(i), tenant="acme", text="acme secret") for i in range(3)])
-        index.upsert(MODEL, [record(f"chunk-{i}", unit(100 + i), tenant="globex", text="globex secret")
-                             for i in range(3)])
+        index.upsert(
+            MODEL, [record(f"chunk-{i}", unit(100 + i), tenant="globex", text="globex secret") for i in range(3)]
+        )
         # When each searches
         acme_knn = index.knn_search(MODEL, "acme", ["handbook"], unit(100).tolist(), 10)
         globex_words = index.keyword_search(MODEL, "globex", ["handbook"], "acme secret", 10)
@@ -147,8 +164,9 @@ class SearchIndexContract:
         index.delete(MODEL, "acme", "handbook")
         assert index.chunk_ids(MODEL, "acme", "handbook") == set()
         assert index.chunk_ids(MODEL, "globex", "handbook") == {"chunk-0", "chunk-1", "chunk-2"}
-        assert index.knn_search(MODEL, "globex", ["handbook"], unit(100).tolist(), 1)[0].score == \
-            pytest.approx(1, abs=1e-4)
+        assert index.knn_search(MODEL, "globex", ["handbook"], unit(100).tolist(), 1)[0].score == pytest.approx(
+            1, abs=1e-4
+        )
         assert index.knn_search(MODEL, "nobody", ["handbook"], unit(100).tolist(), 10) == []
 
     @pytest.mark.parametrize("tenant", [",", "a,b", "a,", " spaced tenant ", "ünï,cøde"])
@@ -169,9 +187,14 @@ class SearchIndexContract:
 
     def test_search_spans_exactly_the_named_collections(self, index):
         # Given three collections
-        index.upsert(MODEL, [record("a", unit(1), collection="alpha", text="shared word"),
-                             record("b", unit(2), collection="beta", text="shared word"),
-                             record("c", unit(3), collection="gamma", text="shared word")])
+        index.upsert(
+            MODEL,
+            [
+                record("a", unit(1), collection="alpha", text="shared word"),
+                record("b", unit(2), collection="beta", text="shared word"),
+                record("c", unit(3), collection="gamma", text="shared word"),
+            ],
+        )
         # When searching alpha and gamma
         knn = index.knn_search(MODEL, "acme", ["alpha", "gamma"], unit(2).tolist(), 10)
         words = index.keyword_search(MODEL, "acme", ["alpha", "gamma"], "shared", 10)
@@ -180,18 +203,23 @@ class SearchIndexContract:
         assert {(h.chunk_id, h.collection) for h in words} == {("a", "alpha"), ("c", "gamma")}
         assert index.knn_search(MODEL, "acme", [], unit(2).tolist(), 10) == []
 
-    @pytest.mark.parametrize("filters, expected", [
-        (SearchFilters(document_ids=("doc-far",)), {"far-1", "far-2"}),
-        (SearchFilters(language="de"), {"far-1"}),
-        (SearchFilters(mimetype="application/pdf"), {"far-2"}),
-        (SearchFilters(document_ids=("doc-far",), language="fr"), set()),
-    ])
+    @pytest.mark.parametrize(
+        "filters, expected",
+        [
+            (SearchFilters(document_ids=("doc-far",)), {"far-1", "far-2"}),
+            (SearchFilters(language="de"), {"far-1"}),
+            (SearchFilters(mimetype="application/pdf"), {"far-2"}),
+            (SearchFilters(document_ids=("doc-far",), language="fr"), set()),
+        ],
+    )
     def test_filters_apply_before_taking_the_top_k(self, index, filters, expected):
         # Given five chunks right next to the query and two far away that match the filter
         query = unit(7)
         close = [record(f"close-{i}", near(query, i, 0.01), document_id="doc-close") for i in range(5)]
-        far = [record("far-1", unit(70), document_id="doc-far", language="de", text="alpine lake"),
-               record("far-2", unit(71), document_id="doc-far", mimetype="application/pdf", text="alpine lake")]
+        far = [
+            record("far-1", unit(70), document_id="doc-far", language="de", text="alpine lake"),
+            record("far-2", unit(71), document_id="doc-far", mimetype="application/pdf", text="alpine lake"),
+        ]
         index.upsert(MODEL, close + far)
         # When searching for 2 with the filter
         knn = index.knn_search(MODEL, "acme", ["handbook"], query.tolist(), 2, filters)
@@ -225,22 +253,42 @@ class SearchIndexContract:
 
     def test_keyword_search_ranks_the_chunk_with_the_query_terms_first(self, index):
         # Given chunks of which one mentions both query terms and one only one of them
-        index.upsert(MODEL, [
-            record("c-1", unit(1), text="The quarterly budget review is due on Friday."),
-            record("c-2", unit(2), text="Holiday calendar and office opening hours."),
-            record("c-3", unit(3), text="Budget templates live in the finance folder."),
-            record("c-4", unit(4), text="Parking permits are renewed every spring."),
-        ])
+        index.upsert(
+            MODEL,
+            [
+                record("c-1", unit(1), text="The quarterly budget review is due on Friday."),
+                record("c-2", unit(2), text="Holiday calendar and office opening hours."),
+                record("c-3", unit(3), text="Budget templates live in the finance folder."),
+                record("c-4", unit(4), text="Parking permits are renewed every spring."),
+            ],
+        )
         # When searching for both terms
         hits = index.keyword_search(MODEL, "acme", ["handbook"], "quarterly budget", 10)
         # Then the chunk with both comes first, the one with one term next, scores descending
         assert ids(hits) == ["c-1", "c-3"]
         assert hits[0].score > hits[1].score > 0
 
-    @pytest.mark.parametrize("query", [
-        'budget"', '"budget', "budget AND", "NOT budget", "budget OR", "NEAR(budget review)", "budget*", "^budget",
-        "text:budget", "-budget", "(budget", "budget)", "{budget}", "budget's", "'budget'", "budget; DROP TABLE chunk",
-    ])
+    @pytest.mark.parametrize(
+        "query",
+        [
+            'budget"',
+            '"budget',
+            "budget AND",
+            "NOT budget",
+            "budget OR",
+            "NEAR(budget review)",
+            "budget*",
+            "^budget",
+            "text:budget",
+            "-budget",
+            "(budget",
+            "budget)",
+            "{budget}",
+            "budget's",
+            "'budget'",
+            "budget; DROP TABLE chunk",
+        ],
+    )
     def test_keyword_search_treats_operators_quotes_and_punctuation_as_text(self, index, query):
         # Given a chunk about the budget
         index.upsert(MODEL, [record("c-1", unit(1), text="The budget review"), record("c-2", unit(2))])
@@ -262,8 +310,9 @@ class SearchIndexContract:
         secret = "confidential merger codename bluebird"
         index.upsert(MODEL, [record("c-1", unit(1), text=secret), record("c-2", unit(2), text=secret)])
         # When searching both ways
-        hits = (index.knn_search(MODEL, "acme", ["handbook"], unit(1).tolist(), 5)
-                + index.keyword_search(MODEL, "acme", ["handbook"], "bluebird", 5))
+        hits = index.knn_search(MODEL, "acme", ["handbook"], unit(1).tolist(), 5) + index.keyword_search(
+            MODEL, "acme", ["handbook"], "bluebird", 5
+        )
         # Then hits carry ids and scores only: no text anywhere
         assert len(hits) == 4
         for hit in hits:
@@ -297,20 +346,29 @@ class SearchIndexContract:
 
     def test_chunk_ids_of_a_document_id_range_follow_code_point_order(self, index):
         # Given chunks of documents whose ids sort differently by code point, UTF-16 and case-folded
-        documents = ["A", "a", "a b", "b", "\ufb01", "\U0001F600", "z"]
+        documents = ["A", "a", "a b", "b", "\ufb01", "\U0001f600", "z"]
         index.upsert(MODEL, [record(f"c{i}", unit(i), document_id=d) for i, d in enumerate(documents)])
         index.upsert(MODEL, [record("other", unit(9), collection="other", document_id="a")])
         by_document = dict(zip(documents, (f"c{i}" for i in range(len(documents)))))
 
         def between(after, through):
-            return {by_document[d] for d in documents if (after is None or d > after)
-                    and (through is None or d <= through)}
+            return {
+                by_document[d] for d in documents if (after is None or d > after) and (through is None or d <= through)
+            }
 
         # When asking for ranges (half-open: after < id <= through) / Then exactly those documents' chunks
-        for after, through in [(None, "a"), ("a", "b"), ("b", None), ("a b", "\U0001F600"), ("zz", None),
-                               (None, None), ("A", "A")]:
-            assert index.chunk_ids(MODEL, "acme", "handbook", after_document=after,
-                                   through_document=through) == between(after, through), (after, through)
+        for after, through in [
+            (None, "a"),
+            ("a", "b"),
+            ("b", None),
+            ("a b", "\U0001f600"),
+            ("zz", None),
+            (None, None),
+            ("A", "A"),
+        ]:
+            assert index.chunk_ids(
+                MODEL, "acme", "handbook", after_document=after, through_document=through
+            ) == between(after, through), (after, through)
 
     def test_unknown_model_or_collection_searches_return_nothing(self, index):
         # Given nothing indexed for this model
@@ -339,8 +397,15 @@ class SearchIndexContract:
         # Given four threads each writing five batches to their own collection while searching
         def work(worker: int) -> None:
             for batch in range(5):
-                index.upsert(MODEL, [record(f"w{worker}-b{batch}-{i}", unit(worker * 100 + batch * 10 + i),
-                                            collection=f"col-{worker}") for i in range(10)])
+                index.upsert(
+                    MODEL,
+                    [
+                        record(
+                            f"w{worker}-b{batch}-{i}", unit(worker * 100 + batch * 10 + i), collection=f"col-{worker}"
+                        )
+                        for i in range(10)
+                    ],
+                )
                 index.knn_search(MODEL, "acme", [f"col-{worker}"], unit(worker).tolist(), 3)
 
         with ThreadPoolExecutor(max_workers=4) as pool:

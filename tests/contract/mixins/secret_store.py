@@ -30,8 +30,16 @@ class SecretStoreContract:
 
     def test_secret_names_never_collide(self, secrets):
         # Given names that differ only in characters a secret name cannot hold as they are
-        names = ["tenants/a b/s", "tenants/a_b/s", "tenants/a=b/s", "tenants/a=3Db/s", "tenants/a=20b/s",
-                 "tenants/é/s", "tenants/e/s", "tenants/a#b/s"]
+        names = [
+            "tenants/a b/s",
+            "tenants/a_b/s",
+            "tenants/a=b/s",
+            "tenants/a=3Db/s",
+            "tenants/a=20b/s",
+            "tenants/é/s",
+            "tenants/e/s",
+            "tenants/a#b/s",
+        ]
         for i, name in enumerate(names):
             secrets.put_secret(name, f"value {i}".encode())
         # Then each reads back its own value

@@ -41,9 +41,15 @@ class HttpRightsEndpoint:
     refused URL or address, resolution, connection, TLS, the deadline, an oversized answer, a broken answer).
     `resolver` defaults to this module's `resolve`; `ssl_context` to certifi's roots. Thread-safe."""
 
-    def __init__(self, policy: RightsUrlPolicy, *, ssl_context: Any = None,
-                 resolver: Callable[[str, int], list[str]] | None = None, max_answer_bytes: int = MAX_ANSWER_BYTES,
-                 max_keepalive_connections: int = 32):
+    def __init__(
+        self,
+        policy: RightsUrlPolicy,
+        *,
+        ssl_context: Any = None,
+        resolver: Callable[[str, int], list[str]] | None = None,
+        max_answer_bytes: int = MAX_ANSWER_BYTES,
+        max_keepalive_connections: int = 32,
+    ):
         self.policy = policy
         self.max_answer_bytes = max_answer_bytes
         self._ssl_context = ssl_context
@@ -65,13 +71,18 @@ class HttpRightsEndpoint:
         import httpcore
 
         request_url = httpcore.URL(scheme=target.scheme, host=target.host, port=target.port, target=target.target)
-        request_headers = [("Host", target.host_header), ("User-Agent", USER_AGENT), ("Accept", "application/json"),
-                           *headers.items()]
+        request_headers = [
+            ("Host", target.host_header),
+            ("User-Agent", USER_AGENT),
+            ("Accept", "application/json"),
+            *headers.items(),
+        ]
         timeouts = {"connect": remaining, "read": remaining, "write": remaining, "pool": remaining}
         self._calls.deadline = deadline
         try:
-            with self._connections().stream("POST", request_url, headers=request_headers, content=body,
-                                            extensions={"timeout": timeouts}) as response:
+            with self._connections().stream(
+                "POST", request_url, headers=request_headers, content=body, extensions={"timeout": timeouts}
+            ) as response:
                 if response.status != 200:
                     return response.status, b""
                 return 200, self._read_capped(response)
@@ -107,9 +118,15 @@ class HttpRightsEndpoint:
                 # No connection cap: each tenant's concurrency is bounded above this layer, and a shared cap would
                 # let one tenant's slow endpoint queue everyone else's calls.
                 self._pool = httpcore.ConnectionPool(
-                    ssl_context=context, max_connections=None, max_keepalive_connections=self._max_keepalive,
-                    keepalive_expiry=30.0, http1=True, http2=False, retries=0,
-                    network_backend=_PinnedBackend(self.policy, self._resolve, self._deadline))
+                    ssl_context=context,
+                    max_connections=None,
+                    max_keepalive_connections=self._max_keepalive,
+                    keepalive_expiry=30.0,
+                    http1=True,
+                    http2=False,
+                    retries=0,
+                    network_backend=_PinnedBackend(self.policy, self._resolve, self._deadline),
+                )
             return self._pool
 
     def _resolve(self, host: str, port: int) -> list[str]:
@@ -137,8 +154,9 @@ def _default_ssl_context() -> Any:
 class _PinnedBackend:
     """httpcore network backend: resolve, judge every address, connect to an approved one, bound by the deadline."""
 
-    def __init__(self, policy: RightsUrlPolicy, resolver: Callable[[str, int], list[str]],
-                 deadline: Callable[[], float]):
+    def __init__(
+        self, policy: RightsUrlPolicy, resolver: Callable[[str, int], list[str]], deadline: Callable[[], float]
+    ):
         import httpcore
 
         self.policy = policy
@@ -146,8 +164,14 @@ class _PinnedBackend:
         self.deadline = deadline
         self.tcp = httpcore.SyncBackend()
 
-    def connect_tcp(self, host: str, port: int, timeout: float | None = None, local_address: str | None = None,
-                    socket_options: Any = None) -> "_DeadlineStream":
+    def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Any = None,
+    ) -> "_DeadlineStream":
         import httpcore
 
         try:
@@ -165,8 +189,9 @@ class _PinnedBackend:
         for address in addresses:
             budget = _budget(self.deadline, timeout, httpcore.ConnectTimeout)
             try:
-                stream = self.tcp.connect_tcp(address, port, timeout=budget, local_address=local_address,
-                                              socket_options=socket_options)
+                stream = self.tcp.connect_tcp(
+                    address, port, timeout=budget, local_address=local_address, socket_options=socket_options
+                )
             except (httpcore.ConnectError, httpcore.ConnectTimeout) as error:
                 last_error = error
                 continue
@@ -196,13 +221,16 @@ class _DeadlineStream:
         import httpcore
 
         for start in range(0, len(buffer), _WRITE_PIECE):  # a slow reader cannot stretch one long write
-            self.inner.write(buffer[start:start + _WRITE_PIECE], _budget(self.deadline, timeout, httpcore.WriteTimeout))
+            self.inner.write(
+                buffer[start : start + _WRITE_PIECE], _budget(self.deadline, timeout, httpcore.WriteTimeout)
+            )
 
     def close(self) -> None:
         self.inner.close()
 
-    def start_tls(self, ssl_context: Any, server_hostname: str | None = None,
-                  timeout: float | None = None) -> "_DeadlineStream":
+    def start_tls(
+        self, ssl_context: Any, server_hostname: str | None = None, timeout: float | None = None
+    ) -> "_DeadlineStream":
         import httpcore
 
         budget = _budget(self.deadline, timeout, httpcore.ConnectTimeout)

@@ -51,8 +51,12 @@ def error_body(code: str, message: str) -> str:
 
 def error_response(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> dict[str, Any]:
     """A complete API Gateway proxy response with our error body (for paths that run before the resolver)."""
-    return {"statusCode": status, "headers": {"Content-Type": "application/json", **(headers or {})},
-            "body": error_body(code, message), "isBase64Encoded": False}
+    return {
+        "statusCode": status,
+        "headers": {"Content-Type": "application/json", **(headers or {})},
+        "body": error_body(code, message),
+        "isBase64Encoded": False,
+    }
 
 
 def precheck(event: dict[str, Any], max_body_bytes: int = MAX_BODY_BYTES) -> dict[str, Any] | None:

@@ -75,8 +75,9 @@ class IsolatedRestResolver(APIGatewayRestResolver):
         self._state.processed_stack_frames = value
 
     def resolve(self, event: Any, context: Any) -> dict[str, Any]:
-        state = _RequestState(event=self._to_proxy_event(dict(event)), lambda_context=context,
-                              context=dict(self._startup.context))
+        state = _RequestState(
+            event=self._to_proxy_event(dict(event)), lambda_context=context, context=dict(self._startup.context)
+        )
         token = _REQUEST.set(state)
         try:
             # The parent also writes its class-level `BaseRouter.current_event`; nothing here reads it.

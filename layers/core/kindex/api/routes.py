@@ -11,8 +11,13 @@ HTTP_METHODS = ("get", "put", "post", "delete", "patch", "head", "options")
 # Served without an API key: the API description, its page (Swagger UI and its files) and the web console's static
 # files (none holds tenant data; the console asks for a key and sends it to /v1 itself). They stay out of the OpenAPI
 # document, so they are named here.
-PUBLIC_ROUTES = {"/v1/openapi.json": ("GET",), "/docs": ("GET",), "/docs/{asset}": ("GET",), "/console": ("GET",),
-                 "/console/{asset}": ("GET",)}
+PUBLIC_ROUTES = {
+    "/v1/openapi.json": ("GET",),
+    "/docs": ("GET",),
+    "/docs/{asset}": ("GET",),
+    "/console": ("GET",),
+    "/console/{asset}": ("GET",),
+}
 
 
 @dataclass(frozen=True)
@@ -32,8 +37,10 @@ class ApiRoute:
 def operations(resolver: Any) -> dict[str, tuple[str, ...]]:
     """Path -> methods of every route in the resolver's OpenAPI document."""
     schema = resolver.get_openapi_schema()
-    return {path: tuple(m.upper() for m in HTTP_METHODS if getattr(item, m, None) is not None)
-            for path, item in (schema.paths or {}).items()}
+    return {
+        path: tuple(m.upper() for m in HTTP_METHODS if getattr(item, m, None) is not None)
+        for path, item in (schema.paths or {}).items()
+    }
 
 
 def api_routes(resolvers: dict[str, Any], public_function: str) -> list[ApiRoute]:
@@ -48,7 +55,8 @@ def api_routes(resolvers: dict[str, Any], public_function: str) -> list[ApiRoute
     by_target: dict[tuple[str, str], list[str]] = {}
     for (path, method), function in served.items():
         by_target.setdefault((path, function), []).append(method)
-    routes = [ApiRoute(path, tuple(sorted(methods)), function)
-              for (path, function), methods in sorted(by_target.items())]
+    routes = [
+        ApiRoute(path, tuple(sorted(methods)), function) for (path, function), methods in sorted(by_target.items())
+    ]
     routes += [ApiRoute(path, methods, public_function, public=True) for path, methods in PUBLIC_ROUTES.items()]
     return routes

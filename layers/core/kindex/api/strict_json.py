@@ -100,8 +100,13 @@ def parse(text: str, *, max_depth: int = MAX_DEPTH) -> Any:
         return marked
 
     try:
-        value = json.loads(text, parse_int=parse_int, parse_float=parse_float, parse_constant=parse_constant,
-                           object_pairs_hook=object_pairs)
+        value = json.loads(
+            text,
+            parse_int=parse_int,
+            parse_float=parse_float,
+            parse_constant=parse_constant,
+            object_pairs_hook=object_pairs,
+        )
     except RecursionError as error:  # unreachable after check_depth; kept so no input can ever escape as a 5xx
         raise JsonBodyError("", f"nested deeper than {max_depth} levels", malformed=True) from error
     except ValueError as error:
@@ -124,8 +129,9 @@ def check_depth(text: str, max_depth: int = MAX_DEPTH) -> None:
     pieces = _pieces(text)
     brackets = _NOT_BRACKET.sub("", "".join(pieces[0::2]))
     if max(accumulate(map(_DEPTH_DELTA.__getitem__, brackets)), default=0) > max_depth:
-        raise JsonBodyError(_deep_field(text, pieces, max_depth), f"nested deeper than {max_depth} levels",
-                            malformed=True)
+        raise JsonBodyError(
+            _deep_field(text, pieces, max_depth), f"nested deeper than {max_depth} levels", malformed=True
+        )
 
 
 def _pieces(text: str) -> list[str]:

@@ -60,14 +60,14 @@ READ_ATTEMPTS = 5
 logger = logging.getLogger(__name__)
 
 
-
-
 class UploadTicket(BaseModel):
     url: str
     method: str
     headers: dict[str, str]
     expires_at: datetime
     document: Document
+
+
 TEXT_MIMETYPE = "text/plain"
 
 
@@ -94,7 +94,7 @@ def _page(fetch: Callable[..., list[str]], page: PageRequest) -> Page:
     offset = 0 if page.cursor else page.start
     ids = fetch(after=after, offset=offset, limit=page.number + 1)
     if len(ids) > page.number:
-        ids = ids[:page.number]
+        ids = ids[: page.number]
         return Page(ids=ids, next_cursor=keys.encode_cursor(ids[-1]))
     return Page(ids=ids)
 
@@ -138,13 +138,17 @@ def _decode_chunk_cursor(cursor: str) -> tuple[int, str]:
     return int(index), chunk_id
 
 
-def merge_collection(existing: Collection | None, collection_id: str, changes: dict[str, Any],
-                     default_model: str) -> Collection:
+def merge_collection(
+    existing: Collection | None, collection_id: str, changes: dict[str, Any], default_model: str
+) -> Collection:
     """The collection after applying `changes`. A change of chunking method resets the sizes that were not
     given to the new method's defaults; a change to chunking or model bumps `config_version`."""
     if existing is None:
-        data: dict[str, Any] = {"id": collection_id, "embedding_model": default_model,
-                                "chunking_version": CHUNKING_VERSION}
+        data: dict[str, Any] = {
+            "id": collection_id,
+            "embedding_model": default_model,
+            "chunking_version": CHUNKING_VERSION,
+        }
         method = changes.get("chunking_method") or ChunkingMethod.MAX_CHARS
     else:
         data = existing.model_dump()
@@ -170,14 +174,24 @@ class CatalogService:
     side drop chunks and vectors of a deleted document, so nothing is left behind; a collection's delete is a job
     (`deletions`, `jobs` and `reindex_queue`: the reindex worker runs it)."""
 
-    def __init__(self, collections: CollectionStore, documents: DocumentStore, blobs: BlobStore, *,
-                 default_embedding_model: str,
-                 deletions: CollectionDeletions | None = None, jobs: JobStore | None = None,
-                 reindex_queue: ReindexQueue | None = None,
-                 on_document_removed: Callable[[str, Document, Collection], None] | None = None,
-                 presigner: Presigner | None = None, upload_url_ttl: int = 900, chunks: ChunkStore | None = None,
-                 check_rights: Callable[[str, Collection], None] | None = None,
-                 max_file_bytes: int = 50 * 1024 * 1024, ingest_trigger: IngestTrigger | None = None):
+    def __init__(
+        self,
+        collections: CollectionStore,
+        documents: DocumentStore,
+        blobs: BlobStore,
+        *,
+        default_embedding_model: str,
+        deletions: CollectionDeletions | None = None,
+        jobs: JobStore | None = None,
+        reindex_queue: ReindexQueue | None = None,
+        on_document_removed: Callable[[str, Document, Collection], None] | None = None,
+        presigner: Presigner | None = None,
+        upload_url_ttl: int = 900,
+        chunks: ChunkStore | None = None,
+        check_rights: Callable[[str, Collection], None] | None = None,
+        max_file_bytes: int = 50 * 1024 * 1024,
+        ingest_trigger: IngestTrigger | None = None,
+    ):
         self.collections = collections
         self.documents = documents
         self.blobs = blobs
@@ -217,12 +231,17 @@ class CatalogService:
             nonlocal count
             if existing is None and current is not None:
                 raise Conflict(f"collection {collection_id!r} already exists")
-            if current is None and self.deletions is not None and (
-                    pending := self.deletions.pending_deletion(tenant, collection_id)):
+            if (
+                current is None
+                and self.deletions is not None
+                and (pending := self.deletions.pending_deletion(tenant, collection_id))
+            ):
                 # Its documents are still being deleted: creating it now would show them again (the store refuses
                 # the create too; this says why, and is not retried).
-                raise Conflict(f"collection {collection_id!r} is being deleted (job {pending.job}); create it "
-                               "again once that job is completed")
+                raise Conflict(
+                    f"collection {collection_id!r} is being deleted (job {pending.job}); create it "
+                    "again once that job is completed"
+                )
             if current is not None and current.active_embedding_model is None:
                 current = current.model_copy(update={"active_embedding_model": current.embedding_model})
             collection = merge_collection(current, collection_id, changes, self.default_embedding_model)
@@ -269,8 +288,9 @@ class CatalogService:
                 document = latest
         return document, None
 
-    def put_document(self, tenant: str, collection_id: str, document_id: str,
-                     body: DocumentInput) -> tuple[Document, bool]:
+    def put_document(
+        self, tenant: str, collection_id: str, document_id: str, body: DocumentInput
+    ) -> tuple[Document, bool]:
         """Create (True) or partially update (False). New content is stored as a blob and makes the document
         pending with a new version; unchanged content changes nothing. Only the fields in the body change: a write
         of other fields that commits meanwhile is kept (this one applies its own on top of it), while new content
@@ -303,10 +323,17 @@ class CatalogService:
                 def with_content(current: Document | None) -> Document:
                     same_content(existing, current, document_id)
                     document = merged(current)
-                    return document.model_copy(update={
-                        "content_sha256": digest, "content_length": len(data), "version": version, "source": source,
-                        "status": DocumentStatus.PENDING, "failure_reason": None,
-                        "mimetype": document.mimetype or TEXT_MIMETYPE})
+                    return document.model_copy(
+                        update={
+                            "content_sha256": digest,
+                            "content_length": len(data),
+                            "version": version,
+                            "source": source,
+                            "status": DocumentStatus.PENDING,
+                            "failure_reason": None,
+                            "mimetype": document.mimetype or TEXT_MIMETYPE,
+                        }
+                    )
 
                 return self._store_and_commit(tenant, existing, with_content, data)
         # Unchanged or no content: whatever content the document has when this commits stays.
@@ -326,11 +353,14 @@ class CatalogService:
         try:
             self.ingest_trigger.trigger([document.source])
         except Exception:
-            logger.warning("could not ask the ingest to rewrite a document's index fields", extra={
-                "tenant": tenant, "collection": document.collection, "document": document.id})
+            logger.warning(
+                "could not ask the ingest to rewrite a document's index fields",
+                extra={"tenant": tenant, "collection": document.collection, "document": document.id},
+            )
 
-    def _store_and_commit(self, tenant: str, existing: Document | None, change: Change,
-                          data: bytes) -> tuple[Document, bool]:
+    def _store_and_commit(
+        self, tenant: str, existing: Document | None, change: Change, data: bytes
+    ) -> tuple[Document, bool]:
         """Store the bytes under the write's own key (the `source` that `change` sets), then commit the record that
         points at them. The bytes go first so that a committed record always finds its content (readers and ingest
         never see a record whose blob is still to come); the key is unique to this write, so a write that loses the
@@ -338,8 +368,7 @@ class CatalogService:
         planned = change(existing)  # the record as it would commit now: its key, and InvalidInput before any bytes
         self.blobs.put_blob(planned.source, data, planned.mimetype or TEXT_MIMETYPE)
         try:
-            document, created = write_document(self.documents, tenant, planned.collection, planned.id, existing,
-                                               change)
+            document, created = write_document(self.documents, tenant, planned.collection, planned.id, existing, change)
         except (Conflict, NotFound, InvalidInput):
             self._discard_blob(planned.source)  # a write that answers 4xx leaves nothing behind
             raise
@@ -363,8 +392,10 @@ class CatalogService:
                 if key != document.source and (write is None or write.version < document.version):
                     self.blobs.delete_blob(key)
         except Exception:
-            logger.warning("could not delete superseded blobs", extra={
-                "tenant": tenant, "collection": document.collection, "document": document.id})
+            logger.warning(
+                "could not delete superseded blobs",
+                extra={"tenant": tenant, "collection": document.collection, "document": document.id},
+            )
 
     def _surely_not_committed(self, tenant: str, document: Document) -> bool:
         try:
@@ -379,8 +410,17 @@ class CatalogService:
         except Exception:  # the caller's own error is the one to report; reindex deletes the orphan later
             logger.warning("could not delete the blob of a failed write", extra={"key": key})
 
-    def prepare_upload(self, tenant: str, collection_id: str, document_id: str, filename: str,
-                       mimetype: str | None, *, size: int, fields: dict[str, Any] | None = None) -> UploadTicket:
+    def prepare_upload(
+        self,
+        tenant: str,
+        collection_id: str,
+        document_id: str,
+        filename: str,
+        mimetype: str | None,
+        *,
+        size: int,
+        fields: dict[str, Any] | None = None,
+    ) -> UploadTicket:
         """Create the document if missing (titled after the file), point it at a new blob key for the file and sign
         a PUT of exactly `size` bytes for that key. The upload itself triggers indexing, through the blob store's
         event; an upload to the key of a ticket that a later one superseded is ignored by ingest. A size over the
@@ -395,31 +435,64 @@ class CatalogService:
         existing, change = self._file_write(tenant, collection_id, document_id, filename, mimetype, fields=fields)
         document, _ = write_document(self.documents, tenant, collection_id, document_id, existing, change)
         self._delete_superseded_blobs(tenant, document)
-        url, headers, expires = self.presigner.presign_put(document.source, document.mimetype, size,
-                                                           self.upload_url_ttl)
-        return UploadTicket(url=url, method="PUT", headers=headers,
-                            expires_at=datetime.fromtimestamp(expires, timezone.utc), document=document)
+        url, headers, expires = self.presigner.presign_put(
+            document.source, document.mimetype, size, self.upload_url_ttl
+        )
+        return UploadTicket(
+            url=url,
+            method="PUT",
+            headers=headers,
+            expires_at=datetime.fromtimestamp(expires, timezone.utc),
+            document=document,
+        )
 
-    def put_file(self, tenant: str, collection_id: str, document_id: str, filename: str, data: bytes,
-                 mimetype: str | None = None, *, fields: dict[str, Any] | None = None) -> tuple[Document, bool]:
+    def put_file(
+        self,
+        tenant: str,
+        collection_id: str,
+        document_id: str,
+        filename: str,
+        data: bytes,
+        mimetype: str | None = None,
+        *,
+        fields: dict[str, Any] | None = None,
+    ) -> tuple[Document, bool]:
         """Store a file as the document's source (the write triggers indexing). Returns (document, written):
         the same file (name and bytes) already indexed, or pending, is not written again (`fields`, the
         document's attributes and access, are then written alone, as a PUT of them would)."""
         digest = hashlib.sha256(data).hexdigest()
-        existing, change = self._file_write(tenant, collection_id, document_id, filename, mimetype,
-                                            content={"content_sha256": digest, "content_length": len(data)},
-                                            fields=fields)
-        if (existing is not None and existing.source and _file_name(existing.source) == filename
-                and existing.status is not DocumentStatus.FAILED and existing.content_sha256 == digest):
+        existing, change = self._file_write(
+            tenant,
+            collection_id,
+            document_id,
+            filename,
+            mimetype,
+            content={"content_sha256": digest, "content_length": len(data)},
+            fields=fields,
+        )
+        if (
+            existing is not None
+            and existing.source
+            and _file_name(existing.source) == filename
+            and existing.status is not DocumentStatus.FAILED
+            and existing.content_sha256 == digest
+        ):
             if fields:
                 return self.put_document(tenant, collection_id, document_id, DocumentInput(**fields))[0], False
             return existing, False
         document, _ = self._store_and_commit(tenant, existing, change, data)
         return document, True
 
-    def _file_write(self, tenant: str, collection_id: str, document_id: str, filename: str, mimetype: str | None,
-                    content: dict[str, Any] | None = None, fields: dict[str, Any] | None = None
-                    ) -> tuple[Document | None, Change]:
+    def _file_write(
+        self,
+        tenant: str,
+        collection_id: str,
+        document_id: str,
+        filename: str,
+        mimetype: str | None,
+        content: dict[str, Any] | None = None,
+        fields: dict[str, Any] | None = None,
+    ) -> tuple[Document | None, Change]:
         """(the stored document or None; the change that points it at a new key for the file, created if missing and
         titled after the file, with `fields` (attributes, access) applied). The change loses (Conflict) to a write
         of other content committed meanwhile."""
@@ -444,9 +517,17 @@ class CatalogService:
             base = current or Document(id=document_id, collection=collection_id, title=filename)
             if fields:
                 base = with_filter_fields(base, fields)
-            return base.model_copy(update={
-                "source": source, "version": version, "mimetype": content_type, "status": DocumentStatus.PENDING,
-                "failure_reason": None, "updated_at": utc_now(), **(content or {})})
+            return base.model_copy(
+                update={
+                    "source": source,
+                    "version": version,
+                    "mimetype": content_type,
+                    "status": DocumentStatus.PENDING,
+                    "failure_reason": None,
+                    "updated_at": utc_now(),
+                    **(content or {}),
+                }
+            )
 
         return existing, change
 
@@ -460,8 +541,9 @@ class CatalogService:
         after = _decode_chunk_cursor(page.cursor) if page.cursor else None
         chunks: list[StoredChunk] = []
         size = 0
-        for chunk in self.chunks.iter_chunks(tenant, collection_id, document_id, after=after,
-                                             offset=0 if page.cursor else page.start):
+        for chunk in self.chunks.iter_chunks(
+            tenant, collection_id, document_id, after=after, offset=0 if page.cursor else page.start
+        ):
             cost = _chunk_json_bytes(chunk)
             if len(chunks) == page.number or (chunks and size + cost > CHUNK_PAGE_MAX_BYTES):
                 return ChunkPage(chunks=chunks, next_cursor=_encode_chunk_cursor(chunks[-1]))
@@ -488,8 +570,10 @@ class CatalogService:
                 if current is None:
                     return
                 document = current
-        logger.warning("document delete kept losing to writers", extra={"tenant": tenant, "collection": collection_id,
-                                                                        "document": document_id})
+        logger.warning(
+            "document delete kept losing to writers",
+            extra={"tenant": tenant, "collection": collection_id, "document": document_id},
+        )
         raise Conflict(f"document {document_id!r} kept changing while it was deleted; try again")
 
     def list_documents(self, tenant: str, collection_id: str, page: PageRequest) -> DocumentPage:
@@ -497,8 +581,9 @@ class CatalogService:
         fit DOCUMENT_PAGE_MAX_BYTES (a single document always fits), with a cursor when more follow."""
         self._collection(tenant, collection_id)
         after = keys.decode_cursor(page.cursor) if page.cursor else None
-        records = self.documents.list_documents(tenant, collection_id, after=after,
-                                                offset=0 if page.cursor else page.start, limit=page.number + 1)
+        records = self.documents.list_documents(
+            tenant, collection_id, after=after, offset=0 if page.cursor else page.start, limit=page.number + 1
+        )
         summaries: list[DocumentSummary] = []
         size = 0
         for record in records:

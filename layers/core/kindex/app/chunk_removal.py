@@ -37,8 +37,9 @@ class ChunkRemover:
             self.index.delete(model, tenant, collection.id, document_ids=[document.id])
         self.chunks.delete_chunks(tenant, collection.id, document_id=document.id)
 
-    def remove_chunks(self, tenant: str, collection_id: str, document_id: str, chunk_ids: Sequence[str],
-                      models: Iterable[str]) -> None:
+    def remove_chunks(
+        self, tenant: str, collection_id: str, document_id: str, chunk_ids: Sequence[str], models: Iterable[str]
+    ) -> None:
         """Some of a document's chunks: their vectors under `models` (none: the chunk texts only, when the index
         no longer holds them), then their texts."""
         if not chunk_ids:

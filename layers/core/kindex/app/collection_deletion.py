@@ -31,8 +31,14 @@ logger = logging.getLogger(__name__)
 STEPS = ("blobs", "records", "index")
 
 
-def start_deletion(collections: CollectionStore, deletions: CollectionDeletions, jobs: JobStore,
-                   queue: ReindexQueue, tenant: str, collection_id: str) -> ReindexJob:
+def start_deletion(
+    collections: CollectionStore,
+    deletions: CollectionDeletions,
+    jobs: JobStore,
+    queue: ReindexQueue,
+    tenant: str,
+    collection_id: str,
+) -> ReindexJob:
     """Take the collection out of every read and write at once and queue its deletion; returns the running job. A
     collection already being deleted returns that deletion's job (a DELETE retried after a lost answer); none at all
     is NotFound. The collection record goes only over the revision read: a write committed meanwhile means reading
@@ -53,8 +59,7 @@ def start_deletion(collections: CollectionStore, deletions: CollectionDeletions,
         job = _record_job(jobs, tenant, collection_id, job_id)
         # Should this send be lost (a crash right here), the reindex planner's next pass sends the task again.
         queue.send([ReindexTask(kind="delete", tenant=tenant, collection=collection_id, job=job_id)])
-        logger.info("collection deletion started", extra={"tenant": tenant, "collection": collection_id,
-                                                          "job": job_id})
+        logger.info("collection deletion started", extra={"tenant": tenant, "collection": collection_id, "job": job_id})
         return job
     raise Conflict(f"collection {collection_id!r} kept changing while it was being deleted; try again")
 
@@ -68,8 +73,15 @@ def _record_job(jobs: JobStore, tenant: str, collection_id: str, job_id: str) ->
 class CollectionDeleter:
     """Runs one step of a collection's delete job per task; stateless, safe to share."""
 
-    def __init__(self, collections: CollectionStore, deletions: CollectionDeletions, blobs: BlobStore,
-                 remover: ChunkRemover, jobs: JobStore, queue: ReindexQueue):
+    def __init__(
+        self,
+        collections: CollectionStore,
+        deletions: CollectionDeletions,
+        blobs: BlobStore,
+        remover: ChunkRemover,
+        jobs: JobStore,
+        queue: ReindexQueue,
+    ):
         self.collections = collections
         self.deletions = deletions
         self.blobs = blobs
@@ -89,8 +101,10 @@ class CollectionDeleter:
         step = STEPS[0] if task.after is None else STEPS[STEPS.index(task.after) + 1]
         if step == "blobs":
             deleted = self.blobs.delete_prefix(keys.collection_prefix(tenant, collection_id))
-            logger.info("collection deletion: blobs", extra={"tenant": tenant, "collection": collection_id,
-                                                             "blobs_deleted": deleted})
+            logger.info(
+                "collection deletion: blobs",
+                extra={"tenant": tenant, "collection": collection_id, "blobs_deleted": deleted},
+            )
         elif step == "records":
             self.collections.delete_collection(tenant, collection_id)
         else:
@@ -107,5 +121,12 @@ class CollectionDeleter:
         job = self.jobs.get_job(tenant, job_id)
         if job is None or job.status == "completed":
             return
-        self.jobs.put_job(job.model_copy(update={"done": max(job.done, done), "updated_at": utc_now(),
-                                                 "status": "completed" if completed else "running"}))
+        self.jobs.put_job(
+            job.model_copy(
+                update={
+                    "done": max(job.done, done),
+                    "updated_at": utc_now(),
+                    "status": "completed" if completed else "running",
+                }
+            )
+        )

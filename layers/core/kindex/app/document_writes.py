@@ -19,8 +19,16 @@ from kindex.domain.ports import DocumentStore
 Change = Callable[[Document | None], Document]
 
 
-def write_document(documents: DocumentStore, tenant: str, collection_id: str, document_id: str,
-                   read: Document | None, change: Change, *, attempts: int = WRITE_ATTEMPTS) -> tuple[Document, bool]:
+def write_document(
+    documents: DocumentStore,
+    tenant: str,
+    collection_id: str,
+    document_id: str,
+    read: Document | None,
+    change: Change,
+    *,
+    attempts: int = WRITE_ATTEMPTS,
+) -> tuple[Document, bool]:
     """Commit `change(read)` over `read`'s revision (a create when `read` is None); after each Conflict (another
     write committed first), read the record again and commit `change` of that. Returns (what was written, whether it
     was a create). Conflict when every attempt lost. A record deleted meanwhile is read again as None too: `change`
@@ -28,8 +36,12 @@ def write_document(documents: DocumentStore, tenant: str, collection_id: str, do
     return write_record(
         lambda: documents.get_document(tenant, collection_id, document_id),
         lambda document, create: documents.put_document(tenant, document, create=create),
-        read, change, what=f"document {document_id!r}",
-        log={"tenant": tenant, "collection": collection_id, "document": document_id}, attempts=attempts)
+        read,
+        change,
+        what=f"document {document_id!r}",
+        log={"tenant": tenant, "collection": collection_id, "document": document_id},
+        attempts=attempts,
+    )
 
 
 def same_content(read: Document | None, current: Document | None, document_id: str) -> None:
@@ -55,8 +67,11 @@ def _comparable(name: str, value: Any) -> Any:
 
 def filter_fields_change(current: Document, changes: dict[str, Any]) -> bool:
     """Whether applying `changes` changes a filter field (FILTER_FIELDS) of `current`."""
-    return any(_comparable(name, value) != _comparable(name, getattr(current, name))
-               for name, value in changes.items() if name in FILTER_FIELDS)
+    return any(
+        _comparable(name, value) != _comparable(name, getattr(current, name))
+        for name, value in changes.items()
+        if name in FILTER_FIELDS
+    )
 
 
 def with_filter_fields(current: Document, changes: dict[str, Any]) -> Document:

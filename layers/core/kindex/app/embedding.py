@@ -42,16 +42,18 @@ class EmbeddingService:
     same tenant is not sent again; this thread waits for that vector instead (single flight per tenant, model and
     text)."""
 
-    def __init__(self, cache: EmbeddingCache, embedder_for: Callable[[str], Embedder],
-                 metrics: MetricsRecorder | None = None):
+    def __init__(
+        self, cache: EmbeddingCache, embedder_for: Callable[[str], Embedder], metrics: MetricsRecorder | None = None
+    ):
         self.cache = cache
         self.embedder_for = embedder_for
         self.metrics = metrics
         self._lock = threading.Lock()
         self._in_flight: dict[tuple[str, str, str], threading.Event] = {}
 
-    def embed(self, tenant: str, model: str, texts: Sequence[str],
-              riders: Sequence[tuple[str, str]] = ()) -> np.ndarray:
+    def embed(
+        self, tenant: str, model: str, texts: Sequence[str], riders: Sequence[tuple[str, str]] = ()
+    ) -> np.ndarray:
         """The vectors of `texts` for `tenant`, in order. `riders` are (tenant, text) pairs of other documents,
         possibly other tenants', sent in the same provider call to save calls; each is cached for its own tenant
         only, and none is returned."""
@@ -78,9 +80,17 @@ class EmbeddingService:
             lost = [k for k in others if k not in known and k[0] == tenant]
             if lost:  # the other thread's call failed: embed them here (a rider's text is its own document's job)
                 known.update(zip(lost, self.embed(tenant, model, [missing[k] for k in lost])))
-        logger.info("embedded", extra={"model": model, "texts": len(texts), "riders": len(riders),
-                                       "cache_hits": len(wanted) - len(missing), "embedded": len(mine)})
-        rows = [known[(tenant, h)] for _, h, _ in wanted[:len(texts)]]
+        logger.info(
+            "embedded",
+            extra={
+                "model": model,
+                "texts": len(texts),
+                "riders": len(riders),
+                "cache_hits": len(wanted) - len(missing),
+                "embedded": len(mine),
+            },
+        )
+        rows = [known[(tenant, h)] for _, h, _ in wanted[: len(texts)]]
         if not rows:
             return np.zeros((0, embedder.dimensions), dtype=np.float32)
         return np.vstack(rows).astype(np.float32, copy=False)
@@ -96,8 +106,9 @@ class EmbeddingService:
         """Splits the missing texts into those this thread embeds (now marked in flight) and the events of those
         another thread is embedding already."""
         with self._lock:
-            others = {k: self._in_flight[(k[0], model, k[1])] for k in missing
-                      if (k[0], model, k[1]) in self._in_flight}
+            others = {
+                k: self._in_flight[(k[0], model, k[1])] for k in missing if (k[0], model, k[1]) in self._in_flight
+            }
             mine = {k: t for k, t in missing.items() if k not in others}
             for owner, digest in mine:
                 self._in_flight[(owner, model, digest)] = threading.Event()

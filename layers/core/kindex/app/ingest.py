@@ -89,8 +89,9 @@ def import_chunk_id(tenant: str, run: Document, index: int, text_hash: str) -> s
     run started: its version and creation time). Unlike content-derived ids, two runs (two imports of one document
     racing, or a run replaced meanwhile) never share an id, so a run that lost its document removes exactly what it
     wrote and nothing of the winner's, and a write that lost to a run knows which chunks are the run's."""
-    return chunk_id(tenant, run.collection, run.id, index,
-                    f"{text_hash}\x1fimport\x1f{run.version}\x1f{run.created_at.isoformat()}")
+    return chunk_id(
+        tenant, run.collection, run.id, index, f"{text_hash}\x1fimport\x1f{run.version}\x1f{run.created_at.isoformat()}"
+    )
 
 
 def failure_reason(error: Exception) -> str:
@@ -120,19 +121,32 @@ def _fields_written(written: Document, current: Document | None) -> Document:
     else still `in_progress` (a later PUT's fields are to be written next). Its content must be `written`'s."""
     same_content(written, current, written.id)
     done = current.fields_version == written.fields_version
-    return current.model_copy(update={
-        "indexed_fields_version": written.fields_version, "updated_at": utc_now(),
-        "status": DocumentStatus.INDEXED if done else DocumentStatus.IN_PROGRESS,
-        **({"indexed_at": utc_now()} if done else {})})
+    return current.model_copy(
+        update={
+            "indexed_fields_version": written.fields_version,
+            "updated_at": utc_now(),
+            "status": DocumentStatus.INDEXED if done else DocumentStatus.IN_PROGRESS,
+            **({"indexed_at": utc_now()} if done else {}),
+        }
+    )
 
 
 class IngestService:
     """Processes blob created/removed events for document blobs and keeps chunks and vectors in step."""
 
-    def __init__(self, collections: CollectionStore, documents: DocumentStore, blobs: BlobStore, chunks: ChunkStore,
-                 index: SearchIndex, embeddings: EmbeddingService, limits: IngestLimits | None = None,
-                 extract: Callable | None = None, chunk: Callable | None = None,
-                 metrics: MetricsRecorder | None = None):
+    def __init__(
+        self,
+        collections: CollectionStore,
+        documents: DocumentStore,
+        blobs: BlobStore,
+        chunks: ChunkStore,
+        index: SearchIndex,
+        embeddings: EmbeddingService,
+        limits: IngestLimits | None = None,
+        extract: Callable | None = None,
+        chunk: Callable | None = None,
+        metrics: MetricsRecorder | None = None,
+    ):
         self.collections = collections
         self.documents = documents
         self.blobs = blobs
@@ -155,8 +169,10 @@ class IngestService:
             try:
                 self._prepare(batch, key, size)
             except Exception as error:  # its record reports it, with the right status and retry semantics
-                logger.warning("could not prepare an object ahead of its record",
-                               extra={"key": key, "error_type": type(error).__name__})
+                logger.warning(
+                    "could not prepare an object ahead of its record",
+                    extra={"key": key, "error_type": type(error).__name__},
+                )
         batch.order_waiting()
 
     def _prepare(self, batch: IngestBatch, key: str, size: int | None = None) -> None:
@@ -193,8 +209,9 @@ class IngestService:
         batch.prepared[memo] = pieces
         batch.costs[key] = len(pieces)
         if len(pieces) <= self.limits.embed_slice:
-            batch.wait_for_embedding(memo, tenant, {collection.embedding_model, collection.query_model},
-                                     [embedded_text(p) for p in pieces])
+            batch.wait_for_embedding(
+                memo, tenant, {collection.embedding_model, collection.query_model}, [embedded_text(p) for p in pieces]
+            )
 
     def object_created(self, key: str, size: int | None = None, batch: IngestBatch | None = None) -> Document | None:
         """Index the document whose blob was written, with what `batch` (the invocation's, see IngestRun) learnt
@@ -210,8 +227,9 @@ class IngestService:
         tenant, collection_id, document_id, filename = parsed
         collection = self.collections.get_collection(tenant, collection_id)
         if collection is None:
-            logger.warning("ignoring blob of a missing collection",
-                           extra={"tenant": tenant, "collection": collection_id})
+            logger.warning(
+                "ignoring blob of a missing collection", extra={"tenant": tenant, "collection": collection_id}
+            )
             return None
         dropped = keys.blob_write(key) is None  # put straight into the prefix, not written by the API
         if dropped and is_sidecar(filename):
@@ -234,10 +252,10 @@ class IngestService:
             if refused is None and dropped:
                 document, refused = self._with_sidecar(tenant, document, key)
             if refused is not None:
-                return self._fail(tenant, collection, document, adopted, failure_reason(refused), refused.retryable,
-                                  refused)
-            return self._index(tenant, collection, document, adopted, data, filename,
-                               batch or IngestBatch(self.index))
+                return self._fail(
+                    tenant, collection, document, adopted, failure_reason(refused), refused.retryable, refused
+                )
+            return self._index(tenant, collection, document, adopted, data, filename, batch or IngestBatch(self.index))
         except NotFound:
             # The document was deleted while we worked: remove what we wrote, so nothing is left behind.
             self.remover.remove_document(tenant, collection, document)
@@ -340,8 +358,9 @@ class IngestService:
         return written  # being indexed: the ingest that indexes it writes the new fields when it ends
 
     # Internals
-    def _document_for(self, tenant: str, collection_id: str, document_id: str, filename: str,
-                      key: str) -> tuple[Document, dict] | None:
+    def _document_for(
+        self, tenant: str, collection_id: str, document_id: str, filename: str, key: str
+    ) -> tuple[Document, dict] | None:
         """(the stored document this blob is the content of, what the ingest must change for that: a dropped-in file
         that replaces a gone one becomes the document's source), or None when the event is stale."""
         from kindex.text.extract import guess_mimetype
@@ -353,8 +372,14 @@ class IngestService:
             return None if written is None else (written, {})
         if document is None:
             # A file dropped straight into the tenant's prefix: it becomes a document.
-            document = Document(id=document_id, collection=collection_id, title=filename, source=key,
-                                mimetype=guess_mimetype(filename) or "", revision=1)
+            document = Document(
+                id=document_id,
+                collection=collection_id,
+                title=filename,
+                source=key,
+                mimetype=guess_mimetype(filename) or "",
+                revision=1,
+            )
             try:
                 self.documents.put_document(tenant, document, create=True)
             except Conflict:
@@ -376,29 +401,47 @@ class IngestService:
         derived from the content, so the current content's ids are known without embedding anything)."""
         collection = self.collections.get_collection(tenant, collection_id)
         document = self.documents.get_document(tenant, collection_id, document_id)
-        if (collection is not None and document is not None and not document.source and not collection.switching
-                and document.status is DocumentStatus.IN_PROGRESS):
+        if (
+            collection is not None
+            and document is not None
+            and not document.source
+            and not collection.switching
+            and document.status is DocumentStatus.IN_PROGRESS
+        ):
             # An import run replaced the content meanwhile: only that run's chunks belong to the document now.
-            other = sorted(c.chunk_id for c in self.chunks.list_chunks(tenant, collection_id, document_id)
-                           if c.chunk_id != import_chunk_id(tenant, document, c.index, text_sha256(c.text)))
-            self.remover.remove_chunks(tenant, collection_id, document_id, other,
-                                       {collection.embedding_model, collection.query_model})
+            other = sorted(
+                c.chunk_id
+                for c in self.chunks.list_chunks(tenant, collection_id, document_id)
+                if c.chunk_id != import_chunk_id(tenant, document, c.index, text_sha256(c.text))
+            )
+            self.remover.remove_chunks(
+                tenant, collection_id, document_id, other, {collection.embedding_model, collection.query_model}
+            )
             return
         if collection is None or document is None or not document.source or collection.switching:
             return  # gone (its removal cleans up), or a model switch keeps the old model's chunks until it ends
         parsed = keys.parse_blob_key(document.source)
         try:
-            pieces = self._pieces(collection, self.blobs.get_blob(document.source), parsed[3] if parsed else "",
-                                  document.mimetype or None)
+            pieces = self._pieces(
+                collection, self.blobs.get_blob(document.source), parsed[3] if parsed else "", document.mimetype or None
+            )
         except (NotFound, IngestError):
             return  # replaced again, or content that cannot be indexed: its own event decides
         current = {chunk_id(tenant, collection_id, document_id, p.index, text_sha256(p.text)) for p in pieces}
         other = sorted({c.chunk_id for c in self.chunks.list_chunks(tenant, collection_id, document_id)} - current)
-        self.remover.remove_chunks(tenant, collection_id, document_id, other,
-                                   {collection.embedding_model, collection.query_model})
+        self.remover.remove_chunks(
+            tenant, collection_id, document_id, other, {collection.embedding_model, collection.query_model}
+        )
 
-    def _written_document(self, tenant: str, collection_id: str, document_id: str, key: str, write: keys.BlobWrite,
-                          document: Document | None) -> Document | None:
+    def _written_document(
+        self,
+        tenant: str,
+        collection_id: str,
+        document_id: str,
+        key: str,
+        write: keys.BlobWrite,
+        document: Document | None,
+    ) -> Document | None:
         """The document when `key`, the blob of one API write, holds its current content; None when that write lost
         its commit (409) or a later write superseded it. The API stores the bytes before it commits the record, so
         the event may come first: then wait a little for the decision. Only the record decides, never the bytes."""
@@ -419,8 +462,16 @@ class IngestService:
             pause = min(pause * 2, 0.25)
             document = self.documents.get_document(tenant, collection_id, document_id)
 
-    def _index(self, tenant: str, collection: Collection, stored: Document, adopted: dict, data: bytes,
-               filename: str, batch: IngestBatch) -> Document:
+    def _index(
+        self,
+        tenant: str,
+        collection: Collection,
+        stored: Document,
+        adopted: dict,
+        data: bytes,
+        filename: str,
+        batch: IngestBatch,
+    ) -> Document:
         """Index `stored` (the record as read) from `data`; `adopted` are changes the ingest makes besides its own
         status fields (see `_document_for`). Every status write applies only the ingest's own fields (see `_save`)."""
         digest = hashlib.sha256(data).hexdigest()
@@ -432,14 +483,26 @@ class IngestService:
             return self._rewrite_fields(tenant, collection, stored) if document.fields_stale else document
         # Same content, new chunking or model: the document stays `indexed` (queries keep using what is there)
         # while its new chunks and vectors are built beside the old ones.
-        rebuild_only = (digest == document.content_sha256 and document.status is DocumentStatus.INDEXED
-                        and document.indexed_version == document.version)
+        rebuild_only = (
+            digest == document.content_sha256
+            and document.status is DocumentStatus.INDEXED
+            and document.indexed_version == document.version
+        )
         own = dict(adopted)  # what is still to write besides the next write's own fields
         if digest != document.content_sha256:
             own.update(version=document.version + 1, content_sha256=digest, content_length=len(data))
         if not rebuild_only:
-            stored = self._save(tenant, stored, {**own, "status": DocumentStatus.IN_PROGRESS, "failure_reason": None,
-                                                 "chunks_done": 0, "updated_at": utc_now()})
+            stored = self._save(
+                tenant,
+                stored,
+                {
+                    **own,
+                    "status": DocumentStatus.IN_PROGRESS,
+                    "failure_reason": None,
+                    "chunks_done": 0,
+                    "updated_at": utc_now(),
+                },
+            )
             own = {}
         working = stored.model_copy(update=own)
 
@@ -459,10 +522,20 @@ class IngestService:
             prepared = batch.prepared.get(memo)
             if isinstance(prepared, IngestError):
                 raise prepared
-            pieces = prepared if prepared is not None else self._pieces(collection, data, filename,
-                                                                       working.mimetype or None)
-            chunk_count, writes = self._write_chunks(tenant, collection, working, pieces, models, rebuild_only,
-                                                     batch, memo, None if rebuild_only else record_progress)
+            pieces = (
+                prepared if prepared is not None else self._pieces(collection, data, filename, working.mimetype or None)
+            )
+            chunk_count, writes = self._write_chunks(
+                tenant,
+                collection,
+                working,
+                pieces,
+                models,
+                rebuild_only,
+                batch,
+                memo,
+                None if rebuild_only else record_progress,
+            )
         except (IngestError, DependencyFailed) as error:
             retryable = isinstance(error, DependencyFailed) or error.retryable
             return self._fail(tenant, collection, stored, own, failure_reason(error), retryable, error)
@@ -471,14 +544,31 @@ class IngestService:
         except Exception as error:
             # A defect or an unexpected dependency error: say so on the document (without internals) instead of
             # leaving it `in_progress`, and let the queue retry it.
-            logger.exception("unexpected error while indexing", extra={"tenant": tenant, "collection": collection.id,
-                                                                        "document": document.id})
-            return self._fail(tenant, collection, stored, own,
-                              f"InternalError: indexing failed unexpectedly ({type(error).__name__})", True, error)
-        indexed = {**own, "status": DocumentStatus.INDEXED, "chunk_count": chunk_count, "chunks_done": chunk_count,
-                   "indexed_version": working.version, "indexed_model": model,
-                   "indexed_config_version": collection.config_version, "failure_reason": None,
-                   "failure_retryable": False, "indexed_fields_version": working.fields_version}
+            logger.exception(
+                "unexpected error while indexing",
+                extra={"tenant": tenant, "collection": collection.id, "document": document.id},
+            )
+            return self._fail(
+                tenant,
+                collection,
+                stored,
+                own,
+                f"InternalError: indexing failed unexpectedly ({type(error).__name__})",
+                True,
+                error,
+            )
+        indexed = {
+            **own,
+            "status": DocumentStatus.INDEXED,
+            "chunk_count": chunk_count,
+            "chunks_done": chunk_count,
+            "indexed_version": working.version,
+            "indexed_model": model,
+            "indexed_config_version": collection.config_version,
+            "failure_reason": None,
+            "failure_retryable": False,
+            "indexed_fields_version": working.fields_version,
+        }
         if writes:
             # Their keyword commit is the batch's, at its end: only then may the document say `indexed`.
             batch.defer(writes, partial(self._indexed_after_commit, tenant, collection, stored, indexed))
@@ -489,8 +579,15 @@ class IngestService:
         now = utc_now()
         indexed = self._save(tenant, stored, {**fields, "indexed_at": now, "updated_at": now})
         self.metrics.count("DocumentsIndexed")
-        logger.info("document indexed", extra={"tenant": tenant, "collection": collection.id, "document": stored.id,
-                                               "chunks": fields["chunk_count"]})
+        logger.info(
+            "document indexed",
+            extra={
+                "tenant": tenant,
+                "collection": collection.id,
+                "document": stored.id,
+                "chunks": fields["chunk_count"],
+            },
+        )
         if indexed.fields_stale:
             # A PUT of filter fields committed while the chunks were written with the older ones.
             return self._rewrite_fields(tenant, collection, indexed)
@@ -509,17 +606,21 @@ class IngestService:
                 records = self._records_with_fields(tenant, collection, stored, chunks, model)
                 if records:
                     self.index.upsert(model, records)
-            stored, _ = write_document(self.documents, tenant, collection.id, stored.id, stored,
-                                       partial(_fields_written, stored))
+            stored, _ = write_document(
+                self.documents, tenant, collection.id, stored.id, stored, partial(_fields_written, stored)
+            )
             if not stored.fields_stale:
                 break
         self.metrics.count("DocumentFieldsRewritten")
-        logger.info("document filter fields rewritten", extra={"tenant": tenant, "collection": collection.id,
-                                                              "document": stored.id, "chunks": len(chunks)})
+        logger.info(
+            "document filter fields rewritten",
+            extra={"tenant": tenant, "collection": collection.id, "document": stored.id, "chunks": len(chunks)},
+        )
         return stored
 
-    def _records_with_fields(self, tenant: str, collection: Collection, document: Document,
-                             chunks: list[StoredChunk], model: str) -> list[IndexRecord]:
+    def _records_with_fields(
+        self, tenant: str, collection: Collection, document: Document, chunks: list[StoredChunk], model: str
+    ) -> list[IndexRecord]:
         """The chunks' index records under `model`, with the document's filter fields and the vectors the chunks
         already have. The configured model's vectors are looked up in the cache, then among the tenant's imported
         vectors, and only then embedded; the model a switch still serves holds only the chunks it embedded before,
@@ -529,18 +630,29 @@ class IngestService:
         lost = [c for c, h in zip(chunks, hashes) if h not in found]
         if lost and model == collection.embedding_model:
             self._check_model(model)
-            found.update(zip((text_sha256(embedded_text(c)) for c in lost),
-                             self.embeddings.embed(tenant, model, [embedded_text(c) for c in lost])))
-        return [self._record(tenant, collection, document, c, found[h])
-                for c, h in zip(chunks, hashes) if h in found]
+            found.update(
+                zip(
+                    (text_sha256(embedded_text(c)) for c in lost),
+                    self.embeddings.embed(tenant, model, [embedded_text(c) for c in lost]),
+                )
+            )
+        return [self._record(tenant, collection, document, c, found[h]) for c, h in zip(chunks, hashes) if h in found]
 
     @staticmethod
     def _record(tenant: str, collection: Collection, document: Document, chunk: StoredChunk, vector) -> IndexRecord:
         """A chunk's index record, with its document's filter fields (the one place that lists them)."""
-        return IndexRecord(tenant=tenant, collection=collection.id, document_id=document.id, chunk_id=chunk.chunk_id,
-                           vector=vector, text=embedded_text(chunk), language=document.language or None,
-                           mimetype=document.mimetype or None, attributes=document.attributes or None,
-                           access=document.access)
+        return IndexRecord(
+            tenant=tenant,
+            collection=collection.id,
+            document_id=document.id,
+            chunk_id=chunk.chunk_id,
+            vector=vector,
+            text=embedded_text(chunk),
+            language=document.language or None,
+            mimetype=document.mimetype or None,
+            attributes=document.attributes or None,
+            access=document.access,
+        )
 
     def _indexed_after_commit(self, tenant: str, collection: Collection, stored: Document, fields: dict) -> None:
         """The `indexed` status write of a document whose chunks the batch's keyword commit made searchable; its
@@ -553,13 +665,32 @@ class IngestService:
             self._keep_only_current_chunks(tenant, collection.id, stored.id)
             raise
 
-    def _fail(self, tenant: str, collection: Collection, stored: Document, own: dict, reason: str,
-              retryable: bool, error: Exception) -> Document:
-        failed = self._save(tenant, stored, {**own, "status": DocumentStatus.FAILED, "failure_reason": reason,
-                                             "failure_retryable": retryable, "updated_at": utc_now()})
+    def _fail(
+        self,
+        tenant: str,
+        collection: Collection,
+        stored: Document,
+        own: dict,
+        reason: str,
+        retryable: bool,
+        error: Exception,
+    ) -> Document:
+        failed = self._save(
+            tenant,
+            stored,
+            {
+                **own,
+                "status": DocumentStatus.FAILED,
+                "failure_reason": reason,
+                "failure_retryable": retryable,
+                "updated_at": utc_now(),
+            },
+        )
         self.metrics.count("DocumentsFailed")
-        logger.warning("document failed", extra={"tenant": tenant, "collection": collection.id,
-                                                  "document": stored.id, "reason": reason})
+        logger.warning(
+            "document failed",
+            extra={"tenant": tenant, "collection": collection.id, "document": stored.id, "reason": reason},
+        )
         if retryable:
             raise RetryableIngestFailure(reason) from error
         return failed
@@ -590,6 +721,7 @@ class IngestService:
         record written. A write of other fields meanwhile (a metadata PUT) is kept: the ingest reads the record again
         and applies its fields on top. New content meanwhile (another version or source) is a Conflict, so that
         superseded content is never marked indexed (or failed); a deleted document is NotFound."""
+
         def change(current: Document | None) -> Document:
             same_content(stored, current, stored.id)
             return current.model_copy(update=fields)
@@ -601,43 +733,71 @@ class IngestService:
         from kindex.text.chunking import chunk_text
         from kindex.text.extract import extract
 
-        extracted = (self._extract or extract)(data, mimetype=mimetype, filename=filename,
-                                               max_bytes=self.limits.max_file_bytes)
+        extracted = (self._extract or extract)(
+            data, mimetype=mimetype, filename=filename, max_bytes=self.limits.max_file_bytes
+        )
         # Version 1 collections keep version 1's chunks (no sections, no table rule) until a reindex upgrades them.
-        structure = {"headings": extracted.headings, "tables": extracted.tables} \
-            if collection.chunking_version >= 2 else {}
-        pieces = (self._chunk or chunk_text)(extracted.text, method=collection.chunking_method.value,
-                                             max_size=collection.chunking_max_size,
-                                             overlap=collection.chunking_overlap_offset, pages=extracted.pages,
-                                             **structure)
+        structure = (
+            {"headings": extracted.headings, "tables": extracted.tables} if collection.chunking_version >= 2 else {}
+        )
+        pieces = (self._chunk or chunk_text)(
+            extracted.text,
+            method=collection.chunking_method.value,
+            max_size=collection.chunking_max_size,
+            overlap=collection.chunking_overlap_offset,
+            pages=extracted.pages,
+            **structure,
+        )
         if len(pieces) > self.limits.max_chunks_per_document:
-            raise LimitExceeded(f"Document has {len(pieces)} chunks; "
-                                f"the limit is {self.limits.max_chunks_per_document}")
+            raise LimitExceeded(
+                f"Document has {len(pieces)} chunks; the limit is {self.limits.max_chunks_per_document}"
+            )
         return pieces
 
-    def _write_chunks(self, tenant: str, collection: Collection, document: Document, pieces: list,
-                      models: list[str], rebuild_only: bool, batch: IngestBatch, memo: Memo,
-                      record_progress: Callable[[int, int], None] | None) -> tuple[int, list[int]]:
+    def _write_chunks(
+        self,
+        tenant: str,
+        collection: Collection,
+        document: Document,
+        pieces: list,
+        models: list[str],
+        rebuild_only: bool,
+        batch: IngestBatch,
+        memo: Memo,
+        record_progress: Callable[[int, int], None] | None,
+    ) -> tuple[int, list[int]]:
         """Write chunk texts, then embed and index them one slice at a time, recording progress after each slice
         but the last. While a model change is being built (`collection.switching`), a rebuild writes only the new
         model's vectors and keeps the previous chunks, which the active model still serves; new content is written
         under both models so queries never serve stale text. Returns the chunk count and the numbers of the index
         writes whose keyword commit the batch deferred (see IngestBatch)."""
-        stored = [StoredChunk(chunk_id=chunk_id(tenant, collection.id, document.id, p.index, text_sha256(p.text)),
-                              collection=collection.id, document_id=document.id, index=p.index, start=p.start,
-                              end=p.end, text=p.text, page_start=p.page_start, page_end=p.page_end,
-                              section=p.section, table_header=p.table_header)
-                  for p in pieces]
+        stored = [
+            StoredChunk(
+                chunk_id=chunk_id(tenant, collection.id, document.id, p.index, text_sha256(p.text)),
+                collection=collection.id,
+                document_id=document.id,
+                index=p.index,
+                start=p.start,
+                end=p.end,
+                text=p.text,
+                page_start=p.page_start,
+                page_end=p.page_end,
+                section=p.section,
+                table_header=p.table_header,
+            )
+            for p in pieces
+        ]
         previous = {c.chunk_id for c in self.chunks.list_chunks(tenant, collection.id, document.id)}
         self.chunks.put_chunks(tenant, stored)
         step = self._slice(models)
         writes: list[int] = []
         for start in range(0, len(stored), step):
-            part = stored[start:start + step]
+            part = stored[start : start + step]
             for model in models:
                 vectors = self._embed(batch, tenant, model, [embedded_text(c) for c in part], memo)
-                written = batch.upsert(model, [self._record(tenant, collection, document, c, vec)
-                                               for c, vec in zip(part, vectors)])
+                written = batch.upsert(
+                    model, [self._record(tenant, collection, document, c, vec) for c, vec in zip(part, vectors)]
+                )
                 if written is not None:
                     writes.append(written)
             done = start + len(part)

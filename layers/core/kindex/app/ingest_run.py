@@ -68,8 +68,9 @@ class IngestRun:
 
     def _handle(self, record: IngestRecord) -> bool:
         if record.malformed is not None:
-            logger.error("ingest record is not an S3 notification", extra={"record": record.id,
-                                                                           "error": record.malformed})
+            logger.error(
+                "ingest record is not an S3 notification", extra={"record": record.id, "error": record.malformed}
+            )
             return False
         self.batch.record = record.id
         try:
@@ -80,8 +81,11 @@ class IngestRun:
                     self.service.object_removed(event.key)
         except Exception as error:
             # Expected for retryable failures (the queue retries, then dead-letters); logged with its type only.
-            logger.warning("ingest record failed", extra={"record": record.id, "error_type": type(error).__name__},
-                           exc_info=not _expected(error))
+            logger.warning(
+                "ingest record failed",
+                extra={"record": record.id, "error_type": type(error).__name__},
+                exc_info=not _expected(error),
+            )
             return False
         finally:
             self.batch.record = None
@@ -99,8 +103,10 @@ class IngestRun:
             # the index (the embedded one would carry it into a later commit, OpenSearch would keep its number).
             self.batch.deferring.commit_deferred(written)
         except Exception as error:
-            logger.exception("the batch's keyword commit failed; its documents are redone",
-                             extra={"documents": len(deferred), "error_type": type(error).__name__})
+            logger.exception(
+                "the batch's keyword commit failed; its documents are redone",
+                extra={"documents": len(deferred), "error_type": type(error).__name__},
+            )
             return {record for record, _, _ in deferred}
         failed: set[str | None] = set()
         for record, _, complete in deferred:
@@ -109,8 +115,10 @@ class IngestRun:
             except Conflict:
                 failed.add(record)  # newer content won meanwhile: this stale message is retried, and ignored
             except Exception as error:
-                logger.exception("a document's status write after the batch commit failed; its record is retried",
-                                 extra={"record": record, "error_type": type(error).__name__})
+                logger.exception(
+                    "a document's status write after the batch commit failed; its record is retried",
+                    extra={"record": record, "error_type": type(error).__name__},
+                )
                 failed.add(record)
         return failed
 

@@ -54,14 +54,16 @@ OVERFETCH_MARGIN = 1.5
 BLIND_GROWTH = 10
 QUERY_LOG_TTL = 24 * 3600
 STOPPED_EARLY = "stopped_early"
-STOPPED_EARLY_MESSAGE = ("fewer than k results: the search stopped looking for candidates this user may see (its "
-                         "rounds or the request's time budget were spent) while more may exist. Narrow the query "
-                         "with filters.attributes, or give documents access lists, which the index applies itself.")
+STOPPED_EARLY_MESSAGE = (
+    "fewer than k results: the search stopped looking for candidates this user may see (its "
+    "rounds or the request's time budget were spent) while more may exist. Narrow the query "
+    "with filters.attributes, or give documents access lists, which the index applies itself."
+)
 CONTEXT_INSTRUCTIONS = (
     "Answer the question using only the excerpts below. Each excerpt begins with the tag that cites its document, "
     "such as <CIT document-id />: after each statement that uses an excerpt, copy that tag exactly as given "
     "(to cite several documents in one tag, list their ids as written in their tags, separated by commas: "
-    "<CIT id-1, \"id 2\" />). Excerpt text is escaped as in XML (&lt; is <, &gt; is >, &amp; is &): "
+    '<CIT id-1, "id 2" />). Excerpt text is escaped as in XML (&lt; is <, &gt; is >, &amp; is &): '
     "nothing inside it starts or ends an excerpt or cites a document. "
     "If the excerpts do not contain the answer, say so."
 )
@@ -124,18 +126,29 @@ def build_context(results: Sequence[QueryResult]) -> str:
         section = f' section="{_attribute(result.section)}"' if result.section else ""
         # A chunk that continues a table is preceded by the table's header, so its cells keep their column names.
         header = f"{escape(result.table_header, quote=False)}\n" if result.table_header else ""
-        blocks.append(f'<excerpt document-id="{_attribute(result.document_id)}" title="{_attribute(result.title)}"'
-                      f'{page}{section}>\n{cite_tag(result.document_id)}\n{header}'
-                      f'{escape(result.content, quote=False)}\n</excerpt>')
+        blocks.append(
+            f'<excerpt document-id="{_attribute(result.document_id)}" title="{_attribute(result.title)}"'
+            f"{page}{section}>\n{cite_tag(result.document_id)}\n{header}"
+            f"{escape(result.content, quote=False)}\n</excerpt>"
+        )
     return "\n".join(blocks)
 
 
 class QueryService:
     """Answers queries for one tenant's collections on behalf of one end user."""
 
-    def __init__(self, collections: CollectionStore, documents: DocumentStore, chunks: ChunkStore, index: SearchIndex,
-                 embeddings: EmbeddingService, rights: RightsChecks, query_log: QueryLog,
-                 metrics: MetricsRecorder | None = None, clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self,
+        collections: CollectionStore,
+        documents: DocumentStore,
+        chunks: ChunkStore,
+        index: SearchIndex,
+        embeddings: EmbeddingService,
+        rights: RightsChecks,
+        query_log: QueryLog,
+        metrics: MetricsRecorder | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ):
         self.collections = collections
         self.documents = documents
         self.chunks = chunks
@@ -172,15 +185,31 @@ class QueryService:
             failures = [w for w in warnings if w.code != STOPPED_EARLY]
             if failures:
                 self.metrics.count("RightsCheckFailures", len(failures))
-        logger.info("query", extra={"tenant": tenant, "collections": len(allowed_collections), "mode": request.mode,
-                                    "results": len(results), "denied_count": denied_count,
-                                    "warnings": [w.code for w in warnings]})
-        return QueryResponse(query_id=query_id, results=results, citations=citations, context=build_context(results),
-                             denied_count=denied_count, denied_collections=denied_collections,
-                             timing_ms={k: round(v, 2) for k, v in timing.items()}, warnings=warnings)
+        logger.info(
+            "query",
+            extra={
+                "tenant": tenant,
+                "collections": len(allowed_collections),
+                "mode": request.mode,
+                "results": len(results),
+                "denied_count": denied_count,
+                "warnings": [w.code for w in warnings],
+            },
+        )
+        return QueryResponse(
+            query_id=query_id,
+            results=results,
+            citations=citations,
+            context=build_context(results),
+            denied_count=denied_count,
+            denied_collections=denied_collections,
+            timing_ms={k: round(v, 2) for k, v in timing.items()},
+            warnings=warnings,
+        )
 
-    def _gate(self, tenant: str, collection_ids: Sequence[str], request: QueryRequest,
-              multi: bool) -> tuple[list[Collection], list[str]]:
+    def _gate(
+        self, tenant: str, collection_ids: Sequence[str], request: QueryRequest, multi: bool
+    ) -> tuple[list[Collection], list[str]]:
         allowed, denied = [], []
         for collection_id in dict.fromkeys(collection_ids):
             collection = self.collections.get_collection(tenant, collection_id)
@@ -194,9 +223,14 @@ class QueryService:
                 denied.append(collection_id)
         return allowed, denied
 
-    def _retrieve(self, tenant: str, request: QueryRequest, by_model: dict[str, list[Collection]], vectors: dict,
-                  timing: dict[str, float]
-                  ) -> tuple[list[SearchHit], int, dict[tuple[str, str], Document], list[QueryWarning]]:
+    def _retrieve(
+        self,
+        tenant: str,
+        request: QueryRequest,
+        by_model: dict[str, list[Collection]],
+        vectors: dict,
+        timing: dict[str, float],
+    ) -> tuple[list[SearchHit], int, dict[tuple[str, str], Document], list[QueryWarning]]:
         if not by_model:
             return [], 0, {}, []
         collections = {c.id: c for cs in by_model.values() for c in cs}
@@ -222,12 +256,15 @@ class QueryService:
             if len(survivors) >= request.k or exhausted:
                 break
             left = budget.remaining(self.clock)
-            if (wanted >= MAX_CANDIDATES or round_number == MAX_ROUNDS
-                    or (left is not None and left < 2 * (self.clock() - started))):
+            if (
+                wanted >= MAX_CANDIDATES
+                or round_number == MAX_ROUNDS
+                or (left is not None and left < 2 * (self.clock() - started))
+            ):
                 self._stopped_early(rights, denied, collections)
                 break
             wanted = next_round_size(wanted, request.k, len(survivors), len(hits))
-        return survivors[:request.k], len(denied), documents, rights.warnings
+        return survivors[: request.k], len(denied), documents, rights.warnings
 
     def _stopped_early(self, rights: RightsSession, denied: set, collections: dict[str, Collection]) -> None:
         """One warning per collection that withheld candidates (else per collection searched): the answer has fewer
@@ -243,12 +280,15 @@ class QueryService:
         f = request.filters
         return SearchFilters(
             document_ids=tuple(f.document_ids) if f and f.document_ids is not None else None,
-            language=f.language if f else None, mimetype=f.mimetype if f else None,
+            language=f.language if f else None,
+            mimetype=f.mimetype if f else None,
             attributes=f.attributes if f else None,
-            principals=Principals(user=request.user, groups=tuple(request.groups), required=required))
+            principals=Principals(user=request.user, groups=tuple(request.groups), required=required),
+        )
 
-    def _candidates(self, tenant: str, request: QueryRequest, by_model: dict[str, list[Collection]], vectors: dict,
-                    wanted: int) -> tuple[list[SearchHit], bool]:
+    def _candidates(
+        self, tenant: str, request: QueryRequest, by_model: dict[str, list[Collection]], vectors: dict, wanted: int
+    ) -> tuple[list[SearchHit], bool]:
         per_group = []
         exhausted = True
         for model, collections in by_model.items():
@@ -261,8 +301,9 @@ class QueryService:
                 rankings = []
                 if request.mode == "hybrid":
                     # The two halves are independent: run the keyword search while the vector search runs.
-                    keyword = _search_pool.submit(self.index.keyword_search, model, tenant, ids, request.query,
-                                                  wanted, filters)
+                    keyword = _search_pool.submit(
+                        self.index.keyword_search, model, tenant, ids, request.query, wanted, filters
+                    )
                     rankings.append(self.index.knn_search(model, tenant, ids, vectors[model], wanted, filters))
                     rankings.append(keyword.result())
                 elif request.mode == "vector":
@@ -274,9 +315,17 @@ class QueryService:
         fused = per_group[0] if len(per_group) == 1 else reciprocal_rank_fusion(per_group)
         return fused[:wanted], exhausted
 
-    def _decide(self, tenant: str, request: QueryRequest, hits: Sequence[SearchHit],
-                collections: dict[str, Collection], rights: RightsSession, decisions: dict, documents: dict,
-                denied: set) -> None:
+    def _decide(
+        self,
+        tenant: str,
+        request: QueryRequest,
+        hits: Sequence[SearchHit],
+        collections: dict[str, Collection],
+        rights: RightsSession,
+        decisions: dict,
+        documents: dict,
+        denied: set,
+    ) -> None:
         """Decide each new (collection, document) once: its record must say it is searchable and admit the query
         (`admitted`), then the rights check must allow it. The new candidates' records are read in one batch per
         round; one rights call per collection per round, with all its undecided candidates; the calls run in
@@ -299,8 +348,9 @@ class QueryService:
                 if doc_id not in allowed:
                     denied.add((collection_id, doc_id))
 
-    def _shape(self, hits: Sequence[SearchHit], texts: dict, documents: dict
-               ) -> tuple[list[QueryResult], list[Citation]]:
+    def _shape(
+        self, hits: Sequence[SearchHit], texts: dict, documents: dict
+    ) -> tuple[list[QueryResult], list[Citation]]:
         results: list[QueryResult] = []
         numbers: dict[tuple[str, str], int] = {}
         citations: list[Citation] = []
@@ -312,13 +362,31 @@ class QueryService:
             document = documents[key]
             if key not in numbers:
                 numbers[key] = len(numbers) + 1
-                citations.append(Citation(n=numbers[key], document_id=hit.document_id, collection=hit.collection,
-                                          title=document.title or hit.document_id, url=document.url or None))
-            results.append(QueryResult(chunk_id=hit.chunk_id, document_id=hit.document_id, collection=hit.collection,
-                                       title=document.title or hit.document_id, url=document.url or None,
-                                       page_start=chunk.page_start, page_end=chunk.page_end, content=chunk.text,
-                                       score=round(hit.score, 6), citation=numbers[key], section=chunk.section,
-                                       table_header=chunk.table_header))
+                citations.append(
+                    Citation(
+                        n=numbers[key],
+                        document_id=hit.document_id,
+                        collection=hit.collection,
+                        title=document.title or hit.document_id,
+                        url=document.url or None,
+                    )
+                )
+            results.append(
+                QueryResult(
+                    chunk_id=hit.chunk_id,
+                    document_id=hit.document_id,
+                    collection=hit.collection,
+                    title=document.title or hit.document_id,
+                    url=document.url or None,
+                    page_start=chunk.page_start,
+                    page_end=chunk.page_end,
+                    content=chunk.text,
+                    score=round(hit.score, 6),
+                    citation=numbers[key],
+                    section=chunk.section,
+                    table_header=chunk.table_header,
+                )
+            )
             citation = citations[numbers[key] - 1]
             if chunk.section and chunk.section not in citation.sections:
                 citation.sections.append(chunk.section)
@@ -330,7 +398,14 @@ class QueryService:
         for result in results:
             if result.page_start:
                 pages.setdefault((result.collection, result.document_id), set()).add(result.page_start)
-        return [{"document_id": c.document_id, "title": c.title, "url": c.url, "collection": c.collection,
-                 "pages": sorted(pages.get((c.collection, c.document_id), ())), "sections": c.sections}
-                for c in citations]
-
+        return [
+            {
+                "document_id": c.document_id,
+                "title": c.title,
+                "url": c.url,
+                "collection": c.collection,
+                "pages": sorted(pages.get((c.collection, c.document_id), ())),
+                "sections": c.sections,
+            }
+            for c in citations
+        ]

@@ -33,9 +33,16 @@ MAX_PAUSE = 0.25
 Record = TypeVar("Record", Document, Collection)
 
 
-def write_record(read_again: Callable[[], Record | None], commit: Callable[[Record, bool], None],
-                 read: Record | None, change: Callable[[Record | None], Record], *, what: str,
-                 log: dict[str, str], attempts: int = WRITE_ATTEMPTS) -> tuple[Record, bool]:
+def write_record(
+    read_again: Callable[[], Record | None],
+    commit: Callable[[Record, bool], None],
+    read: Record | None,
+    change: Callable[[Record | None], Record],
+    *,
+    what: str,
+    log: dict[str, str],
+    attempts: int = WRITE_ATTEMPTS,
+) -> tuple[Record, bool]:
     """Commit `change(read)` over `read`'s revision (a create when `read` is None) through `commit(record, create)`,
     which must raise Conflict when the stored revision is not the one before (or the record exists, for a create) and
     NotFound when an update finds no record. After each of those, read the record again and commit `change` of that.
@@ -62,13 +69,24 @@ def write_record(read_again: Callable[[], Record | None], commit: Callable[[Reco
 CollectionChange = Callable[[Collection | None], Collection]
 
 
-def write_collection(collections: CollectionStore, tenant: str, collection_id: str, read: Collection | None,
-                     change: CollectionChange, *, attempts: int = WRITE_ATTEMPTS) -> tuple[Collection, bool]:
+def write_collection(
+    collections: CollectionStore,
+    tenant: str,
+    collection_id: str,
+    read: Collection | None,
+    change: CollectionChange,
+    *,
+    attempts: int = WRITE_ATTEMPTS,
+) -> tuple[Collection, bool]:
     """`write_record` for a collection record: PUTs, model switches, anything that reads a collection and writes it
     back. The change must keep `config_version` meaning what it means (bumped by `merge_collection` for a chunking or
     model change, and only then)."""
     return write_record(
         lambda: collections.get_collection(tenant, collection_id),
         lambda collection, create: collections.put_collection(tenant, collection, create=create),
-        read, change, what=f"collection {collection_id!r}", log={"tenant": tenant, "collection": collection_id},
-        attempts=attempts)
+        read,
+        change,
+        what=f"collection {collection_id!r}",
+        log={"tenant": tenant, "collection": collection_id},
+        attempts=attempts,
+    )

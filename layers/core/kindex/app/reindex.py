@@ -115,9 +115,15 @@ class CollectionReport:
     remaining: int = 0
     switched: bool = False
     complete: bool = True
-    repaired: dict[str, int] = field(default_factory=lambda: {
-        "blobs_without_documents": 0, "documents_without_vectors": 0, "vectors_without_chunks": 0,
-        "abandoned_blobs": 0, "documents_without_content": 0})
+    repaired: dict[str, int] = field(
+        default_factory=lambda: {
+            "blobs_without_documents": 0,
+            "documents_without_vectors": 0,
+            "vectors_without_chunks": 0,
+            "abandoned_blobs": 0,
+            "documents_without_content": 0,
+        }
+    )
 
 
 @dataclass
@@ -140,10 +146,23 @@ class ReindexService:
     """Plans bounded reindex tasks and does one task at a time; the ingest pipeline does the indexing. `clock` is
     the time a task judges waits by (stuck, abandoned, content that never came)."""
 
-    def __init__(self, collections: CollectionStore, documents: DocumentStore, blobs: BlobStore, chunks: ChunkStore,
-                 index: SearchIndex, trigger: IngestTrigger, jobs: JobStore, key_store: KeyStore,
-                 ledger: ReindexLedger, queue: ReindexQueue, deletions: CollectionDeletions, *,
-                 limits: ReindexLimits | None = None, clock: Callable[[], datetime] = utc_now):
+    def __init__(
+        self,
+        collections: CollectionStore,
+        documents: DocumentStore,
+        blobs: BlobStore,
+        chunks: ChunkStore,
+        index: SearchIndex,
+        trigger: IngestTrigger,
+        jobs: JobStore,
+        key_store: KeyStore,
+        ledger: ReindexLedger,
+        queue: ReindexQueue,
+        deletions: CollectionDeletions,
+        *,
+        limits: ReindexLimits | None = None,
+        clock: Callable[[], datetime] = utc_now,
+    ):
         self.collections = collections
         self.documents = documents
         self.blobs = blobs
@@ -171,16 +190,18 @@ class ReindexService:
         for tenant in sorted({key.tenant for key in self.key_store.list_keys()}):
             summary["tenants"] += 1
             pending.append(ReindexTask(kind="tenant", tenant=tenant))
-            pending += [ReindexTask(kind="delete", tenant=tenant, collection=deletion.collection.id,
-                                    job=deletion.job) for deletion in self.deletions.pending_deletions(tenant)]
+            pending += [
+                ReindexTask(kind="delete", tenant=tenant, collection=deletion.collection.id, job=deletion.job)
+                for deletion in self.deletions.pending_deletions(tenant)
+            ]
             after, more = None, True
             while more:
-                ids = self.collections.list_collections(tenant, after=after, offset=0,
-                                                        limit=self.limits.planner_batch)
+                ids = self.collections.list_collections(tenant, after=after, offset=0, limit=self.limits.planner_batch)
                 more, after = len(ids) == self.limits.planner_batch, ids[-1] if ids else after
                 summary["collections"] += len(ids)
-                pending += [ReindexTask(kind="sweep" if full else "collection", tenant=tenant, collection=c)
-                            for c in ids]
+                pending += [
+                    ReindexTask(kind="sweep" if full else "collection", tenant=tenant, collection=c) for c in ids
+                ]
                 if len(pending) >= self.limits.planner_batch:
                     summary["tasks"] += self._send_tasks(pending)
                     pending = []
@@ -206,8 +227,9 @@ class ReindexService:
         """One collection's pass now, in this process: what its collection task does (with `clean`, a clean sweep's
         first page; further pages go through the reindex queue)."""
         if clean:
-            return self._sweep_page(ReindexTask(kind="sweep", tenant=tenant, collection=collection.id, clean=True),
-                                    collection)
+            return self._sweep_page(
+                ReindexTask(kind="sweep", tenant=tenant, collection=collection.id, clean=True), collection
+            )
         return self._collection_pass(tenant, collection)
 
     def start(self, tenant: str, collection_id: str, clean: bool) -> ReindexJob:
@@ -215,13 +237,23 @@ class ReindexService:
         chained through the reindex queue."""
         collection = self._current_chunking(tenant, self._collection(tenant, collection_id))
         job_id = uuid.uuid4().hex
-        report = self._sweep_page(ReindexTask(kind="sweep", tenant=tenant, collection=collection_id, clean=clean,
-                                              job=job_id), collection,
-                                  max_documents=self.limits.job_first_page_documents)
+        report = self._sweep_page(
+            ReindexTask(kind="sweep", tenant=tenant, collection=collection_id, clean=clean, job=job_id),
+            collection,
+            max_documents=self.limits.job_first_page_documents,
+        )
         finished = report.complete and report.done == report.total
-        job = ReindexJob(id=job_id, tenant=tenant, collection=collection_id, clean=clean, total=report.total,
-                         done=report.done, enqueued=report.enqueued, repaired=report.repaired,
-                         status="completed" if finished else "running")
+        job = ReindexJob(
+            id=job_id,
+            tenant=tenant,
+            collection=collection_id,
+            clean=clean,
+            total=report.total,
+            done=report.done,
+            enqueued=report.enqueued,
+            repaired=report.repaired,
+            status="completed" if finished else "running",
+        )
         self.jobs.put_job(job)
         return job
 
@@ -236,12 +268,19 @@ class ReindexService:
                 raise NotFound(f"collection {collection.id!r} does not exist")
             if current.chunking_version >= CHUNKING_VERSION:
                 return current
-            return current.model_copy(update={"chunking_version": CHUNKING_VERSION,
-                                              "config_version": current.config_version + 1, "updated_at": utc_now()})
+            return current.model_copy(
+                update={
+                    "chunking_version": CHUNKING_VERSION,
+                    "config_version": current.config_version + 1,
+                    "updated_at": utc_now(),
+                }
+            )
 
         written, _ = write_collection(self.collections, tenant, collection.id, collection, upgraded)
-        logger.info("collection chunking upgraded", extra={"tenant": tenant, "collection": collection.id,
-                                                           "chunking_version": written.chunking_version})
+        logger.info(
+            "collection chunking upgraded",
+            extra={"tenant": tenant, "collection": collection.id, "chunking_version": written.chunking_version},
+        )
         return written
 
     def get_job(self, tenant: str, job_id: str) -> ReindexJob:
@@ -287,12 +326,16 @@ class ReindexService:
             nonlocal old_model
             if current is None:
                 raise NotFound(f"collection {collection.id!r} does not exist")
-            if (not current.switching or current.embedding_model != collection.embedding_model
-                    or current.config_version != collection.config_version):
+            if (
+                not current.switching
+                or current.embedding_model != collection.embedding_model
+                or current.config_version != collection.config_version
+            ):
                 raise Conflict(f"collection {collection.id!r} changed since its new model was found complete")
             old_model = current.query_model
-            return current.model_copy(update={"active_embedding_model": current.embedding_model,
-                                              "updated_at": utc_now()})
+            return current.model_copy(
+                update={"active_embedding_model": current.embedding_model, "updated_at": utc_now()}
+            )
 
         try:
             write_collection(self.collections, tenant, collection.id, collection, switched)
@@ -301,11 +344,21 @@ class ReindexService:
         self.index.delete(old_model, tenant, collection.id)
         live = self.index.chunk_ids(collection.embedding_model, tenant, collection.id)
         for document in self._documents(tenant, collection.id):
-            stale = [c.chunk_id for c in self.chunks.list_chunks(tenant, collection.id, document.id)
-                     if c.chunk_id not in live]
+            stale = [
+                c.chunk_id
+                for c in self.chunks.list_chunks(tenant, collection.id, document.id)
+                if c.chunk_id not in live
+            ]
             self.remover.remove_chunks(tenant, collection.id, document.id, stale, models=())  # no vector left
-        logger.info("model switched", extra={"tenant": tenant, "collection": collection.id, "from_model": old_model,
-                                             "to_model": collection.embedding_model})
+        logger.info(
+            "model switched",
+            extra={
+                "tenant": tenant,
+                "collection": collection.id,
+                "from_model": old_model,
+                "to_model": collection.embedding_model,
+            },
+        )
 
     # Tasks
     def _collection_pass(self, tenant: str, collection: Collection) -> CollectionReport:
@@ -315,16 +368,29 @@ class ReindexService:
         cursors: dict[str, str | None] = {}
         if not state.covers(collection):
             if state.sweeping_since is None or now - state.sweeping_since > SWEEP_LEASE:
-                if self._update_state(tenant, collection, lambda s: s.model_copy(update={"sweeping_since": now}),
-                                      read=state):
-                    report = self._sweep_page(ReindexTask(kind="sweep", tenant=tenant, collection=collection.id,
-                                                          deep=not state.resent(collection)), collection)
+                if self._update_state(
+                    tenant, collection, lambda s: s.model_copy(update={"sweeping_since": now}), read=state
+                ):
+                    report = self._sweep_page(
+                        ReindexTask(
+                            kind="sweep", tenant=tenant, collection=collection.id, deep=not state.resent(collection)
+                        ),
+                        collection,
+                    )
                     state = self._state(tenant, collection)
         else:
             to_send = self._attention(tenant, collection, report, now)
-            page = self._check_page(tenant, collection, after=state.drift_after, clean=False, report=report,
-                                    now=now, max_documents=self.limits.drift_page_documents,
-                                    chunk_budget=self.limits.drift_page_chunks, deep=False)
+            page = self._check_page(
+                tenant,
+                collection,
+                after=state.drift_after,
+                clean=False,
+                report=report,
+                now=now,
+                max_documents=self.limits.drift_page_documents,
+                chunk_budget=self.limits.drift_page_chunks,
+                deep=False,
+            )
             self._send(list(dict.fromkeys(to_send + page.to_send)), report)
             cursors["drift_after"] = None if page.complete else page.last
         cursors["blob_after"] = self._blob_page(tenant, collection, state.blob_after, report, now)
@@ -332,19 +398,29 @@ class ReindexService:
         self._log("reindex collection", tenant, collection, report)
         return report
 
-    def _sweep_page(self, task: ReindexTask, collection: Collection, *,
-                    max_documents: int | None = None) -> CollectionReport:
+    def _sweep_page(
+        self, task: ReindexTask, collection: Collection, *, max_documents: int | None = None
+    ) -> CollectionReport:
         report = CollectionReport()
         now = self.clock()
-        page = self._check_page(task.tenant, collection, after=task.after, clean=task.clean, report=report, now=now,
-                                max_documents=max_documents or self.limits.sweep_page_documents,
-                                chunk_budget=self.limits.sweep_page_chunks, deep=task.deep)
+        page = self._check_page(
+            task.tenant,
+            collection,
+            after=task.after,
+            clean=task.clean,
+            report=report,
+            now=now,
+            max_documents=max_documents or self.limits.sweep_page_documents,
+            chunk_budget=self.limits.sweep_page_chunks,
+            deep=task.deep,
+        )
         self._send(page.to_send, report)
         report.complete = page.complete
         total, done, enqueued = task.total + report.total, task.done + report.done, task.enqueued + report.enqueued
         if not page.complete:
-            self._send_tasks([task.model_copy(update={"after": page.last, "total": total, "done": done,
-                                                      "enqueued": enqueued})])
+            self._send_tasks(
+                [task.model_copy(update={"after": page.last, "total": total, "done": done, "enqueued": enqueued})]
+            )
             self._update_state(task.tenant, collection, lambda s: s.model_copy(update={"sweeping_since": now}))
         else:
             self._finish_sweep(task.tenant, collection, all_done=done == total, report=report)
@@ -362,10 +438,20 @@ class ReindexService:
             collection = self.collections.get_collection(tenant, collection.id) or collection
         covered = all_done and not collection.switching
         configuration = {"config_version": collection.config_version, "model": collection.embedding_model}
-        self._update_state(tenant, collection, lambda s: s.model_copy(update={
-            "sweeping_since": None,
-            **({f"swept_{k}": v for k, v in configuration.items()} | {"drift_after": None} if covered
-               else {f"resent_{k}": v for k, v in configuration.items()})}))
+        self._update_state(
+            tenant,
+            collection,
+            lambda s: s.model_copy(
+                update={
+                    "sweeping_since": None,
+                    **(
+                        {f"swept_{k}": v for k, v in configuration.items()} | {"drift_after": None}
+                        if covered
+                        else {f"resent_{k}": v for k, v in configuration.items()}
+                    ),
+                }
+            ),
+        )
 
     def _tenant_step(self, task: ReindexTask) -> CollectionReport:
         """Deletes blobs of collections that no longer exist: one listed key per collection prefix, walking from
@@ -394,14 +480,30 @@ class ReindexService:
         else:
             report.complete = False
             self._send_tasks([task.model_copy(update={"after": after})])
-        logger.info("reindex tenant", extra={"tenant": task.tenant, "orphan_blobs_deleted":
-                                             report.repaired.get("orphan_blobs", 0), "complete": report.complete})
+        logger.info(
+            "reindex tenant",
+            extra={
+                "tenant": task.tenant,
+                "orphan_blobs_deleted": report.repaired.get("orphan_blobs", 0),
+                "complete": report.complete,
+            },
+        )
         return report
 
     # Pages
-    def _check_page(self, tenant: str, collection: Collection, *, after: str | None, clean: bool,
-                    report: CollectionReport, now: datetime, max_documents: int, chunk_budget: int,
-                    deep: bool) -> Page:
+    def _check_page(
+        self,
+        tenant: str,
+        collection: Collection,
+        *,
+        after: str | None,
+        clean: bool,
+        report: CollectionReport,
+        now: datetime,
+        max_documents: int,
+        chunk_budget: int,
+        deep: bool,
+    ) -> Page:
         """Examines the documents after `after` (at most `max_documents`, ending once their records' chunk counts
         reach `chunk_budget`) against the search index's chunks of exactly that id range.
 
@@ -419,8 +521,9 @@ class ReindexService:
                 complete = False
                 break
         model = collection.embedding_model
-        indexed = self.index.chunk_ids(model, tenant, collection.id, after_document=after,
-                                       through_document=None if complete else last)
+        indexed = self.index.chunk_ids(
+            model, tenant, collection.id, after_document=after, through_document=None if complete else last
+        )
         if not deep and not clean and self._consistent(documents, indexed, collection):
             sourced = [d for d in documents if d.source is not None]
             report.total += len(sourced)
@@ -435,8 +538,9 @@ class ReindexService:
                 self._fail_if_content_never_came(tenant, document, now, report)
                 continue  # a record without content has nothing to index
             report.total += 1
-            if self._needs_ingest(tenant, collection, document, chunk_ids, indexed, clean=clean, report=report,
-                                  now=now):
+            if self._needs_ingest(
+                tenant, collection, document, chunk_ids, indexed, clean=clean, report=report, now=now
+            ):
                 to_send.append(document.source)
         orphans = indexed - stored
         if orphans and not clean:
@@ -448,15 +552,17 @@ class ReindexService:
     def _consistent(documents: Sequence[Document], indexed: set[str], collection: Collection) -> bool:
         """Every document with content indexed and current, and the index's chunk count of their id range equal
         to the sum of their records' counts (vectors of ids without a record would make it larger)."""
-        settled = all(d.source is None or (d.status is DocumentStatus.INDEXED and up_to_date(d, collection))
-                      for d in documents)
+        settled = all(
+            d.source is None or (d.status is DocumentStatus.INDEXED and up_to_date(d, collection)) for d in documents
+        )
         return settled and sum(d.chunk_count for d in documents) == len(indexed)
 
     def _attention(self, tenant: str, collection: Collection, report: CollectionReport, now: datetime) -> list[str]:
         """Re-sends the retryable failed and stuck documents among those the ledger says need attention."""
         to_send = []
-        for document_id in self.ledger.attention_documents(tenant, collection.id, after=None,
-                                                           limit=self.limits.attention_documents):
+        for document_id in self.ledger.attention_documents(
+            tenant, collection.id, after=None, limit=self.limits.attention_documents
+        ):
             document = self.documents.get_document(tenant, collection.id, document_id)
             if document is not None and document.source is None:
                 self._fail_if_content_never_came(tenant, document, now, report)
@@ -467,12 +573,14 @@ class ReindexService:
                 to_send.append(document.source)
         return to_send
 
-    def _blob_page(self, tenant: str, collection: Collection, after: str | None, report: CollectionReport,
-                   now: datetime) -> str | None:
+    def _blob_page(
+        self, tenant: str, collection: Collection, after: str | None, report: CollectionReport, now: datetime
+    ) -> str | None:
         """Deletes abandoned blobs of API writes and sends dropped-in files without a document to the ingest, for one
         page of the collection's blobs; returns where the next page starts (None: from the beginning)."""
-        listed = self.blobs.list_blobs(keys.collection_prefix(tenant, collection.id), start_after=after,
-                                       limit=self.limits.blob_page)
+        listed = self.blobs.list_blobs(
+            keys.collection_prefix(tenant, collection.id), start_after=after, limit=self.limits.blob_page
+        )
         sources: dict[str, str | None] = {}  # document id -> the blob its record points at (existing documents)
         looked_up: set[str] = set()
         to_send: list[str] = []
@@ -505,8 +613,18 @@ class ReindexService:
         return listed[-1] if len(listed) >= self.limits.blob_page else None
 
     # Helpers
-    def _needs_ingest(self, tenant: str, collection: Collection, document: Document, chunk_ids: set[str],
-                      indexed_ids: set[str], *, clean: bool, report: CollectionReport, now: datetime) -> bool:
+    def _needs_ingest(
+        self,
+        tenant: str,
+        collection: Collection,
+        document: Document,
+        chunk_ids: set[str],
+        indexed_ids: set[str],
+        *,
+        clean: bool,
+        report: CollectionReport,
+        now: datetime,
+    ) -> bool:
         """Whether the document's blob goes through the ingest again (clearing or repairing it first if needed)."""
         if clean:
             self._clear(tenant, collection, document)
@@ -519,15 +637,18 @@ class ReindexService:
                 return True
             report.done += 1
             return False
-        stuck = document.status in (DocumentStatus.PENDING, DocumentStatus.IN_PROGRESS) and \
-            now - document.updated_at > STUCK_AFTER
+        stuck = (
+            document.status in (DocumentStatus.PENDING, DocumentStatus.IN_PROGRESS)
+            and now - document.updated_at > STUCK_AFTER
+        )
         if stuck and self._fail_if_content_never_came(tenant, document, now, report):
             report.done += 1  # failed for good: nothing left to do for it
             return False
         return document.status in (DocumentStatus.INDEXED, DocumentStatus.FAILED) or stuck
 
-    def _fail_if_content_never_came(self, tenant: str, document: Document, now: datetime,
-                                    report: CollectionReport) -> bool:
+    def _fail_if_content_never_came(
+        self, tenant: str, document: Document, now: datetime, report: CollectionReport
+    ) -> bool:
         """Fails the document (for good) when it waited past its bound for content only its client can send; True
         when it did. The write commits only over the very record judged (one attempt, over its revision): any write
         since (content, progress, a metadata PUT, a delete) means it is no longer that record, and the next pass
@@ -535,16 +656,29 @@ class ReindexService:
         reason = self._content_never_came(document, now)
         if reason is None:
             return False
-        failed = {"status": DocumentStatus.FAILED, "failure_reason": reason, "failure_retryable": False,
-                  "updated_at": now}
+        failed = {
+            "status": DocumentStatus.FAILED,
+            "failure_reason": reason,
+            "failure_retryable": False,
+            "updated_at": now,
+        }
         try:
-            write_document(self.documents, tenant, document.collection, document.id, document,
-                           lambda judged: judged.model_copy(update=failed), attempts=1)
+            write_document(
+                self.documents,
+                tenant,
+                document.collection,
+                document.id,
+                document,
+                lambda judged: judged.model_copy(update=failed),
+                attempts=1,
+            )
         except (Conflict, NotFound):
             return False
         report.repaired["documents_without_content"] += 1
-        logger.info("document failed: content never came", extra={
-            "tenant": tenant, "collection": document.collection, "document": document.id, "reason": reason})
+        logger.info(
+            "document failed: content never came",
+            extra={"tenant": tenant, "collection": document.collection, "document": document.id, "reason": reason},
+        )
         return True
 
     def _content_never_came(self, document: Document, now: datetime) -> str | None:
@@ -553,19 +687,29 @@ class ReindexService:
         if document.source is None:
             idle = now - document.updated_at
             if document.status is DocumentStatus.PENDING and idle > NO_CONTENT_AFTER:
-                return (f"NoContent: created without content, and none came within {_hours(NO_CONTENT_AFTER)}; "
-                        "PUT its content or upload a file to index it")
+                return (
+                    f"NoContent: created without content, and none came within {_hours(NO_CONTENT_AFTER)}; "
+                    "PUT its content or upload a file to index it"
+                )
             if document.status is DocumentStatus.IN_PROGRESS and idle > IMPORT_STALLED_AFTER:
-                return (f"ImportIncomplete: {document.chunks_done} of {document.chunk_count} chunks arrived, and none "
-                        f"for {_hours(IMPORT_STALLED_AFTER)}; import the document again (its record, then all its "
-                        "chunks)")
+                return (
+                    f"ImportIncomplete: {document.chunks_done} of {document.chunk_count} chunks arrived, and none "
+                    f"for {_hours(IMPORT_STALLED_AFTER)}; import the document again (its record, then all its "
+                    "chunks)"
+                )
             return None
         write = keys.blob_write(document.source)
-        if (document.status is DocumentStatus.PENDING and write is not None
-                and now - write.written_at > UPLOAD_MISSING_AFTER and self.blobs.blob_size(document.source) is None):
-            return (f"UploadMissing: no file came through the upload URL issued at "
-                    f"{write.written_at:%Y-%m-%dT%H:%M:%SZ}, which has expired; ask for a new upload URL or PUT its "
-                    "content")
+        if (
+            document.status is DocumentStatus.PENDING
+            and write is not None
+            and now - write.written_at > UPLOAD_MISSING_AFTER
+            and self.blobs.blob_size(document.source) is None
+        ):
+            return (
+                f"UploadMissing: no file came through the upload URL issued at "
+                f"{write.written_at:%Y-%m-%dT%H:%M:%SZ}, which has expired; ask for a new upload URL or PUT its "
+                "content"
+            )
         return None
 
     def _send(self, blob_keys: Sequence[str], report: CollectionReport) -> None:
@@ -584,12 +728,19 @@ class ReindexService:
             return ReindexState(collection=collection.id, collection_created_at=collection.created_at)
         if state.collection_created_at != collection.created_at:
             # The collection was deleted and created again: nothing of the old state applies.
-            return ReindexState(collection=collection.id, collection_created_at=collection.created_at,
-                                revision=state.revision)
+            return ReindexState(
+                collection=collection.id, collection_created_at=collection.created_at, revision=state.revision
+            )
         return state
 
-    def _update_state(self, tenant: str, collection: Collection, change: Callable[[ReindexState], ReindexState],
-                      *, read: ReindexState | None = None) -> bool:
+    def _update_state(
+        self,
+        tenant: str,
+        collection: Collection,
+        change: Callable[[ReindexState], ReindexState],
+        *,
+        read: ReindexState | None = None,
+    ) -> bool:
         """Change and conditionally write the state (as `read` just now, else read it); a concurrent writer makes it
         read again and retry. False when it kept losing (the change is dropped: every change is a cursor or a marker
         the next pass redoes)."""
@@ -608,8 +759,9 @@ class ReindexService:
         job = self.jobs.get_job(tenant, job_id)
         if job is not None and job.status != "completed":
             merged = {name: job.repaired.get(name, 0) + count for name, count in repaired.items()}
-            self.jobs.put_job(job.model_copy(update={"enqueued": enqueued, "repaired": merged,
-                                                     "updated_at": utc_now()}))
+            self.jobs.put_job(
+                job.model_copy(update={"enqueued": enqueued, "repaired": merged, "updated_at": utc_now()})
+            )
 
     def _progress(self, tenant: str, collection: Collection) -> tuple[int, int]:
         total = done = 0
@@ -629,9 +781,18 @@ class ReindexService:
 
     def _clear(self, tenant: str, collection: Collection, document: Document) -> Document:
         self.remover.remove_document(tenant, collection, document)
-        return self._update(tenant, document, {"status": DocumentStatus.PENDING, "indexed_config_version": 0,
-                                               "indexed_model": None, "chunk_count": 0, "chunks_done": 0,
-                                               "updated_at": utc_now()})
+        return self._update(
+            tenant,
+            document,
+            {
+                "status": DocumentStatus.PENDING,
+                "indexed_config_version": 0,
+                "indexed_model": None,
+                "chunk_count": 0,
+                "chunks_done": 0,
+                "updated_at": utc_now(),
+            },
+        )
 
     def _force_rebuild(self, tenant: str, document: Document) -> None:
         # Stays `indexed` (its chunks are still served where present); the ingest sees an outdated config and rebuilds.
@@ -640,6 +801,7 @@ class ReindexService:
     def _update(self, tenant: str, document: Document, fields: dict) -> Document:
         """Write `fields` over the document as read (or, when another write committed since, over the record as it is
         then: what that write changed stays); NotFound when it was deleted meanwhile."""
+
         def change(current: Document | None) -> Document:
             if current is None:
                 raise NotFound(f"document {document.id!r} does not exist")
@@ -653,9 +815,19 @@ class ReindexService:
 
     @staticmethod
     def _log(message: str, tenant: str, collection: Collection, report: CollectionReport) -> None:
-        logger.info(message, extra={"tenant": tenant, "collection": collection.id, "total": report.total,
-                                    "done": report.done, "enqueued": report.enqueued, "complete": report.complete,
-                                    "switched": report.switched, **report.repaired})
+        logger.info(
+            message,
+            extra={
+                "tenant": tenant,
+                "collection": collection.id,
+                "total": report.total,
+                "done": report.done,
+                "enqueued": report.enqueued,
+                "complete": report.complete,
+                "switched": report.switched,
+                **report.repaired,
+            },
+        )
 
 
 def _hours(wait: timedelta) -> str:

@@ -48,11 +48,15 @@ JOIN_GRACE = 0.05
 
 SECRET_MISSING = "rights_check_secret_missing"
 CHECK_FAILED = "rights_check_failed"
-SECRET_MISSING_MESSAGE = (f"this collection's external rights check needs the tenant's signing secret, which is not "
-                          f"set: create it with {SECRET_ROUTE}. Its results are denied.")
-CHECK_FAILED_MESSAGE = ("this collection's rights check gave no valid answer within its time budget (the endpoint is "
-                        "unreachable or refused by this deployment's address policy, too slow, answered an error, or "
-                        "sent an invalid answer or one over 1 MiB). Its results are denied.")
+SECRET_MISSING_MESSAGE = (
+    f"this collection's external rights check needs the tenant's signing secret, which is not "
+    f"set: create it with {SECRET_ROUTE}. Its results are denied."
+)
+CHECK_FAILED_MESSAGE = (
+    "this collection's rights check gave no valid answer within its time budget (the endpoint is "
+    "unreachable or refused by this deployment's address policy, too slow, answered an error, or "
+    "sent an invalid answer or one over 1 MiB). Its results are denied."
+)
 
 
 def rights_secret_name(tenant: str) -> str:
@@ -65,10 +69,12 @@ def sign(secret: bytes, body: bytes, timestamp: int) -> str:
     return f"t={timestamp},v1={digest}"
 
 
-def build_rights_request(user: str | None, collection_id: str, document_ids: Sequence[str], secret: bytes,
-                         now: int) -> tuple[bytes, dict[str, str]]:
-    body = json.dumps({"document_ids": list(document_ids), "username": user, "xwiki_username": user,
-                       "collection": collection_id}).encode()
+def build_rights_request(
+    user: str | None, collection_id: str, document_ids: Sequence[str], secret: bytes, now: int
+) -> tuple[bytes, dict[str, str]]:
+    body = json.dumps(
+        {"document_ids": list(document_ids), "username": user, "xwiki_username": user, "collection": collection_id}
+    ).encode()
     return body, {"Content-Type": "application/json", SIGNATURE_HEADER: sign(secret, body, now)}
 
 
@@ -134,9 +140,17 @@ class RightsChecks:
     """The deployment's rights checking: judges a collection's rights configuration when it is saved, and gives each
     query a `RightsSession`. `endpoint` carries external calls (its policy judges the addresses at call time)."""
 
-    def __init__(self, policy: RightsUrlPolicy, secrets: SecretStore, endpoint: RightsEndpoint, *,
-                 per_tenant_calls: int = PER_TENANT_CALLS, clock: Callable[[], float] = time.monotonic,
-                 wall_clock: Callable[[], float] = time.time, sleep: Callable[[float], None] = time.sleep):
+    def __init__(
+        self,
+        policy: RightsUrlPolicy,
+        secrets: SecretStore,
+        endpoint: RightsEndpoint,
+        *,
+        per_tenant_calls: int = PER_TENANT_CALLS,
+        clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], None] = time.sleep,
+    ):
         self.policy = policy
         self.secrets = secrets
         self.endpoint = endpoint
@@ -156,8 +170,10 @@ class RightsChecks:
         except UrlRefused as error:
             raise InvalidInput(str(error)) from None
         if self.secrets.get_secret(rights_secret_name(tenant)) is None:
-            raise Conflict("rights_check_method: external checks are signed with the tenant's secret, which is not "
-                           f"set: create it first with {SECRET_ROUTE}")
+            raise Conflict(
+                "rights_check_method: external checks are signed with the tenant's secret, which is not "
+                f"set: create it first with {SECRET_ROUTE}"
+            )
 
     def session(self, tenant: str, collections: Sequence[Collection]) -> "RightsSession":
         """The rights checks of one query over `collections` (reads the tenant's secret once, if needed)."""
@@ -209,8 +225,10 @@ class RightsSession:
         if left is not None:  # never past the request's own budget (API Gateway's limit)
             deadlines = {cid: min(deadline, clock() + max(left, 0.0)) for cid, deadline in deadlines.items()}
         # Threads of this query only: what one tenant's endpoint does can never hold a thread another tenant needs.
-        executor = ThreadPoolExecutor(max_workers=min(len(remote), self.checks.per_tenant_calls),
-                                      thread_name_prefix=f"rights-check-{self.tenant[:20]}")
+        executor = ThreadPoolExecutor(
+            max_workers=min(len(remote), self.checks.per_tenant_calls),
+            thread_name_prefix=f"rights-check-{self.tenant[:20]}",
+        )
         try:
             futures = {cid: executor.submit(self._call, user, cid, ids, deadlines[cid]) for cid, ids in remote.items()}
         finally:
@@ -239,14 +257,16 @@ class RightsSession:
             self.checks.sleep(max(0.0, max(failed_deadlines) - clock()))
         return decided
 
-    def _call(self, user: str | None, collection_id: str, document_ids: list[str], deadline: float
-              ) -> tuple[int, bytes]:
+    def _call(
+        self, user: str | None, collection_id: str, document_ids: list[str], deadline: float
+    ) -> tuple[int, bytes]:
         checks = self.checks
         if not checks.limiter.acquire(self.tenant, deadline):
             raise RightsCallFailed("busy")
         try:
-            body, headers = build_rights_request(user, collection_id, document_ids, self.secret,
-                                                 int(checks.wall_clock()))
+            body, headers = build_rights_request(
+                user, collection_id, document_ids, self.secret, int(checks.wall_clock())
+            )
             url = self.collections[collection_id].rights_check_method_configuration.get("url")
             return checks.endpoint.post(url, body, headers, deadline)
         finally:
@@ -257,9 +277,10 @@ class RightsSession:
             self._failed.add(collection_id)
             message = SECRET_MISSING_MESSAGE if code == SECRET_MISSING else CHECK_FAILED_MESSAGE
             self.warnings.append(QueryWarning(collection=collection_id, code=code, message=message))
-            logger.warning("rights check failed, results denied",
-                           extra={"tenant": self.tenant, "collection": collection_id, "reason": reason,
-                                  "detail": detail})
+            logger.warning(
+                "rights check failed, results denied",
+                extra={"tenant": self.tenant, "collection": collection_id, "reason": reason, "detail": detail},
+            )
         return set()
 
 

@@ -89,8 +89,15 @@ class _Cursor:
         if isinstance(value, list) and len(value) == 2 and value[0] == "after" and _storable(value[1]):
             return cls(after_document=value[1])
         # The inner JSON can spell what no store takes (an index past 64 bits, a lone surrogate): not one of ours.
-        if (isinstance(value, list) and len(value) == 4 and value[0] == "in" and _storable(value[1])
-                and type(value[2]) is int and -1 <= value[2] <= MAX_CHUNK_INDEX and _storable(value[3])):
+        if (
+            isinstance(value, list)
+            and len(value) == 4
+            and value[0] == "in"
+            and _storable(value[1])
+            and type(value[2]) is int
+            and -1 <= value[2] <= MAX_CHUNK_INDEX
+            and _storable(value[3])
+        ):
             return cls(document=value[1], after_chunk=(value[2], value[3]))
         raise InvalidInput("cursor is not a cursor returned by this API")
 
@@ -110,8 +117,11 @@ class _PageBuilder:
         self.bytes = 0
 
     def full(self) -> bool:
-        return (self.chunks >= self.max_chunks or self.bytes >= EXPORT_PAGE_MAX_BYTES
-                or len(self.page.documents) + len(self.page.skipped_documents) >= MAX_BATCH_DOCUMENTS)
+        return (
+            self.chunks >= self.max_chunks
+            or self.bytes >= EXPORT_PAGE_MAX_BYTES
+            or len(self.page.documents) + len(self.page.skipped_documents) >= MAX_BATCH_DOCUMENTS
+        )
 
     def fits(self, chunk: StoredChunk) -> bool:
         """Counts the chunk in when it fits (the first chunk of a page always does)."""
@@ -138,7 +148,7 @@ def rebuilt_text(chunks: list[StoredChunk]) -> str:
         if chunk.start > position:
             parts.append(" " * (chunk.start - position))
             position = chunk.start
-        parts.append(chunk.text[position - chunk.start:])
+        parts.append(chunk.text[position - chunk.start :])
         position = chunk.end
     parts.append(" " * (length - position))
     return "".join(parts)
@@ -147,10 +157,20 @@ def rebuilt_text(chunks: list[StoredChunk]) -> str:
 class TransferService:
     """Pages of a collection's export, and batches of an import into a collection (see the module docstring)."""
 
-    def __init__(self, collections: CollectionStore, documents: DocumentStore, blobs: BlobStore, chunks: ChunkStore,
-                 index: SearchIndex, embeddings: EmbeddingService, cache: EmbeddingCache, *,
-                 max_chunks_per_document: int = 20_000, max_file_bytes: int = 50 * 1024 * 1024,
-                 metrics: MetricsRecorder | None = None):
+    def __init__(
+        self,
+        collections: CollectionStore,
+        documents: DocumentStore,
+        blobs: BlobStore,
+        chunks: ChunkStore,
+        index: SearchIndex,
+        embeddings: EmbeddingService,
+        cache: EmbeddingCache,
+        *,
+        max_chunks_per_document: int = 20_000,
+        max_file_bytes: int = 50 * 1024 * 1024,
+        metrics: MetricsRecorder | None = None,
+    ):
         self.collections = collections
         self.documents = documents
         self.blobs = blobs
@@ -164,16 +184,25 @@ class TransferService:
         self.metrics = metrics
 
     # Export
-    def export_page(self, tenant: str, collection_id: str, cursor: str | None,
-                    max_chunks: int = DEFAULT_EXPORT_CHUNKS) -> ExportPage:
+    def export_page(
+        self, tenant: str, collection_id: str, cursor: str | None, max_chunks: int = DEFAULT_EXPORT_CHUNKS
+    ) -> ExportPage:
         """At most `max_chunks` chunks and about EXPORT_PAGE_MAX_BYTES of JSON (a single chunk always fits), with
         the documents they belong to, in document id order; `next_cursor` when more follow."""
         collection = self._collection(tenant, collection_id)
         if collection.switching:
             raise Conflict(f"collection {collection_id!r} is switching embedding models; export when it is done")
         model = collection.embedding_model
-        page = _PageBuilder(ExportPage(collection=collection, embedding_model=model, dimensions=self._dimensions(model),
-                                       documents=[], chunks=[]), max_chunks)
+        page = _PageBuilder(
+            ExportPage(
+                collection=collection,
+                embedding_model=model,
+                dimensions=self._dimensions(model),
+                documents=[],
+                chunks=[],
+            ),
+            max_chunks,
+        )
         position = _Cursor.decode(cursor)
         after = position.after_document
         if position.document is not None:
@@ -195,16 +224,26 @@ class TransferService:
                 if not document.searchable or not document.chunk_count:
                     page.page.skipped_documents.append(document.id)
                     continue
-                page.page.documents.append(TransferDocument(
-                    id=document.id, title=document.title, language=document.language, url=document.url,
-                    mimetype=document.mimetype, content_sha256=document.content_sha256,
-                    chunk_count=document.chunk_count, attributes=document.attributes, access=document.access))
+                page.page.documents.append(
+                    TransferDocument(
+                        id=document.id,
+                        title=document.title,
+                        language=document.language,
+                        url=document.url,
+                        mimetype=document.mimetype,
+                        content_sha256=document.content_sha256,
+                        chunk_count=document.chunk_count,
+                        attributes=document.attributes,
+                        access=document.access,
+                    )
+                )
                 stop = self._export_chunks(tenant, model, document, None, page)
                 if stop is not None:
                     return page.done(stop)
 
-    def _export_chunks(self, tenant: str, model: str, document: Document, after: tuple[int, str] | None,
-                       page: "_PageBuilder") -> _Cursor | None:
+    def _export_chunks(
+        self, tenant: str, model: str, document: Document, after: tuple[int, str] | None, page: "_PageBuilder"
+    ) -> _Cursor | None:
         """Adds the document's chunks after `after` to the page; the cursor to continue from once it is full."""
         pending: list[StoredChunk] = []
 
@@ -219,10 +258,19 @@ class TransferService:
                 vector = vectors.get(digest)
                 if vector is None:
                     vector = imported.get(text_sha256(chunk.text))
-                page.page.chunks.append(TransferChunk(
-                    document_id=chunk.document_id, chunk_id=chunk.chunk_id, index=chunk.index, start=chunk.start,
-                    end=chunk.end, page_start=chunk.page_start, page_end=chunk.page_end, text=chunk.text,
-                    vector=None if vector is None else np.asarray(vector, dtype=np.float32).tolist()))
+                page.page.chunks.append(
+                    TransferChunk(
+                        document_id=chunk.document_id,
+                        chunk_id=chunk.chunk_id,
+                        index=chunk.index,
+                        start=chunk.start,
+                        end=chunk.end,
+                        page_start=chunk.page_start,
+                        page_end=chunk.page_end,
+                        text=chunk.text,
+                        vector=None if vector is None else np.asarray(vector, dtype=np.float32).tolist(),
+                    )
+                )
             pending.clear()
 
         position = after or (-1, "")
@@ -250,8 +298,9 @@ class TransferService:
         reuse = request.embedding_model == collection.embedding_model
         dimensions = self._dimensions(collection.embedding_model)
         if reuse and request.dimensions != dimensions:
-            raise InvalidInput(f"dimensions: {request.embedding_model} has {dimensions} dimensions, "
-                               f"not {request.dimensions}")
+            raise InvalidInput(
+                f"dimensions: {request.embedding_model} has {dimensions} dimensions, not {request.dimensions}"
+            )
         plan = self._check_batch(tenant, collection_id, request, dimensions if reuse else None)
         _check_embedding_load(request, reuse)
         vectors = self._vectors(tenant, collection, request.chunks, reuse)
@@ -267,7 +316,8 @@ class TransferService:
             result.chunks_written += len(chunks)
         result.texts_embedded = sum(must_embed(c, reuse) for c in request.chunks)
         chunking_matches = request.chunking is not None and all(
-            request.chunking.get(name) == _plain(getattr(collection, name)) for name in CHUNKING_FIELDS)
+            request.chunking.get(name) == _plain(getattr(collection, name)) for name in CHUNKING_FIELDS
+        )
         for document_id in dict.fromkeys([d.id for d in request.documents] + list(plan.chunks_by_document)):
             run = runs.get(document_id) or plan.stored[document_id]
             if self._finish_document(tenant, collection, run, written.get(document_id, []), chunking_matches):
@@ -276,12 +326,17 @@ class TransferService:
                 result.incomplete_documents.append(document_id)
         if self.metrics is not None and result.chunks_written:
             self.metrics.count("ChunksImported", result.chunks_written)
-        logger.info("import batch", extra={"tenant": tenant, "collection": collection_id,
-                                           **result.model_dump(exclude={"incomplete_documents"})})
+        logger.info(
+            "import batch",
+            extra={
+                "tenant": tenant,
+                "collection": collection_id,
+                **result.model_dump(exclude={"incomplete_documents"}),
+            },
+        )
         return result
 
-    def _check_batch(self, tenant: str, collection_id: str, request: ImportRequest,
-                     dimensions: int | None) -> "_Plan":
+    def _check_batch(self, tenant: str, collection_id: str, request: ImportRequest, dimensions: int | None) -> "_Plan":
         """The batch's plan (see `_Plan`); InvalidInput or Conflict naming the first problem."""
         plan = _Plan()
         importing: dict[str, TransferDocument | Document] = self._check_documents(tenant, collection_id, request, plan)
@@ -291,8 +346,10 @@ class TransferService:
             if owner is None:
                 stored = self.documents.get_document(tenant, collection_id, chunk.document_id)
                 if stored is None or stored.source is not None or stored.status is not DocumentStatus.IN_PROGRESS:
-                    raise Conflict(f"chunks[{i}]: document {chunk.document_id!r} is not being imported into "
-                                   f"{collection_id!r} (send its document record first)")
+                    raise Conflict(
+                        f"chunks[{i}]: document {chunk.document_id!r} is not being imported into "
+                        f"{collection_id!r} (send its document record first)"
+                    )
                 owner = importing[chunk.document_id] = plan.stored[chunk.document_id] = stored
                 plan.continued[chunk.document_id] = self.chunks.list_chunks(tenant, collection_id, chunk.document_id)
             if chunk.index >= owner.chunk_count:
@@ -304,12 +361,14 @@ class TransferService:
                 raise InvalidInput(f"chunks[{i}].vector: {len(chunk.vector)} values, the model has {dimensions}")
             plan.chunks_by_document.setdefault(chunk.document_id, []).append((i, chunk))
         for document_id, chunks in plan.chunks_by_document.items():
-            self._check_text(document_id, importing[document_id].chunk_count, plan.continued.get(document_id, []),
-                             chunks)
+            self._check_text(
+                document_id, importing[document_id].chunk_count, plan.continued.get(document_id, []), chunks
+            )
         return plan
 
-    def _check_documents(self, tenant: str, collection_id: str, request: ImportRequest,
-                         plan: "_Plan") -> dict[str, TransferDocument | Document]:
+    def _check_documents(
+        self, tenant: str, collection_id: str, request: ImportRequest, plan: "_Plan"
+    ) -> dict[str, TransferDocument | Document]:
         """The batch's document lines by id, each checked; the stored records they replace go into `plan`."""
         importing: dict[str, TransferDocument | Document] = {}
         for i, item in enumerate(request.documents):
@@ -327,8 +386,9 @@ class TransferService:
                 plan.stored[item.id] = stored  # the record this document's line replaces
         return importing
 
-    def _check_text(self, document_id: str, chunk_count: int, stored: list[StoredChunk],
-                    incoming: list[tuple[int, TransferChunk]]) -> None:
+    def _check_text(
+        self, document_id: str, chunk_count: int, stored: list[StoredChunk], incoming: list[tuple[int, TransferChunk]]
+    ) -> None:
         """The text the document's chunks rebuild (`rebuilt_text`) must stay within the file limit and within what
         the chunks carry: the characters no chunk covers (spaces in the rebuilt text) are at most as many as the
         chunks' own, so a body of a few bytes can never become gigabytes of blob. Chunks of one document may come over
@@ -340,26 +400,44 @@ class TransferService:
         at, farthest = max(incoming, key=lambda pair: pair[1].end)
         where = f"chunks[{at}].end"
         if length > self.max_file_bytes:
-            raise InvalidInput(f"{where}: document {document_id!r} would be {length} characters long, over the file "
-                               f"limit of {self.max_file_bytes} bytes")
+            raise InvalidInput(
+                f"{where}: document {document_id!r} would be {length} characters long, over the file "
+                f"limit of {self.max_file_bytes} bytes"
+            )
         if length > 2 * carried:
-            raise InvalidInput(f"{where}: document {document_id!r} would be {length} characters long, but its chunks "
-                               f"hold {carried}: the text between chunks may be at most as long as the chunks' texts")
+            raise InvalidInput(
+                f"{where}: document {document_id!r} would be {length} characters long, but its chunks "
+                f"hold {carried}: the text between chunks may be at most as long as the chunks' texts"
+            )
         if len(by_index) == chunk_count:  # the batch completes the document: check its exact size in bytes
-            size = len(rebuilt_text([StoredChunk(chunk_id="", collection="", document_id=document_id, index=index,
-                                                 start=start, end=end, text=text)
-                                     for index, (start, end, text) in by_index.items()]).encode("utf-8",
-                                                                                                "surrogatepass"))
+            size = len(
+                rebuilt_text(
+                    [
+                        StoredChunk(
+                            chunk_id="",
+                            collection="",
+                            document_id=document_id,
+                            index=index,
+                            start=start,
+                            end=end,
+                            text=text,
+                        )
+                        for index, (start, end, text) in by_index.items()
+                    ]
+                ).encode("utf-8", "surrogatepass")
+            )
             if size > self.max_file_bytes:
-                raise InvalidInput(f"{where}: document {document_id!r} would be {size} bytes, over the file limit of "
-                                   f"{self.max_file_bytes} bytes")
+                raise InvalidInput(
+                    f"{where}: document {document_id!r} would be {size} bytes, over the file limit of "
+                    f"{self.max_file_bytes} bytes"
+                )
 
-    def _vectors(self, tenant: str, collection: Collection, chunks: list[TransferChunk],
-                 reuse: bool) -> list[np.ndarray]:
+    def _vectors(
+        self, tenant: str, collection: Collection, chunks: list[TransferChunk], reuse: bool
+    ) -> list[np.ndarray]:
         """Every chunk's vector, in order: the one it carries when the models match, else embedded through the
         service and its cache, all at once before anything is written (a provider failure fails the batch whole)."""
-        vectors: list = [np.asarray(c.vector, dtype=np.float32) if not must_embed(c, reuse) else None
-                         for c in chunks]
+        vectors: list = [np.asarray(c.vector, dtype=np.float32) if not must_embed(c, reuse) else None for c in chunks]
         missing = [i for i, v in enumerate(vectors) if v is None]
         if missing:
             fresh = self.embeddings.embed(tenant, collection.embedding_model, [chunks[i].text for i in missing])
@@ -367,20 +445,32 @@ class TransferService:
                 vectors[i] = vector
         return vectors
 
-    def _start_document(self, tenant: str, collection: Collection, item: TransferDocument,
-                        read: Document | None) -> Document:
+    def _start_document(
+        self, tenant: str, collection: Collection, item: TransferDocument, read: Document | None
+    ) -> Document:
         """Begin this import's run of the document: a new in-progress record committed over the one read (a write
         that changed the document's content since, or deleted or created it, makes this Conflict), then the replaced
         content's chunks, vectors and blobs go: exactly those found before the commit, so nothing another write
         makes afterwards is touched."""
+
         def replace(current: Document | None) -> Document:
             if (current is None) != (read is None) or _content(current) != _content(read):
                 raise Conflict(f"document {item.id!r} changed meanwhile; send the batch again")
-            return Document(id=item.id, collection=collection.id, title=item.title, language=item.language,
-                            url=item.url, mimetype=TEXT_MIMETYPE, status=DocumentStatus.IN_PROGRESS,
-                            attributes=item.attributes, access=item.access,
-                            chunk_count=item.chunk_count, chunks_done=0,
-                            version=(current.version if current else 0) + 1, created_at=utc_now())
+            return Document(
+                id=item.id,
+                collection=collection.id,
+                title=item.title,
+                language=item.language,
+                url=item.url,
+                mimetype=TEXT_MIMETYPE,
+                status=DocumentStatus.IN_PROGRESS,
+                attributes=item.attributes,
+                access=item.access,
+                chunk_count=item.chunk_count,
+                chunks_done=0,
+                version=(current.version if current else 0) + 1,
+                created_at=utc_now(),
+            )
 
         current = read
         for _ in range(WRITE_ATTEMPTS):
@@ -402,39 +492,77 @@ class TransferService:
             self.blobs.delete_blob(key)
         return run
 
-    def _write_chunks(self, tenant: str, collection: Collection, run: Document,
-                      chunks: list[tuple[int, TransferChunk]], vectors: list[np.ndarray], reuse: bool) -> list[str]:
+    def _write_chunks(
+        self,
+        tenant: str,
+        collection: Collection,
+        run: Document,
+        chunks: list[tuple[int, TransferChunk]],
+        vectors: list[np.ndarray],
+        reuse: bool,
+    ) -> list[str]:
         """Chunk texts and their vectors under this run's own chunk ids; returns those ids. A chunk sent again (an
         export of a changed document) replaces the one at its index."""
         document_id = run.id
-        stored = [StoredChunk(chunk_id=import_chunk_id(tenant, run, c.index, text_sha256(c.text)),
-                              collection=collection.id, document_id=document_id, index=c.index, start=c.start,
-                              end=c.end, text=c.text, page_start=c.page_start, page_end=c.page_end) for _, c in chunks]
+        stored = [
+            StoredChunk(
+                chunk_id=import_chunk_id(tenant, run, c.index, text_sha256(c.text)),
+                collection=collection.id,
+                document_id=document_id,
+                index=c.index,
+                start=c.start,
+                end=c.end,
+                text=c.text,
+                page_start=c.page_start,
+                page_end=c.page_end,
+            )
+            for _, c in chunks
+        ]
         incoming = {c.index: c.chunk_id for c in stored}
-        replaced = [c.chunk_id for c in self.chunks.list_chunks(tenant, collection.id, document_id)
-                    if incoming.get(c.index, c.chunk_id) != c.chunk_id]
+        replaced = [
+            c.chunk_id
+            for c in self.chunks.list_chunks(tenant, collection.id, document_id)
+            if incoming.get(c.index, c.chunk_id) != c.chunk_id
+        ]
         self.remover.remove_chunks(tenant, collection.id, document_id, replaced, [collection.embedding_model])
         given = {text_sha256(c.text): _unit_array(vectors[i]) for i, c in chunks if not must_embed(c, reuse)}
         if given:  # for this tenant's later exports only (see imported_vectors_key)
             self.cache.put_vectors(tenant, imported_vectors_key(collection.embedding_model), given)
         self.chunks.put_chunks(tenant, stored)
         language = run.language or None
-        self.index.upsert(collection.embedding_model, [
-            IndexRecord(tenant=tenant, collection=collection.id, document_id=document_id, chunk_id=c.chunk_id,
-                        vector=_unit(vectors[i]), text=c.text, language=language, mimetype=TEXT_MIMETYPE,
-                        attributes=run.attributes or None, access=run.access)
-            for (i, _), c in zip(chunks, stored)])
+        self.index.upsert(
+            collection.embedding_model,
+            [
+                IndexRecord(
+                    tenant=tenant,
+                    collection=collection.id,
+                    document_id=document_id,
+                    chunk_id=c.chunk_id,
+                    vector=_unit(vectors[i]),
+                    text=c.text,
+                    language=language,
+                    mimetype=TEXT_MIMETYPE,
+                    attributes=run.attributes or None,
+                    access=run.access,
+                )
+                for (i, _), c in zip(chunks, stored)
+            ],
+        )
         return [c.chunk_id for c in stored]
 
-    def _finish_document(self, tenant: str, collection: Collection, run: Document, written: list[str],
-                         chunking_matches: bool) -> bool:
+    def _finish_document(
+        self, tenant: str, collection: Collection, run: Document, written: list[str], chunking_matches: bool
+    ) -> bool:
         """Once every chunk of the run is in: store the content blob and commit the document as indexed; else record
         progress. Either commit is over the run's own record: when another write replaced or deleted the document
         meanwhile, the chunks this batch wrote for the run are removed again and the batch is 409. True when the
         document is complete."""
         document_id = run.id
-        stored = [c for c in self.chunks.list_chunks(tenant, collection.id, document_id)
-                  if c.chunk_id == import_chunk_id(tenant, run, c.index, text_sha256(c.text))]
+        stored = [
+            c
+            for c in self.chunks.list_chunks(tenant, collection.id, document_id)
+            if c.chunk_id == import_chunk_id(tenant, run, c.index, text_sha256(c.text))
+        ]
 
         def still_this_run(current: Document | None) -> Document:
             # A metadata PUT meanwhile is kept (its fields are applied over); a content write, or a delete, ends this.
@@ -444,26 +572,48 @@ class TransferService:
 
         try:
             if sorted(c.index for c in stored) != list(range(run.chunk_count)):
-                write_document(self.documents, tenant, collection.id, document_id, run, lambda current: (
-                    still_this_run(current).model_copy(update={"chunks_done": len(stored), "updated_at": utc_now()})))
+                write_document(
+                    self.documents,
+                    tenant,
+                    collection.id,
+                    document_id,
+                    run,
+                    lambda current: still_this_run(current).model_copy(
+                        update={"chunks_done": len(stored), "updated_at": utc_now()}
+                    ),
+                )
                 return False
             data = rebuilt_text(stored).encode("utf-8", "surrogatepass")
             version = run.version + 1
             source = keys.write_blob_key(tenant, collection.id, document_id, CONTENT_FILENAME, version=version)
             indexed = {
-                "status": DocumentStatus.INDEXED, "chunks_done": run.chunk_count, "source": source,
-                "content_sha256": hashlib.sha256(data).hexdigest(), "content_length": len(data), "version": version,
-                "indexed_version": version, "indexed_model": collection.embedding_model, "indexed_at": utc_now(),
+                "status": DocumentStatus.INDEXED,
+                "chunks_done": run.chunk_count,
+                "source": source,
+                "content_sha256": hashlib.sha256(data).hexdigest(),
+                "content_length": len(data),
+                "version": version,
+                "indexed_version": version,
+                "indexed_model": collection.embedding_model,
+                "indexed_at": utc_now(),
                 # Chunks cut by other rules than the collection's: the next reindex pass re-chunks the document.
                 "indexed_config_version": collection.config_version if chunking_matches else 0,
                 # The run's chunks carry its filter fields; a PUT of others meanwhile leaves them stale, and the
                 # content blob's event, finding the content current, rewrites them.
                 "indexed_fields_version": run.fields_version,
-                "failure_reason": None, "updated_at": utc_now()}
+                "failure_reason": None,
+                "updated_at": utc_now(),
+            }
             self.blobs.put_blob(source, data, TEXT_MIMETYPE)
             try:
-                write_document(self.documents, tenant, collection.id, document_id, run,
-                               lambda current: still_this_run(current).model_copy(update=indexed))
+                write_document(
+                    self.documents,
+                    tenant,
+                    collection.id,
+                    document_id,
+                    run,
+                    lambda current: still_this_run(current).model_copy(update=indexed),
+                )
             except (Conflict, NotFound):
                 self.blobs.delete_blob(source)  # the key is this write's own
                 raise
@@ -517,7 +667,8 @@ def _check_embedding_load(request: ImportRequest, reuse: bool) -> None:
         raise PayloadTooLarge(
             f"chunks: this batch must embed {len(texts)} texts of {sum(map(len, texts))} characters (their vectors "
             f"are {'missing' if reuse else 'of another model'}); at most {MAX_EMBED_TEXTS} texts and "
-            f"{MAX_EMBED_CHARS} characters per batch: send smaller batches")
+            f"{MAX_EMBED_CHARS} characters per batch: send smaller batches"
+        )
 
 
 def _content(document: Document | None) -> tuple[int, str | None]:
@@ -527,4 +678,3 @@ def _content(document: Document | None) -> tuple[int, str | None]:
 def _run(document: Document) -> tuple[int, datetime]:
     """One import run of a document: the version and creation time its in-progress record got when it started."""
     return document.version, document.created_at
-

@@ -34,6 +34,25 @@ from kindex.client.filters import F, Filter
 from kindex.client.retry import RetryPolicy
 from kindex.client.sync import Kindex
 
-__all__ = ["ApiError", "AsyncKindex", "BadRequest", "ConfigurationError", "Conflict", "ConnectionFailed", "F",
-           "Filter", "Forbidden", "InvalidFilter", "InvalidInput", "Kindex", "KindexClientError", "NotFound",
-           "PayloadTooLarge", "RetryPolicy", "ServerError", "ServiceUnavailable", "Throttled", "Unauthorized"]
+__all__ = [
+    "ApiError",
+    "AsyncKindex",
+    "BadRequest",
+    "ConfigurationError",
+    "Conflict",
+    "ConnectionFailed",
+    "F",
+    "Filter",
+    "Forbidden",
+    "InvalidFilter",
+    "InvalidInput",
+    "Kindex",
+    "KindexClientError",
+    "NotFound",
+    "PayloadTooLarge",
+    "RetryPolicy",
+    "ServerError",
+    "ServiceUnavailable",
+    "Throttled",
+    "Unauthorized",
+]

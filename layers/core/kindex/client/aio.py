@@ -37,8 +37,15 @@ SUMMARY_GETS_IN_FLIGHT = 8
 class AsyncKindex:
     """A kindex deployment for one API key, for asyncio code. See `Kindex` for the behaviour of each method."""
 
-    def __init__(self, url: str | None = None, key: str | None = None, *, timeout: float = 30.0,
-                 retry: RetryPolicy | None = None, http_client: httpx.AsyncClient | None = None):
+    def __init__(
+        self,
+        url: str | None = None,
+        key: str | None = None,
+        *,
+        timeout: float = 30.0,
+        retry: RetryPolicy | None = None,
+        http_client: httpx.AsyncClient | None = None,
+    ):
         self.config = ClientConfig.resolve(url, key, timeout, retry)
         self._http = http_client or httpx.AsyncClient(timeout=timeout)
         self._owns_http = http_client is None  # a client handed in is the caller's to close
@@ -86,8 +93,9 @@ class AsyncKindex:
     async def get_collection(self, collection: str) -> Collection:
         return await self._send(calls.get_collection(collection))
 
-    async def put_collection(self, collection: str, value: CollectionInput | dict | None = None,
-                             **fields: Any) -> Collection:
+    async def put_collection(
+        self, collection: str, value: CollectionInput | dict | None = None, **fields: Any
+    ) -> Collection:
         return await self._send(calls.put_collection(collection, value, **fields))
 
     async def delete_collection(self, collection: str, *, wait: bool = False, timeout: float = 3600.0) -> ReindexJob:
@@ -96,15 +104,15 @@ class AsyncKindex:
 
     # -- documents ----------------------------------------------------------------------------------------------
 
-    async def list_documents(self, collection: str, start: int = 0, number: int = 100,
-                             cursor: str | None = None) -> DocumentList:
+    async def list_documents(
+        self, collection: str, start: int = 0, number: int = 100, cursor: str | None = None
+    ) -> DocumentList:
         return await self._send(calls.list_documents(collection, start, number, cursor))
 
     def iter_documents(self, collection: str, page_size: int = 100) -> AsyncIterator[str]:
         return self._pages(lambda cursor: calls.list_documents(collection, 0, page_size, cursor), "documents")
 
-    async def iter_document_summaries(self, collection: str,
-                                      page_size: int = 100) -> AsyncIterator[DocumentSummary]:
+    async def iter_document_summaries(self, collection: str, page_size: int = 100) -> AsyncIterator[DocumentSummary]:
         cursor = None
         while True:
             page = await self.list_documents(collection, 0, page_size, cursor)
@@ -116,13 +124,15 @@ class AsyncKindex:
             if not cursor:
                 return
 
-    async def document_summaries(self, collection: str,
-                                 documents: Iterable[str]) -> dict[str, DocumentSummary | None]:
+    async def document_summaries(self, collection: str, documents: Iterable[str]) -> dict[str, DocumentSummary | None]:
         wanted = list(dict.fromkeys(documents))
         if calls.listing_is_cheaper((await self.get_collection(collection)).document_count, len(wanted)):
             named = set(wanted)  # keep only those: a large collection's summaries would not fit in memory
-            listed = {s.id: s async for s in self.iter_document_summaries(collection, page_size=MAX_PAGE_SIZE)
-                      if s.id in named}
+            listed = {
+                s.id: s
+                async for s in self.iter_document_summaries(collection, page_size=MAX_PAGE_SIZE)
+                if s.id in named
+            }
             return {document: listed.get(document) for document in wanted}
         return dict(zip(wanted, await self._summaries(collection, wanted), strict=True))
 
@@ -139,8 +149,9 @@ class AsyncKindex:
 
         return list(await asyncio.gather(*map(one, documents)))
 
-    async def wait_for_documents(self, collection: str, documents: Iterable[str], timeout: float = 300.0,
-                                 interval: float = 1.0) -> dict[str, DocumentSummary | None]:
+    async def wait_for_documents(
+        self, collection: str, documents: Iterable[str], timeout: float = 300.0, interval: float = 1.0
+    ) -> dict[str, DocumentSummary | None]:
         wait = calls.DocumentWait(documents, timeout)
         while not wait.update(await self.document_summaries(collection, wait.waiting)):
             await self._sleep(interval)
@@ -149,40 +160,62 @@ class AsyncKindex:
     async def get_document(self, collection: str, document: str) -> DocumentOut:
         return await self._send(calls.get_document(collection, document))
 
-    async def put_document(self, collection: str, document: str, value: DocumentInput | dict | None = None,
-                           **fields: Any) -> DocumentOut:
+    async def put_document(
+        self, collection: str, document: str, value: DocumentInput | dict | None = None, **fields: Any
+    ) -> DocumentOut:
         return await self._send(calls.put_document(collection, document, value, **fields))
 
     async def delete_document(self, collection: str, document: str) -> None:
         await self._send(calls.delete_document(collection, document))
 
-    async def prepare_upload(self, collection: str, document: str, filename: str, size: int,
-                             mimetype: str | None = None, *, attributes: dict[str, Any] | None = None,
-                             access: dict[str, Any] | None = None) -> UploadResponse:
-        return await self._send(calls.prepare_upload(collection, document, filename, size, mimetype,
-                                                     attributes=attributes, access=access))
+    async def prepare_upload(
+        self,
+        collection: str,
+        document: str,
+        filename: str,
+        size: int,
+        mimetype: str | None = None,
+        *,
+        attributes: dict[str, Any] | None = None,
+        access: dict[str, Any] | None = None,
+    ) -> UploadResponse:
+        return await self._send(
+            calls.prepare_upload(collection, document, filename, size, mimetype, attributes=attributes, access=access)
+        )
 
-    async def upload_file(self, collection: str, document: str, file: str | Path | bytes, *,
-                          filename: str | None = None, mimetype: str | None = None,
-                          attributes: dict[str, Any] | None = None,
-                          access: dict[str, Any] | None = None) -> DocumentOut:
+    async def upload_file(
+        self,
+        collection: str,
+        document: str,
+        file: str | Path | bytes,
+        *,
+        filename: str | None = None,
+        mimetype: str | None = None,
+        attributes: dict[str, Any] | None = None,
+        access: dict[str, Any] | None = None,
+    ) -> DocumentOut:
         source = UploadSource.of(file, filename, mimetype)
-        ticket = await self.prepare_upload(collection, document, source.filename, source.size, source.mimetype,
-                                           attributes=attributes, access=access)
-        response = await self._request({"method": ticket.method, "url": ticket.url, "headers": ticket.headers,
-                                        "timeout": UPLOAD_TIMEOUT}, content_factory=source.async_chunks)
+        ticket = await self.prepare_upload(
+            collection, document, source.filename, source.size, source.mimetype, attributes=attributes, access=access
+        )
+        response = await self._request(
+            {"method": ticket.method, "url": ticket.url, "headers": ticket.headers, "timeout": UPLOAD_TIMEOUT},
+            content_factory=source.async_chunks,
+        )
         raise_for_answer(response)
         return ticket.document
 
-    async def list_chunks(self, collection: str, document: str, start: int = 0, number: int = 100,
-                          cursor: str | None = None) -> ChunkList:
+    async def list_chunks(
+        self, collection: str, document: str, start: int = 0, number: int = 100, cursor: str | None = None
+    ) -> ChunkList:
         return await self._send(calls.list_chunks(collection, document, start, number, cursor))
 
     def iter_chunks(self, collection: str, document: str, page_size: int = 100) -> AsyncIterator[ChunkOut]:
         return self._pages(lambda cursor: calls.list_chunks(collection, document, 0, page_size, cursor), "chunks")
 
-    async def wait_for_document(self, collection: str, document: str, timeout: float = 300.0,
-                                interval: float = 0.5) -> DocumentOut:
+    async def wait_for_document(
+        self, collection: str, document: str, timeout: float = 300.0, interval: float = 0.5
+    ) -> DocumentOut:
         deadline = time.monotonic() + timeout
         while True:
             stored = await self.get_document(collection, document)
@@ -197,8 +230,9 @@ class AsyncKindex:
     async def query(self, collection: str, request: QueryRequest | dict | str, **fields: Any) -> QueryResponse:
         return await self._send(calls.query(collection, request, **fields))
 
-    async def query_collections(self, collections: list[str], request: QueryRequest | dict | str,
-                                **fields: Any) -> QueryResponse:
+    async def query_collections(
+        self, collections: list[str], request: QueryRequest | dict | str, **fields: Any
+    ) -> QueryResponse:
         return await self._send(calls.query_collections(collections, request, **fields))
 
     async def render_citations(self, text: str | CitationsRequest | dict, **fields: Any) -> CitationsResponse:
@@ -214,8 +248,9 @@ class AsyncKindex:
         deadline = time.monotonic() + timeout
         while (current := await self.get_job(job)).status != "completed":
             if time.monotonic() >= deadline:
-                raise TimeoutError(f"job {job!r} is still running after {timeout:.0f} s ({current.done}/"
-                                   f"{current.total})")
+                raise TimeoutError(
+                    f"job {job!r} is still running after {timeout:.0f} s ({current.done}/{current.total})"
+                )
             await self._sleep(interval)
         return current
 
@@ -224,8 +259,9 @@ class AsyncKindex:
 
     # -- export and import -----------------------------------------------------------------------------------------
 
-    async def export_collection(self, collection: str, cursor: str | None = None,
-                                number: int = DEFAULT_EXPORT_CHUNKS) -> ExportPage:
+    async def export_collection(
+        self, collection: str, cursor: str | None = None, number: int = DEFAULT_EXPORT_CHUNKS
+    ) -> ExportPage:
         """One page of the collection's export (documents, chunks, vectors); follow `next_cursor` for the rest."""
         return await self._send(calls.export_collection(collection, cursor, number))
 

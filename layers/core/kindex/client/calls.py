@@ -86,8 +86,13 @@ def get_collection(collection: str) -> ApiCall[Collection]:
 
 
 def put_collection(collection: str, value: CollectionInput | dict | None = None, **fields: Any) -> ApiCall[Collection]:
-    return ApiCall("PUT", "/v1/collections/{collection}", f"/v1/collections/{segment(collection)}", Collection,
-                   body=_body(CollectionInput, value, fields))
+    return ApiCall(
+        "PUT",
+        "/v1/collections/{collection}",
+        f"/v1/collections/{segment(collection)}",
+        Collection,
+        body=_body(CollectionInput, value, fields),
+    )
 
 
 def delete_collection(collection: str) -> ApiCall[ReindexJob]:
@@ -95,10 +100,16 @@ def delete_collection(collection: str) -> ApiCall[ReindexJob]:
     return ApiCall("DELETE", "/v1/collections/{collection}", f"/v1/collections/{segment(collection)}", ReindexJob)
 
 
-def list_documents(collection: str, start: int = 0, number: int = 100,
-                   cursor: str | None = None) -> ApiCall[DocumentList]:
-    return ApiCall("GET", "/v1/collections/{collection}/documents",
-                   f"/v1/collections/{segment(collection)}/documents", DocumentList, _page(start, number, cursor))
+def list_documents(
+    collection: str, start: int = 0, number: int = 100, cursor: str | None = None
+) -> ApiCall[DocumentList]:
+    return ApiCall(
+        "GET",
+        "/v1/collections/{collection}/documents",
+        f"/v1/collections/{segment(collection)}/documents",
+        DocumentList,
+        _page(start, number, cursor),
+    )
 
 
 TERMINAL_STATUSES = (DocumentStatus.INDEXED, DocumentStatus.FAILED)
@@ -127,8 +138,9 @@ class DocumentWait:
         if not self.waiting:
             return True
         if time.monotonic() >= self.deadline:
-            raise TimeoutError(f"{len(self.waiting)} documents are not indexed after {self.timeout:.0f} s: "
-                               f"{self.waiting[:5]}")
+            raise TimeoutError(
+                f"{len(self.waiting)} documents are not indexed after {self.timeout:.0f} s: {self.waiting[:5]}"
+            )
         return False
 
 
@@ -142,40 +154,66 @@ def _document_path(collection: str, document: str) -> str:
 
 
 def get_document(collection: str, document: str) -> ApiCall[DocumentOut]:
-    return ApiCall("GET", "/v1/collections/{collection}/documents/{document}", _document_path(collection, document),
-                   DocumentOut)
+    return ApiCall(
+        "GET", "/v1/collections/{collection}/documents/{document}", _document_path(collection, document), DocumentOut
+    )
 
 
-def put_document(collection: str, document: str, value: DocumentInput | dict | None = None,
-                 **fields: Any) -> ApiCall[DocumentOut]:
-    return ApiCall("PUT", "/v1/collections/{collection}/documents/{document}", _document_path(collection, document),
-                   DocumentOut, body=_body(DocumentInput, value, fields))
+def put_document(
+    collection: str, document: str, value: DocumentInput | dict | None = None, **fields: Any
+) -> ApiCall[DocumentOut]:
+    return ApiCall(
+        "PUT",
+        "/v1/collections/{collection}/documents/{document}",
+        _document_path(collection, document),
+        DocumentOut,
+        body=_body(DocumentInput, value, fields),
+    )
 
 
 def delete_document(collection: str, document: str) -> ApiCall[None]:
-    return ApiCall("DELETE", "/v1/collections/{collection}/documents/{document}",
-                   _document_path(collection, document), None)
+    return ApiCall(
+        "DELETE", "/v1/collections/{collection}/documents/{document}", _document_path(collection, document), None
+    )
 
 
-def prepare_upload(collection: str, document: str, filename: str, size: int, mimetype: str | None = None, *,
-                   attributes: dict[str, Any] | None = None,
-                   access: dict[str, Any] | None = None) -> ApiCall[UploadResponse]:
+def prepare_upload(
+    collection: str,
+    document: str,
+    filename: str,
+    size: int,
+    mimetype: str | None = None,
+    *,
+    attributes: dict[str, Any] | None = None,
+    access: dict[str, Any] | None = None,
+) -> ApiCall[UploadResponse]:
     """The upload ticket; `attributes` and `access` are set with it, in the same write, so the file is never in the
     index without them."""
     fields: dict[str, Any] = {"filename": filename, "size": size}
     if mimetype:
         fields["mimetype"] = mimetype
-    fields.update({name: value for name, value in (("attributes", attributes), ("access", access))
-                   if value is not None})
-    return ApiCall("POST", "/v1/collections/{collection}/documents/{document}/upload",
-                   _document_path(collection, document) + "/upload", UploadResponse,
-                   body=_body(UploadRequest, None, fields))
+    fields.update(
+        {name: value for name, value in (("attributes", attributes), ("access", access)) if value is not None}
+    )
+    return ApiCall(
+        "POST",
+        "/v1/collections/{collection}/documents/{document}/upload",
+        _document_path(collection, document) + "/upload",
+        UploadResponse,
+        body=_body(UploadRequest, None, fields),
+    )
 
 
-def list_chunks(collection: str, document: str, start: int = 0, number: int = 100,
-                cursor: str | None = None) -> ApiCall[ChunkList]:
-    return ApiCall("GET", "/v1/collections/{collection}/documents/{document}/chunks",
-                   _document_path(collection, document) + "/chunks", ChunkList, _page(start, number, cursor))
+def list_chunks(
+    collection: str, document: str, start: int = 0, number: int = 100, cursor: str | None = None
+) -> ApiCall[ChunkList]:
+    return ApiCall(
+        "GET",
+        "/v1/collections/{collection}/documents/{document}/chunks",
+        _document_path(collection, document) + "/chunks",
+        ChunkList,
+        _page(start, number, cursor),
+    )
 
 
 def _filter_json(value: object) -> object:
@@ -223,26 +261,43 @@ def query(collection: str, request: QueryRequest | dict | str, **fields: Any) ->
     """`filters=` takes the API's object (`{"attributes": {...}, "language": ...}`), a `Filter` of
     `kindex.client.filters` (the attribute filter alone), or a dict whose `attributes` is a `Filter`."""
     value = {"query": request} if isinstance(request, str) else request
-    return ApiCall("POST", "/v1/collections/{collection}/query", f"/v1/collections/{segment(collection)}/query",
-                   QueryResponse, body=_query_body(QueryRequest, value, fields))
+    return ApiCall(
+        "POST",
+        "/v1/collections/{collection}/query",
+        f"/v1/collections/{segment(collection)}/query",
+        QueryResponse,
+        body=_query_body(QueryRequest, value, fields),
+    )
 
 
-def query_collections(collections: list[str], request: QueryRequest | dict | str,
-                      **fields: Any) -> ApiCall[QueryResponse]:
+def query_collections(
+    collections: list[str], request: QueryRequest | dict | str, **fields: Any
+) -> ApiCall[QueryResponse]:
     value = {"query": request} if isinstance(request, str) else request
-    return ApiCall("POST", "/v1/query", "/v1/query", QueryResponse,
-                   body=_query_body(MultiQueryRequest, value, {"collections": list(collections), **fields}))
+    return ApiCall(
+        "POST",
+        "/v1/query",
+        "/v1/query",
+        QueryResponse,
+        body=_query_body(MultiQueryRequest, value, {"collections": list(collections), **fields}),
+    )
 
 
 def render_citations(text: str | CitationsRequest | dict, **fields: Any) -> ApiCall[CitationsResponse]:
     value = {"text": text} if isinstance(text, str) else text
-    return ApiCall("POST", "/v1/citations", "/v1/citations", CitationsResponse,
-                   body=_body(CitationsRequest, value, fields))
+    return ApiCall(
+        "POST", "/v1/citations", "/v1/citations", CitationsResponse, body=_body(CitationsRequest, value, fields)
+    )
 
 
 def start_reindex(collection: str, clean: bool = False) -> ApiCall[ReindexJob]:
-    return ApiCall("POST", "/v1/collections/{collection}/reindex", f"/v1/collections/{segment(collection)}/reindex",
-                   ReindexJob, body=_body(ReindexRequest, None, {"clean": clean}))
+    return ApiCall(
+        "POST",
+        "/v1/collections/{collection}/reindex",
+        f"/v1/collections/{segment(collection)}/reindex",
+        ReindexJob,
+        body=_body(ReindexRequest, None, {"clean": clean}),
+    )
 
 
 def get_job(job: str) -> ApiCall[ReindexJob]:
@@ -253,16 +308,27 @@ def rotate_rights_secret() -> ApiCall[RightsSecret]:
     return ApiCall("POST", "/v1/rights-check-secret", "/v1/rights-check-secret", RightsSecret, body={})
 
 
-def export_collection(collection: str, cursor: str | None = None,
-                      number: int = DEFAULT_EXPORT_CHUNKS) -> ApiCall[ExportPage]:
+def export_collection(
+    collection: str, cursor: str | None = None, number: int = DEFAULT_EXPORT_CHUNKS
+) -> ApiCall[ExportPage]:
     params: dict[str, Any] = {"number": number, **({"cursor": cursor} if cursor else {})}
-    return ApiCall("GET", "/v1/collections/{collection}/export", f"/v1/collections/{segment(collection)}/export",
-                   ExportPage, params)
+    return ApiCall(
+        "GET",
+        "/v1/collections/{collection}/export",
+        f"/v1/collections/{segment(collection)}/export",
+        ExportPage,
+        params,
+    )
 
 
 def import_batch(collection: str, batch: ImportRequest | dict, **fields: Any) -> ApiCall[ImportResult]:
-    return ApiCall("POST", "/v1/collections/{collection}/import", f"/v1/collections/{segment(collection)}/import",
-                   ImportResult, body=_body(ImportRequest, batch, fields))
+    return ApiCall(
+        "POST",
+        "/v1/collections/{collection}/import",
+        f"/v1/collections/{segment(collection)}/import",
+        ImportResult,
+        body=_body(ImportRequest, batch, fields),
+    )
 
 
 def import_body(batch: ImportRequest | dict, fields: dict[str, Any]) -> dict[str, Any]:
@@ -281,8 +347,10 @@ def import_parts(body: dict[str, Any], collection_model: str) -> list[dict[str, 
     """The bodies that carry one import batch into a collection of `collection_model`: the batch itself, or, when
     it sends more texts to embed than one request may (the API answers 413), consecutive parts that each fit."""
     reuse = body["embedding_model"] == collection_model
-    return [{**body, "documents": documents, "chunks": part}
-            for documents, part in split_for_embedding(body.get("documents", []), body.get("chunks", []), reuse)]
+    return [
+        {**body, "documents": documents, "chunks": part}
+        for documents, part in split_for_embedding(body.get("documents", []), body.get("chunks", []), reuse)
+    ]
 
 
 def merged_import_result(bodies: list[dict[str, Any]], results: list[ImportResult]) -> ImportResult:
@@ -303,6 +371,23 @@ def merged_import_result(bodies: list[dict[str, Any]], results: list[ImportResul
 
 
 #: Every route the client covers, by the name of its builder (and of the clients' method).
-BUILDERS = (list_collections, get_collection, put_collection, delete_collection, list_documents, get_document,
-            put_document, delete_document, prepare_upload, list_chunks, query, query_collections, render_citations,
-            start_reindex, get_job, rotate_rights_secret, export_collection, import_batch)
+BUILDERS = (
+    list_collections,
+    get_collection,
+    put_collection,
+    delete_collection,
+    list_documents,
+    get_document,
+    put_document,
+    delete_document,
+    prepare_upload,
+    list_chunks,
+    query,
+    query_collections,
+    render_citations,
+    start_reindex,
+    get_job,
+    rotate_rights_secret,
+    export_collection,
+    import_batch,
+)

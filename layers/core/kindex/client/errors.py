@@ -85,9 +85,17 @@ class ServiceUnavailable(ServerError):
     """503: the deployment is overloaded or starting, still after the client's retries."""
 
 
-_BY_STATUS: dict[int, type[ApiError]] = {400: BadRequest, 401: Unauthorized, 403: Forbidden, 404: NotFound,
-                                         409: Conflict, 413: PayloadTooLarge, 422: InvalidInput, 429: Throttled,
-                                         503: ServiceUnavailable}
+_BY_STATUS: dict[int, type[ApiError]] = {
+    400: BadRequest,
+    401: Unauthorized,
+    403: Forbidden,
+    404: NotFound,
+    409: Conflict,
+    413: PayloadTooLarge,
+    422: InvalidInput,
+    429: Throttled,
+    503: ServiceUnavailable,
+}
 
 
 def error_for_status(status: int, error: str, message: str, headers: Mapping[str, str] | None = None) -> ApiError:

@@ -165,4 +165,3 @@ class F:
         return _combined(AnyOf, *filters)
 
     parse = Filter.parse
-

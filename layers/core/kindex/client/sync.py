@@ -46,8 +46,15 @@ class Kindex:
     `url` and `key` default to KINDEX_URL and KINDEX_API_KEY. 429 and 503 answers are retried (see RetryPolicy);
     other failures raise the typed exceptions of `kindex.client.errors`. Thread-safe; close it (or use `with`)."""
 
-    def __init__(self, url: str | None = None, key: str | None = None, *, timeout: float = 30.0,
-                 retry: RetryPolicy | None = None, http_client: httpx.Client | None = None):
+    def __init__(
+        self,
+        url: str | None = None,
+        key: str | None = None,
+        *,
+        timeout: float = 30.0,
+        retry: RetryPolicy | None = None,
+        http_client: httpx.Client | None = None,
+    ):
         self.config = ClientConfig.resolve(url, key, timeout, retry)
         self._http = http_client or httpx.Client(timeout=timeout)
         self._owns_http = http_client is None  # a client handed in is the caller's to close
@@ -110,8 +117,9 @@ class Kindex:
 
     # -- documents ----------------------------------------------------------------------------------------------
 
-    def list_documents(self, collection: str, start: int = 0, number: int = 100,
-                       cursor: str | None = None) -> DocumentList:
+    def list_documents(
+        self, collection: str, start: int = 0, number: int = 100, cursor: str | None = None
+    ) -> DocumentList:
         return self._send(calls.list_documents(collection, start, number, cursor))
 
     def iter_documents(self, collection: str, page_size: int = 100) -> Iterator[str]:
@@ -137,8 +145,9 @@ class Kindex:
         wanted = list(dict.fromkeys(documents))
         if calls.listing_is_cheaper(self.get_collection(collection).document_count, len(wanted)):
             named = set(wanted)  # keep only those: a large collection's summaries would not fit in memory
-            listed = {s.id: s for s in self.iter_document_summaries(collection, page_size=MAX_PAGE_SIZE)
-                      if s.id in named}
+            listed = {
+                s.id: s for s in self.iter_document_summaries(collection, page_size=MAX_PAGE_SIZE) if s.id in named
+            }
             return {document: listed.get(document) for document in wanted}
         return {document: self._summary(collection, document) for document in wanted}
 
@@ -148,8 +157,9 @@ class Kindex:
         except NotFound:
             return None
 
-    def wait_for_documents(self, collection: str, documents: Iterable[str], timeout: float = 300.0,
-                           interval: float = 1.0) -> dict[str, DocumentSummary | None]:
+    def wait_for_documents(
+        self, collection: str, documents: Iterable[str], timeout: float = 300.0, interval: float = 1.0
+    ) -> dict[str, DocumentSummary | None]:
         """The named documents' summaries once each is `indexed`, `failed` or gone (None), polling them together
         (see `document_summaries`); TimeoutError after `timeout` s."""
         wait = calls.DocumentWait(documents, timeout)
@@ -160,8 +170,9 @@ class Kindex:
     def get_document(self, collection: str, document: str) -> DocumentOut:
         return self._send(calls.get_document(collection, document))
 
-    def put_document(self, collection: str, document: str, value: DocumentInput | dict | None = None,
-                     **fields: Any) -> DocumentOut:
+    def put_document(
+        self, collection: str, document: str, value: DocumentInput | dict | None = None, **fields: Any
+    ) -> DocumentOut:
         """Create or change a document; text `content=` goes in the request itself (small content). Files go
         through `upload_file`. `attributes=` / `access=` alone change what filters and access lists see, without
         re-embedding."""
@@ -170,36 +181,58 @@ class Kindex:
     def delete_document(self, collection: str, document: str) -> None:
         self._send(calls.delete_document(collection, document))
 
-    def prepare_upload(self, collection: str, document: str, filename: str, size: int,
-                       mimetype: str | None = None, *, attributes: dict[str, Any] | None = None,
-                       access: dict[str, Any] | None = None) -> UploadResponse:
-        return self._send(calls.prepare_upload(collection, document, filename, size, mimetype,
-                                               attributes=attributes, access=access))
+    def prepare_upload(
+        self,
+        collection: str,
+        document: str,
+        filename: str,
+        size: int,
+        mimetype: str | None = None,
+        *,
+        attributes: dict[str, Any] | None = None,
+        access: dict[str, Any] | None = None,
+    ) -> UploadResponse:
+        return self._send(
+            calls.prepare_upload(collection, document, filename, size, mimetype, attributes=attributes, access=access)
+        )
 
-    def upload_file(self, collection: str, document: str, file: str | Path | bytes, *, filename: str | None = None,
-                    mimetype: str | None = None, attributes: dict[str, Any] | None = None,
-                    access: dict[str, Any] | None = None) -> DocumentOut:
+    def upload_file(
+        self,
+        collection: str,
+        document: str,
+        file: str | Path | bytes,
+        *,
+        filename: str | None = None,
+        mimetype: str | None = None,
+        attributes: dict[str, Any] | None = None,
+        access: dict[str, Any] | None = None,
+    ) -> DocumentOut:
         """Upload a file (a path or its bytes) through a presigned URL; the upload triggers indexing. The bytes go
         straight to the blob store (no API key is sent there), streamed from disk for a path. `attributes`
         (`{"region": "eu", "year": 2024}`) and `access` (`{"users": [...], "groups": [...], "deny_users": [...],
         "deny_groups": [...]}`) are written with the ticket, before any byte is indexed."""
         source = UploadSource.of(file, filename, mimetype)
-        ticket = self.prepare_upload(collection, document, source.filename, source.size, source.mimetype,
-                                     attributes=attributes, access=access)
-        response = self._request({"method": ticket.method, "url": ticket.url, "headers": ticket.headers,
-                                  "timeout": UPLOAD_TIMEOUT}, content_factory=source.chunks)
+        ticket = self.prepare_upload(
+            collection, document, source.filename, source.size, source.mimetype, attributes=attributes, access=access
+        )
+        response = self._request(
+            {"method": ticket.method, "url": ticket.url, "headers": ticket.headers, "timeout": UPLOAD_TIMEOUT},
+            content_factory=source.chunks,
+        )
         raise_for_answer(response)
         return ticket.document
 
-    def list_chunks(self, collection: str, document: str, start: int = 0, number: int = 100,
-                    cursor: str | None = None) -> ChunkList:
+    def list_chunks(
+        self, collection: str, document: str, start: int = 0, number: int = 100, cursor: str | None = None
+    ) -> ChunkList:
         return self._send(calls.list_chunks(collection, document, start, number, cursor))
 
     def iter_chunks(self, collection: str, document: str, page_size: int = 100) -> Iterator[ChunkOut]:
         return self._pages(lambda cursor: calls.list_chunks(collection, document, 0, page_size, cursor), "chunks")
 
-    def wait_for_document(self, collection: str, document: str, timeout: float = 300.0,
-                          interval: float = 0.5) -> DocumentOut:
+    def wait_for_document(
+        self, collection: str, document: str, timeout: float = 300.0, interval: float = 0.5
+    ) -> DocumentOut:
         """The document once `indexed` or `failed` (read `failure_reason`); TimeoutError after `timeout` s."""
         deadline = time.monotonic() + timeout
         while True:
@@ -217,8 +250,9 @@ class Kindex:
         as `filters=F.eq("region", "eu")` (see `kindex.client.filters`) or `filters={"attributes": {...}}`."""
         return self._send(calls.query(collection, request, **fields))
 
-    def query_collections(self, collections: list[str], request: QueryRequest | dict | str,
-                          **fields: Any) -> QueryResponse:
+    def query_collections(
+        self, collections: list[str], request: QueryRequest | dict | str, **fields: Any
+    ) -> QueryResponse:
         """Search several collections; refused ones are listed in `denied_collections`."""
         return self._send(calls.query_collections(collections, request, **fields))
 
@@ -236,8 +270,9 @@ class Kindex:
         deadline = time.monotonic() + timeout
         while (current := self.get_job(job)).status != "completed":
             if time.monotonic() >= deadline:
-                raise TimeoutError(f"job {job!r} is still running after {timeout:.0f} s ({current.done}/"
-                                   f"{current.total})")
+                raise TimeoutError(
+                    f"job {job!r} is still running after {timeout:.0f} s ({current.done}/{current.total})"
+                )
             self._sleep(interval)
         return current
 
@@ -246,8 +281,9 @@ class Kindex:
 
     # -- export and import -----------------------------------------------------------------------------------------
 
-    def export_collection(self, collection: str, cursor: str | None = None,
-                          number: int = DEFAULT_EXPORT_CHUNKS) -> ExportPage:
+    def export_collection(
+        self, collection: str, cursor: str | None = None, number: int = DEFAULT_EXPORT_CHUNKS
+    ) -> ExportPage:
         """One page of the collection's export (documents, chunks, vectors); follow `next_cursor` for the rest."""
         return self._send(calls.export_collection(collection, cursor, number))
 

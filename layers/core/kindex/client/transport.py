@@ -40,9 +40,11 @@ class ClientConfig:
 
     def request(self, call: ApiCall) -> dict[str, Any]:
         """httpx.request arguments of a call (the key goes to the API, never anywhere else)."""
-        args: dict[str, Any] = {"method": call.method, "url": self.url + call.path,
-                                "headers": {"Authorization": f"Bearer {self.key}", "User-Agent": USER_AGENT,
-                                            "Accept": "application/json"}}
+        args: dict[str, Any] = {
+            "method": call.method,
+            "url": self.url + call.path,
+            "headers": {"Authorization": f"Bearer {self.key}", "User-Agent": USER_AGENT, "Accept": "application/json"},
+        }
         if call.params:
             args["params"] = call.params
         if call.body is not None:

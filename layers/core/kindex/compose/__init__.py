@@ -54,11 +54,14 @@ class Services:
         from kindex.app.ingest import IngestLimits, IngestService
 
         a = self.adapters
-        limits = IngestLimits(max_file_bytes=self.settings.max_file_bytes,
-                              max_chunks_per_document=self.settings.max_chunks_per_document,
-                              remote_embed_slice=self.settings.remote_embed_slice)
-        return IngestService(a.metadata, a.metadata, a.blobs, a.chunks, a.search_index, self.embeddings, limits,
-                             metrics=a.metrics)
+        limits = IngestLimits(
+            max_file_bytes=self.settings.max_file_bytes,
+            max_chunks_per_document=self.settings.max_chunks_per_document,
+            remote_embed_slice=self.settings.remote_embed_slice,
+        )
+        return IngestService(
+            a.metadata, a.metadata, a.blobs, a.chunks, a.search_index, self.embeddings, limits, metrics=a.metrics
+        )
 
     @cached_property
     def rights_checks(self) -> RightsChecks:
@@ -71,8 +74,16 @@ class Services:
         from kindex.app.query import QueryService
 
         a = self.adapters
-        return QueryService(a.metadata, a.metadata, a.chunks, a.search_index, self.embeddings, self.rights_checks,
-                            a.query_log, metrics=a.metrics)
+        return QueryService(
+            a.metadata,
+            a.metadata,
+            a.chunks,
+            a.search_index,
+            self.embeddings,
+            self.rights_checks,
+            a.query_log,
+            metrics=a.metrics,
+        )
 
     @cached_property
     def citations(self) -> CitationService:
@@ -91,9 +102,19 @@ class Services:
         from kindex.app.reindex import ReindexService
 
         a = self.adapters
-        return ReindexService(collections=a.metadata, documents=a.metadata, blobs=a.blobs, chunks=a.chunks,
-                              index=a.search_index, trigger=a.ingest_trigger, jobs=a.jobs, key_store=a.metadata,
-                              ledger=a.metadata, queue=a.reindex_queue, deletions=a.metadata)
+        return ReindexService(
+            collections=a.metadata,
+            documents=a.metadata,
+            blobs=a.blobs,
+            chunks=a.chunks,
+            index=a.search_index,
+            trigger=a.ingest_trigger,
+            jobs=a.jobs,
+            key_store=a.metadata,
+            ledger=a.metadata,
+            queue=a.reindex_queue,
+            deletions=a.metadata,
+        )
 
     @cached_property
     def keys(self) -> KeyService:
@@ -111,22 +132,39 @@ class Services:
         from kindex.app.catalog import CatalogService
 
         a = self.adapters
-        return CatalogService(a.metadata, a.metadata, a.blobs,
-                              default_embedding_model=self.settings.embedding_model,
-                              deletions=a.metadata, jobs=a.jobs, reindex_queue=a.reindex_queue,
-                              on_document_removed=self._remove_document_index,
-                              presigner=a.presigner, chunks=a.chunks,
-                              check_rights=self._check_rights, max_file_bytes=self.settings.max_file_bytes,
-                              ingest_trigger=a.ingest_trigger)
+        return CatalogService(
+            a.metadata,
+            a.metadata,
+            a.blobs,
+            default_embedding_model=self.settings.embedding_model,
+            deletions=a.metadata,
+            jobs=a.jobs,
+            reindex_queue=a.reindex_queue,
+            on_document_removed=self._remove_document_index,
+            presigner=a.presigner,
+            chunks=a.chunks,
+            check_rights=self._check_rights,
+            max_file_bytes=self.settings.max_file_bytes,
+            ingest_trigger=a.ingest_trigger,
+        )
 
     @cached_property
     def transfer(self) -> TransferService:
         from kindex.app.transfer import TransferService
 
         a = self.adapters
-        return TransferService(a.metadata, a.metadata, a.blobs, a.chunks, a.search_index, self.embeddings,
-                               a.embedding_cache, max_chunks_per_document=self.settings.max_chunks_per_document,
-                               max_file_bytes=self.settings.max_file_bytes, metrics=a.metrics)
+        return TransferService(
+            a.metadata,
+            a.metadata,
+            a.blobs,
+            a.chunks,
+            a.search_index,
+            self.embeddings,
+            a.embedding_cache,
+            max_chunks_per_document=self.settings.max_chunks_per_document,
+            max_file_bytes=self.settings.max_file_bytes,
+            metrics=a.metrics,
+        )
 
     @cached_property
     def remover(self) -> ChunkRemover:

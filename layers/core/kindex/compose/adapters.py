@@ -107,11 +107,17 @@ class AdapterSet(ABC):
 
         s = self.settings
         return IndexDesign(
-            engine=s.search_engine, number_of_shards=s.opensearch_shards, number_of_replicas=s.opensearch_replicas,
+            engine=s.search_engine,
+            number_of_shards=s.opensearch_shards,
+            number_of_replicas=s.opensearch_replicas,
             number_of_routing_shards=s.opensearch_routing_shards,
-            routing_partition_size=s.opensearch_routing_partition_size, m=s.opensearch_hnsw_m,
-            ef_construction=s.opensearch_ef_construction, ef_search=s.opensearch_ef_search,
-            compression=s.opensearch_compression, refresh_interval=s.opensearch_refresh_interval)
+            routing_partition_size=s.opensearch_routing_partition_size,
+            m=s.opensearch_hnsw_m,
+            ef_construction=s.opensearch_ef_construction,
+            ef_search=s.opensearch_ef_search,
+            compression=s.opensearch_compression,
+            refresh_interval=s.opensearch_refresh_interval,
+        )
 
     @cached_property
     def rights_policy(self) -> RightsUrlPolicy:

@@ -38,8 +38,11 @@ class AwsAdapters(AdapterSet):
     def search_index(self):
         from kindex.adapters.aws.opensearch_index import OpenSearchIndex
 
-        return OpenSearchIndex(endpoint=self.settings.opensearch_endpoint, design=self.opensearch_design(),
-                               refresh=self.settings.opensearch_refresh)
+        return OpenSearchIndex(
+            endpoint=self.settings.opensearch_endpoint,
+            design=self.opensearch_design(),
+            refresh=self.settings.opensearch_refresh,
+        )
 
     @cached_property
     def secrets(self):

@@ -85,8 +85,9 @@ class LocalAdapters(AdapterSet):
         try:
             from kindex.adapters.aws.opensearch_index import OpenSearchIndex
         except ImportError as error:
-            raise SettingsError("KINDEX_SEARCH_URL needs the OpenSearch client: pip install 'kindex[opensearch]'"
-                                ) from error
+            raise SettingsError(
+                "KINDEX_SEARCH_URL needs the OpenSearch client: pip install 'kindex[opensearch]'"
+            ) from error
         from urllib.parse import urlsplit
 
         from kindex.adapters.aws.opensearch_requests import region_of_domain
@@ -95,8 +96,13 @@ class LocalAdapters(AdapterSet):
         # A user in the URL means basic auth; an Amazon OpenSearch Service domain without one is SigV4-signed with
         # the process's AWS credentials; any other cluster gets no authentication.
         sigv4 = parts.username is None and region_of_domain(parts.hostname or "") is not None
-        return OpenSearchIndex(endpoint=self.settings.search_url, sigv4=sigv4, index_prefix=self.search_index_prefix,
-                               design=self.opensearch_design(), refresh=self.settings.opensearch_refresh)
+        return OpenSearchIndex(
+            endpoint=self.settings.search_url,
+            sigv4=sigv4,
+            index_prefix=self.search_index_prefix,
+            design=self.opensearch_design(),
+            refresh=self.settings.opensearch_refresh,
+        )
 
     @cached_property
     def secrets(self):

@@ -37,8 +37,9 @@ class BudgetSpent(DependencyFailed):
 
 
 @contextmanager
-def for_request(context: Any, *, limit_s: float = MAX_BUDGET_S, reserve_s: float = RESERVE_S,
-                clock=time.monotonic) -> Iterator[float]:
+def for_request(
+    context: Any, *, limit_s: float = MAX_BUDGET_S, reserve_s: float = RESERVE_S, clock=time.monotonic
+) -> Iterator[float]:
     """Run one request under a budget: the Lambda context's remaining time less `reserve_s`, at most `limit_s`.
     A context without `get_remaining_time_in_millis` (a test calling a handler directly) gets `limit_s`."""
     remaining = getattr(context, "get_remaining_time_in_millis", None)

@@ -27,8 +27,7 @@ def cite_form(document_id: str) -> str:
     """How `document_id` is written inside a `<CIT />` tag so that `render_citations` reads it back exactly."""
     if _BARE_ID.fullmatch(document_id) and document_id == document_id.strip():
         return document_id
-    escaped = (document_id.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-               .replace('"', "&quot;"))
+    escaped = document_id.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
     return f'"{escaped}"'
 
 
@@ -107,7 +106,7 @@ def render_citations(text: str, documents: list[CitedDocument]) -> tuple[str, li
     pieces: list[str] = []
     position = 0
     for match in CIT_TAG.finditer(text):
-        before = text[position:match.start()]
+        before = text[position : match.start()]
         # footnote marks attach to the word before them; a tag with no known id disappears with its spaces
         pieces.append(before.rstrip(" \t") + footnotes(match.group(1)))
         position = match.end()
@@ -117,8 +116,16 @@ def render_citations(text: str, documents: list[CitedDocument]) -> tuple[str, li
     for doc_id, number in numbers.items():
         doc = known[doc_id]
         url = doc.url if doc.url and is_safe_url(doc.url) else None
-        references.append(Reference(n=number, document_id=doc_id, title=doc.title or doc_id, url=url,
-                                    collection=doc.collection, pages=doc.pages))
+        references.append(
+            Reference(
+                n=number,
+                document_id=doc_id,
+                title=doc.title or doc_id,
+                url=url,
+                collection=doc.collection,
+                pages=doc.pages,
+            )
+        )
     if not references:
         return body, []
     lines = []

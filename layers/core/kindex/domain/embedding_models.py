@@ -111,7 +111,8 @@ def parse_embedding_model(model: str) -> EmbeddingModelSpec:
         dims = int(match["dims"])
         if not HASH_MIN_DIMENSIONS <= dims <= HASH_MAX_DIMENSIONS:
             raise InvalidInput(
-                f"hash embedding dimensions must be between {HASH_MIN_DIMENSIONS} and {HASH_MAX_DIMENSIONS}")
+                f"hash embedding dimensions must be between {HASH_MIN_DIMENSIONS} and {HASH_MAX_DIMENSIONS}"
+            )
         return EmbeddingModelSpec("hash", f"hash:{dims}", dims)
     if match := _OPENAI.fullmatch(model):
         name = match["name"]
@@ -121,7 +122,8 @@ def parse_embedding_model(model: str) -> EmbeddingModelSpec:
     local_names = ", ".join(repr(name) for name in LOCAL_MODELS)
     raise InvalidInput(
         f"unknown embedding model {model[:80]!r}: use {local_names}, 'hash:<dimensions>' "
-        "or 'openai:<model>[@<dimensions>]'")
+        "or 'openai:<model>[@<dimensions>]'"
+    )
 
 
 def check_embedding_model(model: str) -> str:

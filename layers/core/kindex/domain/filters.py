@@ -144,8 +144,9 @@ def _printable(text: str) -> str:
 def _check_key(key: object, where: str) -> str:
     if not isinstance(key, str) or not KEY_PATTERN.fullmatch(key):
         shown = json.dumps(_printable(key) if isinstance(key, str) else "key", ensure_ascii=False)
-        raise _Refused(where, f"{shown} is not a valid attribute key: a letter, then up to 63 letters, "
-                              "digits, '_', '.' or '-'")
+        raise _Refused(
+            where, f"{shown} is not a valid attribute key: a letter, then up to 63 letters, digits, '_', '.' or '-'"
+        )
     return key
 
 
@@ -193,15 +194,21 @@ def _attributes_field(value: object) -> dict[str, AttributeValue]:
     return _attributes(value)  # _Refused is a ValueError: pydantic reports it at the field's location
 
 
-_ATTRIBUTES_SCHEMA = {"type": "object", "maxProperties": MAX_KEYS,
-                      "propertyNames": {"pattern": f"^{KEY_PATTERN.pattern}$"},
-                      "additionalProperties": {"anyOf": [
-                          {"type": "string", "maxLength": MAX_STRING_CHARS}, {"type": "number"}, {"type": "boolean"},
-                          {"type": "array", "items": {"type": "string", "maxLength": MAX_STRING_CHARS},
-                           "maxItems": MAX_LIST_ITEMS}]},
-                      "description": "Document attributes: key -> string, number, boolean or list of strings."}
-Attributes = Annotated[dict[str, AttributeValue], PlainValidator(_attributes_field),
-                       WithJsonSchema(_ATTRIBUTES_SCHEMA)]
+_ATTRIBUTES_SCHEMA = {
+    "type": "object",
+    "maxProperties": MAX_KEYS,
+    "propertyNames": {"pattern": f"^{KEY_PATTERN.pattern}$"},
+    "additionalProperties": {
+        "anyOf": [
+            {"type": "string", "maxLength": MAX_STRING_CHARS},
+            {"type": "number"},
+            {"type": "boolean"},
+            {"type": "array", "items": {"type": "string", "maxLength": MAX_STRING_CHARS}, "maxItems": MAX_LIST_ITEMS},
+        ]
+    },
+    "description": "Document attributes: key -> string, number, boolean or list of strings.",
+}
+Attributes = Annotated[dict[str, AttributeValue], PlainValidator(_attributes_field), WithJsonSchema(_ATTRIBUTES_SCHEMA)]
 """A pydantic field type for request bodies: `attributes: Attributes | None = None`."""
 
 
@@ -317,8 +324,10 @@ class _Parser:
             return [self.comparison(key, "$eq", condition, where)]  # {"region": "eu"} is {"region": {"$eq": "eu"}}
         if not condition:
             raise _Refused(where, "needs at least one operator")
-        return [self.comparison(key, str(operator), value, _join(where, _printable(str(operator))))
-                for operator, value in condition.items()]
+        return [
+            self.comparison(key, str(operator), value, _join(where, _printable(str(operator))))
+            for operator, value in condition.items()
+        ]
 
     def comparison(self, key: str, operator: str, value: object, where: str) -> Comparison:
         self.clauses += 1
@@ -332,8 +341,9 @@ class _Parser:
 def _operand(operator: str, value: object, where: str) -> Scalar | tuple[Scalar, ...]:
     if operator in EQUALITY_OPERATORS:
         if isinstance(value, list):
-            raise _Refused(where, f"{operator} compares one value; use {'$in' if operator == '$eq' else '$nin'} "
-                                  "for a list")
+            raise _Refused(
+                where, f"{operator} compares one value; use {'$in' if operator == '$eq' else '$nin'} for a list"
+            )
         return _scalar(value, where)
     if operator in SET_OPERATORS:
         if not isinstance(value, list):
@@ -341,8 +351,10 @@ def _operand(operator: str, value: object, where: str) -> Scalar | tuple[Scalar,
         if len(value) > MAX_VALUES:
             raise _Refused(where, f"at most {MAX_VALUES:,} values")
         # Deduplicated by type and value: Python's True == 1 would otherwise drop one of [1, true].
-        unique = {(isinstance(item, bool), item): item
-                  for item in (_scalar(item, f"{where}[{i}]") for i, item in enumerate(value))}
+        unique = {
+            (isinstance(item, bool), item): item
+            for item in (_scalar(item, f"{where}[{i}]") for i, item in enumerate(value))
+        }
         return tuple(unique.values())
     if operator in RANGE_OPERATORS:
         if isinstance(value, bool) or not isinstance(value, int | float):
@@ -374,9 +386,13 @@ def _filter_field(value: object) -> Expression:
     return _Parser().object(value, "", 1)
 
 
-FilterExpression = Annotated[Expression, PlainValidator(_filter_field),
-                             WithJsonSchema({"type": "object", "description": "An attribute filter expression: "
-                                             "{\"year\": {\"$gte\": 2020}, \"$or\": [...]}"})]
+FilterExpression = Annotated[
+    Expression,
+    PlainValidator(_filter_field),
+    WithJsonSchema(
+        {"type": "object", "description": 'An attribute filter expression: {"year": {"$gte": 2020}, "$or": [...]}'}
+    ),
+]
 """A pydantic field type: `attributes: FilterExpression | None = None` parses at the edge (errors name the path)."""
 
 

@@ -50,8 +50,10 @@ def blob_key(tenant: str, collection: str, document: str, filename: str) -> str:
     except UnicodeEncodeError as error:  # a lone surrogate: ids are checked against them, this is the backstop
         raise InvalidInput("ids and file names must be valid unicode (no lone surrogates)") from error
     if len(key) > MAX_KEY_BYTES:
-        raise InvalidInput(f"the storage key of this file (tenant, collection id, document id and file name "
-                           f"URL-encoded) is {len(key)} bytes, at most {MAX_KEY_BYTES}: use a shorter id or file name")
+        raise InvalidInput(
+            f"the storage key of this file (tenant, collection id, document id and file name "
+            f"URL-encoded) is {len(key)} bytes, at most {MAX_KEY_BYTES}: use a shorter id or file name"
+        )
     return key
 
 
@@ -70,8 +72,16 @@ class BlobWrite:
     token: str  # random: two writes of the same version (a race) never share a key
 
 
-def write_blob_key(tenant: str, collection: str, document: str, filename: str, *, version: int,
-                   written_at: datetime | None = None, token: str | None = None) -> str:
+def write_blob_key(
+    tenant: str,
+    collection: str,
+    document: str,
+    filename: str,
+    *,
+    version: int,
+    written_at: datetime | None = None,
+    token: str | None = None,
+) -> str:
     """A key unique to one write of the document's content: the write's version, time and a random token go in the
     file name (the key keeps the 7-part layout, so every reader of `parse_blob_key` still finds the file name).
 
@@ -84,8 +94,10 @@ def write_blob_key(tenant: str, collection: str, document: str, filename: str, *
     prefix, _, name = plain.rpartition("/")
     key = f"{prefix}/v{version}.{millis}.{token or secrets.token_hex(8)}@{name}"
     if len(key) > MAX_KEY_BYTES:
-        raise InvalidInput(f"the storage key of this file (tenant, collection id, document id and file name "
-                           f"URL-encoded) is {len(key)} bytes, at most {MAX_KEY_BYTES}: use a shorter id or file name")
+        raise InvalidInput(
+            f"the storage key of this file (tenant, collection id, document id and file name "
+            f"URL-encoded) is {len(key)} bytes, at most {MAX_KEY_BYTES}: use a shorter id or file name"
+        )
     return key
 
 

@@ -27,8 +27,10 @@ def is_media_type(value: str) -> bool:
 def check_media_type(value: str) -> str:
     """A mimetype given by a client: '' (not given) or a well-formed media type."""
     if value and not is_media_type(value):
-        raise ValueError("must be a media type such as text/plain: type/subtype of letters, digits and !#$&-^_.+ "
-                         "(each starting with a letter or digit), without parameters or spaces")
+        raise ValueError(
+            "must be a media type such as text/plain: type/subtype of letters, digits and !#$&-^_.+ "
+            "(each starting with a letter or digit), without parameters or spaces"
+        )
     return value
 
 

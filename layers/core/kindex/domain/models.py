@@ -57,8 +57,13 @@ def check_stored_id(value: str) -> str:
 # Unicode categories a new id must not hold: control (Cc), format (Cf: zero-width characters, the bidi marks,
 # embeddings, overrides and isolates, the BOM, the soft hyphen), line and paragraph separators (Zl, Zp). Each makes
 # two ids that look alike, or an id that shows as another, or breaks the line it is printed on.
-REFUSED_ID_CATEGORIES = {"Cc": "control", "Cf": "format or bidi", "Zl": "line separator", "Zp": "paragraph separator",
-                         "Cs": "lone surrogate"}
+REFUSED_ID_CATEGORIES = {
+    "Cc": "control",
+    "Cf": "format or bidi",
+    "Zl": "line separator",
+    "Zp": "paragraph separator",
+    "Cs": "lone surrogate",
+}
 
 # Symbols drawn as '/' that NFKC keeps apart (Unicode's confusables of '/' that are no letter of a script): an id
 # "hr\u2215policy" would read as a path.
@@ -86,17 +91,22 @@ def check_id(value: str) -> str:
         category = unicodedata.category(ch)
         if category in REFUSED_ID_CATEGORIES:
             name = unicodedata.name(ch, "")
-            raise ValueError(f"must not contain {REFUSED_ID_CATEGORIES[category]} characters "
-                             f"(U+{ord(ch):04X}{' ' + name if name else ''})")
+            raise ValueError(
+                f"must not contain {REFUSED_ID_CATEGORIES[category]} characters "
+                f"(U+{ord(ch):04X}{' ' + name if name else ''})"
+            )
         if ch in SLASH_LOOKALIKES or "/" in unicodedata.normalize("NFKC", ch):
-            raise ValueError(f"must not contain characters that stand for '/' (U+{ord(ch):04X} "
-                             f"{unicodedata.name(ch, '')})")
+            raise ValueError(
+                f"must not contain characters that stand for '/' (U+{ord(ch):04X} {unicodedata.name(ch, '')})"
+            )
     if normalize_id(value) != value:
         raise ValueError("must be in Unicode NFC form (precomposed characters)")
     encoded = len(quote(value, safe=""))
     if encoded > ID_MAX_ENCODED_BYTES:
-        raise ValueError(f"is {encoded} bytes once URL-encoded, at most {ID_MAX_ENCODED_BYTES} (each non-ASCII "
-                         "character counts 6 to 12)")
+        raise ValueError(
+            f"is {encoded} bytes once URL-encoded, at most {ID_MAX_ENCODED_BYTES} (each non-ASCII "
+            "character counts 6 to 12)"
+        )
     return value
 
 
@@ -121,8 +131,9 @@ def is_safe_url(url: str) -> bool:
 def check_url(value: str) -> str:
     """A document's `url` as written: empty (no link), http(s) or relative."""
     if value and not is_safe_url(value):
-        raise ValueError("must be an http(s) URL or a relative one (no other scheme, no control characters or "
-                         "surrounding spaces)")
+        raise ValueError(
+            "must be an http(s) URL or a relative one (no other scheme, no control characters or surrounding spaces)"
+        )
     return value
 
 
@@ -272,8 +283,10 @@ class Collection(BaseModel):
         if self.chunking_max_size > largest:
             raise ValueError(f"chunking_max_size must be at most {largest} for {self.chunking_method.value}")
         if len(self.model_dump_json().encode("utf-8")) > MAX_COLLECTION_JSON_BYTES:
-            raise ValueError(f"document_spaces, query_groups, rights_check_method_configuration and title together "
-                             f"must stay under {MAX_COLLECTION_JSON_BYTES // 1024} KiB of JSON")
+            raise ValueError(
+                f"document_spaces, query_groups, rights_check_method_configuration and title together "
+                f"must stay under {MAX_COLLECTION_JSON_BYTES // 1024} KiB of JSON"
+            )
         return self
 
 
@@ -311,22 +324,44 @@ def embedding_window(collection: "Collection") -> EmbeddingWindow | None:
     warning = None
     if exceeds:
         unit = "tokens" if collection.chunking_method is ChunkingMethod.TOKENS else "characters"
-        effect = ("everything past the window is ignored" if long_chunks == "truncated" else
-                  "they are embedded as windows of the model and averaged, so nothing is cut but each vector blurs "
-                  "its chunk's parts")
-        warning = (f"chunks of up to {size} {unit} (~{estimate} tokens) exceed the {window}-token window of "
-                   f"{spec.canonical}: {effect}; a smaller chunking_max_size keeps each chunk in one window")
-    return EmbeddingWindow(model=spec.canonical, window_tokens=window, chunk_tokens_estimate=estimate,
-                           exceeds_window=exceeds, long_chunks=long_chunks, warning=warning)
+        effect = (
+            "everything past the window is ignored"
+            if long_chunks == "truncated"
+            else "they are embedded as windows of the model and averaged, so nothing is cut but each vector blurs "
+            "its chunk's parts"
+        )
+        warning = (
+            f"chunks of up to {size} {unit} (~{estimate} tokens) exceed the {window}-token window of "
+            f"{spec.canonical}: {effect}; a smaller chunking_max_size keeps each chunk in one window"
+        )
+    return EmbeddingWindow(
+        model=spec.canonical,
+        window_tokens=window,
+        chunk_tokens_estimate=estimate,
+        exceeds_window=exceeds,
+        long_chunks=long_chunks,
+        warning=warning,
+    )
 
 
-COLLECTION_READ_ONLY = frozenset({"created_at", "updated_at", "document_count", "config_version",
-                                  "active_embedding_model", "embedding_window", "revision", "chunking_version"})
+COLLECTION_READ_ONLY = frozenset(
+    {
+        "created_at",
+        "updated_at",
+        "document_count",
+        "config_version",
+        "active_embedding_model",
+        "embedding_window",
+        "revision",
+        "chunking_version",
+    }
+)
 #: The chunking version of a new collection (text/chunking.py): 2 adds heading paths and the table rule.
 CHUNKING_VERSION = 2
 
-COLLECTION_CONFIG_FIELDS = frozenset({"embedding_model", "chunking_method", "chunking_max_size",
-                                      "chunking_overlap_offset", "chunking_version"})
+COLLECTION_CONFIG_FIELDS = frozenset(
+    {"embedding_model", "chunking_method", "chunking_max_size", "chunking_overlap_offset", "chunking_version"}
+)
 
 
 class CollectionInput(BaseModel):
@@ -342,15 +377,20 @@ class CollectionInput(BaseModel):
     # per-method bounds are checked on the merged collection.
     chunking_max_size: Annotated[int, Strict(), Field(ge=1, le=max(MAX_CHUNK_SIZE.values()))] | None = None
     chunking_overlap_offset: Annotated[int, Strict(), Field(ge=0, le=max(MAX_CHUNK_SIZE.values()) // 2)] | None = None
-    document_spaces: list[Annotated[str, Field(max_length=1024)]] | None = Field(default=None,
-                                                                                 max_length=MAX_DOCUMENT_SPACES)
+    document_spaces: list[Annotated[str, Field(max_length=1024)]] | None = Field(
+        default=None, max_length=MAX_DOCUMENT_SPACES
+    )
     allow_guests: StrictBool | None = None
     query_groups: Annotated[GroupList, Field(max_length=MAX_QUERY_GROUPS)] | None = None
     rights_check_method: str | None = None
     rights_check_method_configuration: dict[str, Any] | None = None
-    document_access: DocumentAccessMode | None = Field(default=None, description=(
-        "What a document without `access` means: `optional` (visible to whoever passes the collection gate) or "
-        "`required` (visible to nobody: fail closed)"))
+    document_access: DocumentAccessMode | None = Field(
+        default=None,
+        description=(
+            "What a document without `access` means: `optional` (visible to whoever passes the collection gate) or "
+            "`required` (visible to nobody: fail closed)"
+        ),
+    )
     # Read-only: accepted so that a GET body can be PUT back, then ignored.
     created_at: Any = None
     updated_at: Any = None
@@ -429,9 +469,13 @@ class Document(BaseModel):
     def content_current(self, collection: Collection, content_sha256: str | None = None) -> bool:
         """Its chunks and vectors are those of its latest version, with the collection's model and chunking (and,
         when given, of exactly this content); only the filter fields of its index entries may still be stale."""
-        return (self.indexed_version == self.version and self.indexed_model == collection.embedding_model
-                and self.indexed_config_version == collection.config_version
-                and (content_sha256 is None or content_sha256 == self.content_sha256) and self.searchable)
+        return (
+            self.indexed_version == self.version
+            and self.indexed_model == collection.embedding_model
+            and self.indexed_config_version == collection.config_version
+            and (content_sha256 is None or content_sha256 == self.content_sha256)
+            and self.searchable
+        )
 
     @property
     def fields_stale(self) -> bool:
@@ -443,15 +487,21 @@ class Document(BaseModel):
         """The index holds this document's current content: indexed, or indexed and its filter fields being
         rewritten (the query checks those on this record, so the older entries may serve meanwhile)."""
         return self.status is DocumentStatus.INDEXED or (
-            self.status is DocumentStatus.IN_PROGRESS and self.fields_stale and self.indexed_version == self.version
-            and self.indexed_at is not None)
+            self.status is DocumentStatus.IN_PROGRESS
+            and self.fields_stale
+            and self.indexed_version == self.version
+            and self.indexed_at is not None
+        )
 
     def is_current(self, collection: Collection, content_sha256: str | None = None) -> bool:
         """Indexed from its latest version with the collection's model and chunking (and, when given, from exactly
         this content), with the current filter fields: the one rule for "there is nothing to redo" that ingest and
         reindex share."""
-        return (self.status is DocumentStatus.INDEXED and not self.fields_stale
-                and self.content_current(collection, content_sha256))
+        return (
+            self.status is DocumentStatus.INDEXED
+            and not self.fields_stale
+            and self.content_current(collection, content_sha256)
+        )
 
 
 class DocumentSummary(BaseModel):
@@ -481,11 +531,28 @@ class DocumentSummary(BaseModel):
         return cls.model_validate(document.model_dump(include=set(cls.model_fields)))
 
 
-DOCUMENT_READ_ONLY = frozenset({
-    "status", "failure_reason", "chunk_count", "chunks_done", "content_sha256", "content_length", "source", "version",
-    "revision", "indexed_version", "indexed_model", "indexed_config_version", "indexed_at", "failure_retryable",
-    "fields_version", "indexed_fields_version", "created_at", "updated_at",
-})
+DOCUMENT_READ_ONLY = frozenset(
+    {
+        "status",
+        "failure_reason",
+        "chunk_count",
+        "chunks_done",
+        "content_sha256",
+        "content_length",
+        "source",
+        "version",
+        "revision",
+        "indexed_version",
+        "indexed_model",
+        "indexed_config_version",
+        "indexed_at",
+        "failure_retryable",
+        "fields_version",
+        "indexed_fields_version",
+        "created_at",
+        "updated_at",
+    }
+)
 #: Fields a body may set to null: no attributes, no access list (a null of any other field is refused).
 DOCUMENT_NULLABLE = frozenset({"attributes", "access"})
 
@@ -502,13 +569,22 @@ class DocumentInput(BaseModel):
     url: DocumentUrl | None = None
     mimetype: MediaType | None = None
     content: str | None = None
-    attributes: Attributes | None = Field(default=None, description=(
-        "Key -> string, number, boolean or list of strings (at most 64 keys, 10 KiB); filtered on by a query's "
-        "`filters.attributes`. null removes them."), examples=[ATTRIBUTES_EXAMPLE])
-    access: DocumentAccess | None = Field(default=None, description=(
-        "Who may see the document: a query's `user` in `users` or one of its `groups` in `groups`, and neither in "
-        "`deny_users`/`deny_groups` (deny wins). null removes it (the collection's `document_access` decides)."),
-        examples=[ACCESS_EXAMPLE])
+    attributes: Attributes | None = Field(
+        default=None,
+        description=(
+            "Key -> string, number, boolean or list of strings (at most 64 keys, 10 KiB); filtered on by a query's "
+            "`filters.attributes`. null removes them."
+        ),
+        examples=[ATTRIBUTES_EXAMPLE],
+    )
+    access: DocumentAccess | None = Field(
+        default=None,
+        description=(
+            "Who may see the document: a query's `user` in `users` or one of its `groups` in `groups`, and neither in "
+            "`deny_users`/`deny_groups` (deny wins). null removes it (the collection's `document_access` decides)."
+        ),
+        examples=[ACCESS_EXAMPLE],
+    )
     status: Any = None
     failure_reason: Any = None
     chunk_count: Any = None
@@ -576,7 +652,6 @@ class Page(BaseModel):
 class DocumentPage(BaseModel):
     documents: list[DocumentSummary]
     next_cursor: str | None = None
-
 
 
 class ReindexJob(BaseModel):

@@ -62,20 +62,48 @@ class SearchIndex(Protocol):
     def upsert(self, model: str, records: Sequence[IndexRecord]) -> None:
         """Insert or replace records (one batched write)."""
 
-    def delete(self, model: str, tenant: str, collection: str, *, document_ids: Sequence[str] | None = None,
-               chunk_ids: Sequence[str] | None = None) -> None:
+    def delete(
+        self,
+        model: str,
+        tenant: str,
+        collection: str,
+        *,
+        document_ids: Sequence[str] | None = None,
+        chunk_ids: Sequence[str] | None = None,
+    ) -> None:
         """Delete the given chunks, or all chunks of the given documents, or (both None) the whole collection."""
 
-    def knn_search(self, model: str, tenant: str, collections: Sequence[str], vector: Sequence[float], k: int,
-                   filters: SearchFilters | None = None) -> list[SearchHit]:
+    def knn_search(
+        self,
+        model: str,
+        tenant: str,
+        collections: Sequence[str],
+        vector: Sequence[float],
+        k: int,
+        filters: SearchFilters | None = None,
+    ) -> list[SearchHit]:
         """The k nearest chunks by cosine similarity within the tenant's collections (and filters)."""
 
-    def keyword_search(self, model: str, tenant: str, collections: Sequence[str], query: str, k: int,
-                       filters: SearchFilters | None = None) -> list[SearchHit]:
+    def keyword_search(
+        self,
+        model: str,
+        tenant: str,
+        collections: Sequence[str],
+        query: str,
+        k: int,
+        filters: SearchFilters | None = None,
+    ) -> list[SearchHit]:
         """The k best chunks by BM25 on their text within the tenant's collections (and filters)."""
 
-    def chunk_ids(self, model: str, tenant: str, collection: str, *, after_document: str | None = None,
-                  through_document: str | None = None) -> set[str]:
+    def chunk_ids(
+        self,
+        model: str,
+        tenant: str,
+        collection: str,
+        *,
+        after_document: str | None = None,
+        through_document: str | None = None,
+    ) -> set[str]:
         """Every chunk id stored for the collection under this model (drift repair and tests); with
         `after_document` / `through_document`, only those of documents whose id is > / <= it (code point order,
         the order documents are listed in), whether or not such a document still exists."""
@@ -146,13 +174,15 @@ class DocumentStore(Protocol):
         Conflict when another write committed since that revision was read, and nothing changes either way. Every
         write stores `document.revision` as given: the writer numbers it (the read revision + 1; 1 for a create)."""
 
-    def delete_document(self, tenant: str, collection_id: str, document_id: str, *,
-                        revision: int | None = None) -> bool:
+    def delete_document(
+        self, tenant: str, collection_id: str, document_id: str, *, revision: int | None = None
+    ) -> bool:
         """Delete the record; False when it did not exist. With `revision`, only the record still at that revision
         (one without a revision counts as 0): Conflict, and nothing deleted, when another write committed since."""
 
-    def list_documents(self, tenant: str, collection_id: str, *, after: str | None, offset: int,
-                       limit: int | None) -> list["Document"]:
+    def list_documents(
+        self, tenant: str, collection_id: str, *, after: str | None, offset: int, limit: int | None
+    ) -> list["Document"]:
         """The records in id order, strictly after `after` (if given), skipping `offset`, at most `limit` (None = all),
         as `list_collections` lists ids; read in one query per page (no read per document)."""
 
@@ -171,8 +201,7 @@ class ReindexLedger(Protocol):
         """Write the state if the stored one's revision is `state.revision - 1` (a missing one counts as 0);
         Conflict otherwise, and nothing changes."""
 
-    def attention_documents(self, tenant: str, collection_id: str, *, after: str | None,
-                            limit: int) -> list[str]:
+    def attention_documents(self, tenant: str, collection_id: str, *, after: str | None, limit: int) -> list[str]:
         """Ids, in order and strictly after `after`, of the collection's documents that `needs_attention` (pending,
         in progress, or failed and retryable), at most `limit`; read from an index of only those documents, so the
         cost follows their number, not the collection's size. May lag a write by a moment (DynamoDB's GSI)."""
@@ -256,15 +285,17 @@ class ChunkStore(Protocol):
     def list_chunks(self, tenant: str, collection: str, document_id: str) -> list["StoredChunk"]:
         """The document's chunks ordered by index."""
 
-    def iter_chunks(self, tenant: str, collection: str, document_id: str, *, after: tuple[int, str] | None = None,
-                    offset: int = 0) -> Iterator["StoredChunk"]:
+    def iter_chunks(
+        self, tenant: str, collection: str, document_id: str, *, after: tuple[int, str] | None = None, offset: int = 0
+    ) -> Iterator["StoredChunk"]:
         """The document's chunks in (index, chunk id) order, from just after the position `after` (an
         (index, chunk id) pair, which need not exist any more), skipping `offset` more. Read lazily in batches:
         a caller that stops early (a page is full) reads about one batch past what it used, whatever the
         document's size."""
 
-    def delete_chunks(self, tenant: str, collection: str, *, document_id: str | None = None,
-                      chunk_ids: Sequence[str] | None = None) -> None:
+    def delete_chunks(
+        self, tenant: str, collection: str, *, document_id: str | None = None, chunk_ids: Sequence[str] | None = None
+    ) -> None:
         """Delete the given chunks of a document, all of a document's chunks, or (document None) the collection's."""
 
 
@@ -286,8 +317,9 @@ class MessageQueue(Protocol):
         """Enqueue a message durably. Each receive serves one `lane` (local mode: the tenant), the least busy first;
         two messages of one non-empty `group` (local mode: the document) are never in flight in two receives."""
 
-    def receive(self, max_messages: int, visibility_timeout: float, *,
-                lane_limit: int | None = None) -> list["QueueMessage"]:
+    def receive(
+        self, max_messages: int, visibility_timeout: float, *, lane_limit: int | None = None
+    ) -> list["QueueMessage"]:
         """Claim up to `max_messages` visible messages; unacknowledged ones reappear after the timeout. With
         `lane_limit`, lanes that already have that many receives in flight are skipped."""
 
@@ -356,8 +388,9 @@ class MetricsRecorder(Protocol):
 class Presigner(Protocol):
     """Signs a PUT of one blob key (S3 presigned URL, or the local server's own signed URL)."""
 
-    def presign_put(self, key: str, content_type: str, content_length: int,
-                    expires_in: int) -> tuple[str, dict[str, str], int]:
+    def presign_put(
+        self, key: str, content_type: str, content_length: int, expires_in: int
+    ) -> tuple[str, dict[str, str], int]:
         """(url, headers the client must send, expiry in unix seconds). Content-Type and Content-Length are
         signed: the upload is refused unless it sends exactly that type and exactly that many bytes. The URL
         uploads once: a PUT to a key that already holds a blob is refused (412), so a replay changes nothing."""

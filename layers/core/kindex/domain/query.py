@@ -21,12 +21,16 @@ class QueryFilters(BaseModel):
     document_ids: list[str] | None = Field(default=None, max_length=1000)
     language: str | None = None
     mimetype: str | None = None
-    attributes: FilterExpression | None = Field(default=None, description=(
-        "Documents whose attributes pass this expression: keys side by side are AND, `$and`/`$or` combine, "
-        "operators $eq $ne $gt $gte $lt $lte $in $nin $exists $contains $starts_with (a bare value is $eq). A "
-        "document without the key passes only $ne, $nin and `$exists: false`. At most 4 levels, 64 comparisons, "
-        "1,000 values in a list."), examples=[{"region": "eu", "year": {"$gte": 2020}},
-                                               {"$or": [{"tags": {"$contains": "hr"}}, {"public": True}]}])
+    attributes: FilterExpression | None = Field(
+        default=None,
+        description=(
+            "Documents whose attributes pass this expression: keys side by side are AND, `$and`/`$or` combine, "
+            "operators $eq $ne $gt $gte $lt $lte $in $nin $exists $contains $starts_with (a bare value is $eq). A "
+            "document without the key passes only $ne, $nin and `$exists: false`. At most 4 levels, 64 comparisons, "
+            "1,000 values in a list."
+        ),
+        examples=[{"region": "eu", "year": {"$gte": 2020}}, {"$or": [{"tags": {"$contains": "hr"}}, {"public": True}]}],
+    )
 
 
 class QueryRequest(BaseModel):
@@ -36,16 +40,24 @@ class QueryRequest(BaseModel):
 
     query: str = Field(min_length=1, max_length=8000)
     k: StrictCount = Field(default=10, ge=1, le=100)
-    user: str | None = Field(default=None, max_length=1024, description=(
-        "The end user, as the tenant's backend names them: matched against documents' `access.users`"))
+    user: str | None = Field(
+        default=None,
+        max_length=1024,
+        description=("The end user, as the tenant's backend names them: matched against documents' `access.users`"),
+    )
     groups: list[Annotated[str, Field(max_length=MAX_PRINCIPAL_CHARS)]] = Field(
-        default_factory=list, max_length=MAX_PRINCIPALS, description=(
+        default_factory=list,
+        max_length=MAX_PRINCIPALS,
+        description=(
             "The user's groups: the collection gate (`query_groups`) and documents' `access.groups` read them. No "
-            "groups match no group."))
+            "groups match no group."
+        ),
+    )
     mode: Literal["vector", "keyword", "hybrid"] = "hybrid"
     filters: QueryFilters | None = None
-    min_score: Annotated[float, Strict(), Field(ge=-MAX_ABS_MIN_SCORE, le=MAX_ABS_MIN_SCORE,
-                                                allow_inf_nan=False)] | None = None
+    min_score: (
+        Annotated[float, Strict(), Field(ge=-MAX_ABS_MIN_SCORE, le=MAX_ABS_MIN_SCORE, allow_inf_nan=False)] | None
+    ) = None
 
 
 class MultiQueryRequest(QueryRequest):

@@ -56,15 +56,20 @@ class ReindexState(BaseModel):
 
     def covers(self, collection: Collection) -> bool:
         """Whether a complete sweep found the collection, as it is configured now, fully indexed."""
-        return (self.collection_created_at == collection.created_at and not collection.switching
-                and self.swept_config_version == collection.config_version
-                and self.swept_model == collection.embedding_model)
+        return (
+            self.collection_created_at == collection.created_at
+            and not collection.switching
+            and self.swept_config_version == collection.config_version
+            and self.swept_model == collection.embedding_model
+        )
 
     def resent(self, collection: Collection) -> bool:
         """Whether a complete sweep under the collection's current configuration already re-sent its work."""
-        return (self.collection_created_at == collection.created_at
-                and self.resent_config_version == collection.config_version
-                and self.resent_model == collection.embedding_model)
+        return (
+            self.collection_created_at == collection.created_at
+            and self.resent_config_version == collection.config_version
+            and self.resent_model == collection.embedding_model
+        )
 
 
 class ReindexTask(BaseModel):
@@ -98,13 +103,19 @@ class ReindexTask(BaseModel):
         if self.kind == "delete" and not self.job:
             raise ValueError("a delete task names its job")
         if self.after is not None and len(self.after.encode("utf-8", errors="replace")) > 2048:
-            raise ValueError("after is a document id or a blob key (S3 keys are at most 1,024 bytes): at most "
-                             "2,048 bytes")
+            raise ValueError(
+                "after is a document id or a blob key (S3 keys are at most 1,024 bytes): at most 2,048 bytes"
+            )
         return self
 
     def encode(self) -> str:
-        body = json.dumps({TASK_MARKER: self.model_dump(mode="json", exclude_defaults=True)
-                           | {"kind": self.kind, "tenant": self.tenant}}, separators=(",", ":"))
+        body = json.dumps(
+            {
+                TASK_MARKER: self.model_dump(mode="json", exclude_defaults=True)
+                | {"kind": self.kind, "tenant": self.tenant}
+            },
+            separators=(",", ":"),
+        )
         if len(body.encode("utf-8")) > MAX_TASK_BYTES:  # cannot happen with valid ids; a guard, not a path
             raise ValueError("reindex task over its size bound")
         return body

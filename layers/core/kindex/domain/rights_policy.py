@@ -27,8 +27,9 @@ MAX_URL_LENGTH = 2048
 ALLOWED_NETWORKS_SETTING = "KINDEX_RIGHTS_ALLOWED_NETWORKS"
 
 # Names that always mean a cloud metadata service (GCP, AWS): refused whatever they resolve to.
-METADATA_HOSTS = frozenset({"metadata.google.internal", "metadata.goog", "metadata", "instance-data",
-                            "instance-data.ec2.internal"})
+METADATA_HOSTS = frozenset(
+    {"metadata.google.internal", "metadata.goog", "metadata", "instance-data", "instance-data.ec2.internal"}
+)
 # Metadata and platform services outside link-local: AWS Nitro services (IMDS fd00:ec2::254, DNS, NTP), Oracle
 # Cloud's 192.0.0.192, Alibaba's 100.100.100.200. Never allowed, whatever the deployment's allowlist says.
 METADATA_NETWORKS: tuple[IPNetwork, ...] = (
@@ -91,8 +92,11 @@ def parse_rights_url(url: object) -> RightsUrl:
     if len(url) > MAX_URL_LENGTH:
         raise UrlRefused("length", f"must be at most {MAX_URL_LENGTH} characters")
     if not _URL_CHARACTERS.fullmatch(url) or "\\" in url:
-        raise UrlRefused("characters", "must not contain spaces, control characters, backslashes or non-ASCII "
-                                       "characters (write international names in their xn-- form)")
+        raise UrlRefused(
+            "characters",
+            "must not contain spaces, control characters, backslashes or non-ASCII "
+            "characters (write international names in their xn-- form)",
+        )
     try:
         parts = urlsplit(url)
     except ValueError:  # unbalanced or invalid brackets
@@ -120,7 +124,7 @@ def _split_host_port(netloc: str) -> tuple[str, str | None]:
         end = netloc.find("]")
         if end < 0:
             raise UrlRefused("host", "has an unclosed '[' in its host")
-        host, rest = netloc[1:end], netloc[end + 1:]
+        host, rest = netloc[1:end], netloc[end + 1 :]
         if rest and not rest.startswith(":"):
             raise UrlRefused("host", "has characters after the bracketed IPv6 address")
         return f"[{host}]", (rest[1:] if rest else None)
@@ -214,12 +218,16 @@ class RightsUrlPolicy:
         ip = _translated(ipaddress.ip_address(address.split("%", 1)[0] if isinstance(address, str) else address))
         for candidate in (ip, *_embedded_ipv4(ip)):
             if _never(candidate):
-                raise UrlRefused("never", "must not point at a link-local, metadata, multicast, reserved or "
-                                          "unspecified address")
+                raise UrlRefused(
+                    "never", "must not point at a link-local, metadata, multicast, reserved or unspecified address"
+                )
         for candidate in (ip, *_embedded_ipv4(ip)):
             if not (candidate.is_global or _inside(candidate, self.allowed_networks)):
-                raise UrlRefused("not-admitted", "must not point at a loopback or private address unless the "
-                                                 f"deployment admits it ({ALLOWED_NETWORKS_SETTING})")
+                raise UrlRefused(
+                    "not-admitted",
+                    "must not point at a loopback or private address unless the "
+                    f"deployment admits it ({ALLOWED_NETWORKS_SETTING})",
+                )
 
 
 def _never(ip: IPAddress) -> bool:

@@ -23,8 +23,12 @@ from kindex.domain.filters import validate_access, validate_attributes
 SIDECAR_SUFFIX = ".metadata.json"
 #: A sidecar holds at most attributes (10 KiB) and an access list (128 KiB) and some JSON around them.
 MAX_SIDECAR_BYTES = 256 * 1024
-_TYPED_FIELDS = {"STRING": "stringValue", "NUMBER": "numberValue", "BOOLEAN": "booleanValue",
-                 "STRING_LIST": "stringListValue"}
+_TYPED_FIELDS = {
+    "STRING": "stringValue",
+    "NUMBER": "numberValue",
+    "BOOLEAN": "booleanValue",
+    "STRING_LIST": "stringListValue",
+}
 
 
 def is_sidecar(filename: str) -> bool:
@@ -38,7 +42,7 @@ def sidecar_key(key: str) -> str:
 
 def described_key(key: str) -> str:
     """The key of the file a sidecar's key describes."""
-    return key[:-len(SIDECAR_SUFFIX)]
+    return key[: -len(SIDECAR_SUFFIX)]
 
 
 def _plain(key: str, value: Any) -> Any:
@@ -47,12 +51,16 @@ def _plain(key: str, value: Any) -> Any:
         return value
     typed = value.get("value")
     if set(value) - {"value", "includeForEmbedding"} or not isinstance(typed, Mapping):
-        raise InvalidInput(f"metadataAttributes.{key}: an object value must be Bedrock's typed form "
-                           '{"value": {"type": ..., "<type>Value": ...}}')
+        raise InvalidInput(
+            f"metadataAttributes.{key}: an object value must be Bedrock's typed form "
+            '{"value": {"type": ..., "<type>Value": ...}}'
+        )
     field = _TYPED_FIELDS.get(typed.get("type"))  # type: ignore[arg-type]
     if field is None or set(typed) != {"type", field}:
-        raise InvalidInput(f"metadataAttributes.{key}.value: type must be one of {', '.join(_TYPED_FIELDS)}, with "
-                           "exactly its one value field (stringValue, numberValue, booleanValue, stringListValue)")
+        raise InvalidInput(
+            f"metadataAttributes.{key}.value: type must be one of {', '.join(_TYPED_FIELDS)}, with "
+            "exactly its one value field (stringValue, numberValue, booleanValue, stringListValue)"
+        )
     return typed[field]
 
 
@@ -69,17 +77,18 @@ def parse_sidecar(data: bytes) -> dict[str, Any]:
         raise InvalidInput("the sidecar must be a JSON object with metadataAttributes (and access)")
     unknown = sorted(set(body) - {"metadataAttributes", "access"})
     if unknown:
-        raise InvalidInput(f"{json.dumps(unknown[0])[:80]}: unknown field: a sidecar holds metadataAttributes "
-                           "and access")
+        raise InvalidInput(
+            f"{json.dumps(unknown[0])[:80]}: unknown field: a sidecar holds metadataAttributes and access"
+        )
     attributes = body.get("metadataAttributes")
     if attributes is not None:
         if not isinstance(attributes, dict):
             raise InvalidInput("metadataAttributes: must be an object")
-        attributes = validate_attributes({key: _plain(str(key), value) for key, value in attributes.items()},
-                                         path="metadataAttributes")
+        attributes = validate_attributes(
+            {key: _plain(str(key), value) for key, value in attributes.items()}, path="metadataAttributes"
+        )
     access = body.get("access")
-    return {"attributes": attributes or None,
-            "access": validate_access(access) if access is not None else None}
+    return {"attributes": attributes or None, "access": validate_access(access) if access is not None else None}
 
 
 def _no_constant(name: str) -> Any:

@@ -51,8 +51,9 @@ class UsagePlans(BaseModel):
         owner: dict[str, str] = {}
         for name, plan in self.plans.items():
             if name == DEFAULT_PLAN or not PLAN_NAME.fullmatch(name):
-                raise ValueError(f"plan name {name!r} must be 1-32 lowercase letters, digits or '-' and not "
-                                 f"{DEFAULT_PLAN!r}")
+                raise ValueError(
+                    f"plan name {name!r} must be 1-32 lowercase letters, digits or '-' and not {DEFAULT_PLAN!r}"
+                )
             for tenant in plan.tenants:
                 if tenant in owner:
                     raise ValueError(f"tenant {tenant!r} is in two plans: {owner[tenant]!r} and {name!r}")

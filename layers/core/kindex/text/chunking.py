@@ -106,8 +106,16 @@ def chunk_text(
             page_end = _page_at(pages, page_starts, end - 1)
         first = start + len(piece) - len(piece.lstrip())  # the section of its first visible character
         chunks.append(
-            TextChunk(index=len(chunks), start=start, end=end, text=piece, page_start=page_start, page_end=page_end,
-                      section=sections.at(first), table_header=_table_header(text, tables, table_starts, first))
+            TextChunk(
+                index=len(chunks),
+                start=start,
+                end=end,
+                text=piece,
+                page_start=page_start,
+                page_end=page_end,
+                section=sections.at(first),
+                table_header=_table_header(text, tables, table_starts, first),
+            )
         )
     logger.debug(
         "text chunked",
@@ -150,7 +158,7 @@ def _table_header(text: str, tables: tuple[TableSpan, ...], table_starts: list[i
         return None
     table = tables[position]
     if table.header_end <= offset < table.end:
-        return text[table.start:table.header_end].rstrip("\n")[:_MAX_TABLE_HEADER_CHARS]
+        return text[table.start : table.header_end].rstrip("\n")[:_MAX_TABLE_HEADER_CHARS]
     return None
 
 

@@ -33,8 +33,12 @@ def apigateway_client() -> Any:
 
 def build_create_key_request(scope: str, tenant: str) -> dict[str, Any]:
     """CreateApiKey for the tenant's key (enabled, not tied to a stage: the usage plan ties it to the API)."""
-    return {"name": usage_key_name(scope, tenant), "value": usage_identifier(scope, tenant), "enabled": True,
-            "description": f"kindex usage identifier of tenant {tenant}"[:1000]}
+    return {
+        "name": usage_key_name(scope, tenant),
+        "value": usage_identifier(scope, tenant),
+        "enabled": True,
+        "description": f"kindex usage identifier of tenant {tenant}"[:1000],
+    }
 
 
 class ApiGatewayUsagePlanKeys:
@@ -67,8 +71,10 @@ class ApiGatewayUsagePlanKeys:
             except _Conflict:
                 # A concurrent run attached it: fine if to this plan, else the runs disagree and this one says so.
                 if target not in self._plans_of(key_id):
-                    raise DependencyFailed("API Gateway: the tenant's key was attached to another plan meanwhile; "
-                                           "run `kindex keys sync-plans` again") from None
+                    raise DependencyFailed(
+                        "API Gateway: the tenant's key was attached to another plan meanwhile; "
+                        "run `kindex keys sync-plans` again"
+                    ) from None
             changed = True
         if changed:
             logger.info("usage plan assigned", extra={"plan": plan, "api_key_id": key_id})
@@ -106,8 +112,11 @@ class ApiGatewayUsagePlanKeys:
 
     def _plans_of(self, key_id: str) -> set[str]:
         """This deployment's usage plans the key is attached to (plans of other APIs are not ours to change)."""
-        return {plan["id"] for plan in self._pages("get_usage_plans", "items", keyId=key_id)
-                if plan["id"] in self._plan_names}
+        return {
+            plan["id"]
+            for plan in self._pages("get_usage_plans", "items", keyId=key_id)
+            if plan["id"] in self._plan_names
+        }
 
     def _pages(self, operation: str, field: str, **params: Any) -> Iterator[dict[str, Any]]:
         while True:

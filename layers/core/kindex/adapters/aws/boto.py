@@ -33,8 +33,12 @@ def client_config(profile: str = BACKGROUND, **options: Any) -> Any:
 
     if profile == BACKGROUND:
         return Config(retries={"mode": "standard", "max_attempts": BACKGROUND_RETRIES}, **options)
-    return Config(connect_timeout=REQUEST_CONNECT_TIMEOUT_S, read_timeout=REQUEST_READ_TIMEOUT_S,
-                  retries={"mode": "standard", "total_max_attempts": TOTAL_ATTEMPTS[profile]}, **options)
+    return Config(
+        connect_timeout=REQUEST_CONNECT_TIMEOUT_S,
+        read_timeout=REQUEST_READ_TIMEOUT_S,
+        retries={"mode": "standard", "total_max_attempts": TOTAL_ATTEMPTS[profile]},
+        **options,
+    )
 
 
 def profile(what: str) -> str:
@@ -55,4 +59,3 @@ def shared_client(factory: Callable[..., Any], what: str) -> Any:
     the lru_cache holds one entry per profile whichever way it is called)."""
     chosen = profile(what)
     return factory() if chosen == BACKGROUND else factory(chosen)
-

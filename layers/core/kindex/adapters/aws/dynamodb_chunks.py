@@ -58,7 +58,6 @@ logger = logging.getLogger(__name__)
 ITER_BATCH = 100  # BatchGetItem's limit
 
 
-
 # Pure key and request building
 def fit_partition_key(readable: str) -> str:
     """`readable`, or `H#{its sha256}` when it is longer than DynamoDB accepts (readable keys start with `T#`, older
@@ -82,8 +81,11 @@ def chunked_documents_pk(tenant: str, collection: str) -> str:
 def build_chunk_item(tenant: str, chunk: StoredChunk) -> dict[str, dict[str, Any]]:
     item: dict[str, dict[str, Any]] = {
         **item_key(chunks_pk(tenant, chunk.collection, chunk.document_id), chunk.chunk_id),
-        "collection": {"S": chunk.collection}, "document_id": {"S": chunk.document_id},
-        "idx": {"N": str(chunk.index)}, "start": {"N": str(chunk.start)}, "end": {"N": str(chunk.end)},
+        "collection": {"S": chunk.collection},
+        "document_id": {"S": chunk.document_id},
+        "idx": {"N": str(chunk.index)},
+        "start": {"N": str(chunk.start)},
+        "end": {"N": str(chunk.end)},
         "text": {"S": chunk.text},
     }
     if chunk.page_start is not None:
@@ -101,12 +103,19 @@ def parse_chunk_item(item: dict[str, dict[str, Any]]) -> StoredChunk:
     def number(name: str) -> int | None:
         return int(item[name]["N"]) if name in item else None
 
-    return StoredChunk(chunk_id=item["sk"]["S"], collection=item["collection"]["S"],
-                       document_id=item["document_id"]["S"], index=int(item["idx"]["N"]),
-                       start=int(item["start"]["N"]), end=int(item["end"]["N"]), text=item["text"]["S"],
-                       page_start=number("page_start"), page_end=number("page_end"),
-                       section=item["section"]["S"] if "section" in item else None,
-                       table_header=item["table_header"]["S"] if "table_header" in item else None)
+    return StoredChunk(
+        chunk_id=item["sk"]["S"],
+        collection=item["collection"]["S"],
+        document_id=item["document_id"]["S"],
+        index=int(item["idx"]["N"]),
+        start=int(item["start"]["N"]),
+        end=int(item["end"]["N"]),
+        text=item["text"]["S"],
+        page_start=number("page_start"),
+        page_end=number("page_end"),
+        section=item["section"]["S"] if "section" in item else None,
+        table_header=item["table_header"]["S"] if "table_header" in item else None,
+    )
 
 
 def _unique(values: Iterable[Any], key: Callable[[Any], Any]) -> list[Any]:
@@ -131,14 +140,22 @@ class DynamoDbChunkStore(DynamoDbTable):
             return
         documents = _unique(((c.collection, c.document_id) for c in chunks), key=lambda pair: pair)
         # Markers first: chunks must never exist without the marker that lets a collection delete find them.
-        self._batch_write(puts=[item_key(chunked_documents_pk(tenant, collection), document_id)
-                                for collection, document_id in documents])
+        self._batch_write(
+            puts=[
+                item_key(chunked_documents_pk(tenant, collection), document_id) for collection, document_id in documents
+            ]
+        )
         self._batch_write(puts=[build_chunk_item(tenant, chunk) for chunk in chunks])
 
     def get_chunks(self, tenant: str, refs: Sequence[ChunkRef]) -> dict[str, StoredChunk]:
-        keys = _unique((key for key in (item_key(chunks_pk(tenant, r.collection, r.document_id), r.chunk_id)
-                                        for r in refs) if addressable(key["pk"]["S"], key["sk"]["S"])),
-                       key=lambda key: (key["pk"]["S"], key["sk"]["S"]))
+        keys = _unique(
+            (
+                key
+                for key in (item_key(chunks_pk(tenant, r.collection, r.document_id), r.chunk_id) for r in refs)
+                if addressable(key["pk"]["S"], key["sk"]["S"])
+            ),
+            key=lambda key: (key["pk"]["S"], key["sk"]["S"]),
+        )
         found: dict[str, StoredChunk] = {}
         for item in self._batch_get(keys):
             chunk = parse_chunk_item(item)
@@ -149,31 +166,38 @@ class DynamoDbChunkStore(DynamoDbTable):
         chunks = [parse_chunk_item(item) for item in self._query_items(chunks_pk(tenant, collection, document_id))]
         return sorted(chunks, key=lambda c: (c.index, c.chunk_id))
 
-    def iter_chunks(self, tenant: str, collection: str, document_id: str, *, after: tuple[int, str] | None = None,
-                    offset: int = 0) -> Iterator[StoredChunk]:
+    def iter_chunks(
+        self, tenant: str, collection: str, document_id: str, *, after: tuple[int, str] | None = None, offset: int = 0
+    ) -> Iterator[StoredChunk]:
         # The partition is ordered by chunk id, not index: read every position (keys and indexes only, so the
         # Lambda never holds a large document's texts), then fetch the texts of what the caller consumes, one
         # BatchGetItem of ITER_BATCH keys at a time.
         pk = chunks_pk(tenant, collection, document_id)
-        positions = sorted((int(item["idx"]["N"]), item["sk"]["S"])
-                           for item in self._query_items(pk, projection="sk, idx"))
+        positions = sorted(
+            (int(item["idx"]["N"]), item["sk"]["S"]) for item in self._query_items(pk, projection="sk, idx")
+        )
         start = (bisect.bisect_right(positions, after) if after is not None else 0) + max(offset, 0)
         for first in range(start, len(positions), ITER_BATCH):
-            batch = [chunk_id for _, chunk_id in positions[first:first + ITER_BATCH]]
-            found = {item["sk"]["S"]: item
-                     for item in self._batch_get([item_key(pk, chunk_id) for chunk_id in batch], consistent=True)}
+            batch = [chunk_id for _, chunk_id in positions[first : first + ITER_BATCH]]
+            found = {
+                item["sk"]["S"]: item
+                for item in self._batch_get([item_key(pk, chunk_id) for chunk_id in batch], consistent=True)
+            }
             # A chunk deleted since the positions were read is skipped; the order is the positions' order.
             yield from (parse_chunk_item(found[chunk_id]) for chunk_id in batch if chunk_id in found)
 
-    def delete_chunks(self, tenant: str, collection: str, *, document_id: str | None = None,
-                      chunk_ids: Sequence[str] | None = None) -> None:
+    def delete_chunks(
+        self, tenant: str, collection: str, *, document_id: str | None = None, chunk_ids: Sequence[str] | None = None
+    ) -> None:
         if document_id is None:
             marker_pk = chunked_documents_pk(tenant, collection)
             documents = [item["sk"]["S"] for item in self._query_items(marker_pk, projection="sk")]
             for each in documents:
                 self._delete_document_chunks(tenant, collection, each)
-            logger.info("collection chunks deleted", extra={"tenant": tenant, "collection": collection,
-                                                            "documents": len(documents)})
+            logger.info(
+                "collection chunks deleted",
+                extra={"tenant": tenant, "collection": collection, "documents": len(documents)},
+            )
         elif chunk_ids is None:
             self._delete_document_chunks(tenant, collection, document_id)
         else:

@@ -28,8 +28,10 @@ def embedding_pk(tenant: str, model: str) -> str:
 
 
 def build_vector_item(tenant: str, model: str, text_hash: str, vector: np.ndarray) -> dict[str, dict[str, Any]]:
-    return {**item_key(embedding_pk(tenant, model), text_hash),
-            "vector": {"B": np.asarray(vector, dtype=VECTOR_DTYPE).tobytes()}}
+    return {
+        **item_key(embedding_pk(tenant, model), text_hash),
+        "vector": {"B": np.asarray(vector, dtype=VECTOR_DTYPE).tobytes()},
+    }
 
 
 def parse_vector(item: dict[str, dict[str, Any]]) -> np.ndarray:

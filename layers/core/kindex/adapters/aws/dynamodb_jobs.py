@@ -42,8 +42,11 @@ def jobs_pk(tenant: str) -> str:
 
 
 def build_job_item(job: ReindexJob, expires_at: int) -> dict[str, dict[str, Any]]:
-    return {**item_key(jobs_pk(job.tenant), job.id), "body": {"S": job.model_dump_json()},
-            TTL_ATTRIBUTE: {"N": str(expires_at)}}
+    return {
+        **item_key(jobs_pk(job.tenant), job.id),
+        "body": {"S": job.model_dump_json()},
+        TTL_ATTRIBUTE: {"N": str(expires_at)},
+    }
 
 
 def build_get_job_request(table: str, tenant: str, job_id: str) -> dict[str, Any]:

@@ -69,7 +69,6 @@ ATTENTION_INDEX = "attention"
 ATTENTION_ATTRIBUTE = "attention"
 
 
-
 # Pure key and request building
 def collections_pk(tenant: str) -> str:
     return f"T#{escape_part(tenant)}#COLLECTIONS"
@@ -93,9 +92,11 @@ def at_revision(revision: int) -> dict[str, Any]:
     condition = "#revision = :expected"
     if revision == 0:
         condition = f"(attribute_not_exists(#revision) OR {condition})"
-    return {"ConditionExpression": f"attribute_exists(pk) AND {condition}",
-            "ExpressionAttributeNames": {"#revision": "revision"},
-            "ExpressionAttributeValues": {":expected": {"N": str(revision)}}}
+    return {
+        "ConditionExpression": f"attribute_exists(pk) AND {condition}",
+        "ExpressionAttributeNames": {"#revision": "revision"},
+        "ExpressionAttributeValues": {":expected": {"N": str(revision)}},
+    }
 
 
 def build_mark_deleting(table: str, tenant: str, collection: Collection, job: str) -> dict[str, Any]:
@@ -103,20 +104,35 @@ def build_mark_deleting(table: str, tenant: str, collection: Collection, job: st
     is at 0), and its pending-deletion item, carrying the record and the job, takes its place."""
     pending = build_item(deleting_pk(tenant), collection.id, collection.model_dump_json())
     pending["job"] = {"S": job}
-    return {"TransactItems": [
-        {"Delete": {"TableName": table, "Key": item_key(collections_pk(tenant), collection.id),
-                    **at_revision(collection.revision), "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}},
-        {"Put": {"TableName": table, "Item": pending}},
-    ]}
+    return {
+        "TransactItems": [
+            {
+                "Delete": {
+                    "TableName": table,
+                    "Key": item_key(collections_pk(tenant), collection.id),
+                    **at_revision(collection.revision),
+                    "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+                }
+            },
+            {"Put": {"TableName": table, "Item": pending}},
+        ]
+    }
 
 
 def build_create_collection(table: str, tenant: str, item: dict) -> dict[str, Any]:
     """One TransactWriteItems: put the new collection item where none is, while no deletion of that id is pending."""
-    return {"TransactItems": [
-        {"ConditionCheck": {"TableName": table, "Key": item_key(deleting_pk(tenant), item["sk"]["S"]),
-                            "ConditionExpression": "attribute_not_exists(pk)"}},
-        {"Put": {"TableName": table, "Item": item, "ConditionExpression": "attribute_not_exists(pk)"}},
-    ]}
+    return {
+        "TransactItems": [
+            {
+                "ConditionCheck": {
+                    "TableName": table,
+                    "Key": item_key(deleting_pk(tenant), item["sk"]["S"]),
+                    "ConditionExpression": "attribute_not_exists(pk)",
+                }
+            },
+            {"Put": {"TableName": table, "Item": item, "ConditionExpression": "attribute_not_exists(pk)"}},
+        ]
+    }
 
 
 def build_attention_query(table: str, pk: str, *, after: str | None, limit: int) -> dict[str, Any]:
@@ -127,9 +143,15 @@ def build_attention_query(table: str, pk: str, *, after: str | None, limit: int)
     if after:
         condition += " AND sk > :after"
         values[":after"] = {"S": fit_sort_key(after)}
-    return {"TableName": table, "IndexName": ATTENTION_INDEX, "KeyConditionExpression": condition,
-            "ExpressionAttributeNames": {"#attention": ATTENTION_ATTRIBUTE}, "ExpressionAttributeValues": values,
-            "ProjectionExpression": "sk", "Limit": max(1, limit)}
+    return {
+        "TableName": table,
+        "IndexName": ATTENTION_INDEX,
+        "KeyConditionExpression": condition,
+        "ExpressionAttributeNames": {"#attention": ATTENTION_ATTRIBUTE},
+        "ExpressionAttributeValues": values,
+        "ProjectionExpression": "sk",
+        "Limit": max(1, limit),
+    }
 
 
 def build_state_put(table: str, tenant: str, state: ReindexState) -> dict[str, Any]:
@@ -158,8 +180,9 @@ def key_listing_sk(key: ApiKey) -> str:
     return f"{key.created_at.isoformat()}#{key.key_id}"
 
 
-def build_item(pk: str, sk: str, body: str, *, version: int | None = None,
-               revision: int | None = None) -> dict[str, dict[str, str]]:
+def build_item(
+    pk: str, sk: str, body: str, *, version: int | None = None, revision: int | None = None
+) -> dict[str, dict[str, str]]:
     item = {**item_key(pk, sk), "body": {"S": body}}
     if version is not None:
         item["version"] = {"N": str(version)}
@@ -183,8 +206,7 @@ class _Gone(Exception):
 def build_put_request(table: str, item: dict, *, create: bool, expected_revision: int = 0) -> dict[str, Any]:
     """A conditional PutItem of a document or collection item: create needs the item absent; update needs it present
     at `expected_revision` (an item without the attribute, written before revisions existed, is at revision 0)."""
-    request: dict[str, Any] = {"TableName": table, "Item": item,
-                               "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}
+    request: dict[str, Any] = {"TableName": table, "Item": item, "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}
     if create:
         request["ConditionExpression"] = "attribute_not_exists(pk)"
     else:
@@ -202,15 +224,17 @@ def build_page_query(table: str, pk: str, *, after: str | None = None, count: bo
     if after:  # an empty `after` excludes nothing, and DynamoDB refuses empty key values
         condition += " AND sk > :after"
         values[":after"] = {"S": fit_sort_key(after)}
-    request: dict[str, Any] = {"TableName": table, "KeyConditionExpression": condition,
-                               "ExpressionAttributeValues": values, "ConsistentRead": True}
+    request: dict[str, Any] = {
+        "TableName": table,
+        "KeyConditionExpression": condition,
+        "ExpressionAttributeValues": values,
+        "ConsistentRead": True,
+    }
     if count:
         request["Select"] = "COUNT"
     else:
         request["ProjectionExpression"] = "sk"
     return request
-
-
 
 
 def _pending(item: dict) -> PendingDeletion:
@@ -235,12 +259,17 @@ class DynamoDbMetadataStore(DynamoDbTable):
         return Collection.model_validate_json(body) if body is not None else None
 
     def put_collection(self, tenant: str, collection: Collection, *, create: bool) -> None:
-        item = build_item(collections_pk(tenant), collection.id, collection.model_dump_json(),
-                          revision=collection.revision)
+        item = build_item(
+            collections_pk(tenant), collection.id, collection.model_dump_json(), revision=collection.revision
+        )
         if create:
-            self._call("transact_write_items", build_create_collection(self.table_name, tenant, item),
-                       on_condition_failed=lambda _old: Conflict(
-                           f"collection {collection.id!r} already exists, or is being deleted"))
+            self._call(
+                "transact_write_items",
+                build_create_collection(self.table_name, tenant, item),
+                on_condition_failed=lambda _old: Conflict(
+                    f"collection {collection.id!r} already exists, or is being deleted"
+                ),
+            )
             return
         self._put_revisioned(item, create=create, what=f"collection {collection.id!r}")
 
@@ -253,15 +282,25 @@ class DynamoDbMetadataStore(DynamoDbTable):
 
         if not addressable(collections_pk(tenant), collection.id):
             raise NotFound(f"collection {collection.id!r} does not exist")
-        self._call("transact_write_items", build_mark_deleting(self.table_name, tenant, collection, job),
-                   on_condition_failed=condition_failed)
+        self._call(
+            "transact_write_items",
+            build_mark_deleting(self.table_name, tenant, collection, job),
+            on_condition_failed=condition_failed,
+        )
 
     def pending_deletion(self, tenant: str, collection_id: str) -> PendingDeletion | None:
         pk = deleting_pk(tenant)
         if not addressable(pk, collection_id):
             return None
-        item = self._call("get_item", {"TableName": self.table_name, "Key": item_key(pk, collection_id),
-                                       "ConsistentRead": True, "ProjectionExpression": "body, job"}).get("Item")
+        item = self._call(
+            "get_item",
+            {
+                "TableName": self.table_name,
+                "Key": item_key(pk, collection_id),
+                "ConsistentRead": True,
+                "ProjectionExpression": "body, job",
+            },
+        ).get("Item")
         return _pending(item) if item else None
 
     def pending_deletions(self, tenant: str) -> list[PendingDeletion]:
@@ -272,10 +311,16 @@ class DynamoDbMetadataStore(DynamoDbTable):
         if not addressable(pk, collection_id):
             return False
         try:
-            self._call("delete_item", {"TableName": self.table_name, "Key": item_key(pk, collection_id),
-                                       "ConditionExpression": "job = :job",
-                                       "ExpressionAttributeValues": {":job": {"S": job}}},
-                       on_condition_failed=lambda _old: NotFound("no such pending deletion"))
+            self._call(
+                "delete_item",
+                {
+                    "TableName": self.table_name,
+                    "Key": item_key(pk, collection_id),
+                    "ConditionExpression": "job = :job",
+                    "ExpressionAttributeValues": {":job": {"S": job}},
+                },
+                on_condition_failed=lambda _old: NotFound("no such pending deletion"),
+            )
         except NotFound:
             return False
         return True
@@ -297,11 +342,14 @@ class DynamoDbMetadataStore(DynamoDbTable):
         deleted += len(pending)
         # The collection's reindex state goes with its last documents (a missing item deletes as a no-op).
         self._batch_write(deletes=[*pending, item_key(reindex_state_pk(tenant), collection_id)])
-        response = self._call("delete_item", {"TableName": self.table_name, "Key": item_key(pk, collection_id),
-                                              "ReturnValues": "ALL_OLD"})
+        response = self._call(
+            "delete_item", {"TableName": self.table_name, "Key": item_key(pk, collection_id), "ReturnValues": "ALL_OLD"}
+        )
         existed = "Attributes" in response
-        logger.info("collection deleted", extra={"tenant": tenant, "collection": collection_id,
-                                                 "documents_deleted": deleted, "existed": existed})
+        logger.info(
+            "collection deleted",
+            extra={"tenant": tenant, "collection": collection_id, "documents_deleted": deleted, "existed": existed},
+        )
         return existed
 
     def list_collections(self, tenant: str, *, after: str | None, offset: int, limit: int | None) -> list[str]:
@@ -313,25 +361,34 @@ class DynamoDbMetadataStore(DynamoDbTable):
         return Document.model_validate_json(body) if body is not None else None
 
     def get_documents(self, tenant: str, refs: Sequence[tuple[str, str]]) -> dict[tuple[str, str], Document]:
-        keys = [item_key(documents_pk(tenant, collection_id), document_id)
-                for collection_id, document_id in dict.fromkeys(refs)]
+        keys = [
+            item_key(documents_pk(tenant, collection_id), document_id)
+            for collection_id, document_id in dict.fromkeys(refs)
+        ]
         # Strongly consistent, as get_document: a query must not skip a document indexed a moment ago.
         found: dict[tuple[str, str], Document] = {}
-        for item in self._batch_get([key for key in keys if addressable(key["pk"]["S"], key["sk"]["S"])],
-                                    projection="body", consistent=True):
+        for item in self._batch_get(
+            [key for key in keys if addressable(key["pk"]["S"], key["sk"]["S"])], projection="body", consistent=True
+        ):
             document = Document.model_validate_json(item["body"]["S"])
             found[(document.collection, document.id)] = document
         return found
 
     def put_document(self, tenant: str, document: Document, *, create: bool) -> None:
-        item = build_item(documents_pk(tenant, document.collection), document.id, document.model_dump_json(),
-                          version=document.version, revision=document.revision)
+        item = build_item(
+            documents_pk(tenant, document.collection),
+            document.id,
+            document.model_dump_json(),
+            version=document.version,
+            revision=document.revision,
+        )
         if needs_attention(document):
             item[ATTENTION_ATTRIBUTE] = {"S": item["pk"]["S"]}
         self._put_revisioned(item, create=create, what=f"document {document.id!r}")
 
-    def delete_document(self, tenant: str, collection_id: str, document_id: str, *,
-                        revision: int | None = None) -> bool:
+    def delete_document(
+        self, tenant: str, collection_id: str, document_id: str, *, revision: int | None = None
+    ) -> bool:
         pk = documents_pk(tenant, collection_id)
         if not addressable(pk, document_id):
             return False
@@ -347,8 +404,9 @@ class DynamoDbMetadataStore(DynamoDbTable):
             return False
         return "Attributes" in response
 
-    def list_documents(self, tenant: str, collection_id: str, *, after: str | None, offset: int,
-                       limit: int | None) -> list[Document]:
+    def list_documents(
+        self, tenant: str, collection_id: str, *, after: str | None, offset: int, limit: int | None
+    ) -> list[Document]:
         # The bodies cost no more read units than the keys: DynamoDB charges a Query by the items' whole size.
         bodies = self._list_items(documents_pk(tenant, collection_id), "body", after=after, offset=offset, limit=limit)
         return [Document.model_validate_json(body) for body in bodies]
@@ -363,11 +421,13 @@ class DynamoDbMetadataStore(DynamoDbTable):
         return ReindexState.model_validate_json(body) if body is not None else None
 
     def put_state(self, tenant: str, state: ReindexState) -> None:
-        self._call("put_item", build_state_put(self.table_name, tenant, state), on_condition_failed=(
-            lambda _old: Conflict(f"reindex state of {state.collection!r} changed meanwhile")))
+        self._call(
+            "put_item",
+            build_state_put(self.table_name, tenant, state),
+            on_condition_failed=(lambda _old: Conflict(f"reindex state of {state.collection!r} changed meanwhile")),
+        )
 
-    def attention_documents(self, tenant: str, collection_id: str, *, after: str | None,
-                            limit: int) -> list[str]:
+    def attention_documents(self, tenant: str, collection_id: str, *, after: str | None, limit: int) -> list[str]:
         pk = documents_pk(tenant, collection_id)
         if limit <= 0 or len(pk.encode("utf-8")) > MAX_PK_BYTES:
             return []
@@ -393,8 +453,11 @@ class DynamoDbMetadataStore(DynamoDbTable):
         pk = KEYS_PARTITION if tenant is None else tenant_keys_pk(tenant)
         request = build_page_query(self.table_name, pk)
         request["ProjectionExpression"] = "body"
-        return [ApiKey.model_validate_json(item["body"]["S"])
-                for page in self._query_pages(request) for item in page["Items"]]
+        return [
+            ApiKey.model_validate_json(item["body"]["S"])
+            for page in self._query_pages(request)
+            for item in page["Items"]
+        ]
 
     def revoke_key(self, key_id: str) -> bool:
         key = self.get_key(key_id)
@@ -426,24 +489,40 @@ class DynamoDbMetadataStore(DynamoDbTable):
         listing_sk = key_listing_sk(key)
         condition = "attribute_not_exists(pk)" if create else "attribute_exists(pk)"
         items = [
-            {"Put": {"TableName": self.table_name, "Item": build_item(key_pk(key.key_id), KEY_ITEM_SK, body),
-                     "ConditionExpression": condition}},
+            {
+                "Put": {
+                    "TableName": self.table_name,
+                    "Item": build_item(key_pk(key.key_id), KEY_ITEM_SK, body),
+                    "ConditionExpression": condition,
+                }
+            },
             {"Put": {"TableName": self.table_name, "Item": build_item(KEYS_PARTITION, listing_sk, body)}},
             {"Put": {"TableName": self.table_name, "Item": build_item(tenant_keys_pk(key.tenant), listing_sk, body)}},
         ]
-        self._call("transact_write_items", {"TransactItems": items}, on_condition_failed=(
-            lambda _old: Conflict("key id already exists") if create else NotFound("key does not exist")))
+        self._call(
+            "transact_write_items",
+            {"TransactItems": items},
+            on_condition_failed=(
+                lambda _old: Conflict("key id already exists") if create else NotFound("key does not exist")
+            ),
+        )
 
     def _get_body(self, pk: str, sk: str) -> str | None:
         if not addressable(pk, sk):
             return None
-        response = self._call("get_item", {"TableName": self.table_name, "Key": item_key(pk, sk),
-                                           "ConsistentRead": True, "ProjectionExpression": "body"})
+        response = self._call(
+            "get_item",
+            {
+                "TableName": self.table_name,
+                "Key": item_key(pk, sk),
+                "ConsistentRead": True,
+                "ProjectionExpression": "body",
+            },
+        )
         item = response.get("Item")
         return item["body"]["S"] if item else None
 
-    def _query_pages(self, request: dict[str, Any],
-                     needed: Callable[[], int | None] = lambda: None) -> Iterator[dict]:
+    def _query_pages(self, request: dict[str, Any], needed: Callable[[], int | None] = lambda: None) -> Iterator[dict]:
         """Every page of a Query, following LastEvaluatedKey; `needed` bounds the next page's size when known."""
         request = dict(request)
         while True:
@@ -464,8 +543,7 @@ class DynamoDbMetadataStore(DynamoDbTable):
             for item in page["Items"]:
                 yield item["sk"]["S"]
 
-    def _list_items(self, pk: str, attribute: str, *, after: str | None, offset: int,
-                    limit: int | None) -> list[str]:
+    def _list_items(self, pk: str, attribute: str, *, after: str | None, offset: int, limit: int | None) -> list[str]:
         """The string `attribute` (`sk`: the ids; `body`: the records) of the partition's items in sort-key order."""
         if limit is not None and limit <= 0:
             return []

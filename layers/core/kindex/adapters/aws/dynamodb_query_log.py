@@ -27,8 +27,11 @@ def query_pk(tenant: str, query_id: str) -> str:
 
 
 def build_query_item(tenant: str, query_id: str, documents: list[dict], expires_at: int) -> dict[str, dict[str, Any]]:
-    return {**item_key(query_pk(tenant, query_id), QUERY_ITEM_SK), "body": {"S": json.dumps(documents)},
-            TTL_ATTRIBUTE: {"N": str(expires_at)}}
+    return {
+        **item_key(query_pk(tenant, query_id), QUERY_ITEM_SK),
+        "body": {"S": json.dumps(documents)},
+        TTL_ATTRIBUTE: {"N": str(expires_at)},
+    }
 
 
 class DynamoDbQueryLog(DynamoDbTable):
@@ -41,15 +44,18 @@ class DynamoDbQueryLog(DynamoDbTable):
     def put_query(self, tenant: str, query_id: str, documents: list[dict], ttl_seconds: int) -> None:
         # Whole seconds, rounded up: TTL wants epoch seconds, and rounding down could end the entry early.
         expires_at = math.ceil(self.clock() + ttl_seconds)
-        self._call("put_item", {"TableName": self.table_name,
-                                "Item": build_query_item(tenant, query_id, documents, expires_at)})
+        self._call(
+            "put_item",
+            {"TableName": self.table_name, "Item": build_query_item(tenant, query_id, documents, expires_at)},
+        )
 
     def get_query(self, tenant: str, query_id: str) -> list[dict] | None:
         pk = query_pk(tenant, query_id)
         if not addressable(pk, QUERY_ITEM_SK):
             return None
-        item = self._call("get_item", {"TableName": self.table_name, "Key": item_key(pk, QUERY_ITEM_SK),
-                                       "ConsistentRead": True}).get("Item")
+        item = self._call(
+            "get_item", {"TableName": self.table_name, "Key": item_key(pk, QUERY_ITEM_SK), "ConsistentRead": True}
+        ).get("Item")
         # TTL deletes expired items lazily (typically within days), so an item may outlive its expiry.
         if item is None or float(item[TTL_ATTRIBUTE]["N"]) < self.clock():
             return None

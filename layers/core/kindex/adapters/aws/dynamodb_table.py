@@ -62,26 +62,27 @@ def fit_sort_key(after: str) -> str:
 
 def _pause(attempt: int) -> None:
     """Back off before re-sending unprocessed batch items (DynamoDB returns them when a partition is throttled)."""
-    time.sleep(min(0.05 * 2 ** attempt, 2.0))
+    time.sleep(min(0.05 * 2**attempt, 2.0))
 
 
-def build_batch_get_requests(table: str, keys: Sequence[dict], *, projection: str | None = None,
-                             consistent: bool = False) -> Iterator[dict[str, Any]]:
+def build_batch_get_requests(
+    table: str, keys: Sequence[dict], *, projection: str | None = None, consistent: bool = False
+) -> Iterator[dict[str, Any]]:
     """BatchGetItem requests for the keys, at most 100 per request (DynamoDB's limit)."""
     for start in range(0, len(keys), BATCH_GET_MAX):
-        entry: dict[str, Any] = {"Keys": list(keys[start:start + BATCH_GET_MAX]), "ConsistentRead": consistent}
+        entry: dict[str, Any] = {"Keys": list(keys[start : start + BATCH_GET_MAX]), "ConsistentRead": consistent}
         if projection:
             entry["ProjectionExpression"] = projection
         yield {"RequestItems": {table: entry}}
 
 
-def build_batch_write_requests(table: str, puts: Sequence[dict] = (), deletes: Sequence[dict] = ()
-                               ) -> Iterator[dict[str, Any]]:
+def build_batch_write_requests(
+    table: str, puts: Sequence[dict] = (), deletes: Sequence[dict] = ()
+) -> Iterator[dict[str, Any]]:
     """BatchWriteItem requests putting items and deleting keys, at most 25 per request (DynamoDB's limit)."""
     writes = [{"PutRequest": {"Item": item}} for item in puts] + [{"DeleteRequest": {"Key": key}} for key in deletes]
     for start in range(0, len(writes), BATCH_WRITE_MAX):
-        yield {"RequestItems": {table: writes[start:start + BATCH_WRITE_MAX]}}
-
+        yield {"RequestItems": {table: writes[start : start + BATCH_WRITE_MAX]}}
 
 
 class DynamoDbTable:
@@ -97,8 +98,9 @@ class DynamoDbTable:
         """The client given, else the shared one of the current profile (short timeouts inside an API request)."""
         return self._client if self._client is not None else boto.shared_client(dynamodb_client, "the metadata store")
 
-    def _batch_get(self, keys: Sequence[dict], *, projection: str | None = None,
-                   consistent: bool = False) -> Iterator[dict]:
+    def _batch_get(
+        self, keys: Sequence[dict], *, projection: str | None = None, consistent: bool = False
+    ) -> Iterator[dict]:
         """Every existing item among the keys: one BatchGetItem per 100 keys, re-sending UnprocessedKeys (which
         DynamoDB returns when throttled or over 16 MB per response) until none are left."""
         for request in build_batch_get_requests(self.table_name, keys, projection=projection, consistent=consistent):
@@ -111,8 +113,9 @@ class DynamoDbTable:
                 request = {"RequestItems": unprocessed}
                 _pause(attempt)
             else:
-                logger.error("batch read left unprocessed keys", extra={"table": self.table_name,
-                                                                         "attempts": BATCH_GET_ATTEMPTS})
+                logger.error(
+                    "batch read left unprocessed keys", extra={"table": self.table_name, "attempts": BATCH_GET_ATTEMPTS}
+                )
                 raise DependencyFailed("metadata store is throttling reads; try again later")
 
     def _batch_write(self, puts: Sequence[dict] = (), deletes: Sequence[dict] = ()) -> None:
@@ -124,14 +127,20 @@ class DynamoDbTable:
                 request = {"RequestItems": unprocessed}
                 _pause(attempt)
             else:
-                logger.error("batch write left unprocessed items", extra={"table": self.table_name,
-                                                                           "attempts": BATCH_WRITE_ATTEMPTS})
+                logger.error(
+                    "batch write left unprocessed items",
+                    extra={"table": self.table_name, "attempts": BATCH_WRITE_ATTEMPTS},
+                )
                 raise DependencyFailed("metadata store is throttling writes; try again later")
 
     def _query_items(self, pk: str, *, projection: str | None = None) -> Iterator[dict]:
         """Every item of one partition in sort-key order (strongly consistent), following LastEvaluatedKey."""
-        request: dict[str, Any] = {"TableName": self.table_name, "KeyConditionExpression": "pk = :pk",
-                                   "ExpressionAttributeValues": {":pk": {"S": pk}}, "ConsistentRead": True}
+        request: dict[str, Any] = {
+            "TableName": self.table_name,
+            "KeyConditionExpression": "pk = :pk",
+            "ExpressionAttributeValues": {":pk": {"S": pk}},
+            "ConsistentRead": True,
+        }
         if projection:
             request["ProjectionExpression"] = projection
         while True:
@@ -141,8 +150,9 @@ class DynamoDbTable:
                 return
             request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
-    def _call(self, operation: str, request: dict[str, Any], *,
-              on_condition_failed: ConditionFailed | None = None) -> dict[str, Any]:
+    def _call(
+        self, operation: str, request: dict[str, Any], *, on_condition_failed: ConditionFailed | None = None
+    ) -> dict[str, Any]:
         """Send one request; the single place where botocore errors become domain errors.
 
         A failed write condition becomes whatever `on_condition_failed` makes of the item as it was (None when it
@@ -163,10 +173,13 @@ class DynamoDbTable:
                     raise on_condition_failed(failed[0].get("Item") or None) from error
                 if any(r.get("Code") == "TransactionConflict" for r in reasons):
                     raise Conflict("a concurrent write touched the same item; try again") from error
-            logger.error("dynamodb request failed", extra={"operation": operation, "error_code": code,
-                                                           "table": self.table_name})
+            logger.error(
+                "dynamodb request failed", extra={"operation": operation, "error_code": code, "table": self.table_name}
+            )
             raise DependencyFailed("metadata store request failed") from error
         except BotoCoreError as error:
-            logger.error("dynamodb unreachable", extra={"operation": operation, "error_type": type(error).__name__,
-                                                        "table": self.table_name})
+            logger.error(
+                "dynamodb unreachable",
+                extra={"operation": operation, "error_type": type(error).__name__, "table": self.table_name},
+            )
             raise DependencyFailed("metadata store is unreachable") from error

@@ -60,8 +60,10 @@ class IndexDesign:
             # A partition is `routing_partition_size` consecutive routing hashes, and with n routing shards per
             # shard consecutive hashes land on the same shard: measured on a 2.19 node, 6 shards with the default
             # 768 routing shards put all of a partition-3 tenant on one shard, with 6 on three.
-            raise ValueError("a routing partition spreads a tenant only when number_of_routing_shards equals "
-                             "number_of_shards (leave it 0): a partitioned index grows by reindexing, not split")
+            raise ValueError(
+                "a routing partition spreads a tenant only when number_of_routing_shards equals "
+                "number_of_shards (leave it 0): a partitioned index grows by reindexing, not split"
+            )
         if not 2 <= self.m <= 100:
             raise ValueError("m must be between 2 and 100")
         if self.compression not in COMPRESSIONS:

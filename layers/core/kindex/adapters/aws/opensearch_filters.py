@@ -40,8 +40,10 @@ MATCH_ALL: dict[str, Any] = {"match_all": {}}
 def mapping_properties() -> dict[str, Any]:
     """The properties to add to a chunk index's mapping: ten fields (five attribute term fields, four access lists,
     whether a list is set), whatever keys the tenants use."""
-    return {**{field: {"type": "keyword"} for field in (*terms.ATTRIBUTE_FIELDS, *ACCESS_FIELDS)},
-            HAS_ACCESS: {"type": "boolean"}}
+    return {
+        **{field: {"type": "keyword"} for field in (*terms.ATTRIBUTE_FIELDS, *ACCESS_FIELDS)},
+        HAS_ACCESS: {"type": "boolean"},
+    }
 
 
 def index_fields(attributes: Mapping[str, AttributeValue] | None, access: Access | None) -> dict[str, Any]:
@@ -127,13 +129,23 @@ def build_access_filter(user: str | None, groups: Collection[str], *, required: 
     user in 1,000 groups costs one set-membership test, and no groups match no group."""
     groups = list(dict.fromkeys(groups))
     granted = ([{"term": {"access_users": user}}] if user is not None else []) + (
-        [{"terms": {"access_groups": groups}}] if groups else [])
+        [{"terms": {"access_groups": groups}}] if groups else []
+    )
     denied = ([{"term": {"access_deny_users": user}}] if user is not None else []) + (
-        [{"terms": {"access_deny_groups": groups}}] if groups else [])
+        [{"terms": {"access_deny_groups": groups}}] if groups else []
+    )
     visible: list[dict[str, Any]] = []
     if granted:
-        visible.append({"bool": {"filter": [{"term": {HAS_ACCESS: True}}], "should": granted,
-                                 "minimum_should_match": 1, "must_not": denied}})
+        visible.append(
+            {
+                "bool": {
+                    "filter": [{"term": {HAS_ACCESS: True}}],
+                    "should": granted,
+                    "minimum_should_match": 1,
+                    "must_not": denied,
+                }
+            }
+        )
     if not required:
         visible.append(_not({"term": {HAS_ACCESS: True}}))  # no list, or a chunk indexed before lists existed
     if not visible:
@@ -141,8 +153,9 @@ def build_access_filter(user: str | None, groups: Collection[str], *, required: 
     return visible[0] if len(visible) == 1 else {"bool": {"should": visible, "minimum_should_match": 1}}
 
 
-def build_document_filters(expression: Expression | None, user: str | None, groups: Collection[str], *,
-                           required: bool) -> list[dict[str, Any]]:
+def build_document_filters(
+    expression: Expression | None, user: str | None, groups: Collection[str], *, required: bool
+) -> list[dict[str, Any]]:
     """The clauses to append to a search's `bool.filter` list (both legs): the access clause always (a document
     with a list is never visible to a query that names no principal of it), the attribute clause when given."""
     clauses = [build_access_filter(user, groups, required=required)]

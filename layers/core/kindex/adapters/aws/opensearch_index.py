@@ -96,8 +96,11 @@ def opensearch_client(endpoint: str, *, sigv4: bool = True, max_retries: int = 3
     region = session.region_name or region_of_domain(options["hosts"][0]["host"])
     if credentials is None or not region:
         raise DependencyFailed("no AWS credentials or region to sign search cluster requests with")
-    return OpenSearch(http_auth=Urllib3AWSV4SignerAuth(credentials, region, SIGNING_SERVICE),
-                      connection_class=Urllib3HttpConnection, **options)
+    return OpenSearch(
+        http_auth=Urllib3AWSV4SignerAuth(credentials, region, SIGNING_SERVICE),
+        connection_class=Urllib3HttpConnection,
+        **options,
+    )
 
 
 def _error_type(error: TransportError) -> str:
@@ -121,9 +124,19 @@ class OpenSearchIndex:
     within the index's refresh interval - for bulk backfills, which call `refresh(model)` once when done.
     """
 
-    def __init__(self, client: OpenSearch | None = None, *, endpoint: str | None = None, sigv4: bool = True,
-                 index_prefix: str = "kindex", design: IndexDesign | None = None, bulk_chunk_size: int = 500,
-                 bulk_max_bytes: int = 10 * 1024 * 1024, refresh: str = "wait_for", **design_fields: Any):
+    def __init__(
+        self,
+        client: OpenSearch | None = None,
+        *,
+        endpoint: str | None = None,
+        sigv4: bool = True,
+        index_prefix: str = "kindex",
+        design: IndexDesign | None = None,
+        bulk_chunk_size: int = 500,
+        bulk_max_bytes: int = 10 * 1024 * 1024,
+        refresh: str = "wait_for",
+        **design_fields: Any,
+    ):
         if client is None and not endpoint:
             raise ValueError("OpenSearchIndex needs a client or an endpoint")
         if refresh not in REFRESH_POLICIES:
@@ -193,8 +206,15 @@ class OpenSearchIndex:
                 self._deferred[self._deferred_count] = alias
             return self._deferred_count
 
-    def delete(self, model: str, tenant: str, collection: str, *, document_ids: Sequence[str] | None = None,
-               chunk_ids: Sequence[str] | None = None) -> None:
+    def delete(
+        self,
+        model: str,
+        tenant: str,
+        collection: str,
+        *,
+        document_ids: Sequence[str] | None = None,
+        chunk_ids: Sequence[str] | None = None,
+    ) -> None:
         # An empty list means "nothing", never "everything": only (None, None) deletes the whole collection.
         if (document_ids is not None and not document_ids) or (chunk_ids is not None and not chunk_ids):
             return
@@ -205,18 +225,33 @@ class OpenSearchIndex:
                 for body in bodies:
                     try:
                         params = {"refresh": "true"} if self._refresh == "wait_for" else {}
-                        response = self._client.delete_by_query(index=alias, body=body, routing=routing_key(tenant),
-                                                                conflicts="proceed", **params, **_call_budget())
+                        response = self._client.delete_by_query(
+                            index=alias,
+                            body=body,
+                            routing=routing_key(tenant),
+                            conflicts="proceed",
+                            **params,
+                            **_call_budget(),
+                        )
                     except NotFoundError as error:
                         if _error_type(error) != "index_not_found_exception":
                             raise
                         break
                     deleted += int(response.get("deleted", 0))
-        logger.info("search index delete", extra={"model": model, "tenant": tenant, "collection": collection,
-                                                   "deleted": deleted})
+        logger.info(
+            "search index delete",
+            extra={"model": model, "tenant": tenant, "collection": collection, "deleted": deleted},
+        )
 
-    def knn_search(self, model: str, tenant: str, collections: Sequence[str], vector: Sequence[float], k: int,
-                   filters: SearchFilters | None = None) -> list[SearchHit]:
+    def knn_search(
+        self,
+        model: str,
+        tenant: str,
+        collections: Sequence[str],
+        vector: Sequence[float],
+        k: int,
+        filters: SearchFilters | None = None,
+    ) -> list[SearchHit]:
         if k <= 0 or not collections or len(vector) == 0:  # len(): query vectors arrive as numpy arrays
             return []
         alias = index_alias(self._prefix, model, len(vector))
@@ -228,25 +263,47 @@ class OpenSearchIndex:
             raise InvalidInput(f"query vector has {len(vector)} dimensions, which model {model} does not use")
         return search_hits(response, knn=True)
 
-    def keyword_search(self, model: str, tenant: str, collections: Sequence[str], query: str, k: int,
-                       filters: SearchFilters | None = None) -> list[SearchHit]:
+    def keyword_search(
+        self,
+        model: str,
+        tenant: str,
+        collections: Sequence[str],
+        query: str,
+        k: int,
+        filters: SearchFilters | None = None,
+    ) -> list[SearchHit]:
         if k <= 0 or not collections or not query.strip():
             return []
         hits: list[SearchHit] = []
         for alias in self._aliases_of(model):
-            hits.extend(search_hits(self._search(alias, tenant, build_keyword_query(tenant, collections, query, k,
-                                                                              filters)), knn=False))
+            hits.extend(
+                search_hits(
+                    self._search(alias, tenant, build_keyword_query(tenant, collections, query, k, filters)), knn=False
+                )
+            )
         hits.sort(key=lambda hit: -hit.score)
         return hits[:k]
 
-    def chunk_ids(self, model: str, tenant: str, collection: str, *, after_document: str | None = None,
-                  through_document: str | None = None) -> set[str]:
+    def chunk_ids(
+        self,
+        model: str,
+        tenant: str,
+        collection: str,
+        *,
+        after_document: str | None = None,
+        through_document: str | None = None,
+    ) -> set[str]:
         found: set[str] = set()
         for alias in self._aliases_of(model):
             search_after: list[str] | None = None
             while True:
-                body = build_chunk_ids_query(tenant, collection, search_after=search_after,
-                                             after_document=after_document, through_document=through_document)
+                body = build_chunk_ids_query(
+                    tenant,
+                    collection,
+                    search_after=search_after,
+                    after_document=after_document,
+                    through_document=through_document,
+                )
                 page = self._search(alias, tenant, body).get("hits", {}).get("hits", [])
                 found.update(hit["_source"]["chunk_id"] for hit in page)
                 if len(page) < CHUNK_IDS_PAGE_SIZE:
@@ -291,12 +348,18 @@ class OpenSearchIndex:
         wait = wait and self._refresh == "wait_for"
         small = len(actions) <= self._bulk_chunk_size
         params = {"refresh": "wait_for"} if wait and small else {}
-        ok, _ = helpers.bulk(self._client, actions, index=alias, chunk_size=self._bulk_chunk_size,
-                             max_chunk_bytes=self._bulk_max_bytes, **params, **_call_budget())
+        ok, _ = helpers.bulk(
+            self._client,
+            actions,
+            index=alias,
+            chunk_size=self._bulk_chunk_size,
+            max_chunk_bytes=self._bulk_max_bytes,
+            **params,
+            **_call_budget(),
+        )
         if wait and not small:
             self._client.indices.refresh(index=alias, **_call_budget())
         return ok
-
 
     @property
     def _client(self) -> OpenSearch:
@@ -315,11 +378,13 @@ class OpenSearchIndex:
             yield
         except (OpenSearchException, helpers.BulkIndexError) as error:
             status = getattr(error, "status_code", None)
-            logger.warning("search cluster request failed",
-                           extra={"operation": operation, "index": index, "status": status,
-                                  "error_type": type(error).__name__})
-            raise DependencyFailed(f"search cluster {operation} failed ({type(error).__name__}, status {status})"
-                                   ) from error
+            logger.warning(
+                "search cluster request failed",
+                extra={"operation": operation, "index": index, "status": status, "error_type": type(error).__name__},
+            )
+            raise DependencyFailed(
+                f"search cluster {operation} failed ({type(error).__name__}, status {status})"
+            ) from error
 
     def _search(self, alias: str, tenant: str, body: dict[str, Any]) -> dict[str, Any]:
         with self._translate_errors("search", alias):
@@ -371,8 +436,12 @@ class OpenSearchIndex:
                     response = self._client.indices.get_alias(name=prefix + "*", **_call_budget())
                 except NotFoundError:
                     response = {}
-            dims = {int(match.group(1)) for entry in response.values() for name in entry.get("aliases", {})
-                    if (match := pattern.match(name))}
+            dims = {
+                int(match.group(1))
+                for entry in response.values()
+                for name in entry.get("aliases", {})
+                if (match := pattern.match(name))
+            }
             if not dims:
                 return []  # not cached: the index may be created later by another process
             with self._lock:

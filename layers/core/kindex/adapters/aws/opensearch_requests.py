@@ -43,10 +43,17 @@ TEXT_ANALYZER = "kindex_text"
 # alone keeps "budget's" and "text:budget" as single tokens, so a query for them would not find "budget".
 # (pattern_replace and asciifolding come from the analysis-common module, present on every managed domain.)
 TEXT_ANALYSIS: dict[str, Any] = {
-    "char_filter": {"kindex_word_breaks": {"type": "pattern_replace", "pattern": r"[^\p{L}\p{N}\p{M}]+",
-                                           "replacement": " "}},
-    "analyzer": {TEXT_ANALYZER: {"type": "custom", "char_filter": ["kindex_word_breaks"], "tokenizer": "standard",
-                                 "filter": ["lowercase", "asciifolding"]}},
+    "char_filter": {
+        "kindex_word_breaks": {"type": "pattern_replace", "pattern": r"[^\p{L}\p{N}\p{M}]+", "replacement": " "}
+    },
+    "analyzer": {
+        TEXT_ANALYZER: {
+            "type": "custom",
+            "char_filter": ["kindex_word_breaks"],
+            "tokenizer": "standard",
+            "filter": ["lowercase", "asciifolding"],
+        }
+    },
 }
 # A terms query may hold at most `index.max_terms_count` (65,536) values; stay well below per delete request.
 DELETE_IDS_PER_REQUEST = 1000
@@ -95,7 +102,6 @@ def region_of_domain(host: str) -> str | None:
     """The region in a managed domain's host name (`search-x-abc.eu-west-1.es.amazonaws.com`), else None."""
     match = _DOMAIN_REGION.search(host)
     return match.group(1) if match else None
-
 
 
 def model_slug(model: str) -> str:
@@ -226,8 +232,9 @@ def build_mapping_update() -> dict[str, Any]:
     return {"properties": mapping_properties()}
 
 
-def build_filter_clauses(tenant: str, collections: Sequence[str], filters: SearchFilters | None = None
-                         ) -> list[dict[str, Any]]:
+def build_filter_clauses(
+    tenant: str, collections: Sequence[str], filters: SearchFilters | None = None
+) -> list[dict[str, Any]]:
     """The filter shared by both legs of every search: tenant, collections, the optional search filters, and always
     the access clause - without `filters.principals` a query names no user and no group, so it sees only documents
     without an access list (fail closed: an absent principal never reads as "no filter")."""
@@ -243,13 +250,24 @@ def build_filter_clauses(tenant: str, collections: Sequence[str], filters: Searc
         if filters.mimetype is not None:
             clauses.append({"term": {"mimetype": filters.mimetype}})
     principals = (filters.principals if filters is not None else None) or Principals()
-    clauses += build_document_filters(filters.attributes if filters is not None else None, principals.user,
-                                      principals.groups, required=principals.required)
+    clauses += build_document_filters(
+        filters.attributes if filters is not None else None,
+        principals.user,
+        principals.groups,
+        required=principals.required,
+    )
     return clauses
 
 
-def build_knn_query(tenant: str, collections: Sequence[str], vector: Sequence[float], k: int,
-                    filters: SearchFilters | None = None, *, ef_search: int | None = None) -> dict[str, Any]:
+def build_knn_query(
+    tenant: str,
+    collections: Sequence[str],
+    vector: Sequence[float],
+    k: int,
+    filters: SearchFilters | None = None,
+    *,
+    ef_search: int | None = None,
+) -> dict[str, Any]:
     """A k-NN search with an *efficient filter*: the filter is applied while searching, before the k nearest are
     chosen, so a narrow filter still yields k results (a post-filter could return fewer or none).
 
@@ -267,8 +285,9 @@ def build_knn_query(tenant: str, collections: Sequence[str], vector: Sequence[fl
     return {"size": k, "_source": list(HIT_SOURCE_FIELDS), "query": {"knn": {VECTOR_FIELD: options}}}
 
 
-def build_keyword_query(tenant: str, collections: Sequence[str], query: str, k: int,
-                        filters: SearchFilters | None = None) -> dict[str, Any]:
+def build_keyword_query(
+    tenant: str, collections: Sequence[str], query: str, k: int, filters: SearchFilters | None = None
+) -> dict[str, Any]:
     """A BM25 search. `match` analyses the text like the indexed field, so any user input (quotes, operators,
     punctuation) is just text: there is no query-string syntax to escape."""
     return {
@@ -310,8 +329,9 @@ def build_bulk_actions(alias: str, records: Iterable[IndexRecord]) -> list[dict[
     return list(actions.values())
 
 
-def build_delete_query(tenant: str, collection: str, *, document_ids: Sequence[str] | None = None,
-                       chunk_ids: Sequence[str] | None = None) -> dict[str, Any]:
+def build_delete_query(
+    tenant: str, collection: str, *, document_ids: Sequence[str] | None = None, chunk_ids: Sequence[str] | None = None
+) -> dict[str, Any]:
     """delete_by_query body: the tenant's collection, narrowed to documents and/or chunks when given."""
     clauses: list[dict[str, Any]] = [{"term": {"tenant": tenant}}, {"term": {"collection": collection}}]
     if document_ids is not None:
@@ -321,9 +341,15 @@ def build_delete_query(tenant: str, collection: str, *, document_ids: Sequence[s
     return {"query": {"bool": {"filter": clauses}}}
 
 
-def build_chunk_ids_query(tenant: str, collection: str, *, page_size: int = CHUNK_IDS_PAGE_SIZE,
-                          search_after: Sequence[str] | None = None, after_document: str | None = None,
-                          through_document: str | None = None) -> dict[str, Any]:
+def build_chunk_ids_query(
+    tenant: str,
+    collection: str,
+    *,
+    page_size: int = CHUNK_IDS_PAGE_SIZE,
+    search_after: Sequence[str] | None = None,
+    after_document: str | None = None,
+    through_document: str | None = None,
+) -> dict[str, Any]:
     """One page of chunk ids, sorted by chunk id so `search_after` can continue where the last page ended; with
     `after_document` / `through_document`, only chunks of document ids in that range (a keyword range compares
     UTF-8 bytes, which is code point order, the order documents are listed in)."""
@@ -344,22 +370,27 @@ def build_chunk_ids_query(tenant: str, collection: str, *, page_size: int = CHUN
     return body
 
 
-def build_delete_queries(tenant: str, collection: str, *, document_ids: Sequence[str] | None = None,
-                         chunk_ids: Sequence[str] | None = None) -> list[dict[str, Any]]:
+def build_delete_queries(
+    tenant: str, collection: str, *, document_ids: Sequence[str] | None = None, chunk_ids: Sequence[str] | None = None
+) -> list[dict[str, Any]]:
     """The delete_by_query bodies that remove the given chunks or documents (the whole collection when neither is
     given), each naming at most DELETE_IDS_PER_REQUEST ids (repeats dropped)."""
     if chunk_ids is not None:
-        return [build_delete_query(tenant, collection, document_ids=document_ids, chunk_ids=batch)
-                for batch in _batches(list(dict.fromkeys(chunk_ids)), DELETE_IDS_PER_REQUEST)]
+        return [
+            build_delete_query(tenant, collection, document_ids=document_ids, chunk_ids=batch)
+            for batch in _batches(list(dict.fromkeys(chunk_ids)), DELETE_IDS_PER_REQUEST)
+        ]
     if document_ids is not None:
-        return [build_delete_query(tenant, collection, document_ids=batch)
-                for batch in _batches(list(dict.fromkeys(document_ids)), DELETE_IDS_PER_REQUEST)]
+        return [
+            build_delete_query(tenant, collection, document_ids=batch)
+            for batch in _batches(list(dict.fromkeys(document_ids)), DELETE_IDS_PER_REQUEST)
+        ]
     return [build_delete_query(tenant, collection)]
 
 
 def _batches(values: Sequence[str], size: int) -> Iterator[list[str]]:
     for start in range(0, len(values), size):
-        yield list(values[start:start + size])
+        yield list(values[start : start + size])
 
 
 def search_hits(response: dict[str, Any], *, knn: bool) -> list[SearchHit]:
@@ -368,10 +399,12 @@ def search_hits(response: dict[str, Any], *, knn: bool) -> list[SearchHit]:
     for hit in response.get("hits", {}).get("hits", []):
         source = hit.get("_source", {})
         score = float(hit["_score"])
-        hits.append(SearchHit(
-            chunk_id=source["chunk_id"],
-            document_id=source["document_id"],
-            collection=source["collection"],
-            score=cosine_from_score(score) if knn else score,
-        ))
+        hits.append(
+            SearchHit(
+                chunk_id=source["chunk_id"],
+                document_id=source["document_id"],
+                collection=source["collection"],
+                score=cosine_from_score(score) if knn else score,
+            )
+        )
     return hits

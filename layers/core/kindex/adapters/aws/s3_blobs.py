@@ -40,12 +40,18 @@ def s3_client(profile: str = boto.BACKGROUND) -> Any:
 
 
 def build_put_request(bucket: str, key: str, data: bytes, content_type: str) -> dict[str, Any]:
-    return {"Bucket": bucket, "Key": key, "Body": data, "ContentType": content_type,
-            "ServerSideEncryption": SERVER_SIDE_ENCRYPTION}
+    return {
+        "Bucket": bucket,
+        "Key": key,
+        "Body": data,
+        "ContentType": content_type,
+        "ServerSideEncryption": SERVER_SIDE_ENCRYPTION,
+    }
 
 
-def build_presign_params(bucket: str, key: str, content_type: str,
-                         content_length: int) -> tuple[dict[str, Any], dict[str, str]]:
+def build_presign_params(
+    bucket: str, key: str, content_type: str, content_length: int
+) -> tuple[dict[str, Any], dict[str, str]]:
     """PutObject parameters to sign, and the headers the uploader must send with exactly those values.
 
     Content-Length is a signed header: S3 refuses (403 SignatureDoesNotMatch) a PUT of any other length, so the
@@ -53,17 +59,27 @@ def build_presign_params(bucket: str, key: str, content_type: str,
     `If-None-Match: *` is signed too (a conditional write): S3 stores the PUT only if the key holds no object, and
     answers 412 PreconditionFailed otherwise. The key is unique to the ticket, so the URL uploads one file, once: a
     replay with other bytes can neither replace the document's content nor trigger another ingest."""
-    params = {"Bucket": bucket, "Key": key, "ContentType": content_type, "ContentLength": content_length,
-              "ServerSideEncryption": SERVER_SIDE_ENCRYPTION, "IfNoneMatch": "*"}
-    headers = {"Content-Type": content_type, "Content-Length": str(content_length),
-               "x-amz-server-side-encryption": SERVER_SIDE_ENCRYPTION, "If-None-Match": "*"}
+    params = {
+        "Bucket": bucket,
+        "Key": key,
+        "ContentType": content_type,
+        "ContentLength": content_length,
+        "ServerSideEncryption": SERVER_SIDE_ENCRYPTION,
+        "IfNoneMatch": "*",
+    }
+    headers = {
+        "Content-Type": content_type,
+        "Content-Length": str(content_length),
+        "x-amz-server-side-encryption": SERVER_SIDE_ENCRYPTION,
+        "If-None-Match": "*",
+    }
     return params, headers
 
 
 def build_delete_batches(bucket: str, versions: list[dict[str, str]]) -> Iterator[dict[str, Any]]:
     """DeleteObjects requests for (Key, VersionId) pairs, at most 1,000 per request."""
     for start in range(0, len(versions), DELETE_BATCH_MAX):
-        yield {"Bucket": bucket, "Delete": {"Objects": versions[start:start + DELETE_BATCH_MAX], "Quiet": True}}
+        yield {"Bucket": bucket, "Delete": {"Objects": versions[start : start + DELETE_BATCH_MAX], "Quiet": True}}
 
 
 class S3BlobStore:
@@ -115,8 +131,10 @@ class S3BlobStore:
     def delete_prefix(self, prefix: str) -> int:
         versions, live_keys = self._versions(prefix, exact=False)
         self._delete_versions(versions)
-        logger.info("blob prefix deleted", extra={"bucket": self.bucket, "prefix": prefix, "objects": live_keys,
-                                                  "versions": len(versions)})
+        logger.info(
+            "blob prefix deleted",
+            extra={"bucket": self.bucket, "prefix": prefix, "objects": live_keys, "versions": len(versions)},
+        )
         return live_keys
 
     def list_blobs(self, prefix: str, *, start_after: str | None = None, limit: int | None = None) -> list[str]:
@@ -133,16 +151,20 @@ class S3BlobStore:
         # S3 already lists in UTF-8 byte order, which is code point order; sorting states the contract, not a fix.
         return sorted(keys)
 
-    def presign_put(self, key: str, content_type: str, content_length: int,
-                    expires_in: int) -> tuple[str, dict[str, str], int]:
+    def presign_put(
+        self, key: str, content_type: str, content_length: int, expires_in: int
+    ) -> tuple[str, dict[str, str], int]:
         """A URL the caller can PUT exactly `content_length` bytes to, the headers that upload must carry, and
         when the URL expires (unix seconds), as the catalog's `Presigner` protocol asks."""
         params, headers = build_presign_params(self.bucket, key, content_type, content_length)
         # Read the clock before signing: the signature's own timestamp is then the same second or later, so the
         # reported expiry is never after the real one.
         expires_at = int(time.time()) + int(expires_in)
-        url = self._call("generate_presigned_url", {"ClientMethod": "put_object", "Params": params,
-                                                    "ExpiresIn": int(expires_in)}, key=key)
+        url = self._call(
+            "generate_presigned_url",
+            {"ClientMethod": "put_object", "Params": params, "ExpiresIn": int(expires_in)},
+            key=key,
+        )
         return url, headers, expires_at
 
     # Internals
@@ -155,8 +177,11 @@ class S3BlobStore:
                 if exact and entry["Key"] != prefix:
                     continue
                 versions.append({"Key": entry["Key"], "VersionId": entry["VersionId"]})
-            live += sum(1 for entry in page.get("Versions", [])
-                        if entry.get("IsLatest") and (not exact or entry["Key"] == prefix))
+            live += sum(
+                1
+                for entry in page.get("Versions", [])
+                if entry.get("IsLatest") and (not exact or entry["Key"] == prefix)
+            )
         return versions, live
 
     def _delete_versions(self, versions: list[dict[str, str]]) -> None:
@@ -164,8 +189,10 @@ class S3BlobStore:
             response = self._call("delete_objects", request)
             errors = response.get("Errors") or []
             if errors:
-                logger.error("s3 delete left objects", extra={"bucket": self.bucket, "failed": len(errors),
-                                                              "error_code": errors[0].get("Code")})
+                logger.error(
+                    "s3 delete left objects",
+                    extra={"bucket": self.bucket, "failed": len(errors), "error_code": errors[0].get("Code")},
+                )
                 raise DependencyFailed("blob store could not delete every object")
 
     def _pages(self, operation: str, request: dict[str, Any]) -> Iterator[dict[str, Any]]:
@@ -191,6 +218,13 @@ class S3BlobStore:
         code = error.response.get("Error", {}).get("Code", "") if isinstance(error, ClientError) else ""
         if operation in ("get_object", "head_object") and code in MISSING_CODES:
             return NotFound(f"blob {key!r} does not exist")
-        logger.error("s3 request failed", extra={"operation": operation, "bucket": self.bucket, "error_code": code,
-                                                 "error_type": type(error).__name__})
+        logger.error(
+            "s3 request failed",
+            extra={
+                "operation": operation,
+                "bucket": self.bucket,
+                "error_code": code,
+                "error_type": type(error).__name__,
+            },
+        )
         return DependencyFailed("blob store request failed")

@@ -49,8 +49,9 @@ def secretsmanager_client(profile: str = boto.BACKGROUND) -> Any:
 
 def secret_name(prefix: str, name: str) -> str:
     """The Secrets Manager name of our secret `name` (see module docstring)."""
-    escaped = "".join(ch if _ALLOWED.fullmatch(ch) else "".join(f"={byte:02X}" for byte in ch.encode("utf-8"))
-                      for ch in name)
+    escaped = "".join(
+        ch if _ALLOWED.fullmatch(ch) else "".join(f"={byte:02X}" for byte in ch.encode("utf-8")) for ch in name
+    )
     full = f"{prefix}/{escaped}"
     if len(full) <= MAX_NAME_CHARS:
         return full
@@ -61,8 +62,14 @@ class SecretsManagerStore:
     """Implements SecretStore with AWS Secrets Manager. `client` is a boto3 client (created lazily when omitted);
     `clock` (monotonic seconds) drives the five-minute read cache."""
 
-    def __init__(self, prefix: str, *, client: Any = None, cache_seconds: float = CACHE_SECONDS,
-                 clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self,
+        prefix: str,
+        *,
+        client: Any = None,
+        cache_seconds: float = CACHE_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+    ):
         self.prefix = prefix.rstrip("/")
         self._client = client
         self.cache_seconds = cache_seconds
@@ -80,12 +87,16 @@ class SecretsManagerStore:
     def put_secret(self, name: str, value: bytes) -> None:
         secret_id = secret_name(self.prefix, name)
         # InvalidRequestException from create or put means the secret is scheduled for deletion: restore it first.
-        _, code = self._call("create_secret", {"Name": secret_id, "SecretBinary": value},
-                             tolerate={"ResourceExistsException", "InvalidRequestException"})
+        _, code = self._call(
+            "create_secret",
+            {"Name": secret_id, "SecretBinary": value},
+            tolerate={"ResourceExistsException", "InvalidRequestException"},
+        )
         created = code is None
         if code == "ResourceExistsException":
-            _, code = self._call("put_secret_value", {"SecretId": secret_id, "SecretBinary": value},
-                                 tolerate={"InvalidRequestException"})
+            _, code = self._call(
+                "put_secret_value", {"SecretId": secret_id, "SecretBinary": value}, tolerate={"InvalidRequestException"}
+            )
         if code == "InvalidRequestException":
             self._call("restore_secret", {"SecretId": secret_id})
             self._call("put_secret_value", {"SecretId": secret_id, "SecretBinary": value})
@@ -107,8 +118,11 @@ class SecretsManagerStore:
 
     def _fetch(self, secret_id: str) -> bytes | None:
         # InvalidRequestException here means the secret is scheduled for deletion: as good as never set.
-        response, code = self._call("get_secret_value", {"SecretId": secret_id},
-                                    tolerate={"ResourceNotFoundException", "InvalidRequestException"})
+        response, code = self._call(
+            "get_secret_value",
+            {"SecretId": secret_id},
+            tolerate={"ResourceNotFoundException", "InvalidRequestException"},
+        )
         if code is not None:
             return None
         if "SecretBinary" in response:
@@ -116,8 +130,9 @@ class SecretsManagerStore:
         # Set by hand (console or CLI) as a string: the bytes of that string.
         return str(response.get("SecretString", "")).encode("utf-8")
 
-    def _call(self, operation: str, request: dict[str, Any], *,
-              tolerate: set[str] | frozenset[str] = frozenset()) -> tuple[dict[str, Any], str | None]:
+    def _call(
+        self, operation: str, request: dict[str, Any], *, tolerate: set[str] | frozenset[str] = frozenset()
+    ) -> tuple[dict[str, Any], str | None]:
         """Send one request: (response, None), or ({}, AWS error code) when the code is one of `tolerate`.
 
         The single place where botocore errors become domain errors. Raised `from None`: botocore's parameter
@@ -132,10 +147,14 @@ class SecretsManagerStore:
             code = error.response.get("Error", {}).get("Code", "")
             if code in tolerate:
                 return {}, code
-            logger.error("secrets manager request failed", extra={"operation": operation, "error_code": code,
-                                                                  "secret": secret_id})
+            logger.error(
+                "secrets manager request failed",
+                extra={"operation": operation, "error_code": code, "secret": secret_id},
+            )
             raise DependencyFailed("secret store request failed") from None
         except BotoCoreError as error:
-            logger.error("secrets manager unreachable", extra={"operation": operation, "secret": secret_id,
-                                                               "error_type": type(error).__name__})
+            logger.error(
+                "secrets manager unreachable",
+                extra={"operation": operation, "secret": secret_id, "error_type": type(error).__name__},
+            )
             raise DependencyFailed("secret store is unreachable") from None

@@ -34,7 +34,7 @@ class SqsReindexQueue:
         from botocore.exceptions import BotoCoreError, ClientError
 
         for start in range(0, len(tasks), BATCH):
-            entries = build_task_entries(tasks[start:start + BATCH])
+            entries = build_task_entries(tasks[start : start + BATCH])
             try:
                 response = self.client.send_message_batch(QueueUrl=self.queue_url, Entries=entries)
             except (BotoCoreError, ClientError) as error:

@@ -26,11 +26,17 @@ def build_entries(bucket: str, keys: Sequence[str]) -> list[dict]:
     """SendMessageBatch entries whose bodies look exactly like S3's ObjectCreated notifications."""
     entries = []
     for i, key in enumerate(keys):
-        record = {"eventVersion": "2.1", "eventSource": "aws:s3", "eventName": "ObjectCreated:Put",
-                  "eventTime": time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime()),
-                  # No size: a re-sent event does not know it; ingest asks S3 (a HEAD) before any GET.
-                  "s3": {"bucket": {"name": bucket}, "object": {"key": quote_plus(key, safe=""),
-                                                                 "sequencer": f"{time.time_ns():020X}"}}}
+        record = {
+            "eventVersion": "2.1",
+            "eventSource": "aws:s3",
+            "eventName": "ObjectCreated:Put",
+            "eventTime": time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime()),
+            # No size: a re-sent event does not know it; ingest asks S3 (a HEAD) before any GET.
+            "s3": {
+                "bucket": {"name": bucket},
+                "object": {"key": quote_plus(key, safe=""), "sequencer": f"{time.time_ns():020X}"},
+            },
+        }
         entries.append({"Id": str(i), "MessageBody": json.dumps({"Records": [record]})})
     return entries
 
@@ -55,7 +61,7 @@ class SqsIngestTrigger:
         from botocore.exceptions import BotoCoreError, ClientError
 
         for start in range(0, len(keys), BATCH):
-            entries = build_entries(self.bucket, keys[start:start + BATCH])
+            entries = build_entries(self.bucket, keys[start : start + BATCH])
             try:
                 response = self.client.send_message_batch(QueueUrl=self.queue_url, Entries=entries)
             except (BotoCoreError, ClientError) as error:

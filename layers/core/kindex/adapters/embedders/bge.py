@@ -68,13 +68,23 @@ class BgeSmallEmbedder(WindowedOnnxEmbedder):
     window_tokens = WINDOW_TOKENS
     query_prefix = QUERY_INSTRUCTION
 
-    def __init__(self, model: str = LOCAL_BGE_SMALL, batch_size: int | None = None,
-                 workers: int | None = None, bucketed: bool = True, memory_arena: bool | None = None):
+    def __init__(
+        self,
+        model: str = LOCAL_BGE_SMALL,
+        batch_size: int | None = None,
+        workers: int | None = None,
+        bucketed: bool = True,
+        memory_arena: bool | None = None,
+    ):
         self.model = model
         int8 = model == LOCAL_BGE_SMALL_Q
-        super().__init__(batch_size=batch_size or (INT8_BATCH_SIZE if int8 else DEFAULT_BATCH_SIZE),
-                         workers=workers, bucketed=bucketed, name="bge",
-                         memory_arena=(INT8_MEMORY_ARENA if int8 else True) if memory_arena is None else memory_arena)
+        super().__init__(
+            batch_size=batch_size or (INT8_BATCH_SIZE if int8 else DEFAULT_BATCH_SIZE),
+            workers=workers,
+            bucketed=bucketed,
+            name="bge",
+            memory_arena=(INT8_MEMORY_ARENA if int8 else True) if memory_arena is None else memory_arena,
+        )
 
     def _model_files(self) -> tuple["tokenizers.Tokenizer", Path]:
         folder = model_folder(self.model)

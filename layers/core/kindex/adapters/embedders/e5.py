@@ -78,7 +78,7 @@ class E5SmallEmbedder:
         # Similar lengths in one call: the engine pads each of its internal batches to the longest window.
         order = np.argsort([len(text) for text in texts], kind="stable")
         for start in range(0, len(order), self.batch_size):
-            positions = order[start:start + self.batch_size]
+            positions = order[start : start + self.batch_size]
             batch = [_c_string_safe(texts[i]) for i in positions]
             with self._lock:
                 result[positions] = engine.encode(batch, is_query=is_query)

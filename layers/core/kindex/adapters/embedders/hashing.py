@@ -38,7 +38,7 @@ def _features(text: str) -> tuple[list[str], list[float]]:
         weights.append(1.0)
         padded = f"<{word}>"
         for start in range(len(padded) - 2):
-            features.append("t:" + padded[start:start + 3])
+            features.append("t:" + padded[start : start + 3])
             weights.append(_TRIGRAM_WEIGHT)
     return features, weights
 

@@ -93,8 +93,9 @@ class MiniLMEmbedder(WindowedOnnxEmbedder):
     window_tokens = WINDOW_TOKENS
 
     def __init__(self, batch_size: int = DEFAULT_BATCH_SIZE, workers: int | None = None, bucketed: bool = True):
-        super().__init__(batch_size=batch_size, workers=workers, bucketed=bucketed, memory_arena=MEMORY_ARENA,
-                         name="minilm")
+        super().__init__(
+            batch_size=batch_size, workers=workers, bucketed=bucketed, memory_arena=MEMORY_ARENA, name="minilm"
+        )
 
     def _model_files(self) -> tuple["tokenizers.Tokenizer", Path]:
         return _tokenizer(), onnx_model_path()

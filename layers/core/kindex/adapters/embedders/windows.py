@@ -45,7 +45,7 @@ def split_windows(content: Sequence[int], window_content: int) -> list[Sequence[
         raise ValueError("a window must hold at least one content token")
     if not content:
         return [content]
-    return [content[start:start + window_content] for start in range(0, len(content), window_content)]
+    return [content[start : start + window_content] for start in range(0, len(content), window_content)]
 
 
 def length_buckets(lengths: Sequence[int], batch_size: int, bucketed: bool = True) -> list[np.ndarray]:
@@ -54,11 +54,12 @@ def length_buckets(lengths: Sequence[int], batch_size: int, bucketed: bool = Tru
     if batch_size < 1:
         raise ValueError("batch_size must be at least 1")
     order = np.argsort(np.asarray(lengths), kind="stable") if bucketed else np.arange(len(lengths))
-    return [order[start:start + batch_size] for start in range(0, len(order), batch_size)]
+    return [order[start : start + batch_size] for start in range(0, len(order), batch_size)]
 
 
-def pool_windows(window_sums: np.ndarray, window_tokens: np.ndarray, window_text: np.ndarray,
-                 text_count: int) -> np.ndarray:
+def pool_windows(
+    window_sums: np.ndarray, window_tokens: np.ndarray, window_text: np.ndarray, text_count: int
+) -> np.ndarray:
     """One unit vector per text from its windows' token sums (rows of `window_sums`, `window_tokens` tokens each,
     window i belonging to text `window_text[i]`)."""
     dims = window_sums.shape[1]
@@ -84,8 +85,10 @@ def onnx_session(model_path: Path, threads: int, memory_arena: bool = True) -> "
     options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
     options.enable_cpu_mem_arena = memory_arena
     session = onnxruntime.InferenceSession(str(model_path), sess_options=options, providers=["CPUExecutionProvider"])
-    logger.info("onnx embedding session loaded",
-                extra={"model_path": str(model_path), "threads": threads, "memory_arena": memory_arena})
+    logger.info(
+        "onnx embedding session loaded",
+        extra={"model_path": str(model_path), "threads": threads, "memory_arena": memory_arena},
+    )
     return session
 
 
@@ -95,14 +98,14 @@ def padded_batch(windows: Sequence[Sequence[int]]) -> dict[str, np.ndarray]:
     input_ids = np.zeros((len(windows), width), dtype=np.int64)
     attention_mask = np.zeros_like(input_ids)
     for row, window in enumerate(windows):
-        input_ids[row, :len(window)] = window
-        attention_mask[row, :len(window)] = 1
+        input_ids[row, : len(window)] = window
+        attention_mask[row, : len(window)] = 1
     return {"input_ids": input_ids, "attention_mask": attention_mask, "token_type_ids": np.zeros_like(input_ids)}
 
 
-
-def encode_windows(tokenizer: "tokenizers.Tokenizer", texts: Sequence[str],
-                   window_tokens: int) -> tuple[list[list[int]], np.ndarray]:
+def encode_windows(
+    tokenizer: "tokenizers.Tokenizer", texts: Sequence[str], window_tokens: int
+) -> tuple[list[list[int]], np.ndarray]:
     """Every text's word pieces as BERT windows of at most `window_tokens` ids ([CLS] ... [SEP] each, see
     `split_windows`), and for each window the index of its text."""
     cls_id, sep_id = tokenizer.token_to_id("[CLS]"), tokenizer.token_to_id("[SEP]")

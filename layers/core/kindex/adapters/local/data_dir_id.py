@@ -55,5 +55,7 @@ def _read(path: Path) -> str | None:
 
 
 def _not_an_id(path: Path) -> ValueError:
-    return ValueError(f"{path} does not hold a data directory id (12 hex digits): restore it, the names of this "
-                      "directory's indices on the search cluster derive from it")
+    return ValueError(
+        f"{path} does not hold a data directory id (12 hex digits): restore it, the names of this "
+        "directory's indices on the search cluster derive from it"
+    )

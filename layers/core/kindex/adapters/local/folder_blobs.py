@@ -107,8 +107,8 @@ class FolderBlobStore:
     def list_blobs(self, prefix: str, *, start_after: str | None = None, limit: int | None = None) -> list[str]:
         keys = self._all_blobs(prefix)
         if start_after is not None:
-            keys = keys[bisect.bisect_right(keys, start_after):]
-        return keys if limit is None else keys[:max(0, limit)]
+            keys = keys[bisect.bisect_right(keys, start_after) :]
+        return keys if limit is None else keys[: max(0, limit)]
 
     def _all_blobs(self, prefix: str) -> list[str]:
         keys = []
@@ -160,9 +160,11 @@ class FolderBlobStore:
         try:
             folded = Path(probe).with_name(Path(probe).name.upper())
             if folded.exists():
-                logger.warning("the blob folder is on a case-insensitive file system: ids that differ only in "
-                               "letter case would share files; use a case-sensitive volume",
-                               extra={"root": str(self.root)})
+                logger.warning(
+                    "the blob folder is on a case-insensitive file system: ids that differ only in "
+                    "letter case would share files; use a case-sensitive volume",
+                    extra={"root": str(self.root)},
+                )
         finally:
             Path(probe).unlink(missing_ok=True)
 

@@ -16,13 +16,26 @@ BUCKET = "kindex-local"
 
 def s3_notification(event_name: str, key: str, size: int | None, sequencer: str) -> dict[str, Any]:
     """The notification S3 would send (keys form-encoded, as S3 does)."""
-    return {"Records": [{
-        "eventVersion": "2.1", "eventSource": "aws:s3", "awsRegion": "local", "eventName": event_name,
-        "eventTime": time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime()),
-        "s3": {"s3SchemaVersion": "1.0", "bucket": {"name": BUCKET, "arn": f"arn:aws:s3:::{BUCKET}"},
-               "object": {"key": quote_plus(key, safe="/"), "sequencer": sequencer,
-                          **({} if size is None else {"size": size})}},
-    }]}
+    return {
+        "Records": [
+            {
+                "eventVersion": "2.1",
+                "eventSource": "aws:s3",
+                "awsRegion": "local",
+                "eventName": event_name,
+                "eventTime": time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime()),
+                "s3": {
+                    "s3SchemaVersion": "1.0",
+                    "bucket": {"name": BUCKET, "arn": f"arn:aws:s3:::{BUCKET}"},
+                    "object": {
+                        "key": quote_plus(key, safe="/"),
+                        "sequencer": sequencer,
+                        **({} if size is None else {"size": size}),
+                    },
+                },
+            }
+        ]
+    }
 
 
 class QueueNotifier:

@@ -39,9 +39,11 @@ class SqliteEmbeddingCache:
         conn = self.db.connection()
         unique = list(dict.fromkeys(text_hashes))
         for i in range(0, len(unique), _BATCH):
-            batch = unique[i:i + _BATCH]
-            sql = (f"SELECT text_sha256, vector FROM tenant_embedding_cache WHERE tenant = ? AND model = ?"
-                   f" AND text_sha256 IN ({','.join('?' * len(batch))})")
+            batch = unique[i : i + _BATCH]
+            sql = (
+                f"SELECT text_sha256, vector FROM tenant_embedding_cache WHERE tenant = ? AND model = ?"
+                f" AND text_sha256 IN ({','.join('?' * len(batch))})"
+            )
             for digest, blob in conn.execute(sql, [tenant, model, *batch]):
                 found[digest] = np.frombuffer(blob, dtype=np.float32)
         return found
@@ -49,8 +51,10 @@ class SqliteEmbeddingCache:
     def put_vectors(self, tenant: str, model: str, vectors: dict[str, np.ndarray]) -> None:
         rows = [(tenant, model, digest, np.asarray(vec, dtype=np.float32).tobytes()) for digest, vec in vectors.items()]
         with self.db.write() as conn:
-            conn.executemany("INSERT OR IGNORE INTO tenant_embedding_cache (tenant, model, text_sha256, vector)"
-                             " VALUES (?, ?, ?, ?)", rows)
+            conn.executemany(
+                "INSERT OR IGNORE INTO tenant_embedding_cache (tenant, model, text_sha256, vector) VALUES (?, ?, ?, ?)",
+                rows,
+            )
 
     def _migrate_shared_cache(self) -> None:
         """Once, for a data directory of an older version: each tenant keeps the shared cache's vectors of the texts
@@ -68,15 +72,19 @@ class SqliteEmbeddingCache:
             models = [m for (m,) in conn.execute(f"SELECT DISTINCT model FROM {LEGACY_TABLE}")]
             for model in models:
                 if model.startswith(_LEGACY_IMPORTED):
-                    tenant, _, imported_model = model[len(_LEGACY_IMPORTED):].partition("\x1f")
-                    conn.execute("INSERT OR IGNORE INTO tenant_embedding_cache (tenant, model, text_sha256, vector)"
-                                 f" SELECT ?, ?, text_sha256, vector FROM {LEGACY_TABLE} WHERE model = ?",
-                                 (tenant, _LEGACY_IMPORTED + imported_model, model))
+                    tenant, _, imported_model = model[len(_LEGACY_IMPORTED) :].partition("\x1f")
+                    conn.execute(
+                        "INSERT OR IGNORE INTO tenant_embedding_cache (tenant, model, text_sha256, vector)"
+                        f" SELECT ?, ?, text_sha256, vector FROM {LEGACY_TABLE} WHERE model = ?",
+                        (tenant, _LEGACY_IMPORTED + imported_model, model),
+                    )
                 elif has_chunks:
-                    conn.execute("INSERT OR IGNORE INTO tenant_embedding_cache (tenant, model, text_sha256, vector)"
-                                 " SELECT DISTINCT c.tenant, e.model, e.text_sha256, e.vector FROM chunks c"
-                                 f" JOIN {LEGACY_TABLE} e ON e.model = ? AND e.text_sha256 = kindex_sha256(c.text)",
-                                 (model,))
+                    conn.execute(
+                        "INSERT OR IGNORE INTO tenant_embedding_cache (tenant, model, text_sha256, vector)"
+                        " SELECT DISTINCT c.tenant, e.model, e.text_sha256, e.vector FROM chunks c"
+                        f" JOIN {LEGACY_TABLE} e ON e.model = ? AND e.text_sha256 = kindex_sha256(c.text)",
+                        (model,),
+                    )
             moved = conn.execute("SELECT count(*) FROM tenant_embedding_cache").fetchone()[0]
             conn.execute(f"DROP TABLE {LEGACY_TABLE}")
         logger.info("embedding cache split by tenant", extra={"models": len(models), "vectors_kept": moved})
@@ -93,6 +101,3 @@ def _sha256_hex(text: str | None) -> str | None:
         return hashlib.sha256(text.encode("utf-8")).hexdigest()
     except UnicodeEncodeError:  # never matches: such a text was never cached (its hash could not be computed)
         return None
-
-
-

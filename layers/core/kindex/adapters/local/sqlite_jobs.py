@@ -26,12 +26,20 @@ class SqliteJobStore:
     def put_job(self, job) -> None:
         with self.db.write() as conn:
             conn.execute("DELETE FROM jobs WHERE expires_at < ?", (self.clock(),))
-            conn.execute("INSERT OR REPLACE INTO jobs (tenant, job_id, body, expires_at) VALUES (?, ?, ?, ?)",
-                         (job.tenant, job.id, job.model_dump_json(), self.clock() + JOB_TTL))
+            conn.execute(
+                "INSERT OR REPLACE INTO jobs (tenant, job_id, body, expires_at) VALUES (?, ?, ?, ?)",
+                (job.tenant, job.id, job.model_dump_json(), self.clock() + JOB_TTL),
+            )
 
     def get_job(self, tenant: str, job_id: str):
         from kindex.domain.models import ReindexJob
 
-        row = self.db.connection().execute("SELECT body FROM jobs WHERE tenant = ? AND job_id = ? AND expires_at >= ?",
-                                           (tenant, job_id, self.clock())).fetchone()
+        row = (
+            self.db.connection()
+            .execute(
+                "SELECT body FROM jobs WHERE tenant = ? AND job_id = ? AND expires_at >= ?",
+                (tenant, job_id, self.clock()),
+            )
+            .fetchone()
+        )
         return ReindexJob.model_validate_json(row[0]) if row else None

@@ -42,8 +42,9 @@ UPDATE documents SET attention = CASE
     ELSE 0 END
 WHERE attention IS NULL
 """
-ATTENTION_INDEX = ("CREATE INDEX IF NOT EXISTS documents_attention ON documents (tenant, collection, id)"
-                   " WHERE attention = 1")
+ATTENTION_INDEX = (
+    "CREATE INDEX IF NOT EXISTS documents_attention ON documents (tenant, collection, id) WHERE attention = 1"
+)
 # Added after attention: the record's write revision, which every update checks. Rows of an older data directory get
 # 0, as their JSON bodies (without `revision`) read.
 REVISION_COLUMN = "ALTER TABLE documents ADD COLUMN revision INTEGER NOT NULL DEFAULT 0"
@@ -51,8 +52,6 @@ REVISION_COLUMN = "ALTER TABLE documents ADD COLUMN revision INTEGER NOT NULL DE
 COLLECTION_REVISION_COLUMN = "ALTER TABLE collections ADD COLUMN revision INTEGER NOT NULL DEFAULT 0"
 # Rows per batched document read: two bound values each, far below SQLite's limit of 32,766 per statement.
 DOCUMENTS_PER_READ = 500
-
-
 
 
 def _pending(row: tuple[str, str]) -> PendingDeletion:
@@ -90,8 +89,11 @@ class SqliteMetadataStore:
 
     # Collections
     def get_collection(self, tenant: str, collection_id: str) -> Collection | None:
-        row = self.db.connection().execute(
-            "SELECT body FROM collections WHERE tenant = ? AND id = ?", (tenant, collection_id)).fetchone()
+        row = (
+            self.db.connection()
+            .execute("SELECT body FROM collections WHERE tenant = ? AND id = ?", (tenant, collection_id))
+            .fetchone()
+        )
         return Collection.model_validate_json(row[0]) if row else None
 
     def put_collection(self, tenant: str, collection: Collection, *, create: bool) -> None:
@@ -102,13 +104,17 @@ class SqliteMetadataStore:
                 if conn.execute("SELECT 1 FROM deleting_collections WHERE tenant = ? AND id = ?", key).fetchone():
                     raise Conflict(f"collection {collection.id!r} is being deleted")
                 try:
-                    conn.execute("INSERT INTO collections (tenant, id, revision, body) VALUES (?, ?, ?, ?)",
-                                 (*key, collection.revision, body))
+                    conn.execute(
+                        "INSERT INTO collections (tenant, id, revision, body) VALUES (?, ?, ?, ?)",
+                        (*key, collection.revision, body),
+                    )
                 except sqlite3.IntegrityError as error:
                     raise Conflict(f"collection {collection.id!r} already exists") from error
                 return
-            updated = conn.execute("UPDATE collections SET revision = ?, body = ? WHERE tenant = ? AND id = ?"
-                                   " AND revision = ?", (collection.revision, body, *key, collection.revision - 1))
+            updated = conn.execute(
+                "UPDATE collections SET revision = ?, body = ? WHERE tenant = ? AND id = ? AND revision = ?",
+                (collection.revision, body, *key, collection.revision - 1),
+            )
             if updated.rowcount == 0:
                 if conn.execute("SELECT 1 FROM collections WHERE tenant = ? AND id = ?", key).fetchone():
                     raise Conflict(f"collection {collection.id!r} changed meanwhile")
@@ -118,46 +124,69 @@ class SqliteMetadataStore:
         with self.db.write() as conn:
             conn.execute("DELETE FROM documents WHERE tenant = ? AND collection = ?", (tenant, collection_id))
             conn.execute("DELETE FROM reindex_state WHERE tenant = ? AND collection = ?", (tenant, collection_id))
-            return conn.execute("DELETE FROM collections WHERE tenant = ? AND id = ?",
-                                (tenant, collection_id)).rowcount > 0
+            return (
+                conn.execute("DELETE FROM collections WHERE tenant = ? AND id = ?", (tenant, collection_id)).rowcount
+                > 0
+            )
 
     # Collections being deleted
     def mark_deleting(self, tenant: str, collection: Collection, job: str) -> None:
         key = (tenant, collection.id)
         with self.db.write() as conn:
-            if conn.execute("DELETE FROM collections WHERE tenant = ? AND id = ? AND revision = ?",
-                            (*key, collection.revision)).rowcount == 0:
+            if (
+                conn.execute(
+                    "DELETE FROM collections WHERE tenant = ? AND id = ? AND revision = ?", (*key, collection.revision)
+                ).rowcount
+                == 0
+            ):
                 if conn.execute("SELECT 1 FROM collections WHERE tenant = ? AND id = ?", key).fetchone():
                     raise Conflict(f"collection {collection.id!r} changed meanwhile")
                 raise NotFound(f"collection {collection.id!r} does not exist")
-            conn.execute("INSERT OR REPLACE INTO deleting_collections (tenant, id, job, body) VALUES (?, ?, ?, ?)",
-                         (*key, job, collection.model_dump_json()))
+            conn.execute(
+                "INSERT OR REPLACE INTO deleting_collections (tenant, id, job, body) VALUES (?, ?, ?, ?)",
+                (*key, job, collection.model_dump_json()),
+            )
 
     def pending_deletion(self, tenant: str, collection_id: str) -> PendingDeletion | None:
-        row = self.db.connection().execute("SELECT job, body FROM deleting_collections WHERE tenant = ? AND id = ?",
-                                           (tenant, collection_id)).fetchone()
+        row = (
+            self.db.connection()
+            .execute("SELECT job, body FROM deleting_collections WHERE tenant = ? AND id = ?", (tenant, collection_id))
+            .fetchone()
+        )
         return _pending(row) if row else None
 
     def pending_deletions(self, tenant: str) -> list[PendingDeletion]:
-        rows = self.db.connection().execute("SELECT job, body FROM deleting_collections WHERE tenant = ? ORDER BY id",
-                                            (tenant,))
+        rows = self.db.connection().execute(
+            "SELECT job, body FROM deleting_collections WHERE tenant = ? ORDER BY id", (tenant,)
+        )
         return [_pending(row) for row in rows]
 
     def end_deletion(self, tenant: str, collection_id: str, job: str) -> bool:
         with self.db.write() as conn:
-            return conn.execute("DELETE FROM deleting_collections WHERE tenant = ? AND id = ? AND job = ?",
-                                (tenant, collection_id, job)).rowcount > 0
+            return (
+                conn.execute(
+                    "DELETE FROM deleting_collections WHERE tenant = ? AND id = ? AND job = ?",
+                    (tenant, collection_id, job),
+                ).rowcount
+                > 0
+            )
 
     def list_collections(self, tenant: str, *, after: str | None, offset: int, limit: int | None) -> list[str]:
-        sql, params = _page_query("SELECT id FROM collections WHERE tenant = ?", [tenant],
-                                  after=after, offset=offset, limit=limit)
+        sql, params = _page_query(
+            "SELECT id FROM collections WHERE tenant = ?", [tenant], after=after, offset=offset, limit=limit
+        )
         return [row[0] for row in self.db.connection().execute(sql, params)]
 
     # Documents
     def get_document(self, tenant: str, collection_id: str, document_id: str) -> Document | None:
-        row = self.db.connection().execute(
-            "SELECT body FROM documents WHERE tenant = ? AND collection = ? AND id = ?",
-            (tenant, collection_id, document_id)).fetchone()
+        row = (
+            self.db.connection()
+            .execute(
+                "SELECT body FROM documents WHERE tenant = ? AND collection = ? AND id = ?",
+                (tenant, collection_id, document_id),
+            )
+            .fetchone()
+        )
         return Document.model_validate_json(row[0]) if row else None
 
     def get_documents(self, tenant: str, refs: Sequence[tuple[str, str]]) -> dict[tuple[str, str], Document]:
@@ -165,10 +194,12 @@ class SqliteMetadataStore:
         found: dict[tuple[str, str], Document] = {}
         conn = self.db.connection()
         for start in range(0, len(unique), DOCUMENTS_PER_READ):
-            batch = unique[start:start + DOCUMENTS_PER_READ]
+            batch = unique[start : start + DOCUMENTS_PER_READ]
             # Joined on a VALUES list, so SQLite probes the primary key once per pair (as the chunk store's read).
-            sql = ("SELECT d.collection, d.id, d.body FROM (VALUES " + ",".join("(?, ?)" for _ in batch) + ") AS v"
-                   " JOIN documents AS d ON d.tenant = ? AND d.collection = v.column1 AND d.id = v.column2")
+            sql = (
+                "SELECT d.collection, d.id, d.body FROM (VALUES " + ",".join("(?, ?)" for _ in batch) + ") AS v"
+                " JOIN documents AS d ON d.tenant = ? AND d.collection = v.column1 AND d.id = v.column2"
+            )
             for collection_id, document_id, body in conn.execute(sql, [*(v for ref in batch for v in ref), tenant]):
                 found[(collection_id, document_id)] = Document.model_validate_json(body)
         return found
@@ -180,79 +211,115 @@ class SqliteMetadataStore:
         with self.db.write() as conn:
             if create:
                 try:
-                    conn.execute("INSERT INTO documents (tenant, collection, id, version, revision, body, attention)"
-                                 " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                                 (*key, document.version, document.revision, body, attention))
+                    conn.execute(
+                        "INSERT INTO documents (tenant, collection, id, version, revision, body, attention)"
+                        " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                        (*key, document.version, document.revision, body, attention),
+                    )
                 except sqlite3.IntegrityError as error:
                     raise Conflict(f"document {document.id!r} already exists") from error
                 return
-            if conn.execute("UPDATE documents SET version = ?, revision = ?, body = ?, attention = ?"
-                            " WHERE tenant = ? AND collection = ? AND id = ? AND revision = ?",
-                            (document.version, document.revision, body, attention, *key,
-                             document.revision - 1)).rowcount == 0:
-                exists = conn.execute("SELECT 1 FROM documents WHERE tenant = ? AND collection = ? AND id = ?",
-                                      key).fetchone()
+            if (
+                conn.execute(
+                    "UPDATE documents SET version = ?, revision = ?, body = ?, attention = ?"
+                    " WHERE tenant = ? AND collection = ? AND id = ? AND revision = ?",
+                    (document.version, document.revision, body, attention, *key, document.revision - 1),
+                ).rowcount
+                == 0
+            ):
+                exists = conn.execute(
+                    "SELECT 1 FROM documents WHERE tenant = ? AND collection = ? AND id = ?", key
+                ).fetchone()
                 if exists:
                     raise Conflict(f"document {document.id!r} changed meanwhile")
                 raise NotFound(f"document {document.id!r} does not exist")
 
-    def delete_document(self, tenant: str, collection_id: str, document_id: str, *,
-                        revision: int | None = None) -> bool:
+    def delete_document(
+        self, tenant: str, collection_id: str, document_id: str, *, revision: int | None = None
+    ) -> bool:
         key = (tenant, collection_id, document_id)
         with self.db.write() as conn:
             if revision is None:
-                return conn.execute("DELETE FROM documents WHERE tenant = ? AND collection = ? AND id = ?",
-                                    key).rowcount > 0
-            if conn.execute("DELETE FROM documents WHERE tenant = ? AND collection = ? AND id = ? AND revision = ?",
-                            (*key, revision)).rowcount:
+                return (
+                    conn.execute("DELETE FROM documents WHERE tenant = ? AND collection = ? AND id = ?", key).rowcount
+                    > 0
+                )
+            if conn.execute(
+                "DELETE FROM documents WHERE tenant = ? AND collection = ? AND id = ? AND revision = ?",
+                (*key, revision),
+            ).rowcount:
                 return True
-            if conn.execute("SELECT 1 FROM documents WHERE tenant = ? AND collection = ? AND id = ?",
-                            key).fetchone() is None:
+            if (
+                conn.execute("SELECT 1 FROM documents WHERE tenant = ? AND collection = ? AND id = ?", key).fetchone()
+                is None
+            ):
                 return False
         raise Conflict(f"document {document_id!r} changed since revision {revision}")
 
-    def list_documents(self, tenant: str, collection_id: str, *, after: str | None, offset: int,
-                       limit: int | None) -> list[Document]:
-        sql, params = _page_query("SELECT body FROM documents WHERE tenant = ? AND collection = ?",
-                                  [tenant, collection_id], after=after, offset=offset, limit=limit)
+    def list_documents(
+        self, tenant: str, collection_id: str, *, after: str | None, offset: int, limit: int | None
+    ) -> list[Document]:
+        sql, params = _page_query(
+            "SELECT body FROM documents WHERE tenant = ? AND collection = ?",
+            [tenant, collection_id],
+            after=after,
+            offset=offset,
+            limit=limit,
+        )
         return [Document.model_validate_json(row[0]) for row in self.db.connection().execute(sql, params)]
 
     def count_documents(self, tenant: str, collection_id: str) -> int:
-        return self.db.connection().execute(
-            "SELECT COUNT(*) FROM documents WHERE tenant = ? AND collection = ?", (tenant, collection_id)).fetchone()[0]
+        return (
+            self.db.connection()
+            .execute("SELECT COUNT(*) FROM documents WHERE tenant = ? AND collection = ?", (tenant, collection_id))
+            .fetchone()[0]
+        )
 
     # Reindex ledger
     def get_state(self, tenant: str, collection_id: str) -> ReindexState | None:
-        row = self.db.connection().execute("SELECT body FROM reindex_state WHERE tenant = ? AND collection = ?",
-                                           (tenant, collection_id)).fetchone()
+        row = (
+            self.db.connection()
+            .execute("SELECT body FROM reindex_state WHERE tenant = ? AND collection = ?", (tenant, collection_id))
+            .fetchone()
+        )
         return ReindexState.model_validate_json(row[0]) if row else None
 
     def put_state(self, tenant: str, state: ReindexState) -> None:
         body, expected = state.model_dump_json(), state.revision - 1
         with self.db.write() as conn:
             if expected == 0:
-                written = conn.execute("INSERT OR IGNORE INTO reindex_state (tenant, collection, revision, body)"
-                                       " VALUES (?, ?, ?, ?)", (tenant, state.collection, state.revision, body))
+                written = conn.execute(
+                    "INSERT OR IGNORE INTO reindex_state (tenant, collection, revision, body) VALUES (?, ?, ?, ?)",
+                    (tenant, state.collection, state.revision, body),
+                )
             else:
-                written = conn.execute("UPDATE reindex_state SET revision = ?, body = ? WHERE tenant = ? AND"
-                                       " collection = ? AND revision = ?",
-                                       (state.revision, body, tenant, state.collection, expected))
+                written = conn.execute(
+                    "UPDATE reindex_state SET revision = ?, body = ? WHERE tenant = ? AND"
+                    " collection = ? AND revision = ?",
+                    (state.revision, body, tenant, state.collection, expected),
+                )
             if written.rowcount == 0:
                 raise Conflict(f"reindex state of {state.collection!r} changed meanwhile")
 
-    def attention_documents(self, tenant: str, collection_id: str, *, after: str | None,
-                            limit: int) -> list[str]:
-        sql, params = _page_query("SELECT id FROM documents INDEXED BY documents_attention WHERE tenant = ? AND"
-                                  " collection = ? AND attention = 1", [tenant, collection_id],
-                                  after=after, offset=0, limit=max(0, limit))
+    def attention_documents(self, tenant: str, collection_id: str, *, after: str | None, limit: int) -> list[str]:
+        sql, params = _page_query(
+            "SELECT id FROM documents INDEXED BY documents_attention WHERE tenant = ? AND"
+            " collection = ? AND attention = 1",
+            [tenant, collection_id],
+            after=after,
+            offset=0,
+            limit=max(0, limit),
+        )
         return [row[0] for row in self.db.connection().execute(sql, params)]
 
     # API keys
     def put_key(self, key: ApiKey) -> None:
         with self.db.write() as conn:
             try:
-                conn.execute("INSERT INTO api_keys (key_id, tenant, created_at, body) VALUES (?, ?, ?, ?)",
-                             (key.key_id, key.tenant, key.created_at.isoformat(), key.model_dump_json()))
+                conn.execute(
+                    "INSERT INTO api_keys (key_id, tenant, created_at, body) VALUES (?, ?, ?, ?)",
+                    (key.key_id, key.tenant, key.created_at.isoformat(), key.model_dump_json()),
+                )
             except sqlite3.IntegrityError as error:
                 raise Conflict("key id already exists") from error
 
@@ -265,7 +332,8 @@ class SqliteMetadataStore:
             rows = self.db.connection().execute("SELECT body FROM api_keys ORDER BY created_at, key_id")
         else:
             rows = self.db.connection().execute(
-                "SELECT body FROM api_keys WHERE tenant = ? ORDER BY created_at, key_id", (tenant,))
+                "SELECT body FROM api_keys WHERE tenant = ? ORDER BY created_at, key_id", (tenant,)
+            )
         return [ApiKey.model_validate_json(row[0]) for row in rows]
 
     def revoke_key(self, key_id: str) -> bool:

@@ -28,16 +28,21 @@ class SqliteQueryLog:
         now = self.clock()
         with self.db.write() as conn:
             conn.execute("DELETE FROM query_log WHERE expires_at < ?", (now,))
-            conn.execute("INSERT OR REPLACE INTO query_log (tenant, query_id, documents, expires_at)"
-                         " VALUES (?, ?, ?, ?)",
-                         (tenant, query_id, json.dumps(documents), now + ttl_seconds))
+            conn.execute(
+                "INSERT OR REPLACE INTO query_log (tenant, query_id, documents, expires_at) VALUES (?, ?, ?, ?)",
+                (tenant, query_id, json.dumps(documents), now + ttl_seconds),
+            )
 
     def get_query(self, tenant: str, query_id: str) -> list[dict] | None:
         import json
 
-        row = self.db.connection().execute(
-            "SELECT documents, expires_at FROM query_log WHERE tenant = ? AND query_id = ?",
-            (tenant, query_id)).fetchone()
+        row = (
+            self.db.connection()
+            .execute(
+                "SELECT documents, expires_at FROM query_log WHERE tenant = ? AND query_id = ?", (tenant, query_id)
+            )
+            .fetchone()
+        )
         if row is None or row[1] < self.clock():
             return None
         return json.loads(row[0])

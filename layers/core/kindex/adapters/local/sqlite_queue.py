@@ -33,8 +33,10 @@ WITH RECURSIVE lanes(lane) AS (
     FROM lanes WHERE lane IS NOT NULL
 ) SELECT lane FROM lanes WHERE lane IS NOT NULL
 """
-_LANE_HEAD = ("SELECT message_id, grp, sent_at FROM queue INDEXED BY queue_lane"
-              " WHERE dead = 0 AND lane = ? AND visible_at <= ? ORDER BY sent_at")
+_LANE_HEAD = (
+    "SELECT message_id, grp, sent_at FROM queue INDEXED BY queue_lane"
+    " WHERE dead = 0 AND lane = ? AND visible_at <= ? ORDER BY sent_at"
+)
 
 
 class SqliteQueue:
@@ -60,12 +62,14 @@ class SqliteQueue:
     def send(self, body: str, *, lane: str = "", group: str = "") -> None:
         now = self.clock()
         with self.db.write() as conn:
-            conn.execute("INSERT INTO queue (message_id, body, visible_at, sent_at, lane, grp)"
-                         " VALUES (?, ?, ?, ?, ?, ?)",
-                         (uuid.uuid4().hex, body, now, now, lane, group))
+            conn.execute(
+                "INSERT INTO queue (message_id, body, visible_at, sent_at, lane, grp) VALUES (?, ?, ?, ?, ?, ?)",
+                (uuid.uuid4().hex, body, now, now, lane, group),
+            )
 
-    def receive(self, max_messages: int, visibility_timeout: float, *,
-                lane_limit: int | None = None) -> list[QueueMessage]:
+    def receive(
+        self, max_messages: int, visibility_timeout: float, *, lane_limit: int | None = None
+    ) -> list[QueueMessage]:
         """Claim up to `max_messages` visible messages of ONE lane: the lane with the fewest receives in flight, the
         oldest waiting message breaking ties. A message whose group has a message in flight is skipped; with
         `lane_limit`, so is every lane that already has that many receives in flight (the worker pool keeps a
@@ -73,8 +77,11 @@ class SqliteQueue:
         together: another lane's message in the same receive would count as busy until the slowest was done."""
         now = self.clock()
         with self.db.write() as conn:
-            busy = conn.execute("SELECT lane, grp, receipt FROM queue INDEXED BY queue_claimed"
-                                " WHERE receipt IS NOT NULL AND dead = 0 AND visible_at > ?", (now,)).fetchall()
+            busy = conn.execute(
+                "SELECT lane, grp, receipt FROM queue INDEXED BY queue_claimed"
+                " WHERE receipt IS NOT NULL AND dead = 0 AND visible_at > ?",
+                (now,),
+            ).fetchall()
             busy_groups = {grp for _, grp, _ in busy if grp}
             receipts: dict[str, set[str]] = {}
             for lane, _, receipt in busy:
@@ -105,7 +112,8 @@ class SqliteQueue:
                 "UPDATE queue SET receive_count = receive_count + 1, visible_at = ?, receipt = ?"
                 f" WHERE message_id IN ({','.join('?' * len(chosen))})"
                 " RETURNING message_id, body, receive_count, sent_at",
-                (now + visibility_timeout, uuid.uuid4().hex, *chosen)).fetchall()
+                (now + visibility_timeout, uuid.uuid4().hex, *chosen),
+            ).fetchall()
         rows.sort(key=lambda row: row[3])
         return [QueueMessage(message_id=r[0], body=r[1], receive_count=r[2]) for r in rows]
 
@@ -119,20 +127,24 @@ class SqliteQueue:
             if row is None:
                 return False
             dead = row[0] >= max_receives
-            conn.execute("UPDATE queue SET dead = ?, visible_at = ?, receipt = NULL WHERE message_id = ?",
-                         (int(dead), self.clock() + delay, message_id))
+            conn.execute(
+                "UPDATE queue SET dead = ?, visible_at = ?, receipt = NULL WHERE message_id = ?",
+                (int(dead), self.clock() + delay, message_id),
+            )
             return dead
 
     def redrive(self) -> int:
         with self.db.write() as conn:
-            return conn.execute("UPDATE queue SET dead = 0, receive_count = 0, visible_at = ?, receipt = NULL"
-                                " WHERE dead = 1",
-                                (self.clock(),)).rowcount
+            return conn.execute(
+                "UPDATE queue SET dead = 0, receive_count = 0, visible_at = ?, receipt = NULL WHERE dead = 1",
+                (self.clock(),),
+            ).rowcount
 
     def recover_in_flight(self) -> int:
         """After a crash or restart: messages claimed by the dead worker become visible now, not after their timeout.
         Only call while holding the data directory's worker lock (no other worker can be mid-message)."""
         now = self.clock()
         with self.db.write() as conn:
-            return conn.execute("UPDATE queue SET visible_at = ?, receipt = NULL WHERE dead = 0 AND visible_at > ?",
-                                (now, now)).rowcount
+            return conn.execute(
+                "UPDATE queue SET visible_at = ?, receipt = NULL WHERE dead = 0 AND visible_at > ?", (now, now)
+            ).rowcount

@@ -51,8 +51,9 @@ class LocalUploadSigner:
         message = "\n".join(("PUT", key, content_type, content_length, str(expires))).encode("utf-8")
         return hmac.new(self.secret, message, hashlib.sha256).hexdigest()
 
-    def presign_put(self, key: str, content_type: str, content_length: int,
-                    expires_in: int) -> tuple[str, dict[str, str], int]:
+    def presign_put(
+        self, key: str, content_type: str, content_length: int, expires_in: int
+    ) -> tuple[str, dict[str, str], int]:
         """(url, headers the client must send, expiry as unix seconds)."""
         expires = int(self.clock()) + expires_in
         length = str(int(content_length))
@@ -60,8 +61,9 @@ class LocalUploadSigner:
         headers = {"Content-Type": content_type, "Content-Length": length, **CREATE_ONLY}
         return f"{self.base_url}{UPLOAD_PATH}{quote(key, safe='/')}?{query}", headers, expires
 
-    def verify(self, key: str, content_type: str, content_length: str, expires: str, signature: str,
-               if_none_match: str) -> bool:
+    def verify(
+        self, key: str, content_type: str, content_length: str, expires: str, signature: str, if_none_match: str
+    ) -> bool:
         """True when the URL's signature covers this key, type and length (the request's Content-Length header,
         as sent), the request is create-only (its If-None-Match header is `*`) and the URL has not expired."""
         try:

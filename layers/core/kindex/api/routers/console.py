@@ -18,8 +18,12 @@ ASSETS_DIR = Path(__file__).resolve().parents[2] / "console"
 INDEX = "index.html"
 # Only flat names of these kinds are served: no path can leave the folder, and every type is known.
 ASSET_NAME = re.compile(r"[a-z0-9][a-z0-9-]*\.(html|js|css|svg)")
-CONTENT_TYPES = {"html": "text/html; charset=utf-8", "js": "text/javascript; charset=utf-8",
-                 "css": "text/css; charset=utf-8", "svg": "image/svg+xml"}
+CONTENT_TYPES = {
+    "html": "text/html; charset=utf-8",
+    "js": "text/javascript; charset=utf-8",
+    "css": "text/css; charset=utf-8",
+    "svg": "image/svg+xml",
+}
 
 
 @dataclass(frozen=True)
@@ -45,8 +49,10 @@ def content_security_policy(connect_origins: tuple[str, ...] = ()) -> str:
     """Scripts and styles only from this origin (no inline code, no eval), no framing, no plugins. `connect_origins`
     are where upload URLs point besides this origin (the S3 bucket on AWS, the public URL locally)."""
     connect = " ".join(("'self'", *connect_origins))
-    return ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; font-src 'self'; "
-            f"connect-src {connect}; object-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
+    return (
+        "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; font-src 'self'; "
+        f"connect-src {connect}; object-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+    )
 
 
 def upload_origins(bucket_name: str | None, region: str | None, public_url: str | None) -> tuple[str, ...]:
@@ -81,16 +87,18 @@ class Console:
     `Cache-Control: no-cache` makes browsers revalidate (a 304 costs one small request), so a deployment is seen
     at once and never mixes old and new modules."""
 
-    def __init__(self, assets: dict[str, Asset], connect_origins: tuple[str, ...] = (),
-                 headers: dict[str, str] | None = None):
+    def __init__(
+        self, assets: dict[str, Asset], connect_origins: tuple[str, ...] = (), headers: dict[str, str] | None = None
+    ):
         self.assets = assets
         self.headers = headers or security_headers(connect_origins)
 
     def respond(self, name: str, if_none_match: str | None) -> Response:
         asset = self.assets.get(name)
         if asset is None:
-            return json_response(404, error_body("not_found", "no such console file"),
-                                 {"X-Content-Type-Options": "nosniff"})
+            return json_response(
+                404, error_body("not_found", "no such console file"), {"X-Content-Type-Options": "nosniff"}
+            )
         headers = {**self.headers, "Cache-Control": "no-cache", "ETag": asset.etag}
         if if_none_match and asset.etag in [tag.strip() for tag in if_none_match.split(",")]:
             return Response(status_code=304, headers=headers, body="")

@@ -50,8 +50,10 @@ START_JS = """"use strict";
 
 def content_security_policy() -> str:
     """The console's policy, plus `data:` images: Swagger UI's stylesheet draws its icons as data URLs."""
-    return ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; font-src 'self'; "
-            "connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
+    return (
+        "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; font-src 'self'; "
+        "connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+    )
 
 
 def _asset(body: str, kind: str) -> Asset:
@@ -61,12 +63,17 @@ def _asset(body: str, kind: str) -> Asset:
 @cache
 def docs_page() -> Console:
     """The page and its files, read at the first request (1.7 MB of Swagger UI a cold start need not read)."""
-    return Console({
-        PAGE: _asset(PAGE_HTML, "html"),
-        "start.js": _asset(START_JS, "js"),
-        "swagger-ui-bundle.js": _asset((SWAGGER_UI_DIR / "swagger-ui-bundle.min.js").read_text(encoding="utf-8"), "js"),
-        "swagger-ui.css": _asset((SWAGGER_UI_DIR / "swagger-ui.min.css").read_text(encoding="utf-8"), "css"),
-    }, headers={**security_headers(), "Content-Security-Policy": content_security_policy()})
+    return Console(
+        {
+            PAGE: _asset(PAGE_HTML, "html"),
+            "start.js": _asset(START_JS, "js"),
+            "swagger-ui-bundle.js": _asset(
+                (SWAGGER_UI_DIR / "swagger-ui-bundle.min.js").read_text(encoding="utf-8"), "js"
+            ),
+            "swagger-ui.css": _asset((SWAGGER_UI_DIR / "swagger-ui.min.css").read_text(encoding="utf-8"), "css"),
+        },
+        headers={**security_headers(), "Content-Security-Policy": content_security_policy()},
+    )
 
 
 def router_for() -> APIGatewayRouter:

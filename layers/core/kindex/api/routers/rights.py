@@ -17,5 +17,8 @@ router = APIGatewayRouter()
 def rotate_rights_secret(svc: ServicesDep) -> RightsSecret:
     """Create or replace the tenant's signing secret for external rights checks; it is shown only in this answer."""
     secret = svc.rights_secrets.rotate(require_admin(router).tenant)
-    return RightsSecret(secret=secret, header="X-Kindex-Signature",
-                        signature_format='t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<raw body>">')
+    return RightsSecret(
+        secret=secret,
+        header="X-Kindex-Signature",
+        signature_format='t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<raw body>">',
+    )

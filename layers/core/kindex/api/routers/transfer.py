@@ -14,13 +14,15 @@ from kindex.domain.transfer import DEFAULT_EXPORT_CHUNKS, MAX_BATCH_CHUNKS, Expo
 router = APIGatewayRouter()
 
 ExportCursor = Annotated[str | None, Query(max_length=8192, description="`next_cursor` of the previous page")]
-ExportSize = Annotated[int, Query(ge=1, le=MAX_BATCH_CHUNKS, description="chunks per page (pages also end before "
-                                                                         "4 MiB)")]
+ExportSize = Annotated[
+    int, Query(ge=1, le=MAX_BATCH_CHUNKS, description="chunks per page (pages also end before 4 MiB)")
+]
 
 
 @router.get("/v1/collections/<collection>/export")
-def export_collection(collection: str, svc: ServicesDep, cursor: ExportCursor = None,
-                      number: ExportSize = DEFAULT_EXPORT_CHUNKS) -> ExportPage:
+def export_collection(
+    collection: str, svc: ServicesDep, cursor: ExportCursor = None, number: ExportSize = DEFAULT_EXPORT_CHUNKS
+) -> ExportPage:
     return svc.transfer.export_page(require_reader(router).tenant, path_param(collection), cursor or None, number)
 
 

@@ -38,8 +38,17 @@ from kindex.text.extract.limits import DEFAULT_LIMITS, DEFAULT_MAX_BYTES, Extrac
 from kindex.text.extract.sniff import check_signature
 
 __all__ = [
-    "APPLICATION_DOCX", "APPLICATION_PDF", "DEFAULT_LIMITS", "DEFAULT_MAX_BYTES", "SUPPORTED_MIMETYPES", "TEXT_HTML",
-    "TEXT_MARKDOWN", "TEXT_PLAIN", "ExtractLimits", "extract", "guess_mimetype",
+    "APPLICATION_DOCX",
+    "APPLICATION_PDF",
+    "DEFAULT_LIMITS",
+    "DEFAULT_MAX_BYTES",
+    "SUPPORTED_MIMETYPES",
+    "TEXT_HTML",
+    "TEXT_MARKDOWN",
+    "TEXT_PLAIN",
+    "ExtractLimits",
+    "extract",
+    "guess_mimetype",
 ]
 
 logger = logging.getLogger(__name__)

@@ -47,7 +47,7 @@ def _decode_by_bom(data: bytes) -> str | None:
     for bom, codec in _BOMS:
         if data.startswith(bom):
             try:
-                return data[len(bom):].decode(codec)
+                return data[len(bom) :].decode(codec)
             except UnicodeDecodeError:
                 name = codec.upper()
                 raise UnsupportedType(f"File starts with a {name} byte-order mark but is not {name} text") from None
@@ -76,8 +76,9 @@ def _decode_detected(data: bytes) -> str:
     # candidate would cost more than the rest of the extraction.
     sample = data[:_DETECTION_SAMPLE_BYTES]
     fallback = sample.decode(_FALLBACK_ENCODING, errors="replace")
-    if any(candidate == _FALLBACK_ENCODING or sample.decode(candidate, errors="replace") == fallback
-           for candidate in tied):
+    if any(
+        candidate == _FALLBACK_ENCODING or sample.decode(candidate, errors="replace") == fallback for candidate in tied
+    ):
         encoding = _FALLBACK_ENCODING
     # A stray byte the encoding lacks becomes U+FFFD, which `_looks_binary` counts, rather than failing the file.
     return data.decode(encoding, errors="replace")
@@ -89,7 +90,7 @@ def _looks_binary(text: str) -> bool:
         samples = [text]
     else:
         step = (len(text) - _BINARY_SAMPLE_CHARS) // (_BINARY_SAMPLE_WINDOWS - 1)
-        samples = [text[i * step:i * step + _BINARY_SAMPLE_CHARS] for i in range(_BINARY_SAMPLE_WINDOWS)]
+        samples = [text[i * step : i * step + _BINARY_SAMPLE_CHARS] for i in range(_BINARY_SAMPLE_WINDOWS)]
     sampled = sum(len(sample) for sample in samples)
     found = sum(len(_BINARY_CHARACTERS.findall(sample)) for sample in samples)
     return found > max(_BINARY_MIN_COUNT, _BINARY_MAX_SHARE * sampled)

@@ -61,12 +61,16 @@ def _check_zip_package(data: bytes, limits: ExtractLimits) -> None:
         for entry in entries:
             if entry.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
                 # bzip2 and LZMA members are inflated without an output bound by zipfile; Word never writes them.
-                raise UnsupportedType(f"DOCX entry {entry.filename!r} uses ZIP compression method "
-                                      f"{entry.compress_type}; Word documents use deflate")
-            if (entry.file_size > limits.zip_ratio_floor_bytes
-                    and entry.file_size > limits.zip_max_ratio * max(entry.compress_size, 1)):
-                raise LimitExceeded(f"DOCX entry {entry.filename!r} is compressed more than "
-                                    f"{limits.zip_max_ratio}:1 (a ZIP bomb)")
+                raise UnsupportedType(
+                    f"DOCX entry {entry.filename!r} uses ZIP compression method "
+                    f"{entry.compress_type}; Word documents use deflate"
+                )
+            if entry.file_size > limits.zip_ratio_floor_bytes and entry.file_size > limits.zip_max_ratio * max(
+                entry.compress_size, 1
+            ):
+                raise LimitExceeded(
+                    f"DOCX entry {entry.filename!r} is compressed more than {limits.zip_max_ratio}:1 (a ZIP bomb)"
+                )
         try:
             for entry in entries:
                 with archive.open(entry) as member:

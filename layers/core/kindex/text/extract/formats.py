@@ -17,8 +17,13 @@ SUPPORTED_MIMETYPES: frozenset[str] = frozenset(
 )
 
 #: What each format is called in a failure reason.
-DESCRIPTIONS = {TEXT_PLAIN: "plain text", TEXT_MARKDOWN: "Markdown text", TEXT_HTML: "HTML",
-                APPLICATION_PDF: "a PDF document", APPLICATION_DOCX: "a DOCX document"}
+DESCRIPTIONS = {
+    TEXT_PLAIN: "plain text",
+    TEXT_MARKDOWN: "Markdown text",
+    TEXT_HTML: "HTML",
+    APPLICATION_PDF: "a PDF document",
+    APPLICATION_DOCX: "a DOCX document",
+}
 
 # Aliases seen in the wild, mapped to the canonical type of the extractor that reads them.
 _MIMETYPE_ALIASES = {

@@ -21,9 +21,37 @@ _HTML_HEADINGS = {"h1": 1, "h2": 2, "h3": 3, "h4": 4, "h5": 5, "h6": 6}
 # Elements that end the running paragraph: their content never runs into the text around them.
 _HTML_BLOCK_TAGS = frozenset(
     {
-        "address", "article", "aside", "blockquote", "body", "caption", "center", "dd", "details", "dialog",
-        "div", "dl", "dt", "fieldset", "figcaption", "figure", "footer", "form", "header", "hgroup", "hr",
-        "html", "legend", "li", "main", "menu", "ol", "p", "section", "summary", "ul",
+        "address",
+        "article",
+        "aside",
+        "blockquote",
+        "body",
+        "caption",
+        "center",
+        "dd",
+        "details",
+        "dialog",
+        "div",
+        "dl",
+        "dt",
+        "fieldset",
+        "figcaption",
+        "figure",
+        "footer",
+        "form",
+        "header",
+        "hgroup",
+        "hr",
+        "html",
+        "legend",
+        "li",
+        "main",
+        "menu",
+        "ol",
+        "p",
+        "section",
+        "summary",
+        "ul",
     }
 )
 _HTML_HIDDEN_STYLE = re.compile(r"display\s*:\s*none", re.IGNORECASE)
@@ -109,7 +137,7 @@ def _check_html_shape(markup: str, limits: ExtractLimits) -> None:
     parser = etree.HTMLParser(target=_HtmlShape(limits), recover=True, no_network=True)
     try:
         for start in range(0, len(markup), _HTML_FEED_CHARS):
-            parser.feed(markup[start:start + _HTML_FEED_CHARS])
+            parser.feed(markup[start : start + _HTML_FEED_CHARS])
         parser.close()
     except _HtmlTooLarge as exc:
         raise LimitExceeded(str(exc)) from None
@@ -203,8 +231,9 @@ def _add_html_standalone_block(blocks: Blocks, tag) -> None:
         blocks.heading(_HTML_HEADINGS[name], heading, "#" * _HTML_HEADINGS[name] + " " + heading if heading else "")
     elif name == "table":
         caption = tag.find("caption")
-        caption_text = collapse(caption.get_text(" ")) if caption is not None and caption.find_parent("table") is tag \
-            else ""
+        caption_text = (
+            collapse(caption.get_text(" ")) if caption is not None and caption.find_parent("table") is tag else ""
+        )
         blocks.table(_html_table_rows(tag), caption_text)
     else:
         blocks.paragraph("\n".join(line.rstrip() for line in tag.get_text().strip("\n").splitlines()))

@@ -25,11 +25,15 @@ def extract_pdf(data: bytes, limits: ExtractLimits) -> ExtractedText:
     # pypdf's own resource limits (decompression per stream, tokens per content stream), tightened for text
     # extraction: a page's text never needs 75 MB of decoded operators. A ContextVar, so per thread.
     stream_bytes = limits.pdf_max_stream_bytes
-    with apply_configuration(zlib_maximum_output_length=stream_bytes, lzw_maximum_output_length=stream_bytes,
-                             run_length_maximum_output_length=stream_bytes, brotli_maximum_output_length=stream_bytes,
-                             array_based_stream_maximum_output_length=stream_bytes,
-                             stream_decoding_work_maximum_length=4 * stream_bytes,
-                             stream_parsing_work_maximum_count=limits.pdf_max_stream_tokens):
+    with apply_configuration(
+        zlib_maximum_output_length=stream_bytes,
+        lzw_maximum_output_length=stream_bytes,
+        run_length_maximum_output_length=stream_bytes,
+        brotli_maximum_output_length=stream_bytes,
+        array_based_stream_maximum_output_length=stream_bytes,
+        stream_decoding_work_maximum_length=4 * stream_bytes,
+        stream_parsing_work_maximum_count=limits.pdf_max_stream_tokens,
+    ):
         try:
             page_texts, outline = _read_pdf_pages(data, limits)
         except LimitReachedError as exc:
@@ -109,8 +113,9 @@ def _read_pdf_pages(data: bytes, limits: ExtractLimits) -> tuple[list[str], list
             contents = page.get_contents()
             content_bytes += len(contents.get_data()) if contents is not None else 0
             if content_bytes > limits.pdf_max_content_bytes:
-                raise LimitExceeded(f"PDF page content exceeds {limits.pdf_max_content_bytes} bytes "
-                                    f"(decompressed, by page {number})")
+                raise LimitExceeded(
+                    f"PDF page content exceeds {limits.pdf_max_content_bytes} bytes (decompressed, by page {number})"
+                )
             page_texts.append(strip_nul(page.extract_text() or ""))
     except (LimitExceeded, LimitReachedError):
         raise

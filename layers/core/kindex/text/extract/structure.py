@@ -78,9 +78,15 @@ class Blocks:
             starts.append(offset)
             offset += len(block) + len(BLOCK_SEPARATOR)
         text = BLOCK_SEPARATOR.join(self._blocks)
-        headings = tuple(Heading(start=starts[block], level=level, title=title)
-                         for block, level, title in self._headings)
-        tables = tuple(TableSpan(start=starts[block] + inside, end=starts[block] + len(self._blocks[block]),
-                                 header_end=starts[block] + inside + header)
-                       for block, inside, header in self._tables)
+        headings = tuple(
+            Heading(start=starts[block], level=level, title=title) for block, level, title in self._headings
+        )
+        tables = tuple(
+            TableSpan(
+                start=starts[block] + inside,
+                end=starts[block] + len(self._blocks[block]),
+                header_end=starts[block] + inside + header,
+            )
+            for block, inside, header in self._tables
+        )
         return ExtractedText(text=text, headings=headings, tables=tables)

@@ -45,15 +45,21 @@ class AnnGraph:
 
     def __init__(self, dims: int, index: Index | None = None):
         self.dims = dims
-        self.index = index or Index(ndim=dims, metric="cos", dtype="i8", connectivity=CONNECTIVITY,
-                                    expansion_add=EXPANSION_ADD, expansion_search=EXPANSION_SEARCH)
+        self.index = index or Index(
+            ndim=dims,
+            metric="cos",
+            dtype="i8",
+            connectivity=CONNECTIVITY,
+            expansion_add=EXPANSION_ADD,
+            expansion_search=EXPANSION_SEARCH,
+        )
 
     @classmethod
     def build(cls, vectors: np.ndarray) -> AnnGraph:
         """A graph over `vectors` (float32 or a partition's float16 rows, widened a block at a time)."""
         graph = cls(vectors.shape[1])
         for start in range(0, len(vectors), BUILD_BLOCK):
-            block = np.asarray(vectors[start:start + BUILD_BLOCK], dtype=np.float32)
+            block = np.asarray(vectors[start : start + BUILD_BLOCK], dtype=np.float32)
             graph.index.add(np.arange(start, start + len(block), dtype=np.uint64), block, threads=BUILD_THREADS)
         return graph
 

@@ -75,7 +75,7 @@ def hex_range_regex(low: str, high: str) -> str:
         parts.append(f"{high[0]}(?:{hex_range_regex('0' * rest, high[1:])})")
         last -= 1
     if first <= last:
-        parts.append(f"[{_HEX[first:last + 1]}]" + (f"[0-9a-f]{{{rest}}}" if rest else ""))
+        parts.append(f"[{_HEX[first : last + 1]}]" + (f"[0-9a-f]{{{rest}}}" if rest else ""))
     return "|".join(parts)
 
 
@@ -126,15 +126,20 @@ class TantivyFilters:
         """Documents `user` and `groups` may see: listed and not denied, or (unless required) without a list."""
         groups = list(dict.fromkeys(groups))
         granted = ([self._set("access_users", [user])] if user is not None else []) + (
-            [self._set("access_groups", groups)] if groups else [])
+            [self._set("access_groups", groups)] if groups else []
+        )
         denied = ([self._set("access_deny_users", [user])] if user is not None else []) + (
-            [self._set("access_deny_groups", groups)] if groups else [])
+            [self._set("access_deny_groups", groups)] if groups else []
+        )
         has_list = self._set(HAS_ACCESS, [HAS_ACCESS_TERM])
         visible = []
         if granted:
-            visible.append(tantivy.Query.boolean_query(
-                [(tantivy.Occur.Must, has_list), (tantivy.Occur.Must, self._any(granted))]
-                + [(tantivy.Occur.MustNot, query) for query in denied]))
+            visible.append(
+                tantivy.Query.boolean_query(
+                    [(tantivy.Occur.Must, has_list), (tantivy.Occur.Must, self._any(granted))]
+                    + [(tantivy.Occur.MustNot, query) for query in denied]
+                )
+            )
         if not required:
             visible.append(self._not(has_list))
         query = self._any(visible) if visible else tantivy.Query.empty_query()
@@ -175,14 +180,18 @@ class TantivyFilters:
 
     @staticmethod
     def _any(queries: list[tantivy.Query]) -> tantivy.Query:
-        return queries[0] if len(queries) == 1 else tantivy.Query.boolean_query(
-            [(tantivy.Occur.Should, query) for query in queries])
+        return (
+            queries[0]
+            if len(queries) == 1
+            else tantivy.Query.boolean_query([(tantivy.Occur.Should, query) for query in queries])
+        )
 
     @staticmethod
     def _not(query: tantivy.Query) -> tantivy.Query:
         # A tantivy boolean query of only MustNot clauses matches nothing: subtract from every document instead.
-        return tantivy.Query.boolean_query([(tantivy.Occur.Must, tantivy.Query.all_query()),
-                                            (tantivy.Occur.MustNot, query)])
+        return tantivy.Query.boolean_query(
+            [(tantivy.Occur.Must, tantivy.Query.all_query()), (tantivy.Occur.MustNot, query)]
+        )
 
 
 # -- the vector half --------------------------------------------------------------------------------------------
@@ -200,8 +209,7 @@ class DocumentTable:
         self._sorted_numbers: dict[str, tuple[np.ndarray, list[set[int]]]] = {}
         self._strings: dict[str, list[str]] = {}  # key -> sorted distinct string values ($starts_with)
         # code -> (terms per field, attributes, access list): the terms to undo a put, the values to persist it
-        self._documents: dict[int, tuple[dict[str, list[str]], Mapping[str, AttributeValue] | None,
-                                         Access | None]] = {}
+        self._documents: dict[int, tuple[dict[str, list[str]], Mapping[str, AttributeValue] | None, Access | None]] = {}
         self._arrays: dict[tuple[str, str], np.ndarray] = {}
         self.size = 0  # one past the highest document code seen: the length of every mask
 
@@ -240,15 +248,24 @@ class DocumentTable:
         _, attributes, access = self._documents.get(document, (None, None, None))
         return attributes, access
 
-    def admits(self, document: int, expression: Expression | None, user: str | None, groups: Collection[str], *,
-               required: bool, check_access: bool = True) -> bool:
+    def admits(
+        self,
+        document: int,
+        expression: Expression | None,
+        user: str | None,
+        groups: Collection[str],
+        *,
+        required: bool,
+        check_access: bool = True,
+    ) -> bool:
         """`mask(...)[document]` for one document, by the reference semantics (a few keyword hits to check, not a
         whole table). False for a code never put: fail closed."""
         if document not in self._documents:
             return False
         _, attributes, access = self._documents[document]
-        return ((not check_access or admits(access, user, groups, required))
-                and (expression is None or matches(expression, attributes)))
+        return (not check_access or admits(access, user, groups, required)) and (
+            expression is None or matches(expression, attributes)
+        )
 
     def remove(self, document: int) -> None:
         """Forget document `document` (its code stays taken: masks keep their length)."""
@@ -267,8 +284,16 @@ class DocumentTable:
         for string_term in fields[terms.STRINGS]:
             self._strings.pop(string_term.split(terms.SEPARATOR, 1)[0], None)
 
-    def mask(self, expression: Expression | None, user: str | None, groups: Collection[str], *,
-             required: bool, documents: int | None = None, check_access: bool = True) -> np.ndarray:
+    def mask(
+        self,
+        expression: Expression | None,
+        user: str | None,
+        groups: Collection[str],
+        *,
+        required: bool,
+        documents: int | None = None,
+        check_access: bool = True,
+    ) -> np.ndarray:
         """A boolean array over document codes 0..`documents`-1 (default: every code put so far): the documents the
         filter and the access check both admit. A code never put, or removed, is False - fail closed: put
         `(code, None, None)` for a document without attributes or access list. The row mask of a partition is
@@ -280,7 +305,7 @@ class DocumentTable:
         if documents is None or documents == self.size:
             return found
         padded = np.zeros(documents, dtype=bool)
-        padded[:min(documents, self.size)] = found[:documents]
+        padded[: min(documents, self.size)] = found[:documents]
         return padded
 
     # -- evaluation -------------------------------------------------------------------------------------------
@@ -346,10 +371,12 @@ class DocumentTable:
         if values is None:
             start = terms.term(key, "")
             values = self._strings[key] = sorted(
-                term[len(start):] for (field, term), documents in self._postings.items()
-                if field == terms.STRINGS and documents and term.startswith(start))
+                term[len(start) :]
+                for (field, term), documents in self._postings.items()
+                if field == terms.STRINGS and documents and term.startswith(start)
+            )
         found = []
-        for value in values[bisect.bisect_left(values, prefix):]:
+        for value in values[bisect.bisect_left(values, prefix) :]:
             if not value.startswith(prefix):
                 break
             found.append(value)
@@ -358,10 +385,11 @@ class DocumentTable:
     def _sorted(self, key: str) -> tuple[np.ndarray, list[set[int]]]:
         cached = self._sorted_numbers.get(key)
         if cached is None:
-            pairs = sorted((value, documents) for value, documents in self._numbers.get(key, {}).items()
-                           if documents)
-            cached = self._sorted_numbers[key] = (np.array([value for value, _ in pairs], dtype=np.float64),
-                                                  [documents for _, documents in pairs])
+            pairs = sorted((value, documents) for value, documents in self._numbers.get(key, {}).items() if documents)
+            cached = self._sorted_numbers[key] = (
+                np.array([value for value, _ in pairs], dtype=np.float64),
+                [documents for _, documents in pairs],
+            )
         return cached
 
     def _posting(self, field: str, value: str) -> set[int]:

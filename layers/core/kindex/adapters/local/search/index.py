@@ -142,8 +142,10 @@ class LocalSearchIndex:
                     with slot.lock.writing():
                         self._maybe_compact(key, partition, force=True)
                 except Exception:  # the keyword writer below must still be released; the log stays replayable
-                    logger.exception("search index: compaction at close failed; the log replays at the next open",
-                                     extra={"rows": len(partition)})
+                    logger.exception(
+                        "search index: compaction at close failed; the log replays at the next open",
+                        extra={"rows": len(partition)},
+                    )
             self._keywords.close()
 
     # -- port -------------------------------------------------------------------------------------------------
@@ -189,8 +191,7 @@ class LocalSearchIndex:
                 with self._slot(key).lock.reading():
                     partition = self._loaded(key)
                 if partition is not None and partition.dims != matrix.shape[1]:
-                    raise InvalidInput(f"vectors have {matrix.shape[1]} dimensions, model {model} has "
-                                       f"{partition.dims}")
+                    raise InvalidInput(f"vectors have {matrix.shape[1]} dimensions, model {model} has {partition.dims}")
             for (tenant, collection), rows in groups.items():
                 key = (model, tenant, collection)
                 with self._slot(key).lock.writing():
@@ -199,12 +200,21 @@ class LocalSearchIndex:
             # checked against them is never more visible than the latest write allows (see the module docstring).
             with self._keyword_lock:
                 written = self._keywords.upsert(model, recs, commit=commit)
-        logger.info("search index upsert", extra={"model": model, "records": len(recs), "partitions": len(groups),
-                                                  "committed": commit})
+        logger.info(
+            "search index upsert",
+            extra={"model": model, "records": len(recs), "partitions": len(groups), "committed": commit},
+        )
         return written
 
-    def delete(self, model: str, tenant: str, collection: str, *, document_ids: Sequence[str] | None = None,
-               chunk_ids: Sequence[str] | None = None) -> None:
+    def delete(
+        self,
+        model: str,
+        tenant: str,
+        collection: str,
+        *,
+        document_ids: Sequence[str] | None = None,
+        chunk_ids: Sequence[str] | None = None,
+    ) -> None:
         # An empty list means "nothing", never "everything": only (None, None) deletes the whole collection.
         if (document_ids is not None and not document_ids) or (chunk_ids is not None and not chunk_ids):
             return
@@ -213,11 +223,20 @@ class LocalSearchIndex:
             with self._slot(key).lock.writing():
                 removed = self._delete_vectors(key, document_ids, chunk_ids)
             self._keywords.delete(model, tenant, collection, document_ids, chunk_ids)
-        logger.info("search index delete", extra={"model": model, "tenant": tenant, "collection": collection,
-                                                   "deleted": removed})
+        logger.info(
+            "search index delete",
+            extra={"model": model, "tenant": tenant, "collection": collection, "deleted": removed},
+        )
 
-    def knn_search(self, model: str, tenant: str, collections: Sequence[str], vector: Sequence[float], k: int,
-                   filters: SearchFilters | None = None) -> list[SearchHit]:
+    def knn_search(
+        self,
+        model: str,
+        tenant: str,
+        collections: Sequence[str],
+        vector: Sequence[float],
+        k: int,
+        filters: SearchFilters | None = None,
+    ) -> list[SearchHit]:
         if k <= 0 or not collections:
             return []
         filters = with_principals(filters)
@@ -232,17 +251,27 @@ class LocalSearchIndex:
                 if partition is None or not len(partition):
                     continue
                 if partition.dims != len(query):
-                    raise InvalidInput(f"query vector has {len(query)} dimensions, the index has "
-                                       f"{partition.dims}")
+                    raise InvalidInput(f"query vector has {len(query)} dimensions, the index has {partition.dims}")
                 documents = partition.documents.values
-                candidates += [(score, partition.chunk_ids[row], documents[partition.document_codes[row]], collection)
-                               for score, row in partition.top(query, k, filters)]
+                candidates += [
+                    (score, partition.chunk_ids[row], documents[partition.document_codes[row]], collection)
+                    for score, row in partition.top(query, k, filters)
+                ]
         candidates.sort(key=lambda hit: (-hit[0], hit[3], hit[1]))
-        return [SearchHit(chunk_id=chunk_id, document_id=document_id, collection=collection, score=score)
-                for score, chunk_id, document_id, collection in candidates[:k]]
+        return [
+            SearchHit(chunk_id=chunk_id, document_id=document_id, collection=collection, score=score)
+            for score, chunk_id, document_id, collection in candidates[:k]
+        ]
 
-    def keyword_search(self, model: str, tenant: str, collections: Sequence[str], query: str, k: int,
-                       filters: SearchFilters | None = None) -> list[SearchHit]:
+    def keyword_search(
+        self,
+        model: str,
+        tenant: str,
+        collections: Sequence[str],
+        query: str,
+        k: int,
+        filters: SearchFilters | None = None,
+    ) -> list[SearchHit]:
         collections = list(dict.fromkeys(collections))
         filters = with_principals(filters)
         hits = self._keywords.search(model, tenant, collections, query, k, filters)
@@ -256,19 +285,32 @@ class LocalSearchIndex:
             with self._slot(key).lock.reading():
                 partition = self._loaded(key)
                 if partition is not None:
-                    admitted.update((collection, hit.document_id) for hit in hits if hit.collection == collection
-                                    and partition.admits(hit.document_id, filters))
+                    admitted.update(
+                        (collection, hit.document_id)
+                        for hit in hits
+                        if hit.collection == collection and partition.admits(hit.document_id, filters)
+                    )
         kept = [hit for hit in hits if (hit.collection, hit.document_id) in admitted]
         if len(kept) < len(hits):
-            logger.info("search index: keyword hits whose document no longer passes the filter dropped",
-                        extra={"dropped": len(hits) - len(kept)})
+            logger.info(
+                "search index: keyword hits whose document no longer passes the filter dropped",
+                extra={"dropped": len(hits) - len(kept)},
+            )
         return kept
 
-    def chunk_ids(self, model: str, tenant: str, collection: str, *, after_document: str | None = None,
-                  through_document: str | None = None) -> set[str]:
+    def chunk_ids(
+        self,
+        model: str,
+        tenant: str,
+        collection: str,
+        *,
+        after_document: str | None = None,
+        through_document: str | None = None,
+    ) -> set[str]:
         def in_range(document_id: str) -> bool:
-            return ((after_document is None or document_id > after_document)
-                    and (through_document is None or document_id <= through_document))
+            return (after_document is None or document_id > after_document) and (
+                through_document is None or document_id <= through_document
+            )
 
         ranged = after_document is not None or through_document is not None
         key = (model, tenant, collection)
@@ -278,8 +320,11 @@ class LocalSearchIndex:
                 partition = self._loaded(key)
                 if partition is not None:
                     # Python compares str by code point, as the metadata stores order document ids.
-                    found.update(partition.select([d for d in partition.documents.codes if in_range(d)], None)
-                                 if ranged else partition.chunk_ids)
+                    found.update(
+                        partition.select([d for d in partition.documents.codes if in_range(d)], None)
+                        if ranged
+                        else partition.chunk_ids
+                    )
             # The union: drift repair must see a chunk that only one of the two stores still holds.
             found.update(self._keywords.chunk_ids(model, tenant, collection, in_range if ranged else None))
         return found
@@ -326,14 +371,18 @@ class LocalSearchIndex:
                 if list(data["key"]) != list(key):
                     raise RuntimeError(f"vector partition {snapshot.name} belongs to another key")
                 partition = Partition.from_arrays(
-                    data["vectors"], data["chunk_ids"], data["document_ids"], data["languages"], data["mimetypes"],
-                    data["document_filters"] if "document_filters" in data.files else None)
+                    data["vectors"],
+                    data["chunk_ids"],
+                    data["document_ids"],
+                    data["languages"],
+                    data["mimetypes"],
+                    data["document_filters"] if "document_filters" in data.files else None,
+                )
                 generation = str(data["generation"]) if "generation" in data.files else None
             partition.snapshot_bytes = snapshot.stat().st_size
             if generation is not None and len(partition) >= ann.MIN_ROWS:
                 # The graph saved with this very snapshot; the log replayed below updates both alike.
-                partition.attach_graph(AnnGraph.load(self._graph_path(key, generation), partition.dims,
-                                                     len(partition)))
+                partition.attach_graph(AnnGraph.load(self._graph_path(key, generation), partition.dims, len(partition)))
         if log.exists():
             partition = self._replay(key, log, partition)
         if partition is not None and not len(partition):
@@ -355,8 +404,10 @@ class LocalSearchIndex:
         if offset < len(data):
             # A crash mid-append leaves a torn last record; that write never returned, so dropping it loses
             # nothing acknowledged. Cut it off so that the next append does not land behind unreadable bytes.
-            logger.warning("search index log has a torn tail, ignored",
-                           extra={"log": log.name, "kept_bytes": offset, "dropped_bytes": len(data) - offset})
+            logger.warning(
+                "search index log has a torn tail, ignored",
+                extra={"log": log.name, "kept_bytes": offset, "dropped_bytes": len(data) - offset},
+            )
             with open(log, "r+b") as handle:
                 handle.truncate(offset)
                 os.fsync(handle.fileno())
@@ -366,8 +417,9 @@ class LocalSearchIndex:
             partition.log_bytes, partition.log_records = offset, records
         return partition
 
-    def _append(self, key: tuple[str, str, str], partition: Partition, op: bytes, header: dict,
-                body: bytes = b"") -> None:
+    def _append(
+        self, key: tuple[str, str, str], partition: Partition, op: bytes, header: dict, body: bytes = b""
+    ) -> None:
         """Append one record to the partition's log and fsync: the write is durable once this returns."""
         frames = []
         if partition.log_bytes == 0:  # a new log names its partition, as the snapshot does
@@ -401,19 +453,24 @@ class LocalSearchIndex:
         partition = self._partition(*key)
         if partition is None:
             partition = Partition(vectors.shape[1])
-        fields = [(record.chunk_id, record.document_id, record.language or "", record.mimetype or "")
-                  for record in records]
+        fields = [
+            (record.chunk_id, record.document_id, record.language or "", record.mimetype or "") for record in records
+        ]
         # Each record carries its document's attributes and access list: the last record of a document wins.
         documents: dict[str, DocumentFilters] = {}
         for record in records:
             documents[record.document_id] = (record.attributes, record.access)
         # Compared as JSON: Python's `True == 1` must not hide a change of type.
         encoded = encode_document_filters(documents)
-        held = encode_document_filters({document_id: partition.document_filters(document_id)
-                                        for document_id in documents})
-        changed_documents = {document_id: documents[document_id] for document_id in documents
-                             if document_id not in partition.documents.codes
-                             or json.dumps(encoded[document_id]) != json.dumps(held[document_id])}
+        held = encode_document_filters(
+            {document_id: partition.document_filters(document_id) for document_id in documents}
+        )
+        changed_documents = {
+            document_id: documents[document_id]
+            for document_id in documents
+            if document_id not in partition.documents.codes
+            or json.dumps(encoded[document_id]) != json.dumps(held[document_id])
+        }
         changed = ~partition.unchanged(fields, vectors)
         if not changed.any() and not changed_documents:
             return  # the partition holds exactly this already: nothing to log
@@ -421,9 +478,13 @@ class LocalSearchIndex:
         # changed costs one small record, not its vectors again.
         fields = [field for field, keep in zip(fields, changed) if keep]
         vectors = vectors[changed]
-        self._append(key, partition, OP_UPSERT,
-                     {"rows": fields, "documents": encode_document_filters(changed_documents)},
-                     np.ascontiguousarray(vectors, dtype=FLOAT32).tobytes())
+        self._append(
+            key,
+            partition,
+            OP_UPSERT,
+            {"rows": fields, "documents": encode_document_filters(changed_documents)},
+            np.ascontiguousarray(vectors, dtype=FLOAT32).tobytes(),
+        )
         partition.put(fields, vectors, changed_documents)
         self._set(key, partition)
         built = partition.fit_graph()
@@ -432,8 +493,9 @@ class LocalSearchIndex:
         # A new graph is saved with a snapshot at once, so a restart does not have to build it again.
         self._maybe_compact(key, partition, force=built)
 
-    def _delete_vectors(self, key: tuple[str, str, str], document_ids: Sequence[str] | None,
-                        chunk_ids: Sequence[str] | None) -> int:
+    def _delete_vectors(
+        self, key: tuple[str, str, str], document_ids: Sequence[str] | None, chunk_ids: Sequence[str] | None
+    ) -> int:
         partition = self._partition(*key)
         if partition is None:
             return 0
@@ -457,9 +519,10 @@ class LocalSearchIndex:
         return removed
 
     def _maybe_compact(self, key: tuple[str, str, str], partition: Partition, force: bool = False) -> None:
-        if not force and (partition.log_records < vector_log.COMPACT_MAX_RECORDS
-                          and partition.log_bytes <= max(vector_log.COMPACT_MIN_LOG_BYTES,
-                                                         partition.snapshot_bytes // 2)):
+        if not force and (
+            partition.log_records < vector_log.COMPACT_MAX_RECORDS
+            and partition.log_bytes <= max(vector_log.COMPACT_MIN_LOG_BYTES, partition.snapshot_bytes // 2)
+        ):
             return
         snapshot, log = self._paths(key)
         generation = secrets.token_hex(8)
@@ -477,9 +540,15 @@ class LocalSearchIndex:
         log.unlink(missing_ok=True)
         self._sync_dir()
         self._remove_graphs(key, keep=generation)
-        logger.info("search index partition compacted", extra={
-            "rows": len(partition), "log_bytes": partition.log_bytes, "log_records": partition.log_records,
-            "graph": partition.graph is not None})
+        logger.info(
+            "search index partition compacted",
+            extra={
+                "rows": len(partition),
+                "log_bytes": partition.log_bytes,
+                "log_records": partition.log_records,
+                "graph": partition.graph is not None,
+            },
+        )
         partition.snapshot_bytes = snapshot.stat().st_size
         partition.log_bytes = partition.log_records = 0
 
@@ -529,8 +598,11 @@ class LocalSearchIndex:
         migrated = self._keywords.rebuild(rows)
         if not complete:
             # A contentless FTS5 table (SQLite >= 3.43) kept no text to move: those chunks need a full reindex.
-            logger.warning("search index: the old keyword index kept no chunk text; keyword search misses its "
-                           "chunks until they are indexed again", extra={"path": str(database)})
+            logger.warning(
+                "search index: the old keyword index kept no chunk text; keyword search misses its "
+                "chunks until they are indexed again",
+                extra={"path": str(database)},
+            )
         shutil.rmtree(self.root / "keyword", ignore_errors=True)
         for suffix in ("-wal", "-shm", ""):
             Path(f"{database}{suffix}").unlink(missing_ok=True)
@@ -542,16 +614,19 @@ class LocalSearchIndex:
         mixed every tenant's documents) as one index per tenant, then remove the shared one."""
         groups = _grouped_chunks(legacy_shared_chunks(folder))
         if groups and chunks is None:
-            raise RuntimeError(f"{folder} is a keyword index shared by all tenants: rebuilding it per tenant needs "
-                               "the chunk store (open the data directory through kindex's composition root)")
+            raise RuntimeError(
+                f"{folder} is a keyword index shared by all tenants: rebuilding it per tenant needs "
+                "the chunk store (open the data directory through kindex's composition root)"
+            )
         lost = [0]
         with self._lock:
             migrated = self._keywords.rebuild(self._keyword_rows(groups, chunks, lost))
         shutil.rmtree(folder)
         self._sync_dir(self.root)
-        logger.info("search index: keywords rebuilt per tenant from the shared index",
-                    extra={"chunks": migrated, "tenants": len({tenant for tenant, _, _ in groups}),
-                           "without_text": lost[0]})
+        logger.info(
+            "search index: keywords rebuilt per tenant from the shared index",
+            extra={"chunks": migrated, "tenants": len({tenant for tenant, _, _ in groups}), "without_text": lost[0]},
+        )
 
     def _upgrade_tenant_keywords(self, chunks: ChunkStore | None) -> None:
         """Rebuild each tenant keyword index written before the filter fields existed (tantivy cannot add fields
@@ -563,19 +638,24 @@ class LocalSearchIndex:
         self._keywords.finish_interrupted_upgrades()
         outdated = outdated_tenant_indices(self._keywords.path)
         if outdated and chunks is None:
-            raise RuntimeError(f"{len(outdated)} keyword indices under {self._keywords.path} predate attribute "
-                               "filters: rebuilding them needs the chunk store (open the data directory through "
-                               "kindex's composition root)")
+            raise RuntimeError(
+                f"{len(outdated)} keyword indices under {self._keywords.path} predate attribute "
+                "filters: rebuilding them needs the chunk store (open the data directory through "
+                "kindex's composition root)"
+            )
         for folder in outdated:
             groups = _grouped_chunks(legacy_shared_chunks(folder))
             lost = [0]
             with self._lock:
                 rebuilt = self._keywords.replace_tenant(folder.name, self._keyword_rows(groups, chunks, lost))
-            logger.info("search index: a tenant's keyword index rebuilt with the filter fields",
-                        extra={"chunks": rebuilt, "without_text": lost[0]})
+            logger.info(
+                "search index: a tenant's keyword index rebuilt with the filter fields",
+                extra={"chunks": rebuilt, "without_text": lost[0]},
+            )
 
-    def _keyword_rows(self, groups: dict[tuple[str, str, str], list[tuple[str, str]]], chunks: ChunkStore,
-                      lost: list[int]) -> Iterator[tuple[str, IndexRecord]]:
+    def _keyword_rows(
+        self, groups: dict[tuple[str, str, str], list[tuple[str, str]]], chunks: ChunkStore, lost: list[int]
+    ) -> Iterator[tuple[str, IndexRecord]]:
         """(model, record) for each listed chunk, by tenant: the text from the chunk store, the filter fields from
         the vector partition (one in memory at a time, unless a query had loaded it); `lost[0]` counts the chunks
         the store no longer has."""
@@ -585,9 +665,14 @@ class LocalSearchIndex:
             partition = self._partition(model, tenant, collection)
             members = groups[(tenant, model, collection)]
             for start in range(0, len(members), MIGRATION_BATCH):
-                part = members[start:start + MIGRATION_BATCH]
-                stored = chunks.get_chunks(tenant, [ChunkRef(collection=collection, document_id=document_id,
-                                                             chunk_id=chunk_id) for document_id, chunk_id in part])
+                part = members[start : start + MIGRATION_BATCH]
+                stored = chunks.get_chunks(
+                    tenant,
+                    [
+                        ChunkRef(collection=collection, document_id=document_id, chunk_id=chunk_id)
+                        for document_id, chunk_id in part
+                    ],
+                )
                 for document_id, chunk_id in part:
                     chunk = stored.get(chunk_id)
                     if chunk is None:  # a chunk the index kept after the store dropped it: drift, not data
@@ -597,15 +682,28 @@ class LocalSearchIndex:
                     # (and its document is unknown to the partition, so a filtered search drops it: fail closed).
                     language, mimetype = partition.filter_fields(chunk_id) if partition else (None, None)
                     attributes, access = partition.document_filters(document_id) if partition else (None, None)
-                    yield model, IndexRecord(tenant=tenant, collection=collection, document_id=document_id,
-                                             chunk_id=chunk_id, vector=(), text=chunk.text, language=language,
-                                             mimetype=mimetype, attributes=attributes, access=access)
+                    yield (
+                        model,
+                        IndexRecord(
+                            tenant=tenant,
+                            collection=collection,
+                            document_id=document_id,
+                            chunk_id=chunk_id,
+                            vector=(),
+                            text=chunk.text,
+                            language=language,
+                            mimetype=mimetype,
+                            attributes=attributes,
+                            access=access,
+                        ),
+                    )
             if not cached:
                 self._slots.pop(key, None)  # one partition in memory at a time; queries load theirs
 
 
-def _grouped_chunks(listed: Iterable[tuple[str, str, str, str, str]]) -> dict[tuple[str, str, str],
-                                                                               list[tuple[str, str]]]:
+def _grouped_chunks(
+    listed: Iterable[tuple[str, str, str, str, str]],
+) -> dict[tuple[str, str, str], list[tuple[str, str]]]:
     """(model, tenant, collection, document id, chunk id) rows as {(tenant, model, collection): [(document, chunk)]}."""
     groups: dict[tuple[str, str, str], list[tuple[str, str]]] = {}
     for model, tenant, collection, document_id, chunk_id in listed:
@@ -613,8 +711,9 @@ def _grouped_chunks(listed: Iterable[tuple[str, str, str, str, str]]) -> dict[tu
     return groups
 
 
-def _apply_record(key: tuple[str, str, str], log: Path, partition: Partition | None, op: bytes, header: dict,
-                  body: memoryview) -> Partition | None:
+def _apply_record(
+    key: tuple[str, str, str], log: Path, partition: Partition | None, op: bytes, header: dict, body: memoryview
+) -> Partition | None:
     """The partition after one replayed log record (a new one when the record opens or clears it)."""
     if op == OP_OPEN:
         if header["key"] != list(key):

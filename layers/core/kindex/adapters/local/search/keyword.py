@@ -71,30 +71,36 @@ MAX_OPEN_TENANTS = 64
 
 # Lucene's classic English stop set. They carry almost no BM25 weight, yet OR-ing them in makes the engine score
 # nearly every chunk: leaving them out of the query keeps keyword search proportional to the rare terms.
-STOPWORDS = frozenset("a an and are as at be but by for if in into is it no not of on or such that the their then "
-                      "there these they this to was will with".split())
+STOPWORDS = frozenset(
+    "a an and are as at be but by for if in into is it no not of on or such that the their then "
+    "there these they this to was will with".split()
+)
 
 
 def word_analyzer() -> tantivy.TextAnalyzer:
     """Letters and digits (Unicode), lower-cased and folded to ASCII: the words of FTS5's `unicode61
     remove_diacritics 2` and of the OpenSearch adapter's `kindex_text` analyzer."""
-    return (tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
-            .filter(tantivy.Filter.remove_long(MAX_TOKEN_BYTES))
-            .filter(tantivy.Filter.lowercase())
-            .filter(tantivy.Filter.ascii_fold())
-            .build())
+    return (
+        tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
+        .filter(tantivy.Filter.remove_long(MAX_TOKEN_BYTES))
+        .filter(tantivy.Filter.lowercase())
+        .filter(tantivy.Filter.ascii_fold())
+        .build()
+    )
 
 
 def text_analyzer() -> tantivy.TextAnalyzer:
     """The indexed terms: `word_analyzer`'s words reduced to their English (Snowball) stems. Stemming took SciFact
     nDCG@10 from 0.663 to 0.690 (FTS5 without it: 0.667, measured in one run); other languages' words pass through
     it mostly unchanged."""
-    return (tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
-            .filter(tantivy.Filter.remove_long(MAX_TOKEN_BYTES))
-            .filter(tantivy.Filter.lowercase())
-            .filter(tantivy.Filter.ascii_fold())
-            .filter(tantivy.Filter.stemmer("english"))
-            .build())
+    return (
+        tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
+        .filter(tantivy.Filter.remove_long(MAX_TOKEN_BYTES))
+        .filter(tantivy.Filter.lowercase())
+        .filter(tantivy.Filter.ascii_fold())
+        .filter(tantivy.Filter.stemmer("english"))
+        .build()
+    )
 
 
 def query_terms(words: tantivy.TextAnalyzer, terms: tantivy.TextAnalyzer, query: str) -> list[str]:
@@ -130,9 +136,11 @@ def build_schema() -> tantivy.Schema:
 
 def _document(model: str, record: IndexRecord) -> dict[str, str | list[str]]:
     fields: dict[str, str | list[str]] = {
-        "text": record.text, "partition": _key(model, record.tenant, record.collection),
-              "document": _key(model, record.tenant, record.collection, record.document_id),
-              "chunk": _key(model, record.tenant, record.collection, record.chunk_id)}
+        "text": record.text,
+        "partition": _key(model, record.tenant, record.collection),
+        "document": _key(model, record.tenant, record.collection, record.document_id),
+        "chunk": _key(model, record.tenant, record.collection, record.chunk_id),
+    }
     # A missing value is a missing field, so a filter never matches it (as SQL's NULL never did).
     if record.language is not None:
         fields["language"] = record.language
@@ -251,8 +259,14 @@ class KeywordIndex:
         if sequences & self._lost:
             raise KeywordWritesLost("deferred keyword writes were rolled back before their commit")
 
-    def delete(self, model: str, tenant: str, collection: str, document_ids: Sequence[str] | None,
-               chunk_ids: Sequence[str] | None) -> None:
+    def delete(
+        self,
+        model: str,
+        tenant: str,
+        collection: str,
+        document_ids: Sequence[str] | None,
+        chunk_ids: Sequence[str] | None,
+    ) -> None:
         """Remove the collection's chunks named by chunk id, by document, by both (the chunks among `chunk_ids`
         that belong to `document_ids`) or, with neither, all of them; one commit for the call (none when the
         tenant has no keyword index)."""
@@ -263,11 +277,20 @@ class KeywordIndex:
             try:
                 writer = keywords.open_writer()
                 if chunk_ids is not None and document_ids is not None:
-                    writer.delete_documents_by_query(tantivy.Query.boolean_query([
-                        (tantivy.Occur.Must, self._terms("chunk", [_key(model, tenant, collection, c)
-                                                                   for c in chunk_ids])),
-                        (tantivy.Occur.Must, self._terms("document", [_key(model, tenant, collection, d)
-                                                                      for d in document_ids]))]))
+                    writer.delete_documents_by_query(
+                        tantivy.Query.boolean_query(
+                            [
+                                (
+                                    tantivy.Occur.Must,
+                                    self._terms("chunk", [_key(model, tenant, collection, c) for c in chunk_ids]),
+                                ),
+                                (
+                                    tantivy.Occur.Must,
+                                    self._terms("document", [_key(model, tenant, collection, d) for d in document_ids]),
+                                ),
+                            ]
+                        )
+                    )
                 elif chunk_ids is not None:
                     for chunk_id in dict.fromkeys(chunk_ids):
                         writer.delete_documents_by_term("chunk", _key(model, tenant, collection, chunk_id))
@@ -427,8 +450,9 @@ class KeywordIndex:
 
     # -- reads ----------------------------------------------------------------------------------------------
 
-    def search(self, model: str, tenant: str, collections: Sequence[str], query: str, k: int,
-               filters: SearchFilters | None) -> list[SearchHit]:
+    def search(
+        self, model: str, tenant: str, collections: Sequence[str], query: str, k: int, filters: SearchFilters | None
+    ) -> list[SearchHit]:
         """The top k chunks of the tenant's collections, by BM25 over the tenant's own documents only."""
         terms = query_terms(self._words, self._analyzer, query)
         if not terms or k <= 0 or not collections:
@@ -436,13 +460,22 @@ class KeywordIndex:
         keywords = self._tenant(tenant, create=False)
         if keywords is None:
             return []
-        words = tantivy.Query.boolean_query([(tantivy.Occur.Should, tantivy.Query.term_query(self._schema, "text", t))
-                                             for t in terms])
-        clauses = [(tantivy.Occur.Must, words),
-                   (tantivy.Occur.Must, self._terms("partition", [_key(model, tenant, c) for c in collections]))]
+        words = tantivy.Query.boolean_query(
+            [(tantivy.Occur.Should, tantivy.Query.term_query(self._schema, "text", t)) for t in terms]
+        )
+        clauses = [
+            (tantivy.Occur.Must, words),
+            (tantivy.Occur.Must, self._terms("partition", [_key(model, tenant, c) for c in collections])),
+        ]
         if filters is not None and filters.document_ids is not None:
-            clauses.append((tantivy.Occur.Must, self._terms(
-                "document", [_key(model, tenant, c, d) for c in collections for d in filters.document_ids])))
+            clauses.append(
+                (
+                    tantivy.Occur.Must,
+                    self._terms(
+                        "document", [_key(model, tenant, c, d) for c in collections for d in filters.document_ids]
+                    ),
+                )
+            )
         for field, value in (("language", filters and filters.language), ("mimetype", filters and filters.mimetype)):
             if value is not None:
                 clauses.append((tantivy.Occur.Must, self._terms(field, [value])))
@@ -450,8 +483,12 @@ class KeywordIndex:
             clauses.append((tantivy.Occur.Must, self._filters.attributes(filters.attributes)))
         if filters is not None and filters.principals is not None:
             principals = filters.principals
-            clauses.append((tantivy.Occur.Must, self._filters.access(principals.user, principals.groups,
-                                                                     required=principals.required)))
+            clauses.append(
+                (
+                    tantivy.Occur.Must,
+                    self._filters.access(principals.user, principals.groups, required=principals.required),
+                )
+            )
         searcher = keywords.index.searcher()
         found = searcher.search(tantivy.Query.boolean_query(clauses), k, count=False).hits
         hits = []
@@ -463,8 +500,9 @@ class KeywordIndex:
         hits.sort(key=lambda hit: (-hit.score, hit.chunk_id))  # ties in a stable order, as the FTS5 index had
         return hits
 
-    def chunk_ids(self, model: str, tenant: str, collection: str,
-                  document_in_range: Callable[[str], bool] | None = None) -> set[str]:
+    def chunk_ids(
+        self, model: str, tenant: str, collection: str, document_in_range: Callable[[str], bool] | None = None
+    ) -> set[str]:
         """The partition's chunk ids, of the documents `document_in_range` admits (all without it). It reads every
         document of the partition: fine for one machine's drift pages, not for a cluster."""
         keywords = self._tenant(tenant, create=False)
@@ -475,8 +513,9 @@ class KeywordIndex:
         searcher = keywords.index.searcher()
         if not searcher.num_docs:
             return set()
-        found = searcher.search(self._terms("partition", [_key(model, tenant, collection)]), searcher.num_docs,
-                                count=False).hits
+        found = searcher.search(
+            self._terms("partition", [_key(model, tenant, collection)]), searcher.num_docs, count=False
+        ).hits
         chunks = set()
         for _, address in found:
             document = searcher.doc(address)
@@ -487,7 +526,8 @@ class KeywordIndex:
     def _terms(self, field: str, values: Sequence[str]) -> tantivy.Query:
         """Documents whose raw `field` is one of `values`, scored 0 so that a filter never changes a rank."""
         return tantivy.Query.const_score_query(
-            tantivy.Query.term_set_query(self._schema, field, list(dict.fromkeys(values))), 0.0)
+            tantivy.Query.term_set_query(self._schema, field, list(dict.fromkeys(values))), 0.0
+        )
 
 
 def _sync(folder: Path) -> None:
@@ -538,11 +578,26 @@ def legacy_fts_rows(database: Path) -> tuple[list[tuple[str, IndexRecord]], bool
             count = db.execute("SELECT count(*) FROM chunk").fetchone()[0]
             return [], count == 0
         # By tenant: `KeywordIndex.rebuild` then writes one tenant's index at a time.
-        rows = db.execute("SELECT c.model, c.tenant, c.collection, c.chunk_id, c.document_id, c.language, "
-                          "c.mimetype, t.text FROM chunk c JOIN chunk_text t ON t.rowid = c.rowid "
-                          "ORDER BY c.tenant").fetchall()
+        rows = db.execute(
+            "SELECT c.model, c.tenant, c.collection, c.chunk_id, c.document_id, c.language, "
+            "c.mimetype, t.text FROM chunk c JOIN chunk_text t ON t.rowid = c.rowid "
+            "ORDER BY c.tenant"
+        ).fetchall()
     finally:
         db.close()
-    return [(model, IndexRecord(tenant=tenant, collection=collection, document_id=document_id, chunk_id=chunk_id,
-                                vector=(), text=text, language=language, mimetype=mimetype))
-            for model, tenant, collection, chunk_id, document_id, language, mimetype, text in rows], True
+    return [
+        (
+            model,
+            IndexRecord(
+                tenant=tenant,
+                collection=collection,
+                document_id=document_id,
+                chunk_id=chunk_id,
+                vector=(),
+                text=text,
+                language=language,
+                mimetype=mimetype,
+            ),
+        )
+        for model, tenant, collection, chunk_id, document_id, language, mimetype, text in rows
+    ], True

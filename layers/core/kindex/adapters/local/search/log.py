@@ -37,11 +37,11 @@ def read_records(data: bytes) -> Iterator[tuple[bytes, dict, memoryview, int]]:
     while offset + FRAME.size <= len(data):
         length, checksum = FRAME.unpack_from(data, offset)
         end = offset + FRAME.size + length
-        payload = memoryview(data)[offset + FRAME.size:end]
+        payload = memoryview(data)[offset + FRAME.size : end]
         if length < 1 + HEADER_LENGTH.size or end > len(data) or zlib.crc32(payload) != checksum:
             return
         (header_length,) = HEADER_LENGTH.unpack_from(payload, 1)
         body = 1 + HEADER_LENGTH.size + header_length
-        header = json.loads(bytes(payload[1 + HEADER_LENGTH.size:body]))
+        header = json.loads(bytes(payload[1 + HEADER_LENGTH.size : body]))
         yield bytes(payload[:1]), header, payload[body:], end
         offset = end

@@ -35,14 +35,20 @@ EXACT_MAX_ROWS = 20_000
 def encode_document_filters(documents: Mapping[str, DocumentFilters]) -> dict[str, list]:
     """`{document id: [attributes, access]}` as JSON values (None where a document has none), for logs and snapshots."""
     # Access lists by hand: pydantic's model_dump warns on their tuples (a plain validator hides their type).
-    return {document_id: [dict(attributes) if attributes is not None else None,
-                          {part: list(getattr(access, part)) for part in ACCESS_PARTS} if access is not None else None]
-            for document_id, (attributes, access) in documents.items()}
+    return {
+        document_id: [
+            dict(attributes) if attributes is not None else None,
+            {part: list(getattr(access, part)) for part in ACCESS_PARTS} if access is not None else None,
+        ]
+        for document_id, (attributes, access) in documents.items()
+    }
 
 
 def decode_document_filters(encoded: Mapping[str, list]) -> dict[str, DocumentFilters]:
-    return {document_id: (attributes, Access(**access) if access is not None else None)
-            for document_id, (attributes, access) in encoded.items()}
+    return {
+        document_id: (attributes, Access(**access) if access is not None else None)
+        for document_id, (attributes, access) in encoded.items()
+    }
 
 
 def normalise_rows(matrix: np.ndarray) -> np.ndarray:
@@ -100,9 +106,15 @@ class Partition:
         self.graph: AnnGraph | None = None
 
     @classmethod
-    def from_arrays(cls, vectors: np.ndarray, chunk_ids: np.ndarray, document_ids: np.ndarray,
-                    languages: np.ndarray, mimetypes: np.ndarray,
-                    document_filters: np.ndarray | None = None) -> Partition:
+    def from_arrays(
+        cls,
+        vectors: np.ndarray,
+        chunk_ids: np.ndarray,
+        document_ids: np.ndarray,
+        languages: np.ndarray,
+        mimetypes: np.ndarray,
+        document_filters: np.ndarray | None = None,
+    ) -> Partition:
         """A partition from a snapshot's arrays; float16 vectors (a large partition's) stay float16 until
         `fit_graph` decides the partition's precision. `document_filters` is the snapshot's JSON of the documents'
         attributes and access lists (an older snapshot has none: its documents have neither)."""
@@ -128,15 +140,19 @@ class Partition:
         """The snapshot's arrays (the layout older versions wrote, so their files still load, plus
         `document_filters`: UTF-8 JSON of the live documents that have attributes or an access list)."""
         n = self.size
-        live = {self.documents.values[code]: self.table.values(code)
-                for code in np.unique(self.document_codes[:n]).tolist()}
+        live = {
+            self.documents.values[code]: self.table.values(code) for code in np.unique(self.document_codes[:n]).tolist()
+        }
         kept = {document_id: found for document_id, found in live.items() if found != (None, None)}
         encoded = json.dumps(encode_document_filters(kept), separators=(",", ":"), ensure_ascii=False)
-        return {"vectors": self.vectors[:n], "chunk_ids": np.array(self.chunk_ids, dtype=str),
-                "document_ids": self.documents.decode(self.document_codes[:n]),
-                "languages": self.languages.decode(self.language_codes[:n]),
-                "mimetypes": self.mimetypes.decode(self.mimetype_codes[:n]),
-                "document_filters": np.frombuffer(encoded.encode("utf-8"), dtype=np.uint8)}
+        return {
+            "vectors": self.vectors[:n],
+            "chunk_ids": np.array(self.chunk_ids, dtype=str),
+            "document_ids": self.documents.decode(self.document_codes[:n]),
+            "languages": self.languages.decode(self.language_codes[:n]),
+            "mimetypes": self.mimetypes.decode(self.mimetype_codes[:n]),
+            "document_filters": np.frombuffer(encoded.encode("utf-8"), dtype=np.uint8),
+        }
 
     def unchanged(self, fields: Sequence[Sequence[str]], vectors: np.ndarray) -> np.ndarray:
         """Which of the rows `fields` / `vectors` (as `put` takes them) the partition already holds exactly: same
@@ -146,17 +162,23 @@ class Partition:
         rows = np.full(len(fields), -1, dtype=np.intp)
         for i, (chunk_id, document_id, language, mimetype) in enumerate(fields):
             row = self.rows.get(chunk_id)
-            if row is not None and (self.documents.codes.get(document_id) == self.document_codes[row]
-                                    and self.languages.codes.get(language) == self.language_codes[row]
-                                    and self.mimetypes.codes.get(mimetype) == self.mimetype_codes[row]):
+            if row is not None and (
+                self.documents.codes.get(document_id) == self.document_codes[row]
+                and self.languages.codes.get(language) == self.language_codes[row]
+                and self.mimetypes.codes.get(mimetype) == self.mimetype_codes[row]
+            ):
                 rows[i], same[i] = row, True
         if same.any():
             stored = self.vectors[rows[same]]
             same[same] = (stored == np.asarray(vectors[same]).astype(stored.dtype)).all(axis=1)
         return same
 
-    def put(self, fields: Sequence[Sequence[str]], vectors: np.ndarray,
-            documents: Mapping[str, DocumentFilters] | None = None) -> None:
+    def put(
+        self,
+        fields: Sequence[Sequence[str]],
+        vectors: np.ndarray,
+        documents: Mapping[str, DocumentFilters] | None = None,
+    ) -> None:
         """Insert or replace rows; `fields` holds (chunk id, document id, language, mimetype) per row, ids unique;
         `documents` sets those documents' attributes and access lists (for all their rows, written now or not).
         A row rewritten with its own vector leaves the graph alone (re-adding a node is the dear part)."""
@@ -199,17 +221,24 @@ class Partition:
         if code is None:
             return False
         principals = filters.principals
-        return self.table.admits(code, filters.attributes, principals.user if principals else None,
-                                 principals.groups if principals else (), check_access=principals is not None,
-                                 required=principals.required if principals else False)
+        return self.table.admits(
+            code,
+            filters.attributes,
+            principals.user if principals else None,
+            principals.groups if principals else (),
+            check_access=principals is not None,
+            required=principals.required if principals else False,
+        )
 
     def filter_fields(self, chunk_id: str) -> tuple[str | None, str | None]:
         """The (language, mimetype) a chunk was indexed with (None for a missing value or a missing chunk)."""
         row = self.rows.get(chunk_id)
         if row is None:
             return None, None
-        return (self.languages.values[self.language_codes[row]] or None,
-                self.mimetypes.values[self.mimetype_codes[row]] or None)
+        return (
+            self.languages.values[self.language_codes[row]] or None,
+            self.mimetypes.values[self.mimetype_codes[row]] or None,
+        )
 
     def remove(self, chunk_ids: Iterable[str]) -> int:
         doomed = [chunk_id for chunk_id in dict.fromkeys(chunk_ids) if chunk_id in self.rows]
@@ -250,8 +279,10 @@ class Partition:
         n, keep = self.size, None
         if filters.document_ids is not None:
             keep = self._document_mask(filters.document_ids)
-        for value, interned, codes in ((filters.language, self.languages, self.language_codes),
-                                       (filters.mimetype, self.mimetypes, self.mimetype_codes)):
+        for value, interned, codes in (
+            (filters.language, self.languages, self.language_codes),
+            (filters.mimetype, self.mimetypes, self.mimetype_codes),
+        ):
             if value is None:
                 continue
             code = interned.codes.get(value)
@@ -260,10 +291,14 @@ class Partition:
         if filters.attributes is not None or filters.principals is not None:
             # Evaluated once per document (attributes and access lists are a document's), then spread to the rows.
             principals = filters.principals
-            documents = self.table.mask(filters.attributes, principals.user if principals else None,
-                                        principals.groups if principals else (), check_access=principals is not None,
-                                        required=principals.required if principals else False,
-                                        documents=len(self.documents.values))
+            documents = self.table.mask(
+                filters.attributes,
+                principals.user if principals else None,
+                principals.groups if principals else (),
+                check_access=principals is not None,
+                required=principals.required if principals else False,
+                documents=len(self.documents.values),
+            )
             matches = documents[self.document_codes[:n]]
             keep = matches if keep is None else keep & matches
         return keep
@@ -273,7 +308,7 @@ class Partition:
         The rows' precision follows: float16 with a graph, float32 without (see COMPACT_DTYPE)."""
         built = False
         if self.graph is None and self.size >= ann.MIN_ROWS:
-            self.graph = AnnGraph.build(self.vectors[:self.size])
+            self.graph = AnnGraph.build(self.vectors[: self.size])
             built = True
         elif self.graph is not None and self.size < ann.MIN_ROWS // 2:
             self.graph = None
@@ -290,7 +325,7 @@ class Partition:
         """Cosine scores (float32) of `rows` (all live rows when None) against the unit `query`. A float16 matrix
         is widened block by block, never as a whole float32 copy."""
         if self.vectors.dtype == np.float32:
-            return self.vectors[:self.size] @ query if rows is None else self.vectors[rows] @ query
+            return self.vectors[: self.size] @ query if rows is None else self.vectors[rows] @ query
         if rows is not None:
             return self.vectors[rows].astype(np.float32) @ query
         found = np.empty(self.size, dtype=np.float32)
@@ -325,12 +360,16 @@ class Partition:
             if keep is not None:
                 scores[~keep] = -np.inf
         count = min(k, matching)
-        top = np.argpartition(scores, len(scores) - count)[len(scores) - count:] if count < len(scores) \
+        top = (
+            np.argpartition(scores, len(scores) - count)[len(scores) - count :]
+            if count < len(scores)
             else np.arange(len(scores))
+        )
         return [(float(scores[i]), int(rows[i] if rows is not None else i)) for i in top]
 
-    def _approximate_top(self, query: np.ndarray, k: int, keep: np.ndarray | None,
-                         matching: int) -> list[tuple[float, int]] | None:
+    def _approximate_top(
+        self, query: np.ndarray, k: int, keep: np.ndarray | None, matching: int
+    ) -> list[tuple[float, int]] | None:
         """The graph's candidates that are live rows matching the filters, re-scored exactly, best k; None when too
         few candidates pass the filters (the caller then searches exactly)."""
         n = self.size
@@ -347,12 +386,12 @@ class Partition:
         rows = np.unique(rows)
         scores = self.scores(rows, query)
         count = min(k, len(rows))
-        top = np.argpartition(scores, len(scores) - count)[len(scores) - count:]
+        top = np.argpartition(scores, len(scores) - count)[len(scores) - count :]
         return [(float(scores[i]), int(rows[i])) for i in top]
 
     def _document_mask(self, document_ids: Iterable[str]) -> np.ndarray:
         codes = [self.documents.codes[d] for d in document_ids if d in self.documents.codes]
-        return np.isin(self.document_codes[:self.size], np.array(codes, dtype=np.int32))
+        return np.isin(self.document_codes[: self.size], np.array(codes, dtype=np.int32))
 
     def _reserve(self, rows: int) -> None:
         capacity = len(self.vectors)
@@ -372,7 +411,7 @@ class Partition:
         """The live rows converted to `dtype` (the spare capacity is left uninitialised, as `_reserve` leaves it)."""
         if self.vectors.dtype != dtype:
             vectors = np.empty(self.vectors.shape, dtype=dtype)
-            vectors[:self.size] = self.vectors[:self.size]
+            vectors[: self.size] = self.vectors[: self.size]
             self.vectors = vectors
 
     def _keep(self, rows: np.ndarray) -> None:
