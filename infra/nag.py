@@ -6,7 +6,7 @@ findings (IAM5), on the exact resource pattern, so a new wildcard anywhere still
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, cast
 
 from aws_cdk import Stack
 from cdk_nag import NagPackSuppression, NagSuppressions, RegexAppliesTo
@@ -142,7 +142,7 @@ def acknowledge_findings(stack: KindexStack) -> None:
             "Dedicated master nodes triple the cost of a small deployment; add them with "
             "larger instance counts (they matter from about 10 data nodes).",
         )
-        if not domain.node.default_child.cluster_config.zone_awareness_enabled:
+        if not cast(Any, domain.node.default_child).cluster_config.zone_awareness_enabled:  # the L1 CfnDomain
             _on(
                 domain,
                 "AwsSolutions-OS7",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 from aws_cdk import Duration, Stack
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
@@ -82,7 +84,9 @@ class ReindexWork(Construct):
         handles as it handles a redelivery. Worker: the work queue's consumer at bounded concurrency, reporting
         failed tasks one by one."""
         if planner_reserved_concurrency:
-            planner.node.default_child.reserved_concurrent_executions = planner_reserved_concurrency
+            cast(
+                lambda_.CfnFunction, planner.node.default_child
+            ).reserved_concurrent_executions = planner_reserved_concurrency
         planner.configure_async_invoke(
             retry_attempts=0, max_event_age=PLAN_MAX_AGE, on_failure=destinations.SqsDestination(self.plan_failures)
         )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 from aws_cdk import ArnFormat, Aws, RemovalPolicy, Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
@@ -124,4 +126,4 @@ class Search(Construct):
         )
         # Set on the L1 resource (not the construct's `access_policies`, which adds a custom resource) so that
         # the template and cdk-nag both see it.
-        self.domain.node.default_child.access_policies = policy.to_json()
+        cast(opensearch.CfnDomain, self.domain.node.default_child).access_policies = policy.to_json()

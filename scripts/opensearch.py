@@ -738,8 +738,8 @@ def status(config: Config) -> int:
     if state is None:
         log(f"process {pid} is running but {config.url} does not answer yet")
         return 1
-    info = http_json(config.url) or {}
-    version = info.get("version", {}).get("number", "?")
+    info = http_json(config.url)
+    version = info.get("version", {}).get("number", "?") if isinstance(info, dict) else "?"
     missing = missing_components(config)
     log(
         f"running at {config.url}: OpenSearch {version}, status {state['status']}, pid {pid}"

@@ -13,6 +13,7 @@ from urllib.parse import unquote, urlsplit
 from kindex.adapters.local.private_files import private_data_dir
 from kindex.api.http import error_response
 from kindex.domain.errors import Conflict
+from kindex.domain.usage_plans import NamedPlan
 from kindex.settings import ENV_NAMES, Settings, SettingsError
 from kindex_local.server import Gateway, LocalServer, Route
 from kindex_local.throttle import TenantThrottle
@@ -50,10 +51,10 @@ class UploadRoute:
         return unquote(path[len(self.prefix) :])
 
     def admit(self, path: str, query: dict[str, str], headers: dict[str, str]) -> dict | None:
-        from kindex.compose import container
+        from kindex.compose import container, local_adapters
 
         # No Content-Length (a chunked body) never verifies: the signature covers the length as sent.
-        if not container().adapters.presigner.verify(
+        if not local_adapters(container()).presigner.verify(
             self._key(path),
             headers.get("content-type", ""),
             headers.get("content-length", ""),
@@ -72,9 +73,9 @@ class UploadRoute:
         return None
 
     def open(self, path: str, query: dict[str, str], headers: dict[str, str]) -> _UploadSink:
-        from kindex.compose import container
+        from kindex.compose import container, local_adapters
 
-        writer = container().adapters.blobs.open_put(
+        writer = local_adapters(container()).blobs.open_put(
             self._key(path), headers.get("content-type", ""), only_if_absent=True
         )
         return _UploadSink(writer, int(headers["content-length"]))
@@ -197,10 +198,10 @@ def start(settings: Settings) -> LocalServer:
         print(token, flush=True)
     if settings.search_url:
         # Built now: a missing client library or a damaged data directory id stops the start, not the first query.
-        index = services.adapters.search_index
+        index = local_adapters(services).opensearch_index
         print(
             f"Search index: OpenSearch at {cluster_address(settings.search_url)}, indices "
-            f"{services.adapters.search_index_prefix}-*, engine {index.engine}",
+            f"{local_adapters(services).search_index_prefix}-*, engine {index.engine}",
             flush=True,
         )
     if settings.plans is not None:
@@ -209,7 +210,7 @@ def start(settings: Settings) -> LocalServer:
             + "; ".join(
                 f"{name} {plan.rate_limit:g}/s burst {plan.burst_limit}"
                 + (f", {plan.quota_per_day}/day" if plan.quota_per_day else "")
-                + (f" ({len(plan.tenants)} tenant(s))" if name != "default" else "")
+                + (f" ({len(plan.tenants)} tenant(s))" if isinstance(plan, NamedPlan) else "")
                 for name, plan in settings.plans.all_plans().items()
             ),
             flush=True,
@@ -227,6 +228,6 @@ def start(settings: Settings) -> LocalServer:
     server.background.append(scheduler)
     if not settings.search_url:
         # The embedded index compacts its graph partitions when closed, after the worker has stopped (shutdown).
-        server.closing.append(services.adapters.search_index.close)
+        server.closing.append(local_adapters(services).embedded_index.close)
     server.lock = lock
     return server

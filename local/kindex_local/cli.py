@@ -140,7 +140,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
     metadata = document_metadata(args)  # a bad --attribute stops here, before anything is written
     keys = _keys(args)  # prepares settings and the container like any local command
-    from kindex.compose import container
+    from kindex.compose import container, local_adapters
 
     services = container()
     if not args.path.exists():
@@ -158,7 +158,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     finally:
         if worker is not None and not services.settings.search_url:
             # this process wrote the embedded index: compact it like a server stop
-            services.adapters.search_index.close()
+            local_adapters(services).embedded_index.close()
     print(
         f"indexed {len(outcome['indexed'])}, unchanged {len(outcome['unchanged'])}, "
         f"failed {len(outcome['failed'])}, still pending {len(outcome['timed_out'])}"

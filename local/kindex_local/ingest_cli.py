@@ -236,7 +236,8 @@ def _current(metadata, tenant: str, collection_id: str, wanted: list[str]) -> di
             for doc_id in wanted
             if (document := metadata.get_document(tenant, collection_id, doc_id)) is not None
         }
-    named, found, after = set(wanted), {}, None
+    named, after = set(wanted), None
+    found: dict = {}
     while True:
         page = metadata.list_documents(tenant, collection_id, after=after, offset=0, limit=LIST_PAGE)
         found.update((document.id, document) for document in page if document.id in named)

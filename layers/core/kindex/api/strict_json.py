@@ -96,7 +96,11 @@ def parse(text: str, *, max_depth: int = MAX_DEPTH) -> Any:
         flags.add("duplicate")
         seen: set[str] = set()
         marked = _DuplicateKeys(value)
-        marked.duplicates = [key for key, _ in pairs if key in seen or seen.add(key)]
+        marked.duplicates = []
+        for key, _ in pairs:
+            if key in seen:
+                marked.duplicates.append(key)
+            seen.add(key)
         return marked
 
     try:

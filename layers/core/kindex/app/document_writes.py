@@ -5,7 +5,7 @@ writes of different fields (a title PUT and an ingest's status, say) both land."
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, overload
 
 from kindex.app.record_writes import WRITE_ATTEMPTS, write_record
 from kindex.domain.errors import Conflict, NotFound
@@ -44,13 +44,19 @@ def write_document(
     )
 
 
-def same_content(read: Document | None, current: Document | None, document_id: str) -> None:
+@overload
+def same_content(read: Document, current: Document | None, document_id: str) -> Document: ...
+@overload
+def same_content(read: Document | None, current: Document | None, document_id: str) -> Document | None: ...
+def same_content(read: Document | None, current: Document | None, document_id: str) -> Document | None:
     """For a write that replaces the content (or works on it): the record must still hold the content it read
-    (version and source): NotFound when the document went away, Conflict when other content committed since."""
+    (version and source): NotFound when the document went away, Conflict when other content committed since.
+    Returns `current` (never None when `read` is a record: the typed form of "it is still there")."""
     if current is None and read is not None:
         raise NotFound(f"document {document_id!r} does not exist")
     if _content(current) != _content(read):
         raise Conflict(f"document {document_id!r} changed meanwhile")
+    return current
 
 
 def _content(document: Document | None) -> tuple[int, str | None]:

@@ -119,7 +119,7 @@ class IngestLimits:
 def _fields_written(written: Document, current: Document | None) -> Document:
     """The record once the index entries carry `written`'s filter fields: `indexed` when those are still its fields,
     else still `in_progress` (a later PUT's fields are to be written next). Its content must be `written`'s."""
-    same_content(written, current, written.id)
+    current = same_content(written, current, written.id)
     done = current.fields_version == written.fields_version
     return current.model_copy(
         update={
@@ -316,7 +316,7 @@ class IngestService:
             return document, None
 
         def change(current: Document | None) -> Document:
-            same_content(document, current, document.id)
+            current = same_content(document, current, document.id)
             return with_filter_fields(current, fields)
 
         written, _ = write_document(self.documents, tenant, document.collection, document.id, document, change)
@@ -346,7 +346,7 @@ class IngestService:
             return document
 
         def change(current: Document | None) -> Document:
-            same_content(document, current, document.id)
+            current = same_content(document, current, document.id)
             return with_filter_fields(current, fields)
 
         try:
@@ -723,7 +723,7 @@ class IngestService:
         superseded content is never marked indexed (or failed); a deleted document is NotFound."""
 
         def change(current: Document | None) -> Document:
-            same_content(stored, current, stored.id)
+            current = same_content(stored, current, stored.id)
             return current.model_copy(update=fields)
 
         written, _ = write_document(self.documents, tenant, stored.collection, stored.id, stored, change)

@@ -263,11 +263,13 @@ class RightsSession:
         checks = self.checks
         if not checks.limiter.acquire(self.tenant, deadline):
             raise RightsCallFailed("busy")
+        assert self.secret is not None  # a tenant without one fails its checks before any call (no_secret)
         try:
             body, headers = build_rights_request(
                 user, collection_id, document_ids, self.secret, int(checks.wall_clock())
             )
-            url = self.collections[collection_id].rights_check_method_configuration.get("url")
+            # Without a url the policy refuses "" as it refuses any URL it does not allow.
+            url = self.collections[collection_id].rights_check_method_configuration.get("url") or ""
             return checks.endpoint.post(url, body, headers, deadline)
         finally:
             checks.limiter.release(self.tenant)

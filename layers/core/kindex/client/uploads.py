@@ -30,6 +30,7 @@ class UploadSource:
         if self.data is not None:
             yield self.data
             return
+        assert self.path is not None  # the constructor sets one of data and path
         with self.path.open("rb") as handle:
             while block := handle.read(size):
                 yield block

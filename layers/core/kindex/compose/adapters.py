@@ -13,13 +13,11 @@ if TYPE_CHECKING:
     from kindex.domain.ports import (
         BlobStore,
         ChunkStore,
-        CollectionStore,
-        DocumentStore,
         Embedder,
         EmbeddingCache,
         IngestTrigger,
         JobStore,
-        KeyStore,
+        MetadataStore,
         MetricsRecorder,
         Presigner,
         QueryLog,
@@ -32,15 +30,15 @@ if TYPE_CHECKING:
 
 
 class AdapterSet(ABC):
-    """The adapters of one deployment, one per port. `metadata` serves four ports (collections, documents, keys and
-    the reindex ledger)."""
+    """The adapters of one deployment, one per port. `metadata` serves five ports (collections, documents, keys, the
+    reindex ledger and collection deletions: `MetadataStore`)."""
 
     def __init__(self, settings: Settings):
         self.settings = settings
 
     @cached_property
     @abstractmethod
-    def metadata(self) -> CollectionStore | DocumentStore | KeyStore: ...
+    def metadata(self) -> MetadataStore: ...
 
     @cached_property
     @abstractmethod

@@ -3,18 +3,30 @@
 from __future__ import annotations
 
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 from kindex.compose.adapters import AdapterSet
+from kindex.settings import SettingsError
+
+if TYPE_CHECKING:
+    from kindex.domain.ports import MetadataStore
 
 
 class AwsAdapters(AdapterSet):
     """One DynamoDB table for metadata, chunks, the embedding cache, the query log and jobs; S3 for blobs."""
 
+    @property
+    def table_name(self) -> str:
+        """The table every AWS function names (the settings refuse an AWS backend without it: `aws_requires`)."""
+        if self.settings.table_name is None:
+            raise SettingsError("KINDEX_TABLE_NAME is required on AWS")
+        return self.settings.table_name
+
     @cached_property
-    def metadata(self):
+    def metadata(self) -> MetadataStore:
         from kindex.adapters.aws.dynamodb_metadata import DynamoDbMetadataStore
 
-        return DynamoDbMetadataStore(self.settings.table_name)
+        return DynamoDbMetadataStore(self.table_name)
 
     @cached_property
     def blobs(self):

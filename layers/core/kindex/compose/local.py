@@ -4,9 +4,20 @@
 from __future__ import annotations
 
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 from kindex.compose.adapters import AdapterSet
 from kindex.settings import SettingsError
+
+if TYPE_CHECKING:  # concrete types for what only local mode reaches (the upload route, the worker, the CLI)
+    from kindex.adapters.aws.opensearch_index import OpenSearchIndex
+    from kindex.adapters.local.folder_blobs import FolderBlobStore
+    from kindex.adapters.local.queue_notifier import QueueNotifier
+    from kindex.adapters.local.search.index import LocalSearchIndex
+    from kindex.adapters.local.sqlite_db import SqliteDatabase
+    from kindex.adapters.local.sqlite_queue import SqliteQueue
+    from kindex.adapters.local.upload_signer import LocalUploadSigner
+    from kindex.domain.ports import MetadataStore
 
 # Index names of a local server on a cluster: `kindex-local-<data directory id>-<model>-<dims>`.
 LOCAL_INDEX_PREFIX = "kindex-local"
@@ -16,32 +27,32 @@ class LocalAdapters(AdapterSet):
     """Everything under `settings.data_dir`; one SQLite database for metadata, chunks, cache, queue, log and jobs."""
 
     @cached_property
-    def database(self):
+    def database(self) -> SqliteDatabase:
         from kindex.adapters.local.sqlite_db import SqliteDatabase
 
         return SqliteDatabase(self.settings.data_dir / "kindex.sqlite3")
 
     @cached_property
-    def queue(self):
+    def queue(self) -> SqliteQueue:
         """The durable queue that stands in for S3 notifications -> SQS."""
         from kindex.adapters.local.sqlite_queue import SqliteQueue
 
         return SqliteQueue(self.database)
 
     @cached_property
-    def notifier(self):
+    def notifier(self) -> QueueNotifier:
         from kindex.adapters.local.queue_notifier import QueueNotifier
 
         return QueueNotifier(self.queue)
 
     @cached_property
-    def metadata(self):
+    def metadata(self) -> MetadataStore:
         from kindex.adapters.local.sqlite_metadata import SqliteMetadataStore
 
         return SqliteMetadataStore(self.database)
 
     @cached_property
-    def blobs(self):
+    def blobs(self) -> FolderBlobStore:
         from kindex.adapters.local.folder_blobs import FolderBlobStore
 
         return FolderBlobStore(self.settings.data_dir / "blobs", notify=self.notifier)
@@ -59,11 +70,16 @@ class LocalAdapters(AdapterSet):
         return SqliteEmbeddingCache(self.database)
 
     @cached_property
-    def search_index(self):
+    def search_index(self) -> LocalSearchIndex | OpenSearchIndex:
         """The embedded index in the data directory (the chunk store rebuilds the keywords of an older layout);
         with `search_url`, an OpenSearch cluster instead."""
         if self.settings.search_url:
-            return self._opensearch_index()
+            return self.opensearch_index
+        return self.embedded_index
+
+    @cached_property
+    def embedded_index(self) -> LocalSearchIndex:
+        """The embedded index (what `search_index` is without `search_url`): the server and the CLI close it."""
         from kindex.adapters.local.search.index import LocalSearchIndex
 
         return LocalSearchIndex(self.settings.data_dir / "index", chunks=self.chunks)
@@ -81,7 +97,9 @@ class LocalAdapters(AdapterSet):
         except ValueError as error:
             raise SettingsError(str(error)) from error
 
-    def _opensearch_index(self):
+    @cached_property
+    def opensearch_index(self) -> OpenSearchIndex:
+        """The cluster's index (what `search_index` is with `search_url`): the server prints its engine."""
         try:
             from kindex.adapters.aws.opensearch_index import OpenSearchIndex
         except ImportError as error:
@@ -92,12 +110,13 @@ class LocalAdapters(AdapterSet):
 
         from kindex.adapters.aws.opensearch_requests import region_of_domain
 
-        parts = urlsplit(self.settings.search_url)
+        url = self.settings.search_url or ""  # set: search_index asks for this only with a search_url
+        parts = urlsplit(url)
         # A user in the URL means basic auth; an Amazon OpenSearch Service domain without one is SigV4-signed with
         # the process's AWS credentials; any other cluster gets no authentication.
         sigv4 = parts.username is None and region_of_domain(parts.hostname or "") is not None
         return OpenSearchIndex(
-            endpoint=self.settings.search_url,
+            endpoint=url,
             sigv4=sigv4,
             index_prefix=self.search_index_prefix,
             design=self.opensearch_design(),
@@ -123,7 +142,7 @@ class LocalAdapters(AdapterSet):
         return SqliteJobStore(self.database)
 
     @cached_property
-    def ingest_trigger(self):
+    def ingest_trigger(self) -> QueueNotifier:
         return self.notifier
 
     @cached_property
@@ -134,7 +153,7 @@ class LocalAdapters(AdapterSet):
         return LocalReindexQueue(self.queue)
 
     @cached_property
-    def presigner(self):
+    def presigner(self) -> LocalUploadSigner:
         """The local server's own HMAC-signed upload URLs."""
         from kindex.adapters.local.upload_signer import (
             LocalUploadSigner,

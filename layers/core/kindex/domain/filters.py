@@ -295,7 +295,7 @@ class _Parser:
     def __init__(self) -> None:
         self.clauses = 0
 
-    def object(self, value: object, where: str, depth: int) -> Expression:
+    def expression(self, value: object, where: str, depth: int) -> Expression:
         if not isinstance(value, Mapping):
             raise _Refused(where, f"must be an object, not {_kind(value)}")
         if depth > MAX_DEPTH:
@@ -316,7 +316,7 @@ class _Parser:
             raise _Refused(where, "must be a non-empty list of filter objects")
         if len(items) > MAX_CLAUSES:
             raise _Refused(where, f"at most {MAX_CLAUSES} clauses")
-        parts = tuple(self.object(item, f"{where}[{i}]", depth + 1) for i, item in enumerate(items))
+        parts = tuple(self.expression(item, f"{where}[{i}]", depth + 1) for i, item in enumerate(items))
         return AllOf(parts) if operator == "$and" else AnyOf(parts)
 
     def field(self, key: str, condition: object, where: str) -> list[Comparison]:
@@ -375,7 +375,7 @@ def parse_filter(value: object, *, path: str = "filters.attributes") -> Expressi
     """The filter expression `value` (JSON already decoded) as an Expression, or InvalidInput naming the place
     (`path` + the path inside the expression). Never raises anything else, whatever `value` holds."""
     try:
-        return _Parser().object(value, "", 1)
+        return _Parser().expression(value, "", 1)
     except _Refused as refused:
         raise _domain_error(path, refused) from None
     except RecursionError:  # a decoded JSON value nested thousands deep: refused before reaching here, but surely
@@ -383,7 +383,7 @@ def parse_filter(value: object, *, path: str = "filters.attributes") -> Expressi
 
 
 def _filter_field(value: object) -> Expression:
-    return _Parser().object(value, "", 1)
+    return _Parser().expression(value, "", 1)
 
 
 FilterExpression = Annotated[

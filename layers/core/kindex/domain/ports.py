@@ -245,6 +245,12 @@ class KeyStore(Protocol):
         """Mark the key revoked; False when it does not exist."""
 
 
+class MetadataStore(CollectionStore, DocumentStore, KeyStore, ReindexLedger, CollectionDeletions, Protocol):
+    """The one store that serves the five metadata ports (SQLite locally, one DynamoDB table on AWS): an
+    intersection, so the composition can hand the same object to each use case as the port that use case names.
+    Use cases keep asking for the single ports; only the composition names this one."""
+
+
 class BlobStore(Protocol):
     """Raw files by key (a folder locally, S3 on AWS). Keys are built by `kindex.domain.keys`.
 

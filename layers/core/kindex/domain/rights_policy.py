@@ -155,10 +155,10 @@ def _canonical_host(host: str) -> tuple[str, IPAddress | None]:
         pass
     else:  # something the C resolver would read as an IPv4 address: only dotted-decimal is accepted
         try:
-            address = ipaddress.IPv4Address(name)
+            v4 = ipaddress.IPv4Address(name)
         except ValueError:
             raise UrlRefused("host", "must write an IPv4 address as four decimal numbers (a.b.c.d)") from None
-        return str(address), address
+        return str(v4), v4
     labels = name.split(".")
     if len(name) > 253 or not all(_LABEL.fullmatch(label) for label in labels):
         raise UrlRefused("host", "must be a DNS name (letters, digits, '-') or an IP address")

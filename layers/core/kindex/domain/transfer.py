@@ -8,7 +8,7 @@ The same two records are read and written, so an exported line can be sent back 
 from __future__ import annotations
 
 import math
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, Strict, StrictFloat, StrictInt, model_validator
 
@@ -17,7 +17,7 @@ from kindex.domain.filters import Attributes
 from kindex.domain.media_types import MediaType
 from kindex.domain.models import Collection, DocumentAccess, DocumentUrl, ResourceId
 
-FORMAT = "kindex-export"
+FORMAT: Final = "kindex-export"
 FORMAT_VERSION = 1
 #: Bounds of one import batch and one export page (each also stays under the 10 MiB request / 6 MB response limits).
 MAX_BATCH_DOCUMENTS = 1000

@@ -72,5 +72,5 @@ class UsagePlans(BaseModel):
 
     def plan_ids(self) -> dict[str, str] | None:
         """Plan name -> API Gateway usage plan id, when every plan has one (the stack's output); else None."""
-        ids = {name: plan.id for name, plan in self.all_plans().items()}
-        return None if None in ids.values() else ids  # type: ignore[return-value]
+        ids = {name: plan.id for name, plan in self.all_plans().items() if plan.id is not None}
+        return ids if len(ids) == len(self.plans) + 1 else None

@@ -11,7 +11,7 @@ from functools import lru_cache
 from typing import Any
 
 from kindex.adapters.aws import boto
-from kindex.domain.errors import Conflict, DependencyFailed, KindexError
+from kindex.domain.errors import Conflict, DependencyFailed
 
 logger = logging.getLogger(__name__)
 
@@ -23,7 +23,7 @@ BATCH_GET_ATTEMPTS = 8
 MAX_PK_BYTES = 2048
 MAX_SK_BYTES = 1024
 
-ConditionFailed = Callable[[dict | None], KindexError]
+ConditionFailed = Callable[[dict | None], Exception]  # a domain error, or an adapter's own to catch
 
 
 @lru_cache(maxsize=3)

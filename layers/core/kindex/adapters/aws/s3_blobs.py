@@ -145,7 +145,7 @@ class S3BlobStore:
             request["StartAfter"] = start_after
         if limit is not None:
             request["PaginationConfig"] = {"MaxItems": limit, "PageSize": min(limit, 1000)}
-        keys = []
+        keys: list[str] = []
         for page in self._pages("list_objects_v2", request):
             keys.extend(obj["Key"] for obj in page.get("Contents", []))
         # S3 already lists in UTF-8 byte order, which is code point order; sorting states the contract, not a fix.

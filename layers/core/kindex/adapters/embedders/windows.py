@@ -48,7 +48,7 @@ def split_windows(content: Sequence[int], window_content: int) -> list[Sequence[
     return [content[start : start + window_content] for start in range(0, len(content), window_content)]
 
 
-def length_buckets(lengths: Sequence[int], batch_size: int, bucketed: bool = True) -> list[np.ndarray]:
+def length_buckets(lengths: Sequence[int] | np.ndarray, batch_size: int, bucketed: bool = True) -> list[np.ndarray]:
     """Batches of at most `batch_size` indexes into `lengths`: by ascending length when `bucketed` (each batch pads
     to its own longest member, so similar lengths pad little), else in input order (the reference path)."""
     if batch_size < 1:
@@ -109,6 +109,8 @@ def encode_windows(
     """Every text's word pieces as BERT windows of at most `window_tokens` ids ([CLS] ... [SEP] each, see
     `split_windows`), and for each window the index of its text."""
     cls_id, sep_id = tokenizer.token_to_id("[CLS]"), tokenizer.token_to_id("[SEP]")
+    if cls_id is None or sep_id is None:
+        raise ValueError("the tokenizer has no [CLS] or [SEP] token: it is not a BERT WordPiece tokenizer")
     windows: list[list[int]] = []
     owners: list[int] = []
     for index, encoding in enumerate(tokenizer.encode_batch(list(texts))):

@@ -24,7 +24,7 @@ def markdown_table(rows: Sequence[Sequence[str]]) -> tuple[str, int] | None:
     if not rows:
         return None
     width = max(len(row) for row in rows)
-    rows = [row + [""] * (width - len(row)) for row in rows]
+    rows = [list(row) + [""] * (width - len(row)) for row in rows]
     kept = [column for column in range(width) if any(row[column] for row in rows)]
     rows = [[row[column] for column in kept] for row in rows]
     lines = ["| " + " | ".join(row) + " |" for row in rows]

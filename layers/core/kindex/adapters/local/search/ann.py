@@ -72,7 +72,8 @@ class AnnGraph:
             return None
         if index is None or index.ndim != dims or len(index) != rows:
             return None
-        index.expansion_search = EXPANSION_SEARCH
+        # usearch's stub declares this property without its setter, which exists (the search reads it).
+        index.expansion_search = EXPANSION_SEARCH  # type: ignore[misc]
         return cls(dims, index)
 
     def save(self, path: Path) -> None:

@@ -49,6 +49,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
+from typing import Literal, overload
 
 import tantivy
 
@@ -410,6 +411,10 @@ class KeywordIndex:
 
     # -- tenant indices -------------------------------------------------------------------------------------
 
+    @overload
+    def _tenant(self, tenant: str, *, create: Literal[True], hold: bool = False) -> TenantKeywords: ...
+    @overload
+    def _tenant(self, tenant: str, *, create: bool, hold: bool = False) -> TenantKeywords | None: ...
     def _tenant(self, tenant: str, *, create: bool, hold: bool = False) -> TenantKeywords | None:
         """The tenant's index, opened if need be (and created, with `create`); None when it has none. `hold` keeps
         it from eviction until `_release` (a writer's call: taken in the same step, so no search evicts it first)."""
@@ -476,7 +481,10 @@ class KeywordIndex:
                     ),
                 )
             )
-        for field, value in (("language", filters and filters.language), ("mimetype", filters and filters.mimetype)):
+        for field, value in (
+            ("language", filters.language if filters is not None else None),
+            ("mimetype", filters.mimetype if filters is not None else None),
+        ):
             if value is not None:
                 clauses.append((tantivy.Occur.Must, self._terms(field, [value])))
         if filters is not None and filters.attributes is not None:

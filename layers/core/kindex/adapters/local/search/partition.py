@@ -410,7 +410,7 @@ class Partition:
     def _set_precision(self, dtype: type) -> None:
         """The live rows converted to `dtype` (the spare capacity is left uninitialised, as `_reserve` leaves it)."""
         if self.vectors.dtype != dtype:
-            vectors = np.empty(self.vectors.shape, dtype=dtype)
+            vectors: np.ndarray = np.empty(self.vectors.shape, dtype=dtype)
             vectors[: self.size] = self.vectors[: self.size]
             self.vectors = vectors
 
