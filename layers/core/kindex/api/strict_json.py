@@ -64,6 +64,17 @@ class _Refused:
         self.problem = problem
 
 
+def _repeats(keys: list[str]) -> list[str]:
+    """Each key that occurs again, at its repeated occurrence, in order."""
+    seen: set[str] = set()
+    repeated = []
+    for key in keys:
+        if key in seen:
+            repeated.append(key)
+        seen.add(key)
+    return repeated
+
+
 def parse(text: str, *, max_depth: int = MAX_DEPTH) -> Any:
     """The JSON value of `text`, or JsonBodyError naming what is refused and where."""
     check_depth(text, max_depth)
@@ -94,13 +105,8 @@ def parse(text: str, *, max_depth: int = MAX_DEPTH) -> Any:
         if len(value) == len(pairs):
             return value
         flags.add("duplicate")
-        seen: set[str] = set()
         marked = _DuplicateKeys(value)
-        marked.duplicates = []
-        for key, _ in pairs:
-            if key in seen:
-                marked.duplicates.append(key)
-            seen.add(key)
+        marked.duplicates = _repeats([key for key, _ in pairs])
         return marked
 
     try:
