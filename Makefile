@@ -10,7 +10,7 @@ BENCH_STAMP := $(VENV)/.bench-installed
 # playwright-core for the browser tests (tests/e2e/test_console_browser.py, test_docs_page.py); npm writes this file.
 BROWSER_DEPS := tests/browser/node_modules/.package-lock.json
 
-.PHONY: install serve test test-tools synth bench eval eval-docs smoke clean opensearch opensearch-stop
+.PHONY: install serve test test-tools synth bench eval eval-docs smoke clean opensearch opensearch-stop lint typecheck unit check
 
 # What `make serve` needs: kindex and its runtime dependencies, the local model included.
 $(RUNTIME_STAMP): pyproject.toml
@@ -57,6 +57,20 @@ $(BROWSER_DEPS): tests/browser/package.json tests/browser/package-lock.json | te
 # holds it the node gets a free one); KINDEX_TEST_OPENSEARCH_URL names a node to use instead of starting one.
 test: test-tools $(STAMP) $(BROWSER_DEPS)
 	JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20 $(PY) scripts/opensearch.py run -- $(PY) -m pytest -q
+
+# Fast checks while working (none needs the CDK, Chromium or an OpenSearch node): `make check` is all three.
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+typecheck: $(STAMP)
+	$(PY) -m mypy
+
+# The unit and contract tests on both cores (pytest-xdist); `make test` runs them too, with everything else.
+unit: $(STAMP)
+	$(PY) -m pytest -q -n 2 -m "unit or contract" tests/unit tests/contract
+
+check: lint typecheck unit
 
 $(BENCH_STAMP): $(STAMP) requirements-bench.txt
 	$(PY) -m pip install --quiet -r requirements-bench.txt

@@ -31,3 +31,11 @@ def test_import_contracts_hold():
 def test_ruff_is_clean():
     result = subprocess.run([tool("ruff"), "check", "--no-cache", "."], cwd=REPO, capture_output=True, text=True)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+
+
+def test_ruff_format_is_clean():
+    """Given the code base formatted once with ruff format (2026-12-01). Then every file stays formatted."""
+    result = subprocess.run(
+        [tool("ruff"), "format", "--check", "--no-cache", "."], cwd=REPO, capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
