@@ -6,11 +6,12 @@ single-threaded on purpose: the Tesseract command line with OpenMP took 25.7 s f
 6.8 s on this project's loaded 2-core machines (docs/decisions.md), and the ingest worker's own threads give the
 parallelism. Each page has a time limit (Tesseract's own deadline), after which it is left unread.
 
-Memory is bounded by the render, not by the file: a page is rendered at `dpi` unless that would exceed
-`max_pixels`, in which case the scale shrinks until it fits (a 20,000-point square page renders to about 3,500 pixels
-a side, not 83,000). PDFium decodes a page's images while it draws them at that scale, so a 20,000 x 20,000-pixel
-image costs about 50 MB of memory, not the 400 MB of its pixels (measured with pypdfium2 5.15). PDFium is not
-thread-safe: one lock serializes its use in this process.
+Memory is bounded twice, whatever the file claims. The render: a page is rendered at `dpi` unless that would
+exceed `max_pixels`, in which case the scale shrinks until it fits (a 20,000-point square page renders to about
+3,500 pixels a side, not 83,000). The images: PDFium may decode a page's image whole before it scales it (a
+20,000 x 20,000-pixel image on a page of that size grew the process by 580 MB, measured with pypdfium2 5.15), so a
+page whose images hold more than `max_image_pixels` (their sizes are read from the file, nothing is decoded) is left
+unread, with that reason. PDFium is not thread-safe: one lock serializes its use in this process.
 """
 
 from __future__ import annotations
@@ -31,6 +32,9 @@ DEFAULT_DPI = 300
 #: A Letter or A4 page at 300 DPI is 8.4-8.7 million pixels; 12 million leaves room for Legal and a margin. An 8-bit
 #: greyscale render of this size is 12 MB, and Tesseract's working set on it stays near 100 MB.
 DEFAULT_MAX_PIXELS = 12_000_000
+#: A Letter page scanned at 600 DPI is 34 million pixels, an A4 one 35 million: 50 million admits every real scan
+#: and bounds one page's decoded images to 50 MB in grey, 150 MB in colour.
+DEFAULT_MAX_IMAGE_PIXELS = 50_000_000
 DEFAULT_TIMEOUT_S = 120
 #: The languages read when their data is installed (Debian: tesseract-ocr-eng, tesseract-ocr-spa).
 PREFERRED_LANGUAGES = ("eng", "spa")
@@ -38,6 +42,10 @@ PREFERRED_LANGUAGES = ("eng", "spa")
 TESSDATA_DIRS = ("/usr/share/tesseract-ocr/5/tessdata", "/usr/share/tesseract-ocr/4.00/tessdata", "/usr/share/tessdata")
 
 _PDFIUM = threading.Lock()
+
+
+class PageTooLarge(Exception):
+    """A page whose images exceed the pixel bound: it is left unread, with this message as the reason."""
 
 
 def tessdata_dir() -> Path | None:
@@ -74,11 +82,13 @@ class TesseractPageReader:
         tessdata: Path | None = None,
         dpi: int = DEFAULT_DPI,
         max_pixels: int = DEFAULT_MAX_PIXELS,
+        max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS,
         timeout_s: float = DEFAULT_TIMEOUT_S,
     ):
         self.tessdata = tessdata or tessdata_dir()
         self.dpi = dpi
         self.max_pixels = max_pixels
+        self.max_image_pixels = max_image_pixels
         self.timeout_s = timeout_s
 
     def languages(self) -> str:
@@ -98,6 +108,9 @@ class TesseractPageReader:
             for index in pages:
                 try:
                     image = self._render(pdf, index)
+                except PageTooLarge as error:
+                    unread[index] = str(error)
+                    continue
                 except Exception as error:  # PdfiumError, or ValueError on a page PDFium cannot draw
                     unread[index] = f"could not render the page ({type(error).__name__})"
                     continue
@@ -116,6 +129,16 @@ class TesseractPageReader:
             document = pdfium.PdfDocument(pdf)
             try:
                 page = document[index]
+                image_pixels = sum(
+                    width * height
+                    for width, height in (
+                        image.get_px_size() for image in page.get_objects(filter=(pdfium.raw.FPDF_PAGEOBJ_IMAGE,))
+                    )
+                )
+                if image_pixels > self.max_image_pixels:
+                    raise PageTooLarge(
+                        f"the page's images have {image_pixels:,} pixels; the limit is {self.max_image_pixels:,}"
+                    )
                 width, height = page.get_size()
                 scale = render_scale(width, height, self.dpi, self.max_pixels)
                 # Greyscale: a third of the memory of RGB, and what Tesseract binarizes from anyway.
