@@ -566,7 +566,7 @@ class IngestService:
             "indexed_model": model,
             "indexed_config_version": collection.config_version,
             # Indexed, but honest about what is missing: the scanned pages left unread, and why.
-            "failure_reason": warning,
+            "failure_reason": None if warning is None else f"ScannedPagesUnread: {warning}"[:MAX_REASON],
             "failure_retryable": False,
             "indexed_fields_version": working.fields_version,
         }
