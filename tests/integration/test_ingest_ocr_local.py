@@ -82,12 +82,34 @@ def test_a_file_of_scans_only_fails_with_ocr_off_saying_ocr_was_needed(deploymen
     )
 
 
+def test_turning_ocr_on_and_reindexing_reads_the_page_left_unread(deployment, scanned):
+    services, worker = deployment
+    pdf, page_two_words = scanned
+    # Given the scanned PDF indexed with OCR off, page 2 named as unread
+    services.catalog.put_file("u", "c", "scan", "scan.pdf", pdf)
+    worker.drain()
+    assert services.adapters.metadata.get_document("u", "c", "scan").failure_reason.startswith("ScannedPagesUnread")
+    before = services.adapters.metadata.get_collection("u", "c").config_version
+    # When OCR is turned on (a configuration change) and a reindex job runs
+    services.catalog.put_collection("u", "c", CollectionInput(ocr="auto"))
+    assert services.adapters.metadata.get_collection("u", "c").config_version == before + 1
+    job = services.reindex.start("u", "c", clean=False)
+    worker.drain()
+    assert services.reindex.get_job("u", job.id).status == "completed"
+    # Then the document is read again: nothing is missing and page 2's words are in its chunks
+    document = services.adapters.metadata.get_document("u", "c", "scan")
+    assert document.status.value == "indexed" and document.failure_reason is None
+    chunks = services.adapters.chunks.list_chunks("u", "c", "scan")
+    page_two = " ".join(c.text for c in chunks if c.page_start <= 2 <= c.page_end).lower()
+    assert sum(word in page_two for word in page_two_words) >= 0.9 * len(page_two_words)
+
+
 def test_turning_ocr_off_is_a_collection_field_that_a_get_shows_and_a_put_changes(deployment):
     services, _ = deployment
     # When the setting is changed back and forth through the catalog
     services.catalog.put_collection("t", "c", CollectionInput(ocr="off"))
     assert services.adapters.metadata.get_collection("t", "c").ocr == "off"
     services.catalog.put_collection("t", "c", CollectionInput(ocr="auto"))
-    # Then only that field changed
+    # Then only that field changed, and each change is a configuration change (documents are to be read again)
     stored = services.adapters.metadata.get_collection("t", "c")
-    assert stored.ocr == "auto" and stored.chunking_max_size == 400
+    assert stored.ocr == "auto" and stored.chunking_max_size == 400 and stored.config_version == 3

@@ -223,7 +223,8 @@ class Collection(BaseModel):
     # one. A reindex job (POST .../reindex) brings a collection to the current version, bumping config_version.
     chunking_version: int = 1
     # Whether a PDF page without a text layer (a scan) is read by OCR: Tesseract locally, Amazon Textract on AWS.
-    # Applies when a document is (re)indexed; a page left unread is named in the document's failure_reason.
+    # A config field: changing it bumps config_version, and a reindex reads the documents again. A page left unread
+    # is named in its document's failure_reason.
     ocr: OcrMode = "auto"
     document_spaces: list[Annotated[str, Field(max_length=1024)]] = Field(default_factory=list)
     allow_guests: bool = False
@@ -367,7 +368,8 @@ COLLECTION_READ_ONLY = frozenset(
 CHUNKING_VERSION = 2
 
 COLLECTION_CONFIG_FIELDS = frozenset(
-    {"embedding_model", "chunking_method", "chunking_max_size", "chunking_overlap_offset", "chunking_version"}
+    # `ocr` too: it changes what text a scanned PDF yields, so a reindex must read the documents again.
+    {"embedding_model", "chunking_method", "chunking_max_size", "chunking_overlap_offset", "chunking_version", "ocr"}
 )
 
 
