@@ -103,3 +103,48 @@ def test_the_ingest_function_wires_textract_and_indexes_the_scanned_page(deploy,
     chunks = d.services.adapters.chunks.list_chunks("t", "c", "scan")
     holding = [c for c in chunks if LINES[0] in c.text]
     assert [[p for p in (2, 4) if c.page_start <= p <= c.page_end] for c in holding] == [[2], [4]]
+
+
+@pytest.fixture
+def no_retry_client(monkeypatch):
+    """A Textract client for a local endpoint, without botocore's retries (each scripted answer is one call)."""
+    import boto3
+    from botocore.config import Config
+
+    fake_aws_env(monkeypatch)
+
+    def make(url: str):
+        return boto3.client(
+            "textract", endpoint_url=url, region_name="us-east-1", config=Config(retries={"total_max_attempts": 1})
+        )
+
+    return make
+
+
+def test_a_page_textract_refuses_is_left_unread_and_costs_no_other_page(no_retry_client, scanned):
+    from tests.support.textract_errors import TextractErrors
+
+    # Given Textract refusing the first page it is sent and reading the second
+    with TextractErrors(["UnsupportedDocumentException", None]) as endpoint:
+        reader = TextractPageReader(client=no_retry_client(endpoint.url), concurrency=1)
+        # When pages 2 and 4 are read
+        outcome = reader.read_pages(scanned, [1, 3])
+    # Then page 2 is unread with Textract's code, page 4 read, each sent once as DetectDocumentText
+    assert outcome.unread == {1: "Textract refused the page (UnsupportedDocumentException)"}
+    assert outcome.texts == {3: "read"}
+    assert [r["target"] for r in endpoint.requests] == ["Textract.DetectDocumentText"] * 2
+
+
+@pytest.mark.parametrize(
+    "code", ["ProvisionedThroughputExceededException", "ThrottlingException", "InternalServerError"]
+)
+def test_throttling_or_an_outage_is_a_dependency_failure_worth_retrying(no_retry_client, scanned, code):
+    from kindex.domain.errors import DependencyFailed
+    from tests.support.textract_errors import TextractErrors
+
+    # Given Textract throttling or failing
+    with TextractErrors([code]) as endpoint:
+        reader = TextractPageReader(client=no_retry_client(endpoint.url), concurrency=1)
+        # When a page is read / Then the document's extraction raises DependencyFailed (the queue retries it)
+        with pytest.raises(DependencyFailed, match=code):
+            reader.read_pages(scanned, [1])
