@@ -168,3 +168,26 @@ def test_a_20000_point_page_is_rendered_within_the_pixel_bound():
     # Then it is read (a white page: no words) and the process grew by about the 12 MP render, not gigabytes
     assert measured["unread"] == {} and measured["texts"]["0"].strip() == ""
     assert measured["grown_kib"] / 1024 < 300
+
+
+def test_eight_documents_ocred_at_once_each_get_their_own_page(original):
+    # Given eight one-page scans (pages 1-4 of the shared PDF, twice each), small for speed: eight threads already
+    # interleave PDFium's renders with Tesseract's reads (sixteen took 94 s of CPU on a loaded 2-core machine)
+    from concurrent.futures import ThreadPoolExecutor
+
+    pages = [i % 4 for i in range(8)]
+    files = {index: scans.scanned_page(original, index, dpi=72) for index in set(pages)}
+    expected = {index: scans.page_words(original, index) for index in set(pages)}
+    reader = TesseractPageReader(dpi=110)
+    # When eight threads OCR them at the same time through one reader (PDFium is serialized, Tesseract is not)
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        outcomes = list(pool.map(lambda index: reader.read_pages(files[index], [0]), pages))
+    # Then every one read its own page: most of its long words, and fewer of any other page's own words
+    for index, outcome in zip(pages, outcomes):
+        assert outcome.unread == {}
+        read = outcome.texts[0].lower()
+        mine = sum(word in read for word in expected[index]) / len(expected[index])
+        assert mine >= 0.6, (index, mine)
+        for other in set(pages) - {index}:
+            only_theirs = expected[other] - expected[index]
+            assert sum(word in read for word in only_theirs) / len(only_theirs) < mine, (index, other)
