@@ -97,7 +97,7 @@ class TesseractPageReader:
         return "+".join(lang for lang in PREFERRED_LANGUAGES if (folder / f"{lang}.traineddata").is_file()) or "eng"
 
     def read_pages(self, pdf: bytes, pages: Sequence[int]) -> OcrOutcome:
-        import tesserocr
+        import tesserocr  # type: ignore[import-untyped]  # no type information published
 
         texts: dict[int, str] = {}
         unread: dict[int, str] = {}
@@ -123,7 +123,7 @@ class TesseractPageReader:
         return OcrOutcome(texts=texts, unread=unread)
 
     def _render(self, pdf: bytes, index: int):
-        import pypdfium2 as pdfium
+        import pypdfium2 as pdfium  # type: ignore[import-untyped]
 
         with _PDFIUM:
             document = pdfium.PdfDocument(pdf)

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from functools import partial
 from typing import TYPE_CHECKING
 
 from kindex.domain.errors import EmptyText, LimitExceeded
@@ -110,10 +109,12 @@ def extract(
         raise LimitExceeded(f"File is {len(data)} bytes; the limit is {max_bytes} bytes")
     kind = resolve_mimetype(mimetype, filename)
     check_signature(data, kind)
-    reader = _reader(kind)
     if kind == APPLICATION_PDF:
-        reader = partial(reader, ocr=ocr, no_ocr=no_ocr)
-    extracted = reader(data, limits)
+        from kindex.text.extract.pdf import extract_pdf
+
+        extracted = extract_pdf(data, limits, ocr=ocr, no_ocr=no_ocr)  # the one format that can need OCR
+    else:
+        extracted = _reader(kind)(data, limits)
     if not extracted.text.strip():
         raise EmptyText("No text could be extracted")
     logger.debug(
