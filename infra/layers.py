@@ -48,6 +48,10 @@ EXCLUDED = {
     "tantivy",
     "usearch",
     "numkong",
+    # Local OCR (kindex/adapters/local/tesseract_ocr.py); on Lambda, Textract reads the page PDFs pypdf writes.
+    "pypdfium2",
+    "pillow",
+    "tesserocr",
 }
 # Installed as dependencies of dependencies but never imported by any function on Lambda: removed from the layer
 # after pip (their files, by each distribution's RECORD). tests/infra/test_layer_imports.py imports every handler

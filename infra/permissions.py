@@ -55,6 +55,10 @@ S3_READ_OBJECTS = ["s3:GetObject", "s3:GetObjectVersion"]
 S3_LIST = ["s3:ListBucket", "s3:ListBucketVersions"]
 # Removing a blob removes every version of it (DeleteObjects with version ids), not just a delete marker.
 S3_DELETE = ["s3:DeleteObject", "s3:DeleteObjectVersion"]
+# OCR of scanned PDF pages (kindex/adapters/aws/textract_ocr.py): one synchronous call per page. Textract's
+# DetectDocumentText has no resource types in IAM (nothing to scope it to), so it is granted on "*" to the ingest role
+# alone; the document bytes go in the request, so no S3 access for Textract is needed.
+TEXTRACT_OCR = ["textract:DetectDocumentText"]
 
 
 def grant_least_privilege(
@@ -68,9 +72,9 @@ def grant_least_privilege(
 ) -> None:
     """api: documents CRUD, uploads, and POST .../reindex (which runs a job's first page inline, so it enqueues
     documents and the job's next page too); query: read-only except its query log, no S3 at all; ingest: turn blobs
-    into vectors and remove deleted ones; authorizer: read a key item; reindex (the planner): query key and
-    collection listings and send tasks, nothing else; reindexworker: read and repair documents, vectors and blobs,
-    enqueue documents and next pages (it consumes its queue through the event source)."""
+    into vectors (OCRing scanned pages with Textract) and remove deleted ones; authorizer: read a key item; reindex
+    (the planner): query key and collection listings and send tasks, nothing else; reindexworker: read and repair
+    documents, vectors and blobs, enqueue documents and next pages (it consumes its queue through the event source)."""
     table = storage.table
     api, query, ingest = functions["api"], functions["query"], functions["ingest"]
     authorizer, planner, worker = functions["authorizer"], functions["reindex"], functions["reindexworker"]
@@ -115,6 +119,7 @@ def grant_least_privilege(
         _s3_list(storage),
         *_es(search, ES_WRITE_PATHS),
         _secrets(secrets.openai_key.secret_arn, ["secretsmanager:GetSecretValue"]),
+        iam.PolicyStatement(actions=TEXTRACT_OCR, resources=["*"]),
     )
 
     authorizer.add_to_role(_dynamodb(table.table_arn, ["dynamodb:GetItem"]))

@@ -8,6 +8,8 @@
 - Debian's Chromium at /usr/bin/chromium (KINDEX_TEST_CHROMIUM overrides): the console's browser test drives it.
 - Java 17 (11+; JAVA_HOME or the `java` on PATH): the real OpenSearch node that `make test` starts
   (scripts/opensearch.py).
+- Tesseract's English and Spanish language data (Debian's tesseract-ocr, which brings -eng, and tesseract-ocr-spa):
+  local mode OCRs scanned PDF pages with it (kindex/adapters/local/tesseract_ocr.py), and its tests read real scans.
 
 Whatever is missing is installed with apt-get when this user may: as root, or through passwordless sudo
 (`sudo -n`). Otherwise the script fails at once, before anything is downloaded, printing the one command that
@@ -36,7 +38,12 @@ NODE = Tool("Node.js (node)", "nodejs")
 NPM = Tool("npm", "npm")
 CHROMIUM = Tool("Chromium", "chromium")
 JAVA = Tool("Java 17 (java)", "openjdk-17-jre-headless")
-TOOLS = (NODE, NPM, CHROMIUM, JAVA)
+TESSERACT = Tool("Tesseract OCR (English data)", "tesseract-ocr")
+TESSERACT_SPANISH = Tool("Tesseract's Spanish data", "tesseract-ocr-spa")
+TOOLS = (NODE, NPM, CHROMIUM, JAVA, TESSERACT, TESSERACT_SPANISH)
+# Where Debian puts Tesseract's language data: the same folders, in the same order, as TESSDATA_DIRS in
+# kindex/adapters/local/tesseract_ocr.py (tests/unit/test_provision.py checks that they agree).
+TESSDATA_DIRS = ("/usr/share/tesseract-ocr/5/tessdata", "/usr/share/tesseract-ocr/4.00/tessdata", "/usr/share/tessdata")
 
 
 def chromium_path() -> Path:
@@ -49,12 +56,18 @@ def has_java() -> bool:
     return bool(home and os.access(Path(home) / "bin" / "java", os.X_OK)) or shutil.which("java") is not None
 
 
+def has_tessdata(language: str) -> bool:
+    return any((Path(folder) / f"{language}.traineddata").is_file() for folder in TESSDATA_DIRS)
+
+
 def missing_tools() -> list[Tool]:
     present = {
         NODE: shutil.which("node") is not None,
         NPM: shutil.which("npm") is not None,
         CHROMIUM: chromium_path().is_file(),
         JAVA: has_java(),
+        TESSERACT: has_tessdata("eng"),
+        TESSERACT_SPANISH: has_tessdata("spa"),
     }
     return [tool for tool in TOOLS if not present[tool]]
 

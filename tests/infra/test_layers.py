@@ -112,6 +112,14 @@ def test_runtime_requirements_leave_out_the_sdk_and_the_local_model(tmp_path):
     assert layers.runtime_requirements(pyproject) == ["pydantic>=2", "opensearch-py>=2.4"]
 
 
+def test_the_local_ocr_packages_stay_out_of_the_lambda_layer_and_the_textract_path_needs_none_of_them():
+    # Given the project's own requirements (local OCR renders with PDFium and reads with tesserocr)
+    names = {layers.requirement_name(r) for r in layers.runtime_requirements()}
+    # Then none of the local OCR packages goes into the layer, while pypdf (which writes Textract's page PDFs) does
+    assert names & {"pypdfium2", "pillow", "tesserocr"} == set()
+    assert "pypdf" in names
+
+
 def test_the_core_layer_ships_the_console_and_a_changed_console_file_rebuilds_it(builds):
     # Given built layers: the API function serves the console from the core layer on AWS (no separate hosting)
     calls, core, out = builds

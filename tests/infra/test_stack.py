@@ -177,13 +177,17 @@ def test_each_function_has_its_own_role_without_managed_policies(resources):
         assert "ManagedPolicyArns" not in resources[role]["Properties"]
 
 
-def test_wildcard_resources_are_only_for_xray(resources):
+def test_wildcard_resources_are_only_for_actions_without_resource_types(resources):
     for name in HANDLERS:
         # Given every statement of the function's role
         for statement in statements(resources, name):
-            # Then a bare "*" resource only ever appears with the X-Ray actions, which have no resource ARNs
+            # Then a bare "*" resource only ever appears with the X-Ray actions, which have no resource ARNs, and
+            # on the ingest role with Textract's text detection, which has none either
+            allowed = {"xray:PutTraceSegments", "xray:PutTelemetryRecords"}
+            if name == "ingest":
+                allowed |= {"textract:DetectDocumentText"}
             if "*" in as_list(statement["Resource"]):
-                assert set(as_list(statement["Action"])) <= {"xray:PutTraceSegments", "xray:PutTelemetryRecords"}
+                assert set(as_list(statement["Action"])) <= allowed
 
 
 def test_authorizer_can_only_get_items_from_the_table(resources):
@@ -1294,3 +1298,31 @@ def test_alarms_cover_blocked_writes_snapshots_knn_memory_and_throttles(resource
     assert knn["Threshold"] <= 75 and knn["ComparisonOperator"] == "GreaterThanOrEqualToThreshold"
     throttled = {a["Dimensions"][0]["Value"]["Ref"] for a in by_metric["Throttles"]}
     assert throttled == {function_id(resources, name) for name in HANDLERS}
+
+
+def textract_calls() -> set[str]:
+    """The Textract operations kindex/adapters/aws/textract_ocr.py calls (`client.<operation>(...)`), as IAM actions."""
+    import ast
+
+    source = (REPO_ROOT / "layers" / "core" / "kindex" / "adapters" / "aws" / "textract_ocr.py").read_text()
+    called = {
+        node.func.attr
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and isinstance(node.func.value, ast.Name)
+        and node.func.value.id == "client"
+    }
+    return {"textract:" + "".join(part.title() for part in name.split("_")) for name in called}
+
+
+def test_only_the_ingest_role_may_call_textract_and_only_what_the_adapter_calls(resources):
+    # Given what the Textract adapter calls (the synchronous text detection of one page)
+    assert textract_calls() == {"textract:DetectDocumentText"}
+    # Then the ingest role has exactly those Textract actions, on "*" (Textract has no resource types in IAM)
+    assert actions(resources, "ingest", "textract") == textract_calls()
+    assert resources_for(resources, "ingest", "textract:DetectDocumentText") == ["*"]
+    # And no other role has any
+    for name in HANDLERS:
+        if name != "ingest":
+            assert actions(resources, name, "textract") == set(), name

@@ -28,7 +28,7 @@ def script(name: str):
 
 provision = script("provision")
 opensearch = script("opensearch")
-ALL = [provision.NODE, provision.NPM, provision.CHROMIUM, provision.JAVA]
+ALL = list(provision.TOOLS)
 APT_ENV = ["env", "DEBIAN_FRONTEND=noninteractive"]
 
 
@@ -56,9 +56,16 @@ def test_root_installs_exactly_the_missing_packages_unattended():
 def test_a_missing_java_on_a_slim_image_first_makes_the_folder_its_post_install_needs():
     # Given root on an image without /usr/share/man/man1, lacking everything
     plan = decide(ALL, root=True, man1=False)
-    # Then the folder is made before apt-get, and all four Debian packages are installed in one go
+    # Then the folder is made before apt-get, and all six Debian packages are installed in one go
     assert plan.commands[0] == ["mkdir", "-p", "/usr/share/man/man1"]
-    assert plan.commands[-1][-4:] == ["nodejs", "npm", "chromium", "openjdk-17-jre-headless"]
+    assert plan.commands[-1][-6:] == [
+        "nodejs",
+        "npm",
+        "chromium",
+        "openjdk-17-jre-headless",
+        "tesseract-ocr",
+        "tesseract-ocr-spa",
+    ]
     # And without Java missing, or with the folder there, it is not touched
     assert all(c[0] != "mkdir" for c in decide([provision.NPM], root=True, man1=False).commands)
     assert all(c[0] != "mkdir" for c in decide([provision.JAVA], root=True, man1=True).commands)
@@ -90,6 +97,29 @@ def test_without_apt_get_it_fails_naming_the_tools_and_debians_packages():
     plan = decide([provision.CHROMIUM], root=True, apt=False)
     # Then it runs nothing and says what to install
     assert plan.commands == [] and "Chromium" in plan.failure and "chromium" in plan.failure
+
+
+def test_tesseract_data_is_looked_for_where_the_ocr_adapter_reads_it():
+    # Given the OCR adapter's folders for Tesseract's language data
+    from kindex.adapters.local.tesseract_ocr import TESSDATA_DIRS
+
+    # Then provision checks (and so installs into) the same ones, in the same order
+    assert provision.TESSDATA_DIRS == TESSDATA_DIRS
+
+
+def test_missing_tesseract_data_installs_debians_packages(monkeypatch, tmp_path):
+    # Given no Tesseract language data in any folder provision looks in
+    monkeypatch.setattr(provision, "TESSDATA_DIRS", (str(tmp_path),))
+    # When provision decides, as root
+    missing = provision.missing_tools()
+    plan = decide([tool for tool in missing if tool in (provision.TESSERACT, provision.TESSERACT_SPANISH)], root=True)
+    # Then both the English (tesseract-ocr) and the Spanish data are installed, unattended
+    assert {provision.TESSERACT, provision.TESSERACT_SPANISH} <= set(missing)
+    assert plan.commands[-1] == [*APT_ENV, "apt-get", "install", "-y", "-qq", "tesseract-ocr", "tesseract-ocr-spa"]
+    # And once the data is there, nothing of Tesseract is missing
+    (tmp_path / "eng.traineddata").write_bytes(b"x")
+    (tmp_path / "spa.traineddata").write_bytes(b"x")
+    assert not {provision.TESSERACT, provision.TESSERACT_SPANISH} & set(provision.missing_tools())
 
 
 def test_missing_tools_checks_the_browser_path_the_browser_test_uses(monkeypatch, tmp_path):

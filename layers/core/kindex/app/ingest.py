@@ -35,6 +35,7 @@ from kindex.domain.ports import (
     CollectionStore,
     DocumentStore,
     MetricsRecorder,
+    PageReader,
     SearchIndex,
 )
 from kindex.domain.sidecar import MAX_SIDECAR_BYTES, described_key, is_sidecar, parse_sidecar, sidecar_key
@@ -146,6 +147,7 @@ class IngestService:
         extract: Callable | None = None,
         chunk: Callable | None = None,
         metrics: MetricsRecorder | None = None,
+        ocr: PageReader | None = None,
     ):
         self.collections = collections
         self.documents = documents
@@ -158,6 +160,7 @@ class IngestService:
         self._extract = extract
         self._chunk = chunk
         self.metrics = metrics or DiscardedMetrics()
+        self.ocr = ocr  # None: this deployment has no OCR engine (local mode without Tesseract)
 
     # Events
     def prepare(self, batch: IngestBatch, created: Mapping[str, int | None]) -> None:
@@ -201,12 +204,14 @@ class IngestService:
         mimetype = (document.mimetype if document else None) or None
         memo = (key, digest, collection.config_version, mimetype)
         try:
-            pieces = self._pieces(collection, data, filename, mimetype)
+            pieces, warning = self._extracted_pieces(collection, data, filename, mimetype)
         except IngestError as error:
             batch.prepared[memo] = error  # its record fails at once, without extracting again
             batch.costs[key] = 0
             return
         batch.prepared[memo] = pieces
+        if warning is not None:
+            batch.warnings[memo] = warning
         batch.costs[key] = len(pieces)
         if len(pieces) <= self.limits.embed_slice:
             batch.wait_for_embedding(
@@ -519,12 +524,7 @@ class IngestService:
             for name in models:
                 self._check_model(name)
             memo = (working.source or "", digest, collection.config_version, working.mimetype or None)
-            prepared = batch.prepared.get(memo)
-            if isinstance(prepared, IngestError):
-                raise prepared
-            pieces = (
-                prepared if prepared is not None else self._pieces(collection, data, filename, working.mimetype or None)
-            )
+            pieces, warning = self._prepared_pieces(batch, memo, collection, data, filename, working.mimetype or None)
             chunk_count, writes = self._write_chunks(
                 tenant,
                 collection,
@@ -565,7 +565,8 @@ class IngestService:
             "indexed_version": working.version,
             "indexed_model": model,
             "indexed_config_version": collection.config_version,
-            "failure_reason": None,
+            # Indexed, but honest about what is missing: the scanned pages left unread, and why.
+            "failure_reason": None if warning is None else f"ScannedPagesUnread: {warning}"[:MAX_REASON],
             "failure_retryable": False,
             "indexed_fields_version": working.fields_version,
         }
@@ -729,12 +730,38 @@ class IngestService:
         written, _ = write_document(self.documents, tenant, stored.collection, stored.id, stored, change)
         return written
 
+    def _prepared_pieces(
+        self, batch: IngestBatch, memo: Memo, collection: Collection, data: bytes, filename: str, mimetype: str | None
+    ) -> tuple[list, str | None]:
+        """What the batch prepared for this content (its pieces and warning, or its failure), else extract now."""
+        prepared = batch.prepared.get(memo)
+        if isinstance(prepared, IngestError):
+            raise prepared
+        if prepared is not None:
+            return prepared, batch.warnings.get(memo)
+        return self._extracted_pieces(collection, data, filename, mimetype)
+
     def _pieces(self, collection: Collection, data: bytes, filename: str, mimetype: str | None) -> list:
+        return self._extracted_pieces(collection, data, filename, mimetype)[0]
+
+    def _ocr(self, collection: Collection) -> tuple[PageReader | None, str]:
+        """The OCR engine for the collection's scanned pages, or None and why there is none."""
+        if collection.ocr == "off":
+            return None, "OCR is off for this collection"
+        if self.ocr is None:
+            return None, "this server has no OCR engine: install Tesseract (Debian's tesseract-ocr)"
+        return self.ocr, ""
+
+    def _extracted_pieces(
+        self, collection: Collection, data: bytes, filename: str, mimetype: str | None
+    ) -> tuple[list, str | None]:
+        """The document's chunks, and what its text lacks (scanned pages left unread), for its failure_reason."""
         from kindex.text.chunking import chunk_text
         from kindex.text.extract import extract
 
+        ocr, no_ocr = self._ocr(collection)
         extracted = (self._extract or extract)(
-            data, mimetype=mimetype, filename=filename, max_bytes=self.limits.max_file_bytes
+            data, mimetype=mimetype, filename=filename, max_bytes=self.limits.max_file_bytes, ocr=ocr, no_ocr=no_ocr
         )
         # Version 1 collections keep version 1's chunks (no sections, no table rule) until a reindex upgrades them.
         structure = (
@@ -752,7 +779,7 @@ class IngestService:
             raise LimitExceeded(
                 f"Document has {len(pieces)} chunks; the limit is {self.limits.max_chunks_per_document}"
             )
-        return pieces
+        return pieces, extracted.warning
 
     def _write_chunks(
         self,

@@ -39,6 +39,7 @@ class IngestBatch:
         self.index = index
         self.fetched: dict[str, bytes] = {}
         self.prepared: dict[Memo, list | IngestError] = {}
+        self.warnings: dict[Memo, str] = {}  # what a prepared text lacks (scanned pages left unread)
         self.failed_models: dict[str, Exception] = {}
         self.costs: dict[str, int] = {}
         # Per model: (memo, tenant, texts) of the small documents whose texts may ride along another's call.

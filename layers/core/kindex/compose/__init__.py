@@ -60,7 +60,15 @@ class Services:
             remote_embed_slice=self.settings.remote_embed_slice,
         )
         return IngestService(
-            a.metadata, a.metadata, a.blobs, a.chunks, a.search_index, self.embeddings, limits, metrics=a.metrics
+            a.metadata,
+            a.metadata,
+            a.blobs,
+            a.chunks,
+            a.search_index,
+            self.embeddings,
+            limits,
+            metrics=a.metrics,
+            ocr=a.page_reader,
         )
 
     @cached_property

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
         JobStore,
         MetadataStore,
         MetricsRecorder,
+        PageReader,
         Presigner,
         QueryLog,
         ReindexQueue,
@@ -83,6 +84,11 @@ class AdapterSet(ABC):
     @cached_property
     @abstractmethod
     def metrics(self) -> MetricsRecorder: ...
+
+    @cached_property
+    @abstractmethod
+    def page_reader(self) -> PageReader | None:
+        """OCR of scanned PDF pages; None when this deployment has no engine (local mode without Tesseract)."""
 
     @cached_property
     @abstractmethod

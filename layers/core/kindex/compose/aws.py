@@ -98,6 +98,13 @@ class AwsAdapters(AdapterSet):
         return PowertoolsMetrics("kindex")
 
     @cached_property
+    def page_reader(self):
+        """Amazon Textract (the ingest role may call DetectDocumentText, infra/permissions.py)."""
+        from kindex.adapters.aws.textract_ocr import TextractPageReader
+
+        return TextractPageReader()
+
+    @cached_property
     def usage_plan_keys(self):
         """API Gateway keys and usage plans, when the settings carry the stack's `UsagePlans` output (scope and
         plan ids): where `kindex keys` runs with operator credentials. The functions never have it."""

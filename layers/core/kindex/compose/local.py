@@ -171,6 +171,14 @@ class LocalAdapters(AdapterSet):
         return LogMetrics()
 
     @cached_property
+    def page_reader(self):
+        """Tesseract when it is installed (Debian's tesseract-ocr; `make test` provisions it), else None: a scanned
+        page is then left empty and its document's failure_reason says OCR was needed."""
+        from kindex.adapters.local.tesseract_ocr import TesseractPageReader, tesseract_installed
+
+        return TesseractPageReader() if tesseract_installed() else None
+
+    @cached_property
     def usage_plan_keys(self):
         """None: `kindex serve` enforces the plans itself, per tenant, straight from KINDEX_USAGE_PLANS (its
         gateway's limiter); there is no key to create or attach."""

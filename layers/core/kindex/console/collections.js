@@ -146,6 +146,8 @@ const FIELDS = [
   ["query_groups", "Query groups", "list", "comma-separated groups whose users may query"],
   ["document_access", "Document access", "select:optional,required",
    "a document without an access list: optional - visible to whoever may query; required - visible to nobody"],
+  ["ocr", "OCR of scanned PDF pages", "select:auto,off",
+   "auto: read pages without a text layer by OCR; off: leave them empty (named in the document's failure reason)"],
   ["rights_check_method", "Rights check", "select:public,external", "external: a signed POST per query"],
   ["rights_check_method_configuration", "Rights check configuration", "json",
    'JSON, e.g. {"url": "https://rights.example/check", "timeout": 2}'],

@@ -158,6 +158,10 @@ def _split_groups(value: Any) -> Any:
 GroupList = Annotated[list[Annotated[str, Field(min_length=1, max_length=255)]], BeforeValidator(_split_groups)]
 
 
+#: Whether scanned PDF pages are OCRed (Collection.ocr).
+OcrMode = Literal["auto", "off"]
+
+
 class ChunkingMethod(str, Enum):
     MAX_CHARS = "maxChars"
     TOKENS = "tokens"
@@ -218,6 +222,10 @@ class Collection(BaseModel):
     # stored before sections and the table rule existed (its chunks have neither), the current version for a new
     # one. A reindex job (POST .../reindex) brings a collection to the current version, bumping config_version.
     chunking_version: int = 1
+    # Whether a PDF page without a text layer (a scan) is read by OCR: Tesseract locally, Amazon Textract on AWS.
+    # A config field: changing it bumps config_version, and a reindex reads the documents again. A page left unread
+    # is named in its document's failure_reason.
+    ocr: OcrMode = "auto"
     document_spaces: list[Annotated[str, Field(max_length=1024)]] = Field(default_factory=list)
     allow_guests: bool = False
     query_groups: GroupList = Field(default_factory=list)
@@ -360,7 +368,8 @@ COLLECTION_READ_ONLY = frozenset(
 CHUNKING_VERSION = 2
 
 COLLECTION_CONFIG_FIELDS = frozenset(
-    {"embedding_model", "chunking_method", "chunking_max_size", "chunking_overlap_offset", "chunking_version"}
+    # `ocr` too: it changes what text a scanned PDF yields, so a reindex must read the documents again.
+    {"embedding_model", "chunking_method", "chunking_max_size", "chunking_overlap_offset", "chunking_version", "ocr"}
 )
 
 
@@ -377,6 +386,13 @@ class CollectionInput(BaseModel):
     # per-method bounds are checked on the merged collection.
     chunking_max_size: Annotated[int, Strict(), Field(ge=1, le=max(MAX_CHUNK_SIZE.values()))] | None = None
     chunking_overlap_offset: Annotated[int, Strict(), Field(ge=0, le=max(MAX_CHUNK_SIZE.values()) // 2)] | None = None
+    ocr: OcrMode | None = Field(
+        default=None,
+        description=(
+            "Whether PDF pages without a text layer (scans) are read by OCR: `auto` (default: when this deployment "
+            "has an OCR engine) or `off` (such pages stay empty and the document's failure_reason names them)"
+        ),
+    )
     document_spaces: list[Annotated[str, Field(max_length=1024)]] | None = Field(
         default=None, max_length=MAX_DOCUMENT_SPACES
     )

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 from kindex.domain.types import (
     ChunkRef,
     IndexRecord,
+    OcrOutcome,
     QueueMessage,
     SearchFilters,
     SearchHit,
@@ -49,6 +50,21 @@ class Embedder(Protocol):
     def embed(self, texts: Sequence[str]) -> "np.ndarray": ...
 
     def embed_queries(self, texts: Sequence[str]) -> "np.ndarray": ...
+
+
+class PageReader(Protocol):
+    """OCR of PDF pages that have no text layer (scans): Tesseract locally, Amazon Textract on AWS."""
+
+    #: How failure reasons name the engine ("Tesseract", "Amazon Textract").
+    name: str
+
+    def read_pages(self, pdf: bytes, pages: Sequence[int]) -> OcrOutcome:
+        """The text of each of `pages` (0-based indexes into the PDF file `pdf`, each at most once), every one of
+        them in either `texts` or `unread`. A page too large to render within the reader's pixel budget, or one the
+        engine fails on, is `unread` with a one-line reason: one bad page never costs the others. Raises
+        `DependencyFailed` only when the engine itself is unreachable (a remote service down or throttling), which
+        is worth retrying."""
+        ...
 
 
 class SearchIndex(Protocol):

@@ -47,6 +47,19 @@ class ExtractedText:
     pages: tuple[PageSpan, ...] | None = None
     headings: tuple[Heading, ...] = ()
     tables: tuple[TableSpan, ...] = ()
+    #: What the text lacks that the file holds (scanned pages left unread, and why), for the document's
+    #: failure_reason once it is indexed; None when the text is all there is.
+    warning: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class OcrOutcome:
+    """What OCR made of the pages it was asked to read, by 0-based page index: `texts` for the pages it read
+    ("" for a page where it found no words), `unread` with the reason for each page it would not or could not read
+    (too many pixels to render, an engine error)."""
+
+    texts: Mapping[int, str]
+    unread: Mapping[int, str]
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from kindex.domain.errors import EmptyText, LimitExceeded
 from kindex.domain.types import ExtractedText
@@ -36,6 +37,9 @@ from kindex.text.extract.formats import (
 )
 from kindex.text.extract.limits import DEFAULT_LIMITS, DEFAULT_MAX_BYTES, ExtractLimits
 from kindex.text.extract.sniff import check_signature
+
+if TYPE_CHECKING:
+    from kindex.domain.ports import PageReader
 
 __all__ = [
     "APPLICATION_DOCX",
@@ -89,6 +93,8 @@ def extract(
     filename: str | None,
     max_bytes: int = DEFAULT_MAX_BYTES,
     limits: ExtractLimits = DEFAULT_LIMITS,
+    ocr: PageReader | None = None,
+    no_ocr: str = "no OCR engine is configured",
 ) -> ExtractedText:
     """Extract the text of one file.
 
@@ -96,13 +102,19 @@ def extract(
     allow to read, `UnsupportedType` for a type we do not read or content that is not what the name or
     mimetype says (binary named `.txt`, a PDF named `.docx`), `CorruptFile` / `EncryptedFile` when the parser
     cannot open the file and `EmptyText` when the file holds no text. NUL characters are removed from the
-    output (stores and indexes reject them).
+    output (stores and indexes reject them). `ocr` reads PDF pages that are scans (no text layer, an image); when
+    it is None, `no_ocr` says why in the warning or failure reason that names the pages left empty.
     """
     if len(data) > max_bytes:
         raise LimitExceeded(f"File is {len(data)} bytes; the limit is {max_bytes} bytes")
     kind = resolve_mimetype(mimetype, filename)
     check_signature(data, kind)
-    extracted = _reader(kind)(data, limits)
+    if kind == APPLICATION_PDF:
+        from kindex.text.extract.pdf import extract_pdf
+
+        extracted = extract_pdf(data, limits, ocr=ocr, no_ocr=no_ocr)  # the one format that can need OCR
+    else:
+        extracted = _reader(kind)(data, limits)
     if not extracted.text.strip():
         raise EmptyText("No text could be extracted")
     logger.debug(
