@@ -15,6 +15,7 @@ if TYPE_CHECKING:  # imports stay inside the properties: each function loads onl
     from kindex.app.citations import CitationService
     from kindex.app.embedding import EmbeddingService
     from kindex.app.ingest import IngestService
+    from kindex.app.ingest_routing import IngestRouter
     from kindex.app.keys import KeyService
     from kindex.app.query import QueryService
     from kindex.app.reindex import ReindexService
@@ -62,6 +63,16 @@ class Services:
         return IngestService(
             a.metadata, a.metadata, a.blobs, a.chunks, a.search_index, self.embeddings, limits, metrics=a.metrics
         )
+
+    @cached_property
+    def ingest_router(self) -> IngestRouter:
+        """AWS only: the router between S3's notifications and the fair ingest queue (docs/aws.md, "Fair ingest")."""
+        from kindex.app.ingest_routing import IngestRouter
+
+        forwarder = self.adapters.ingest_forwarder
+        if forwarder is None:
+            raise RuntimeError("this backend has no ingest router: its notifications carry their tenant already")
+        return IngestRouter(forwarder)
 
     @cached_property
     def rights_checks(self) -> RightsChecks:

@@ -378,6 +378,15 @@ class IngestTrigger(Protocol):
         """Enqueue one created-event per key, in bounded batches."""
 
 
+class NotificationForwarder(Protocol):
+    """Puts S3 notifications onto the fair ingest queue, each in the message group of its tenant (AWS: S3 cannot
+    set a group itself, so the ingest router re-sends what it delivers)."""
+
+    def forward(self, messages: Sequence[tuple[str, str, str | None]]) -> list[str]:
+        """Send each (message id, body, group; None: no group) once, in bounded batches; the ids of the messages
+        the queue did not accept (the caller retries those). DependencyFailed when the queue cannot be reached."""
+
+
 class MetricsRecorder(Protocol):
     """One metric per business event (documents indexed, chunks embedded, rights denials)."""
 
