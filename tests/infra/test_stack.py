@@ -518,7 +518,9 @@ def test_the_router_moves_arrivals_in_large_batches_and_may_do_nothing_else(reso
         "sqs:GetQueueAttributes",
         "sqs:SendMessage",
     }
-    assert resources_for(resources, "router", "sqs:SendMessage") == [{"Fn::GetAtt": [ingest_queue_id(resources), "Arn"]}]
+    assert resources_for(resources, "router", "sqs:SendMessage") == [
+        {"Fn::GetAtt": [ingest_queue_id(resources), "Arn"]}
+    ]
 
 
 def test_alarms_fire_on_any_dead_letter_and_on_function_errors(resources):
