@@ -78,7 +78,8 @@ class Services:
     def rights_checks(self) -> RightsChecks:
         from kindex.app.rights import RightsChecks
 
-        return RightsChecks(self.adapters.rights_policy, self.adapters.secrets, self.adapters.rights_endpoint)
+        a = self.adapters
+        return RightsChecks(a.rights_policy, a.secrets, a.rights_endpoint, metrics=a.metrics)
 
     @cached_property
     def query(self) -> QueryService:

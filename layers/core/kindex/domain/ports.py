@@ -393,6 +393,19 @@ class MetricsRecorder(Protocol):
     def count(self, name: str, value: float = 1) -> None:
         """Add `value` to the counter `name` for the current invocation."""
 
+    def meter(self, tenant: str, name: str, value: float = 1) -> None:
+        """Record `value` of the billable usage `name` (USAGE_EVENTS) for `tenant`, as a record of its own: one
+        invocation serves several tenants (an ingest batch), so usage is never summed into the invocation's set.
+        The tenant is a property of the record, never a metric dimension (one series per tenant would cost per
+        tenant)."""
+
+
+@runtime_checkable
+class TokenCounter(Protocol):
+    """An embedder whose provider bills by token: how many tokens `embed(texts)` sends (after any truncation)."""
+
+    def count_tokens(self, texts: Sequence[str]) -> int: ...
+
 
 class Presigner(Protocol):
     """Signs a PUT of one blob key (S3 presigned URL, or the local server's own signed URL)."""
