@@ -502,6 +502,36 @@ def test_the_ingest_queue_is_a_standard_queue_whose_consumers_can_hold_a_noisy_t
     assert in_flight >= FAIR_QUEUE_NOISY_IN_FLIGHT
 
 
+def test_every_sqs_call_the_router_makes_is_granted_to_it_on_the_ingest_queue(resources, monkeypatch):
+    """Given the router's code path against SQS under moto (its adapter, batches over ten messages)
+    Then each operation it sends maps to an action its role has on the ingest queue."""
+    from moto import mock_aws
+
+    from kindex.adapters.aws.sqs_trigger import SqsIngestTrigger
+    from kindex.app.ingest_routing import IngestRouter
+    from kindex.domain.keys import blob_key
+    from tests.support.aws import fake_aws_env, moto_client
+
+    # SendMessageBatch is authorized as SendMessage (SQS API reference, "Actions").
+    iam_action = {"SendMessageBatch": "sqs:SendMessage", "SendMessage": "sqs:SendMessage"}
+    fake_aws_env(monkeypatch)
+    with mock_aws():
+        sqs = moto_client("sqs")
+        url = sqs.create_queue(QueueName="ingest")["QueueUrl"]
+        operations: list[str] = []
+        sqs.meta.events.register("before-call.sqs", lambda model, **_: operations.append(model.name))
+        bodies = [
+            json.dumps({"Records": [{"s3": {"object": {"key": blob_key("t", "c", f"d{n}", "a")}}}]}) for n in range(25)
+        ]
+        failed = IngestRouter(SqsIngestTrigger(url, "bucket", client=sqs)).route(
+            [(f"m{n}", body) for n, body in enumerate(bodies)]
+        )
+    assert failed == [] and operations == ["SendMessageBatch"] * 3
+    granted = resources_for(resources, "router", "sqs:SendMessage")
+    assert {iam_action[o] for o in operations} <= actions(resources, "router", "sqs")
+    assert granted == [{"Fn::GetAtt": [ingest_queue_id(resources), "Arn"]}]
+
+
 def test_the_router_moves_arrivals_in_large_batches_and_may_do_nothing_else(resources):
     # Given the router's event source and role
     mapping = event_source(resources, arrivals_queue_id(resources))
