@@ -121,6 +121,9 @@ class CountingMetrics:
     def count(self, name: str, value: float = 1) -> None:
         self.counts[name] = self.counts.get(name, 0) + value
 
+    def meter(self, tenant: str, name: str, value: float = 1) -> None:
+        pass  # per-tenant usage: the evaluation has one tenant and reads the counts
+
 
 def select_corpus(limit: int | None = None, distractors: int | None = None) -> list[dict]:
     """The corpus to index: all of it; its first `limit` documents (a smoke run); or, with `distractors`, every

@@ -74,10 +74,12 @@ def grant_least_privilege(
     documents and the job's next page too); query: read-only except its query log, no S3 at all; ingest: turn blobs
     into vectors (OCRing scanned pages with Textract) and remove deleted ones; authorizer: read a key item; reindex
     (the planner): query key and collection listings and send tasks, nothing else; reindexworker: read and repair
-    documents, vectors and blobs, enqueue documents and next pages (it consumes its queue through the event source)."""
+    documents, vectors and blobs, enqueue documents and next pages (it consumes its queue through the event source);
+    router: send to the ingest queue, nothing else (it consumes the arrivals queue through its event source)."""
     table = storage.table
     api, query, ingest = functions["api"], functions["query"], functions["ingest"]
     authorizer, planner, worker = functions["authorizer"], functions["reindex"], functions["reindexworker"]
+    router = functions["router"]
 
     api.add_to_role(_dynamodb(table.table_arn, DYNAMODB_READ + DYNAMODB_WRITE + ["dynamodb:ConditionCheckItem"]))
     ingest_queue.grant_send_messages(api.role)
@@ -129,6 +131,9 @@ def grant_least_privilege(
         _dynamodb(table.table_arn, ["dynamodb:Query"]),
         iam.PolicyStatement(actions=["sqs:SendMessage"], resources=[reindex_queue.queue_arn]),
     )
+
+    # SendMessageBatch is authorized as SendMessage (one action for both); the router calls nothing else.
+    router.add_to_role(iam.PolicyStatement(actions=["sqs:SendMessage"], resources=[ingest_queue.queue_arn]))
 
     ingest_queue.grant_send_messages(worker.role)
     worker.add_to_role(

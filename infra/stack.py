@@ -20,6 +20,7 @@ from infra.secrets import Secrets
 from infra.storage import Storage
 
 INGEST_TIMEOUT = Duration.minutes(5)
+ROUTER_TIMEOUT = Duration.seconds(30)
 REINDEX_WORKER_TIMEOUT = Duration.minutes(15)
 # name -> (handler, timeout, memory MB, description). API Gateway gives up on an integration after 29 s: the
 # request functions stop before it (their dependencies' calls end within KINDEX_REQUEST_BUDGET_S, default 25 s, and
@@ -30,6 +31,7 @@ FUNCTIONS = {
     "query": ("query.handler", REQUEST_FUNCTION_TIMEOUT, 1024, "permission-aware retrieval"),
     "ingest": ("ingest.handler", INGEST_TIMEOUT, 2048, "extract, chunk, embed and index uploaded documents"),
     "authorizer": ("authorizer.handler", Duration.seconds(10), 512, "resolve API keys to tenant and role"),
+    "router": ("router.handler", ROUTER_TIMEOUT, 256, "S3 notifications to the fair ingest queue, grouped by tenant"),
     "reindex": ("reindex.handler", Duration.minutes(5), 512, "plan the reindex: one task per tenant and collection"),
     "reindexworker": (
         "reindex_worker.handler",
@@ -42,15 +44,16 @@ FUNCTIONS = {
 EMBEDS = {"query", "ingest", "api"}  # api: an import into a collection of another model re-embeds its texts
 SERVES_HTTP = {"api", "query"}
 # Reindex work (the worker's, and the first page of a job that POST .../reindex runs in the api function) re-sends
-# documents to the ingest queue; the planner, the worker (next pages) and the api (a job's next pages) send tasks.
-ENQUEUES = {"api", "reindexworker"}
+# documents to the ingest queue, and the router forwards S3's notifications to it; the planner, the worker (next
+# pages) and the api (a job's next pages) send tasks.
+ENQUEUES = {"api", "reindexworker", "router"}
 SENDS_REINDEX_TASKS = {"api", "reindex", "reindexworker"}
 # The functions that call OpenSearch (the planner and the authorizer never do).
 SEARCHES = {"api", "query", "ingest", "reindexworker"}
 
 
 class KindexStack(Stack):
-    """Storage, secrets, search, the ingest pipeline, six functions, the API, the reindex planner and worker,
+    """Storage, secrets, search, the ingest pipeline, seven functions, the API, the reindex planner and worker,
     monitoring."""
 
     def __init__(self, scope: Construct, construct_id: str, *, config: StackConfig, **kwargs) -> None:
@@ -60,7 +63,7 @@ class KindexStack(Stack):
         self.secrets = Secrets(self, "Secrets", prefix=config.secrets_prefix)
         self.search = Search(self, "Search", config=config)
         self.ingest_pipeline = IngestPipeline(
-            self, "Ingest", bucket=self.storage.bucket, function_timeout=INGEST_TIMEOUT
+            self, "Ingest", bucket=self.storage.bucket, function_timeout=INGEST_TIMEOUT, router_timeout=ROUTER_TIMEOUT
         )
         self.reindex = ReindexWork(self, "Reindex", worker_timeout=REINDEX_WORKER_TIMEOUT)
         layers = SharedLayers(self, "Layers", build_dir=config.layer_build_dir)
@@ -105,7 +108,7 @@ class KindexStack(Stack):
             reindex_queue=self.reindex.queue,
         )
         self.search.defer_to_iam()
-        self.ingest_pipeline.attach(self.functions["ingest"].function)
+        self.ingest_pipeline.attach(self.functions["ingest"].function, router=self.functions["router"].function)
 
         self.api = Api(
             self,
@@ -146,6 +149,7 @@ class KindexStack(Stack):
         """Ingest lag, API 5XX and OpenSearch health alarms, and the operator's dashboard."""
         config = self.config
         self.monitoring.queue_age("IngestLag", self.ingest_pipeline.queue)
+        self.monitoring.queue_age("IngestArrivalsLag", self.ingest_pipeline.arrivals)  # a router that stopped
         self.monitoring.api_server_errors("Api5xx", self.api.rest_api)
         # What the stack's own domain holds before its k-NN memory is full (app.py prints it at synth).
         self.capacity = (

@@ -64,7 +64,7 @@ LOCAL_ONLY = (
     "kindex.adapters.embedders.windows",
     "kindex.client",
 )
-HANDLERS = ["api", "query", "ingest", "authorizer", "reindex", "reindex_worker"]
+HANDLERS = ["api", "query", "ingest", "authorizer", "reindex", "reindex_worker", "router"]
 ENVIRONMENT = {
     "KINDEX_BACKEND": "aws",
     "KINDEX_TABLE_NAME": "kindex-test",

@@ -27,6 +27,7 @@ HANDLERS = {
     "authorizer": "authorizer.handler",
     "reindex": "reindex.handler",
     "reindexworker": "reindex_worker.handler",
+    "router": "router.handler",
 }
 OBSERVABILITY_ACTIONS = {
     "logs:CreateLogStream",
@@ -109,13 +110,32 @@ def resources_for(resources: dict, name: str, action: str) -> list:
 
 
 def ingest_queue_id(resources: dict) -> str:
-    """The ingest queue: the queue with a redrive policy that S3 notifies (the reindex work queue has one too)."""
+    """The ingest queue: the fair queue the ingest function consumes (the reindex work queue has a redrive too)."""
     [lid] = [
         lid
         for lid, r in of_type(resources, "AWS::SQS::Queue").items()
         if "RedrivePolicy" in r["Properties"] and lid.startswith("IngestQueue")
     ]
     return lid
+
+
+def arrivals_queue_id(resources: dict) -> str:
+    """The arrivals queue: the one S3 notifies, which the router consumes."""
+    [lid] = [
+        lid
+        for lid, r in of_type(resources, "AWS::SQS::Queue").items()
+        if "RedrivePolicy" in r["Properties"] and lid.startswith("IngestArrivals")
+    ]
+    return lid
+
+
+def event_source(resources: dict, queue_id: str) -> dict:
+    [mapping] = [
+        m["Properties"]
+        for m in of_type(resources, "AWS::Lambda::EventSourceMapping").values()
+        if m["Properties"]["EventSourceArn"] == {"Fn::GetAtt": [queue_id, "Arn"]}
+    ]
+    return mapping
 
 
 def reindex_queue_id(resources: dict) -> str:
@@ -163,7 +183,7 @@ def test_only_embedding_functions_know_the_openai_secret_and_reindex_knows_the_q
     # Then the OpenAI secret name goes exactly to the functions that embed text (the reindex only re-sends documents;
     # the api re-embeds an import into a collection of another model)
     assert {n for n, e in env.items() if "KINDEX_OPENAI_SECRET_NAME" in e} == {"query", "ingest", "api"}
-    assert {n for n, e in env.items() if "KINDEX_INGEST_QUEUE_URL" in e} == {"api", "reindexworker"}
+    assert {n for n, e in env.items() if "KINDEX_INGEST_QUEUE_URL" in e} == {"api", "reindexworker", "router"}
     assert {n for n, e in env.items() if "KINDEX_REINDEX_QUEUE_URL" in e} == {"api", "reindex", "reindexworker"}
     assert env["api"]["KINDEX_MAX_BODY_BYTES"] == env["query"]["KINDEX_MAX_BODY_BYTES"] == str(5 * 1024 * 1024)
 
@@ -241,6 +261,7 @@ def test_each_role_has_exactly_the_dynamodb_actions_its_code_calls_with_their_co
     assert dynamodb_grants(resources, "query") == on_table(READ) | {("dynamodb:PutItem", "table", query_log_only)}
     assert dynamodb_grants(resources, "authorizer") == on_table({"dynamodb:GetItem"})
     assert dynamodb_grants(resources, "reindex") == on_table({"dynamodb:Query"})
+    assert dynamodb_grants(resources, "router") == set()
 
 
 def test_the_query_log_condition_admits_every_query_log_key_and_no_key_item():
@@ -294,12 +315,15 @@ def test_ingest_reads_blobs_deletes_versions_writes_index_and_never_writes_s3(re
     assert resources_for(resources, "ingest", "secretsmanager:GetSecretValue") == [{"Ref": openai_secret_id(resources)}]
 
 
-def test_reindex_worker_and_api_enqueue_to_the_ingest_queue_and_nobody_else_does(resources):
+def test_reindex_worker_api_and_router_enqueue_to_the_ingest_queue_and_nobody_else_does(resources):
     # Given the ingest queue
     queue = ingest_queue_id(resources)
-    # Then the two functions that re-send documents may send to it, and no other function may
+    # Then the two functions that re-send documents and the router may send to it, and no other function may
     senders = {n for n in HANDLERS if {"Fn::GetAtt": [queue, "Arn"]} in resources_for(resources, n, "sqs:SendMessage")}
-    assert senders == {"reindexworker", "api"}
+    assert senders == {"reindexworker", "api", "router"}
+    # And nobody sends to the arrivals queue: only S3 does (its queue policy, not a role)
+    arrivals = {"Fn::GetAtt": [arrivals_queue_id(resources), "Arn"]}
+    assert not any(arrivals in resources_for(resources, n, "sqs:SendMessage") for n in HANDLERS)
 
 
 def test_reindex_worker_reads_and_deletes_blobs_but_never_writes_them(resources):
@@ -385,7 +409,11 @@ def test_reindex_worker_consumes_its_queue_with_partial_failures_bounded_and_dea
     assert mapping["FunctionName"] == {"Ref": worker}
     assert mapping["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
     assert 2 <= mapping["ScalingConfig"]["MaximumConcurrency"] <= 10
-    assert {n for n in HANDLERS if "sqs:ReceiveMessage" in actions(resources, n)} == {"ingest", "reindexworker"}
+    assert {n for n in HANDLERS if "sqs:ReceiveMessage" in actions(resources, n)} == {
+        "ingest",
+        "reindexworker",
+        "router",
+    }
     # And a task that keeps failing goes to the dead-letter queue, which pages someone
     assert queue["RedrivePolicy"]["maxReceiveCount"] == 3
     assert queue["VisibilityTimeout"] >= 6 * resources[worker]["Properties"]["Timeout"]
@@ -417,40 +445,116 @@ def alarmed_queues(resources: dict) -> set[str]:
 
 
 def test_no_role_but_the_ingest_role_consumes_the_queue(resources):
-    for name in set(HANDLERS) - {"ingest", "reindexworker"}:
+    for name in set(HANDLERS) - {"ingest", "reindexworker", "router"}:
         assert "sqs:ReceiveMessage" not in actions(resources, name)
     queue = {"Fn::GetAtt": [ingest_queue_id(resources), "Arn"]}
+    arrivals = {"Fn::GetAtt": [arrivals_queue_id(resources), "Arn"]}
     assert queue not in resources_for(resources, "reindexworker", "sqs:ReceiveMessage")
+    assert resources_for(resources, "router", "sqs:ReceiveMessage") == [arrivals]
+    assert resources_for(resources, "ingest", "sqs:ReceiveMessage") == [queue]
 
 
 # --- ingest pipeline -------------------------------------------------------------------------------------------
 
 
-def test_bucket_notifies_the_queue_of_created_and_removed_objects_under_tenants(resources):
-    # Given the bucket's notification configuration and the ingest queue
+def test_bucket_notifies_the_arrivals_queue_of_created_and_removed_objects_under_tenants(resources):
+    # Given the bucket's notification configuration and the arrivals queue
     [notifications] = of_type(resources, "Custom::S3BucketNotifications").values()
     configs = notifications["Properties"]["NotificationConfiguration"]["QueueConfigurations"]
-    queue = ingest_queue_id(resources)
-    # Then both event types, and only keys under tenants/, reach the ingest queue
+    queue = arrivals_queue_id(resources)
+    # Then both event types, and only keys under tenants/, reach the arrivals queue (S3 cannot set a message group,
+    # so it never sends to the fair ingest queue itself)
     assert sorted(e for c in configs for e in c["Events"]) == ["s3:ObjectCreated:*", "s3:ObjectRemoved:*"]
     for config in configs:
         assert config["Filter"]["Key"]["FilterRules"] == [{"Name": "prefix", "Value": "tenants/"}]
         assert config["QueueArn"] == {"Fn::GetAtt": [queue, "Arn"]}
 
 
-def test_queue_redrives_to_dlq_after_three_receives_and_outlasts_six_function_timeouts(resources):
-    queue_id = ingest_queue_id(resources)
+@pytest.mark.parametrize(("queue_of", "consumer"), [(ingest_queue_id, "ingest"), (arrivals_queue_id, "router")])
+def test_queue_redrives_to_dlq_after_three_receives_and_outlasts_six_function_timeouts(resources, queue_of, consumer):
+    queue_id = queue_of(resources)
     queue = resources[queue_id]
     assert queue["Properties"]["RedrivePolicy"]["maxReceiveCount"] == 3
-    timeout = resources[function_id(resources, "ingest")]["Properties"]["Timeout"]
+    timeout = resources[function_id(resources, consumer)]["Properties"]["Timeout"]
     assert queue["Properties"]["VisibilityTimeout"] >= 6 * timeout
-    [mapping] = [
-        m
-        for m in of_type(resources, "AWS::Lambda::EventSourceMapping").values()
-        if m["Properties"]["EventSourceArn"] == {"Fn::GetAtt": [queue_id, "Arn"]}
+    mapping = event_source(resources, queue_id)
+    assert mapping["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+    assert mapping["FunctionName"] == {"Ref": function_id(resources, consumer)}
+
+
+def test_both_ingest_queues_dead_letter_to_the_one_alarmed_queue(resources):
+    # Given the redrive targets of the arrivals and ingest queues
+    targets = {
+        text(resources[q(resources)]["Properties"]["RedrivePolicy"]["deadLetterTargetArn"])
+        for q in (ingest_queue_id, arrivals_queue_id)
+    }
+    # Then a notification the router cannot forward lands where an ingest failure does (one alarm, one redrive)
+    assert len(targets) == 1
+
+
+def test_the_ingest_queue_is_a_standard_queue_whose_consumers_can_hold_a_noisy_tenant(resources):
+    """SQS fair queues are standard queues whose messages carry a group; a tenant is detected as noisy once it has
+    over 10 % of the messages in flight and at least 30 of its own, so the ingest functions must hold 30 at once."""
+    from infra.ingest import FAIR_QUEUE_NOISY_IN_FLIGHT
+
+    # Given the ingest queue and its event source
+    queue_id = ingest_queue_id(resources)
+    mapping = event_source(resources, queue_id)
+    # Then it is not FIFO (FIFO would serialize each tenant's group) and its consumers hold enough in flight
+    assert "FifoQueue" not in resources[queue_id]["Properties"]
+    in_flight = mapping["BatchSize"] * mapping["ScalingConfig"]["MaximumConcurrency"]
+    assert in_flight >= FAIR_QUEUE_NOISY_IN_FLIGHT
+
+
+def test_every_sqs_call_the_router_makes_is_granted_to_it_on_the_ingest_queue(resources, monkeypatch):
+    """Given the router's code path against SQS under moto (its adapter, batches over ten messages)
+    Then each operation it sends maps to an action its role has on the ingest queue."""
+    from moto import mock_aws
+
+    from kindex.adapters.aws.sqs_trigger import SqsIngestTrigger
+    from kindex.app.ingest_routing import IngestRouter
+    from kindex.domain.keys import blob_key
+    from tests.support.aws import fake_aws_env, moto_client
+
+    # SendMessageBatch is authorized as SendMessage (SQS API reference, "Actions").
+    iam_action = {"SendMessageBatch": "sqs:SendMessage", "SendMessage": "sqs:SendMessage"}
+    fake_aws_env(monkeypatch)
+    with mock_aws():
+        sqs = moto_client("sqs")
+        url = sqs.create_queue(QueueName="ingest")["QueueUrl"]
+        operations: list[str] = []
+        sqs.meta.events.register("before-call.sqs", lambda model, **_: operations.append(model.name))
+        bodies = [
+            json.dumps({"Records": [{"s3": {"object": {"key": blob_key("t", "c", f"d{n}", "a")}}}]}) for n in range(25)
+        ]
+        failed = IngestRouter(SqsIngestTrigger(url, "bucket", client=sqs)).route(
+            [(f"m{n}", body) for n, body in enumerate(bodies)]
+        )
+    assert failed == [] and operations == ["SendMessageBatch"] * 3
+    granted = resources_for(resources, "router", "sqs:SendMessage")
+    assert {iam_action[o] for o in operations} <= actions(resources, "router", "sqs")
+    assert granted == [{"Fn::GetAtt": [ingest_queue_id(resources), "Arn"]}]
+
+
+def test_the_router_moves_arrivals_in_large_batches_and_may_do_nothing_else(resources):
+    # Given the router's event source and role
+    mapping = event_source(resources, arrivals_queue_id(resources))
+    # Then it takes a hundred notifications per invocation (a batching window is required above ten)
+    assert mapping["BatchSize"] == 100 and mapping["MaximumBatchingWindowInSeconds"] >= 1
+    assert mapping["ScalingConfig"]["MaximumConcurrency"] >= 2
+    # And its data permissions are: consume the arrivals queue, send to the ingest queue; no table, bucket, domain
+    data = actions(resources, "router") - OBSERVABILITY_ACTIONS
+    assert data == {
+        "sqs:ReceiveMessage",
+        "sqs:ChangeMessageVisibility",
+        "sqs:GetQueueUrl",
+        "sqs:DeleteMessage",
+        "sqs:GetQueueAttributes",
+        "sqs:SendMessage",
+    }
+    assert resources_for(resources, "router", "sqs:SendMessage") == [
+        {"Fn::GetAtt": [ingest_queue_id(resources), "Arn"]}
     ]
-    assert mapping["Properties"]["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
-    assert mapping["Properties"]["FunctionName"] == {"Ref": function_id(resources, "ingest")}
 
 
 def test_alarms_fire_on_any_dead_letter_and_on_function_errors(resources):
@@ -762,6 +866,7 @@ def test_each_function_gets_what_its_settings_model_requires(resources):
         QuerySettings,
         ReindexPlannerSettings,
         ReindexSettings,
+        RouterSettings,
     )
 
     models = {
@@ -771,6 +876,7 @@ def test_each_function_gets_what_its_settings_model_requires(resources):
         "query": QuerySettings,
         "reindex": ReindexPlannerSettings,
         "reindexworker": ReindexSettings,
+        "router": RouterSettings,
     }
     for name, model in models.items():
         environment = resources[function_id(resources, name)]["Properties"]["Environment"]["Variables"]
@@ -914,10 +1020,14 @@ def test_opensearch_health_ingest_lag_and_api_5xx_alarms(resources):
     assert (one("JVMMemoryPressure")["Threshold"], one("JVMMemoryPressure")["EvaluationPeriods"]) == (95, 3)
     # A one-node domain is yellow by construction (no node for the replica): no yellow alarm there
     assert "ClusterStatus.yellow" not in by_metric
-    age = one("ApproximateAgeOfOldestMessage")
-    source_queue_id = ingest_queue_id(resources)
-    assert age["Dimensions"] == [{"Name": "QueueName", "Value": {"Fn::GetAtt": [source_queue_id, "QueueName"]}}]
-    assert (age["Threshold"], age["ComparisonOperator"]) == (900, "GreaterThanOrEqualToThreshold")
+    # The fair ingest queue and the arrivals queue before it (a router that stopped) both alarm on their oldest
+    for age in by_metric["ApproximateAgeOfOldestMessage"]:
+        assert (age["Threshold"], age["ComparisonOperator"]) == (900, "GreaterThanOrEqualToThreshold")
+    aged = {text(a["Dimensions"]) for a in by_metric["ApproximateAgeOfOldestMessage"]}
+    assert aged == {
+        text([{"Name": "QueueName", "Value": {"Fn::GetAtt": [q(resources), "QueueName"]}}])
+        for q in (ingest_queue_id, arrivals_queue_id)
+    }
     five_xx = one("5XXError")
     assert five_xx["Namespace"] == "AWS/ApiGateway" and five_xx["Statistic"] == "Sum" and five_xx["Threshold"] == 5
 

@@ -13,6 +13,7 @@ REGION = "us-east-1"
 TABLE = "kindex-metadata-test"
 BUCKET = "kindex-documents-test"
 QUEUE = "kindex-ingest-test"
+ARRIVALS_QUEUE = "kindex-ingest-arrivals-test"
 DEAD_LETTER_QUEUE = "kindex-ingest-dlq-test"
 REINDEX_QUEUE = "kindex-reindex-test"
 REINDEX_DEAD_LETTER_QUEUE = "kindex-reindex-dlq-test"
@@ -96,6 +97,15 @@ def create_ingest_queues(sqs) -> tuple[str, str, str]:
     queue_url = sqs.create_queue(QueueName=QUEUE, Attributes={"RedrivePolicy": redrive})["QueueUrl"]
     queue_arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
     return queue_url, queue_arn, dlq_url
+
+
+def create_arrivals_queue(sqs, dlq_url: str) -> tuple[str, str]:
+    """The queue S3 notifies (infra/ingest.py): the router moves its messages to the fair ingest queue. It shares
+    the ingest queue's dead-letter queue. Returns (queue url, queue arn)."""
+    dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    redrive = json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": str(MAX_RECEIVES)})
+    url = sqs.create_queue(QueueName=ARRIVALS_QUEUE, Attributes={"RedrivePolicy": redrive})["QueueUrl"]
+    return url, sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
 
 
 def create_reindex_queues(sqs) -> tuple[str, str, str]:

@@ -1,10 +1,12 @@
-"""The AWS backend wired as the Lambdas wire it, under moto: DynamoDB table, versioned bucket notifying the ingest
-queue (with its DLQ), Secrets Manager, the OpenSearch double, and KINDEX_INGEST_QUEUE_URL pointing at that same
-queue so re-sent documents and S3 notifications meet where the ingest function reads them; and the reindex work
-queue (with its DLQ) that the reindex planner fills and the reindex worker function drains.
+"""The AWS backend wired as the Lambdas wire it, under moto: DynamoDB table, versioned bucket notifying the
+arrivals queue, which the router function moves to the fair ingest queue (both with one DLQ), Secrets Manager, the
+OpenSearch double, and KINDEX_INGEST_QUEUE_URL pointing at the ingest queue so re-sent documents and routed S3
+notifications meet where the ingest function reads them; and the reindex work queue (with its DLQ) that the
+reindex planner fills and the reindex worker function drains.
 
-The queue is drained as Lambda's SQS event source mapping does it: received messages become one
-`functions.ingest.handler` call, and the messages it did not report in `batchItemFailures` are deleted.
+Queues are drained as Lambda's SQS event source mappings do it: received messages become one handler call, and
+the messages it did not report in `batchItemFailures` are deleted. Every receive from the ingest queue first lets
+the router move what has arrived.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from moto import mock_aws
 from functions import ingest as ingest_function
 from functions import reindex as reindex_function
 from functions import reindex_worker as reindex_worker_function
+from functions import router as router_function
 from kindex.adapters.aws import dynamodb_table, s3_blobs, secrets_manager, sqs_trigger
 from kindex.adapters.aws.opensearch_index import OpenSearchIndex
 from kindex.adapters.embedders.registry import clear_embedder_cache
@@ -29,6 +32,7 @@ from tests.support.aws import (
     BUCKET,
     TABLE,
     LambdaContext,
+    create_arrivals_queue,
     create_ingest_queues,
     create_metadata_table,
     create_reindex_queues,
@@ -62,8 +66,25 @@ class AwsStack:
     queue_arn: str
     dlq_url: str
     reindex_queue: tuple[str, str, str]  # url, arn, dead-letter queue url
+    arrivals: tuple[str, str]  # url, arn: the queue S3 notifies
+
+    def route(self) -> int:
+        """The router's event source: every arrived notification goes to the ingest queue in its tenant's group
+        (every forward must succeed); returns how many were moved."""
+        url, arn = self.arrivals
+        moved = 0
+        while messages := self.sqs.receive_message(
+            QueueUrl=url, MaxNumberOfMessages=10, AttributeNames=["All"], VisibilityTimeout=0
+        ).get("Messages", []):
+            response = router_function.handler(sqs_lambda_event(messages, arn), LambdaContext())
+            assert response["batchItemFailures"] == [], "a notification was not routed"
+            for message in messages:
+                self.sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+            moved += len(messages)
+        return moved
 
     def receive(self, max_messages: int = 10) -> list[dict]:
+        self.route()
         return self.sqs.receive_message(
             QueueUrl=self.queue_url, MaxNumberOfMessages=max_messages, AttributeNames=["All"], VisibilityTimeout=0
         ).get("Messages", [])
@@ -190,8 +211,9 @@ def aws_stack(monkeypatch: pytest.MonkeyPatch, extra_env: dict[str, str] | None 
         create_metadata_table(dynamodb)
         create_versioned_bucket(s3)
         queue_url, queue_arn, dlq_url = create_ingest_queues(sqs)
+        arrivals = create_arrivals_queue(sqs, dlq_url)
         reindex_queue = create_reindex_queues(sqs)
-        notify_queue_of_documents(s3, queue_arn)
+        notify_queue_of_documents(s3, arrivals[1])
         env = {
             "KINDEX_BACKEND": "aws",
             "KINDEX_TABLE_NAME": TABLE,
@@ -207,7 +229,7 @@ def aws_stack(monkeypatch: pytest.MonkeyPatch, extra_env: dict[str, str] | None 
         services = container()
         double = OpenSearchDouble()
         services.adapters.__dict__["search_index"] = OpenSearchIndex(double.client())
-        stack = AwsStack(services, double, dynamodb, s3, sqs, queue_url, queue_arn, dlq_url, reindex_queue)
+        stack = AwsStack(services, double, dynamodb, s3, sqs, queue_url, queue_arn, dlq_url, reindex_queue, arrivals)
         # S3 sends a test event when the notification is configured; it is no document's.
         stack.lose_events()
         try:

@@ -179,3 +179,25 @@ def test_dynamodb_partitions_are_injective_across_tenants():
         }[kind]
         # When their partition keys are built / Then two different things never share one
         assert seen.setdefault(build(t, c, d), logical) == logical
+
+
+def test_ingest_group_is_the_tenant_segment_and_one_valid_group_id_per_tenant():
+    from kindex.domain.keys import MESSAGE_GROUP_MAX, blob_key, ingest_group
+
+    # Given keys of tenants with plain, encoded, very long and hand-typed ids
+    plain = blob_key("acme", "c", "d", "a.md")
+    encoded = blob_key("日本 x", "c", "d", "a.md")
+    long_tenant = "t" * 255
+    hand_typed = "tenants/raw space/collections/c/documents/d/a.md"
+    # Then the group is the tenant's segment, the same for every document of the tenant and no other's
+    assert ingest_group(plain) == "acme" == ingest_group(blob_key("acme", "other", "e", "b.pdf"))
+    assert ingest_group(encoded) == "%E6%97%A5%E6%9C%AC%20x" != ingest_group(blob_key("日本", "c", "d", "a.md"))
+    # And a segment SQS would refuse (too long, or a character outside its set) becomes one hashed group id
+    long_group = ingest_group(blob_key(long_tenant, "c", "d", "a.md"))
+    assert (
+        long_group == ingest_group(blob_key(long_tenant, "c2", "d2", "b.md")) and len(long_group) <= MESSAGE_GROUP_MAX
+    )
+    assert long_group != ingest_group(blob_key("t" * 254, "c", "d", "a.md"))
+    assert ingest_group(hand_typed).startswith("sha256-")
+    # And a key outside tenants/ has no group (SQS counts such a message as a tenant of its own)
+    assert ingest_group("other/x") is None and ingest_group("tenants//x") is None

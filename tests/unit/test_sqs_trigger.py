@@ -176,3 +176,26 @@ def test_re_sent_events_claim_no_size_so_ingest_checks_the_object_itself():
         ["tenants/t/collections/c/documents/d/a.txt"]
     )
     assert "size" not in json.loads(sent[0])["Records"][0]["s3"]["object"]
+
+
+def test_forward_keeps_each_body_and_group_and_returns_the_ids_sqs_refused(sqs):
+    # Given eleven messages to forward, two of them refused by SQS in the first batch
+    client, stub, sent = sqs
+    messages = [(f"msg-{n}", f"body {n}", "acme" if n % 2 else None) for n in range(11)]
+    refused = {"Successful": [], "Failed": [{"Id": "3", "SenderFault": False, "Code": "InternalError"}]}
+    stub.add_response("send_message_batch", refused)
+    stub.add_response("send_message_batch", ok(1))
+    # When they are forwarded
+    failed = SqsIngestTrigger(QUEUE_URL, BUCKET, client=client).forward(messages)
+    # Then the refused message is named by its own id (entry ids are positions), to be retried by the caller
+    assert failed == ["msg-3"]
+    # And each entry carries its body unchanged and its group only when it has one, ten per batch
+    entries = [entry for request in sent for entry in request["Entries"]]
+    assert [(e["MessageBody"], e.get("MessageGroupId")) for e in entries] == [(b, g) for _, b, g in messages]
+    assert [len(request["Entries"]) for request in sent] == [10, 1]
+
+
+def test_trigger_entries_carry_the_tenant_as_message_group():
+    # Given keys of two tenants, then the entries' groups are their tenants (the fair queue's unit of fairness)
+    entries = build_entries(BUCKET, [blob_key("acme", "c", "d", "a"), blob_key("globex", "c", "d", "a")])
+    assert [e["MessageGroupId"] for e in entries] == ["acme", "globex"]

@@ -254,6 +254,12 @@ class ReindexSettings(FunctionSettings):
     aws_requires = ("table_name", "bucket_name", "opensearch_endpoint", "ingest_queue_url", "reindex_queue_url")
 
 
+class RouterSettings(FunctionSettings):
+    """The ingest router: it reads S3's notifications and re-sends them to the fair ingest queue, nothing else."""
+
+    aws_requires = ("ingest_queue_url",)
+
+
 # Fields whose values may hold a credential: a message about them never repeats the value.
 SECRET_FIELDS = frozenset({"openai_api_key", "search_url"})
 

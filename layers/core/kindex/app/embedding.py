@@ -16,7 +16,8 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from kindex.domain.errors import DependencyFailed, EmbeddingFailed
-from kindex.domain.ports import Embedder, EmbeddingCache, MetricsRecorder
+from kindex.domain.metering import EMBEDDED_TEXTS, EMBEDDING_TOKENS
+from kindex.domain.ports import Embedder, EmbeddingCache, MetricsRecorder, TokenCounter
 
 logger = logging.getLogger(__name__)
 
@@ -70,6 +71,7 @@ class EmbeddingService:
                 known.update(fresh)
                 if self.metrics:
                     self.metrics.count("ChunksEmbedded", len(mine))
+                    self._meter(embedder, _texts_by_tenant(mine))
         finally:
             self._release(model, mine)
         if others:
@@ -139,15 +141,32 @@ class EmbeddingService:
             found.update(self.cache.get_vectors(tenant, imported_vectors_key(model), missing))
         return found
 
-    def embed_query(self, model: str, text: str) -> np.ndarray:
+    def _meter(self, embedder: Embedder, texts_by_tenant: dict[str, list[str]]) -> None:
+        """Each tenant's usage of one provider call: its own texts (riders are their own tenants' usage)."""
+        for owner, texts in texts_by_tenant.items():
+            self.metrics.meter(owner, EMBEDDED_TEXTS, len(texts))
+            if isinstance(embedder, TokenCounter):
+                self.metrics.meter(owner, EMBEDDING_TOKENS, embedder.count_tokens(texts))
+
+    def embed_query(self, model: str, text: str, *, tenant: str | None = None) -> np.ndarray:
         """Queries skip the cache on write: they rarely repeat and would only grow the table. They are embedded as
         queries (an instruction model's query prefix), never looked up among the passages' cached vectors. A provider
         that fails is a dependency failure of the query (HTTP 503), not an ingest failure."""
         embedder = self.embedder_for(model)
         try:
-            return embedder.embed_queries([text])[0]
+            vector = embedder.embed_queries([text])[0]
         except EmbeddingFailed as error:
             raise DependencyFailed(f"the embedding model {model} is unavailable: {error.message}") from error
+        if self.metrics and tenant is not None:
+            self._meter(embedder, {tenant: [text]})
+        return vector
+
+
+def _texts_by_tenant(texts: dict[tuple[str, str], str]) -> dict[str, list[str]]:
+    grouped: dict[str, list[str]] = {}
+    for (owner, _), text in texts.items():
+        grouped.setdefault(owner, []).append(text)
+    return grouped
 
 
 def _by_tenant(pairs) -> dict[str, list[str]]:

@@ -28,6 +28,7 @@ from kindex.domain.errors import (
     NotFound,
     UnknownModel,
 )
+from kindex.domain.metering import CHUNKS_WRITTEN
 from kindex.domain.models import Collection, Document, DocumentStatus, utc_now
 from kindex.domain.ports import (
     BlobStore,
@@ -53,6 +54,9 @@ class DiscardedMetrics:
     """The MetricsRecorder of a service built without one (tests, tools): counts go nowhere."""
 
     def count(self, name: str, value: float = 1) -> None:
+        pass
+
+    def meter(self, tenant: str, name: str, value: float = 1) -> None:
         pass
 
 
@@ -580,6 +584,7 @@ class IngestService:
         now = utc_now()
         indexed = self._save(tenant, stored, {**fields, "indexed_at": now, "updated_at": now})
         self.metrics.count("DocumentsIndexed")
+        self.metrics.meter(tenant, CHUNKS_WRITTEN, fields["chunk_count"])
         logger.info(
             "document indexed",
             extra={

@@ -18,6 +18,7 @@ from kindex.domain import budget
 from kindex.domain.citations import cite_tag
 from kindex.domain.errors import Forbidden, NotFound
 from kindex.domain.filters import admits, matches
+from kindex.domain.metering import QUERIES
 from kindex.domain.models import Collection, Document
 from kindex.domain.ports import (
     ChunkStore,
@@ -168,7 +169,7 @@ class QueryService:
         vectors = {}
         if request.mode != "keyword":
             started = time.perf_counter()
-            vectors = {model: self.embeddings.embed_query(model, request.query) for model in by_model}
+            vectors = {model: self.embeddings.embed_query(model, request.query, tenant=tenant) for model in by_model}
             timing["embed"] = (time.perf_counter() - started) * 1000
         survivors, denied_count, documents, warnings = self._retrieve(tenant, request, by_model, vectors, timing)
         started = time.perf_counter()
@@ -180,6 +181,7 @@ class QueryService:
         self.query_log.put_query(tenant, query_id, self._cited(results, citations), QUERY_LOG_TTL)
         if self.metrics:
             self.metrics.count("Queries")
+            self.metrics.meter(tenant, QUERIES)
             if denied_count:
                 self.metrics.count("RightsDenials", denied_count)
             failures = [w for w in warnings if w.code != STOPPED_EARLY]

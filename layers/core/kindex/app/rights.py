@@ -30,8 +30,9 @@ from concurrent.futures import TimeoutError as FutureTimeout
 
 from kindex.domain import budget
 from kindex.domain.errors import Conflict, InvalidInput
+from kindex.domain.metering import RIGHTS_CHECK_CALLS
 from kindex.domain.models import Collection
-from kindex.domain.ports import RightsEndpoint, SecretStore
+from kindex.domain.ports import MetricsRecorder, RightsEndpoint, SecretStore
 from kindex.domain.query import QueryWarning
 from kindex.domain.rights_policy import RightsCallFailed, RightsUrlPolicy, UrlRefused
 
@@ -147,6 +148,7 @@ class RightsChecks:
         endpoint: RightsEndpoint,
         *,
         per_tenant_calls: int = PER_TENANT_CALLS,
+        metrics: MetricsRecorder | None = None,
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
         sleep: Callable[[float], None] = time.sleep,
@@ -155,6 +157,7 @@ class RightsChecks:
         self.secrets = secrets
         self.endpoint = endpoint
         self.per_tenant_calls = per_tenant_calls
+        self.metrics = metrics
         self.limiter = TenantLimiter(per_tenant_calls, clock)
         self.clock = clock
         self.wall_clock = wall_clock
@@ -224,6 +227,9 @@ class RightsSession:
         left = budget.remaining()
         if left is not None:  # never past the request's own budget (API Gateway's limit)
             deadlines = {cid: min(deadline, clock() + max(left, 0.0)) for cid, deadline in deadlines.items()}
+        # One call per collection of the round, answered or not: each costs the tenant's endpoint a request.
+        if self.checks.metrics is not None:
+            self.checks.metrics.meter(self.tenant, RIGHTS_CHECK_CALLS, len(remote))
         # Threads of this query only: what one tenant's endpoint does can never hold a thread another tenant needs.
         executor = ThreadPoolExecutor(
             max_workers=min(len(remote), self.checks.per_tenant_calls),

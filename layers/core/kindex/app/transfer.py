@@ -27,6 +27,7 @@ from kindex.app.record_writes import WRITE_ATTEMPTS
 from kindex.domain import keys
 from kindex.domain.embedding_models import parse_embedding_model
 from kindex.domain.errors import Conflict, InvalidInput, NotFound, PayloadTooLarge
+from kindex.domain.metering import CHUNKS_WRITTEN
 from kindex.domain.models import Collection, Document, DocumentStatus, check_id, utc_now
 from kindex.domain.ports import (
     BlobStore,
@@ -326,6 +327,7 @@ class TransferService:
                 result.incomplete_documents.append(document_id)
         if self.metrics is not None and result.chunks_written:
             self.metrics.count("ChunksImported", result.chunks_written)
+            self.metrics.meter(tenant, CHUNKS_WRITTEN, result.chunks_written)
         logger.info(
             "import batch",
             extra={

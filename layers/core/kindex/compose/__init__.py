@@ -15,6 +15,7 @@ if TYPE_CHECKING:  # imports stay inside the properties: each function loads onl
     from kindex.app.citations import CitationService
     from kindex.app.embedding import EmbeddingService
     from kindex.app.ingest import IngestService
+    from kindex.app.ingest_routing import IngestRouter
     from kindex.app.keys import KeyService
     from kindex.app.query import QueryService
     from kindex.app.reindex import ReindexService
@@ -72,10 +73,21 @@ class Services:
         )
 
     @cached_property
+    def ingest_router(self) -> IngestRouter:
+        """AWS only: the router between S3's notifications and the fair ingest queue (docs/aws.md, "Fair ingest")."""
+        from kindex.app.ingest_routing import IngestRouter
+
+        forwarder = self.adapters.ingest_forwarder
+        if forwarder is None:
+            raise RuntimeError("this backend has no ingest router: its notifications carry their tenant already")
+        return IngestRouter(forwarder)
+
+    @cached_property
     def rights_checks(self) -> RightsChecks:
         from kindex.app.rights import RightsChecks
 
-        return RightsChecks(self.adapters.rights_policy, self.adapters.secrets, self.adapters.rights_endpoint)
+        a = self.adapters
+        return RightsChecks(a.rights_policy, a.secrets, a.rights_endpoint, metrics=a.metrics)
 
     @cached_property
     def query(self) -> QueryService:

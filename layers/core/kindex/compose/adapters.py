@@ -19,6 +19,7 @@ if TYPE_CHECKING:
         JobStore,
         MetadataStore,
         MetricsRecorder,
+        NotificationForwarder,
         PageReader,
         Presigner,
         QueryLog,
@@ -76,6 +77,12 @@ class AdapterSet(ABC):
     @cached_property
     @abstractmethod
     def reindex_queue(self) -> ReindexQueue: ...
+
+    @cached_property
+    def ingest_forwarder(self) -> NotificationForwarder | None:
+        """Where the ingest router re-sends blob notifications with their tenant's message group; None where the
+        notifications carry the tenant already (local mode's notifier puts each on its tenant's lane)."""
+        return None
 
     @cached_property
     @abstractmethod

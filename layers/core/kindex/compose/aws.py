@@ -81,6 +81,11 @@ class AwsAdapters(AdapterSet):
         return SqsIngestTrigger(self.settings.ingest_queue_url, self.settings.bucket_name)
 
     @cached_property
+    def ingest_forwarder(self):
+        """The same adapter as the trigger: both send to the fair ingest queue, each message in its tenant's group."""
+        return self.ingest_trigger
+
+    @cached_property
     def reindex_queue(self):
         from kindex.adapters.aws.sqs_reindex_queue import SqsReindexQueue
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import json
 import re
 import secrets
@@ -131,6 +132,26 @@ def parse_blob_key(key: str) -> tuple[str, str, str, str] | None:
         return None
     tenant, collection, document, filename = ids
     return tenant, collection, document, filename
+
+
+# SQS accepts a MessageGroupId of 1-128 characters, letters, digits and ASCII punctuation. `_part` writes only
+# letters, digits, `_.-~` and `%XX`, so a tenant's key segment is a group id as it stands unless it is too long.
+MESSAGE_GROUP_MAX = 128
+_GROUP_SAFE = re.compile(r"^[A-Za-z0-9_.~%-]{1,128}$")
+
+
+def ingest_group(key: str) -> str | None:
+    """The ingest queue's message group of a blob key: its tenant (the key's encoded tenant segment), so SQS fair
+    queues share the ingest functions between tenants, not between messages. A segment that is too long for a
+    group id, or not as `_part` writes it (a key typed by hand), becomes `sha256-<hex of the segment>`: one tenant
+    still maps to one group. None for a key outside `tenants/` (such a message counts as a tenant of its own)."""
+    parts = key.split("/")
+    if len(parts) < 3 or parts[0] != BLOB_ROOT or not parts[1]:
+        return None
+    segment = parts[1]
+    if _GROUP_SAFE.match(segment):
+        return segment
+    return "sha256-" + hashlib.sha256(segment.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def decode_s3_event_key(raw: str) -> str:

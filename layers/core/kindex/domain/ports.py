@@ -400,11 +400,33 @@ class IngestTrigger(Protocol):
         """Enqueue one created-event per key, in bounded batches."""
 
 
+class NotificationForwarder(Protocol):
+    """Puts S3 notifications onto the fair ingest queue, each in the message group of its tenant (AWS: S3 cannot
+    set a group itself, so the ingest router re-sends what it delivers)."""
+
+    def forward(self, messages: Sequence[tuple[str, str, str | None]]) -> list[str]:
+        """Send each (message id, body, group; None: no group) once, in bounded batches; the ids of the messages
+        the queue did not accept (the caller retries those). DependencyFailed when the queue cannot be reached."""
+
+
 class MetricsRecorder(Protocol):
     """One metric per business event (documents indexed, chunks embedded, rights denials)."""
 
     def count(self, name: str, value: float = 1) -> None:
         """Add `value` to the counter `name` for the current invocation."""
+
+    def meter(self, tenant: str, name: str, value: float = 1) -> None:
+        """Record `value` of the billable usage `name` (USAGE_EVENTS) for `tenant`, as a record of its own: one
+        invocation serves several tenants (an ingest batch), so usage is never summed into the invocation's set.
+        The tenant is a property of the record, never a metric dimension (one series per tenant would cost per
+        tenant)."""
+
+
+@runtime_checkable
+class TokenCounter(Protocol):
+    """An embedder whose provider bills by token: how many tokens `embed(texts)` sends (after any truncation)."""
+
+    def count_tokens(self, texts: Sequence[str]) -> int: ...
 
 
 class Presigner(Protocol):

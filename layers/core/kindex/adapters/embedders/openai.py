@@ -219,6 +219,12 @@ class OpenAIEmbedder:
         """OpenAI's models take queries and passages alike."""
         return self.embed(texts)
 
+    def count_tokens(self, texts: Sequence[str]) -> int:
+        """TokenCounter: the cl100k tokens `embed(texts)` sends, each text truncated as it would be (what OpenAI
+        bills for the call)."""
+        inputs = [encodable(text) for text in texts]
+        return sum(min(len(tokens), MAX_INPUT_TOKENS) for tokens in _encoding().encode_ordinary_batch(inputs))
+
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         result = np.empty((len(texts), self.dimensions), dtype=np.float32)
         if not texts:
