@@ -143,6 +143,8 @@ class EmbeddingService:
 
     def _meter(self, embedder: Embedder, texts_by_tenant: dict[str, list[str]]) -> None:
         """Each tenant's usage of one provider call: its own texts (riders are their own tenants' usage)."""
+        if self.metrics is None:
+            return
         for owner, texts in texts_by_tenant.items():
             self.metrics.meter(owner, EMBEDDED_TEXTS, len(texts))
             if isinstance(embedder, TokenCounter):
