@@ -168,7 +168,7 @@ class QueryService:
         vectors = {}
         if request.mode != "keyword":
             started = time.perf_counter()
-            vectors = {model: self.embeddings.embed_query(model, request.query) for model in by_model}
+            vectors = {model: self.embeddings.embed_query(model, request.query, tenant) for model in by_model}
             timing["embed"] = (time.perf_counter() - started) * 1000
         survivors, denied_count, documents, warnings = self._retrieve(tenant, request, by_model, vectors, timing)
         started = time.perf_counter()
