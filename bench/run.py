@@ -48,7 +48,7 @@ ESTIMATED_SECONDS = {
     "ingest": 215,
     "embedding": 205,
     "query": 105,
-    "concurrency": 130,
+    "concurrency": 260,  # two servers (batching on, and the way before) alternated
     "vector": 15,
     "opensearch": 300,
     "chunking": 160,

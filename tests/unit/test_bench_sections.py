@@ -177,6 +177,29 @@ def test_concurrency_figures_pair_the_rounds_of_both_phases():
     assert "queries_per_s_concurrent16" in default and "query_p50_ms_10k_hybrid_minilm" not in default
 
 
+def test_concurrency_compares_with_the_way_before_round_by_round():
+    from bench import concurrency
+
+    result = {
+        "one": {"ms": [[10.0] * 4, [20.0] * 4], "seconds": [0.04, 0.08]},
+        "many": {"ms": [[100.0] * 8, [100.0] * 8], "seconds": [0.04, 0.04]},
+        "one_unbatched": {"ms": [[20.0] * 4, [20.0] * 4], "seconds": [0.08, 0.08]},
+        "many_unbatched": {"ms": [[200.0] * 8, [300.0] * 8], "seconds": [0.08, 0.16]},
+    }
+    figures = {f.name: f for f in concurrency._figures(concurrency.DEFAULT_MODEL, {"chunks": 10}, result)}
+    qps = figures["queries_per_s_concurrent16_batching"]
+    # batched: 200 and 200 queries/s; the way before: 100 then 50 -> paired ratios 2 and 4
+    assert (qps.value, qps.reference_value, qps.ratio) == (200.0, 75.0, 3.0)
+    assert qps.ratio_spread == {"min": 2.0, "median": 3.0, "max": 4.0, "n": 2}
+    one = figures["query_p50_ms_one_client_batching"]
+    assert (one.value, one.reference_value) == (15.0, 20.0) and one.ratio_spread["max"] == 1.0
+    assert figures["query_p99_ms_concurrent16_batching"].reference_value == 300.0
+    without = {
+        f.name for f in concurrency._figures(concurrency.DEFAULT_MODEL, {"chunks": 10}, dict(list(result.items())[:2]))
+    }
+    assert "queries_per_s_concurrent16_batching" not in without
+
+
 def test_alternate_can_wait_for_the_timed_sides_only():
     import time
 

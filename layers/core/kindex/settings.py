@@ -90,6 +90,9 @@ class Settings(BaseModel):
     # Texts per call to a remote embedding model (OpenAI): fewer requests when larger, finer `chunks_done` progress
     # when smaller.
     remote_embed_slice: int = Field(default=1024, ge=1, le=2048)
+    # Concurrent queries of one tenant and model embedded in one call (kindex.app.query_batching); false embeds each
+    # query alone: the reference the concurrency benchmark measures beside it.
+    query_batching: bool = True
     table_name: str | None = None
     bucket_name: str | None = None
     bootstrap_tenant: str = "default"
@@ -199,6 +202,7 @@ ENV_NAMES = {
     "reindex_interval_seconds": "KINDEX_REINDEX_INTERVAL_SECONDS",
     "ingest_workers": "KINDEX_INGEST_WORKERS",
     "remote_embed_slice": "KINDEX_REMOTE_EMBED_SLICE",
+    "query_batching": "KINDEX_QUERY_BATCHING",
     "table_name": "KINDEX_TABLE_NAME",
     "bucket_name": "KINDEX_BUCKET_NAME",
     "bootstrap_tenant": "KINDEX_BOOTSTRAP_TENANT",

@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from kindex.app.query_batching import QueryBatcher
 from kindex.domain.errors import DependencyFailed, EmbeddingFailed
 from kindex.domain.metering import EMBEDDED_TEXTS, EMBEDDING_TOKENS
 from kindex.domain.ports import Embedder, EmbeddingCache, MetricsRecorder, TokenCounter
@@ -44,11 +45,18 @@ class EmbeddingService:
     text)."""
 
     def __init__(
-        self, cache: EmbeddingCache, embedder_for: Callable[[str], Embedder], metrics: MetricsRecorder | None = None
+        self,
+        cache: EmbeddingCache,
+        embedder_for: Callable[[str], Embedder],
+        metrics: MetricsRecorder | None = None,
+        query_batches: QueryBatcher | None = None,
     ):
+        """`query_batches`: concurrent queries of one tenant and model are embedded in one call (query_batching.py);
+        None embeds each query alone (the reference the concurrency benchmark compares with)."""
         self.cache = cache
         self.embedder_for = embedder_for
         self.metrics = metrics
+        self.query_batches = query_batches
         self._lock = threading.Lock()
         self._in_flight: dict[tuple[str, str, str], threading.Event] = {}
 
@@ -150,13 +158,18 @@ class EmbeddingService:
             if isinstance(embedder, TokenCounter):
                 self.metrics.meter(owner, EMBEDDING_TOKENS, embedder.count_tokens(texts))
 
-    def embed_query(self, model: str, text: str, *, tenant: str | None = None) -> np.ndarray:
+    def embed_query(self, model: str, text: str, tenant: str | None = None) -> np.ndarray:
         """Queries skip the cache on write: they rarely repeat and would only grow the table. They are embedded as
-        queries (an instruction model's query prefix), never looked up among the passages' cached vectors. A provider
-        that fails is a dependency failure of the query (HTTP 503), not an ingest failure."""
+        queries (an instruction model's query prefix), never looked up among the passages' cached vectors. With
+        `query_batches`, a query of `tenant` waits for the batch of that tenant's queries running now, if any, and
+        is then embedded with the others that arrived meanwhile. A provider that fails is a dependency failure of
+        the query (HTTP 503), not an ingest failure."""
         embedder = self.embedder_for(model)
         try:
-            vector = embedder.embed_queries([text])[0]
+            if self.query_batches is None or tenant is None:
+                vector = embedder.embed_queries([text])[0]
+            else:
+                vector = self.query_batches.embed((tenant, model), text, embedder.embed_queries)
         except EmbeddingFailed as error:
             raise DependencyFailed(f"the embedding model {model} is unavailable: {error.message}") from error
         if self.metrics and tenant is not None:

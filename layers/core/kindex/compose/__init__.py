@@ -47,8 +47,14 @@ class Services:
     @cached_property
     def embeddings(self) -> EmbeddingService:
         from kindex.app.embedding import EmbeddingService
+        from kindex.app.query_batching import QueryBatcher
 
-        return EmbeddingService(self.adapters.embedding_cache, self.adapters.embedder, self.adapters.metrics)
+        return EmbeddingService(
+            self.adapters.embedding_cache,
+            self.adapters.embedder,
+            self.adapters.metrics,
+            query_batches=QueryBatcher() if self.settings.query_batching else None,
+        )
 
     @cached_property
     def ingest(self) -> IngestService:

@@ -11,11 +11,15 @@ CREATE TABLE IF NOT EXISTS query_log (
     tenant TEXT NOT NULL, query_id TEXT NOT NULL, documents TEXT NOT NULL, expires_at REAL NOT NULL,
     PRIMARY KEY (tenant, query_id)
 ) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS query_log_expiry ON query_log (expires_at);
 """
+PURGE_EXPIRED = "DELETE FROM query_log WHERE expires_at < ?"
 
 
 class SqliteQueryLog:
-    """Implements QueryLog; expired rows are purged on write."""
+    """Implements QueryLog; expired rows are purged on write. The purge finds them by the `expires_at` index: without
+    it every query's write scanned the whole day's log (a fifth of the request threads' time at 16 clients, in SQLite's
+    writer lock, once the log held some thousand queries)."""
 
     def __init__(self, db: SqliteDatabase, clock=time.time):
         self.db = db
@@ -27,7 +31,7 @@ class SqliteQueryLog:
 
         now = self.clock()
         with self.db.write() as conn:
-            conn.execute("DELETE FROM query_log WHERE expires_at < ?", (now,))
+            conn.execute(PURGE_EXPIRED, (now,))
             conn.execute(
                 "INSERT OR REPLACE INTO query_log (tenant, query_id, documents, expires_at) VALUES (?, ?, ?, ?)",
                 (tenant, query_id, json.dumps(documents), now + ttl_seconds),
