@@ -96,10 +96,15 @@ def references(model: str) -> dict[tuple[str, str], tuple[str, float | None]]:
 
 
 def load_test_queries() -> tuple[dict[str, str], list]:
+    return load_queries("test")
+
+
+def load_queries(split: str) -> tuple[dict[str, str], list]:
+    """The queries judged in one split (`train` or `test`) and their judgements."""
     import ir_measures
 
     qrels = []
-    with open(SCIFACT_DIR / "qrels" / "test.tsv", encoding="utf-8") as handle:
+    with open(SCIFACT_DIR / "qrels" / f"{split}.tsv", encoding="utf-8") as handle:
         for row in csv.DictReader(handle, delimiter="\t"):
             qrels.append(ir_measures.Qrel(row["query-id"], row["corpus-id"], int(row["score"])))
     wanted = {qrel.query_id for qrel in qrels}
@@ -196,8 +201,78 @@ def run_queries(services, queries: dict[str, str], mode: str) -> tuple[list, lis
     return run, latencies
 
 
+def document_run(query_id: str, hits) -> list:
+    """A chunk ranking as an ir-measures run of documents (first occurrence wins, rank-derived scores)."""
+    import ir_measures
+
+    seen: list[str] = []
+    for hit in hits:
+        if hit.document_id not in seen:
+            seen.append(hit.document_id)
+    return [ir_measures.ScoredDoc(query_id, doc_id, float(len(seen) - rank)) for rank, doc_id in enumerate(seen)]
+
+
+def leg_rankings(services, model: str, queries: dict[str, str], depth: int) -> dict[str, tuple[list, list]]:
+    """Each query's (vector, keyword) chunk rankings, `depth` deep, from the index with the filters the service
+    passes: the rankings hybrid mode fuses, searched once so that fusion parameters can be swept over them."""
+    from kindex.app.query import QueryService
+    from kindex.domain.query import QueryRequest
+
+    legs = {}
+    index = services.adapters.search_index
+    for query_id, text in queries.items():
+        request = QueryRequest(query=text[:8000], k=K_CHUNKS)
+        filters = QueryService._filters(request, required=False)
+        vector = services.query.embeddings.embed_query(model, request.query)
+        legs[query_id] = (
+            index.knn_search(model, TENANT, [COLLECTION], vector, depth, filters),
+            index.keyword_search(model, TENANT, [COLLECTION], request.query, depth, filters),
+        )
+    return legs
+
+
+def fusion_ndcg(legs: dict[str, tuple[list, list]], qrels: list, weights: tuple[float, float], rrf_k: int) -> float:
+    """nDCG@10 of hybrid mode's weighted RRF over cached leg rankings, cut at K_CHUNKS chunks as a query is."""
+    import ir_measures
+    from ir_measures import nDCG
+
+    from kindex.app.query import reciprocal_rank_fusion
+
+    run = []
+    for query_id, rankings in legs.items():
+        run += document_run(query_id, reciprocal_rank_fusion(rankings, k=rrf_k, weights=weights)[:K_CHUNKS])
+    return ir_measures.calc_aggregate([nDCG @ 10], qrels, run)[nDCG @ 10]
+
+
+# The grid swept on the train split: the keyword leg's weight against a vector weight of 1, and RRF's k.
+SWEEP_KEYWORD_WEIGHTS = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.2, 1.5)
+SWEEP_RRF_KS = (1, 5, 10, 20, 30, 40, 60, 80, 100)
+
+
+def sweep_fusion(services, model: str) -> dict:
+    """Hybrid fusion's weights and k swept on SciFact's train split (never the test split), over leg rankings
+    searched once (depth: the first over-fetch round of a k = K_CHUNKS query)."""
+    from kindex.app.query import FIRST_ROUND_FACTOR
+
+    queries, qrels = load_queries("train")
+    started = time.perf_counter()
+    legs = leg_rankings(services, model, queries, FIRST_ROUND_FACTOR * K_CHUNKS)
+    log(f"scifact: {len(legs)} train queries' leg rankings in {time.perf_counter() - started:.0f} s")
+    grid = [
+        {"vector_weight": 1.0, "keyword_weight": w, "rrf_k": k, "ndcg10": fusion_ndcg(legs, qrels, (1.0, w), k)}
+        for w in SWEEP_KEYWORD_WEIGHTS
+        for k in SWEEP_RRF_KS
+    ]
+    best = max(grid, key=lambda row: row["ndcg10"])
+    return {"split": "train", "queries": len(queries), "judgements": len(qrels), "grid": grid, "best": best}
+
+
 def evaluate(
-    model: str, limit: int | None = None, extra_env: dict[str, str] | None = None, distractors: int | None = None
+    model: str,
+    limit: int | None = None,
+    extra_env: dict[str, str] | None = None,
+    distractors: int | None = None,
+    sweep: bool = True,
 ) -> tuple[list[Figure], dict]:
     import ir_measures
     from ir_measures import R, nDCG
@@ -215,6 +290,9 @@ def evaluate(
                 f"{ingest['ingest_seconds']} s"
             )
             details = {"model": model, "ingest": ingest, "queries": len(queries), "modes": {}}
+            if sweep and model == LOCAL_MODEL:
+                details["fusion_sweep"] = fusion = sweep_fusion(services, model)
+                figures += sweep_figures(fusion)
             figures.append(
                 Figure(
                     f"scifact_ingest_chunks_per_s_{suffix}",
