@@ -252,7 +252,8 @@ SWEEP_RRF_KS = (1, 5, 10, 20, 30, 40, 60, 80, 100)
 def sweep_fusion(services, model: str) -> dict:
     """Hybrid fusion's weights and k swept on SciFact's train split (never the test split), over leg rankings
     searched once (depth: the first over-fetch round of a k = K_CHUNKS query)."""
-    from kindex.app.query import FIRST_ROUND_FACTOR
+    from kindex.app.query import FIRST_ROUND_FACTOR, RRF_K
+    from kindex.domain.query import DEFAULT_KEYWORD_WEIGHT, DEFAULT_VECTOR_WEIGHT
 
     queries, qrels = load_queries("train")
     started = time.perf_counter()
@@ -264,7 +265,43 @@ def sweep_fusion(services, model: str) -> dict:
         for k in SWEEP_RRF_KS
     ]
     best = max(grid, key=lambda row: row["ndcg10"])
-    return {"split": "train", "queries": len(queries), "judgements": len(qrels), "grid": grid, "best": best}
+    chosen = (DEFAULT_VECTOR_WEIGHT, DEFAULT_KEYWORD_WEIGHT)
+    return {
+        "split": "train",
+        "queries": len(queries),
+        "judgements": len(qrels),
+        "grid": grid,
+        "best": best,
+        "defaults": {"vector_weight": chosen[0], "keyword_weight": chosen[1], "rrf_k": RRF_K},
+        "ndcg10_defaults": fusion_ndcg(legs, qrels, chosen, RRF_K),
+        "ndcg10_before": fusion_ndcg(legs, qrels, (1.0, 1.0), 60),
+        "ndcg10_vector": fusion_ndcg(legs, qrels, (1.0, 0.0), RRF_K),
+        "ndcg10_keyword": fusion_ndcg(legs, qrels, (0.0, 1.0), RRF_K),
+    }
+
+
+def sweep_figures(fusion: dict) -> list[Figure]:
+    """The train split's figures: hybrid at the chosen defaults beside hybrid as it was (equal weights, k 60), and
+    each leg alone. Train figures only: they chose the defaults, so they are not the reported quality (test is)."""
+    section = "retrieval quality (make eval)"
+    notes = (
+        f"SciFact TRAIN split ({fusion['queries']} queries, {fusion['judgements']} judgements), used to choose the "
+        f"fusion defaults (weights {fusion['defaults']['vector_weight']}/{fusion['defaults']['keyword_weight']}, "
+        f"RRF k {fusion['defaults']['rrf_k']}; the whole grid is in details.fusion_sweep); not a test figure"
+    )
+    return [
+        Figure(
+            "scifact_train_ndcg10_hybrid_local",
+            fusion["ndcg10_defaults"],
+            "score",
+            "equal weights, RRF k 60 (before)",
+            fusion["ndcg10_before"],
+            section=section,
+            notes=notes,
+        ),
+        Figure("scifact_train_ndcg10_vector_local", fusion["ndcg10_vector"], "score", section=section, notes=notes),
+        Figure("scifact_train_ndcg10_keyword", fusion["ndcg10_keyword"], "score", section=section, notes=notes),
+    ]
 
 
 def evaluate(
