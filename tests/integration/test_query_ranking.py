@@ -191,3 +191,18 @@ def test_hybrid_weights_move_the_ranking_towards_the_weighted_leg(env):
     doubled = ask(env, ["c"], query=query, hybrid={"vector_weight": 1.0, "keyword_weight": 1.4}).results
     assert [r.chunk_id for r in doubled] == [r.chunk_id for r in base]
     assert [r.score for r in doubled] == pytest.approx([2 * r.score for r in base], abs=2e-6)
+
+
+def test_min_score_in_hybrid_mode_is_the_weighted_fused_rank_score(env):
+    # Given one document, first in both legs of any query that finds it
+    env.catalog.put_collection("t", "c", CollectionInput(query_groups=["staff"]))
+    put(env, "c", "d", content="penguin colony antarctic")
+    env.worker.drain()
+    # Then its hybrid score is (vector_weight + keyword_weight) / (RRF k + 1): 1.5 / 11 with the defaults
+    (result,) = ask(env, ["c"], query="penguin colony").results
+    assert result.score == pytest.approx(1.5 / 11, abs=1e-6)
+    weighted = ask(env, ["c"], query="penguin colony", hybrid={"vector_weight": 2, "keyword_weight": 1}).results
+    assert weighted[0].score == pytest.approx(3 / 11, abs=1e-6)
+    # And min_score compares against that scale
+    assert ask(env, ["c"], query="penguin colony", min_score=1.5 / 11 - 1e-4).results
+    assert ask(env, ["c"], query="penguin colony", min_score=1.5 / 11 + 1e-4).results == []

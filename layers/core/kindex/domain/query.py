@@ -18,7 +18,7 @@ MAX_EXPAND = 3
 #: The hybrid legs' weights in the fused score when a query gives none: chosen on SciFact's train split
 #: (docs/decisions.md, "Ranking controls"), never on its test split.
 DEFAULT_VECTOR_WEIGHT = 1.0
-DEFAULT_KEYWORD_WEIGHT = 1.0
+DEFAULT_KEYWORD_WEIGHT = 0.5
 MAX_WEIGHT = 100.0
 Weight = Annotated[float, Strict(), Field(ge=0, le=MAX_WEIGHT, allow_inf_nan=False)]
 
@@ -97,7 +97,7 @@ class QueryRequest(BaseModel):
             "Drop results scoring below this. What a score is depends on `mode`: `vector`, the cosine similarity of "
             "the query's and the chunk's embeddings (-1 to 1); `keyword`, the chunk's BM25 score (0 up, unbounded, "
             "not comparable across queries); `hybrid`, the weighted reciprocal rank fusion of the two legs' ranks "
-            "(see `hybrid`; at most (vector_weight + keyword_weight) / 61, a chunk first in both legs)."
+            "(see `hybrid`; with RRF k 10, at most (vector_weight + keyword_weight) / 11, a chunk first in both legs)."
         ),
     )
     max_chunks_per_document: StrictCount | None = Field(
