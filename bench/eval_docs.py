@@ -50,6 +50,10 @@ MODES = ("keyword", "vector", "hybrid")
 K = 10
 # Which structure the chunker is given, per variant (the extraction is the same for all).
 VARIANTS = {"none": (), "tables": ("tables",), "sections": ("headings",), "both": ("headings", "tables")}
+# The query option of issue 28 item 3, measured on the variant a new collection gets (`both`): one neighbouring chunk
+# on each side of every result.
+EXPAND_VARIANT = "both"
+EXPAND = {"before": 1, "after": 1}
 
 
 def normalise(text: str) -> str:
@@ -140,7 +144,9 @@ def index_variant(services, variant: str, counted) -> dict:
     }
 
 
-def evaluate_variant(services, variant: str, questions: list[dict]) -> dict:
+def evaluate_variant(services, variant: str, questions: list[dict], expand: dict | None = None) -> dict:
+    """Every question in every mode over the variant's collection; with `expand`, each result is its passage (the
+    hit with its neighbours, overlapping passages merged) and a passage is relevant when its text holds the answer."""
     from kindex.domain.query import QueryRequest
 
     store = services.adapters.chunks
@@ -154,7 +160,10 @@ def evaluate_variant(services, variant: str, questions: list[dict]) -> dict:
             unanswerable.append(question["id"])
         for mode in MODES:
             response = services.query.query(
-                TENANT, [variant], QueryRequest(query=question["question"], k=K, mode=mode), multi=False
+                TENANT,
+                [variant],
+                QueryRequest(query=question["question"], k=K, mode=mode, expand=expand),
+                multi=False,
             )
             ranked = [r.document_id in wanted and relevant(r.content, question["answer"]) for r in response.results]
             scores = score(ranked, total)
@@ -177,6 +186,24 @@ def evaluate_variant(services, variant: str, questions: list[dict]) -> dict:
 
 def figures_of(details: dict, questions: int) -> list[Figure]:
     figures: list[Figure] = []
+    expanded = details.get("expand")
+    if expanded:
+        notes = (
+            f"{questions} questions; variant {expanded['variant']} queried with expand {json.dumps(expanded['expand'])}"
+            f" (passages of the hit and its neighbours, overlapping ones merged; a passage is relevant when it holds"
+            f" the answer); compare docs_*_{expanded['variant']}; {MODEL}; k={K}"
+        )
+        for mode in MODES:
+            for metric in ("top3", "mrr10", "recall10"):
+                figures.append(
+                    Figure(
+                        f"docs_{metric}_{mode}_{expanded['variant']}_expand",
+                        expanded["modes"][mode][metric],
+                        "score",
+                        section=SECTION,
+                        notes=notes,
+                    )
+                )
     for variant, found in details["variants"].items():
         notes = (
             f"{questions} questions over every file of ../shared/data/docs; chunker given "
@@ -254,6 +281,12 @@ def main(argv: list[str] | None = None) -> int:
                 for mode in MODES:
                     m = found["modes"][mode]
                     log(f"docs {variant} {mode}: top3 {m['top3']:.3f} MRR@10 {m['mrr10']:.3f} R@10 {m['recall10']:.3f}")
+                if variant == EXPAND_VARIANT:
+                    details["expand"] = {
+                        "variant": variant,
+                        "expand": EXPAND,
+                        **evaluate_variant(services, variant, questions, EXPAND),
+                    }
     figures = figures_of(details, len(questions))
     wall = time.perf_counter() - started
     args.output.write_text(
@@ -278,6 +311,11 @@ def main(argv: list[str] | None = None) -> int:
         for mode in MODES:
             m = found["modes"][mode]
             print(f"{variant:9} {mode:8} {m['top3']:6.3f} {m['mrr10']:7.3f} {m['recall10']:6.3f}")
+        if variant == details.get("expand", {}).get("variant"):
+            for mode in MODES:
+                m = details["expand"]["modes"][mode]
+                name = f"{variant}+exp"
+                print(f"{name:9} {mode:8} {m['top3']:6.3f} {m['mrr10']:7.3f} {m['recall10']:6.3f}")
     print(f"wrote {args.output} in {wall:.0f} s")
     return 0
 

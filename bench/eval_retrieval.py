@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 
 from bench.common import (
+    RESULTS_PATH,
     SCIFACT_DIR,
     SCIFACT_RESULTS_PATH,
     SHARED_DATA,
@@ -96,10 +97,15 @@ def references(model: str) -> dict[tuple[str, str], tuple[str, float | None]]:
 
 
 def load_test_queries() -> tuple[dict[str, str], list]:
+    return load_queries("test")
+
+
+def load_queries(split: str) -> tuple[dict[str, str], list]:
+    """The queries judged in one split (`train` or `test`) and their judgements."""
     import ir_measures
 
     qrels = []
-    with open(SCIFACT_DIR / "qrels" / "test.tsv", encoding="utf-8") as handle:
+    with open(SCIFACT_DIR / "qrels" / f"{split}.tsv", encoding="utf-8") as handle:
         for row in csv.DictReader(handle, delimiter="\t"):
             qrels.append(ir_measures.Qrel(row["query-id"], row["corpus-id"], int(row["score"])))
     wanted = {qrel.query_id for qrel in qrels}
@@ -177,6 +183,14 @@ def index_corpus(services, model: str, limit: int | None, distractors: int | Non
     }
 
 
+def indexed_before(services, data_dir: Path) -> dict | None:
+    """The ingest figures of a corpus indexed into `data_dir` by an earlier `--keep` run, if it finished."""
+    try:
+        return json.loads((data_dir / "scifact-ingest.json").read_text())
+    except (OSError, ValueError):
+        return None
+
+
 def run_queries(services, queries: dict[str, str], mode: str) -> tuple[list, list[float]]:
     import ir_measures
 
@@ -199,8 +213,113 @@ def run_queries(services, queries: dict[str, str], mode: str) -> tuple[list, lis
     return run, latencies
 
 
+def document_run(query_id: str, hits) -> list:
+    """A chunk ranking as an ir-measures run of documents (first occurrence wins, rank-derived scores)."""
+    import ir_measures
+
+    seen = list(dict.fromkeys(hit.document_id for hit in hits))
+    return [ir_measures.ScoredDoc(query_id, doc_id, float(len(seen) - rank)) for rank, doc_id in enumerate(seen)]
+
+
+def leg_rankings(services, model: str, queries: dict[str, str], depth: int) -> dict[str, tuple[list, list]]:
+    """Each query's (vector, keyword) chunk rankings, `depth` deep, from the index with the filters the service
+    passes: the rankings hybrid mode fuses, searched once so that fusion parameters can be swept over them."""
+    from kindex.app.query import QueryService
+    from kindex.domain.query import QueryRequest
+
+    legs = {}
+    index = services.adapters.search_index
+    for query_id, text in queries.items():
+        request = QueryRequest(query=text[:8000], k=K_CHUNKS)
+        filters = QueryService._filters(request, required=False)
+        vector = services.query.embeddings.embed_query(model, request.query)
+        legs[query_id] = (
+            index.knn_search(model, TENANT, [COLLECTION], vector, depth, filters),
+            index.keyword_search(model, TENANT, [COLLECTION], request.query, depth, filters),
+        )
+    return legs
+
+
+def fusion_ndcg(legs: dict[str, tuple[list, list]], qrels: list, weights: tuple[float, float], rrf_k: int) -> float:
+    """nDCG@10 of hybrid mode's weighted RRF over cached leg rankings, cut at K_CHUNKS chunks as a query is."""
+    import ir_measures
+    from ir_measures import nDCG
+
+    from kindex.app.query import reciprocal_rank_fusion
+
+    run = []
+    for query_id, rankings in legs.items():
+        run += document_run(query_id, reciprocal_rank_fusion(rankings, k=rrf_k, weights=weights)[:K_CHUNKS])
+    return ir_measures.calc_aggregate([nDCG @ 10], qrels, run)[nDCG @ 10]
+
+
+# The grid swept on the train split: the keyword leg's weight against a vector weight of 1, and RRF's k.
+SWEEP_KEYWORD_WEIGHTS = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.2, 1.5)
+SWEEP_RRF_KS = (1, 5, 10, 20, 30, 40, 60, 80, 100)
+
+
+def sweep_fusion(services, model: str) -> dict:
+    """Hybrid fusion's weights and k swept on SciFact's train split (never the test split), over leg rankings
+    searched once (depth: the first over-fetch round of a k = K_CHUNKS query)."""
+    from kindex.app.query import FIRST_ROUND_FACTOR, RRF_K
+    from kindex.domain.query import DEFAULT_KEYWORD_WEIGHT, DEFAULT_VECTOR_WEIGHT
+
+    queries, qrels = load_queries("train")
+    started = time.perf_counter()
+    legs = leg_rankings(services, model, queries, FIRST_ROUND_FACTOR * K_CHUNKS)
+    log(f"scifact: {len(legs)} train queries' leg rankings in {time.perf_counter() - started:.0f} s")
+    grid = [
+        {"vector_weight": 1.0, "keyword_weight": w, "rrf_k": k, "ndcg10": fusion_ndcg(legs, qrels, (1.0, w), k)}
+        for w in SWEEP_KEYWORD_WEIGHTS
+        for k in SWEEP_RRF_KS
+    ]
+    best = max(grid, key=lambda row: row["ndcg10"])
+    chosen = (DEFAULT_VECTOR_WEIGHT, DEFAULT_KEYWORD_WEIGHT)
+    return {
+        "split": "train",
+        "queries": len(queries),
+        "judgements": len(qrels),
+        "grid": grid,
+        "best": best,
+        "defaults": {"vector_weight": chosen[0], "keyword_weight": chosen[1], "rrf_k": RRF_K},
+        "ndcg10_defaults": fusion_ndcg(legs, qrels, chosen, RRF_K),
+        "ndcg10_before": fusion_ndcg(legs, qrels, (1.0, 1.0), 60),
+        "ndcg10_vector": fusion_ndcg(legs, qrels, (1.0, 0.0), RRF_K),
+        "ndcg10_keyword": fusion_ndcg(legs, qrels, (0.0, 1.0), RRF_K),
+    }
+
+
+def sweep_figures(fusion: dict) -> list[Figure]:
+    """The train split's figures: hybrid at the chosen defaults beside hybrid as it was (equal weights, k 60), and
+    each leg alone. Train figures only: they chose the defaults, so they are not the reported quality (test is)."""
+    section = "retrieval quality (make eval)"
+    notes = (
+        f"SciFact TRAIN split ({fusion['queries']} queries, {fusion['judgements']} judgements), used to choose the "
+        f"fusion defaults (weights {fusion['defaults']['vector_weight']}/{fusion['defaults']['keyword_weight']}, "
+        f"RRF k {fusion['defaults']['rrf_k']}; the whole grid is in details.fusion_sweep); not a test figure"
+    )
+    return [
+        Figure(
+            "scifact_train_ndcg10_hybrid_local",
+            fusion["ndcg10_defaults"],
+            "score",
+            "equal weights, RRF k 60 (before)",
+            fusion["ndcg10_before"],
+            section=section,
+            notes=notes,
+        ),
+        Figure("scifact_train_ndcg10_vector_local", fusion["ndcg10_vector"], "score", section=section, notes=notes),
+        Figure("scifact_train_ndcg10_keyword", fusion["ndcg10_keyword"], "score", section=section, notes=notes),
+    ]
+
+
 def evaluate(
-    model: str, limit: int | None = None, extra_env: dict[str, str] | None = None, distractors: int | None = None
+    model: str,
+    limit: int | None = None,
+    extra_env: dict[str, str] | None = None,
+    distractors: int | None = None,
+    sweep: bool = True,
+    keep: Path | None = None,
 ) -> tuple[list[Figure], dict]:
     import ir_measures
     from ir_measures import R, nDCG
@@ -210,24 +329,41 @@ def evaluate(
     refs = references(model)
     figures: list[Figure] = []
     with tempfile.TemporaryDirectory(prefix="kindex-scifact-") as tmp:
-        with local_deployment(Path(tmp) / "data", model, extra_env) as services:
-            log(f"scifact: indexing the corpus with {model}")
-            ingest = index_corpus(services, model, limit, distractors)
+        data_dir = keep / SHORT_NAMES.get(model, "openai") if keep else Path(tmp) / "data"
+        with local_deployment(data_dir, model, extra_env) as services:
+            ingest = indexed_before(services, data_dir) if keep else None
+            if ingest is None:
+                log(f"scifact: indexing the corpus with {model}")
+                ingest = index_corpus(services, model, limit, distractors)
+                if keep:
+                    (data_dir / "scifact-ingest.json").write_text(json.dumps(ingest))
+                reused = False
+            else:
+                log(f"scifact: reusing the corpus indexed in {data_dir} with {model}")
+                reused = True
             log(
                 f"scifact: indexed {ingest['documents']} documents, {ingest['chunks']} chunks in "
                 f"{ingest['ingest_seconds']} s"
             )
             details = {"model": model, "ingest": ingest, "queries": len(queries), "modes": {}}
-            figures.append(
-                Figure(
-                    f"scifact_ingest_chunks_per_s_{suffix}",
-                    ingest["chunks_per_s"],
-                    "chunks/s",
-                    None,
-                    None,
-                    section="retrieval quality (make eval)",
-                    notes=f"{model}: the whole corpus through the ingest path, put_document to indexed",
-                )
+            if sweep and model == LOCAL_MODEL:
+                details["fusion_sweep"] = fusion = sweep_fusion(services, model)
+                figures += sweep_figures(fusion)
+            # A reused index was timed by another run (another load): its ingest speed is not this run's figure.
+            figures += (
+                []
+                if reused
+                else [
+                    Figure(
+                        f"scifact_ingest_chunks_per_s_{suffix}",
+                        ingest["chunks_per_s"],
+                        "chunks/s",
+                        None,
+                        None,
+                        section="retrieval quality (make eval)",
+                        notes=f"{model}: the whole corpus through the ingest path, put_document to indexed",
+                    )
+                ]
             )
             for mode in MODES:
                 if mode == "keyword" and model != LOCAL_MODEL:
@@ -265,6 +401,19 @@ def evaluate(
     return figures, details
 
 
+def fold_into_results(figures: list[Figure], path: Path = RESULTS_PATH) -> None:
+    """Replace the figures of the same names in bench/results.json, keeping every other figure (those of models
+    this run did not evaluate too)."""
+    try:
+        results = json.loads(path.read_text())
+    except (OSError, ValueError):
+        results = {"figures": []}
+    names = {f.name for f in figures}
+    results["figures"] = [f for f in results.get("figures", []) if f.get("name") not in names]
+    results["figures"] += [f.to_json() for f in figures]
+    path.write_text(json.dumps(results, indent=2) + "\n")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--limit", type=int, help="index only the first N corpus documents (a quick smoke run)")
@@ -276,6 +425,13 @@ def main(argv: list[str] | None = None) -> int:
         "--models",
         default=",".join(LOCAL_MODELS),
         help="comma-separated local models to evaluate (the default local model always comes first)",
+    )
+    parser.add_argument("--no-fold", action="store_true", help="do not write the figures into bench/results.json")
+    parser.add_argument(
+        "--keep",
+        type=Path,
+        help="index into (and on later runs reuse) DIR/<model> instead of a temp dir: the corpus is embedded once "
+        "per model, and a run after a change of query code only searches (its ingest figures are the first run's)",
     )
     args = parser.parse_args(argv)
     started = time.perf_counter()
@@ -290,7 +446,7 @@ def main(argv: list[str] | None = None) -> int:
         f" --distractors {args.distractors}" if args.distractors is not None else ""
     )
     for model, extra_env in runs:
-        model_figures, details = evaluate(model, args.limit, extra_env, args.distractors)
+        model_figures, details = evaluate(model, args.limit, extra_env, args.distractors, keep=args.keep)
         figures += model_figures
         all_details.append(details)
         # Written after each model: a long run that stops early keeps what it measured.
@@ -305,6 +461,8 @@ def main(argv: list[str] | None = None) -> int:
             "details": all_details,
         }
         args.output.write_text(json.dumps(result, indent=2) + "\n")
+    if not args.no_fold:
+        fold_into_results(figures)
     print(f"{'figure':34} {'value':>8} {'reference':>10}  reference name")
     for f in figures:
         ref = f"{f.reference_value:.4f}" if f.reference_value is not None else "-"

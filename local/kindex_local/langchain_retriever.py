@@ -27,7 +27,7 @@ from pydantic import Field, SecretStr, field_validator
 
 from kindex.client import AsyncKindex, F, Filter, Kindex
 from kindex.domain.citations import cite_tag
-from kindex.domain.query import QueryResponse
+from kindex.domain.query import Expand, HybridWeights, QueryResponse
 
 
 def _documents(answer: QueryResponse) -> list[Document]:
@@ -49,6 +49,9 @@ def _documents(answer: QueryResponse) -> list[Document]:
                     "title": result.title,
                     "url": result.url,
                     "pages": pages,
+                    "section": result.section,
+                    "start": result.start,
+                    "end": result.end,
                     "score": result.score,
                     "citation": result.citation,
                     "cite_as": cite_tag(result.document_id),
@@ -72,6 +75,10 @@ class KindexRetriever(BaseRetriever):
     user: str | None = None
     groups: list[str] = Field(default_factory=list)
     timeout: float = 60.0
+    # Ranking and context options of the query API (None: the API's defaults); checked as the API checks them.
+    expand: Expand | None = None
+    max_chunks_per_document: int | None = Field(default=None, ge=1, le=100)
+    hybrid: HybridWeights | None = None
     filter: dict[str, Any] | None = Field(
         default=None,
         description="an attribute filter (filters.attributes) for every query: JSON or a kindex.client.Filter",
@@ -85,6 +92,10 @@ class KindexRetriever(BaseRetriever):
 
     def _fields(self, filter: dict[str, Any] | Filter | None) -> dict[str, Any]:
         fields: dict[str, Any] = {"k": self.k, "mode": self.mode, "user": self.user, "groups": self.groups}
+        for name in ("expand", "max_chunks_per_document", "hybrid"):
+            value = getattr(self, name)
+            if value is not None:
+                fields[name] = value.model_dump() if hasattr(value, "model_dump") else value
         parts = [_filter(part) for part in (self.filter, filter) if part is not None]
         if parts:
             fields["filters"] = {"attributes": F.all_of(*parts).to_json()}

@@ -19,6 +19,7 @@ from pydantic import Field
 
 from kindex.client import ApiError, AsyncKindex, F, Filter, InvalidFilter, KindexClientError
 from kindex.domain.citations import cite_tag
+from kindex.domain.query import MAX_EXPAND
 
 INSTRUCTIONS = (
     "Search the organisation's knowledge index with `search`; cite what you use by writing "
@@ -105,6 +106,7 @@ def _result(item) -> dict[str, Any]:
         "citation": item.citation,
         "cite_as": cite_tag(item.document_id),
         "score": item.score,
+        "section": item.section,
         "text": item.content,
     }
 
@@ -140,6 +142,17 @@ def build_server(settings: McpSettings, client: AsyncKindex | None = None):
         k: Annotated[int, Field(ge=1, le=MAX_RESULTS, description="how many passages")] = 5,
         mode: Annotated[Literal["vector", "keyword", "hybrid"], Field(description="retrieval mode")] = "hybrid",
         filter: Annotated[dict[str, Any] | None, Field(description=FILTER_DESCRIPTION)] = None,
+        context_before: Annotated[
+            int,
+            Field(ge=0, le=MAX_EXPAND, description="adjacent chunks of the same document to add before each passage"),
+        ] = 0,
+        context_after: Annotated[
+            int,
+            Field(ge=0, le=MAX_EXPAND, description="adjacent chunks of the same document to add after each passage"),
+        ] = 0,
+        max_per_document: Annotated[
+            int | None, Field(ge=1, le=MAX_RESULTS, description="at most this many passages from one document")
+        ] = None,
     ) -> dict[str, Any]:
         names = list(collections or settings.collections)
         if not names:
@@ -148,7 +161,11 @@ def build_server(settings: McpSettings, client: AsyncKindex | None = None):
             filters = search_filter(settings.filter, filter)
         except InvalidFilter as error:  # the same message the API's 422 would give, without the round trip
             raise ToolError(f"invalid filter: {error}") from error
-        extra = {"filters": filters} if filters is not None else {}
+        extra: dict[str, Any] = {"filters": filters} if filters is not None else {}
+        if context_before or context_after:
+            extra["expand"] = {"before": context_before, "after": context_after}
+        if max_per_document is not None:
+            extra["max_chunks_per_document"] = max_per_document
         answer = await call(
             client.query_collections(
                 names, query, k=k, mode=mode, user=settings.user, groups=list(settings.groups), **extra

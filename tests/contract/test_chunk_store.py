@@ -11,7 +11,7 @@ from kindex.adapters.aws.dynamodb_chunks import DynamoDbChunkStore, chunks_pk
 from kindex.adapters.local.sqlite_chunks import SqliteChunkStore
 from kindex.adapters.local.sqlite_db import SqliteDatabase
 from kindex.domain.errors import DependencyFailed
-from kindex.domain.types import ChunkRef
+from kindex.domain.types import ChunkRange, ChunkRef
 from tests.contract.mixins.chunk_store import ChunkStoreContract, chunk, ref
 from tests.support.aws import TABLE, fake_aws_env, moto_client
 
@@ -145,6 +145,22 @@ class TestDynamoDbChunkStore(ChunkStoreContract):
         # Then three BatchGetItem calls did it: 100, 100 and 50 keys
         assert len(found) == 250
         assert reads == [100, 100, 50]
+
+    def test_chunk_ranges_are_one_key_query_per_document_and_one_batch_read(self, dynamodb):
+        # Given 3 documents of 50 chunks
+        store = DynamoDbChunkStore(TABLE, client=dynamodb)
+        store.put_chunks("t", [chunk(f"d{n}", i) for n in range(3) for i in range(50)])
+        reads = count_calls(dynamodb, "BatchGetItem")
+        queries: list[dict] = []
+        dynamodb.meta.events.register(
+            "provide-client-params.dynamodb.Query", lambda params, **_: queries.append(params)
+        )
+        # When 7 chunks of each are read by range
+        found = store.get_chunk_ranges("t", [ChunkRange("c", f"d{n}", 10, 16) for n in range(3)])
+        # Then one Query per document read only keys and indexes, and one BatchGetItem read the 21 texts
+        assert len(found) == 21
+        assert [q["ProjectionExpression"] for q in queries] == ["sk, idx"] * 3
+        assert reads == [21]
 
     def test_writes_batches_of_at_most_25(self, dynamodb):
         store = DynamoDbChunkStore(TABLE, client=dynamodb)

@@ -140,3 +140,22 @@ def test_a_retriever_filter_and_a_call_filter_narrow_the_search_together(server)
         retriever(server, "lc-filtered", filter={"year": {"$gte": "2020"}})
     with pytest.raises(InvalidFilter, match=r"filter.\$nor: unknown operator"):
         eu.invoke("travel", filter={"$nor": [{"region": "eu"}]})
+
+
+def test_expand_and_max_chunks_per_document_pass_through_the_sdk_to_the_api(server, collection):
+    # Given a keyword retrieval of the PDF's chunks, alone and with one neighbour on each side, one per document
+    question = "word processor typewriter"
+    alone = retriever(server, collection, k=5, mode="keyword").invoke(question)
+    wider = retriever(
+        server, collection, k=5, mode="keyword", expand={"before": 1, "after": 1}, max_chunks_per_document=1
+    ).invoke(question)
+    # Then each document gives one passage, and the PDF's passage spans at least its best chunk, with true offsets
+    assert len({d.metadata["document_id"] for d in wider}) == len(wider)
+    best = next(d for d in alone if d.metadata["document_id"] == "paper")
+    passage = next(d for d in wider if d.metadata["document_id"] == "paper")
+    assert best.page_content in passage.page_content and len(passage.page_content) > len(best.page_content)
+    assert passage.metadata["start"] <= best.metadata["start"] and passage.metadata["end"] >= best.metadata["end"]
+    assert passage.metadata["end"] - passage.metadata["start"] == len(passage.page_content)
+    # And a bad option fails when the retriever is built, as the API would refuse it
+    with pytest.raises(ValueError, match="before"):
+        retriever(server, collection, expand={"before": 4})

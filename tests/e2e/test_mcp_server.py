@@ -72,7 +72,17 @@ def test_stdio_session_lists_the_tools_searches_and_cites(server, handbook):
     # tools/list: two tools, and no way to name a user or groups in either schema
     schemas = {tool.name: tool.input_schema for tool in tools.tools}
     assert set(schemas) == {"search", "cite"}
-    assert set(schemas["search"]["properties"]) == {"query", "collections", "k", "mode", "filter"}
+    assert set(schemas["search"]["properties"]) == {
+        "query",
+        "collections",
+        "k",
+        "mode",
+        "filter",
+        "context_before",
+        "context_after",
+        "max_per_document",
+    }
+    assert schemas["search"]["properties"]["context_after"]["maximum"] == 3
     assert set(schemas["cite"]["properties"]) == {"text", "query_id"}
     # tools/call search: the known document, with what a citation needs
     assert not found.is_error

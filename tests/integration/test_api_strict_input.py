@@ -142,6 +142,51 @@ def test_query_with_a_json_integer_k_is_answered(local_container):
 
 
 @pytest.mark.parametrize(
+    ("options", "field"),
+    [
+        ('"expand": {"before": 4}', "expand.before"),
+        ('"expand": {"after": -1}', "expand.after"),
+        ('"expand": {"after": "2"}', "expand.after"),
+        ('"expand": {"after": 1.0}', "expand.after"),
+        ('"expand": {"around": 1}', "expand.around"),
+        ('"expand": 2', "expand"),
+        ('"max_chunks_per_document": 0', "max_chunks_per_document"),
+        ('"max_chunks_per_document": 101', "max_chunks_per_document"),
+        ('"max_chunks_per_document": true', "max_chunks_per_document"),
+        ('"hybrid": {"vector_weight": -0.5}', "hybrid.vector_weight"),
+        ('"hybrid": {"keyword_weight": "1"}', "hybrid.keyword_weight"),
+        ('"hybrid": {"keyword_weight": 1e999}', "hybrid.keyword_weight"),
+        ('"hybrid": {"keyword_weight": 101}', "hybrid.keyword_weight"),
+        ('"hybrid": {"vector_weight": 0, "keyword_weight": 0}', "hybrid"),
+        ('"hybrid": {"rrf_k": 60}', "hybrid.rrf_k"),
+    ],
+)
+def test_query_ranking_options_out_of_bounds_are_refused_naming_the_field(local_container, options, field):
+    # Given a collection anyone may query
+    assert call(api.handler, put_collection('{"allow_guests": true}'))[0] == 201
+    event = load_event("api_query_collection.json")
+    event["body"] = '{"query": "handbook", ' + options + "}"
+    # When the query function handles it / Then it is a 422 naming the option
+    status, body, _ = call(query.handler, event)
+    assert_refused(status, body, 422, field)
+
+
+def test_query_ranking_options_in_bounds_are_answered(local_container):
+    assert call(api.handler, put_collection('{"allow_guests": true}'))[0] == 201
+    event = load_event("api_query_collection.json")
+    event["body"] = json.dumps(
+        {
+            "query": "handbook",
+            "expand": {"before": 3, "after": 0},
+            "max_chunks_per_document": 1,
+            "hybrid": {"vector_weight": 0, "keyword_weight": 2.5},
+        }
+    )
+    status, body, _ = call(query.handler, event)
+    assert status == 200 and body["results"] == []
+
+
+@pytest.mark.parametrize(
     ("params", "field"),
     [
         ({"start": str(2**63)}, "start"),

@@ -189,6 +189,27 @@ def test_two_tenants_with_identical_ids_never_see_each_others_chunks(env):
     assert len(env.query(["same"], tenant="t", query="penguin colony").results) == 1
 
 
+def test_expand_reads_neighbours_from_dynamodb_for_each_tenant_with_identical_ids(env):
+    # Given two tenants with the same ids and a document of one sentence per chunk
+    sentences = [f"Sentence {word} of the manual." for word in ("one", "two", "three", "four", "five")]
+    for tenant in ("t", "u"):
+        env.collection("same", tenant=tenant, query_groups=["staff"], chunking_max_size=40)
+        text = " ".join(f"{s[:-1]} for {tenant}." for s in sentences)
+        env.document("same", "manual", text, tenant=tenant)
+    env.stack.drain()
+    for tenant in ("t", "u"):
+        chunks = env.services.adapters.chunks.list_chunks(tenant, "same", "manual")
+        assert len(chunks) == 5
+        # When the middle sentence is found with one neighbour on each side
+        (result,) = env.query(
+            ["same"], tenant=tenant, query="three", mode="keyword", expand={"before": 1, "after": 1}
+        ).results
+        # Then the passage is the tenant's own chunks 1-3, offsets and text as stored
+        assert result.chunk_ids == [c.chunk_id for c in chunks[1:4]]
+        assert (result.start, result.end) == (chunks[1].start, chunks[3].end)
+        assert result.content == "".join(c.text for c in chunks[1:4]) and result.content.count(f"for {tenant}.") == 3
+
+
 @pytest.fixture
 def rights(env) -> Iterator[RightsServer]:
     """A collection checked by a real rights server, which knows the secret rotated into Secrets Manager."""

@@ -402,3 +402,48 @@ def test_an_import_that_must_embed_never_reuses_another_tenants_embedding(env):
         ),
     )
     assert counter.texts == 1
+
+
+MARKDOWN = (
+    "# Staff handbook\n\n## Leave\n\nEvery employee gets twenty-five days of paid leave a year.\n\n"
+    "## Rates\n\n| grade | daily rate |\n| --- | --- |\n"
+    + "".join(f"| grade {i} | {100 + i} euros |\n" for i in range(12))
+)
+
+
+def test_sections_and_table_headers_survive_export_and_import(env):
+    # Given a Markdown document whose chunks carry heading paths and a table header
+    env.catalog.put_collection("t", "md", CollectionInput(chunking_max_size=120, query_groups=["staff"]))
+    env.catalog.put_document("t", "md", "handbook", DocumentInput(content=MARKDOWN, mimetype="text/markdown"))
+    build_worker().drain()
+    source = chunks_of(env, "t", "md", "handbook")
+    assert any(c.section for c in source) and any(c.table_header for c in source)
+    pages = export_all(env, "t", "md")
+    # When it is exported and imported into another tenant with the same model, and into one with another model
+    env.catalog.put_collection("u", "md", CollectionInput(chunking_max_size=120, query_groups=["staff"]))
+    env.catalog.put_collection(
+        "u", "small", CollectionInput(embedding_model="hash:256", chunking_max_size=120, query_groups=["staff"])
+    )
+    same = import_pages(env, "u", "md", pages)
+    other = import_pages(env, "u", "small", pages)
+    # Then every chunk keeps its section and table header
+    context = [(c.index, c.section, c.table_header) for c in source]
+    assert [(c.index, c.section, c.table_header) for c in chunks_of(env, "u", "md", "handbook")] == context
+    assert [(c.index, c.section, c.table_header) for c in chunks_of(env, "u", "small", "handbook")] == context
+    # And the same model's vectors moved as they were (nothing embedded), and the copy answers as the source does
+    assert sum(r.texts_embedded for r in same) == 0
+    question = "daily rate of grade 7"
+    assert [(d, t) for d, t, _ in ranked(env, "u", "md", question)] == [
+        (d, t) for d, t, _ in ranked(env, "t", "md", question)
+    ]
+    assert ranked(env, "u", "md", question) == ranked(env, "t", "md", question)
+    # And the other model embedded each chunk's context with its text, as ingest does
+    assert sum(r.texts_embedded for r in other) == len(source)
+    response = env.query.query(
+        "u", ["small"], QueryRequest(query="Rates grade daily rate", groups=["staff"], mode="keyword"), multi=False
+    )
+    assert response.results and response.results[0].section and response.results[0].section.endswith("Rates")
+    # And a second export of the copy carries the context again
+    assert [(c.section, c.table_header) for p in export_all(env, "u", "md") for c in p.chunks] == [
+        (c.section, c.table_header) for c in source
+    ]

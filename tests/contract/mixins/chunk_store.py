@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from kindex.domain.types import ChunkRef, StoredChunk
+from kindex.domain.types import ChunkRange, ChunkRef, StoredChunk
 
 if TYPE_CHECKING:
     from kindex.domain.ports import ChunkStore
@@ -119,6 +119,46 @@ class ChunkStoreContract:
         # Then exactly the two existing chunks come back
         assert store.get_chunks("t", refs) == {a.chunk_id: a, b.chunk_id: b}
         assert store.get_chunks("t", []) == {}
+
+    def test_chunk_ranges_read_neighbours_by_index_across_documents_in_order(self, store):
+        # Given two documents of 6 chunks (ids that do not sort like indexes) and a third of 2
+        for document_id in ("d1", "d2"):
+            store.put_chunks("t", [chunk(document_id, i, chunk_id=f"{document_id}-{9 - i}") for i in range(6)])
+        store.put_chunks("t", [chunk("d3", i) for i in range(2)])
+        # When ranges are read: two overlapping ones of d1, one of d2, one past d3's end and one of a missing doc
+        ranges = [
+            ChunkRange("c", "d1", 1, 2),
+            ChunkRange("c", "d1", 2, 3),
+            ChunkRange("c", "d2", 4, 8),
+            ChunkRange("c", "d3", 1, 3),
+            ChunkRange("c", "nope", 0, 3),
+        ]
+        found = store.get_chunk_ranges("t", ranges)
+        # Then each chunk in a range comes once, in (collection, document, index) order, whole
+        assert [(c.document_id, c.index) for c in found] == [
+            ("d1", 1), ("d1", 2), ("d1", 3), ("d2", 4), ("d2", 5), ("d3", 1)
+        ]  # fmt: skip
+        assert found[0] == chunk("d1", 1, chunk_id="d1-8")
+        assert store.get_chunk_ranges("t", []) == []
+
+    def test_chunk_ranges_of_one_tenant_never_read_another_tenants_chunks(self, store):
+        # Given two tenants with the same collection, document and chunk ids
+        store.put_chunks("t1", [chunk("d1", i, text=f"t1 {i}") for i in range(3)])
+        store.put_chunks("t2", [chunk("d1", i, text=f"t2 {i}") for i in range(3)])
+        # When each reads the same range
+        # Then each sees only its own texts
+        for tenant in ("t1", "t2"):
+            found = store.get_chunk_ranges(tenant, [ChunkRange("c", "d1", 0, 2)])
+            assert [c.text for c in found] == [f"{tenant} {i}" for i in range(3)]
+        assert store.get_chunk_ranges("t3", [ChunkRange("c", "d1", 0, 2)]) == []
+
+    def test_many_chunk_ranges_in_one_call(self, store):
+        # Given 150 documents of 3 chunks
+        store.put_chunks("t", [chunk(f"d{n}", i) for n in range(150) for i in range(3)])
+        # When the middle chunk and its neighbours of every document are read in one call
+        found = store.get_chunk_ranges("t", [ChunkRange("c", f"d{n}", 0, 2) for n in range(150)])
+        # Then all 450 come back
+        assert len(found) == 450
 
     def test_tenants_are_isolated(self, store):
         # Given the same chunk under two tenants with different texts

@@ -30,18 +30,22 @@ from kindex.domain.ports import (
 )
 from kindex.domain.query import (
     Citation,
+    Expand,
+    HybridWeights,
     QueryRequest,
     QueryResponse,
     QueryResult,
     QueryWarning,
 )
-from kindex.domain.types import ChunkRef, Principals, SearchFilters, SearchHit
+from kindex.domain.types import ChunkRange, ChunkRef, Principals, SearchFilters, SearchHit, StoredChunk
 
 logger = logging.getLogger(__name__)
 
 _search_pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="keyword-search")
 
-RRF_K = 60
+# Reciprocal rank fusion's k, chosen with the legs' default weights on SciFact's train split (docs/decisions.md): a
+# small k lets the first ranks of each leg count for more than RRF's customary 60 does.
+RRF_K = 10
 # The over-fetch for what the index cannot filter (the external rights check, documents not indexed, a record that
 # changed since its entries were written, min_score): each round asks for what the allow rate seen so far says k
 # needs (OVERFETCH_MARGIN more, to land in one more round), at most MAX_CANDIDATES, MAX_ROUNDS rounds, and never a
@@ -70,17 +74,41 @@ CONTEXT_INSTRUCTIONS = (
 )
 
 
-def reciprocal_rank_fusion(rankings: Sequence[Sequence[SearchHit]], k: int = RRF_K) -> list[SearchHit]:
-    """Fuse rankings by 1/(k + rank), never by raw scores (BM25 and cosine are not comparable)."""
+def reciprocal_rank_fusion(
+    rankings: Sequence[Sequence[SearchHit]], k: int = RRF_K, weights: Sequence[float] | None = None
+) -> list[SearchHit]:
+    """Fuse rankings by weight/(k + rank), never by raw scores (BM25 and cosine are not comparable). `weights`, one
+    per ranking, default 1 each."""
     scores: dict[str, float] = {}
     first: dict[str, SearchHit] = {}
-    for ranking in rankings:
+    for position, ranking in enumerate(rankings):
+        weight = 1.0 if weights is None else weights[position]
         for rank, hit in enumerate(ranking, start=1):
-            scores[hit.chunk_id] = scores.get(hit.chunk_id, 0.0) + 1.0 / (k + rank)
+            scores[hit.chunk_id] = scores.get(hit.chunk_id, 0.0) + weight / (k + rank)
             first.setdefault(hit.chunk_id, hit)
     fused = [replace(first[chunk_id], score=score) for chunk_id, score in scores.items()]
     fused.sort(key=lambda hit: (-hit.score, hit.chunk_id))
     return fused
+
+
+def hybrid_weights(request: QueryRequest) -> tuple[float, float]:
+    """(vector, keyword) weights of the request's hybrid fusion: its own, else the defaults."""
+    weights = request.hybrid or HybridWeights()
+    return weights.vector_weight, weights.keyword_weight
+
+
+def per_document(hits: Sequence[SearchHit], limit: int | None) -> list[SearchHit]:
+    """The hits in order, at most `limit` of each (collection, document) (None: no limit)."""
+    if limit is None:
+        return list(hits)
+    taken: dict[tuple[str, str], int] = {}
+    kept = []
+    for hit in hits:
+        key = (hit.collection, hit.document_id)
+        if taken.get(key, 0) < limit:
+            taken[key] = taken.get(key, 0) + 1
+            kept.append(hit)
+    return kept
 
 
 def next_round_size(wanted: int, k: int, survivors: int, candidates: int) -> int:
@@ -91,6 +119,71 @@ def next_round_size(wanted: int, k: int, survivors: int, candidates: int) -> int
     rate = survivors / candidates
     needed = math.ceil(k / rate * OVERFETCH_MARGIN)
     return min(MAX_CANDIDATES, max(needed, wanted * 2))
+
+
+class Passage:
+    """A result's text: its hit's chunk, or with `expand` the run of its document's chunks `first`..`last` (indexes)
+    around it and around any later hit of the same document that it overlapped or touched."""
+
+    __slots__ = ("hit", "first", "last", "chunks")
+
+    def __init__(self, hit: SearchHit, first: int, last: int, chunks: list[StoredChunk]):
+        self.hit, self.first, self.last, self.chunks = hit, first, last, chunks
+
+
+def plan_passages(hits: Sequence[SearchHit], texts: dict[str, StoredChunk], expand: Expand | None) -> list[Passage]:
+    """One passage per hit, best first: without `expand` the hit's chunk; with it the index range `before`..`after`
+    around the hit's chunk, merged into the passage of a better hit of the same document that it overlaps or
+    touches (so no text is returned twice). Hits whose chunk is gone (deleted between search and fetch) drop out."""
+    before, after = (expand.before, expand.after) if expand else (0, 0)
+    passages: list[Passage] = []
+    for hit in hits:
+        chunk = texts.get(hit.chunk_id)
+        if chunk is None:
+            continue
+        first, last = chunk.index - before, chunk.index + after
+        if before or after:
+            same = [p for p in passages if (p.hit.collection, p.hit.document_id) == (hit.collection, hit.document_id)]
+            touching = [p for p in same if first <= p.last + 1 and last >= p.first - 1]
+            if touching:
+                # The best-ranked passage absorbs this range and every other passage it now reaches.
+                keep = touching[0]
+                keep.first = max(min([first, *(p.first for p in touching)]), 0)
+                keep.last = max([last, *(p.last for p in touching)])
+                passages = [p for p in passages if p is keep or p not in touching[1:]]
+                continue
+        passages.append(Passage(hit, max(first, 0), last, [chunk]))
+    return passages
+
+
+def fill_passages(passages: Sequence[Passage], neighbours: Sequence[StoredChunk]) -> None:
+    """Give each passage its chunks from `neighbours` (the chunks read for every passage's range). A passage whose own
+    chunk is not among them (its document was rewritten between the two reads) keeps just that chunk."""
+    by_document: dict[tuple[str, str], list[StoredChunk]] = {}
+    for chunk in neighbours:
+        by_document.setdefault((chunk.collection, chunk.document_id), []).append(chunk)
+    for passage in passages:
+        hit = passage.hit
+        run = [
+            c
+            for c in by_document.get((hit.collection, hit.document_id), ())
+            if passage.first <= c.index <= passage.last
+        ]
+        if any(c.chunk_id == hit.chunk_id for c in run):
+            passage.chunks = run
+
+
+def joined_text(chunks: Sequence[StoredChunk]) -> tuple[str, int]:
+    """The text of consecutive chunks and its end offset: an overlap (a collection's chunk overlap) is written once; a
+    gap, where the chunker dropped a whitespace-only piece, is filled with as many spaces, so offsets stay true."""
+    text, end = chunks[0].text, chunks[0].end
+    for chunk in chunks[1:]:
+        if chunk.start >= end:
+            text += " " * (chunk.start - end) + chunk.text
+        else:
+            text += chunk.text[end - chunk.start :]
+        end = max(end, chunk.end)
+    return text, end
 
 
 def admitted(document: Document, request: QueryRequest, collection: Collection) -> bool:
@@ -175,8 +268,14 @@ class QueryService:
         started = time.perf_counter()
         refs = [ChunkRef(h.collection, h.document_id, h.chunk_id) for h in survivors]
         texts = self.chunks.get_chunks(tenant, refs) if refs else {}
+        passages = plan_passages(survivors, texts, request.expand)
+        if request.expand and (request.expand.before or request.expand.after) and passages:
+            # The neighbours are chunks of documents already decided (status, access list, attributes, rights): a
+            # document is admitted whole, so its neighbours are too, and nothing else is read.
+            ranges = [ChunkRange(p.hit.collection, p.hit.document_id, p.first, p.last) for p in passages]
+            fill_passages(passages, self.chunks.get_chunk_ranges(tenant, ranges))
         timing["fetch"] = (time.perf_counter() - started) * 1000
-        results, citations = self._shape(survivors, texts, documents)
+        results, citations = self._shape(passages, documents, expanded=request.expand is not None)
         query_id = uuid.uuid4().hex
         self.query_log.put_query(tenant, query_id, self._cited(results, citations), QUERY_LOG_TTL)
         if self.metrics:
@@ -251,6 +350,7 @@ class QueryService:
             self._decide(tenant, request, hits, collections, rights, decisions, documents, denied)
             timing["rights"] += (time.perf_counter() - decide_started) * 1000
             survivors = [h for h in hits if decisions.get((h.collection, h.document_id))]
+            survivors = per_document(survivors, request.max_chunks_per_document)
             if request.min_score is not None:
                 survivors = [h for h in survivors if h.score >= request.min_score]
                 # Candidates come best first: once one scores below min_score, no later one can pass.
@@ -313,7 +413,11 @@ class QueryService:
                 else:
                     rankings.append(self.index.keyword_search(model, tenant, ids, request.query, wanted, filters))
                 exhausted = exhausted and all(len(r) < wanted for r in rankings)
-                per_group.append(rankings[0] if len(rankings) == 1 else reciprocal_rank_fusion(rankings))
+                per_group.append(
+                    rankings[0]
+                    if len(rankings) == 1
+                    else reciprocal_rank_fusion(rankings, weights=hybrid_weights(request))
+                )
         fused = per_group[0] if len(per_group) == 1 else reciprocal_rank_fusion(per_group)
         return fused[:wanted], exhausted
 
@@ -351,15 +455,13 @@ class QueryService:
                     denied.add((collection_id, doc_id))
 
     def _shape(
-        self, hits: Sequence[SearchHit], texts: dict, documents: dict
+        self, passages: Sequence[Passage], documents: dict, *, expanded: bool
     ) -> tuple[list[QueryResult], list[Citation]]:
         results: list[QueryResult] = []
         numbers: dict[tuple[str, str], int] = {}
         citations: list[Citation] = []
-        for hit in hits:
-            chunk = texts.get(hit.chunk_id)
-            if chunk is None:
-                continue  # deleted between search and fetch
+        for passage in passages:
+            hit, chunks = passage.hit, passage.chunks
             key = (hit.collection, hit.document_id)
             document = documents[key]
             if key not in numbers:
@@ -373,6 +475,9 @@ class QueryService:
                         url=document.url or None,
                     )
                 )
+            content, end = joined_text(chunks)
+            starts = [c.page_start for c in chunks if c.page_start is not None]
+            ends = [c.page_end for c in chunks if c.page_end is not None]
             results.append(
                 QueryResult(
                     chunk_id=hit.chunk_id,
@@ -380,18 +485,22 @@ class QueryService:
                     collection=hit.collection,
                     title=document.title or hit.document_id,
                     url=document.url or None,
-                    page_start=chunk.page_start,
-                    page_end=chunk.page_end,
-                    content=chunk.text,
+                    page_start=min(starts) if starts else None,
+                    page_end=max(ends) if ends else None,
+                    content=content,
                     score=round(hit.score, 6),
                     citation=numbers[key],
-                    section=chunk.section,
-                    table_header=chunk.table_header,
+                    section=chunks[0].section,
+                    table_header=chunks[0].table_header,
+                    start=chunks[0].start,
+                    end=end,
+                    chunk_ids=[c.chunk_id for c in chunks] if expanded else None,
                 )
             )
             citation = citations[numbers[key] - 1]
-            if chunk.section and chunk.section not in citation.sections:
-                citation.sections.append(chunk.section)
+            for chunk in chunks:
+                if chunk.section and chunk.section not in citation.sections:
+                    citation.sections.append(chunk.section)
         return results, citations
 
     @staticmethod

@@ -253,12 +253,14 @@ class TransferService:
             # it by that text's hash; imported chunks' vectors are kept apart in the tenant's cache by their text's.
             embedded = [text_sha256(embedded_text(c)) for c in pending]
             vectors = self.cache.get_vectors(tenant, model, embedded)
-            missing = [text_sha256(c.text) for c, h in zip(pending, embedded) if h not in vectors]
+            # Imported vectors are keyed by the embedded text's hash too (the text's own for chunks without context,
+            # as every chunk imported before chunks carried a section was).
+            missing = [h for h in embedded if h not in vectors]
             imported = self.cache.get_vectors(tenant, imported_vectors_key(model), missing) if missing else {}
             for chunk, digest in zip(pending, embedded):
                 vector = vectors.get(digest)
                 if vector is None:
-                    vector = imported.get(text_sha256(chunk.text))
+                    vector = imported.get(digest)
                 page.page.chunks.append(
                     TransferChunk(
                         document_id=chunk.document_id,
@@ -269,6 +271,8 @@ class TransferService:
                         page_start=chunk.page_start,
                         page_end=chunk.page_end,
                         text=chunk.text,
+                        section=chunk.section or None,
+                        table_header=chunk.table_header or None,
                         vector=None if vector is None else np.asarray(vector, dtype=np.float32).tolist(),
                     )
                 )
@@ -442,7 +446,8 @@ class TransferService:
         vectors: list = [np.asarray(c.vector, dtype=np.float32) if not must_embed(c, reuse) else None for c in chunks]
         missing = [i for i, v in enumerate(vectors) if v is None]
         if missing:
-            fresh = self.embeddings.embed(tenant, collection.embedding_model, [chunks[i].text for i in missing])
+            texts = [embedded_text(chunks[i]) for i in missing]  # as ingest embeds them: context, then text
+            fresh = self.embeddings.embed(tenant, collection.embedding_model, texts)
             for i, vector in zip(missing, fresh):
                 vectors[i] = vector
         return vectors
@@ -517,6 +522,8 @@ class TransferService:
                 text=c.text,
                 page_start=c.page_start,
                 page_end=c.page_end,
+                section=c.section,
+                table_header=c.table_header,
             )
             for _, c in chunks
         ]
@@ -527,7 +534,7 @@ class TransferService:
             if incoming.get(c.index, c.chunk_id) != c.chunk_id
         ]
         self.remover.remove_chunks(tenant, collection.id, document_id, replaced, [collection.embedding_model])
-        given = {text_sha256(c.text): _unit_array(vectors[i]) for i, c in chunks if not must_embed(c, reuse)}
+        given = {text_sha256(embedded_text(c)): _unit_array(vectors[i]) for i, c in chunks if not must_embed(c, reuse)}
         if given:  # for this tenant's later exports only (see imported_vectors_key)
             self.cache.put_vectors(tenant, imported_vectors_key(collection.embedding_model), given)
         self.chunks.put_chunks(tenant, stored)
@@ -541,7 +548,7 @@ class TransferService:
                     document_id=document_id,
                     chunk_id=c.chunk_id,
                     vector=_unit(vectors[i]),
-                    text=c.text,
+                    text=embedded_text(c),
                     language=language,
                     mimetype=TEXT_MIMETYPE,
                     attributes=run.attributes or None,

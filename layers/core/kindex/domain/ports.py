@@ -7,6 +7,7 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from kindex.domain.types import (
+    ChunkRange,
     ChunkRef,
     IndexRecord,
     OcrOutcome,
@@ -303,6 +304,10 @@ class ChunkStore(Protocol):
 
     def get_chunks(self, tenant: str, refs: Sequence["ChunkRef"]) -> dict[str, "StoredChunk"]:
         """The chunks that exist among `refs`, by chunk id, in one batched read; missing ones are absent."""
+
+    def get_chunk_ranges(self, tenant: str, ranges: Sequence["ChunkRange"]) -> list["StoredChunk"]:
+        """The chunks whose index lies in one of `ranges` (each of one document), ordered by (collection, document,
+        index, chunk id), each once, in one batched read; a range past the document's end yields what exists."""
 
     def list_chunks(self, tenant: str, collection: str, document_id: str) -> list["StoredChunk"]:
         """The document's chunks ordered by index."""

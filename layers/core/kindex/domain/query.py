@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, Strict
+from pydantic import BaseModel, ConfigDict, Field, Strict, model_validator
 
 from kindex.domain.filters import MAX_PRINCIPAL_CHARS, MAX_PRINCIPALS, FilterExpression
 
@@ -13,6 +13,14 @@ StrictCount = Annotated[int, Strict()]
 #: Scores are fused ranks (hybrid), cosine similarities (vector) or BM25 scores (keyword): all far inside this.
 MAX_ABS_MIN_SCORE = 1e6
 MAX_CITED_PAGE = 1_000_000
+#: How many neighbouring chunks `expand` may add on each side of a result.
+MAX_EXPAND = 3
+#: The hybrid legs' weights in the fused score when a query gives none: chosen on SciFact's train split
+#: (docs/decisions.md, "Ranking controls"), never on its test split.
+DEFAULT_VECTOR_WEIGHT = 1.0
+DEFAULT_KEYWORD_WEIGHT = 0.5
+MAX_WEIGHT = 100.0
+Weight = Annotated[float, Strict(), Field(ge=0, le=MAX_WEIGHT, allow_inf_nan=False)]
 
 
 class QueryFilters(BaseModel):
@@ -31,6 +39,32 @@ class QueryFilters(BaseModel):
         ),
         examples=[{"region": "eu", "year": {"$gte": 2020}}, {"$or": [{"tags": {"$contains": "hr"}}, {"public": True}]}],
     )
+
+
+class Expand(BaseModel):
+    """How many chunks of the same document, before and after each result, to merge into its passage."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    before: StrictCount = Field(default=0, ge=0, le=MAX_EXPAND)
+    after: StrictCount = Field(default=0, ge=0, le=MAX_EXPAND)
+
+
+class HybridWeights(BaseModel):
+    """The weight of each leg in hybrid mode's weighted reciprocal rank fusion: a chunk scores
+    `vector_weight / (RRF k + its vector rank) + keyword_weight / (RRF k + its keyword rank)` (a leg that did not
+    find it adds nothing). Only their ratio changes the order; both scale `score` (and so what `min_score` means)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    vector_weight: Weight = DEFAULT_VECTOR_WEIGHT
+    keyword_weight: Weight = DEFAULT_KEYWORD_WEIGHT
+
+    @model_validator(mode="after")
+    def _some_weight(self) -> HybridWeights:
+        if self.vector_weight == 0 and self.keyword_weight == 0:
+            raise ValueError("hybrid: vector_weight and keyword_weight cannot both be 0 (use mode instead)")
+        return self
 
 
 class QueryRequest(BaseModel):
@@ -57,7 +91,32 @@ class QueryRequest(BaseModel):
     filters: QueryFilters | None = None
     min_score: (
         Annotated[float, Strict(), Field(ge=-MAX_ABS_MIN_SCORE, le=MAX_ABS_MIN_SCORE, allow_inf_nan=False)] | None
-    ) = None
+    ) = Field(
+        default=None,
+        description=(
+            "Drop results scoring below this. What a score is depends on `mode`: `vector`, the cosine similarity of "
+            "the query's and the chunk's embeddings (-1 to 1); `keyword`, the chunk's BM25 score (0 up, unbounded, "
+            "not comparable across queries); `hybrid`, the weighted reciprocal rank fusion of the two legs' ranks "
+            "(see `hybrid`; with RRF k 10, at most (vector_weight + keyword_weight) / 11, a chunk first in both legs)."
+        ),
+    )
+    max_chunks_per_document: StrictCount | None = Field(
+        default=None,
+        ge=1,
+        le=100,
+        description="At most this many results from one document (the best ones); more documents fill the k.",
+    )
+    hybrid: HybridWeights | None = Field(
+        default=None, description="The legs' weights in `hybrid` mode (ignored by the other modes)."
+    )
+    expand: Expand | None = Field(
+        default=None,
+        description=(
+            "Merge each result with up to `before`/`after` (0 to 3) adjacent chunks of its document into one "
+            "passage (`content`, offsets and pages are the passage's); results whose passages overlap or touch are "
+            "merged into one, at the better one's rank."
+        ),
+    )
 
 
 class MultiQueryRequest(QueryRequest):
@@ -80,6 +139,11 @@ class QueryResult(BaseModel):
     # document's). None for chunks without them (plain text, chunks indexed before sections existed).
     section: str | None = None
     table_header: str | None = None
+    # The passage's character offsets in the document's text (the chunk's, or with `expand` the merged chunks').
+    start: int | None = None
+    end: int | None = None
+    # With `expand`: the chunks of this passage, in document order (`chunk_id` is its best-ranked hit's).
+    chunk_ids: list[str] | None = None
 
 
 class Citation(BaseModel):

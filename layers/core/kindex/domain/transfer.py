@@ -57,6 +57,11 @@ class TransferDocument(BaseModel):
     access: DocumentAccess | None = None
 
 
+# As long as the chunker writes them (kindex.text.chunking), with room for an exporter's own.
+MAX_SECTION_CHARS = 1000
+MAX_TABLE_HEADER_CHARS = 2000
+
+
 class TransferChunk(BaseModel):
     """One chunk: `text` is `source[start:end]` of the document's extracted text, so its length is `end - start`."""
 
@@ -70,6 +75,10 @@ class TransferChunk(BaseModel):
     page_start: Page | None = None
     page_end: Page | None = None
     text: str = Field(min_length=1, max_length=MAX_CHUNK_TEXT)
+    # The chunk's context (its heading path; the header of the table it continues): embedded and keyword-indexed
+    # with the text, never part of it. Absent in exports of versions before chunks had them.
+    section: str | None = Field(default=None, min_length=1, max_length=MAX_SECTION_CHARS)
+    table_header: str | None = Field(default=None, min_length=1, max_length=MAX_TABLE_HEADER_CHARS)
     vector: list[StrictFloat | StrictInt] | None = Field(default=None, min_length=1, max_length=HASH_MAX_DIMENSIONS)
 
     @model_validator(mode="after")

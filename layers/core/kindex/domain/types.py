@@ -156,6 +156,16 @@ class StoredChunk:
 
 
 @dataclass(frozen=True, slots=True)
+class ChunkRange:
+    """A run of one document's chunks by index, `first` to `last` inclusive (the neighbours `expand` reads)."""
+
+    collection: str
+    document_id: str
+    first: int
+    last: int
+
+
+@dataclass(frozen=True, slots=True)
 class ChunkRef:
     """Enough to find one stored chunk (search hits carry all three)."""
 

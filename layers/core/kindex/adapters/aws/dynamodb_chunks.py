@@ -51,7 +51,7 @@ from kindex.adapters.aws.dynamodb_table import (
     escape_part,
     item_key,
 )
-from kindex.domain.types import ChunkRef, StoredChunk
+from kindex.domain.types import ChunkRange, ChunkRef, StoredChunk
 
 logger = logging.getLogger(__name__)
 
@@ -161,6 +161,23 @@ class DynamoDbChunkStore(DynamoDbTable):
             chunk = parse_chunk_item(item)
             found[chunk.chunk_id] = chunk
         return found
+
+    def get_chunk_ranges(self, tenant: str, ranges: Sequence[ChunkRange]) -> list[StoredChunk]:
+        # The sort key is the chunk id, not the index: one keys-and-indexes Query per document finds the ids in its
+        # ranges (a few bytes per chunk, never the texts), then one BatchGetItem per 100 chunks reads the texts,
+        # eventually consistently as get_chunks does (the hits being expanded are older than the read).
+        by_document: dict[tuple[str, str], list[ChunkRange]] = {}
+        for each in ranges:
+            by_document.setdefault((each.collection, each.document_id), []).append(each)
+        keys = []
+        for (collection, document_id), wanted in by_document.items():
+            pk = chunks_pk(tenant, collection, document_id)
+            for item in self._query_items(pk, projection="sk, idx"):
+                index = int(item["idx"]["N"])
+                if any(r.first <= index <= r.last for r in wanted):
+                    keys.append(item_key(pk, item["sk"]["S"]))
+        chunks = [parse_chunk_item(item) for item in self._batch_get(keys)]
+        return sorted(chunks, key=lambda c: (c.collection, c.document_id, c.index, c.chunk_id))
 
     def list_chunks(self, tenant: str, collection: str, document_id: str) -> list[StoredChunk]:
         chunks = [parse_chunk_item(item) for item in self._query_items(chunks_pk(tenant, collection, document_id))]

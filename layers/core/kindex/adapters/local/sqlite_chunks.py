@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 
 from kindex.adapters.local.sqlite_db import SqliteDatabase
-from kindex.domain.types import ChunkRef, StoredChunk
+from kindex.domain.types import ChunkRange, ChunkRef, StoredChunk
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS chunks (
@@ -96,6 +96,25 @@ class SqliteChunkStore:
             for row in conn.execute(sql, params):
                 found[row[0]] = _chunk(row)
         return found
+
+    def get_chunk_ranges(self, tenant: str, ranges: Sequence[ChunkRange]) -> list[StoredChunk]:
+        found: dict[tuple[str, str, str], StoredChunk] = {}
+        conn = self.db.connection()
+        ranges = list(dict.fromkeys(ranges))
+        per_range = 4
+        for i in range(0, len(ranges), _BATCH // per_range):
+            batch = ranges[i : i + _BATCH // per_range]
+            placeholders = ",".join("(?, ?, ?, ?)" for _ in batch)
+            params = [v for r in batch for v in (r.collection, r.document_id, r.first, r.last)] + [tenant]
+            # As in get_chunks: the VALUES list drives, each range reads its document's rows by primary key prefix.
+            columns = ", ".join(f"c.{name}" for name in _CHUNK_COLUMNS.split(", "))
+            sql = (
+                f"SELECT {columns} FROM (VALUES {placeholders}) AS v JOIN chunks AS c ON c.tenant = ?"
+                f" AND c.collection = v.column1 AND c.document_id = v.column2 AND c.idx BETWEEN v.column3 AND v.column4"
+            )
+            for row in conn.execute(sql, params):
+                found[(row[1], row[2], row[0])] = _chunk(row)
+        return sorted(found.values(), key=lambda c: (c.collection, c.document_id, c.index, c.chunk_id))
 
     def list_chunks(self, tenant: str, collection: str, document_id: str) -> list[StoredChunk]:
         rows = self.db.connection().execute(

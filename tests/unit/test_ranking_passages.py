@@ -1,0 +1,98 @@
+"""The pure parts of ranking and passages (kindex.app.query): weighted RRF, the per-document cap, passage plans and
+the text of consecutive chunks."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from kindex.app.query import fill_passages, joined_text, per_document, plan_passages, reciprocal_rank_fusion
+from kindex.domain.query import Expand
+from kindex.domain.types import SearchHit, StoredChunk
+
+pytestmark = pytest.mark.unit
+
+
+def hit(chunk_id: str, document_id: str = "d", score: float = 1.0, collection: str = "c") -> SearchHit:
+    return SearchHit(chunk_id=chunk_id, document_id=document_id, collection=collection, score=score)
+
+
+def stored(index: int, document_id: str = "d", start: int | None = None, text: str | None = None) -> StoredChunk:
+    text = text if text is not None else f"<{index}>"
+    start = index * len(text) if start is None else start
+    return StoredChunk(
+        chunk_id=f"{document_id}-{index}",
+        collection="c",
+        document_id=document_id,
+        index=index,
+        start=start,
+        end=start + len(text),
+        text=text,
+    )
+
+
+def test_weighted_rrf_scores_weight_over_k_plus_rank_and_a_zero_weight_leg_only_breaks_no_ties():
+    vector = [hit("a"), hit("b"), hit("c")]
+    keyword = [hit("c"), hit("b")]
+    fused = reciprocal_rank_fusion([vector, keyword], k=10, weights=(1.0, 0.5))
+    scores = {h.chunk_id: h.score for h in fused}
+    assert scores == pytest.approx({"a": 1 / 11, "b": 1 / 12 + 0.5 / 12, "c": 1 / 13 + 0.5 / 11})
+    assert [h.chunk_id for h in fused] == ["b", "c", "a"]
+    # Unweighted is weights of 1
+    assert reciprocal_rank_fusion([vector, keyword], k=10) == reciprocal_rank_fusion(
+        [vector, keyword], k=10, weights=(1, 1)
+    )
+    # A leg of weight 0 leaves the other's order
+    assert [h.chunk_id for h in reciprocal_rank_fusion([vector, keyword], weights=(1, 0))] == ["a", "b", "c"]
+
+
+def test_per_document_keeps_the_best_n_of_each_document_in_order():
+    hits = [hit("1", "x"), hit("2", "x"), hit("3", "y"), hit("4", "x"), hit("5", "y", collection="other")]
+    assert [h.chunk_id for h in per_document(hits, 1)] == ["1", "3", "5"]
+    assert [h.chunk_id for h in per_document(hits, 2)] == ["1", "2", "3", "5"]
+    assert per_document(hits, None) == hits
+
+
+def test_passages_merge_ranges_that_overlap_or_touch_at_the_better_hits_rank():
+    texts = {c.chunk_id: c for c in (stored(i) for i in range(20))}
+    # Hits at 5, 9, 7 and 15 with one chunk on each side: 4-6 and 8-10 touch 6-8 (the third hit), 14-16 stands apart
+    hits = [hit("d-5"), hit("d-9"), hit("d-7"), hit("d-15")]
+    passages = plan_passages(hits, texts, Expand(before=1, after=1))
+    assert [(p.hit.chunk_id, p.first, p.last) for p in passages] == [("d-5", 4, 10), ("d-15", 14, 16)]
+    # Apart by a gap of one chunk, they stay two
+    passages = plan_passages([hit("d-5"), hit("d-8")], texts, Expand(before=0, after=1))
+    assert [(p.first, p.last) for p in passages] == [(5, 6), (8, 9)]
+    # Edges clamp at 0; without expand every hit is its own chunk, whatever its neighbours
+    assert [(p.first, p.last) for p in plan_passages([hit("d-1")], texts, Expand(before=3))] == [(0, 1)]
+    assert len(plan_passages([hit("d-5"), hit("d-6")], texts, None)) == 2
+    # A hit whose chunk is gone drops out
+    assert plan_passages([hit("gone")], texts, Expand(after=1)) == []
+
+
+def test_passages_of_different_documents_or_collections_never_merge():
+    texts = {c.chunk_id: c for c in (stored(1, "a"), stored(2, "b"))}
+    hits = [hit("a-1", "a"), hit("b-2", "b")]
+    assert len(plan_passages(hits, texts, Expand(before=3, after=3))) == 2
+
+
+def test_fill_passages_takes_the_range_and_keeps_the_hit_alone_when_its_document_was_rewritten():
+    chunks = [stored(i) for i in range(6)]
+    (passage,) = plan_passages([hit("d-2")], {c.chunk_id: c for c in chunks}, Expand(before=1, after=2))
+    fill_passages([passage], chunks)
+    assert [c.index for c in passage.chunks] == [1, 2, 3, 4]
+    # The range read found another version's chunks (not the hit's id): the hit's chunk alone
+    (passage,) = plan_passages([hit("d-2")], {c.chunk_id: c for c in chunks}, Expand(before=1, after=2))
+    fill_passages([passage], [replace(stored(i, text=f"new {i}"), chunk_id=f"new-{i}") for i in range(6)])
+    assert [c.chunk_id for c in passage.chunks] == ["d-2"] and passage.chunks[0].text == "<2>"
+
+
+def test_joined_text_writes_overlaps_once_and_fills_gaps_so_offsets_stay_true():
+    document = "alpha beta gamma delta epsilon"
+    # Overlapping chunks (a chunk overlap of 5) and a gap of whitespace the chunker dropped
+    first = StoredChunk("1", "c", "d", 0, 0, 11, document[0:11])
+    second = StoredChunk("2", "c", "d", 1, 6, 17, document[6:17])
+    third = StoredChunk("3", "c", "d", 2, 23, 30, document[23:30])
+    text, end = joined_text([first, second, third])
+    assert (text[:17], end, len(text)) == (document[:17], 30, 30)
+    assert text[23:] == document[23:]
