@@ -51,7 +51,7 @@ ESTIMATED_SECONDS = {
     "query": 105,
     "concurrency": 130,
     "vector": 15,
-    "opensearch": 300,
+    "opensearch": 600,
     "chunking": 160,
     "cold": 20,
     "economy": 5,
