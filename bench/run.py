@@ -1,7 +1,7 @@
 """`make bench`: every benchmark in one run, a table on stdout, bench/results.json and bench/*.png.
 
     python -m bench.run [--only ingest,embedding,query,vector,opensearch,chunking,cold,economy,keyword,filtered,
-                                vector1m]
+                                peers,vector1m]
                         [--quick] [--keep-others]
 
 `vector1m` (one million vectors, ~12 min on 2 cores) is not in the default run; ask for it with --only.
@@ -39,6 +39,7 @@ SECTIONS = (
     "economy",
     "keyword",
     "filtered",
+    "peers",
     "vector1m",
 )
 DEFAULT_SECTIONS = SECTIONS[:-1]
@@ -50,12 +51,13 @@ ESTIMATED_SECONDS = {
     "query": 105,
     "concurrency": 260,  # two servers (batching on, and the way before) alternated
     "vector": 15,
-    "opensearch": 300,
+    "opensearch": 600,
     "chunking": 160,
     "cold": 20,
     "economy": 5,
     "keyword": 85,
     "filtered": 150,
+    "peers": 150,
     "vector1m": 710,
 }
 REQUIRED = (
@@ -112,7 +114,7 @@ def run_sections(sections: tuple[str, ...], quick: bool) -> tuple[list[Figure], 
                 concurrency.DOCUMENTS, concurrency.REQUESTS, concurrency.REQUESTS_PER_CLIENT = 100, 20, 3
             found, raw["concurrency"] = concurrency.run(min_seconds=0.0 if quick else concurrency.MIN_SECONDS)
             figures += found
-        elif section in ("vector", "opensearch", "keyword", "vector1m", "filtered"):
+        elif section in ("vector", "opensearch", "keyword", "vector1m", "filtered", "peers"):
             figures += _vector_index_section(section, quick)
         elif section == "chunking":
             from bench import chunking
@@ -157,8 +159,8 @@ def _throughput_section(section: str, quick: bool) -> list[Figure]:
 
 
 def _vector_index_section(section: str, quick: bool) -> list[Figure]:
-    """The embedded index alone (its keyword half, its vectors at 100k and at 1M), or the OpenSearch adapter on a
-    node beside it (same vectors, same queries)."""
+    """The embedded index alone (its keyword half, its vectors at 100k and at 1M), or beside the OpenSearch adapter
+    on a node or an embedded peer (LanceDB) on the same vectors and queries."""
     if section == "keyword":
         from bench import keyword_index
 
@@ -167,6 +169,10 @@ def _vector_index_section(section: str, quick: bool) -> list[Figure]:
         from bench import filtered
 
         return filtered.run(chunks=10_000 if quick else 100_000, queries=20 if quick else 100, random=quick)[0]
+    if section == "peers":
+        from bench import peers
+
+        return peers.run(count=10_000 if quick else 100_000, queries=50 if quick else 200)[0]
     if section == "vector1m":
         from bench import vector_index
 

@@ -33,6 +33,7 @@ from kindex.domain.ports import (
     BlobStore,
     ChunkStore,
     CollectionStore,
+    DeferredKeywordCommits,
     DocumentStore,
     EmbeddingCache,
     MetricsRecorder,
@@ -315,10 +316,19 @@ class TransferService:
             runs[item.id] = self._start_document(tenant, collection, item, plan.stored.get(item.id))
             result.documents_started += 1
         written: dict[str, list[str]] = {}
+        records: list[IndexRecord] = []
         for document_id, chunks in plan.chunks_by_document.items():
             run = runs.get(document_id) or plan.stored[document_id]
-            written[document_id] = self._write_chunks(tenant, collection, run, chunks, vectors, reuse)
+            written[document_id], index_records = self._write_chunks(tenant, collection, run, chunks, vectors, reuse)
+            records += index_records
             result.chunks_written += len(chunks)
+        # The batch's index records in one write (OpenSearch: bulk requests of up to 500), made searchable with one
+        # commit (OpenSearch: one refresh) before any document is reported indexed: a write and a wait for the
+        # refresh per document made a batch of 100 small documents outlast the request's budget on a node (503).
+        if records and isinstance(self.index, DeferredKeywordCommits):
+            self.index.commit_deferred([self.index.upsert_deferred(collection.embedding_model, records)])
+        elif records:
+            self.index.upsert(collection.embedding_model, records)
         result.texts_embedded = sum(must_embed(c, reuse) for c in request.chunks)
         chunking_matches = request.chunking is not None and all(
             request.chunking.get(name) == _plain(getattr(collection, name)) for name in CHUNKING_FIELDS
@@ -507,9 +517,10 @@ class TransferService:
         chunks: list[tuple[int, TransferChunk]],
         vectors: list[np.ndarray],
         reuse: bool,
-    ) -> list[str]:
-        """Chunk texts and their vectors under this run's own chunk ids; returns those ids. A chunk sent again (an
-        export of a changed document) replaces the one at its index."""
+    ) -> tuple[list[str], list[IndexRecord]]:
+        """Chunk texts under this run's own chunk ids; returns those ids and the index records the caller writes
+        (with the batch's other documents'). A chunk sent again (an export of a changed document) replaces the one at
+        its index."""
         document_id = run.id
         stored = [
             StoredChunk(
@@ -539,25 +550,22 @@ class TransferService:
             self.cache.put_vectors(tenant, imported_vectors_key(collection.embedding_model), given)
         self.chunks.put_chunks(tenant, stored)
         language = run.language or None
-        self.index.upsert(
-            collection.embedding_model,
-            [
-                IndexRecord(
-                    tenant=tenant,
-                    collection=collection.id,
-                    document_id=document_id,
-                    chunk_id=c.chunk_id,
-                    vector=_unit(vectors[i]),
-                    text=embedded_text(c),
-                    language=language,
-                    mimetype=TEXT_MIMETYPE,
-                    attributes=run.attributes or None,
-                    access=run.access,
-                )
-                for (i, _), c in zip(chunks, stored)
-            ],
-        )
-        return [c.chunk_id for c in stored]
+        records = [
+            IndexRecord(
+                tenant=tenant,
+                collection=collection.id,
+                document_id=document_id,
+                chunk_id=c.chunk_id,
+                vector=_unit(vectors[i]),
+                text=embedded_text(c),
+                language=language,
+                mimetype=TEXT_MIMETYPE,
+                attributes=run.attributes or None,
+                access=run.access,
+            )
+            for (i, _), c in zip(chunks, stored)
+        ]
+        return [c.chunk_id for c in stored], records
 
     def _finish_document(
         self, tenant: str, collection: Collection, run: Document, written: list[str], chunking_matches: bool
