@@ -212,14 +212,16 @@ def test_expand_reads_neighbours_from_dynamodb_for_each_tenant_with_identical_id
 
 @pytest.fixture
 def rights(env) -> Iterator[RightsServer]:
-    """A collection checked by a real rights server, which knows the secret rotated into Secrets Manager."""
+    """A collection checked by a real rights server, which knows the secret rotated into Secrets Manager. Its timeout
+    is the longest a collection may set: no test here waits for it, and a loaded machine must not turn an answer
+    into a timeout."""
     server = trusting(env, RightsServer(tls=True))
     server.secret = env.services.rights_secrets.rotate("t").encode()
     env.collection(
         "ext",
         query_groups=["staff"],
         rights_check_method="external",
-        rights_check_method_configuration={"url": server.url, "timeout": 0.5},
+        rights_check_method_configuration={"url": server.url, "timeout": 10.0},
     )
     for i in range(12):
         env.document("ext", f"d{i:02d}", f"penguin report number {i} " + "antarctic ice " * (i % 4))
