@@ -396,6 +396,6 @@ def local_deployment(data_dir: Path, model: str, extra_env: dict[str, str] | Non
 
 def drain_worker(timeout: float = 3600.0) -> None:
     """Run the local ingest worker (the ingest function behind the durable queue) until the queue is empty."""
-    from kindex_local.app import build_worker
+    from kindex_local.deployment import build_worker
 
     build_worker().drain(timeout=timeout)

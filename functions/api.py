@@ -27,21 +27,21 @@ OPENAPI = {
     "security": [{"apiKey": []}],
 }
 
-app = IsolatedRestResolver(enable_validation=True)  # request state per request (local server threads)
-register_error_handlers(app)
+resolver = IsolatedRestResolver(enable_validation=True)  # request state per request (local server threads)
+register_error_handlers(resolver)
 for router in (catalog.router, rights.router, citations.router, jobs.router, transfer.router):
-    app.include_router(router)
-app.include_router(query.router)  # served by the query function; included so the OpenAPI document is complete
+    resolver.include_router(router)
+resolver.include_router(query.router)  # served by the query function; included so the OpenAPI document is complete
 # The web console's static files; upload URLs point at the bucket (AWS) or the public URL (local).
 UPLOAD_ORIGINS = console.upload_origins(SETTINGS.bucket_name, os.environ.get("AWS_REGION"), SETTINGS.public_url)
-app.include_router(console.router_for(console.Console(console.load_assets(), UPLOAD_ORIGINS)))
-app.include_router(docs.router_for())  # Swagger UI at /docs, under the console's lock
-app.dependency_overrides[dependencies.services] = container
+resolver.include_router(console.router_for(console.Console(console.load_assets(), UPLOAD_ORIGINS)))
+resolver.include_router(docs.router_for())  # Swagger UI at /docs, under the console's lock
+resolver.dependency_overrides[dependencies.services] = container
 
 
-@app.get("/v1/openapi.json", include_in_schema=False)
+@resolver.get("/v1/openapi.json", include_in_schema=False)
 def openapi_document():
-    return json_response(200, app.get_openapi_json_schema(**OPENAPI))
+    return json_response(200, resolver.get_openapi_json_schema(**OPENAPI))
 
 
 @OBSERVABILITY.instrument
@@ -50,4 +50,4 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     if rejected is not None:
         return rejected
     with budget.for_request(context, limit_s=SETTINGS.request_budget_s):  # dependencies answer in time, or 503
-        return app.resolve(event, context)
+        return resolver.resolve(event, context)

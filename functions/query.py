@@ -17,10 +17,10 @@ from kindex.settings import QuerySettings, load_settings
 SETTINGS = load_settings(model=QuerySettings)  # at cold start: a misconfigured function fails here, saying why
 OBSERVABILITY = observability.for_function("query", SETTINGS)
 
-app = IsolatedRestResolver(enable_validation=True)  # request state per request (local server threads)
-app.include_router(query.router)
-register_error_handlers(app)
-app.dependency_overrides[dependencies.services] = container
+resolver = IsolatedRestResolver(enable_validation=True)  # request state per request (local server threads)
+resolver.include_router(query.router)
+register_error_handlers(resolver)
+resolver.dependency_overrides[dependencies.services] = container
 
 
 @OBSERVABILITY.instrument
@@ -29,4 +29,4 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     if rejected is not None:
         return rejected
     with budget.for_request(context, limit_s=SETTINGS.request_budget_s):  # dependencies answer in time, or 503
-        return app.resolve(event, context)
+        return resolver.resolve(event, context)

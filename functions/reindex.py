@@ -15,5 +15,5 @@ OBSERVABILITY = observability.for_function("reindex", SETTINGS, traced=True)
 
 @OBSERVABILITY.instrument
 def handler(event: dict[str, Any], context: Any, service=None) -> dict[str, Any]:
-    service = service or container().reindex
+    service = service or container().reindex_planner
     return service.plan()

@@ -24,12 +24,12 @@ OBSERVABILITY = observability.for_function("reindexworker", SETTINGS, traced=Tru
 
 def record_handler(record: SQSRecord, service=None) -> None:
     """One message = one task. A body that is not a task raises (ValueError) like any failure of its work."""
-    (service or container().reindex).handle(decode_task(record.body))
+    (service or container().reindex_worker).handle(decode_task(record.body))
 
 
 @OBSERVABILITY.instrument
 def handler(event: dict[str, Any], context: Any, service=None) -> dict[str, Any]:
-    service = service or container().reindex
+    service = service or container().reindex_worker
     processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
     return process_partial_response(
         event=event, record_handler=partial(record_handler, service=service), processor=processor, context=context

@@ -24,7 +24,7 @@ def routes():
 
     return [
         (route.path.lstrip("/"), route.methods, route.function, route.public)
-        for route in api_routes({"query": query.app, "api": api.app}, public_function="api")
+        for route in api_routes({"query": query.resolver, "api": api.resolver}, public_function="api")
     ]
 
 

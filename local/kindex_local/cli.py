@@ -9,9 +9,14 @@ import os
 import signal
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kindex.domain.models import Role
 from kindex.settings import SettingsError, load_settings
+
+if TYPE_CHECKING:
+    from kindex.app.keys import KeyService
+    from kindex.compose import Services
 
 
 def _settings(args: argparse.Namespace):
@@ -32,7 +37,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     # threads' calls took 18.6 ms each against 0.17 ms single-threaded (2 cores). OPENBLAS_NUM_THREADS set by the
     # user is kept.
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    from kindex_local.app import start
+    from kindex_local.deployment import start
 
     settings = _settings(args)
     try:
@@ -57,16 +62,22 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def _keys(args: argparse.Namespace):
+def _local_services(args: argparse.Namespace) -> Services:
+    """The services of the local deployment the arguments name: its data directory made private, its settings
+    exported the way the functions read them, and a container built from them (not one of an earlier command)."""
     from kindex.adapters.local.private_files import private_data_dir
     from kindex.compose import container
-    from kindex_local.app import export_settings
+    from kindex_local.deployment import export_settings
 
     settings = _settings(args)
     private_data_dir(settings.data_dir)
     export_settings(settings)
     container.cache_clear()
-    return container().keys
+    return container()
+
+
+def _keys(args: argparse.Namespace) -> KeyService:
+    return _local_services(args).keys
 
 
 NO_PLAN_KEYS = (
@@ -141,14 +152,12 @@ def _remote(args: argparse.Namespace, command: str) -> int | None:
 def cmd_ingest(args: argparse.Namespace) -> int:
     if (code := _remote(args, "ingest")) is not None:
         return code
-    from kindex_local.app import build_worker, worker_lock
+    from kindex.compose import local_adapters
+    from kindex_local.deployment import build_worker, worker_lock
     from kindex_local.ingest_cli import document_metadata, ingest_path
 
     metadata = document_metadata(args)  # a bad --attribute stops here, before anything is written
-    keys = _keys(args)  # prepares settings and the container like any local command
-    from kindex.compose import container, local_adapters
-
-    services = container()
+    services = _local_services(args)
     if not args.path.exists():
         print(f"error: {args.path} does not exist", file=sys.stderr)
         return 2
@@ -156,7 +165,6 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     worker = build_worker() if lock is not None else None
     if worker is None:
         print("A kindex server is running on this data directory; its worker indexes the files.")
-    del keys
     try:
         outcome = ingest_path(
             services, args.tenant, args.collection, args.path, worker=worker, progress=not args.quiet, metadata=metadata
@@ -175,10 +183,9 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
 
 def cmd_redrive(args: argparse.Namespace) -> int:
-    _keys(args)
-    from kindex.compose import container, local_adapters
+    from kindex.compose import local_adapters
 
-    moved = local_adapters(container()).queue.redrive()
+    moved = local_adapters(_local_services(args)).queue.redrive()
     print(f"Moved {moved} dead-lettered message(s) back to the queue")
     return 0
 
@@ -189,13 +196,10 @@ def cmd_reindex(args: argparse.Namespace) -> int:
     if args.collection or args.clean:
         print("error: --collection and --clean need a deployment (--url, --profile or KINDEX_URL)", file=sys.stderr)
         return 2
-    from kindex_local.app import build_worker, worker_lock
+    from kindex_local.deployment import build_worker, worker_lock
 
-    _keys(args)
-    from kindex.compose import container
-
-    services = container()
-    summary = services.reindex.plan(full=args.full)
+    services = _local_services(args)
+    summary = services.reindex_planner.plan(full=args.full)
     print(
         f"reindex: {summary['tenants']} tenant(s), {summary['collections']} collection(s), {summary['tasks']} "
         "task(s) queued"
@@ -205,7 +209,7 @@ def cmd_reindex(args: argparse.Namespace) -> int:
         print("the running server's worker does the tasks")
         return 0
     build_worker().drain(timeout=3600)
-    switched = services.reindex.finish_switches()
+    switched = services.model_switch.finish_switches()
     print(f"processed the queue; {switched} model switch(es) completed")
     return 0
 

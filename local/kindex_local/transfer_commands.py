@@ -1,5 +1,5 @@
 """The `kindex export`, `kindex import` and `kindex mcp` subcommands (argument parsing and exit codes); the work is in
-transfer_cli.py and mcp_server.py. Export and import run like the other remote commands (remote_cli.run: --url/--key,
+transfer_files.py and mcp_server.py. Export and import run like the other remote commands (remote_cli.run: --url/--key,
 --profile or the environment; its exit codes), and a bad or truncated file is exit 1."""
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ def add_commands(sub) -> None:
 def _transfer(work) -> Callable:
     """A remote command (remote_cli.run: profiles, typed errors, exit codes) whose bad file is exit 1."""
     from kindex_local.remote_cli import EXIT_FAILED
-    from kindex_local.transfer_cli import TransferFailed
+    from kindex_local.transfer_files import TransferFailed
 
     def command(args: argparse.Namespace, client) -> int:
         try:
@@ -72,7 +72,7 @@ def _transfer(work) -> Callable:
 
 
 def _export(args: argparse.Namespace, client) -> int:
-    from kindex_local.transfer_cli import export_collection
+    from kindex_local.transfer_files import export_collection
 
     done = export_collection(client, args.collection, args.output, progress=not args.quiet)
     out = sys.stderr if args.output == "-" else sys.stdout
@@ -87,7 +87,7 @@ def _export(args: argparse.Namespace, client) -> int:
 
 
 def _import(args: argparse.Namespace, client) -> int:
-    from kindex_local.transfer_cli import import_file
+    from kindex_local.transfer_files import import_file
 
     done = import_file(client, args.file, args.collection, progress=not args.quiet)
     created = " (created)" if done["collection_created"] else ""

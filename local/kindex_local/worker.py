@@ -167,9 +167,10 @@ class Scheduler(BackgroundLoop):
 
     name = "kindex-scheduler"
 
-    def __init__(self, reindex, interval: float, switch_check: float = 5.0):
+    def __init__(self, planner, switch, interval: float, switch_check: float = 5.0):
         super().__init__()
-        self.reindex = reindex
+        self.planner = planner
+        self.switch = switch
         self.interval = interval
         self.switch_check = switch_check
 
@@ -178,8 +179,8 @@ class Scheduler(BackgroundLoop):
         while not self._stop.wait(self.switch_check):
             try:
                 if time.monotonic() >= next_pass:
-                    self.reindex.plan()
+                    self.planner.plan()
                     next_pass = time.monotonic() + self.interval
-                self.reindex.finish_switches()
+                self.switch.finish_switches()
             except Exception:
                 logger.exception("scheduled reindex failed")

@@ -838,7 +838,7 @@ def test_deployed_routes_are_exactly_the_routes_of_the_openapi_document(resource
     and the console), and nothing else."""
     from functions import api
 
-    document = api.app.get_openapi_schema()
+    document = api.resolver.get_openapi_schema()
     expected = {
         f"{method.upper()} {path}"
         for path, item in document.paths.items()

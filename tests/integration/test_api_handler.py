@@ -67,7 +67,7 @@ def test_collection_says_when_its_chunks_exceed_its_model_window(local_container
 
 
 def test_openapi_documents_the_embedding_window_of_a_collection():
-    schema = api.app.get_openapi_schema().model_dump(by_alias=True)
+    schema = api.resolver.get_openapi_schema().model_dump(by_alias=True)
     properties = schema["components"]["schemas"]["EmbeddingWindow"]["properties"]
     assert {"window_tokens", "exceeds_window", "long_chunks", "warning"} <= set(properties)
 
@@ -90,7 +90,7 @@ def test_a_document_shows_its_revision_and_a_put_cannot_set_it(local_container):
     assert status == 200 and (body["version"], body["revision"], body["title"]) == (1, 3, "D1 again")
     assert local_container.adapters.metadata.get_document("acme", "My Collection", "d1").revision == 3
     # And the OpenAPI document describes it as part of the document
-    schema = api.app.get_openapi_schema().model_dump(by_alias=True)
+    schema = api.resolver.get_openapi_schema().model_dump(by_alias=True)
     assert schema["components"]["schemas"]["DocumentOut"]["properties"]["revision"]["type"] == "integer"
 
 
@@ -121,7 +121,7 @@ def test_a_collection_shows_its_revision_and_a_put_cannot_set_it(local_container
     status, body = call(copy.deepcopy(event))
     assert status == 200 and body["revision"] == 4
     # And the OpenAPI document describes it as part of the collection
-    schema = api.app.get_openapi_schema().model_dump(by_alias=True)
+    schema = api.resolver.get_openapi_schema().model_dump(by_alias=True)
     assert schema["components"]["schemas"]["CollectionOut"]["properties"]["revision"]["type"] == "integer"
 
 
@@ -248,7 +248,7 @@ def tenant_data(local_container):
 
 def test_every_route_has_a_role_decision():
     # Given the API's routes, as its OpenAPI document lists them / Then each one is in the role table
-    paths = api.app.get_openapi_schema().paths
+    paths = api.resolver.get_openapi_schema().paths
     routes = {
         (method.upper(), path)
         for path, item in paths.items()

@@ -7,7 +7,7 @@ from kindex.app.ingest import embedded_text
 from kindex.app.record_writes import write_collection
 from kindex.domain.models import CHUNKING_VERSION, CollectionInput, DocumentInput
 from kindex.domain.query import QueryRequest
-from kindex_local.app import build_worker
+from kindex_local.deployment import build_worker
 
 pytestmark = pytest.mark.integration
 
@@ -54,9 +54,9 @@ def test_a_reindex_upgrades_the_chunking_and_reuses_every_unchanged_chunk_vector
     assert answer.results[0].document_id == "guide" and answer.results[0].section is None
 
     # When a reindex job runs
-    job = services.reindex.start("t", "c", clean=False)
+    job = services.reindex_jobs.start("t", "c", clean=False)
     worker.drain()
-    assert services.reindex.get_job("t", job.id).status == "completed"
+    assert services.reindex_jobs.get_job("t", job.id).status == "completed"
 
     # Then the collection is at the current chunking under a new configuration version, every document rebuilt
     collection = services.adapters.metadata.get_collection("t", "c")
@@ -76,4 +76,4 @@ def test_a_reindex_upgrades_the_chunking_and_reuses_every_unchanged_chunk_vector
     answer = services.query.query("t", ["c"], QueryRequest(query="molten rock", k=2), multi=False)
     assert answer.results[0].section == "Guide > Lava"
     # And a second reindex finds nothing to do
-    assert services.reindex.start("t", "c", clean=False).enqueued == 0
+    assert services.reindex_jobs.start("t", "c", clean=False).enqueued == 0

@@ -98,7 +98,7 @@ def test_the_delete_is_a_job_gone_from_reads_at_once_that_leaves_nothing(stack):
         lambda: ask(stack, "t"),
         lambda: services.transfer.export_page("t", "c", None),
         lambda: services.catalog.put_document("t", "c", "new", DocumentInput(content="x")),
-        lambda: services.reindex.start("t", "c", clean=False),
+        lambda: services.reindex_jobs.start("t", "c", clean=False),
     ):
         with pytest.raises(NotFound):
             read()
@@ -109,7 +109,7 @@ def test_the_delete_is_a_job_gone_from_reads_at_once_that_leaves_nothing(stack):
     # When the worker runs the job (and the ingest gets the blobs' removal events)
     run_job(stack)
     # Then the job is completed and nothing of the collection is left: no item, no object version, no vector
-    assert services.reindex.get_job("t", job.id).model_dump(include={"status", "done", "total"}) == {
+    assert services.reindex_jobs.get_job("t", job.id).model_dump(include={"status", "done", "total"}) == {
         "status": "completed",
         "done": 3,
         "total": 3,
@@ -140,11 +140,11 @@ def test_a_worker_that_dies_before_acknowledging_redoes_its_step_and_the_job_end
     job = stack.services.catalog.delete_collection("t", "c")
     (message,) = stack.reindex_tasks()
     reindex_worker_function.handler(sqs_lambda_event([message], stack.reindex_queue[1]), LambdaContext())
-    assert stack.services.reindex.get_job("t", job.id).done == 1
+    assert stack.services.reindex_jobs.get_job("t", job.id).done == 1
     # When the queue is worked again (the redelivered step, then the chains it and the first run sent)
     run_job(stack)
     # Then the job completed once, and nothing is left
-    assert stack.services.reindex.get_job("t", job.id).status == "completed"
+    assert stack.services.reindex_jobs.get_job("t", job.id).status == "completed"
     assert (tenant_items(stack, "t"), object_versions(stack, "t"), vectors(stack, "t")) == ([], [], set())
 
 
@@ -157,7 +157,7 @@ def test_a_lost_task_is_sent_again_by_the_scheduled_planner(stack):
     stack.reindex_pass()
     stack.drain()
     # Then the planner resumed the deletion and it ended with nothing left
-    assert stack.services.reindex.get_job("t", job.id).status == "completed"
+    assert stack.services.reindex_jobs.get_job("t", job.id).status == "completed"
     assert (tenant_items(stack, "t"), object_versions(stack, "t"), vectors(stack, "t")) == ([], [], set())
     assert stack.services.adapters.metadata.pending_deletions("t") == []
 
@@ -176,6 +176,6 @@ def test_a_task_of_an_ended_deletion_never_touches_the_collection_created_again(
     # When the deletion's first task is delivered once more (SQS delivers at least once)
     reindex_worker_function.handler(sqs_lambda_event([task], stack.reindex_queue[1]), LambdaContext())
     # Then it does nothing: the new collection keeps its blob, record and vectors
-    assert services.reindex.get_job("t", job.id).status == "completed"
+    assert services.reindex_jobs.get_job("t", job.id).status == "completed"
     assert vectors(stack, "t") == fresh and object_versions(stack, "t")
     assert services.catalog.get_collection("t", "c").document_count == 1

@@ -223,7 +223,7 @@ def test_a_put_that_commits_before_a_switch_is_kept_by_it(switching):
     # Given the reindex judged the switching collection complete, and a PUT that revokes a group commits after that
     put(services, query_groups=[], title="Handbook")
     # When the switch commits over the record it judged
-    services.reindex.switch("t", judged)
+    services.model_switch.switch("t", judged)
     # Then the new model is the query model, and the PUT's change stays (the revoked group does not come back)
     stored = services.adapters.metadata.get_collection("t", "c")
     assert (stored.query_model, stored.switching) == ("hash:256", False)
@@ -236,7 +236,7 @@ def test_a_put_that_commits_before_a_switch_is_kept_by_it(switching):
 def test_a_switch_that_commits_between_a_puts_read_and_commit_is_kept_by_it(switching):
     services, judged = switching
     # When the switch commits between a PUT's read and its commit
-    written = put_between_read_and_commit(services, lambda: services.reindex.switch("t", judged), query_groups=[])
+    written = put_between_read_and_commit(services, lambda: services.model_switch.switch("t", judged), query_groups=[])
     # Then the PUT applied its groups on top of the switched record: the query model is the new one (the PUT did
     # not write the old one back, whose vectors the switch deleted)
     stored = services.adapters.metadata.get_collection("t", "c")
@@ -252,7 +252,7 @@ def test_a_switch_does_not_happen_over_a_model_or_config_change_since_it_was_jud
     # Given the model or the chunking changed again after the reindex judged the collection complete
     put(services, **change)
     # When the switch comes / Then it does not switch: the documents are not complete under the new configuration
-    services.reindex.switch("t", judged)
+    services.model_switch.switch("t", judged)
     stored = services.adapters.metadata.get_collection("t", "c")
     assert (stored.query_model, stored.switching, stored.config_version) == ("hash:384", True, 3)
     for name, value in change.items():
@@ -263,9 +263,9 @@ def test_a_switch_does_not_happen_over_a_model_or_config_change_since_it_was_jud
 
 def test_switching_twice_does_nothing_the_second_time(switching):
     services, judged = switching
-    services.reindex.switch("t", judged)
+    services.model_switch.switch("t", judged)
     switched = services.adapters.metadata.get_collection("t", "c")
-    services.reindex.switch("t", judged)
+    services.model_switch.switch("t", judged)
     assert services.adapters.metadata.get_collection("t", "c") == switched
 
 
@@ -282,7 +282,7 @@ def test_a_create_that_finds_the_collection_created_meanwhile_is_a_conflict(loca
 
 
 def test_a_put_racing_a_delete_is_refused_until_the_deletion_ends_then_creates_afresh(local_container):
-    from kindex_local.app import build_worker
+    from kindex_local.deployment import build_worker
 
     # Given a collection with groups, a chunking of its own and a document, deleted between a PUT's read and its
     # commit

@@ -270,7 +270,7 @@ def test_superseded_content_is_never_marked_indexed(services):
 
 
 def test_metadata_puts_while_the_worker_indexes_all_land(services):
-    from kindex_local.app import build_worker
+    from kindex_local.deployment import build_worker
 
     worker = build_worker()
     worker.backoff = 0.0
@@ -309,14 +309,14 @@ def test_reindex_writes_keep_a_concurrent_metadata_put(services):
     # Given an indexed document, and a metadata PUT that commits between a clean reindex's read and its write
     document = put(services, content="Text to rebuild.")
     services.ingest.object_created(document.source)
-    reindex = services.reindex
-    reindex.documents = StatusWriteHook(reindex.documents, DocumentStatus.PENDING, lambda: put(services, title="T"))
+    pages = services.reindex_worker.pages  # the page worker writes the document
+    pages.documents = StatusWriteHook(pages.documents, DocumentStatus.PENDING, lambda: put(services, title="T"))
     # When the clean reindex resets the document
     collection = services.adapters.metadata.get_collection("t", "c")
-    reindex.reindex_collection("t", collection, clean=True)
+    services.reindex_worker.reindex_collection("t", collection, clean=True)
     # Then it is pending for the rebuild and keeps the title
     stored = services.adapters.metadata.get_document("t", "c", "d")
-    assert reindex.documents.fired
+    assert pages.documents.fired
     assert (stored.status, stored.title, stored.indexed_config_version) == (DocumentStatus.PENDING, "T", 0)
 
 

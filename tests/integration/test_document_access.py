@@ -18,7 +18,7 @@ from kindex.domain.models import CollectionInput, DocumentInput, DocumentStatus,
 from kindex.domain.query import QueryRequest
 from kindex.domain.types import Principals, SearchFilters
 from kindex.domain.validation import validated
-from kindex_local.app import build_worker
+from kindex_local.deployment import build_worker
 from tests.support.rights_server import RightsServer
 
 pytestmark = pytest.mark.integration
@@ -411,7 +411,7 @@ def drop(env, tenant: str, collection: str, document: str, filename: str, data: 
 def notice(env, collection: str = "c") -> None:
     """Local mode notices dropped files in its reindex pass (hourly in `kindex serve`; `kindex reindex` runs one):
     the pass of one collection, as its reindex task runs it."""
-    env.reindex.reindex_collection("t", env.adapters.metadata.get_collection("t", collection), clean=False)
+    env.reindex_worker.reindex_collection("t", env.adapters.metadata.get_collection("t", collection), clean=False)
     env.worker.drain()
 
 

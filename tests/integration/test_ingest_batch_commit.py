@@ -12,7 +12,7 @@ import pytest
 from functions import ingest as ingest_function
 from kindex.app.ingest_run import IngestRun
 from kindex.domain.models import CollectionInput, DocumentInput
-from kindex_local.app import build_worker
+from kindex_local.deployment import build_worker
 from kindex_local.server import LambdaContext
 from kindex_local.worker import sqs_event
 from tests.support.crash import kill_writer_after

@@ -9,7 +9,7 @@ from functions import ingest as ingest_function
 from kindex.domain.errors import EmbeddingFailed
 from kindex.domain.keys import blob_key
 from kindex.domain.models import Collection, CollectionInput, DocumentInput
-from kindex_local.app import build_worker
+from kindex_local.deployment import build_worker
 from kindex_local.server import LambdaContext
 from kindex_local.worker import sqs_event
 from tests.conftest import SHARED_DATA

@@ -9,7 +9,7 @@ import pytest
 
 from kindex.domain.models import CollectionInput
 from kindex.domain.query import QueryRequest
-from kindex_local.app import build_worker
+from kindex_local.deployment import build_worker
 from tests.support import scans
 
 pytestmark = pytest.mark.integration

@@ -14,7 +14,7 @@ import pytest
 from kindex.domain import keys
 from kindex.domain.errors import Conflict, DependencyFailed
 from kindex.domain.models import CollectionInput, DocumentInput, utc_now
-from kindex_local.app import build_worker
+from kindex_local.deployment import build_worker
 from tests.support.interleave import Interleave
 from tests.support.local_queue import queue_depth
 from tests.support.waiting import wait_until
@@ -300,13 +300,15 @@ def test_an_upload_to_a_superseded_ticket_is_not_indexed(services, worker, monke
     assert services.adapters.metadata.get_document("t", "c", "up").source == new.document.source
     assert indexed_texts(services, "up") == ["# New\n\nfrom the current ticket"]
     # And reindex deletes the superseded upload once it is clearly abandoned, not before
-    import kindex.app.reindex as reindex
+    import kindex.app.reindex.pages as reindex_pages
 
     collection = services.adapters.metadata.get_collection("t", "c")
-    assert services.reindex.reindex_collection("t", collection, clean=False).repaired["abandoned_blobs"] == 0
+    assert services.reindex_worker.reindex_collection("t", collection, clean=False).repaired["abandoned_blobs"] == 0
     assert old.document.source in doc_blobs(services, "up")
-    monkeypatch.setattr(reindex, "ABANDONED_AFTER", timedelta(seconds=-1))  # now: reindex's clock is whole seconds
-    assert services.reindex.reindex_collection("t", collection, clean=False).repaired["abandoned_blobs"] == 1
+    monkeypatch.setattr(
+        reindex_pages, "ABANDONED_AFTER", timedelta(seconds=-1)
+    )  # now: reindex's clock is whole seconds
+    assert services.reindex_worker.reindex_collection("t", collection, clean=False).repaired["abandoned_blobs"] == 1
     assert doc_blobs(services, "up") == [new.document.source]
 
 
@@ -328,7 +330,9 @@ def test_reindex_deletes_abandoned_write_blobs_and_still_adopts_dropped_files(se
     from kindex.adapters.local.queue_notifier import QueueNotifier
 
     services.adapters.blobs.notify = QueueNotifier(services.adapters.queue)
-    report = services.reindex.reindex_collection("t", services.adapters.metadata.get_collection("t", "c"), clean=False)
+    report = services.reindex_worker.reindex_collection(
+        "t", services.adapters.metadata.get_collection("t", "c"), clean=False
+    )
     worker.drain()
     assert report.repaired["abandoned_blobs"] == 2 and report.repaired["blobs_without_documents"] == 1
     remaining = services.adapters.blobs.list_blobs(keys.collection_prefix("t", "c"))

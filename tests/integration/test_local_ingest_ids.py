@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from kindex.domain.models import CollectionInput
-from kindex_local.app import build_worker
+from kindex_local.deployment import build_worker
 from kindex_local.ingest_cli import ingest_path
 
 pytestmark = pytest.mark.integration

@@ -35,7 +35,7 @@ def _records(count: int, seed: int, start: int = 0) -> list[IndexRecord]:
 def test_a_server_stop_compacts_the_embedded_index_after_its_background_threads_stopped(tmp_path, monkeypatch):
     from kindex.compose import container
     from kindex.settings import load_settings
-    from kindex_local.app import start
+    from kindex_local.deployment import start
 
     monkeypatch.setattr(ann, "MIN_ROWS", 300)
     saved = dict(os.environ)  # start() hands its settings to the functions through the environment

@@ -7,7 +7,7 @@ import pytest
 from kindex.domain.errors import Conflict, Forbidden, NotFound
 from kindex.domain.models import CollectionInput, DocumentInput
 from kindex.domain.query import QueryRequest
-from kindex_local.app import build_worker
+from kindex_local.deployment import build_worker
 from tests.support.rights_server import RightsServer
 
 pytestmark = pytest.mark.integration

@@ -10,7 +10,7 @@ import pytest
 from kindex.domain.models import CollectionInput, DocumentInput
 from kindex.domain.query import QueryRequest
 from kindex.domain.validation import validated
-from kindex_local.app import build_worker
+from kindex_local.deployment import build_worker
 
 pytestmark = pytest.mark.integration
 

@@ -72,7 +72,7 @@ def test_config_change_reindexes_every_document_through_the_queue(stack):
     # Given the collection's chunking changes (config_version 2)
     services.catalog.put_collection("t", "c", CollectionInput(chunking_max_size=2000))
     # When a reindex job starts
-    job = services.reindex.start("t", "c", clean=False)
+    job = services.reindex_jobs.start("t", "c", clean=False)
     # Then it is running with every document enqueued, and stored in the tenant's partition for 30 days
     assert job.enqueued == len(DOCS) and job.status == "running"
     assert isinstance(services.adapters.jobs, DynamoDbJobStore)
@@ -86,7 +86,7 @@ def test_config_change_reindexes_every_document_through_the_queue(stack):
     )
     assert {r["s3"]["bucket"]["name"] for b in bodies for r in b["Records"]} == {BUCKET}
     # And the job is completed and every document re-chunked under config 2, chunks and vectors in step
-    job = services.reindex.get_job("t", job.id)
+    job = services.reindex_jobs.get_job("t", job.id)
     assert job.status == "completed" and job.done == job.total == len(DOCS)
     for doc_id in DOCS:
         rebuilt = document(stack, doc_id)
@@ -94,7 +94,7 @@ def test_config_change_reindexes_every_document_through_the_queue(stack):
     assert services.adapters.search_index.chunk_ids("hash:384", "t", "c") == stored_chunk_ids(stack)
     # And another tenant cannot read the job
     with pytest.raises(NotFound):
-        services.reindex.get_job("other", job.id)
+        services.reindex_jobs.get_job("other", job.id)
 
 
 def test_model_change_keeps_queries_answering_then_switches(stack):
@@ -104,7 +104,7 @@ def test_model_change_keeps_queries_answering_then_switches(stack):
     # Given the model changes: the old model keeps answering
     collection, _ = services.catalog.put_collection("t", "c", CollectionInput(embedding_model="hash:256"))
     assert collection.query_model == "hash:384" and collection.switching
-    job = services.reindex.start("t", "c", clean=False)
+    job = services.reindex_jobs.start("t", "c", clean=False)
     assert job.enqueued == len(DOCS)
     answered = []
 
@@ -123,7 +123,7 @@ def test_model_change_keeps_queries_answering_then_switches(stack):
     assert vectors_in_double(stack, "hash:384") == old_vectors
     assert services.adapters.search_index.chunk_ids("hash:256", "t", "c") == stored_chunk_ids(stack)
     # When the job is looked at after the last document
-    job = services.reindex.get_job("t", job.id)
+    job = services.reindex_jobs.get_job("t", job.id)
     # Then it switched the collection, and the old model's vectors are gone from OpenSearch
     assert job.status == "completed" and job.done == job.total == len(DOCS)
     collection = services.adapters.metadata.get_collection("t", "c")
@@ -134,7 +134,7 @@ def test_model_change_keeps_queries_answering_then_switches(stack):
     for mode in ("vector", "hybrid"):
         response = ask(stack, mode)
         assert response.results[0].document_id == "d1" and response.results[0].content
-    assert services.reindex.finish_switches() == 0
+    assert services.model_switch.finish_switches() == 0
 
 
 def test_scheduled_function_rebuilds_model_and_chunking_change_then_switches(stack):
@@ -232,17 +232,17 @@ def test_failed_retryable_document_is_retried_and_clean_job_rebuilds(stack):
     assert sorted(decode_s3_event_key(k) for k in created_keys(stack.drain())) == [document(stack, "d0").source]
     assert document(stack, "d0").status is DocumentStatus.INDEXED
     # When a clean reindex starts / Then the vectors are gone at once, and back after the queue drains
-    job = services.reindex.start("t", "c", clean=True)
+    job = services.reindex_jobs.start("t", "c", clean=True)
     assert job.enqueued == len(DOCS) and services.adapters.search_index.chunk_ids("hash:384", "t", "c") == set()
     stack.drain()
-    assert services.reindex.get_job("t", job.id).status == "completed"
+    assert services.reindex_jobs.get_job("t", job.id).status == "completed"
     assert services.adapters.search_index.chunk_ids("hash:384", "t", "c") == stored_chunk_ids(stack)
     assert len(ask(stack, "hybrid").results) == 3
 
 
 def pass_at(stack: AwsStack, **later) -> None:
     """The scheduled functions, with the worker's clock `later` (a timedelta's fields) from now, then the ingest."""
-    stack.services.reindex.clock = lambda: utc_now() + timedelta(**later)
+    stack.services.reindex_worker.clock = lambda: utc_now() + timedelta(**later)
     stack.reindex_pass()
     stack.drain()
 

@@ -76,7 +76,7 @@ def stack(monkeypatch: pytest.MonkeyPatch) -> Iterator[AwsStack]:
         put_collection(stack, "t", "c")
         stack.drain()
         # small pages, so a dozen documents span several of them
-        stack.services.reindex.limits = ReindexLimits(
+        stack.services.reindex_worker.limits = ReindexLimits(
             drift_page_documents=5, sweep_page_documents=5, attention_documents=100, blob_page=4
         )
         yield stack
@@ -168,7 +168,7 @@ def test_every_task_message_is_bounded(stack):
     stack.services.adapters.metadata.put_collection(
         tenant, Collection(id=collection, embedding_model="hash:384"), create=True
     )
-    stack.services.reindex.plan()
+    stack.services.reindex_planner.plan()
     # Then every queued task is a small JSON body, far below SQS's 256 KiB
     bodies = [m["Body"] for m in stack.reindex_tasks(10)]
     assert len(bodies) == 4
@@ -237,7 +237,7 @@ def test_two_tenants_with_the_same_collection_ids_are_planned_and_repaired_separ
     services.adapters.metadata.put_document("u", failed, create=False)
     services.adapters.search_index.delete("hash:384", "t", "c", document_ids=["d01"])
     # When the planner runs
-    summary = services.reindex.plan()
+    summary = services.reindex_planner.plan()
     # Then each tenant's collection got its own task
     tasks = [json.loads(m["Body"])["kindex_reindex"] for m in stack.reindex_tasks(10)]
     assert summary == {"tenants": 2, "collections": 2, "tasks": 4}
@@ -320,7 +320,7 @@ def test_the_read_model_counts_the_requests_a_pass_really_sends(stack):
         attention_fraction=0.0,
     )
     expected: dict[str, float] = {}
-    for row in model.rows(workload, stack.services.reindex.limits, model.sample_items(1800)):
+    for row in model.rows(workload, stack.services.reindex_worker.limits, model.sample_items(1800)):
         expected[row.request] = expected.get(row.request, 0) + row.requests
     # When a pass runs, watched at the DynamoDB API
     spy = DynamoDbSpy(stack.services.adapters.metadata.client)

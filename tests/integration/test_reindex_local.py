@@ -9,7 +9,7 @@ from kindex.domain.keys import blob_key
 from kindex.domain.models import CollectionInput, DocumentInput, DocumentStatus, utc_now
 from kindex.domain.query import QueryRequest
 from kindex.domain.transfer import ImportRequest
-from kindex_local.app import build_worker
+from kindex_local.deployment import build_worker
 
 pytestmark = pytest.mark.integration
 
@@ -39,10 +39,10 @@ def test_chunking_change_reindexes_every_document(setup):
     services, worker = setup
     before = {d: services.adapters.metadata.get_document("t", "c", d).chunk_count for d in DOCS}
     services.catalog.put_collection("t", "c", CollectionInput(chunking_max_size=2000))
-    job = services.reindex.start("t", "c", clean=False)
+    job = services.reindex_jobs.start("t", "c", clean=False)
     assert job.enqueued == len(DOCS) and job.status == "running"
     worker.drain()
-    job = services.reindex.get_job("t", job.id)
+    job = services.reindex_jobs.get_job("t", job.id)
     assert job.status == "completed" and job.done == job.total == len(DOCS)
     for doc_id in DOCS:
         document = services.adapters.metadata.get_document("t", "c", doc_id)
@@ -57,7 +57,7 @@ def test_model_change_keeps_queries_answering_then_switches(setup):
     collection, _ = services.catalog.put_collection("t", "c", CollectionInput(embedding_model="hash:256"))
     assert collection.query_model == "hash:384" and collection.switching
     assert ask(services).results[0].document_id == "d1"
-    services.reindex.start("t", "c", clean=False)
+    services.reindex_jobs.start("t", "c", clean=False)
     worker.batch_size = 1
     # Throughout the rebuild, every query answers with content from the old model
     while worker.run_once():
@@ -65,7 +65,7 @@ def test_model_change_keeps_queries_answering_then_switches(setup):
         assert response.results and response.results[0].document_id == "d1" and response.results[0].content
         assert services.adapters.metadata.get_collection("t", "c").query_model == "hash:384"
     # The scheduler's check switches once every document is done
-    assert services.reindex.finish_switches() == 1
+    assert services.model_switch.finish_switches() == 1
     collection = services.adapters.metadata.get_collection("t", "c")
     assert collection.query_model == "hash:256" and not collection.switching
     assert services.adapters.search_index.chunk_ids("hash:384", "t", "c") == set()
@@ -77,11 +77,11 @@ def test_model_change_keeps_queries_answering_then_switches(setup):
 def test_model_and_chunking_change_together_switch_cleanly(setup):
     services, worker = setup
     services.catalog.put_collection("t", "c", CollectionInput(embedding_model="hash:256", chunking_max_size=2000))
-    services.reindex.plan()
+    services.reindex_planner.plan()
     worker.batch_size = 1
     while worker.run_once():
         assert ask(services).results[0].content  # old chunks still there for the old model
-    services.reindex.plan()  # the scheduled pass switches too (its sweep finds every document done)
+    services.reindex_planner.plan()  # the scheduled pass switches too (its sweep finds every document done)
     worker.drain()
     assert services.adapters.metadata.get_collection("t", "c").query_model == "hash:256"
     assert all(len(services.adapters.chunks.list_chunks("t", "c", d)) == 1 for d in DOCS)  # old chunks collected
@@ -120,7 +120,7 @@ def test_drift_is_repaired(setup):
     from kindex.adapters.local.queue_notifier import QueueNotifier
 
     services.adapters.blobs.notify = QueueNotifier(services.adapters.queue)
-    assert services.reindex.plan() == {"tenants": 1, "collections": 1, "tasks": 2}
+    assert services.reindex_planner.plan() == {"tenants": 1, "collections": 1, "tasks": 2}
     assert services.adapters.blobs.list_blobs("tenants/t/collections/gone/")  # the planner only plans
     worker.drain()
     indexed = services.adapters.search_index.chunk_ids("hash:384", "t", "c")
@@ -148,28 +148,28 @@ def test_failed_retryable_documents_are_retried(setup):
         ),
         create=False,
     )
-    services.reindex.plan()
+    services.reindex_planner.plan()
     worker.drain()
     assert services.adapters.metadata.get_document("t", "c", "d0").status.value == "indexed"
 
 
 def test_clean_reindex_rebuilds_from_scratch(setup):
     services, worker = setup
-    job = services.reindex.start("t", "c", clean=True)
+    job = services.reindex_jobs.start("t", "c", clean=True)
     assert job.enqueued == len(DOCS)
     assert services.adapters.search_index.chunk_ids("hash:384", "t", "c") == set()
     worker.drain()
-    assert services.reindex.get_job("t", job.id).status == "completed"
+    assert services.reindex_jobs.get_job("t", job.id).status == "completed"
     assert len(ask(services).results) == 3
 
 
 def test_jobs_are_tenant_scoped(setup):
     services, _ = setup
-    job = services.reindex.start("t", "c", clean=False)
+    job = services.reindex_jobs.start("t", "c", clean=False)
     from kindex.domain.errors import NotFound
 
     with pytest.raises(NotFound):
-        services.reindex.get_job("other", job.id)
+        services.reindex_jobs.get_job("other", job.id)
 
 
 def test_a_poisoned_task_is_dead_lettered_locally_without_holding_back_the_others(setup):
@@ -191,7 +191,7 @@ def test_a_poisoned_task_is_dead_lettered_locally_without_holding_back_the_other
     )
     services.adapters.queue.send('{"kindex_reindex": {"kind": "drop tables"}}', lane="t")
     # When the planner runs and the worker drains the queue
-    assert services.reindex.plan() == {"tenants": 1, "collections": 1, "tasks": 2}
+    assert services.reindex_planner.plan() == {"tenants": 1, "collections": 1, "tasks": 2}
     worker.drain()
     # Then the planned tasks did their work, and the poisoned one was dead-lettered (redrive finds exactly it)
     assert services.adapters.metadata.get_document("t", "c", "d0").status is DocumentStatus.INDEXED
@@ -205,17 +205,17 @@ def test_two_tenants_with_the_same_collection_id_get_their_own_state(setup):
     services.catalog.put_collection("u", "c", CollectionInput(allow_guests=True))
     services.catalog.put_document("u", "c", "d0", DocumentInput(content="Tenant u's own document."))
     worker.drain()
-    services.reindex.plan()
+    services.reindex_planner.plan()
     worker.drain()
     # When t's collection changes its chunking
     services.catalog.put_collection("t", "c", CollectionInput(chunking_max_size=2000))
-    services.reindex.plan()
+    services.reindex_planner.plan()
     worker.drain()
     # Then only t's documents were rebuilt, and u's collection stays covered at its own configuration
     assert services.adapters.metadata.get_document("t", "c", "d0").indexed_config_version == 2
     assert services.adapters.metadata.get_document("u", "c", "d0").indexed_config_version == 1
     assert services.adapters.metadata.get_state("u", "c").swept_config_version == 1
-    services.reindex.plan()
+    services.reindex_planner.plan()
     worker.drain()
     assert services.adapters.metadata.get_state("t", "c").swept_config_version == 2
 
@@ -224,17 +224,18 @@ def test_a_job_larger_than_a_page_chains_its_pages_and_reports_honest_progress(s
     from kindex.app.reindex import ReindexLimits
 
     services, worker = setup
-    services.reindex.limits = ReindexLimits(job_first_page_documents=2, sweep_page_documents=2)
+    limits = ReindexLimits(job_first_page_documents=2, sweep_page_documents=2)
+    services.reindex_jobs.limits = services.reindex_worker.limits = limits
     services.catalog.put_collection("t", "c", CollectionInput(chunking_max_size=2000))
     # When a job starts / Then its request did one page (2 documents), and progress counts every document
-    job = services.reindex.start("t", "c", clean=False)
+    job = services.reindex_jobs.start("t", "c", clean=False)
     assert (job.enqueued, job.total, job.status) == (2, 2, "running")
-    progress = services.reindex.get_job("t", job.id)
+    progress = services.reindex_jobs.get_job("t", job.id)
     assert (progress.total, progress.done, progress.status) == (len(DOCS), 0, "running")
     # When the worker drains the queue (the job's next pages, then the documents they re-sent)
     worker.drain()
     # Then every document was rebuilt, the job says so, and its enqueued count covers all pages
-    job = services.reindex.get_job("t", job.id)
+    job = services.reindex_jobs.get_job("t", job.id)
     assert (job.total, job.done, job.status) == (len(DOCS), len(DOCS), "completed")
     assert job.enqueued == len(DOCS)
     assert all(services.adapters.metadata.get_document("t", "c", d).indexed_config_version == 2 for d in DOCS)
@@ -242,17 +243,17 @@ def test_a_job_larger_than_a_page_chains_its_pages_and_reports_honest_progress(s
 
 def test_a_full_plan_sweeps_covered_collections_and_finds_what_drift_pages_cannot(setup):
     services, worker = setup
-    services.reindex.plan()
+    services.reindex_planner.plan()
     worker.drain()  # the collection is covered now
     # Given a chunk text lost from the chunk store while its vector remains (the counts still match)
     victim = services.adapters.chunks.list_chunks("t", "c", "d2")[0]
     services.adapters.chunks.delete_chunks("t", "c", document_id="d2", chunk_ids=[victim.chunk_id])
     # When a scheduled pass runs / Then its drift page (counts only) does not see it
-    services.reindex.plan()
+    services.reindex_planner.plan()
     worker.drain()
     assert victim not in services.adapters.chunks.list_chunks("t", "c", "d2")
     # When `kindex reindex --full` plans / Then the sweep compares the chunk store and rebuilds d2
-    assert services.reindex.plan(full=True) == {"tenants": 1, "collections": 1, "tasks": 2}
+    assert services.reindex_planner.plan(full=True) == {"tenants": 1, "collections": 1, "tasks": 2}
     worker.drain()
     assert victim in services.adapters.chunks.list_chunks("t", "c", "d2")
     assert victim.chunk_id in services.adapters.search_index.chunk_ids("hash:384", "t", "c")
@@ -261,8 +262,8 @@ def test_a_full_plan_sweeps_covered_collections_and_finds_what_drift_pages_canno
 def pass_at(services, worker, full: bool = False, **later) -> None:
     """One scheduled pass (`full`: a sweep of every document) whose clock reads `later` (a timedelta's fields) from
     now: what time does to waits."""
-    services.reindex.clock = lambda: utc_now() + timedelta(**later)
-    services.reindex.plan(full=full)
+    services.reindex_worker.clock = lambda: utc_now() + timedelta(**later)
+    services.reindex_planner.plan(full=full)
     worker.drain()
 
 
@@ -380,22 +381,25 @@ def test_a_write_after_the_pass_read_the_document_keeps_it_from_failing(setup):
     pass_at(services, worker)  # the collection is covered: the pass reads the documents needing attention
     # Given a title-only document past its bound, and a title PUT that commits just before the pass writes
     services.catalog.put_document("t", "c", "racy", DocumentInput(title="First title"))
-    services.reindex.documents = Interleave(
+    services.reindex_worker.pages.documents = Interleave(
         services.adapters.metadata,
         lambda: services.catalog.put_document("t", "c", "racy", DocumentInput(title="Second title")),
         "before_commit",
     )
     collection = services.adapters.metadata.get_collection("t", "c")
-    services.reindex.clock = lambda: utc_now() + timedelta(hours=2)
+    services.reindex_worker.clock = lambda: utc_now() + timedelta(hours=2)
     # When the pass runs / Then it did not fail it: the record it judged is no longer the one stored
-    report = services.reindex.reindex_collection("t", collection, clean=False)
-    assert services.reindex.documents.fired and report.repaired["documents_without_content"] == 0
+    report = services.reindex_worker.reindex_collection("t", collection, clean=False)
+    assert services.reindex_worker.pages.documents.fired and report.repaired["documents_without_content"] == 0
     current = services.adapters.metadata.get_document("t", "c", "racy")
     assert (current.status, current.title) == (DocumentStatus.PENDING, "Second title")
     # When the next pass runs, the PUT's own hour later / Then it fails it
-    services.reindex.documents = services.adapters.metadata
-    services.reindex.clock = lambda: current.updated_at + timedelta(minutes=61)
-    assert services.reindex.reindex_collection("t", collection, clean=False).repaired["documents_without_content"] == 1
+    services.reindex_worker.pages.documents = services.adapters.metadata
+    services.reindex_worker.clock = lambda: current.updated_at + timedelta(minutes=61)
+    assert (
+        services.reindex_worker.reindex_collection("t", collection, clean=False).repaired["documents_without_content"]
+        == 1
+    )
     assert services.adapters.metadata.get_document("t", "c", "racy").status is DocumentStatus.FAILED
 
 
@@ -419,7 +423,7 @@ def test_sixteen_writers_and_passes_at_once_never_leave_content_failed(setup):
             create=False,
         )
         # When 8 passes and 8 content PUTs (each its own text) run at once
-        calls = [lambda: services.reindex.reindex_collection("t", collection, clean=False)] * 8 + [
+        calls = [lambda: services.reindex_worker.reindex_collection("t", collection, clean=False)] * 8 + [
             (lambda i=i, d=doc_id: services.catalog.put_document("t", "c", d, DocumentInput(content=f"Text {i}.")))
             for i in range(8)
         ]

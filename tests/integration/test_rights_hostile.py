@@ -17,7 +17,7 @@ from functions import api
 from kindex.adapters import http_rights
 from kindex.domain.models import CollectionInput, DocumentInput
 from kindex.domain.query import QueryRequest
-from kindex_local.app import build_worker
+from kindex_local.deployment import build_worker
 from tests.conftest import load_event
 from tests.support.rights_server import RightsServer
 from tests.support.waiting import wait_until

@@ -9,7 +9,7 @@ import pytest
 
 from functions import api
 from kindex.domain.models import Collection, Document
-from kindex_local.app import build_worker
+from kindex_local.deployment import build_worker
 from tests.conftest import load_event
 from tests.integration.test_api_handler import Context
 

@@ -10,7 +10,7 @@ from kindex.domain.models import CollectionInput, DocumentInput, DocumentStatus,
 from kindex.domain.query import QueryRequest
 from kindex.domain.transfer import ImportRequest
 from kindex.domain.validation import validated
-from kindex_local.app import build_worker
+from kindex_local.deployment import build_worker
 
 pytestmark = pytest.mark.integration
 
@@ -200,7 +200,7 @@ def test_a_rebuild_of_an_imported_document_reads_the_text_its_chunks_cover(env):
     import_pages(env, "t", "copy", export_all(env, "t", "src"))
     env.catalog.put_collection("t", "copy", CollectionInput(chunking_max_size=100))
     # When reindex rebuilds it
-    env.reindex.start("t", "copy", clean=False)
+    env.reindex_jobs.start("t", "copy", clean=False)
     build_worker().drain()
     # Then the documents are indexed again from their content, under the new chunking
     document, content = env.catalog.get_document("t", "copy", "penguin")
@@ -288,7 +288,7 @@ def test_chunks_cut_by_other_rules_are_re_chunked_by_the_next_reindex(env):
     imported, _ = env.catalog.get_document("t", "wide", "penguin")
     assert imported.status is DocumentStatus.INDEXED and imported.indexed_config_version == 0
     # When reindex runs / Then the document is rebuilt under the collection's own chunking
-    env.reindex.start("t", "wide", clean=False)
+    env.reindex_jobs.start("t", "wide", clean=False)
     build_worker().drain()
     rebuilt, _ = env.catalog.get_document("t", "wide", "penguin")
     assert rebuilt.indexed_config_version == 1 and rebuilt.chunk_count < imported.chunk_count

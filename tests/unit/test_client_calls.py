@@ -41,9 +41,9 @@ def sample_call(builder) -> calls.ApiCall:
 
 
 def openapi_routes() -> set[tuple[str, str]]:
-    from functions.api import OPENAPI, app
+    from functions.api import OPENAPI, resolver
 
-    schema = json.loads(app.get_openapi_json_schema(**OPENAPI))
+    schema = json.loads(resolver.get_openapi_json_schema(**OPENAPI))
     return {(method.upper(), path) for path, item in schema["paths"].items() for method in item}
 
 

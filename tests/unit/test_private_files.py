@@ -17,7 +17,7 @@ from kindex.adapters.local.sqlite_metadata import SqliteMetadataStore
 from kindex.adapters.local.upload_signer import load_or_create_secret
 from kindex.domain.models import Collection
 from kindex.domain.types import IndexRecord
-from kindex_local.app import worker_lock, write_admin_key
+from kindex_local.deployment import worker_lock, write_admin_key
 
 pytestmark = pytest.mark.unit
 

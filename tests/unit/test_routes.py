@@ -17,7 +17,9 @@ def test_pattern_matches_one_encoded_segment_per_parameter():
 def test_query_routes_are_served_by_the_query_function_even_though_the_api_lists_them():
     from functions import api, query
 
-    routes = {(r.path, m): r for r in api_routes({"query": query.app, "api": api.app}, "api") for m in r.methods}
+    routes = {
+        (r.path, m): r for r in api_routes({"query": query.resolver, "api": api.resolver}, "api") for m in r.methods
+    }
     assert routes[("/v1/query", "POST")].function == "query"
     assert routes[("/v1/collections/{collection}/query", "POST")].function == "query"
     assert routes[("/v1/collections/{collection}", "PUT")].function == "api"
@@ -31,17 +33,19 @@ def test_query_routes_are_served_by_the_query_function_even_though_the_api_lists
         "/console/{asset}",
     }
     assert len(routes) == len(
-        {(r.path, m) for r in api_routes({"query": query.app, "api": api.app}, "api") for m in r.methods}
+        {(r.path, m) for r in api_routes({"query": query.resolver, "api": api.resolver}, "api") for m in r.methods}
     )
 
 
 def test_local_gateway_serves_exactly_the_derived_routes(tmp_path, monkeypatch):
     from functions import api, query
     from kindex.settings import Settings
-    from kindex_local.app import build_gateway
+    from kindex_local.deployment import build_gateway
 
     gateway = build_gateway(Settings(data_dir=tmp_path))
-    derived = {(m, r.path) for r in api_routes({"query": query.app, "api": api.app}, "api") for m in r.methods}
+    derived = {
+        (m, r.path) for r in api_routes({"query": query.resolver, "api": api.resolver}, "api") for m in r.methods
+    }
     assert {(r.method, r.pattern.pattern) for r in gateway.routes} == {
         (m, ApiRoute(p, (m,), "x").pattern.pattern) for m, p in derived
     }

@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, Literal
 
-from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
+from pydantic import AliasGenerator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 if TYPE_CHECKING:
     from kindex.domain.rights_policy import IPNetwork
@@ -21,6 +21,15 @@ AWS_DEFAULT_MODEL = "openai:text-embedding-3-small"
 # What `{prefix}-{model}-{dims}-v1` needs to be a valid OpenSearch index name: lowercase, no `\/*?"<>| ,#:`,
 # not starting with `-`, `_` or `+`.
 SEARCH_INDEX_PREFIX = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
+
+
+# The two variables the OpenAI SDK reads itself keep its names; every other setting is `KINDEX_<FIELD NAME>`.
+UNPREFIXED = frozenset({"openai_api_key", "openai_base_url"})
+
+
+def env_name(field: str) -> str:
+    """The environment variable a setting is read from."""
+    return field.upper() if field in UNPREFIXED else f"KINDEX_{field.upper()}"
 
 
 def check_search_url(url: str) -> None:
@@ -40,7 +49,12 @@ def check_search_url(url: str) -> None:
 
 
 class Settings(BaseModel):
-    """Deployment settings. Local mode needs only `data_dir`; AWS mode needs the resource names."""
+    """Deployment settings. Local mode needs only `data_dir`; AWS mode needs the resource names. Validated from the
+    environment by variable name (`env_name`), from code by field name."""
+
+    # pydantic-settings does the same (an env prefix and aliases) but adds 50-150 ms to a function's cold import
+    # (asyncio, dotenv, its CLI source): docs/decisions.md, 2026-12-01.
+    model_config = ConfigDict(alias_generator=AliasGenerator(validation_alias=env_name), populate_by_name=True)
 
     backend: Literal["local", "aws"] = "local"
     data_dir: Path = Path(".kindex")
@@ -168,48 +182,8 @@ class Settings(BaseModel):
         return LOCAL_DEFAULT_MODEL if self.backend == "local" else AWS_DEFAULT_MODEL
 
 
-ENV_NAMES = {
-    "backend": "KINDEX_BACKEND",
-    "data_dir": "KINDEX_DATA_DIR",
-    "host": "KINDEX_HOST",
-    "port": "KINDEX_PORT",
-    "default_embedding_model": "KINDEX_DEFAULT_EMBEDDING_MODEL",
-    "max_body_bytes": "KINDEX_MAX_BODY_BYTES",
-    "max_file_bytes": "KINDEX_MAX_FILE_BYTES",
-    "max_chunks_per_document": "KINDEX_MAX_CHUNKS_PER_DOCUMENT",
-    "request_budget_s": "KINDEX_REQUEST_BUDGET_S",
-    "openai_api_key": "OPENAI_API_KEY",
-    "openai_base_url": "OPENAI_BASE_URL",
-    "openai_secret_name": "KINDEX_OPENAI_SECRET_NAME",
-    "opensearch_endpoint": "KINDEX_OPENSEARCH_ENDPOINT",
-    "opensearch_engine": "KINDEX_OPENSEARCH_ENGINE",
-    "search_url": "KINDEX_SEARCH_URL",
-    "search_index_prefix": "KINDEX_SEARCH_INDEX_PREFIX",
-    "opensearch_shards": "KINDEX_OPENSEARCH_SHARDS",
-    "opensearch_replicas": "KINDEX_OPENSEARCH_REPLICAS",
-    "opensearch_routing_shards": "KINDEX_OPENSEARCH_ROUTING_SHARDS",
-    "opensearch_routing_partition_size": "KINDEX_OPENSEARCH_ROUTING_PARTITION_SIZE",
-    "opensearch_hnsw_m": "KINDEX_OPENSEARCH_HNSW_M",
-    "opensearch_ef_construction": "KINDEX_OPENSEARCH_EF_CONSTRUCTION",
-    "opensearch_ef_search": "KINDEX_OPENSEARCH_EF_SEARCH",
-    "opensearch_compression": "KINDEX_OPENSEARCH_COMPRESSION",
-    "opensearch_refresh_interval": "KINDEX_OPENSEARCH_REFRESH_INTERVAL",
-    "opensearch_refresh": "KINDEX_OPENSEARCH_REFRESH",
-    "public_url": "KINDEX_PUBLIC_URL",
-    "secrets_prefix": "KINDEX_SECRETS_PREFIX",
-    "ingest_queue_url": "KINDEX_INGEST_QUEUE_URL",
-    "reindex_queue_url": "KINDEX_REINDEX_QUEUE_URL",
-    "reindex_interval_seconds": "KINDEX_REINDEX_INTERVAL_SECONDS",
-    "ingest_workers": "KINDEX_INGEST_WORKERS",
-    "remote_embed_slice": "KINDEX_REMOTE_EMBED_SLICE",
-    "query_batching": "KINDEX_QUERY_BATCHING",
-    "table_name": "KINDEX_TABLE_NAME",
-    "bucket_name": "KINDEX_BUCKET_NAME",
-    "bootstrap_tenant": "KINDEX_BOOTSTRAP_TENANT",
-    "rights_allowed_networks": "KINDEX_RIGHTS_ALLOWED_NETWORKS",
-    "usage_plans": "KINDEX_USAGE_PLANS",
-    "gateway_key_scope": "KINDEX_GATEWAY_KEY_SCOPE",
-}
+ENV_NAMES = {field: env_name(field) for field in Settings.model_fields}
+FIELDS_BY_ENV_NAME = {name: field for field, name in ENV_NAMES.items()}
 
 
 class SettingsError(Exception):
@@ -269,20 +243,24 @@ SECRET_FIELDS = frozenset({"openai_api_key", "search_url"})
 
 
 def _describe(error: ValidationError) -> str:
-    if not any(SECRET_FIELDS.intersection(map(str, detail["loc"])) for detail in error.errors()):
-        return str(error)
+    """One line per problem naming the variable and the field, with the value given unless it may be a secret."""
     lines = [f"{error.error_count()} invalid setting(s)"]
-    for detail in error.errors(include_input=False, include_url=False):
-        field = ".".join(map(str, detail["loc"])) or "settings"
-        lines.append(f"{ENV_NAMES.get(field, field)} ({field}): {detail['msg']}")
+    for detail in error.errors(include_url=False):
+        variable, *inside = [*map(str, detail["loc"])] or ["settings"]  # inside: a path within a JSON setting
+        field = FIELDS_BY_ENV_NAME.get(variable)
+        where = " ".join([f"{variable} ({field})" if field else variable, *([".".join(inside)] if inside else [])])
+        line = f"{where}: {detail['msg']}"
+        if field and field not in SECRET_FIELDS and "input" in detail and not inside:
+            line += f" (got {detail['input']!r})"
+        lines.append(line)
     return "\n".join(lines)
 
 
 def load_settings(environ: dict[str, str] | None = None, *, model: type[Settings] = Settings, **overrides) -> Settings:
     """`model` validated from the environment (and explicit overrides); SettingsError says what is wrong."""
     environ = os.environ if environ is None else environ
-    values = {field: environ[name] for field, name in ENV_NAMES.items() if environ.get(name)}
-    values.update({k: v for k, v in overrides.items() if v is not None})
+    values = {name: environ[name] for name in ENV_NAMES.values() if environ.get(name)}
+    values.update({ENV_NAMES[field]: value for field, value in overrides.items() if value is not None})
     try:
         settings = model.model_validate(values)
     except ValidationError as error:

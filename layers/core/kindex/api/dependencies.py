@@ -1,4 +1,4 @@
-"""What routes depend on: the services, handed over by the function that serves them (`app.dependency_overrides`),
+"""What routes depend on: the services, handed over by the function that serves them (`resolver.dependency_overrides`),
 so the api never looks its services up and never imports a composition root or an adapter."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ if TYPE_CHECKING:
     from kindex.app.catalog import CatalogService
     from kindex.app.citations import CitationService
     from kindex.app.query import QueryService
-    from kindex.app.reindex import ReindexService
+    from kindex.app.reindex.jobs import ReindexJobs
     from kindex.app.rights import RightsSecretService
     from kindex.app.transfer import TransferService
 
@@ -22,13 +22,13 @@ class ApiServices(Protocol):
     catalog: CatalogService
     query: QueryService
     citations: CitationService
-    reindex: ReindexService
+    reindex_jobs: ReindexJobs
     rights_secrets: RightsSecretService
     transfer: TransferService
 
 
 def services() -> ApiServices:
-    """Replaced by each function with its composed services (`app.dependency_overrides[services] = ...`)."""
+    """Replaced by each function with its composed services (`resolver.dependency_overrides[services] = ...`)."""
     raise RuntimeError("the function serving this route did not hand over its services")
 
 

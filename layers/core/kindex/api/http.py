@@ -132,9 +132,9 @@ def stored_or_normalized(call: Callable[..., T], *segments: str) -> T:
         return call(*exact)
 
 
-def principal(app) -> Principal:
+def principal(router) -> Principal:
     """The caller, as the authorizer resolved it. No authorizer context means no access (fail closed)."""
-    context = (app.current_event.raw_event.get("requestContext") or {}).get("authorizer") or {}
+    context = (router.current_event.raw_event.get("requestContext") or {}).get("authorizer") or {}
     try:
         return Principal(tenant=context["tenant"], role=context["role"], key_id=context.get("key_id", ""))
     except (KeyError, ValueError) as error:
@@ -149,37 +149,37 @@ QUERY_ROLES = frozenset({Role.ADMIN, Role.READER, Role.QUERY})
 _MAY = {Role.READER: "may only read, query and render citations", Role.QUERY: "may only query and render citations"}
 
 
-def _require(app, allowed: frozenset[Role]) -> Principal:
-    caller = principal(app)
+def _require(router, allowed: frozenset[Role]) -> Principal:
+    caller = principal(router)
     if caller.role not in allowed:
         raise errors.Forbidden(f"this {caller.role.value} key {_MAY.get(caller.role, 'may not do this')}")
     return caller
 
 
-def require_admin(app) -> Principal:
+def require_admin(router) -> Principal:
     """Writes: collections, documents, uploads, reindex jobs, the tenant's rights-check secret."""
-    return _require(app, WRITE_ROLES)
+    return _require(router, WRITE_ROLES)
 
 
-def require_reader(app) -> Principal:
+def require_reader(router) -> Principal:
     """Reads that bypass the per-user rights check: collection and document lists, documents with their content,
     chunks, reindex jobs. A query key must not: it is handed to applications that serve many users."""
-    return _require(app, READ_ROLES)
+    return _require(router, READ_ROLES)
 
 
-def require_query(app) -> Principal:
+def require_query(router) -> Principal:
     """Queries (rights-checked per user) and citation rendering (of the caller's own logged queries)."""
-    return _require(app, QUERY_ROLES)
+    return _require(router, QUERY_ROLES)
 
 
 def json_response(status: int, body: str, headers: dict[str, str] | None = None) -> Response:
     return Response(status_code=status, content_type="application/json", body=body, headers=headers)
 
 
-def register_error_handlers(app: APIGatewayRestResolver) -> None:
+def register_error_handlers(resolver: APIGatewayRestResolver) -> None:
     """Map domain errors, validation errors, unknown routes and our own faults to `{"error", "message"}`."""
 
-    @app.exception_handler(errors.KindexError)
+    @resolver.exception_handler(errors.KindexError)
     def _domain_error(error: errors.KindexError) -> Response:
         status = status_for(error)
         if status >= 500:
@@ -188,18 +188,18 @@ def register_error_handlers(app: APIGatewayRestResolver) -> None:
         headers = {"Retry-After": str(RETRY_AFTER_S)} if status == 503 else None
         return json_response(status, error_body(error.code, error.message), headers)
 
-    @app.exception_handler(RequestValidationError)
+    @resolver.exception_handler(RequestValidationError)
     def _validation_error(error: RequestValidationError) -> Response:
         details = list(error.errors())
         if any(detail.get("type") == "json_invalid" for detail in details):
             return json_response(400, error_body("bad_request", "request body is not valid JSON"))
         return json_response(422, error_body("invalid_input", describe(details, skip_prefix=("body", "query", "path"))))
 
-    @app.not_found
+    @resolver.not_found
     def _not_found(_: Exception) -> Response:
         return json_response(404, error_body("not_found", "no such route"))
 
-    @app.exception_handler(Exception)
+    @resolver.exception_handler(Exception)
     def _unexpected(error: Exception) -> Response:
         logger.exception("unhandled error", extra={"error_type": type(error).__name__})
         return json_response(500, error_body("internal_error", "internal error"))

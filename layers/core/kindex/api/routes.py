@@ -1,5 +1,5 @@
 """The route table, read from the resolvers that serve it. API Gateway's resources (infra/api.py) and the local
-gateway (kindex/local/app.py) are both derived from here, so a route exists everywhere or nowhere."""
+gateway (local/kindex_local/deployment.py) are both derived from here, so a route exists everywhere or nowhere."""
 
 from __future__ import annotations
 

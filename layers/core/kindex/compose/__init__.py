@@ -18,7 +18,10 @@ if TYPE_CHECKING:  # imports stay inside the properties: each function loads onl
     from kindex.app.ingest_routing import IngestRouter
     from kindex.app.keys import KeyService
     from kindex.app.query import QueryService
-    from kindex.app.reindex import ReindexService
+    from kindex.app.reindex.jobs import ReindexJobs
+    from kindex.app.reindex.planner import ReindexPlanner
+    from kindex.app.reindex.switch import ModelSwitch
+    from kindex.app.reindex.worker import ReindexWorker
     from kindex.app.rights import RightsChecks, RightsSecretService
     from kindex.app.transfer import TransferService
     from kindex.compose.local import LocalAdapters
@@ -123,24 +126,47 @@ class Services:
 
         return RightsSecretService(self.adapters.secrets)
 
+    # Reindex, one service per job: the planner (the scheduled function), the worker (the reindex queue's consumer),
+    # the jobs (the API) and the model switch (local mode's frequent check), each over only the ports it uses.
     @cached_property
-    def reindex(self) -> ReindexService:
-        from kindex.app.reindex import ReindexService
+    def reindex_planner(self) -> ReindexPlanner:
+        from kindex.app.reindex.planner import ReindexPlanner
 
         a = self.adapters
-        return ReindexService(
-            collections=a.metadata,
-            documents=a.metadata,
-            blobs=a.blobs,
-            chunks=a.chunks,
-            index=a.search_index,
-            trigger=a.ingest_trigger,
-            jobs=a.jobs,
-            key_store=a.metadata,
-            ledger=a.metadata,
-            queue=a.reindex_queue,
-            deletions=a.metadata,
+        return ReindexPlanner(a.metadata, a.metadata, a.metadata, a.reindex_queue)
+
+    @cached_property
+    def model_switch(self) -> ModelSwitch:
+        from kindex.app.reindex.switch import ModelSwitch
+
+        a = self.adapters
+        return ModelSwitch(a.metadata, a.metadata, a.chunks, a.search_index, a.metadata)
+
+    @cached_property
+    def reindex_worker(self) -> ReindexWorker:
+        from kindex.app.collection_deletion import CollectionDeleter
+        from kindex.app.reindex.orphans import OrphanBlobs
+        from kindex.app.reindex.pages import PageChecker
+        from kindex.app.reindex.worker import ReindexWorker
+
+        a = self.adapters
+        return ReindexWorker(
+            a.metadata,
+            a.metadata,
+            a.reindex_queue,
+            a.ingest_trigger,
+            a.jobs,
+            pages=PageChecker(a.metadata, a.chunks, a.search_index, a.blobs),
+            switch=self.model_switch,
+            orphans=OrphanBlobs(a.blobs, a.metadata, a.reindex_queue),
+            deleter=CollectionDeleter(a.metadata, a.metadata, a.blobs, self.remover, a.jobs, a.reindex_queue),
         )
+
+    @cached_property
+    def reindex_jobs(self) -> ReindexJobs:
+        from kindex.app.reindex.jobs import ReindexJobs
+
+        return ReindexJobs(self.adapters.metadata, self.adapters.jobs, self.reindex_worker, self.model_switch)
 
     @cached_property
     def keys(self) -> KeyService:

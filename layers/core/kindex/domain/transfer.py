@@ -37,7 +37,7 @@ MAX_EMBED_TEXTS = 100
 MAX_EMBED_CHARS = 100_000
 
 Count = Annotated[int, Strict(), Field(ge=0, le=MAX_DOCUMENT_CHARS)]
-Page = Annotated[int, Strict(), Field(ge=1, le=10**6)]
+PageNumber = Annotated[int, Strict(), Field(ge=1, le=10**6)]
 
 
 class TransferDocument(BaseModel):
@@ -72,8 +72,8 @@ class TransferChunk(BaseModel):
     index: Annotated[int, Strict(), Field(ge=0, lt=10**6)]
     start: Count
     end: Count
-    page_start: Page | None = None
-    page_end: Page | None = None
+    page_start: PageNumber | None = None
+    page_end: PageNumber | None = None
     text: str = Field(min_length=1, max_length=MAX_CHUNK_TEXT)
     # The chunk's context (its heading path; the header of the table it continues): embedded and keyword-indexed
     # with the text, never part of it. Absent in exports of versions before chunks had them.

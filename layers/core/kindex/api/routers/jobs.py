@@ -19,10 +19,10 @@ router = APIGatewayRouter()
 
 @router.post("/v1/collections/<collection>/reindex")
 def start_reindex(collection: str, body: ReindexRequest, svc: ServicesDep) -> Response[ReindexJob]:
-    job = svc.reindex.start(require_admin(router).tenant, path_param(collection), body.clean)
+    job = svc.reindex_jobs.start(require_admin(router).tenant, path_param(collection), body.clean)
     return Response(status_code=202, content_type="application/json", body=job)
 
 
 @router.get("/v1/jobs/<job>")
 def get_job(job: str, svc: ServicesDep) -> ReindexJob:
-    return svc.reindex.get_job(require_reader(router).tenant, path_param(job))
+    return svc.reindex_jobs.get_job(require_reader(router).tenant, path_param(job))

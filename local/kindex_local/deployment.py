@@ -128,7 +128,7 @@ def build_gateway(settings: Settings) -> Gateway:
     handlers = {"query": query.handler, "api": api.handler}
     routes = [
         Route(method, route.pattern, f"kindex-{route.function}", handlers[route.function], public=route.public)
-        for route in api_routes({"query": query.app, "api": api.app}, public_function="api")
+        for route in api_routes({"query": query.resolver, "api": api.resolver}, public_function="api")
         for method in route.methods
     ]
     plans = settings.plans
@@ -223,7 +223,7 @@ def start(settings: Settings) -> LocalServer:
     server.background.append(worker)
     from kindex_local.worker import Scheduler
 
-    scheduler = Scheduler(services.reindex, settings.reindex_interval_seconds)
+    scheduler = Scheduler(services.reindex_planner, services.model_switch, settings.reindex_interval_seconds)
     scheduler.start()
     server.background.append(scheduler)
     if not settings.search_url:
