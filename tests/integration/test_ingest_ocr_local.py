@@ -93,9 +93,9 @@ def test_turning_ocr_on_and_reindexing_reads_the_page_left_unread(deployment, sc
     # When OCR is turned on (a configuration change) and a reindex job runs
     services.catalog.put_collection("u", "c", CollectionInput(ocr="auto"))
     assert services.adapters.metadata.get_collection("u", "c").config_version == before + 1
-    job = services.reindex.start("u", "c", clean=False)
+    job = services.reindex_jobs.start("u", "c", clean=False)
     worker.drain()
-    assert services.reindex.get_job("u", job.id).status == "completed"
+    assert services.reindex_jobs.get_job("u", job.id).status == "completed"
     # Then the document is read again: nothing is missing and page 2's words are in its chunks
     document = services.adapters.metadata.get_document("u", "c", "scan")
     assert document.status.value == "indexed" and document.failure_reason is None
