@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from kindex.app.reindex import ReindexService
     from kindex.app.rights import RightsSecretService
     from kindex.app.transfer import TransferService
+    from kindex.app.usage import UsageService
 
 
 class ApiServices(Protocol):
@@ -25,6 +26,7 @@ class ApiServices(Protocol):
     reindex: ReindexService
     rights_secrets: RightsSecretService
     transfer: TransferService
+    usage: UsageService
 
 
 def services() -> ApiServices:

@@ -17,6 +17,7 @@ import numpy as np
 
 from kindex.domain.errors import DependencyFailed, EmbeddingFailed
 from kindex.domain.ports import Embedder, EmbeddingCache, MetricsRecorder
+from kindex.domain.quotas import estimated_tokens
 
 logger = logging.getLogger(__name__)
 
@@ -43,8 +44,14 @@ class EmbeddingService:
     text)."""
 
     def __init__(
-        self, cache: EmbeddingCache, embedder_for: Callable[[str], Embedder], metrics: MetricsRecorder | None = None
+        self,
+        cache: EmbeddingCache,
+        embedder_for: Callable[[str], Embedder],
+        metrics: MetricsRecorder | None = None,
+        on_embedded: Callable[[str, int], None] | None = None,
     ):
+        # Told (tenant, estimated tokens) for the texts each tenant had embedded, not those the cache had.
+        self.on_embedded = on_embedded
         self.cache = cache
         self.embedder_for = embedder_for
         self.metrics = metrics
@@ -67,6 +74,8 @@ class EmbeddingService:
                 fresh = dict(zip(mine, embedder.embed(list(mine.values()))))
                 for owner, hashes in _by_tenant(fresh).items():
                     self.cache.put_vectors(owner, model, {h: fresh[(owner, h)] for h in hashes})
+                    if self.on_embedded is not None:
+                        self.on_embedded(owner, sum(estimated_tokens(mine[(owner, h)]) for h in hashes))
                 known.update(fresh)
                 if self.metrics:
                     self.metrics.count("ChunksEmbedded", len(mine))

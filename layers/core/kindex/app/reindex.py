@@ -39,6 +39,7 @@ from kindex.app.chunk_removal import ChunkRemover, require_collection
 from kindex.app.collection_deletion import CollectionDeleter
 from kindex.app.document_writes import write_document
 from kindex.app.record_writes import write_collection
+from kindex.app.usage import UsageService
 from kindex.domain import keys
 from kindex.domain.errors import Conflict, NotFound
 from kindex.domain.models import (
@@ -162,7 +163,9 @@ class ReindexService:
         *,
         limits: ReindexLimits | None = None,
         clock: Callable[[], datetime] = utc_now,
+        usage: UsageService | None = None,
     ):
+        self.usage = usage  # the tenant task recounts the tenant's usage counters (drift repaired and logged)
         self.collections = collections
         self.documents = documents
         self.blobs = blobs
@@ -455,8 +458,11 @@ class ReindexService:
 
     def _tenant_step(self, task: ReindexTask) -> CollectionReport:
         """Deletes blobs of collections that no longer exist: one listed key per collection prefix, walking from
-        `task.after`; chains the next task after `tenant_steps` prefixes."""
+        `task.after`; chains the next task after `tenant_steps` prefixes. The first step also recounts the tenant's
+        usage counters from its records (UsageService.reconcile)."""
         report = CollectionReport()
+        if task.after is None and self.usage is not None and self.usage.reconcile(task.tenant):
+            report.repaired["usage_counters"] = 1
         prefix = keys.tenant_collections_prefix(task.tenant)
         after, exists = task.after, {}
         for _ in range(self.limits.tenant_steps):

@@ -30,6 +30,7 @@ from kindex.domain.models import (
     ReindexJob,
 )
 from kindex.domain.query import CitationsRequest, CitationsResponse, MultiQueryRequest, QueryRequest, QueryResponse
+from kindex.domain.quotas import UsageReport
 from kindex.domain.transfer import (
     DEFAULT_EXPORT_CHUNKS,
     MAX_EMBED_CHARS,
@@ -302,6 +303,10 @@ def start_reindex(collection: str, clean: bool = False) -> ApiCall[ReindexJob]:
 
 def get_job(job: str) -> ApiCall[ReindexJob]:
     return ApiCall("GET", "/v1/jobs/{job}", f"/v1/jobs/{segment(job)}", ReindexJob)
+
+
+def get_usage() -> ApiCall[UsageReport]:
+    return ApiCall("GET", "/v1/usage", "/v1/usage", UsageReport)
 
 
 def rotate_rights_secret() -> ApiCall[RightsSecret]:

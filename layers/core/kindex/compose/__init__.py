@@ -20,6 +20,7 @@ if TYPE_CHECKING:  # imports stay inside the properties: each function loads onl
     from kindex.app.reindex import ReindexService
     from kindex.app.rights import RightsChecks, RightsSecretService
     from kindex.app.transfer import TransferService
+    from kindex.app.usage import UsageService
     from kindex.compose.local import LocalAdapters
 
 
@@ -47,7 +48,19 @@ class Services:
     def embeddings(self) -> EmbeddingService:
         from kindex.app.embedding import EmbeddingService
 
-        return EmbeddingService(self.adapters.embedding_cache, self.adapters.embedder, self.adapters.metrics)
+        return EmbeddingService(
+            self.adapters.embedding_cache,
+            self.adapters.embedder,
+            self.adapters.metrics,
+            on_embedded=self.usage.record_embedding_tokens,
+        )
+
+    @cached_property
+    def usage(self) -> UsageService:
+        """Quotas from the usage plans (KINDEX_USAGE_PLANS; none: no limits), counters in the metadata store."""
+        from kindex.app.usage import UsageService
+
+        return UsageService(self.adapters.metadata, self.settings.plans)
 
     @cached_property
     def ingest(self) -> IngestService:
@@ -60,7 +73,15 @@ class Services:
             remote_embed_slice=self.settings.remote_embed_slice,
         )
         return IngestService(
-            a.metadata, a.metadata, a.blobs, a.chunks, a.search_index, self.embeddings, limits, metrics=a.metrics
+            a.metadata,
+            a.metadata,
+            a.blobs,
+            a.chunks,
+            a.search_index,
+            self.embeddings,
+            limits,
+            metrics=a.metrics,
+            usage=self.usage,
         )
 
     @cached_property
@@ -83,6 +104,7 @@ class Services:
             self.rights_checks,
             a.query_log,
             metrics=a.metrics,
+            usage=self.usage,
         )
 
     @cached_property
@@ -114,6 +136,7 @@ class Services:
             ledger=a.metadata,
             queue=a.reindex_queue,
             deletions=a.metadata,
+            usage=self.usage,
         )
 
     @cached_property
@@ -146,6 +169,7 @@ class Services:
             check_rights=self._check_rights,
             max_file_bytes=self.settings.max_file_bytes,
             ingest_trigger=a.ingest_trigger,
+            usage=self.usage,
         )
 
     @cached_property
@@ -164,6 +188,7 @@ class Services:
             max_chunks_per_document=self.settings.max_chunks_per_document,
             max_file_bytes=self.settings.max_file_bytes,
             metrics=a.metrics,
+            usage=self.usage,
         )
 
     @cached_property

@@ -114,3 +114,26 @@ class Metered:
 def meter_periods(at: datetime) -> tuple[str, str]:
     """The UTC day (`2026-12-01`) and month (`2026-12`) a metered event at `at` (aware, UTC) counts in."""
     return at.strftime("%Y-%m-%d"), at.strftime("%Y-%m")
+
+
+def estimated_tokens(text: str) -> int:
+    """The embedding tokens a text is metered as: its length over the characters an English token averages (the
+    providers' own counts are not reported through the Embedder port; docs/decisions.md, 2026-12-01)."""
+    from kindex.domain.models import CHARS_PER_TOKEN_ENGLISH
+
+    return -(-len(text) // CHARS_PER_TOKEN_ENGLISH)
+
+
+class UsageReport(BaseModel):
+    """`GET /v1/usage`: what the tenant stores and used, and what its plan allows (a null limit is no limit)."""
+
+    plan: str
+    documents: int
+    chunks: int
+    bytes: int
+    collections: int
+    queries_today: int
+    embedding_tokens_month: int
+    day: str = Field(description="the UTC day `queries_today` counts, YYYY-MM-DD")
+    month: str = Field(description="the UTC month `embedding_tokens_month` counts, YYYY-MM")
+    limits: Quotas
