@@ -367,12 +367,18 @@ class TestDynamoDbMetadataStore(
         pk = "T#acme#C#docs"
         second = {"DeleteRequest": {"Key": {"pk": {"S": pk}, "sk": {"S": "d2"}}}}
         with Stubber(client) as stub:
-            stub.add_response("query", {"Items": [{"sk": {"S": "d1"}}, {"sk": {"S": "d2"}}], "Count": 2})
+            bodies = [make_document("docs", d, chunk_count=2).model_dump_json() for d in ("d1", "d2")]
+            stub.add_response(
+                "query",
+                {"Items": [{"sk": {"S": d}, "body": {"S": b}} for d, b in zip(("d1", "d2"), bodies)], "Count": 2},
+            )
             stub.add_response("batch_write_item", {"UnprocessedItems": {TABLE: [second]}})
             stub.add_response(
                 "batch_write_item", {"UnprocessedItems": {}}, expected_params={"RequestItems": {TABLE: [second]}}
             )
             stub.add_response("delete_item", {"Attributes": {"pk": {"S": "T#acme#COLLECTIONS"}}})
+            # (and the usage the records and the collection counted is given back)
+            stub.add_response("update_item", {})
             # When deleting the collection / Then the unprocessed item is sent again and the delete succeeds
             assert store.delete_collection("acme", "docs") is True
             stub.assert_no_pending_responses()
@@ -385,7 +391,8 @@ class TestDynamoDbMetadataStore(
         store = DynamoDbMetadataStore(TABLE, client=client)
         stuck = {TABLE: [{"DeleteRequest": {"Key": {"pk": {"S": "T#acme#C#docs"}, "sk": {"S": "d1"}}}}]}
         with Stubber(client) as stub:
-            stub.add_response("query", {"Items": [{"sk": {"S": "d1"}}], "Count": 1})
+            body = make_document("docs", "d1").model_dump_json()
+            stub.add_response("query", {"Items": [{"sk": {"S": "d1"}, "body": {"S": body}}], "Count": 1})
             for _ in range(dynamodb_table.BATCH_WRITE_ATTEMPTS):
                 stub.add_response("batch_write_item", {"UnprocessedItems": stuck})
             # When deleting the collection / Then DependencyFailed, not an endless loop

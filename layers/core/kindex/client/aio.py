@@ -242,7 +242,7 @@ class AsyncKindex:
     async def start_reindex(self, collection: str, clean: bool = False) -> ReindexJob:
         return await self._send(calls.start_reindex(collection, clean))
 
-    async def usage(self) -> UsageReport:
+    async def get_usage(self) -> UsageReport:
         """What the tenant stores and used (documents, chunks, bytes, collections, queries today, embedding tokens
         this month) and its plan's limits (None: no limit)."""
         return await self._send(calls.get_usage())

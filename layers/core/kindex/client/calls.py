@@ -392,6 +392,7 @@ BUILDERS = (
     render_citations,
     start_reindex,
     get_job,
+    get_usage,
     rotate_rights_secret,
     export_collection,
     import_batch,

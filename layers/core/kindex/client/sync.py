@@ -264,7 +264,7 @@ class Kindex:
     def start_reindex(self, collection: str, clean: bool = False) -> ReindexJob:
         return self._send(calls.start_reindex(collection, clean))
 
-    def usage(self) -> UsageReport:
+    def get_usage(self) -> UsageReport:
         """What the tenant stores and used (documents, chunks, bytes, collections, queries today, embedding tokens
         this month) and its plan's limits (None: no limit)."""
         return self._send(calls.get_usage())
