@@ -9,6 +9,9 @@ below the current use refuses writes while reads and deletes still work; `GET /v
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 
@@ -286,3 +289,33 @@ def test_a_plan_lowered_below_current_use_refuses_growth_while_reads_and_deletes
         assert usage(server, session)["documents"] == 2
     finally:
         server.stop()
+
+
+def test_kindex_usage_shows_the_same_usage_from_the_deployment_and_from_the_data_directory(running):
+    # Given a tenant with a collection and a document
+    key = running.create_key("cli", "admin")
+    session = running.session(key)
+    assert session.put(running.url("/v1/collections/docs"), json={}).status_code == 201
+    assert session.put(doc_url(running, "docs", "d"), json={"content": "twelve bytes"}).status_code == 201
+    env = {**os.environ, "KINDEX_USAGE_PLANS": json.dumps(PLANS)}
+    for name in ("KINDEX_URL", "KINDEX_PROFILE", "KINDEX_API_KEY"):
+        env.pop(name, None)  # the deployment is named by the arguments, or not at all
+
+    def kindex(*args: str) -> str:
+        done = subprocess.run(
+            [sys.executable, "-m", "kindex_local.cli", "usage", *args], capture_output=True, text=True, env=env
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    # When `kindex usage` asks the deployment (JSON) and reads the data directory (readable form)
+    remote = json.loads(kindex("--url", running.base_url, "--key", key, "--json"))
+    local = kindex("--data-dir", str(running.data_dir), "--tenant", "cli")
+    # Then both show the tenant's use against its plan's limits
+    assert (remote["plan"], remote["documents"], remote["bytes"], remote["collections"]) == ("default", 1, 12, 1)
+    assert remote["limits"]["documents"] == 5
+    assert "plan: default" in local
+    assert [line.split() for line in local.splitlines() if line.startswith(("documents", "bytes"))] == [
+        ["documents", "1", "5"],
+        ["bytes", "12", "2,000"],
+    ]
