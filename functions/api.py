@@ -1,5 +1,5 @@
-"""API function: collections, documents, uploads, chunks, export/import, citations, reindex jobs and the OpenAPI
-document. Compose, include the routers, resolve."""
+"""API function: collections, documents, uploads, chunks, export/import, citations, reindex jobs, usage and the
+OpenAPI document. Compose, include the routers, resolve."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from kindex import observability
 from kindex.api import dependencies
 from kindex.api.http import json_response, precheck, register_error_handlers
 from kindex.api.resolver import IsolatedRestResolver
-from kindex.api.routers import catalog, citations, console, docs, jobs, query, rights, transfer
+from kindex.api.routers import catalog, citations, console, docs, jobs, query, rights, transfer, usage
 from kindex.compose import container
 from kindex.domain import budget
 from kindex.settings import ApiSettings, load_settings
@@ -29,7 +29,7 @@ OPENAPI = {
 
 resolver = IsolatedRestResolver(enable_validation=True)  # request state per request (local server threads)
 register_error_handlers(resolver)
-for router in (catalog.router, rights.router, citations.router, jobs.router, transfer.router):
+for router in (catalog.router, rights.router, citations.router, jobs.router, transfer.router, usage.router):
     resolver.include_router(router)
 resolver.include_router(query.router)  # served by the query function; included so the OpenAPI document is complete
 # The web console's static files; upload URLs point at the bucket (AWS) or the public URL (local).

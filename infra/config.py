@@ -54,6 +54,9 @@ CONTEXT_DEFAULTS: dict[str, Any] = {
     "api_burst_limit": 100,
     "api_quota_per_day": 0,
     "api_usage_plans": {},
+    # The default plan's quotas per tenant (a named plan sets its own as "quotas"): {"documents", "chunks", "bytes",
+    # "collections"}, a missing one being no limit. The api and ingest functions refuse writes past them (403).
+    "api_quotas": {},
     # false: methods do not require the tenant's API key, so only the stage's limits apply. For upgrading a stack
     # deployed before per-tenant plans: deploy with false, run `kindex keys sync-plans`, then deploy with true.
     "api_enforce_usage_plans": True,
@@ -185,6 +188,23 @@ class StackConfig:
         return config
 
 
+# What the plans may take of a function's environment (Lambda allows 4 KB for all its variables).
+MAX_PLANS_ENV_BYTES = 2500
+
+
+def _json_object(raw: dict[str, Any], name: str) -> Any:
+    """A context value that is a JSON object, given as one or as text (`-c name='{...}'`)."""
+    value = raw[name]
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError as error:
+            raise ConfigError(f"{name} is not JSON: {error}") from error
+    if not isinstance(value, dict):
+        raise ConfigError(f"{name} must be a JSON object")
+    return value
+
+
 def _usage_plans(raw: dict[str, Any]) -> UsagePlans:
     """The plans as the runtime reads them (kindex.domain.usage_plans), validated at synth; no plan may exceed the
     stage's limits, which every tenant shares (a larger plan could never be reached)."""
@@ -196,7 +216,7 @@ def _usage_plans(raw: dict[str, Any]) -> UsagePlans:
             raise ConfigError(f"api_usage_plans is not JSON: {error}") from error
     if not isinstance(named, dict) or any(not isinstance(plan, dict) or "id" in plan for plan in named.values()):
         raise ConfigError(
-            "api_usage_plans must map plan names to {rate_limit, burst_limit, quota_per_day?, tenants} "
+            "api_usage_plans must map plan names to {rate_limit, burst_limit, quota_per_day?, quotas?, tenants} "
             "(the stack assigns the ids)"
         )
     try:
@@ -206,6 +226,7 @@ def _usage_plans(raw: dict[str, Any]) -> UsagePlans:
                     "rate_limit": _positive_int(raw, "api_rate_limit"),
                     "burst_limit": _positive_int(raw, "api_burst_limit"),
                     "quota_per_day": _non_negative_int(raw, "api_quota_per_day"),
+                    "quotas": _json_object(raw, "api_quotas"),
                 },
                 "plans": named,
             }
@@ -215,6 +236,11 @@ def _usage_plans(raw: dict[str, Any]) -> UsagePlans:
             f"{'.'.join(map(str, e['loc'])) or 'plans'}: {e['msg']}" for e in error.errors(include_url=False)
         )
         raise ConfigError(f"api_usage_plans: {details}") from error
+    if len(plans.model_dump_json(exclude_none=True).encode()) > MAX_PLANS_ENV_BYTES:
+        raise ConfigError(
+            f"api_usage_plans is over {MAX_PLANS_ENV_BYTES} bytes as JSON: the api and ingest functions read it "
+            "from KINDEX_USAGE_PLANS, and Lambda allows 4 KB of environment in all"
+        )
     rate, burst = _positive_int(raw, "api_stage_rate_limit"), _positive_int(raw, "api_stage_burst_limit")
     for name, plan in plans.all_plans().items():
         if plan.rate_limit > rate or plan.burst_limit > burst:

@@ -50,6 +50,8 @@ ENQUEUES = {"api", "reindexworker", "router"}
 SENDS_REINDEX_TASKS = {"api", "reindex", "reindexworker"}
 # The functions that call OpenSearch (the planner and the authorizer never do).
 SEARCHES = {"api", "query", "ingest", "reindexworker"}
+# The functions that enforce the plans' quotas (writes, uploads, imports; a document's chunks) read the plans.
+ENFORCES_QUOTAS = {"api", "ingest"}
 
 
 class KindexStack(Stack):
@@ -87,6 +89,8 @@ class KindexStack(Stack):
                 environment["KINDEX_INGEST_QUEUE_URL"] = self.ingest_pipeline.queue.queue_url
             if name in SENDS_REINDEX_TASKS:
                 environment["KINDEX_REINDEX_QUEUE_URL"] = self.reindex.queue.queue_url
+            if name in ENFORCES_QUOTAS:
+                environment["KINDEX_USAGE_PLANS"] = config.usage_plans.model_dump_json(exclude_none=True)
             self.functions[name] = KindexFunction(
                 self,
                 f"{name.title()}Function",

@@ -214,6 +214,30 @@ def cmd_reindex(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_usage(args: argparse.Namespace) -> int:
+    """The tenant's usage and limits: from a deployment (its key's tenant) when one is named, else from the local
+    data directory (--tenant)."""
+    from kindex_local import remote_cli
+
+    if remote_cli.remote_requested(args):
+        if args.data_dir is not None or args.tenant is not None:
+            print(
+                "error: --data-dir and --tenant are for the local data directory, not with a deployment",
+                file=sys.stderr,
+            )
+            return 2
+        return remote_cli.run(remote_cli.usage, args)
+    _keys(args)
+    from kindex.compose import container
+
+    report = container().usage.report(args.tenant or "default")
+    if args.json:
+        remote_cli.emit_json(report)
+    else:
+        print(remote_cli.render_usage(report))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     from kindex_local import remote_cli
 
@@ -292,6 +316,13 @@ def build_parser() -> argparse.ArgumentParser:
     smoke.add_argument("--file", type=Path, help="the file to upload (default: a short built-in markdown text)")
     smoke.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for indexing (default 300)")
     smoke.set_defaults(func=cmd_smoke)
+    usage = with_data_dir(
+        sub.add_parser("usage", help="a tenant's documents, chunks, bytes, collections, queries and tokens, and limits")
+    )
+    usage.add_argument("--tenant", help="the tenant of the local data directory (default: default)")
+    usage.add_argument("--json", action="store_true", help="JSON instead of the readable form")
+    remote_cli.add_connection_options(usage)
+    usage.set_defaults(func=cmd_usage)
     remote_cli.add_commands(sub)
     from kindex_local import transfer_commands
 

@@ -416,6 +416,29 @@ def reindex(args: argparse.Namespace, client: Kindex) -> int:
     return EXIT_OK
 
 
+def render_usage(report) -> str:
+    """A `UsageReport` as `kindex usage` prints it: each stored quantity against its limit, then the metered counts."""
+    rows = [
+        [name, f"{getattr(report, name):,}", "-" if (limit := getattr(report.limits, name)) is None else f"{limit:,}"]
+        for name in ("documents", "chunks", "bytes", "collections")
+    ]
+    return (
+        f"plan: {report.plan}\n"
+        + table(rows, ["", "used", "limit"], last_column_min=5)
+        + f"\nqueries today ({report.day}): {report.queries_today:,}"
+        + f"\nembedding tokens this month ({report.month}, estimated): {report.embedding_tokens_month:,}"
+    )
+
+
+def usage(args: argparse.Namespace, client: Kindex) -> int:
+    report = client.get_usage()
+    if args.json:
+        emit_json(report)
+    else:
+        print(render_usage(report))
+    return EXIT_OK
+
+
 # -- ingest ---------------------------------------------------------------------------------------------------------
 
 

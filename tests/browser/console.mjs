@@ -247,6 +247,18 @@ try {
     await page.locator(".job").first().waitFor();
   });
 
+  await step("the usage page shows what the tenant stores and its limits", async () => {
+    const usage = await (await fetch(`${base}/v1/usage`, { headers: { Authorization: `Bearer ${key}` } })).json();
+    await page.getByRole("link", { name: "Usage" }).click();
+    await page.getByRole("heading", { name: "Usage" }).waitFor();
+    const documents = page.locator('tr[data-quota="documents"] td').first();
+    check((await documents.textContent()) === usage.documents.toLocaleString("en-US"), "documents used shown");
+    check(usage.documents > 0, "the tenant's documents are counted");
+    check((await page.locator('[data-metered="queries"] strong').textContent()) ===
+      usage.queries_today.toLocaleString("en-US"), "queries today shown");
+    await page.screenshot({ path: join(shots, "06b-usage.png") });
+  });
+
   await step("hostile ids are shown as text and still navigable", async () => {
     // Given a collection and a document whose ids look like markup, a percent-escape and a fragment
     const hostile = `x <img src=x onerror="window.pwned=1"> ü %2F #?${Date.now()}`;

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import threading
 
 import pytest
 from botocore.stub import Stubber
@@ -17,12 +18,15 @@ from kindex.adapters.aws import dynamodb_table
 from kindex.adapters.aws.dynamodb_metadata import DynamoDbMetadataStore
 from kindex.adapters.local.sqlite_db import SqliteDatabase
 from kindex.adapters.local.sqlite_metadata import SqliteMetadataStore
-from kindex.domain.errors import Conflict, DependencyFailed
+from kindex.domain.errors import Conflict, DependencyFailed, QuotaExceeded
 from kindex.domain.models import Collection, Document
+from kindex.domain.quotas import QuotaLimits, Quotas, Usage
 from tests.contract.mixins.collection_deletions import CollectionDeletionsContract
 from tests.contract.mixins.metadata_store import MetadataStoreContract, make_collection, make_document
 from tests.contract.mixins.reindex_ledger import ReindexLedgerContract
+from tests.contract.mixins.usage_counters import UsageCountersContract
 from tests.support.aws import TABLE, fake_aws_env, moto_client
+from tests.support.together import run_together
 
 pytestmark = pytest.mark.contract
 
@@ -36,10 +40,28 @@ def legacy_body(record: Document | Collection) -> str:
     return json.dumps(body)
 
 
-class TestSqliteMetadataStore(MetadataStoreContract, ReindexLedgerContract, CollectionDeletionsContract):
+class TestSqliteMetadataStore(
+    MetadataStoreContract, ReindexLedgerContract, CollectionDeletionsContract, UsageCountersContract
+):
     @pytest.fixture
     def store(self, tmp_path) -> SqliteMetadataStore:
         return SqliteMetadataStore(SqliteDatabase(tmp_path / "x.sqlite3"))
+
+    def test_a_data_directory_from_before_quotas_counts_its_records_once_when_opened(self, tmp_path):
+        # Given a data directory with records but no usage table (written before quotas)
+        path = tmp_path / "x.sqlite3"
+        store = SqliteMetadataStore(SqliteDatabase(path))
+        store.put_collection("acme", make_collection("docs", revision=1), create=True)
+        store.put_document(
+            "acme", make_document("docs", "d1", revision=1, chunk_count=4, content_length=7), create=True
+        )
+        with sqlite3.connect(path) as conn:
+            conn.execute("DROP TABLE tenant_usage")
+        # When it is opened again / Then the counters are those of its records, and counted on from there
+        reopened = SqliteMetadataStore(SqliteDatabase(path))
+        assert reopened.usage("acme") == Usage(documents=1, chunks=4, bytes=7, collections=1)
+        reopened.put_document("acme", make_document("docs", "d2", revision=1), create=True)
+        assert SqliteMetadataStore(SqliteDatabase(path)).usage("acme").documents == 2
 
     def test_a_data_directory_from_before_revisions_keeps_working(self, tmp_path):
         # Given a database of the first release (no attention, no revision column) holding a document whose body
@@ -96,12 +118,82 @@ class TestSqliteMetadataStore(MetadataStoreContract, ReindexLedgerContract, Coll
         assert (stored.revision, stored.query_groups, stored.title, stored.config_version) == (1, [], "old", 3)
 
 
-class TestDynamoDbMetadataStore(MetadataStoreContract, ReindexLedgerContract, CollectionDeletionsContract):
+class SerializedCalls:
+    """A client that sends one request at a time. moto applies a TransactWriteItems without any lock (two threads'
+    transactions check their conditions against the same state and both commit), where DynamoDB serializes
+    transactions; this gives moto that isolation per request, while the writers' reads and writes still interleave."""
+
+    def __init__(self, client):
+        self._client = client
+        self._lock = threading.Lock()
+
+    def __getattr__(self, name):
+        call = getattr(self._client, name)
+
+        def locked(**request):
+            with self._lock:
+                return call(**request)
+
+        return locked
+
+
+class TestDynamoDbMetadataStore(
+    MetadataStoreContract, ReindexLedgerContract, CollectionDeletionsContract, UsageCountersContract
+):
     """Beyond the contract: paging really happens, error translation, retries, layout."""
 
     @pytest.fixture
     def store(self, dynamodb) -> DynamoDbMetadataStore:
         return DynamoDbMetadataStore(TABLE, client=dynamodb, page_size=SMALL_PAGE)
+
+    def test_sixteen_concurrent_creates_at_the_limit_never_pass_it(self, dynamodb):
+        # Given a plan of 10 documents and a tenant holding 9
+        plan = QuotaLimits(plan="small", quotas=Quotas(documents=10))
+        store = DynamoDbMetadataStore(TABLE, client=SerializedCalls(dynamodb))
+        for n in range(9):
+            store.put_document("acme", make_document("docs", f"d{n}", revision=1), create=True, limits=plan)
+
+        def put(n: int):
+            store.put_document("acme", make_document("docs", f"new{n}", revision=1), create=True, limits=plan)
+            return "written"
+
+        # When 16 writers each create a new document at once
+        outcomes = run_together([lambda n=n: put(n) for n in range(16)])
+        # Then exactly one is written, the others are QuotaExceeded (or lost a transaction race: Conflict)
+        assert outcomes.count("written") == 1, outcomes
+        assert all(isinstance(o, (QuotaExceeded, Conflict)) for o in outcomes if o != "written"), outcomes
+        assert store.usage("acme").documents == 10
+        assert store.count_documents("acme", "docs") == 10
+
+    def test_a_counted_write_is_one_transaction_with_a_conditional_add(self, dynamodb):
+        # Given a store recording its requests
+        requests = []
+        dynamodb.meta.events.register(
+            "before-parameter-build.dynamodb.TransactWriteItems", lambda **kwargs: requests.append(kwargs["params"])
+        )
+        store = DynamoDbMetadataStore(TABLE, client=dynamodb)
+        plan = QuotaLimits(plan="small", quotas=Quotas(documents=5, chunks=100))
+        # When a document with 3 chunks and 10 bytes is created under the plan
+        store.put_document(
+            "acme", make_document("docs", "d1", revision=1, chunk_count=3, content_length=10), create=True, limits=plan
+        )
+        # Then the record's put and the counters' ADD are one transaction, conditional on the counters' ceilings
+        (put, add) = requests[-1]["TransactItems"]
+        assert put["Put"]["ConditionExpression"] == "attribute_not_exists(pk)"
+        update = add["Update"]
+        assert update["Key"] == {"pk": {"S": "T#acme#USAGE"}, "sk": {"S": "STORED"}}
+        assert update["UpdateExpression"] == "ADD #writes :one, #documents :documents, #chunks :chunks, #bytes :bytes"
+        assert update["ConditionExpression"] == (
+            "(attribute_not_exists(#documents) OR #documents <= :max_documents)"
+            " AND (attribute_not_exists(#chunks) OR #chunks <= :max_chunks)"
+        )
+        assert update["ExpressionAttributeValues"][":max_documents"] == {"N": "4"}
+        assert update["ExpressionAttributeValues"][":max_chunks"] == {"N": "97"}
+        # And a write that changes no counter is a plain conditional put, as before quotas
+        count = len(requests)
+        stored = store.get_document("acme", "docs", "d1")
+        store.put_document("acme", stored.model_copy(update={"revision": 2, "title": "t"}), create=False, limits=plan)
+        assert len(requests) == count
 
     def test_listing_really_spans_pages(self, dynamodb):
         # Given 30 documents and a store counting its Query calls
@@ -275,12 +367,18 @@ class TestDynamoDbMetadataStore(MetadataStoreContract, ReindexLedgerContract, Co
         pk = "T#acme#C#docs"
         second = {"DeleteRequest": {"Key": {"pk": {"S": pk}, "sk": {"S": "d2"}}}}
         with Stubber(client) as stub:
-            stub.add_response("query", {"Items": [{"sk": {"S": "d1"}}, {"sk": {"S": "d2"}}], "Count": 2})
+            bodies = [make_document("docs", d, chunk_count=2).model_dump_json() for d in ("d1", "d2")]
+            stub.add_response(
+                "query",
+                {"Items": [{"sk": {"S": d}, "body": {"S": b}} for d, b in zip(("d1", "d2"), bodies)], "Count": 2},
+            )
             stub.add_response("batch_write_item", {"UnprocessedItems": {TABLE: [second]}})
             stub.add_response(
                 "batch_write_item", {"UnprocessedItems": {}}, expected_params={"RequestItems": {TABLE: [second]}}
             )
             stub.add_response("delete_item", {"Attributes": {"pk": {"S": "T#acme#COLLECTIONS"}}})
+            # (and the usage the records and the collection counted is given back)
+            stub.add_response("update_item", {})
             # When deleting the collection / Then the unprocessed item is sent again and the delete succeeds
             assert store.delete_collection("acme", "docs") is True
             stub.assert_no_pending_responses()
@@ -293,7 +391,8 @@ class TestDynamoDbMetadataStore(MetadataStoreContract, ReindexLedgerContract, Co
         store = DynamoDbMetadataStore(TABLE, client=client)
         stuck = {TABLE: [{"DeleteRequest": {"Key": {"pk": {"S": "T#acme#C#docs"}, "sk": {"S": "d1"}}}}]}
         with Stubber(client) as stub:
-            stub.add_response("query", {"Items": [{"sk": {"S": "d1"}}], "Count": 1})
+            body = make_document("docs", "d1").model_dump_json()
+            stub.add_response("query", {"Items": [{"sk": {"S": "d1"}, "body": {"S": body}}], "Count": 1})
             for _ in range(dynamodb_table.BATCH_WRITE_ATTEMPTS):
                 stub.add_response("batch_write_item", {"UnprocessedItems": stuck})
             # When deleting the collection / Then DependencyFailed, not an endless loop

@@ -67,8 +67,8 @@ def test_console_end_to_end_in_chromium(server):
     shutil.rmtree(SCREENSHOTS, ignore_errors=True)
     # When the script signs in, creates a collection, drops the files, waits for indexed, opens the chunks,
     # queries, renders a citation, edits a document's attributes and access and runs filtered queries, reindexes,
-    # shows hostile ids as text, checks 375 px and the keyboard, deletes and signs out; then another tenant signs in
-    # in the same tab, then a query key
+    # reads the usage page, shows hostile ids as text, checks 375 px and the keyboard, deletes and signs out; then
+    # another tenant signs in in the same tab, then a query key
     env = {
         **os.environ,
         "KINDEX_URL": server.base_url,
@@ -85,7 +85,7 @@ def test_console_end_to_end_in_chromium(server):
     assert done.returncode == 0, done.stdout + done.stderr + "\nserver:\n" + "".join(server.output[-40:])
     assert '"ok":true' in done.stdout
     steps = [line for line in done.stdout.splitlines() if line.startswith("ok ")]
-    assert len(steps) == 13, done.stdout
+    assert len(steps) == 14, done.stdout
     # And the screenshots of the main screens are there (CI keeps build/console-screenshots/ as artifacts)
     shots = sorted(p.name for p in SCREENSHOTS.glob("*.png"))
     assert shots == [
@@ -95,6 +95,7 @@ def test_console_end_to_end_in_chromium(server):
         "04-chunks.png",
         "05-query.png",
         "06-reindex-job.png",
+        "06b-usage.png",
         "07-documents-375px.png",
     ]
     # And the test left nothing behind

@@ -731,6 +731,7 @@ def test_routes_go_to_the_right_function_and_only_the_api_description_and_the_co
         "POST /v1/citations",
         "POST /v1/collections/{collection}/documents/{document}/upload",
         "GET /v1/jobs/{job}",
+        "GET /v1/usage",
         "POST /v1/collections/{collection}/reindex",
         "POST /v1/rights-check-secret",
         "GET /v1/collections/{collection}/documents/{document}/chunks",

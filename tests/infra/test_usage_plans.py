@@ -20,7 +20,13 @@ pytestmark = pytest.mark.infra
 
 NAMED_PLANS = {
     "gold": {"rate_limit": 200, "burst_limit": 400, "quota_per_day": 5_000_000, "tenants": ["acme", "globex"]},
-    "trial": {"rate_limit": 2, "burst_limit": 5, "quota_per_day": 1_000, "tenants": ["initech"]},
+    "trial": {
+        "rate_limit": 2,
+        "burst_limit": 5,
+        "quota_per_day": 1_000,
+        "quotas": {"documents": 100, "bytes": 10_000_000},
+        "tenants": ["initech"],
+    },
 }
 
 
@@ -33,6 +39,7 @@ def synthesized(tmp_path_factory):
         "stage": "prod",
         "api_usage_plans": NAMED_PLANS,
         "api_quota_per_day": 100_000,
+        "api_quotas": {"documents": 100_000, "chunks": 2_000_000, "collections": 100},
     }
     app, stack = build_app(context=context, outdir=str(root / "cdk.out"))
     app.synth()
@@ -248,3 +255,32 @@ def test_plans_given_on_the_command_line_as_json_text_are_read():
     context = {**cdk_json_context(), "api_usage_plans": json.dumps(NAMED_PLANS)}
     config = StackConfig.from_context(context.get)
     assert config.usage_plans.plan_for("acme")[0] == "gold"
+
+
+def test_the_functions_that_enforce_quotas_read_the_plans_with_their_quotas(resources):
+    # Given each function's environment
+    env = {
+        name: resources[function_id(resources, name)]["Properties"]["Environment"]["Variables"]
+        for name in ("api", "query", "ingest", "authorizer", "reindex", "reindexworker")
+    }
+    # Then exactly the api (writes, uploads, imports) and the ingest (a document's chunks) get KINDEX_USAGE_PLANS
+    assert {name for name, e in env.items() if "KINDEX_USAGE_PLANS" in e} == {"api", "ingest"}
+    # And what they read is the plans with each plan's quotas, as the runtime parses them
+    plans = UsagePlans.model_validate_json(env["api"]["KINDEX_USAGE_PLANS"])
+    assert plans.quota_limits("someone").quotas.model_dump() == {
+        "documents": 100_000,
+        "chunks": 2_000_000,
+        "bytes": None,
+        "collections": 100,
+    }
+    assert plans.quota_limits("initech").plan == "trial"
+    assert plans.quota_limits("initech").quotas.bytes == 10_000_000
+    assert env["ingest"]["KINDEX_USAGE_PLANS"] == env["api"]["KINDEX_USAGE_PLANS"]
+
+
+def test_plans_too_large_for_a_function_environment_are_refused_at_synth():
+    # Given a named plan listing so many tenants that the plans outgrow Lambda's 4 KB environment
+    many = {"big": {"rate_limit": 5, "burst_limit": 5, "tenants": [f"tenant-{n:05d}" for n in range(400)]}}
+    # When the stack's configuration is read / Then ConfigError says why
+    with pytest.raises(ConfigError, match="Lambda allows 4 KB"):
+        StackConfig.from_context({**cdk_json_context(), "api_usage_plans": many}.get)

@@ -13,10 +13,12 @@ import pytest
 from functions import reindex_worker as reindex_worker_function
 from kindex.adapters.aws.dynamodb_embedding_cache import embedding_pk
 from kindex.adapters.aws.dynamodb_jobs import jobs_pk
+from kindex.adapters.aws.dynamodb_metadata import usage_pk
 from kindex.domain import keys
 from kindex.domain.errors import Conflict, NotFound
 from kindex.domain.models import CollectionInput, DocumentInput, DocumentStatus, PageRequest
 from kindex.domain.query import QueryRequest
+from kindex.domain.quotas import Usage
 from tests.support.aws import BUCKET, TABLE, LambdaContext, sqs_lambda_event
 from tests.support.aws_deployment import AwsStack, aws_stack
 
@@ -50,8 +52,9 @@ def stack(monkeypatch: pytest.MonkeyPatch) -> Iterator[AwsStack]:
 
 
 def tenant_items(stack: AwsStack, tenant: str) -> list[tuple[str, str]]:
-    """(pk, sk) of every item the tenant's collection left in the table, its embedding cache and jobs aside."""
-    kept = {embedding_pk(tenant, "hash:384"), jobs_pk(tenant)}
+    """(pk, sk) of every item the tenant's collection left in the table, its embedding cache, jobs and usage (the
+    tenant's own, checked apart) aside."""
+    kept = {embedding_pk(tenant, "hash:384"), jobs_pk(tenant), usage_pk(tenant)}
     items = [
         (i["pk"]["S"], i["sk"]["S"])
         for page in stack.dynamodb.get_paginator("scan").paginate(TableName=TABLE)
@@ -115,6 +118,7 @@ def test_the_delete_is_a_job_gone_from_reads_at_once_that_leaves_nothing(stack):
         "total": 3,
     }
     assert tenant_items(stack, "t") == []
+    assert stack.services.adapters.metadata.usage("t") == Usage()  # everything the collection counted given back
     assert object_versions(stack, "t") == []
     assert vectors(stack, "t") == set()
     # And tenant u's collection of the same ids is whole and answers

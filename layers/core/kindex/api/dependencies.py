@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from kindex.app.reindex.jobs import ReindexJobs
     from kindex.app.rights import RightsSecretService
     from kindex.app.transfer import TransferService
+    from kindex.app.usage import UsageService
 
 
 class ApiServices(Protocol):
@@ -25,6 +26,7 @@ class ApiServices(Protocol):
     reindex_jobs: ReindexJobs
     rights_secrets: RightsSecretService
     transfer: TransferService
+    usage: UsageService
 
 
 def services() -> ApiServices:

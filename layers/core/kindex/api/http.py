@@ -29,6 +29,9 @@ STATUS_BY_ERROR: dict[type[errors.KindexError], int] = {
     errors.BadRequest: 400,
     errors.Unauthorized: 401,
     errors.Forbidden: 403,
+    # 403, not 429 (a retry cannot succeed until the tenant frees storage or changes plan; clients retry 429) nor 402
+    # (no payment is asked for here): docs/decisions.md, 2026-12-01.
+    errors.QuotaExceeded: 403,
     errors.NotFound: 404,
     errors.Conflict: 409,
     errors.PayloadTooLarge: 413,
@@ -45,8 +48,10 @@ def status_for(error: errors.KindexError) -> int:
     return 500
 
 
-def error_body(code: str, message: str) -> str:
-    return json.dumps({"error": code, "message": message})
+def error_body(code: str, message: str, details: dict[str, Any] | None = None) -> str:
+    """`{"error", "message"}`, with an error's own machine-readable details beside them (a quota's limit, use and
+    plan)."""
+    return json.dumps({"error": code, "message": message, **(details or {})})
 
 
 def error_response(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> dict[str, Any]:
@@ -186,7 +191,7 @@ def register_error_handlers(resolver: APIGatewayRestResolver) -> None:
             logger.warning("dependency failure", extra={"error_code": error.code, "error_type": type(error).__name__})
         # A dependency that failed or did not answer in time: worth retrying, after a pause.
         headers = {"Retry-After": str(RETRY_AFTER_S)} if status == 503 else None
-        return json_response(status, error_body(error.code, error.message), headers)
+        return json_response(status, error_body(error.code, error.message, getattr(error, "details", None)), headers)
 
     @resolver.exception_handler(RequestValidationError)
     def _validation_error(error: RequestValidationError) -> Response:

@@ -16,8 +16,9 @@ from kindex.app.chunk_removal import require_collection
 from kindex.app.collection_deletion import start_deletion
 from kindex.app.document_writes import Change, same_content, with_filter_fields, write_document
 from kindex.app.record_writes import write_collection
+from kindex.app.usage import UsageService
 from kindex.domain import keys
-from kindex.domain.errors import Conflict, InvalidInput, NotFound, PayloadTooLarge
+from kindex.domain.errors import Conflict, InvalidInput, NotFound, PayloadTooLarge, QuotaExceeded
 from kindex.domain.models import (
     CHUNKING_DEFAULTS,
     CHUNKING_VERSION,
@@ -50,6 +51,7 @@ from kindex.domain.ports import (
     Presigner,
     ReindexQueue,
 )
+from kindex.domain.quotas import COLLECTION_USAGE, QuotaLimits, Usage, document_usage
 from kindex.domain.types import StoredChunk
 from kindex.domain.validation import validated
 
@@ -191,6 +193,7 @@ class CatalogService:
         check_rights: Callable[[str, Collection], None] | None = None,
         max_file_bytes: int = 50 * 1024 * 1024,
         ingest_trigger: IngestTrigger | None = None,
+        usage: UsageService | None = None,
     ):
         self.collections = collections
         self.documents = documents
@@ -206,6 +209,7 @@ class CatalogService:
         self.check_rights = check_rights
         self.max_file_bytes = max_file_bytes
         self.ingest_trigger = ingest_trigger
+        self.usage = usage
 
     # Collections
     def get_collection(self, tenant: str, collection_id: str) -> Collection:
@@ -253,7 +257,8 @@ class CatalogService:
                 collection = collection.model_copy(update={"active_embedding_model": collection.embedding_model})
             return collection
 
-        collection, created = write_collection(self.collections, tenant, collection_id, existing, merged)
+        limits = self._limits(tenant, COLLECTION_USAGE if existing is None else Usage())
+        collection, created = write_collection(self.collections, tenant, collection_id, existing, merged, limits=limits)
         return collection.model_copy(update={"document_count": count}), created
 
     def delete_collection(self, tenant: str, collection_id: str) -> ReindexJob:
@@ -337,7 +342,10 @@ class CatalogService:
 
                 return self._store_and_commit(tenant, existing, with_content, data)
         # Unchanged or no content: whatever content the document has when this commits stays.
-        document, created = write_document(self.documents, tenant, collection_id, document_id, existing, merged)
+        limits = self._limits(tenant, Usage(documents=1) if existing is None else Usage())
+        document, created = write_document(
+            self.documents, tenant, collection_id, document_id, existing, merged, limits=limits
+        )
         self._refresh_index_fields(tenant, document)
         return document, created
 
@@ -366,10 +374,14 @@ class CatalogService:
         never see a record whose blob is still to come); the key is unique to this write, so a write that loses the
         commit only ever deletes its own bytes. After the commit, the blobs of earlier writes go."""
         planned = change(existing)  # the record as it would commit now: its key, and InvalidInput before any bytes
+        # QuotaExceeded before any bytes too (the commit checks again, atomically, as it counts them).
+        limits = self._limits(tenant, document_usage(planned) - document_usage(existing))
         self.blobs.put_blob(planned.source, data, planned.mimetype or TEXT_MIMETYPE)
         try:
-            document, created = write_document(self.documents, tenant, planned.collection, planned.id, existing, change)
-        except (Conflict, NotFound, InvalidInput):
+            document, created = write_document(
+                self.documents, tenant, planned.collection, planned.id, existing, change, limits=limits
+            )
+        except (Conflict, NotFound, InvalidInput, QuotaExceeded):
             self._discard_blob(planned.source)  # a write that answers 4xx leaves nothing behind
             raise
         except Exception:
@@ -432,8 +444,15 @@ class CatalogService:
             raise InvalidInput("size must be the file's length in bytes (0 or more)")
         if size > self.max_file_bytes:
             raise PayloadTooLarge(f"size {size} exceeds the file limit of {self.max_file_bytes} bytes")
-        existing, change = self._file_write(tenant, collection_id, document_id, filename, mimetype, fields=fields)
-        document, _ = write_document(self.documents, tenant, collection_id, document_id, existing, change)
+        # The ticket counts the file's bytes from now on (its signature admits exactly `size` of them), so a ticket
+        # past the bytes quota is refused before anything changes.
+        existing, change = self._file_write(
+            tenant, collection_id, document_id, filename, mimetype, content={"content_length": size}, fields=fields
+        )
+        limits = self._limits(tenant, document_usage(change(existing)) - document_usage(existing))
+        document, _ = write_document(
+            self.documents, tenant, collection_id, document_id, existing, change, limits=limits
+        )
         self._delete_superseded_blobs(tenant, document)
         url, headers, expires = self.presigner.presign_put(
             document.source, document.mimetype, size, self.upload_url_ttl
@@ -594,6 +613,11 @@ class CatalogService:
             summaries.append(summary)
             size += cost
         return DocumentPage(documents=summaries)
+
+    def _limits(self, tenant: str, delta: Usage) -> QuotaLimits | None:
+        """The tenant's quotas for a write adding `delta`, checked against its usage now (QuotaExceeded first, so a
+        refused write stores nothing); None without usage accounting."""
+        return None if self.usage is None else self.usage.precheck(tenant, delta)
 
     def _document(self, tenant: str, collection_id: str, document_id: str) -> Document:
         document = self.documents.get_document(tenant, collection_id, document_id)

@@ -12,6 +12,7 @@ from kindex.domain.errors import Conflict, NotFound
 from kindex.domain.filters import canonical_json
 from kindex.domain.models import FILTER_FIELDS, Document, DocumentStatus, utc_now
 from kindex.domain.ports import DocumentStore
+from kindex.domain.quotas import QuotaLimits
 
 #: What a write does to the record it read (None: no record): the document to commit, without its revision (the
 #: writer numbers it). It decides on the record it is given: raising (Conflict, NotFound, InvalidInput ...) ends the
@@ -28,14 +29,18 @@ def write_document(
     change: Change,
     *,
     attempts: int = WRITE_ATTEMPTS,
+    limits: QuotaLimits | None = None,
 ) -> tuple[Document, bool]:
     """Commit `change(read)` over `read`'s revision (a create when `read` is None); after each Conflict (another
     write committed first), read the record again and commit `change` of that. Returns (what was written, whether it
     was a create). Conflict when every attempt lost. A record deleted meanwhile is read again as None too: `change`
-    decides whether that creates it or ends the write (NotFound)."""
+    decides whether that creates it or ends the write (NotFound). With `limits`, a write that would take the
+    tenant's usage past its plan's quotas is QuotaExceeded (never retried: a count does not fall by waiting)."""
     return write_record(
         lambda: documents.get_document(tenant, collection_id, document_id),
-        lambda document, create: documents.put_document(tenant, document, create=create),
+        lambda document, replaced: documents.put_document(
+            tenant, document, create=replaced is None, previous=replaced, limits=limits
+        ),
         read,
         change,
         what=f"document {document_id!r}",

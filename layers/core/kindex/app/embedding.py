@@ -19,6 +19,7 @@ from kindex.app.query_batching import QueryBatcher
 from kindex.domain.errors import DependencyFailed, EmbeddingFailed
 from kindex.domain.metering import EMBEDDED_TEXTS, EMBEDDING_TOKENS
 from kindex.domain.ports import Embedder, EmbeddingCache, MetricsRecorder, TokenCounter
+from kindex.domain.quotas import estimated_tokens
 
 logger = logging.getLogger(__name__)
 
@@ -50,9 +51,12 @@ class EmbeddingService:
         embedder_for: Callable[[str], Embedder],
         metrics: MetricsRecorder | None = None,
         query_batches: QueryBatcher | None = None,
+        on_embedded: Callable[[str, int], None] | None = None,
     ):
         """`query_batches`: concurrent queries of one tenant and model are embedded in one call (query_batching.py);
-        None embeds each query alone (the reference the concurrency benchmark compares with)."""
+        None embeds each query alone (the reference the concurrency benchmark compares with). `on_embedded` is told
+        (tenant, estimated tokens) for the texts each tenant had embedded, not those the cache had (usage)."""
+        self.on_embedded = on_embedded
         self.cache = cache
         self.embedder_for = embedder_for
         self.metrics = metrics
@@ -76,6 +80,8 @@ class EmbeddingService:
                 fresh = dict(zip(mine, embedder.embed(list(mine.values()))))
                 for owner, hashes in _by_tenant(fresh).items():
                     self.cache.put_vectors(owner, model, {h: fresh[(owner, h)] for h in hashes})
+                    if self.on_embedded is not None:
+                        self.on_embedded(owner, sum(estimated_tokens(mine[(owner, h)]) for h in hashes))
                 known.update(fresh)
                 if self.metrics:
                     self.metrics.count("ChunksEmbedded", len(mine))

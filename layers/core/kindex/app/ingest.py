@@ -17,6 +17,7 @@ from kindex.app.chunk_removal import ChunkRemover
 from kindex.app.document_writes import filter_fields_change, same_content, with_filter_fields, write_document
 from kindex.app.embedding import EmbeddingService, text_sha256
 from kindex.app.ingest_batch import UNKNOWN_COST, IngestBatch, Memo
+from kindex.app.usage import UsageService
 from kindex.domain import keys
 from kindex.domain.errors import (
     Conflict,
@@ -26,6 +27,7 @@ from kindex.domain.errors import (
     InvalidSidecar,
     LimitExceeded,
     NotFound,
+    QuotaExceeded,
     UnknownModel,
 )
 from kindex.domain.metering import CHUNKS_WRITTEN
@@ -39,6 +41,7 @@ from kindex.domain.ports import (
     PageReader,
     SearchIndex,
 )
+from kindex.domain.quotas import QuotaLimits
 from kindex.domain.sidecar import MAX_SIDECAR_BYTES, described_key, is_sidecar, parse_sidecar, sidecar_key
 from kindex.domain.types import IndexRecord, StoredChunk
 
@@ -152,7 +155,9 @@ class IngestService:
         chunk: Callable | None = None,
         metrics: MetricsRecorder | None = None,
         ocr: PageReader | None = None,
+        usage: UsageService | None = None,
     ):
+        self.usage = usage
         self.collections = collections
         self.documents = documents
         self.blobs = blobs
@@ -529,6 +534,7 @@ class IngestService:
                 self._check_model(name)
             memo = (working.source or "", digest, collection.config_version, working.mimetype or None)
             pieces, warning = self._prepared_pieces(batch, memo, collection, data, filename, working.mimetype or None)
+            stored = self._reserve_chunks(tenant, stored, len(pieces))
             chunk_count, writes = self._write_chunks(
                 tenant,
                 collection,
@@ -540,8 +546,10 @@ class IngestService:
                 memo,
                 None if rebuild_only else record_progress,
             )
-        except (IngestError, DependencyFailed) as error:
-            retryable = isinstance(error, DependencyFailed) or error.retryable
+        except (IngestError, DependencyFailed, QuotaExceeded) as error:
+            # A quota is not retried by the reindex: the document is indexed again when its content is written again
+            # (or a reindex job is asked for) once the tenant freed chunks or moved to a larger plan.
+            retryable = isinstance(error, DependencyFailed) or getattr(error, "retryable", False)
             return self._fail(tenant, collection, stored, own, failure_reason(error), retryable, error)
         except (Conflict, NotFound):
             raise  # the document changed or went away meanwhile: the caller decides
@@ -722,7 +730,18 @@ class IngestService:
                 raise LimitExceeded(f"File is {size} bytes; the limit is {limit} bytes")
         return self.blobs.get_blob(key, max_bytes=limit)
 
-    def _save(self, tenant: str, stored: Document, fields: dict) -> Document:
+    def _reserve_chunks(self, tenant: str, stored: Document, count: int) -> Document:
+        """Under a chunk quota, count the document's `count` chunks (checking the quota) before any of them is
+        written: a document that would pass the quota fails with QuotaExceeded here, with nothing of it indexed.
+        Without one, the chunks are counted by the progress and `indexed` writes, as ever (no extra write)."""
+        if self.usage is None or count <= stored.chunk_count:
+            return stored
+        limits = self.usage.limits_for(tenant)
+        if limits.quotas.chunks is None:
+            return stored
+        return self._save(tenant, stored, {"chunk_count": count}, limits=limits)
+
+    def _save(self, tenant: str, stored: Document, fields: dict, limits: QuotaLimits | None = None) -> Document:
         """Write the ingest's own `fields` over `stored` (the record as it last read or wrote it) and return the
         record written. A write of other fields meanwhile (a metadata PUT) is kept: the ingest reads the record again
         and applies its fields on top. New content meanwhile (another version or source) is a Conflict, so that
@@ -732,7 +751,7 @@ class IngestService:
             current = same_content(stored, current, stored.id)
             return current.model_copy(update=fields)
 
-        written, _ = write_document(self.documents, tenant, stored.collection, stored.id, stored, change)
+        written, _ = write_document(self.documents, tenant, stored.collection, stored.id, stored, change, limits=limits)
         return written
 
     def _prepared_pieces(

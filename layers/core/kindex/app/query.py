@@ -14,6 +14,7 @@ from html import escape
 
 from kindex.app.embedding import EmbeddingService
 from kindex.app.rights import RightsChecks, RightsSession
+from kindex.app.usage import UsageService
 from kindex.domain import budget
 from kindex.domain.citations import cite_tag
 from kindex.domain.errors import Forbidden, NotFound
@@ -37,6 +38,7 @@ from kindex.domain.query import (
     QueryResult,
     QueryWarning,
 )
+from kindex.domain.quotas import estimated_tokens
 from kindex.domain.types import ChunkRange, ChunkRef, Principals, SearchFilters, SearchHit, StoredChunk
 
 logger = logging.getLogger(__name__)
@@ -242,7 +244,9 @@ class QueryService:
         query_log: QueryLog,
         metrics: MetricsRecorder | None = None,
         clock: Callable[[], float] = time.monotonic,
+        usage: UsageService | None = None,
     ):
+        self.usage = usage  # meters each query and its embedded query text per tenant (GET /v1/usage)
         self.collections = collections
         self.documents = documents
         self.chunks = chunks
@@ -278,6 +282,8 @@ class QueryService:
         results, citations = self._shape(passages, documents, expanded=request.expand is not None)
         query_id = uuid.uuid4().hex
         self.query_log.put_query(tenant, query_id, self._cited(results, citations), QUERY_LOG_TTL)
+        if self.usage is not None:
+            self.usage.record_query(tenant, embedding_tokens=estimated_tokens(request.query) * len(vectors))
         if self.metrics:
             self.metrics.count("Queries")
             self.metrics.meter(tenant, QUERIES)

@@ -14,6 +14,7 @@ from typing import TypeVar
 from kindex.domain.errors import Conflict, NotFound
 from kindex.domain.models import Collection, Document
 from kindex.domain.ports import CollectionStore
+from kindex.domain.quotas import QuotaLimits
 
 logger = logging.getLogger(__name__)
 
@@ -35,7 +36,7 @@ Record = TypeVar("Record", Document, Collection)
 
 def write_record(
     read_again: Callable[[], Record | None],
-    commit: Callable[[Record, bool], None],
+    commit: Callable[[Record, Record | None], None],
     read: Record | None,
     change: Callable[[Record | None], Record],
     *,
@@ -43,9 +44,10 @@ def write_record(
     log: dict[str, str],
     attempts: int = WRITE_ATTEMPTS,
 ) -> tuple[Record, bool]:
-    """Commit `change(read)` over `read`'s revision (a create when `read` is None) through `commit(record, create)`,
-    which must raise Conflict when the stored revision is not the one before (or the record exists, for a create) and
-    NotFound when an update finds no record. After each of those, read the record again and commit `change` of that.
+    """Commit `change(read)` over `read`'s revision (a create when `read` is None) through `commit(record, replaced)`
+    (`replaced`: the record it replaces, None for a create), which must raise Conflict when the stored revision is
+    not the one before (or the record exists, for a create) and NotFound when an update finds no record. After each
+    of those, read the record again and commit `change` of that.
     `change` gets the record as read (None: no record) and returns the record to commit, without its revision (this
     numbers it); raising (Conflict, NotFound, InvalidInput ...) ends the write with that error, never retried.
     Returns (what was written, whether it was a create); Conflict naming `what` when every attempt lost (logged with
@@ -57,7 +59,7 @@ def write_record(
             current = read_again()
         record = change(current).model_copy(update={"revision": (current.revision if current else 0) + 1})
         try:
-            commit(record, current is None)
+            commit(record, current)
         except (Conflict, NotFound):
             continue  # another write committed (or deleted the record) since `current` was read
         return record, current is None
@@ -77,13 +79,16 @@ def write_collection(
     change: CollectionChange,
     *,
     attempts: int = WRITE_ATTEMPTS,
+    limits: QuotaLimits | None = None,
 ) -> tuple[Collection, bool]:
     """`write_record` for a collection record: PUTs, model switches, anything that reads a collection and writes it
     back. The change must keep `config_version` meaning what it means (bumped by `merge_collection` for a chunking or
-    model change, and only then)."""
+    model change, and only then). With `limits`, a create over the tenant's collection quota is QuotaExceeded."""
     return write_record(
         lambda: collections.get_collection(tenant, collection_id),
-        lambda collection, create: collections.put_collection(tenant, collection, create=create),
+        lambda collection, replaced: collections.put_collection(
+            tenant, collection, create=replaced is None, limits=limits
+        ),
         read,
         change,
         what=f"collection {collection_id!r}",

@@ -24,6 +24,7 @@ from kindex.app.document_writes import write_document
 from kindex.app.embedding import EmbeddingService, imported_vectors_key, text_sha256
 from kindex.app.ingest import embedded_text, import_chunk_id
 from kindex.app.record_writes import WRITE_ATTEMPTS
+from kindex.app.usage import UsageService
 from kindex.domain import keys
 from kindex.domain.embedding_models import parse_embedding_model
 from kindex.domain.errors import Conflict, InvalidInput, NotFound, PayloadTooLarge
@@ -39,6 +40,7 @@ from kindex.domain.ports import (
     MetricsRecorder,
     SearchIndex,
 )
+from kindex.domain.quotas import QuotaLimits, Usage, document_usage
 from kindex.domain.transfer import (
     DEFAULT_EXPORT_CHUNKS,
     MAX_BATCH_DOCUMENTS,
@@ -172,7 +174,9 @@ class TransferService:
         max_chunks_per_document: int = 20_000,
         max_file_bytes: int = 50 * 1024 * 1024,
         metrics: MetricsRecorder | None = None,
+        usage: UsageService | None = None,
     ):
+        self.usage = usage
         self.collections = collections
         self.documents = documents
         self.blobs = blobs
@@ -308,12 +312,13 @@ class TransferService:
                 f"dimensions: {request.embedding_model} has {dimensions} dimensions, not {request.dimensions}"
             )
         plan = self._check_batch(tenant, collection_id, request, dimensions if reuse else None)
+        limits = self._quota_limits(tenant, request, plan)
         _check_embedding_load(request, reuse)
         vectors = self._vectors(tenant, collection, request.chunks, reuse)
         result = ImportResult()
         runs: dict[str, Document] = {}
         for item in request.documents:
-            runs[item.id] = self._start_document(tenant, collection, item, plan.stored.get(item.id))
+            runs[item.id] = self._start_document(tenant, collection, item, plan.stored.get(item.id), limits)
             result.documents_started += 1
         written: dict[str, list[str]] = {}
         records: list[IndexRecord] = []
@@ -462,8 +467,26 @@ class TransferService:
                 vectors[i] = vector
         return vectors
 
+    def _quota_limits(self, tenant: str, request: ImportRequest, plan: _Plan) -> QuotaLimits | None:
+        """The tenant's quotas, once the whole batch is seen to fit them (QuotaExceeded before anything is written or
+        embedded): its new documents, the chunks its document lines announce over those they replace, and the bytes
+        its chunk texts carry (the content blob, rebuilt from them, is at least that). Each document's first write
+        counts its document and chunks atomically again, so concurrent batches cannot pass a limit either."""
+        if self.usage is None:
+            return None
+        delta = Usage()
+        for item in request.documents:
+            delta += Usage(documents=1, chunks=item.chunk_count) - document_usage(plan.stored.get(item.id))
+        delta += Usage(bytes=sum(len(c.text.encode("utf-8", "surrogatepass")) for c in request.chunks))
+        return self.usage.precheck(tenant, delta)
+
     def _start_document(
-        self, tenant: str, collection: Collection, item: TransferDocument, read: Document | None
+        self,
+        tenant: str,
+        collection: Collection,
+        item: TransferDocument,
+        read: Document | None,
+        limits: QuotaLimits | None = None,
     ) -> Document:
         """Begin this import's run of the document: a new in-progress record committed over the one read (a write
         that changed the document's content since, or deleted or created it, makes this Conflict), then the replaced
@@ -498,7 +521,9 @@ class TransferService:
             old_chunks = [c.chunk_id for c in self.chunks.list_chunks(tenant, collection.id, item.id)]
             old_blobs = self.blobs.list_blobs(keys.document_prefix(tenant, collection.id, item.id))
             try:
-                run, _ = write_document(self.documents, tenant, collection.id, item.id, current, replace, attempts=1)
+                run, _ = write_document(
+                    self.documents, tenant, collection.id, item.id, current, replace, attempts=1, limits=limits
+                )
                 break
             except Conflict:
                 current = self.documents.get_document(tenant, collection.id, item.id)

@@ -28,6 +28,7 @@ from kindex.client.transport import ClientConfig, decode, raise_for_answer
 from kindex.client.uploads import UploadSource
 from kindex.domain.models import MAX_PAGE_SIZE, Collection, CollectionInput, DocumentInput, DocumentSummary, ReindexJob
 from kindex.domain.query import CitationsRequest, CitationsResponse, QueryRequest, QueryResponse
+from kindex.domain.quotas import UsageReport
 from kindex.domain.transfer import DEFAULT_EXPORT_CHUNKS, ExportPage, ImportRequest, ImportResult
 
 # GETs of `document_summaries` in flight at once (when reading the named documents beats the listing).
@@ -240,6 +241,11 @@ class AsyncKindex:
 
     async def start_reindex(self, collection: str, clean: bool = False) -> ReindexJob:
         return await self._send(calls.start_reindex(collection, clean))
+
+    async def get_usage(self) -> UsageReport:
+        """What the tenant stores and used (documents, chunks, bytes, collections, queries today, embedding tokens
+        this month) and its plan's limits (None: no limit)."""
+        return await self._send(calls.get_usage())
 
     async def get_job(self, job: str) -> ReindexJob:
         return await self._send(calls.get_job(job))

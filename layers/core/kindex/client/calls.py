@@ -30,6 +30,7 @@ from kindex.domain.models import (
     ReindexJob,
 )
 from kindex.domain.query import CitationsRequest, CitationsResponse, MultiQueryRequest, QueryRequest, QueryResponse
+from kindex.domain.quotas import UsageReport
 from kindex.domain.transfer import (
     DEFAULT_EXPORT_CHUNKS,
     MAX_EMBED_CHARS,
@@ -304,6 +305,10 @@ def get_job(job: str) -> ApiCall[ReindexJob]:
     return ApiCall("GET", "/v1/jobs/{job}", f"/v1/jobs/{segment(job)}", ReindexJob)
 
 
+def get_usage() -> ApiCall[UsageReport]:
+    return ApiCall("GET", "/v1/usage", "/v1/usage", UsageReport)
+
+
 def rotate_rights_secret() -> ApiCall[RightsSecret]:
     return ApiCall("POST", "/v1/rights-check-secret", "/v1/rights-check-secret", RightsSecret, body={})
 
@@ -387,6 +392,7 @@ BUILDERS = (
     render_citations,
     start_reindex,
     get_job,
+    get_usage,
     rotate_rights_secret,
     export_collection,
     import_batch,

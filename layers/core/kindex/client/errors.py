@@ -52,6 +52,18 @@ class Forbidden(ApiError):
     """403: the key's role may not do this, or the end user may not query the collection."""
 
 
+class QuotaExceeded(Forbidden):
+    """403 `quota_exceeded`: the write would take the tenant past its plan's quota; nothing was stored. `limit`
+    (documents, chunks, bytes or collections), `used`, `max` and `plan` say which and where it stands."""
+
+    def __init__(self, status: int, error: str, message: str, headers: Mapping[str, str] | None = None, **details):
+        super().__init__(status, error, message, headers)
+        self.limit: str | None = details.get("limit")
+        self.used: int | None = details.get("used")
+        self.max: int | None = details.get("max")
+        self.plan: str | None = details.get("plan")
+
+
 class NotFound(ApiError):
     """404: no such collection, document or job for this tenant (another tenant's is also 'not found')."""
 
@@ -98,7 +110,13 @@ _BY_STATUS: dict[int, type[ApiError]] = {
 }
 
 
-def error_for_status(status: int, error: str, message: str, headers: Mapping[str, str] | None = None) -> ApiError:
-    """The typed exception of an answer's status (ServerError for any other 5xx, ApiError for the rest)."""
+def error_for_status(
+    status: int, error: str, message: str, headers: Mapping[str, str] | None = None, body: Mapping | None = None
+) -> ApiError:
+    """The typed exception of an answer's status (ServerError for any other 5xx, ApiError for the rest; a quota's
+    403 is QuotaExceeded, with the details `body` carries)."""
+    if status == 403 and error == "quota_exceeded":
+        details = {name: (body or {}).get(name) for name in ("limit", "used", "max", "plan")}
+        return QuotaExceeded(status, error, message, headers, **details)
     cls = _BY_STATUS.get(status) or (ServerError if status >= 500 else ApiError)
     return cls(status, error, message, headers)

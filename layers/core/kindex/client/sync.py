@@ -34,6 +34,7 @@ from kindex.domain.models import (
     ReindexJob,
 )
 from kindex.domain.query import CitationsRequest, CitationsResponse, QueryRequest, QueryResponse
+from kindex.domain.quotas import UsageReport
 from kindex.domain.transfer import DEFAULT_EXPORT_CHUNKS, ExportPage, ImportRequest, ImportResult
 
 TERMINAL_STATUSES = calls.TERMINAL_STATUSES
@@ -262,6 +263,11 @@ class Kindex:
 
     def start_reindex(self, collection: str, clean: bool = False) -> ReindexJob:
         return self._send(calls.start_reindex(collection, clean))
+
+    def get_usage(self) -> UsageReport:
+        """What the tenant stores and used (documents, chunks, bytes, collections, queries today, embedding tokens
+        this month) and its plan's limits (None: no limit)."""
+        return self._send(calls.get_usage())
 
     def get_job(self, job: str) -> ReindexJob:
         return self._send(calls.get_job(job))

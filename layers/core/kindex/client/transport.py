@@ -64,7 +64,9 @@ def raise_for_answer(response: httpx.Response) -> None:
         body = None
     if isinstance(body, dict) and isinstance(body.get("error"), str):
         error, message = body["error"], str(body.get("message", ""))
-    raise error_for_status(response.status_code, error, message, response.headers)
+    raise error_for_status(
+        response.status_code, error, message, response.headers, body if isinstance(body, dict) else None
+    )
 
 
 def decode(call: ApiCall, response: httpx.Response) -> Any:

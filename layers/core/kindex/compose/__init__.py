@@ -24,6 +24,7 @@ if TYPE_CHECKING:  # imports stay inside the properties: each function loads onl
     from kindex.app.reindex.worker import ReindexWorker
     from kindex.app.rights import RightsChecks, RightsSecretService
     from kindex.app.transfer import TransferService
+    from kindex.app.usage import UsageService
     from kindex.compose.local import LocalAdapters
 
 
@@ -57,7 +58,15 @@ class Services:
             self.adapters.embedder,
             self.adapters.metrics,
             query_batches=QueryBatcher() if self.settings.query_batching else None,
+            on_embedded=self.usage.record_embedding_tokens,
         )
+
+    @cached_property
+    def usage(self) -> UsageService:
+        """Quotas from the usage plans (KINDEX_USAGE_PLANS; none: no limits), counters in the metadata store."""
+        from kindex.app.usage import UsageService
+
+        return UsageService(self.adapters.metadata, self.settings.plans)
 
     @cached_property
     def ingest(self) -> IngestService:
@@ -79,6 +88,7 @@ class Services:
             limits,
             metrics=a.metrics,
             ocr=a.page_reader,
+            usage=self.usage,
         )
 
     @cached_property
@@ -112,6 +122,7 @@ class Services:
             self.rights_checks,
             a.query_log,
             metrics=a.metrics,
+            usage=self.usage,
         )
 
     @cached_property
@@ -160,6 +171,7 @@ class Services:
             switch=self.model_switch,
             orphans=OrphanBlobs(a.blobs, a.metadata, a.reindex_queue),
             deleter=CollectionDeleter(a.metadata, a.metadata, a.blobs, self.remover, a.jobs, a.reindex_queue),
+            usage=self.usage,
         )
 
     @cached_property
@@ -198,6 +210,7 @@ class Services:
             check_rights=self._check_rights,
             max_file_bytes=self.settings.max_file_bytes,
             ingest_trigger=a.ingest_trigger,
+            usage=self.usage,
         )
 
     @cached_property
@@ -216,6 +229,7 @@ class Services:
             max_chunks_per_document=self.settings.max_chunks_per_document,
             max_file_bytes=self.settings.max_file_bytes,
             metrics=a.metrics,
+            usage=self.usage,
         )
 
     @cached_property

@@ -5,6 +5,7 @@ import { clear, errorBox, h } from "./dom.js";
 import { documentScreen } from "./documents.js";
 import { jobsScreen } from "./jobs.js";
 import { queryScreen } from "./query.js";
+import { usageScreen } from "./usage.js";
 
 const main = document.getElementById("main");
 const nav = document.getElementById("nav");
@@ -18,6 +19,7 @@ const routes = [
   [/^#\/collections\/([^/]+)(?:\/(documents|settings|reindex))?$/, () => collectionScreen],
   [/^#\/query$/, () => queryScreen],
   [/^#\/jobs(?:\/([^/]+))?$/, () => jobsScreen],
+  [/^#\/usage$/, () => usageScreen],
 ];
 
 function render() {

@@ -109,3 +109,17 @@ class UnknownModel(IngestError):
 
     kind = "UnknownModel"
     retryable = True
+
+
+class QuotaExceeded(KindexError):
+    """A write would take the tenant past one of its plan's quotas (HTTP 403 `quota_exceeded`, see
+    docs/decisions.md): nothing was stored. `details` names the limit, the current use and the plan."""
+
+    code = "quota_exceeded"
+    kind = "QuotaExceeded"  # the document's `failure_reason` when its ingest finds the chunk limit passed
+
+    def __init__(self, *, limit: str, used: int, maximum: int, adding: int, plan: str):
+        super().__init__(
+            f"{limit} quota exceeded: {used:,} of {maximum:,} used on plan {plan!r}, and this write adds {adding:,}"
+        )
+        self.details = {"limit": limit, "used": used, "max": maximum, "plan": plan}

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from kindex.domain.models import ApiKey, Collection, Document, PendingDeletion, ReindexJob
+    from kindex.domain.quotas import Metered, QuotaLimits, Usage
     from kindex.domain.reindex import ReindexState, ReindexTask
 
 
@@ -154,16 +155,21 @@ class CollectionStore(Protocol):
     def get_collection(self, tenant: str, collection_id: str) -> "Collection | None":
         """The collection, or None when it does not exist for this tenant (or is being deleted)."""
 
-    def put_collection(self, tenant: str, collection: "Collection", *, create: bool) -> None:
+    def put_collection(
+        self, tenant: str, collection: "Collection", *, create: bool, limits: "QuotaLimits | None" = None
+    ) -> None:
         """Write the collection. create=True fails with Conflict if it exists, or while a collection of that id is
         being deleted. create=False writes only over the stored revision `collection.revision - 1` (a record without
         one counts as 0): NotFound when there is no record, Conflict when another write committed since that
         revision was read, and nothing changes either way. Every write stores `collection.revision` as given: the
-        writer numbers it (the read revision + 1; 1 for a create)."""
+        writer numbers it (the read revision + 1; 1 for a create). A create counts the collection in the tenant's
+        usage in the same atomic write (`UsageCounters`); with `limits`, it is QuotaExceeded instead, and nothing
+        changes, when the tenant already has its plan's number of collections."""
 
     def delete_collection(self, tenant: str, collection_id: str) -> bool:
         """Delete the collection's record, all its document records and its reindex state (a pending deletion of it
-        stays: `CollectionDeletions.end_deletion` ends that); False when there was no collection record."""
+        stays: `CollectionDeletions.end_deletion` ends that); False when there was no collection record. The tenant's
+        usage gives back what the records counted (SQLite: in the same transaction; DynamoDB: batch by batch)."""
 
     def list_collections(self, tenant: str, *, after: str | None, offset: int, limit: int | None) -> list[str]:
         """Ids in order, strictly after `after` (if given), skipping `offset`, at most `limit` (None = all)."""
@@ -185,17 +191,31 @@ class DocumentStore(Protocol):
         documents; SQLite: one query): missing ones are absent, a pair given twice is read once, and an empty
         `refs` reads nothing."""
 
-    def put_document(self, tenant: str, document: "Document", *, create: bool) -> None:
+    def put_document(
+        self,
+        tenant: str,
+        document: "Document",
+        *,
+        create: bool,
+        previous: "Document | None" = None,
+        limits: "QuotaLimits | None" = None,
+    ) -> None:
         """Write the document. create=True fails with Conflict if it exists. create=False writes only over the stored
         revision `document.revision - 1` (a record without one counts as 0): NotFound when there is no record,
         Conflict when another write committed since that revision was read, and nothing changes either way. Every
-        write stores `document.revision` as given: the writer numbers it (the read revision + 1; 1 for a create)."""
+        write stores `document.revision` as given: the writer numbers it (the read revision + 1; 1 for a create).
+
+        The tenant's usage (`UsageCounters`) changes by `document_usage(document) - document_usage(replaced)` in the
+        same atomic write; `previous` is the record the caller read at `document.revision - 1` (the store may use it
+        instead of reading that record again). With `limits`, a write that would take a counter it increases past its
+        limit is QuotaExceeded, and nothing changes; a write that increases nothing is never refused."""
 
     def delete_document(
         self, tenant: str, collection_id: str, document_id: str, *, revision: int | None = None
     ) -> bool:
         """Delete the record; False when it did not exist. With `revision`, only the record still at that revision
-        (one without a revision counts as 0): Conflict, and nothing deleted, when another write committed since."""
+        (one without a revision counts as 0): Conflict, and nothing deleted, when another write committed since.
+        The tenant's usage gives back what the deleted record counted, in the same atomic write."""
 
     def list_documents(
         self, tenant: str, collection_id: str, *, after: str | None, offset: int, limit: int | None
@@ -233,7 +253,8 @@ class CollectionDeletions(Protocol):
         """In one atomic write, delete the collection's record (only over the stored revision `collection.revision`:
         Conflict when another write committed since, NotFound when there is no record) and keep `collection` with
         `job` as its pending deletion. From then until `end_deletion`, the collection store does not read, list or
-        create a collection of that id; its document records stay until `CollectionStore.delete_collection`."""
+        create a collection of that id; its document records stay until `CollectionStore.delete_collection`. The
+        tenant's collection count gives the collection back in the same write (its documents count until deleted)."""
 
     def pending_deletion(self, tenant: str, collection_id: str) -> "PendingDeletion | None":
         """The collection's pending deletion, or None when none is under way."""
@@ -244,6 +265,26 @@ class CollectionDeletions(Protocol):
     def end_deletion(self, tenant: str, collection_id: str, job: str) -> bool:
         """Delete the pending deletion if it is `job`'s (another job's is left alone); False when it was not there.
         A collection of that id may be created again from then on."""
+
+
+class UsageCounters(Protocol):
+    """A tenant's usage, kept by the metadata store beside its records: the stored counters (documents, chunks, bytes,
+    collections), which the record writes change atomically (see `DocumentStore.put_document`), and the metered
+    counts (queries per UTC day, estimated embedding tokens per UTC month). A tenant's counters are its own: nothing
+    written for one tenant is read for another, whatever the ids."""
+
+    def usage(self, tenant: str) -> "Usage":
+        """The stored counters (all 0 for a tenant that never wrote anything)."""
+
+    def reconcile(self, tenant: str) -> "tuple[Usage, Usage] | None":
+        """Count the tenant's records again and set the counters to that: (counters before, counted). None when a
+        write changed the counters while they were counted (nothing set; the next pass tries again)."""
+
+    def add_metered(self, tenant: str, *, day: str, month: str, queries: int = 0, embedding_tokens: int = 0) -> None:
+        """Add to the tenant's queries of `day` and embedding tokens of `month` (atomic increments, never lost)."""
+
+    def metered(self, tenant: str, *, day: str, month: str) -> "Metered":
+        """The tenant's queries of `day` and embedding tokens of `month` (0 when nothing was recorded)."""
 
 
 class KeyStore(Protocol):

@@ -4,6 +4,9 @@ The same shape configures both backends: `cdk.json` (`api_rate_limit`, `api_burs
 `api_usage_plans`) becomes API Gateway usage plans, and `KINDEX_USAGE_PLANS` (JSON) gives `kindex serve` the same
 plans for its own limiter. On AWS the stack adds each plan's usage plan `id`, which the key provisioning needs.
 
+Each plan may carry `quotas` (kindex.domain.quotas.Quotas: documents, chunks, bytes, collections; a missing one is no
+limit), which the API and the ingest enforce on both backends; the functions read them from KINDEX_USAGE_PLANS too.
+
 Each tenant's API Gateway key value (its usage identifier) is in `kindex.domain.usage_identifier`.
 """
 
@@ -14,6 +17,7 @@ import re
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from kindex.domain.models import ResourceId
+from kindex.domain.quotas import QuotaLimits, Quotas
 
 DEFAULT_PLAN = "default"
 PLAN_NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,31}")
@@ -28,6 +32,8 @@ class PlanLimits(BaseModel):
     burst_limit: int = Field(gt=0, le=100_000)
     quota_per_day: int = Field(default=0, ge=0)
     id: str | None = Field(default=None, pattern=r"^[A-Za-z0-9]{1,64}$")  # the API Gateway usage plan (AWS only)
+    # What each tenant of the plan may store; no key: no limit (kindex.domain.quotas).
+    quotas: Quotas = Field(default_factory=Quotas)
 
 
 class NamedPlan(PlanLimits):
@@ -66,6 +72,11 @@ class UsagePlans(BaseModel):
             if tenant in plan.tenants:
                 return name, plan
         return DEFAULT_PLAN, self.default
+
+    def quota_limits(self, tenant: str) -> QuotaLimits:
+        """The quotas that apply to `tenant`, with the name of the plan they come from."""
+        name, plan = self.plan_for(tenant)
+        return QuotaLimits(plan=name, quotas=plan.quotas)
 
     def all_plans(self) -> dict[str, PlanLimits]:
         return {DEFAULT_PLAN: self.default, **self.plans}

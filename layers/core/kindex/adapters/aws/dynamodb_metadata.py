@@ -12,6 +12,9 @@ and collections `revision`):
 | key listing (tenant) | `T#{tenant}#KEYS`                    | `{created_at}#{key_id}`   |
 | reindex state        | `T#{tenant}#REINDEX`                 | `{collection_id}`         |
 | collection deleting  | `T#{tenant}#DELETING`                | `{collection_id}`         |
+| stored usage         | `T#{tenant}#USAGE`                   | `STORED`                  |
+| queries of a day     | `T#{tenant}#USAGE`                   | `D#{yyyy-mm-dd}`          |
+| tokens of a month    | `T#{tenant}#USAGE`                   | `M#{yyyy-mm}`             |
 
 Key construction. Ids may contain '#', '%', spaces and any unicode, so the parts of a partition key are escaped:
 `%` becomes `%25` and `#` becomes `%23` (and nothing else changes). Escaped parts never contain '#', so the '#'
@@ -37,6 +40,13 @@ A document or collection item's `revision` changes on every write and every upda
 (`build_put_request`); items written before they had revisions lack the attribute, which counts as revision 0, so
 they stay updatable without a migration.
 
+Usage. The stored-usage item holds the tenant's counters (`documents`, `chunks`, `bytes`, `collections`, numbers) and
+`writes`, bumped by every change. A record write that changes a counter is one TransactWriteItems: the record's own
+conditional write and an `ADD` to the counters, conditional on each counter the write increases being at most
+`limit - increase` (`build_usage_update`), so no number of concurrent writers can pass a quota. Deleting a collection's
+documents gives their usage back batch by batch (not atomically: the reindex pass recounts, `reconcile`). Metered
+items (`D#`, `M#`) are plain `ADD`s and expire (TTL) a year after their period.
+
 Reads are strongly consistent: services read-modify-write with revision checks, and a stale read there would only
 turn into a spurious Conflict. Requests are built by the pure functions below; `DynamoDbMetadataStore._call` is the
 one place that turns botocore errors into domain errors.
@@ -48,6 +58,7 @@ import logging
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+from kindex.adapters.aws.dynamodb_query_log import TTL_ATTRIBUTE
 from kindex.adapters.aws.dynamodb_table import (
     BATCH_WRITE_MAX,
     MAX_PK_BYTES,
@@ -59,6 +70,7 @@ from kindex.adapters.aws.dynamodb_table import (
 )
 from kindex.domain.errors import Conflict, KindexError, NotFound
 from kindex.domain.models import ApiKey, Collection, Document, PendingDeletion
+from kindex.domain.quotas import COLLECTION_USAGE, QUOTA_NAMES, Metered, QuotaLimits, Usage, document_usage
 from kindex.domain.reindex import ReindexState, needs_attention
 
 logger = logging.getLogger(__name__)
@@ -67,6 +79,9 @@ KEYS_PARTITION = "KEYS"
 KEY_ITEM_SK = "KEY"
 ATTENTION_INDEX = "attention"
 ATTENTION_ATTRIBUTE = "attention"
+USAGE_SK = "STORED"
+# Metered items are kept this long after their period began (a bill is read within the year).
+METERED_TTL_SECONDS = 400 * 86_400
 
 
 # Pure key and request building
@@ -84,6 +99,78 @@ def reindex_state_pk(tenant: str) -> str:
 
 def deleting_pk(tenant: str) -> str:
     return f"T#{escape_part(tenant)}#DELETING"
+
+
+def usage_pk(tenant: str) -> str:
+    return f"T#{escape_part(tenant)}#USAGE"
+
+
+def build_usage_update(table: str, tenant: str, delta: Usage, ceilings: dict[str, int]) -> dict[str, Any]:
+    """The Update (of a TransactWriteItems) that adds `delta` to the tenant's stored counters, only while each
+    counter named in `ceilings` holds at most its ceiling (`QuotaLimits.ceilings`; a missing counter is 0)."""
+    names, values = {"#writes": "writes"}, {":one": {"N": "1"}}
+    adds = ["#writes :one"]
+    for name in QUOTA_NAMES:
+        if amount := getattr(delta, name):
+            names[f"#{name}"] = name
+            values[f":{name}"] = {"N": str(amount)}
+            adds.append(f"#{name} :{name}")
+    conditions = []
+    for name, ceiling in ceilings.items():
+        names[f"#{name}"] = name
+        values[f":max_{name}"] = {"N": str(ceiling)}
+        conditions.append(f"(attribute_not_exists(#{name}) OR #{name} <= :max_{name})")
+    update: dict[str, Any] = {
+        "TableName": table,
+        "Key": item_key(usage_pk(tenant), USAGE_SK),
+        "UpdateExpression": "ADD " + ", ".join(adds),
+        "ExpressionAttributeNames": names,
+        "ExpressionAttributeValues": values,
+    }
+    if conditions:
+        update["ConditionExpression"] = " AND ".join(conditions)
+    return update
+
+
+def build_usage_reset(table: str, tenant: str, usage: Usage, seen_writes: int | None) -> dict[str, Any]:
+    """A PutItem setting the counters to `usage`, only if no write changed them since they were read (`writes` still
+    `seen_writes`; None: there was no item)."""
+    item = {
+        **item_key(usage_pk(tenant), USAGE_SK),
+        **{name: {"N": str(getattr(usage, name))} for name in QUOTA_NAMES},
+        "writes": {"N": str((seen_writes or 0) + 1)},
+    }
+    request: dict[str, Any] = {"TableName": table, "Item": item}
+    if seen_writes is None:
+        request["ConditionExpression"] = "attribute_not_exists(pk)"
+    else:
+        request["ConditionExpression"] = "#writes = :seen"
+        request["ExpressionAttributeNames"] = {"#writes": "writes"}
+        request["ExpressionAttributeValues"] = {":seen": {"N": str(seen_writes)}}
+    return request
+
+
+def build_metered_add(table: str, tenant: str, sk: str, attribute: str, amount: int, expires_at: int) -> dict:
+    """An UpdateItem adding `amount` to one metered count (its item expires `expires_at`, epoch seconds)."""
+    return {
+        "TableName": table,
+        "Key": item_key(usage_pk(tenant), sk),
+        "UpdateExpression": "ADD #count :amount SET #ttl = if_not_exists(#ttl, :expires)",
+        "ExpressionAttributeNames": {"#count": attribute, "#ttl": TTL_ATTRIBUTE},
+        "ExpressionAttributeValues": {":amount": {"N": str(amount)}, ":expires": {"N": str(expires_at)}},
+    }
+
+
+def _period_start(period: str) -> int:
+    from datetime import datetime, timezone
+
+    parts = [int(p) for p in period.split("-")] + [1]
+    return int(datetime(parts[0], parts[1], parts[2], tzinfo=timezone.utc).timestamp())
+
+
+def _stored_usage(item: dict | None) -> Usage:
+    item = item or {}
+    return Usage(**{name: int(item[name]["N"]) for name in QUOTA_NAMES if name in item})
 
 
 def at_revision(revision: int) -> dict[str, Any]:
@@ -115,12 +202,14 @@ def build_mark_deleting(table: str, tenant: str, collection: Collection, job: st
                 }
             },
             {"Put": {"TableName": table, "Item": pending}},
+            {"Update": build_usage_update(table, tenant, Usage() - COLLECTION_USAGE, {})},
         ]
     }
 
 
-def build_create_collection(table: str, tenant: str, item: dict) -> dict[str, Any]:
-    """One TransactWriteItems: put the new collection item where none is, while no deletion of that id is pending."""
+def build_create_collection(table: str, tenant: str, item: dict, ceilings: dict[str, int]) -> dict[str, Any]:
+    """One TransactWriteItems: put the new collection item where none is, while no deletion of that id is pending,
+    and count it (within `ceilings`, see `build_usage_update`)."""
     return {
         "TransactItems": [
             {
@@ -131,6 +220,7 @@ def build_create_collection(table: str, tenant: str, item: dict) -> dict[str, An
                 }
             },
             {"Put": {"TableName": table, "Item": item, "ConditionExpression": "attribute_not_exists(pk)"}},
+            {"Update": build_usage_update(table, tenant, COLLECTION_USAGE, ceilings)},
         ]
     }
 
@@ -199,6 +289,10 @@ def build_delete_request(table: str, key: dict, revision: int | None) -> dict[st
     return request
 
 
+#: Reads of a document delete without a revision that races writers of the record, before it answers Conflict.
+DELETE_READS = 8
+
+
 class _Gone(Exception):
     """A conditional delete found no item (its condition's attribute_exists failed)."""
 
@@ -258,16 +352,24 @@ class DynamoDbMetadataStore(DynamoDbTable):
         body = self._get_body(collections_pk(tenant), collection_id)
         return Collection.model_validate_json(body) if body is not None else None
 
-    def put_collection(self, tenant: str, collection: Collection, *, create: bool) -> None:
+    def put_collection(
+        self, tenant: str, collection: Collection, *, create: bool, limits: QuotaLimits | None = None
+    ) -> None:
         item = build_item(
             collections_pk(tenant), collection.id, collection.model_dump_json(), revision=collection.revision
         )
         if create:
+            ceilings = self._ceilings(tenant, COLLECTION_USAGE, limits)
             self._call(
                 "transact_write_items",
-                build_create_collection(self.table_name, tenant, item),
-                on_condition_failed=lambda _old: Conflict(
-                    f"collection {collection.id!r} already exists, or is being deleted"
+                build_create_collection(self.table_name, tenant, item, ceilings),
+                on_item_failed=self._counted_failure(
+                    tenant,
+                    COLLECTION_USAGE,
+                    limits,
+                    ceilings,
+                    lambda _old: Conflict(f"collection {collection.id!r} already exists, or is being deleted"),
+                    counter_at=2,
                 ),
             )
             return
@@ -333,12 +435,19 @@ class DynamoDbMetadataStore(DynamoDbTable):
         doc_pk = documents_pk(tenant, collection_id)
         deleted = 0
         pending: list[dict] = []
-        # Deleting while paging is safe (LastEvaluatedKey does not need the item to exist) and bounds memory.
-        for sort_key in self._sort_keys(doc_pk, after=None):
-            pending.append(item_key(doc_pk, sort_key))
-            if len(pending) == BATCH_WRITE_MAX:
-                self._batch_write(deletes=pending)
-                deleted, pending = deleted + len(pending), []
+        freed = Usage()
+        # Deleting while paging is safe (LastEvaluatedKey does not need the item to exist) and bounds memory. The
+        # bodies are read (not only the keys) for the usage each batch gives back once it is deleted.
+        request = build_page_query(self.table_name, doc_pk)
+        request["ProjectionExpression"] = "sk, body"
+        for page in self._query_pages(request):
+            for item in page["Items"]:
+                pending.append(item_key(doc_pk, item["sk"]["S"]))
+                freed += document_usage(Document.model_validate_json(item["body"]["S"]))
+                if len(pending) == BATCH_WRITE_MAX:
+                    self._batch_write(deletes=pending)
+                    self._add_usage(tenant, Usage() - freed)
+                    deleted, pending, freed = deleted + len(pending), [], Usage()
         deleted += len(pending)
         # The collection's reindex state goes with its last documents (a missing item deletes as a no-op).
         self._batch_write(deletes=[*pending, item_key(reindex_state_pk(tenant), collection_id)])
@@ -346,6 +455,7 @@ class DynamoDbMetadataStore(DynamoDbTable):
             "delete_item", {"TableName": self.table_name, "Key": item_key(pk, collection_id), "ReturnValues": "ALL_OLD"}
         )
         existed = "Attributes" in response
+        self._add_usage(tenant, Usage() - freed - (COLLECTION_USAGE if existed else Usage()))
         logger.info(
             "collection deleted",
             extra={"tenant": tenant, "collection": collection_id, "documents_deleted": deleted, "existed": existed},
@@ -374,7 +484,15 @@ class DynamoDbMetadataStore(DynamoDbTable):
             found[(document.collection, document.id)] = document
         return found
 
-    def put_document(self, tenant: str, document: Document, *, create: bool) -> None:
+    def put_document(
+        self,
+        tenant: str,
+        document: Document,
+        *,
+        create: bool,
+        previous: Document | None = None,
+        limits: QuotaLimits | None = None,
+    ) -> None:
         item = build_item(
             documents_pk(tenant, document.collection),
             document.id,
@@ -384,7 +502,28 @@ class DynamoDbMetadataStore(DynamoDbTable):
         )
         if needs_attention(document):
             item[ATTENTION_ATTRIBUTE] = {"S": item["pk"]["S"]}
-        self._put_revisioned(item, create=create, what=f"document {document.id!r}")
+        what = f"document {document.id!r}"
+        if create or (previous is not None and previous.revision == document.revision - 1):
+            replaced = previous
+        else:  # read what it replaces; a record not at the revision before makes the plain write below refuse it
+            replaced = self.get_document(tenant, document.collection, document.id)
+            if replaced is None or replaced.revision != document.revision - 1:
+                self._put_revisioned(item, create=create, what=what)
+                return
+        delta = document_usage(document) - document_usage(None if create else replaced)
+        if not delta:
+            self._put_revisioned(item, create=create, what=what)
+            return
+        # The record and its usage in one transaction: both or neither.
+        ceilings = self._ceilings(tenant, delta, limits)
+        put = build_put_request(self.table_name, item, create=create, expected_revision=document.revision - 1)
+        self._call(
+            "transact_write_items",
+            {"TransactItems": [{"Put": put}, {"Update": build_usage_update(self.table_name, tenant, delta, ceilings)}]},
+            on_item_failed=self._counted_failure(
+                tenant, delta, limits, ceilings, self._revision_failed(item, create=create, what=what)
+            ),
+        )
 
     def delete_document(
         self, tenant: str, collection_id: str, document_id: str, *, revision: int | None = None
@@ -392,17 +531,36 @@ class DynamoDbMetadataStore(DynamoDbTable):
         pk = documents_pk(tenant, collection_id)
         if not addressable(pk, document_id):
             return False
-        request = build_delete_request(self.table_name, item_key(pk, document_id), revision)
+        # The record is read first for what it counts, then deleted at the revision read, with its usage given back
+        # in the same transaction. Without `revision`, a write that commits in between makes it read again.
+        for _ in range(DELETE_READS):
+            stored = self.get_document(tenant, collection_id, document_id)
+            if stored is None:
+                return False
+            if revision is not None and stored.revision != revision:
+                raise Conflict(f"document {document_id!r} changed since revision {revision}")
+            request = build_delete_request(self.table_name, item_key(pk, document_id), stored.revision)
+            request.pop("ReturnValues")
 
-        def changed(item: dict | None) -> Exception:
-            # The item as it was: None when it did not exist (nothing to delete), else at another revision.
-            return _Gone() if item is None else Conflict(f"document {document_id!r} changed since revision {revision}")
+            def changed(_position: int, item: dict | None) -> Exception:
+                # The item as it was: None when it did not exist (nothing to delete), else at another revision.
+                return _Gone() if item is None else Conflict(f"document {document_id!r} changed meanwhile")
 
-        try:
-            response = self._call("delete_item", request, on_condition_failed=changed)
-        except _Gone:
-            return False
-        return "Attributes" in response
+            update = build_usage_update(self.table_name, tenant, Usage() - document_usage(stored), {})
+            try:
+                self._call(
+                    "transact_write_items",
+                    {"TransactItems": [{"Delete": request}, {"Update": update}]},
+                    on_item_failed=changed,
+                )
+            except _Gone:
+                return False
+            except Conflict:
+                if revision is not None:
+                    raise Conflict(f"document {document_id!r} changed since revision {revision}") from None
+                continue
+            return True
+        raise Conflict(f"document {document_id!r} kept changing while it was deleted")
 
     def list_documents(
         self, tenant: str, collection_id: str, *, after: str | None, offset: int, limit: int | None
@@ -471,7 +629,10 @@ class DynamoDbMetadataStore(DynamoDbTable):
         """Put a document or collection item (which carries its `revision`): a create only where none exists
         (Conflict), an update only over the revision before (Conflict) of an existing item (NotFound)."""
         revision = int(item["revision"]["N"])
+        request = build_put_request(self.table_name, item, create=create, expected_revision=revision - 1)
+        self._call("put_item", request, on_condition_failed=self._revision_failed(item, create=create, what=what))
 
+    def _revision_failed(self, item: dict, *, create: bool, what: str) -> Callable[[dict | None], KindexError]:
         def condition_failed(old: dict | None) -> KindexError:
             if create:
                 return Conflict(f"{what} already exists")
@@ -480,8 +641,100 @@ class DynamoDbMetadataStore(DynamoDbTable):
                 return NotFound(f"{what} does not exist")
             return Conflict(f"{what} changed meanwhile")
 
-        request = build_put_request(self.table_name, item, create=create, expected_revision=revision - 1)
-        self._call("put_item", request, on_condition_failed=condition_failed)
+        return condition_failed
+
+    # Usage
+    def _ceilings(self, tenant: str, delta: Usage, limits: QuotaLimits | None) -> dict[str, int]:
+        """The counters' ceilings for a write adding `delta`; QuotaExceeded, without a write, when the write alone
+        passes a limit."""
+        ceilings = limits.ceilings(delta) if limits is not None else {}
+        for name, ceiling in ceilings.items():
+            if ceiling < 0:
+                raise limits.exceeded(name, self.usage(tenant), delta)  # type: ignore[union-attr]
+        return ceilings
+
+    def _counted_failure(
+        self,
+        tenant: str,
+        delta: Usage,
+        limits: QuotaLimits | None,
+        ceilings: dict[str, int],
+        record_failed: Callable[[dict | None], KindexError],
+        *,
+        counter_at: int = 1,
+    ) -> Callable[[int, dict | None], KindexError]:
+        """What a counted write's failed transaction means: the counters' condition (item `counter_at`) is
+        QuotaExceeded naming the limit, with the usage read again; any other item's is `record_failed`'s."""
+
+        def failed(position: int, old: dict | None) -> KindexError:
+            if position != counter_at:
+                return record_failed(old)
+            current = self.usage(tenant)
+            for name, ceiling in ceilings.items():
+                if getattr(current, name) > ceiling:
+                    return limits.exceeded(name, current, delta)  # type: ignore[union-attr]
+            return Conflict("the tenant's usage changed meanwhile; try again")  # freed since: a retry may fit
+
+        return failed
+
+    def _add_usage(self, tenant: str, delta: Usage) -> None:
+        if delta:
+            self._call("update_item", build_usage_update(self.table_name, tenant, delta, {}))
+
+    def _usage_item(self, tenant: str) -> dict | None:
+        return self._call(
+            "get_item",
+            {"TableName": self.table_name, "Key": item_key(usage_pk(tenant), USAGE_SK), "ConsistentRead": True},
+        ).get("Item")
+
+    def usage(self, tenant: str) -> Usage:
+        return _stored_usage(self._usage_item(tenant))
+
+    def reconcile(self, tenant: str) -> tuple[Usage, Usage] | None:
+        item = self._usage_item(tenant)
+        before = _stored_usage(item)
+        collections = self._list_items(collections_pk(tenant), "sk", after=None, offset=0, limit=None)
+        # Documents of collections being deleted count until their delete job removes them, as the writes count.
+        partitions = [*collections, *(p.collection.id for p in self.pending_deletions(tenant))]
+        counted = Usage(collections=len(collections))
+        for collection_id in dict.fromkeys(partitions):
+            for body in self._list_items(documents_pk(tenant, collection_id), "body", after=None, offset=0, limit=None):
+                counted += document_usage(Document.model_validate_json(body))
+        if counted == before:
+            return before, counted
+        seen = int(item["writes"]["N"]) if item and "writes" in item else (0 if item else None)
+        try:
+            self._call(
+                "put_item",
+                build_usage_reset(self.table_name, tenant, counted, seen),
+                on_condition_failed=lambda _old: Conflict("usage changed while it was counted"),
+            )
+        except Conflict:
+            return None
+        return before, counted
+
+    def add_metered(self, tenant: str, *, day: str, month: str, queries: int = 0, embedding_tokens: int = 0) -> None:
+        for sk, attribute, amount, period in (
+            (f"D#{day}", "queries", queries, day),
+            (f"M#{month}", "embedding_tokens", embedding_tokens, month),
+        ):
+            if amount:
+                expires = _period_start(period) + METERED_TTL_SECONDS
+                self._call("update_item", build_metered_add(self.table_name, tenant, sk, attribute, amount, expires))
+
+    def metered(self, tenant: str, *, day: str, month: str) -> Metered:
+        pk = usage_pk(tenant)
+        found = {
+            item["sk"]["S"]: item
+            for item in self._batch_get(
+                [item_key(pk, f"D#{day}"), item_key(pk, f"M#{month}")],
+                projection="sk, queries, embedding_tokens",
+                consistent=True,
+            )
+        }
+        queries = found.get(f"D#{day}", {}).get("queries", {"N": "0"})["N"]
+        tokens = found.get(f"M#{month}", {}).get("embedding_tokens", {"N": "0"})["N"]
+        return Metered(queries_today=int(queries), embedding_tokens_month=int(tokens))
 
     def _write_key(self, key: ApiKey, *, create: bool) -> None:
         """The key item and its two listing copies, all or nothing."""

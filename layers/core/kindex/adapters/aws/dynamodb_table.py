@@ -24,6 +24,8 @@ MAX_PK_BYTES = 2048
 MAX_SK_BYTES = 1024
 
 ConditionFailed = Callable[[dict | None], Exception]  # a domain error, or an adapter's own to catch
+#: A transaction's failed condition: the position of the first item that failed, and that item as it was.
+ItemConditionFailed = Callable[[int, dict | None], Exception]
 
 
 @lru_cache(maxsize=3)
@@ -151,12 +153,18 @@ class DynamoDbTable:
             request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
     def _call(
-        self, operation: str, request: dict[str, Any], *, on_condition_failed: ConditionFailed | None = None
+        self,
+        operation: str,
+        request: dict[str, Any],
+        *,
+        on_condition_failed: ConditionFailed | None = None,
+        on_item_failed: ItemConditionFailed | None = None,
     ) -> dict[str, Any]:
         """Send one request; the single place where botocore errors become domain errors.
 
         A failed write condition becomes whatever `on_condition_failed` makes of the item as it was (None when it
-        did not exist); throttling, missing tables, network trouble and everything else become DependencyFailed.
+        did not exist); in a transaction, `on_item_failed` is told which of its items failed first (its position)
+        instead. Throttling, missing tables, network trouble and everything else become DependencyFailed.
         """
         from botocore.exceptions import BotoCoreError, ClientError
 
@@ -166,11 +174,13 @@ class DynamoDbTable:
             code = error.response.get("Error", {}).get("Code", "")
             if on_condition_failed is not None and code == "ConditionalCheckFailedException":
                 raise on_condition_failed(error.response.get("Item") or None) from error
-            if on_condition_failed is not None and code == "TransactionCanceledException":
+            if (on_condition_failed or on_item_failed) is not None and code == "TransactionCanceledException":
                 reasons = error.response.get("CancellationReasons") or []
-                failed = [r for r in reasons if r.get("Code") == "ConditionalCheckFailed"]
+                failed = [(i, r) for i, r in enumerate(reasons) if r.get("Code") == "ConditionalCheckFailed"]
+                if failed and on_item_failed is not None:
+                    raise on_item_failed(failed[0][0], failed[0][1].get("Item") or None) from error
                 if failed:
-                    raise on_condition_failed(failed[0].get("Item") or None) from error
+                    raise on_condition_failed(failed[0][1].get("Item") or None) from error
                 if any(r.get("Code") == "TransactionConflict" for r in reasons):
                     raise Conflict("a concurrent write touched the same item; try again") from error
             logger.error(

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from kindex.adapters.local.sqlite_db import SqliteDatabase
 from kindex.domain.errors import Conflict, NotFound
 from kindex.domain.models import ApiKey, Collection, Document, PendingDeletion
+from kindex.domain.quotas import COLLECTION_USAGE, Metered, QuotaLimits, Usage, document_usage
 from kindex.domain.reindex import ReindexState, needs_attention
 
 SCHEMA = """
@@ -31,6 +32,24 @@ CREATE TABLE IF NOT EXISTS reindex_state (
     PRIMARY KEY (tenant, collection)
 ) WITHOUT ROWID;
 """
+# Added with quotas (docs/decisions.md, 2026-12-01): each tenant's stored counters, changed in the transaction of the
+# record write that changes them (`writes` counts those changes, so a recount can tell it raced none), and its
+# metered counts per period (`D#<day>`: queries; `M#<month>`: embedding tokens).
+USAGE_SCHEMA = """
+CREATE TABLE IF NOT EXISTS tenant_usage (
+    tenant TEXT PRIMARY KEY, documents INTEGER NOT NULL DEFAULT 0, chunks INTEGER NOT NULL DEFAULT 0,
+    bytes INTEGER NOT NULL DEFAULT 0, collections INTEGER NOT NULL DEFAULT 0, writes INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS tenant_metered (
+    tenant TEXT NOT NULL, period TEXT NOT NULL, queries INTEGER NOT NULL DEFAULT 0,
+    embedding_tokens INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (tenant, period)
+) WITHOUT ROWID;
+"""
+COUNTED_DOCUMENTS = (
+    "SELECT COUNT(*), COALESCE(SUM(json_extract(body, '$.chunk_count')), 0),"
+    " COALESCE(SUM(json_extract(body, '$.content_length')), 0) FROM documents WHERE tenant = ?"
+)
 # Added after the first release: whether the document `needs_attention` (1) or not (0), so the reindex finds such
 # documents through a partial index (a handful of rows) instead of reading every document. Rows of an older data
 # directory are filled in once from their JSON bodies.
@@ -76,6 +95,12 @@ class SqliteMetadataStore:
     def __init__(self, db: SqliteDatabase):
         self.db = db
         db.add_schema(SCHEMA)
+        counted_before = (
+            db.connection()
+            .execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'tenant_usage'")
+            .fetchone()
+        )
+        db.add_schema(USAGE_SCHEMA)
         with db.write() as conn:
             columns = {row[1] for row in conn.execute("PRAGMA table_info(documents)")}
             if "attention" not in columns:
@@ -86,6 +111,91 @@ class SqliteMetadataStore:
                 conn.execute(COLLECTION_REVISION_COLUMN)
             conn.execute(ATTENTION_BACKFILL)
             conn.execute(ATTENTION_INDEX)
+            if not counted_before:  # a data directory from before quotas: count its tenants' records once
+                tenants = {row[0] for row in conn.execute("SELECT DISTINCT tenant FROM documents")}
+                tenants.update(row[0] for row in conn.execute("SELECT DISTINCT tenant FROM collections"))
+                for tenant in tenants:
+                    self._set_usage(conn, tenant, self._count(conn, tenant))
+
+    # Usage counters (the transaction of each record write calls `_add_usage`)
+    @staticmethod
+    def _stored_usage(conn: sqlite3.Connection, tenant: str) -> Usage:
+        row = conn.execute(
+            "SELECT documents, chunks, bytes, collections FROM tenant_usage WHERE tenant = ?", (tenant,)
+        ).fetchone()
+        return Usage(*row) if row else Usage()
+
+    def _add_usage(self, conn: sqlite3.Connection, tenant: str, delta: Usage, limits: QuotaLimits | None) -> None:
+        """Inside the record write's transaction: refuse (QuotaExceeded, which rolls the record back) or count."""
+        if not delta:
+            return
+        if limits is not None:
+            limits.check(self._stored_usage(conn, tenant), delta)
+        conn.execute(
+            "INSERT INTO tenant_usage (tenant, documents, chunks, bytes, collections, writes) VALUES (?, ?, ?, ?, ?, 1)"
+            " ON CONFLICT (tenant) DO UPDATE SET documents = documents + excluded.documents,"
+            " chunks = chunks + excluded.chunks, bytes = bytes + excluded.bytes,"
+            " collections = collections + excluded.collections, writes = writes + 1",
+            (tenant, delta.documents, delta.chunks, delta.bytes, delta.collections),
+        )
+
+    @staticmethod
+    def _count(conn: sqlite3.Connection, tenant: str) -> Usage:
+        documents, chunks, size = conn.execute(COUNTED_DOCUMENTS, (tenant,)).fetchone()
+        (collections,) = conn.execute("SELECT COUNT(*) FROM collections WHERE tenant = ?", (tenant,)).fetchone()
+        return Usage(documents=documents, chunks=chunks, bytes=size, collections=collections)
+
+    @staticmethod
+    def _set_usage(conn: sqlite3.Connection, tenant: str, usage: Usage) -> None:
+        conn.execute(
+            "INSERT INTO tenant_usage (tenant, documents, chunks, bytes, collections) VALUES (?, ?, ?, ?, ?)"
+            " ON CONFLICT (tenant) DO UPDATE SET documents = excluded.documents, chunks = excluded.chunks,"
+            " bytes = excluded.bytes, collections = excluded.collections, writes = writes + 1",
+            (tenant, usage.documents, usage.chunks, usage.bytes, usage.collections),
+        )
+
+    @staticmethod
+    def _document_usage(conn: sqlite3.Connection, key: tuple[str, str, str]) -> Usage:
+        """What the stored record of `key` counts, read in the write's transaction (nothing when it is missing)."""
+        row = conn.execute(
+            "SELECT json_extract(body, '$.chunk_count'), json_extract(body, '$.content_length') FROM documents"
+            " WHERE tenant = ? AND collection = ? AND id = ?",
+            key,
+        ).fetchone()
+        return Usage(documents=1, chunks=row[0] or 0, bytes=row[1] or 0) if row else Usage()
+
+    def usage(self, tenant: str) -> Usage:
+        return self._stored_usage(self.db.connection(), tenant)
+
+    def reconcile(self, tenant: str) -> tuple[Usage, Usage] | None:
+        # One write transaction: no record write can commit between the count and the set.
+        with self.db.write() as conn:
+            before, counted = self._stored_usage(conn, tenant), self._count(conn, tenant)
+            if counted != before:
+                self._set_usage(conn, tenant, counted)
+        return before, counted
+
+    def add_metered(self, tenant: str, *, day: str, month: str, queries: int = 0, embedding_tokens: int = 0) -> None:
+        upsert = (
+            "INSERT INTO tenant_metered (tenant, period, queries, embedding_tokens) VALUES (?, ?, ?, ?)"
+            " ON CONFLICT (tenant, period) DO UPDATE SET queries = queries + excluded.queries,"
+            " embedding_tokens = embedding_tokens + excluded.embedding_tokens"
+        )
+        with self.db.write() as conn:
+            if queries:
+                conn.execute(upsert, (tenant, f"D#{day}", queries, 0))
+            if embedding_tokens:
+                conn.execute(upsert, (tenant, f"M#{month}", 0, embedding_tokens))
+
+    def metered(self, tenant: str, *, day: str, month: str) -> Metered:
+        conn = self.db.connection()
+        queries = conn.execute(
+            "SELECT queries FROM tenant_metered WHERE tenant = ? AND period = ?", (tenant, f"D#{day}")
+        ).fetchone()
+        tokens = conn.execute(
+            "SELECT embedding_tokens FROM tenant_metered WHERE tenant = ? AND period = ?", (tenant, f"M#{month}")
+        ).fetchone()
+        return Metered(queries_today=queries[0] if queries else 0, embedding_tokens_month=tokens[0] if tokens else 0)
 
     # Collections
     def get_collection(self, tenant: str, collection_id: str) -> Collection | None:
@@ -96,7 +206,9 @@ class SqliteMetadataStore:
         )
         return Collection.model_validate_json(row[0]) if row else None
 
-    def put_collection(self, tenant: str, collection: Collection, *, create: bool) -> None:
+    def put_collection(
+        self, tenant: str, collection: Collection, *, create: bool, limits: QuotaLimits | None = None
+    ) -> None:
         body = collection.model_dump_json()
         key = (tenant, collection.id)
         with self.db.write() as conn:
@@ -110,6 +222,7 @@ class SqliteMetadataStore:
                     )
                 except sqlite3.IntegrityError as error:
                     raise Conflict(f"collection {collection.id!r} already exists") from error
+                self._add_usage(conn, tenant, COLLECTION_USAGE, limits)
                 return
             updated = conn.execute(
                 "UPDATE collections SET revision = ?, body = ? WHERE tenant = ? AND id = ? AND revision = ?",
@@ -122,12 +235,17 @@ class SqliteMetadataStore:
 
     def delete_collection(self, tenant: str, collection_id: str) -> bool:
         with self.db.write() as conn:
+            documents, chunks, size = conn.execute(
+                COUNTED_DOCUMENTS + " AND collection = ?", (tenant, collection_id)
+            ).fetchone()
             conn.execute("DELETE FROM documents WHERE tenant = ? AND collection = ?", (tenant, collection_id))
             conn.execute("DELETE FROM reindex_state WHERE tenant = ? AND collection = ?", (tenant, collection_id))
-            return (
+            existed = (
                 conn.execute("DELETE FROM collections WHERE tenant = ? AND id = ?", (tenant, collection_id)).rowcount
                 > 0
             )
+            self._add_usage(conn, tenant, Usage(-documents, -chunks, -size, -int(existed)), None)
+            return existed
 
     # Collections being deleted
     def mark_deleting(self, tenant: str, collection: Collection, job: str) -> None:
@@ -146,6 +264,7 @@ class SqliteMetadataStore:
                 "INSERT OR REPLACE INTO deleting_collections (tenant, id, job, body) VALUES (?, ?, ?, ?)",
                 (*key, job, collection.model_dump_json()),
             )
+            self._add_usage(conn, tenant, Usage() - COLLECTION_USAGE, None)
 
     def pending_deletion(self, tenant: str, collection_id: str) -> PendingDeletion | None:
         row = (
@@ -204,11 +323,22 @@ class SqliteMetadataStore:
                 found[(collection_id, document_id)] = Document.model_validate_json(body)
         return found
 
-    def put_document(self, tenant: str, document: Document, *, create: bool) -> None:
+    def put_document(
+        self,
+        tenant: str,
+        document: Document,
+        *,
+        create: bool,
+        previous: Document | None = None,
+        limits: QuotaLimits | None = None,
+    ) -> None:
+        # `previous` is not needed: the record replaced is read in the write's own transaction.
         body = document.model_dump_json()
         key = (tenant, document.collection, document.id)
         attention = int(needs_attention(document))
+        counted = document_usage(document)
         with self.db.write() as conn:
+            replaced = Usage() if create else self._document_usage(conn, key)
             if create:
                 try:
                     conn.execute(
@@ -218,6 +348,7 @@ class SqliteMetadataStore:
                     )
                 except sqlite3.IntegrityError as error:
                     raise Conflict(f"document {document.id!r} already exists") from error
+                self._add_usage(conn, tenant, counted, limits)
                 return
             if (
                 conn.execute(
@@ -233,22 +364,28 @@ class SqliteMetadataStore:
                 if exists:
                     raise Conflict(f"document {document.id!r} changed meanwhile")
                 raise NotFound(f"document {document.id!r} does not exist")
+            self._add_usage(conn, tenant, counted - replaced, limits)
 
     def delete_document(
         self, tenant: str, collection_id: str, document_id: str, *, revision: int | None = None
     ) -> bool:
         key = (tenant, collection_id, document_id)
         with self.db.write() as conn:
+            counted = self._document_usage(conn, key)
             if revision is None:
-                return (
-                    conn.execute("DELETE FROM documents WHERE tenant = ? AND collection = ? AND id = ?", key).rowcount
-                    > 0
-                )
-            if conn.execute(
-                "DELETE FROM documents WHERE tenant = ? AND collection = ? AND id = ? AND revision = ?",
-                (*key, revision),
-            ).rowcount:
+                deleted = conn.execute(
+                    "DELETE FROM documents WHERE tenant = ? AND collection = ? AND id = ?", key
+                ).rowcount
+            else:
+                deleted = conn.execute(
+                    "DELETE FROM documents WHERE tenant = ? AND collection = ? AND id = ? AND revision = ?",
+                    (*key, revision),
+                ).rowcount
+            if deleted:
+                self._add_usage(conn, tenant, Usage() - counted, None)
                 return True
+            if revision is None:
+                return False
             if (
                 conn.execute("SELECT 1 FROM documents WHERE tenant = ? AND collection = ? AND id = ?", key).fetchone()
                 is None

@@ -13,6 +13,7 @@ from kindex.app.reindex.jobs import record_page
 from kindex.app.reindex.orphans import OrphanBlobs
 from kindex.app.reindex.pages import PageChecker
 from kindex.app.reindex.switch import ModelSwitch
+from kindex.app.usage import UsageService
 from kindex.domain.errors import Conflict
 from kindex.domain.models import Collection, utc_now
 from kindex.domain.ports import CollectionStore, IngestTrigger, JobStore, ReindexLedger, ReindexQueue
@@ -45,7 +46,9 @@ class ReindexWorker:
         deleter: CollectionDeleter,
         limits: ReindexLimits | None = None,
         clock: Callable[[], datetime] = utc_now,
+        usage: UsageService | None = None,
     ):
+        self.usage = usage  # the tenant task recounts the tenant's usage counters (drift repaired and logged)
         self.collections = collections
         self.ledger = ledger
         self.queue = queue
@@ -61,7 +64,12 @@ class ReindexWorker:
     def handle(self, task: ReindexTask) -> CollectionReport:
         """One task's bounded work."""
         if task.kind == "tenant":
-            return self.orphans.step(task)
+            # The first step also recounts the tenant's usage counters from its records (UsageService.reconcile).
+            repaired = task.after is None and self.usage is not None and self.usage.reconcile(task.tenant)
+            report = self.orphans.step(task)
+            if repaired:
+                report.repaired["usage_counters"] = 1
+            return report
         if task.kind == "delete":
             self.deleter.run(task)
             return CollectionReport()
