@@ -564,10 +564,12 @@ class ReindexService:
             tenant, collection.id, after=None, limit=self.limits.attention_documents
         ):
             document = self.documents.get_document(tenant, collection.id, document_id)
-            if document is not None and document.source is None:
+            if document is None:
+                continue
+            if document.source is None:
                 self._fail_if_content_never_came(tenant, document, now, report)
                 continue
-            if document is None or up_to_date(document, collection):
+            if up_to_date(document, collection):
                 continue
             if self._needs_ingest(tenant, collection, document, set(), set(), clean=False, report=report, now=now):
                 to_send.append(document.source)
@@ -669,7 +671,7 @@ class ReindexService:
                 document.collection,
                 document.id,
                 document,
-                lambda judged: judged.model_copy(update=failed),
+                lambda _: document.model_copy(update=failed),  # one attempt: the change of the very record judged
                 attempts=1,
             )
         except (Conflict, NotFound):
