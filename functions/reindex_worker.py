@@ -4,7 +4,7 @@ queue retries it, then dead-letters it) without failing the others of its batch.
 from __future__ import annotations
 
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools.utilities.batch import (
     BatchProcessor,
@@ -18,6 +18,9 @@ from kindex.compose import container
 from kindex.domain.reindex import decode_task
 from kindex.settings import ReindexSettings, load_settings
 
+if TYPE_CHECKING:
+    from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
+
 SETTINGS = load_settings(model=ReindexSettings)  # at cold start: a misconfigured function fails here, saying why
 OBSERVABILITY = observability.for_function("reindexworker", SETTINGS, traced=True)
 
@@ -28,7 +31,7 @@ def record_handler(record: SQSRecord, service=None) -> None:
 
 
 @OBSERVABILITY.instrument
-def handler(event: dict[str, Any], context: Any, service=None) -> dict[str, Any]:
+def handler(event: dict[str, Any], context: Any, service=None) -> PartialItemFailureResponse:
     service = service or container().reindex_worker
     processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
     return process_partial_response(

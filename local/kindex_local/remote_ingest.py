@@ -108,7 +108,7 @@ def ensure_collection(client: Kindex, collection: str, query_groups: str | None)
     try:
         client.get_collection(collection)
     except errors.NotFound:
-        client.put_collection(collection, **({"query_groups": query_groups} if query_groups is not None else {}))
+        client.put_collection(collection, {"query_groups": query_groups} if query_groups is not None else None)
         print(f"created collection {collection!r}", file=sys.stderr)
         return
     if query_groups is not None:

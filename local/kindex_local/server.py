@@ -12,7 +12,7 @@ import json
 import logging
 import socket
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -197,7 +197,7 @@ class AsgiGateway:
         self.gateway = gateway
         self.instances = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="kindex-function")
 
-    async def __call__(self, scope: dict[str, Any], receive: Callable, send: Callable) -> None:
+    async def __call__(self, scope: Mapping[str, Any], receive: Callable, send: Callable) -> None:
         if scope["type"] == "lifespan":
             await self._lifespan(receive, send)
         elif scope["type"] == "http":
@@ -212,7 +212,7 @@ class AsgiGateway:
                 await send({"type": "lifespan.shutdown.complete"})
                 return
 
-    async def _http(self, scope: dict[str, Any], receive: Callable, send: Callable) -> None:
+    async def _http(self, scope: Mapping[str, Any], receive: Callable, send: Callable) -> None:
         method = scope["method"]
         raw_path: bytes = scope.get("raw_path") or scope["path"].encode("utf-8")
         query_bytes: bytes = scope.get("query_string", b"")
@@ -325,7 +325,7 @@ class AsgiGateway:
         self.instances.shutdown(wait=False, cancel_futures=True)
 
 
-def _headers(scope: dict[str, Any]) -> dict[str, str]:
+def _headers(scope: Mapping[str, Any]) -> dict[str, str]:
     """Header names lower-cased (as HTTP/2 and ASGI give them); repeated headers joined with ', '."""
     headers: dict[str, str] = {}
     for name, value in scope.get("headers", []):
@@ -398,7 +398,8 @@ def _json_protocol_errors() -> None:
         await self._send_h11_event(h11.Data(data=body))
         await self._send_h11_event(h11.EndOfMessage())
 
-    H11Protocol._send_error_response = send_error_response
+    # Replacing hypercorn's method is the point (the docstring): it has no hook for the body of these answers.
+    H11Protocol._send_error_response = send_error_response  # type: ignore[method-assign]
 
 
 def bind_socket(host: str, port: int) -> socket.socket:

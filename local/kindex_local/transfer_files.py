@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
 from pydantic import ValidationError
 
@@ -140,8 +140,14 @@ def export_collection(client: Kindex, collection: str, output: str, *, progress:
     return summary
 
 
+class _Lines(Protocol):
+    """What the import reads: a file, stdin or a gzip stream (which typeshed does not type as an IO[bytes])."""
+
+    def readline(self, size: int = -1, /) -> bytes: ...
+
+
 @contextmanager
-def _reader(path: str) -> Iterator[IO[bytes]]:
+def _reader(path: str) -> Iterator[_Lines]:
     """The file's bytes, unpacked when they are gzip (told by the magic bytes, for stdin too)."""
     with nullcontext(sys.stdin.buffer) if path == "-" else open(path, "rb") as raw:
         magic = raw.peek(2)[:2] if isinstance(raw, io.BufferedReader) else b""
@@ -152,7 +158,7 @@ def _reader(path: str) -> Iterator[IO[bytes]]:
             yield raw
 
 
-def _records(stream: IO[bytes]) -> Iterator[tuple[int, dict[str, Any], int]]:
+def _records(stream: _Lines) -> Iterator[tuple[int, dict[str, Any], int]]:
     """(line number, record, size in bytes) of each non-empty line, never reading more than MAX_LINE_BYTES of one."""
     number = 0
     while True:

@@ -44,6 +44,14 @@ def test_a_filter_the_api_refuses_fails_before_any_request_naming_the_place():
         calls.query("handbook", "leave", filters={"attributes": {"year": {"$gte": "2020"}}})
 
 
+@pytest.mark.parametrize("attributes", ["region", ["region"], 7])
+def test_an_attribute_filter_that_is_no_object_is_the_models_error_not_a_crash(attributes):
+    # When the attribute filter is given as a string, a list or a number (JSON that is no filter object)
+    # Then the API's model refuses it before any request, naming the field (before: an AttributeError)
+    with pytest.raises(ValidationError, match=r"filters\.attributes"):
+        calls.query("handbook", "leave", filters={"attributes": attributes})
+
+
 def test_attributes_and_access_go_into_the_upload_ticket_and_the_document_put():
     ticket = calls.prepare_upload("c", "d", "f.pdf", 10, attributes={"year": 2024}, access={"groups": ["hr"]})
     assert ticket.body == {"filename": "f.pdf", "size": 10, "attributes": {"year": 2024}, "access": {"groups": ["hr"]}}

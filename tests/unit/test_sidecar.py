@@ -52,6 +52,9 @@ def test_the_access_list_is_kindex_s_own_and_a_sidecar_may_hold_only_it():
         (b'{"metadataAttributes": {"1bad": 1}}', "metadataAttributes"),
         (b'{"metadataAttributes": {"x": {"value": {"type": "DATE", "stringValue": "2024"}}}}', "metadataAttributes.x"),
         (b'{"metadataAttributes": {"x": {"value": {"type": "NUMBER", "stringValue": "1"}}}}', "metadataAttributes.x"),
+        # A type that is no string (a list cannot even be looked up): refused, not a TypeError.
+        (b'{"metadataAttributes": {"x": {"value": {"type": ["STRING"], "stringValue": "a"}}}}', "metadataAttributes.x"),
+        (b'{"metadataAttributes": {"x": {"value": {"type": {}, "stringValue": "a"}}}}', "metadataAttributes.x"),
         (b'{"metadataAttributes": {"x": {"nested": 1}}}', "metadataAttributes.x"),
         (b'{"metadataAttributes": []}', "metadataAttributes"),
         (b'{"access": {"groups": ["ok", ""]}}', "access.groups[1]"),

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import logging
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from aws_lambda_powertools import Logger, Metrics
 
@@ -16,6 +16,9 @@ from kindex.settings import Settings
 # An invocation without a business event (a 404, say) has nothing to publish; that is not worth a warning.
 warnings.filterwarnings("ignore", message="No application metrics to publish")
 
+# A Lambda handler answers a JSON object: a dict, or a TypedDict such as Powertools' partial batch response.
+Handler = TypeVar("Handler", bound=Callable[..., Mapping[str, Any]])
+
 
 @dataclass
 class Observability:
@@ -23,10 +26,10 @@ class Observability:
     metrics: Metrics
     tracer: Any = None  # a Powertools Tracer, in the asynchronous functions only (decisions.md)
 
-    def instrument(self, handler: Callable[..., dict[str, Any]]) -> Callable[..., dict[str, Any]]:
+    def instrument(self, handler: Handler) -> Handler:
         """The handler with its Lambda context in every log line (state cleared per invocation), its metrics
         flushed per invocation, and an X-Ray segment when traced."""
-        wrapped = self.logger.inject_lambda_context(clear_state=True)(handler)
+        wrapped: Any = self.logger.inject_lambda_context(clear_state=True)(handler)  # the handler's own signature
         wrapped = self.metrics.log_metrics(wrapped)
         if self.tracer is not None:
             wrapped = self.tracer.capture_lambda_handler(wrapped)

@@ -21,6 +21,10 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from kindex.domain.filters import AttributeValue
 
 SEPARATOR = "\x1f"
 KEYS, STRINGS, LISTS, NUMBERS, BOOLEANS = "attr_k", "attr_s", "attr_l", "attr_n", "attr_b"
@@ -71,7 +75,7 @@ def boolean_term(key: str, value: bool) -> str:
     return term(key, boolean_value(value))
 
 
-def attribute_terms(attributes: Mapping[str, object] | None) -> dict[str, list[str]]:
+def attribute_terms(attributes: Mapping[str, AttributeValue] | None) -> dict[str, list[str]]:
     """The terms of validated attributes, per field (every field present, empty lists included, so that a rewrite
     of a chunk clears what an earlier version set)."""
     terms: dict[str, list[str]] = {field: [] for field in ATTRIBUTE_FIELDS}
@@ -84,7 +88,7 @@ def attribute_terms(attributes: Mapping[str, object] | None) -> dict[str, list[s
         elif isinstance(value, str):
             terms[STRINGS].append(string_term(key, value))
         else:
-            items = list(dict.fromkeys(value))  # type: ignore[call-overload]
+            items = list(dict.fromkeys(value))
             terms[STRINGS].extend(string_term(key, item) for item in items)
             terms[LISTS].extend(string_term(key, item) for item in items)
     return terms

@@ -21,9 +21,12 @@ import threading
 import time
 from collections.abc import Callable
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from kindex.domain.rights_policy import RightsCallFailed, RightsUrlPolicy, UrlRefused
+
+if TYPE_CHECKING:
+    import httpcore
 
 MAX_ANSWER_BYTES = 1024 * 1024
 USER_AGENT = "kindex-rights-check/1"
@@ -125,7 +128,11 @@ class HttpRightsEndpoint:
                     http1=True,
                     http2=False,
                     retries=0,
-                    network_backend=_PinnedBackend(self.policy, self._resolve, self._deadline),
+                    # httpcore types the backend as its base class; ours has the same three methods without
+                    # inheriting, so that this module imports without httpcore (see the docstring).
+                    network_backend=cast(
+                        "httpcore.NetworkBackend", _PinnedBackend(self.policy, self._resolve, self._deadline)
+                    ),
                 )
             return self._pool
 

@@ -85,9 +85,17 @@ def _file_name(source: str) -> str | None:
     return parsed[3] if parsed else None
 
 
-def _is_text_content(document: Document) -> bool:
-    """The document's content came in as text (`PUT` with `content`), rather than as an uploaded file."""
-    return bool(document.source) and _file_name(document.source) == CONTENT_FILENAME
+def _text_source(document: Document) -> str | None:
+    """The blob key of the document's content when it came in as text (`PUT` with `content`), None when it is an
+    uploaded file (or there is no content yet)."""
+    source = document.source
+    return source if source and _file_name(source) == CONTENT_FILENAME else None
+
+
+def _written_source(document: Document) -> str:
+    """The blob key of a record that a content write produced (`_file_write`'s and `put_document`'s changes)."""
+    assert document.source is not None  # every content change sets `source` (the new key) before it commits
+    return document.source
 
 
 def _page(fetch: Callable[..., list[str]], page: PageRequest) -> Page:
@@ -278,10 +286,11 @@ class CatalogService:
         self._collection(tenant, collection_id)
         document = self._document(tenant, collection_id, document_id)
         for _ in range(READ_ATTEMPTS):
-            if not _is_text_content(document):
+            source = _text_source(document)
+            if source is None:
                 return document, None
             try:
-                return document, self.blobs.get_blob(document.source).decode("utf-8")
+                return document, self.blobs.get_blob(source).decode("utf-8")
             except UnicodeDecodeError:
                 return document, None  # a file uploaded under the text content's name: not text to show
             except NotFound:
@@ -376,19 +385,20 @@ class CatalogService:
         planned = change(existing)  # the record as it would commit now: its key, and InvalidInput before any bytes
         # QuotaExceeded before any bytes too (the commit checks again, atomically, as it counts them).
         limits = self._limits(tenant, document_usage(planned) - document_usage(existing))
-        self.blobs.put_blob(planned.source, data, planned.mimetype or TEXT_MIMETYPE)
+        key = _written_source(planned)
+        self.blobs.put_blob(key, data, planned.mimetype or TEXT_MIMETYPE)
         try:
             document, created = write_document(
                 self.documents, tenant, planned.collection, planned.id, existing, change, limits=limits
             )
         except (Conflict, NotFound, InvalidInput, QuotaExceeded):
-            self._discard_blob(planned.source)  # a write that answers 4xx leaves nothing behind
+            self._discard_blob(key)  # a write that answers 4xx leaves nothing behind
             raise
         except Exception:
             # An error that may hide a write that happened (a timeout): keep the bytes if the record points at them,
             # or if that cannot be known now (reindex deletes them later if they turn out to be an orphan).
             if self._surely_not_committed(tenant, planned):
-                self._discard_blob(planned.source)
+                self._discard_blob(key)
             raise
         self._delete_superseded_blobs(tenant, document)
         return document, created
@@ -455,7 +465,7 @@ class CatalogService:
         )
         self._delete_superseded_blobs(tenant, document)
         url, headers, expires = self.presigner.presign_put(
-            document.source, document.mimetype, size, self.upload_url_ttl
+            _written_source(document), document.mimetype, size, self.upload_url_ttl
         )
         return UploadTicket(
             url=url,

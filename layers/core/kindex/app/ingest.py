@@ -269,6 +269,7 @@ class IngestService:
                 return self._fail(
                     tenant, collection, document, adopted, failure_reason(refused), refused.retryable, refused
                 )
+            assert data is not None  # read above: only a blob over the limit is not, and it failed (too_large)
             return self._index(tenant, collection, document, adopted, data, filename, batch or IngestBatch(self.index))
         except NotFound:
             # The document was deleted while we worked: remove what we wrote, so nothing is left behind.
@@ -788,16 +789,15 @@ class IngestService:
             data, mimetype=mimetype, filename=filename, max_bytes=self.limits.max_file_bytes, ocr=ocr, no_ocr=no_ocr
         )
         # Version 1 collections keep version 1's chunks (no sections, no table rule) until a reindex upgrades them.
-        structure = (
-            {"headings": extracted.headings, "tables": extracted.tables} if collection.chunking_version >= 2 else {}
-        )
+        structured = collection.chunking_version >= 2
         pieces = (self._chunk or chunk_text)(
             extracted.text,
             method=collection.chunking_method.value,
             max_size=collection.chunking_max_size,
             overlap=collection.chunking_overlap_offset,
             pages=extracted.pages,
-            **structure,
+            headings=extracted.headings if structured else (),
+            tables=extracted.tables if structured else (),
         )
         if len(pieces) > self.limits.max_chunks_per_document:
             raise LimitExceeded(

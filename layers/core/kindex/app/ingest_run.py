@@ -98,10 +98,12 @@ class IngestRun:
         written, deferred = self.batch.take_deferred()
         if not written:
             return set()
+        deferring = self.batch.deferring
+        assert deferring is not None  # only a batch that defers keyword commits has deferred writes (`upsert`)
         try:
             # All of the batch's writes, those of documents that failed after writing too: none is left pending in
             # the index (the embedded one would carry it into a later commit, OpenSearch would keep its number).
-            self.batch.deferring.commit_deferred(written)
+            deferring.commit_deferred(written)
         except Exception as error:
             logger.exception(
                 "the batch's keyword commit failed; its documents are redone",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 import hashlib
 import hmac
 import secrets
@@ -73,7 +74,7 @@ class KeyService:
     def list(self, tenant: str | None = None) -> list[ApiKey]:
         return self.store.list_keys(tenant)
 
-    def tenants(self) -> list[str]:
+    def tenants(self) -> builtins.list[str]:  # `list` in this class is the method above
         """Every tenant with at least one live key, in order of its first key."""
         return list(dict.fromkeys(key.tenant for key in self.store.list_keys() if not key.revoked))
 

@@ -21,6 +21,7 @@ from kindex.api.models import (
     UploadResponse,
 )
 from kindex.client.filters import Filter, expression_json
+from kindex.domain.filters import AllOf, AnyOf, Comparison
 from kindex.domain.models import (
     MAX_PAGE_SIZE,
     Collection,
@@ -221,7 +222,9 @@ def _filter_json(value: object) -> object:
     """An attribute filter in its JSON form, whether given as JSON, as a `Filter`, or parsed (a model's field)."""
     if isinstance(value, Filter):
         return value.to_json()
-    return value if value is None or isinstance(value, dict) else expression_json(value)  # type: ignore[arg-type]
+    if isinstance(value, Comparison | AllOf | AnyOf):
+        return expression_json(value)
+    return value  # JSON: the API's model judges it (an error that names filters.attributes)
 
 
 def _wire_filters(filters: object) -> object:

@@ -274,6 +274,24 @@ class Comparison:
     operator: str
     value: Scalar | tuple[Scalar, ...]
 
+    # The operand in the type its operator gives it (the parser's `_operand` checked it): what the compilers read,
+    # so that each engine's typed helpers take it without a cast.
+    def operands(self) -> tuple[Scalar, ...]:
+        """The values an $eq, $ne (its one value), $in or $nin (its list) comparison matches."""
+        return self.value if isinstance(self.value, tuple) else (self.value,)
+
+    def bound(self) -> int | float:
+        """The number a range comparison ($gt $gte $lt $lte) compares to."""
+        if isinstance(self.value, bool) or not isinstance(self.value, int | float):
+            raise TypeError(f"{self.operator} on {self.key!r} holds {_kind(self.value)}, not a number")
+        return self.value
+
+    def string(self) -> str:
+        """The string of a $contains or $starts_with comparison."""
+        if not isinstance(self.value, str):
+            raise TypeError(f"{self.operator} on {self.key!r} holds {_kind(self.value)}, not a string")
+        return self.value
+
 
 @dataclass(frozen=True, slots=True)
 class AllOf:
@@ -428,16 +446,16 @@ def _holds(comparison: Comparison, attributes: Mapping[str, AttributeValue]) -> 
         return operator in ("$ne", "$nin")
     stored = attributes[comparison.key]
     items = stored if isinstance(stored, list) else [stored]
-    if operator in ("$eq", "$ne"):
-        return any(_same(item, value) for item in items) is (operator == "$eq")  # type: ignore[arg-type]
-    if operator in ("$in", "$nin"):
-        found = any(_same(item, choice) for item in items for choice in value)  # type: ignore[union-attr]
-        return found is (operator == "$in")
+    if operator in ("$eq", "$ne", "$in", "$nin"):
+        found = any(_same(item, choice) for item in items for choice in comparison.operands())
+        return found is (operator in ("$eq", "$in"))
     if operator in RANGE_OPERATORS:
-        return any(_in_range(item, operator, value) for item in items)  # type: ignore[arg-type]
+        bound = comparison.bound()
+        return any(_in_range(item, operator, bound) for item in items)
     if operator == "$contains":
         return isinstance(stored, list) and value in stored
-    return any(isinstance(item, str) and item.startswith(value) for item in items)  # type: ignore[arg-type]
+    prefix = comparison.string()
+    return any(isinstance(item, str) and item.startswith(prefix) for item in items)
 
 
 def matches(expression: Expression, attributes: Mapping[str, AttributeValue] | None) -> bool:

@@ -55,7 +55,8 @@ def _plain(key: str, value: Any) -> Any:
             f"metadataAttributes.{key}: an object value must be Bedrock's typed form "
             '{"value": {"type": ..., "<type>Value": ...}}'
         )
-    field = _TYPED_FIELDS.get(typed.get("type"))  # type: ignore[arg-type]
+    kind = typed.get("type")
+    field = _TYPED_FIELDS.get(kind) if isinstance(kind, str) else None  # a list or an object is no type (unhashable)
     if field is None or set(typed) != {"type", field}:
         raise InvalidInput(
             f"metadataAttributes.{key}.value: type must be one of {', '.join(_TYPED_FIELDS)}, with "

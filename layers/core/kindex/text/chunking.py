@@ -92,7 +92,7 @@ def chunk_text(
     else:
         raise InvalidInput(f"unknown chunking method {method!r}; expected one of {', '.join(CHUNKING_METHODS)}")
 
-    page_starts = [span.start for span in pages] if pages else None
+    page_starts = [span.start for span in pages or ()]
     sections = _Sections(headings)
     table_starts = [table.start for table in tables]
     chunks: list[TextChunk] = []
@@ -101,7 +101,7 @@ def chunk_text(
         if not piece.strip():
             continue
         page_start = page_end = None
-        if page_starts is not None:
+        if pages:
             page_start = _page_at(pages, page_starts, start)
             page_end = _page_at(pages, page_starts, end - 1)
         first = start + len(piece) - len(piece.lstrip())  # the section of its first visible character

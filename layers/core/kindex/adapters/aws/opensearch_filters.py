@@ -96,17 +96,17 @@ def _number_range(key: str, operator: str, bound: int | float) -> dict[str, Any]
 def _comparison(comparison: Comparison) -> dict[str, Any]:
     key, operator, value = comparison.key, comparison.operator, comparison.value
     if operator in ("$eq", "$in"):
-        return _one_of(key, [value] if operator == "$eq" else value)  # type: ignore[list-item,arg-type]
+        return _one_of(key, comparison.operands())
     if operator in ("$ne", "$nin"):
-        return _not(_one_of(key, [value] if operator == "$ne" else value))  # type: ignore[list-item,arg-type]
+        return _not(_one_of(key, comparison.operands()))
     if operator in ("$gt", "$gte", "$lt", "$lte"):
-        return _number_range(key, operator, value)  # type: ignore[arg-type]
+        return _number_range(key, operator, comparison.bound())
     if operator == "$exists":
         present = {"term": {terms.KEYS: key}}
         return present if value else _not(present)
     if operator == "$contains":
-        return {"term": {terms.LISTS: terms.term(key, value)}}  # type: ignore[arg-type]
-    return {"prefix": {terms.STRINGS: terms.term(key, value)}}  # type: ignore[arg-type]
+        return {"term": {terms.LISTS: terms.term(key, comparison.string())}}
+    return {"prefix": {terms.STRINGS: terms.term(key, comparison.string())}}
 
 
 def build_attribute_filter(expression: Expression) -> dict[str, Any]:

@@ -347,7 +347,7 @@ class OpenSearchIndex:
         """
         wait = wait and self._refresh == "wait_for"
         small = len(actions) <= self._bulk_chunk_size
-        params = {"refresh": "wait_for"} if wait and small else {}
+        params: dict[str, Any] = {"refresh": "wait_for"} if wait and small else {}  # Any: the client's own kwargs
         ok, _ = helpers.bulk(
             self._client,
             actions,

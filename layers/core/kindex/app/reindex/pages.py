@@ -138,10 +138,12 @@ class PageChecker:
         to_send = []
         for document_id in document_ids:
             document = self.documents.get_document(tenant, collection.id, document_id)
-            if document is not None and document.source is None:
+            if document is None:
+                continue
+            if document.source is None:
                 self._fail_if_content_never_came(tenant, document, now, report)
                 continue
-            if document is None or up_to_date(document, collection):
+            if up_to_date(document, collection):
                 continue
             if self._needs_ingest(tenant, collection, document, set(), set(), clean=False, report=report, now=now):
                 to_send.append(document.source)
@@ -247,7 +249,7 @@ class PageChecker:
                 document.collection,
                 document.id,
                 document,
-                lambda judged: judged.model_copy(update=failed),
+                lambda _: document.model_copy(update=failed),  # one attempt: the change of the very record judged
                 attempts=1,
             )
         except (Conflict, NotFound):

@@ -214,8 +214,8 @@ class _HtmlText:
             if piece is _LINE_BREAK:
                 lines.append(collapse("".join(current)))
                 current = []
-            elif piece is not _LIST_ITEM:
-                current.append(piece)  # type: ignore[arg-type]
+            elif isinstance(piece, str):  # not the other marker, _LIST_ITEM
+                current.append(piece)
         lines.append(collapse("".join(current)))
         self.inline.clear()
         paragraph = "\n".join(line for line in lines if line)

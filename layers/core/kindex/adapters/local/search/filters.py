@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Collection, Iterable, Mapping
+from typing import Literal
 
 import numpy as np
 import tantivy
@@ -158,18 +159,18 @@ class TantivyFilters:
     def _comparison(self, comparison: Comparison) -> tantivy.Query:
         key, operator, value = comparison.key, comparison.operator, comparison.value
         if operator in ("$eq", "$ne", "$in", "$nin"):
-            values = value if operator in ("$in", "$nin") else (value,)
-            found = [self._set(field, found) for field, found in _grouped(key, values).items()]  # type: ignore
+            found = [self._set(field, found) for field, found in _grouped(key, comparison.operands()).items()]
             query = self._any(found) if found else tantivy.Query.empty_query()
             return query if operator in ("$eq", "$in") else self._not(query)
         if operator == "$exists":
             present = self._set(terms.KEYS, [key])
             return present if value else self._not(present)
         if operator == "$contains":
-            return self._set(terms.LISTS, [terms.term(key, value)])  # type: ignore[arg-type]
+            return self._set(terms.LISTS, [terms.term(key, comparison.string())])
         if operator == "$starts_with":
-            return tantivy.Query.regex_query(self.schema, terms.STRINGS, _escape(terms.term(key, value)) + "(?s:.*)")
-        bounds = _number_bounds(operator, value)  # type: ignore[arg-type]
+            prefix = _escape(terms.term(key, comparison.string()))
+            return tantivy.Query.regex_query(self.schema, terms.STRINGS, prefix + "(?s:.*)")
+        bounds = _number_bounds(operator, comparison.bound())
         if bounds is None:
             return tantivy.Query.empty_query()
         pattern = f"{_escape(terms.term(key, ''))}(?:{hex_range_regex(*bounds)})"
@@ -222,8 +223,8 @@ class DocumentTable:
             for field in ACCESS_FIELDS:
                 fields[field] = list(getattr(access, field.removeprefix("access_")))
         for field, found in fields.items():
-            for value in found:
-                self._posting(field, value).add(document)
+            for term in found:
+                self._posting(field, term).add(document)
         for key, value in (attributes or {}).items():
             if isinstance(value, int | float) and not isinstance(value, bool):
                 self._numbers.setdefault(key, {}).setdefault(float(value) + 0.0, set()).add(document)
@@ -342,23 +343,23 @@ class DocumentTable:
     def _comparison(self, comparison: Comparison) -> np.ndarray:
         key, operator, value = comparison.key, comparison.operator, comparison.value
         if operator in ("$eq", "$ne", "$in", "$nin"):
-            values = value if operator in ("$in", "$nin") else (value,)
             found = np.zeros(self.size, dtype=bool)
-            for field, encoded in _grouped(key, values).items():  # type: ignore[arg-type]
+            for field, encoded in _grouped(key, comparison.operands()).items():
                 found |= self._of(field, encoded)
             return found if operator in ("$eq", "$in") else ~found
         if operator == "$exists":
             present = self._of(terms.KEYS, [key])
             return present if value else ~present
         if operator == "$contains":
-            return self._of(terms.LISTS, [terms.term(key, value)])  # type: ignore[arg-type]
+            return self._of(terms.LISTS, [terms.term(key, comparison.string())])
         if operator == "$starts_with":
-            return self._of(terms.STRINGS, [terms.term(key, found) for found in self._prefixed(key, value)])
-        return self._in_range(key, operator, value)  # type: ignore[arg-type]
+            prefixed = self._prefixed(key, comparison.string())
+            return self._of(terms.STRINGS, [terms.term(key, found) for found in prefixed])
+        return self._in_range(key, operator, comparison.bound())
 
     def _in_range(self, key: str, operator: str, bound: int | float) -> np.ndarray:
         values, documents = self._sorted(key)
-        side = "left" if operator in ("$gte", "$lt") else "right"
+        side: Literal["left", "right"] = "left" if operator in ("$gte", "$lt") else "right"
         edge = int(np.searchsorted(values, float(bound), side=side))
         chosen = documents[edge:] if operator in ("$gt", "$gte") else documents[:edge]
         found = np.zeros(self.size, dtype=bool)

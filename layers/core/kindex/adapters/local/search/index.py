@@ -55,6 +55,7 @@ import shutil
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -279,7 +280,7 @@ class LocalSearchIndex:
             return hits
         # tantivy applied the filter to each chunk's own terms; the partition's per-document values are the
         # latest word (written first), so a chunk whose rewrite has not reached the keyword half yet is dropped.
-        admitted = set()
+        admitted: set[tuple[str, str]] = set()
         for collection in {hit.collection for hit in hits}:
             key = (model, tenant, collection)
             with self._slot(key).lock.reading():
@@ -532,7 +533,13 @@ class LocalSearchIndex:
             partition.graph.save(self._graph_path(key, generation))
         temp = snapshot.with_name(f"{snapshot.stem}.{os.getpid()}.{threading.get_ident()}.tmp")
         with open(temp, "wb", opener=lambda path, flags: os.open(path, flags, FILE_MODE)) as handle:
-            np.savez(handle, key=np.array(list(key), dtype=str), generation=np.array(generation), **partition.arrays())
+            # Any: numpy's stub reads a ** of arrays as a possible `allow_pickle: bool` (the names are array names).
+            arrays: dict[str, Any] = {
+                "key": np.array(list(key), dtype=str),
+                "generation": np.array(generation),
+                **partition.arrays(),
+            }
+            np.savez(handle, **arrays)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(temp, snapshot)
@@ -620,7 +627,8 @@ class LocalSearchIndex:
             )
         lost = [0]
         with self._lock:
-            migrated = self._keywords.rebuild(self._keyword_rows(groups, chunks, lost))
+            rows = self._keyword_rows(groups, chunks, lost) if chunks is not None else iter(())  # no groups then
+            migrated = self._keywords.rebuild(rows)
         shutil.rmtree(folder)
         self._sync_dir(self.root)
         logger.info(
@@ -637,7 +645,9 @@ class LocalSearchIndex:
         one complete (keyword.py `KeywordIndex.replace_tenant`), and the next open goes on."""
         self._keywords.finish_interrupted_upgrades()
         outdated = outdated_tenant_indices(self._keywords.path)
-        if outdated and chunks is None:
+        if not outdated:
+            return
+        if chunks is None:
             raise RuntimeError(
                 f"{len(outdated)} keyword indices under {self._keywords.path} predate attribute "
                 "filters: rebuilding them needs the chunk store (open the data directory through "

@@ -344,7 +344,7 @@ class Partition:
         if not matching:
             return []
         if self.graph is not None and (matching >= ann.MIN_ROWS if keep is None else matching > EXACT_MAX_ROWS):
-            found = self._approximate_top(query, k, keep, matching)
+            found = self._approximate_top(self.graph, query, k, keep, matching)
             if found is not None:
                 return found
         # Gathered when few rows match, and always from float16 rows: scoring a whole compact matrix widens every
@@ -368,7 +368,7 @@ class Partition:
         return [(float(scores[i]), int(rows[i] if rows is not None else i)) for i in top]
 
     def _approximate_top(
-        self, query: np.ndarray, k: int, keep: np.ndarray | None, matching: int
+        self, graph: AnnGraph, query: np.ndarray, k: int, keep: np.ndarray | None, matching: int
     ) -> list[tuple[float, int]] | None:
         """The graph's candidates that are live rows matching the filters, re-scored exactly, best k; None when too
         few candidates pass the filters (the caller then searches exactly)."""
@@ -377,7 +377,7 @@ class Partition:
         wanted = max(ann.CANDIDATES, k * ann.CANDIDATE_FACTOR) * -(-n // matching)
         if wanted > ann.MAX_CANDIDATES:
             return None
-        rows = self.graph.candidates(query, min(wanted, n))
+        rows = graph.candidates(query, min(wanted, n))
         rows = rows[(rows >= 0) & (rows < n)]
         if keep is not None:
             rows = rows[keep[rows]]
