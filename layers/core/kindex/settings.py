@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, Literal
 
@@ -258,8 +259,8 @@ def _describe(error: ValidationError) -> str:
 
 def load_settings(environ: dict[str, str] | None = None, *, model: type[Settings] = Settings, **overrides) -> Settings:
     """`model` validated from the environment (and explicit overrides); SettingsError says what is wrong."""
-    environ = os.environ if environ is None else environ
-    values = {name: environ[name] for name in ENV_NAMES.values() if environ.get(name)}
+    env: Mapping[str, str] = os.environ if environ is None else environ
+    values = {name: env[name] for name in ENV_NAMES.values() if env.get(name)}
     values.update({ENV_NAMES[field]: value for field, value in overrides.items() if value is not None})
     try:
         settings = model.model_validate(values)

@@ -32,8 +32,8 @@ if TYPE_CHECKING:
 
 
 class AdapterSet(ABC):
-    """The adapters of one deployment, one per port. `metadata` serves five ports (collections, documents, keys, the
-    reindex ledger and collection deletions: `MetadataStore`)."""
+    """The adapters of one deployment, one per port. `metadata` serves six ports (collections, documents, keys, the
+    reindex ledger, collection deletions and usage counters: `MetadataStore`)."""
 
     def __init__(self, settings: Settings):
         self.settings = settings

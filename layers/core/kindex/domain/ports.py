@@ -303,8 +303,10 @@ class KeyStore(Protocol):
         """Mark the key revoked; False when it does not exist."""
 
 
-class MetadataStore(CollectionStore, DocumentStore, KeyStore, ReindexLedger, CollectionDeletions, Protocol):
-    """The one store that serves the five metadata ports (SQLite locally, one DynamoDB table on AWS): an
+class MetadataStore(
+    CollectionStore, DocumentStore, KeyStore, ReindexLedger, CollectionDeletions, UsageCounters, Protocol
+):
+    """The one store that serves the six metadata ports (SQLite locally, one DynamoDB table on AWS): an
     intersection, so the composition can hand the same object to each use case as the port that use case names.
     Use cases keep asking for the single ports; only the composition names this one."""
 

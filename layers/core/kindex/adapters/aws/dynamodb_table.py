@@ -179,7 +179,7 @@ class DynamoDbTable:
                 failed = [(i, r) for i, r in enumerate(reasons) if r.get("Code") == "ConditionalCheckFailed"]
                 if failed and on_item_failed is not None:
                     raise on_item_failed(failed[0][0], failed[0][1].get("Item") or None) from error
-                if failed:
+                if failed and on_condition_failed is not None:
                     raise on_condition_failed(failed[0][1].get("Item") or None) from error
                 if any(r.get("Code") == "TransactionConflict" for r in reasons):
                     raise Conflict("a concurrent write touched the same item; try again") from error
