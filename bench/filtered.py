@@ -155,8 +155,9 @@ def run(chunks: int = 100_000, queries: int = 100, random: bool = False) -> tupl
         finally:
             index.close()
     how = (
-        f"{chunks} chunks a partition ({raw['vectors']} vectors; with and without access lists), in process through LocalSearchIndex, "
-        f"k={K}, {queries} queries, one client; selectivity via access lists (groups) or `bucket < n`"
+        f"{chunks} chunks a partition ({raw['vectors']} vectors; with and without access lists), in process "
+        f"through LocalSearchIndex, k={K}, {queries} queries, one client; "
+        "selectivity via access lists (groups) or `bucket < n`"
     )
     for mode in ("vector", "keyword"):
         reference = raw[f"{mode}/unfiltered"]

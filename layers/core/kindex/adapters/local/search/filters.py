@@ -176,7 +176,13 @@ class TantivyFilters:
         return tantivy.Query.regex_query(self.schema, terms.NUMBERS, pattern)
 
     def _set(self, field: str, values: list[str]) -> tantivy.Query:
-        return tantivy.Query.term_set_query(self.schema, field, list(dict.fromkeys(values)))
+        values = list(dict.fromkeys(values))
+        if len(values) == 1:
+            # A term set query collects every document of its terms into a bit set before the search starts, so a
+            # common term (`access_set`, a group everyone is in) costs its whole posting list on every query; a term
+            # query is a posting list the word query skips through (3x the unfiltered keyword p50 before).
+            return tantivy.Query.term_query(self.schema, field, values[0], index_option="basic")
+        return tantivy.Query.term_set_query(self.schema, field, values)
 
     @staticmethod
     def _any(queries: list[tantivy.Query]) -> tantivy.Query:
