@@ -9,9 +9,9 @@ unfiltered query in the same run.
   `bucket < 1000 / 100 / 10 / 1` keeps the same shares. The chunks are indexed twice, in a collection without
   access lists (the unfiltered reference and the attribute filters: a query that names nobody sees only documents
   without a list) and in one with them (the access-list rows).
-- Vectors: as the query section writes them (`bench.query_latency`): chunks drawn from the synthetic corpus's real
-  sentences, each vector the normalised sum of its sentences' vectors from the default local model, queries
-  embedded by the same model. `--random`: random unit vectors instead (no model run; a smoke test).
+- Vectors: `bench.model_vectors` (cached on disk): chunks of 8 real sentences, each vector the normalised sum of
+  its sentences' vectors from the default local model, queries embedded by the same model.
+  `--random`: random unit vectors instead (no model run; a smoke test).
 - In process, through `LocalSearchIndex` (the adapter the local server uses): `knn_search` and `keyword_search`
   with k = 10, one client. Not over HTTP: that needs the query service's filter and principals wiring, which is
   not part of this change; the HTTP figures belong beside query_latency's once it is.
@@ -31,6 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
+from bench import model_vectors
 from bench.common import Figure, SyntheticCorpus, log, median, percentile
 from kindex.adapters.local.search.index import LocalSearchIndex
 from kindex.domain.filters import Access, parse_filter
@@ -45,7 +46,6 @@ OPEN, LISTED = "filtered-open", "filtered-listed"
 K = 10
 CHUNKS_PER_DOCUMENT = 10
 BUCKETS = 1_000
-SENTENCE_POOL = 4_000
 SHARES = {"100": BUCKETS, "10": 100, "1": 10, "0.1": 1}  # percent -> buckets visible
 
 
@@ -53,24 +53,18 @@ def _corpus(
     chunks: int, queries: int, random: bool, dims: int = 384
 ) -> tuple[np.ndarray, list[str], np.ndarray, list[str], str]:
     """(chunk vectors, chunk texts, query vectors, query texts, model name)."""
-    corpus = SyntheticCorpus(seed=6)
-    sentences = corpus.sentences
-    rng = np.random.default_rng(6)
-    plans = [[int(i) for i in rng.integers(SENTENCE_POOL, size=8)] for _ in range(chunks)]
-    texts = [" ".join(sentences[i] for i in plan) for plan in plans]
-    query_corpus = SyntheticCorpus(seed=99)
-    query_texts = [query_corpus.query() for _ in range(queries)]
     if random:
+        corpus = SyntheticCorpus(seed=6)
+        rng = np.random.default_rng(6)
+        texts = [" ".join(corpus.sentences[i] for i in plan) for plan in model_vectors.chunk_plans(chunks)]
+        query_texts = model_vectors.query_texts(queries)
         vectors = rng.standard_normal((chunks, dims)).astype(np.float32)
         asked = rng.standard_normal((queries, dims)).astype(np.float32)
         model = f"bench:random{dims}"
     else:
-        from kindex.adapters.embedders.registry import create_embedder
-
-        embedder = create_embedder(LOCAL_DEFAULT_MODEL)
-        pool = np.asarray(embedder.embed(list(sentences[:SENTENCE_POOL])), dtype=np.float32)
-        vectors = np.stack([pool[plan].sum(axis=0) for plan in plans])
-        asked = np.asarray(embedder.embed(query_texts), dtype=np.float32)
+        # The shared, cached builder (bench.model_vectors): the same chunks the other index sections search.
+        texts, query_texts = model_vectors.chunk_texts(chunks), model_vectors.query_texts(queries)
+        vectors, asked = model_vectors.chunks(chunks), model_vectors.queries(queries)
         model = LOCAL_DEFAULT_MODEL
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     asked /= np.linalg.norm(asked, axis=1, keepdims=True)
@@ -151,6 +145,14 @@ def run(chunks: int = 100_000, queries: int = 100, random: bool = False) -> tupl
                     }
                     raw[f"{mode}/{name}"] = row
                     log(f"filtered {mode} {name}: {row}")
+            # The goal (issue 23 item 10): filtered p50 <= 1.5x the unfiltered p50 of the same mode, same run.
+            raw["p50_ratios"] = {
+                f"{mode}/{name}": round(raw[f"{mode}/{name}"]["p50_ms"] / raw[f"{mode}/unfiltered"]["p50_ms"], 2)
+                for mode in ("vector", "keyword")
+                for name in _configurations()
+                if name != "unfiltered"
+            }
+            log(f"filtered p50 ratios: {raw['p50_ratios']}")
             raw["load_average_during"] = [load, [round(x, 2) for x in os.getloadavg()]]
         finally:
             index.close()
