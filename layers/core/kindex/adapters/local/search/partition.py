@@ -359,7 +359,7 @@ class Partition:
             # against 2 ms for 100k scores, 10 % matching: introselect degrades on many equal values).
             rows = None
             scores = self.scores(None, query)
-            if keep is not None:
+            if keep is not None and matching < n:  # a filter that keeps every row ranks them all, as none does
                 rows = np.flatnonzero(keep)
                 scores = scores[rows]
         count = min(k, matching)
