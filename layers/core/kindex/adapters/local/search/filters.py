@@ -212,7 +212,9 @@ class DocumentTable:
     def __init__(self) -> None:
         self._postings: dict[tuple[str, str], set[int]] = {}
         self._numbers: dict[str, dict[float, set[int]]] = {}  # key -> value -> documents
-        self._sorted_numbers: dict[str, tuple[np.ndarray, list[set[int]]]] = {}
+        # key -> (distinct values ascending, start of each value's documents in the next array, the documents of
+        # every value in value order): a range is one slice of the last array, not a loop over the values
+        self._sorted_numbers: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         self._strings: dict[str, list[str]] = {}  # key -> sorted distinct string values ($starts_with)
         # code -> (terms per field, attributes, access list): the terms to undo a put, the values to persist it
         self._documents: dict[int, tuple[dict[str, list[str]], Mapping[str, AttributeValue] | None, Access | None]] = {}
@@ -363,13 +365,11 @@ class DocumentTable:
         return self._in_range(key, operator, value)  # type: ignore[arg-type]
 
     def _in_range(self, key: str, operator: str, bound: int | float) -> np.ndarray:
-        values, documents = self._sorted(key)
+        values, starts, documents = self._sorted(key)
         side = "left" if operator in ("$gte", "$lt") else "right"
-        edge = int(np.searchsorted(values, float(bound), side=side))
-        chosen = documents[edge:] if operator in ("$gt", "$gte") else documents[:edge]
+        edge = int(starts[np.searchsorted(values, float(bound), side=side)])
         found = np.zeros(self.size, dtype=bool)
-        for group in chosen:
-            found[list(group)] = True
+        found[documents[edge:] if operator in ("$gt", "$gte") else documents[:edge]] = True
         return found
 
     def _prefixed(self, key: str, prefix: str) -> list[str]:
@@ -388,13 +388,17 @@ class DocumentTable:
             found.append(value)
         return found
 
-    def _sorted(self, key: str) -> tuple[np.ndarray, list[set[int]]]:
+    def _sorted(self, key: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         cached = self._sorted_numbers.get(key)
         if cached is None:
             pairs = sorted((value, documents) for value, documents in self._numbers.get(key, {}).items() if documents)
+            sizes = np.array([len(documents) for _, documents in pairs], dtype=np.int64)
             cached = self._sorted_numbers[key] = (
                 np.array([value for value, _ in pairs], dtype=np.float64),
-                [documents for _, documents in pairs],
+                np.concatenate(([0], np.cumsum(sizes))).astype(np.int64),  # one more than the values: the end
+                np.fromiter(
+                    (document for _, documents in pairs for document in documents), dtype=np.int64, count=sizes.sum()
+                ),
             )
         return cached
 
