@@ -177,7 +177,13 @@ class TantivyFilters:
         return tantivy.Query.regex_query(self.schema, terms.NUMBERS, pattern)
 
     def _set(self, field: str, values: list[str]) -> tantivy.Query:
-        return tantivy.Query.term_set_query(self.schema, field, list(dict.fromkeys(values)))
+        values = list(dict.fromkeys(values))
+        if len(values) == 1:
+            # A term set query collects every document of its terms into a bit set before the search starts, so a
+            # common term (`access_set`, a group everyone is in) costs its whole posting list on every query; a term
+            # query is a posting list the word query skips through (3x the unfiltered keyword p50 before).
+            return tantivy.Query.term_query(self.schema, field, values[0], index_option="basic")
+        return tantivy.Query.term_set_query(self.schema, field, values)
 
     @staticmethod
     def _any(queries: list[tantivy.Query]) -> tantivy.Query:
@@ -207,16 +213,20 @@ class DocumentTable:
     def __init__(self) -> None:
         self._postings: dict[tuple[str, str], set[int]] = {}
         self._numbers: dict[str, dict[float, set[int]]] = {}  # key -> value -> documents
-        self._sorted_numbers: dict[str, tuple[np.ndarray, list[set[int]]]] = {}
+        # key -> (distinct values ascending, start of each value's documents in the next array, the documents of
+        # every value in value order): a range is one slice of the last array, not a loop over the values
+        self._sorted_numbers: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         self._strings: dict[str, list[str]] = {}  # key -> sorted distinct string values ($starts_with)
         # code -> (terms per field, attributes, access list): the terms to undo a put, the values to persist it
         self._documents: dict[int, tuple[dict[str, list[str]], Mapping[str, AttributeValue] | None, Access | None]] = {}
         self._arrays: dict[tuple[str, str], np.ndarray] = {}
+        self._known_codes: np.ndarray | None = None  # `_known`'s array until the next put or remove
         self.size = 0  # one past the highest document code seen: the length of every mask
 
     def put(self, document: int, attributes: Mapping[str, AttributeValue] | None, access: Access | None) -> None:
         """Set (or replace) document `document`'s attributes and access list."""
         self.remove(document)
+        self._known_codes = None
         fields = terms.attribute_terms(attributes)
         if access is not None:
             fields[HAS_ACCESS] = [HAS_ACCESS_TERM]
@@ -273,6 +283,7 @@ class DocumentTable:
         previous = self._documents.pop(document, None)
         if previous is None:
             return
+        self._known_codes = None
         fields = previous[0]
         for field, found in fields.items():
             for value in found:
@@ -312,9 +323,13 @@ class DocumentTable:
     # -- evaluation -------------------------------------------------------------------------------------------
 
     def _known(self) -> np.ndarray:
-        known = np.zeros(self.size, dtype=bool)
-        known[list(self._documents)] = True
-        return known
+        # Listing 10,000 codes costs ~0.3 ms a query; the array only changes with a put or a remove. A copy goes
+        # out, so a caller that changes its mask in place never changes the cache.
+        if self._known_codes is None or len(self._known_codes) != self.size:
+            known = np.zeros(self.size, dtype=bool)
+            known[list(self._documents)] = True
+            self._known_codes = known
+        return self._known_codes.copy()
 
     def _of(self, field: str, values: Iterable[str]) -> np.ndarray:
         found = np.zeros(self.size, dtype=bool)
@@ -358,13 +373,18 @@ class DocumentTable:
         return self._in_range(key, operator, comparison.bound())
 
     def _in_range(self, key: str, operator: str, bound: int | float) -> np.ndarray:
+<<<<<<< HEAD
         values, documents = self._sorted(key)
         side: Literal["left", "right"] = "left" if operator in ("$gte", "$lt") else "right"
         edge = int(np.searchsorted(values, float(bound), side=side))
         chosen = documents[edge:] if operator in ("$gt", "$gte") else documents[:edge]
+=======
+        values, starts, documents = self._sorted(key)
+        side = "left" if operator in ("$gte", "$lt") else "right"
+        edge = int(starts[np.searchsorted(values, float(bound), side=side)])
+>>>>>>> filt
         found = np.zeros(self.size, dtype=bool)
-        for group in chosen:
-            found[list(group)] = True
+        found[documents[edge:] if operator in ("$gt", "$gte") else documents[:edge]] = True
         return found
 
     def _prefixed(self, key: str, prefix: str) -> list[str]:
@@ -383,13 +403,17 @@ class DocumentTable:
             found.append(value)
         return found
 
-    def _sorted(self, key: str) -> tuple[np.ndarray, list[set[int]]]:
+    def _sorted(self, key: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         cached = self._sorted_numbers.get(key)
         if cached is None:
             pairs = sorted((value, documents) for value, documents in self._numbers.get(key, {}).items() if documents)
+            sizes = np.array([len(documents) for _, documents in pairs], dtype=np.int64)
             cached = self._sorted_numbers[key] = (
                 np.array([value for value, _ in pairs], dtype=np.float64),
-                [documents for _, documents in pairs],
+                np.concatenate(([0], np.cumsum(sizes))).astype(np.int64),  # one more than the values: the end
+                np.fromiter(
+                    (document for _, documents in pairs for document in documents), dtype=np.int64, count=sizes.sum()
+                ),
             )
         return cached
 

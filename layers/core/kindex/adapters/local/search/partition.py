@@ -353,12 +353,15 @@ class Partition:
             rows = np.flatnonzero(keep)
             scores = self.scores(rows, query)
         else:
-            # The live rows in place: no copy of a float32 matrix. Filtered-out rows score -inf so that the top
-            # `matching` rows are exactly the matching ones: the filter applies before the top k.
+            # The live rows scored in place: no copy of a float32 matrix. Then only the matching rows' scores are
+            # ranked (the filter applies before the top k): argpartition over a whole array whose filtered-out rows
+            # are -inf is ~10x slower than over the matching ones alone when most rows are filtered out (22 ms
+            # against 2 ms for 100k scores, 10 % matching: introselect degrades on many equal values).
             rows = None
             scores = self.scores(None, query)
-            if keep is not None:
-                scores[~keep] = -np.inf
+            if keep is not None and matching < n:  # a filter that keeps every row ranks them all, as none does
+                rows = np.flatnonzero(keep)
+                scores = scores[rows]
         count = min(k, matching)
         top = (
             np.argpartition(scores, len(scores) - count)[len(scores) - count :]
