@@ -373,16 +373,9 @@ class DocumentTable:
         return self._in_range(key, operator, comparison.bound())
 
     def _in_range(self, key: str, operator: str, bound: int | float) -> np.ndarray:
-<<<<<<< HEAD
-        values, documents = self._sorted(key)
-        side: Literal["left", "right"] = "left" if operator in ("$gte", "$lt") else "right"
-        edge = int(np.searchsorted(values, float(bound), side=side))
-        chosen = documents[edge:] if operator in ("$gt", "$gte") else documents[:edge]
-=======
         values, starts, documents = self._sorted(key)
-        side = "left" if operator in ("$gte", "$lt") else "right"
+        side: Literal["left", "right"] = "left" if operator in ("$gte", "$lt") else "right"
         edge = int(starts[np.searchsorted(values, float(bound), side=side)])
->>>>>>> filt
         found = np.zeros(self.size, dtype=bool)
         found[documents[edge:] if operator in ("$gt", "$gte") else documents[:edge]] = True
         return found
