@@ -107,7 +107,8 @@ def test_opensearch_and_embedded_builds_take_turns_batch_by_batch():
             order.append((self.name, len(batch)))
 
     records = list(range(3 * opensearch_index.BATCH))
-    built = opensearch_index.build_both(Recorder("os"), Recorder("embedded"), records)
+    sides = {"os": (Recorder("os"), "m"), "embedded": (Recorder("embedded"), "m")}
+    built = opensearch_index.build_all(sides, records, exact_side="embedded")
     assert order == [
         ("os", opensearch_index.BATCH),
         ("embedded", opensearch_index.BATCH),
@@ -116,7 +117,7 @@ def test_opensearch_and_embedded_builds_take_turns_batch_by_batch():
         ("os", opensearch_index.BATCH),
         ("embedded", opensearch_index.BATCH),
     ]
-    assert len(built["paired_batch_ratios"]) == 3 and built["opensearch_seconds"] > 0
+    assert all(len(built["rates"][name]) == 3 and built["seconds"][name] > 0 for name in sides)
 
 
 def test_cold_start_samples_interleave_functions_and_references(monkeypatch):
