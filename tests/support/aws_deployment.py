@@ -221,6 +221,9 @@ def aws_stack(monkeypatch: pytest.MonkeyPatch, extra_env: dict[str, str] | None 
             "KINDEX_DEFAULT_EMBEDDING_MODEL": "hash:384",
             "KINDEX_INGEST_QUEUE_URL": queue_url,
             "KINDEX_REINDEX_QUEUE_URL": reindex_queue[0],
+            # What a scheduled pass reads must not depend on the hour a test runs at: recounts only on full passes
+            # (tests that want one run a full pass).
+            "KINDEX_USAGE_RECOUNT_HOUR": "-1",
             **(extra_env or {}),
         }
         for name, value in env.items():

@@ -57,3 +57,55 @@ def test_the_worker_and_the_jobs_share_one_model_switch(tmp_path):
     # Given a deployment's services / Then the API's jobs and the queue's worker switch models through one service
     services = Services(LocalAdapters(load_settings({"KINDEX_DATA_DIR": str(tmp_path)})))
     assert services.reindex_jobs.switch is services.reindex_worker.switch is services.model_switch
+
+
+class _Keys:
+    def list_keys(self):
+        from types import SimpleNamespace
+
+        return [SimpleNamespace(tenant="acme"), SimpleNamespace(tenant="evil")]
+
+
+class _NoCollections:
+    def list_collections(self, tenant, *, after, offset, limit):
+        return []
+
+    def pending_deletions(self, tenant):
+        return []
+
+
+class _Queue:
+    def __init__(self):
+        self.sent = []
+
+    def send(self, tasks):
+        self.sent += tasks
+
+
+@pytest.mark.parametrize(
+    ("hour", "full", "recount"),
+    [(0, False, True), (1, False, False), (23, False, False), (5, True, True)],
+    ids=["the recount hour", "the next hour", "the hour before", "a full pass"],
+)
+def test_the_planner_asks_for_a_usage_recount_once_a_day_and_on_full_passes(hour, full, recount):
+    # Given a planner whose recount hour is 0 UTC, at `hour`
+    from datetime import UTC, datetime
+
+    queue = _Queue()
+    stores = _NoCollections()
+    planner = ReindexPlanner(
+        _Keys(), stores, stores, queue, recount_hour=0, clock=lambda: datetime(2026, 12, 2, hour, 30, tzinfo=UTC)
+    )
+    # When it plans / Then every tenant task asks for the recount exactly when due (a recount reads every document)
+    planner.plan(full=full)
+    tenant_tasks = [task for task in queue.sent if task.kind == "tenant"]
+    assert [task.tenant for task in tenant_tasks] == ["acme", "evil"]
+    assert {task.recount for task in tenant_tasks} == {recount}
+
+
+def test_a_planner_without_a_recount_hour_recounts_only_on_full_passes():
+    queue, stores = _Queue(), _NoCollections()
+    planner = ReindexPlanner(_Keys(), stores, stores, queue, recount_hour=None)
+    planner.plan()
+    planner.plan(full=True)
+    assert [task.recount for task in queue.sent if task.kind == "tenant"] == [False, False, True, True]

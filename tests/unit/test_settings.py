@@ -44,6 +44,7 @@ DEPLOYED_NAMES = {
     "ingest_queue_url": "KINDEX_INGEST_QUEUE_URL",
     "reindex_queue_url": "KINDEX_REINDEX_QUEUE_URL",
     "reindex_interval_seconds": "KINDEX_REINDEX_INTERVAL_SECONDS",
+    "usage_recount_hour": "KINDEX_USAGE_RECOUNT_HOUR",
     "ingest_workers": "KINDEX_INGEST_WORKERS",
     "remote_embed_slice": "KINDEX_REMOTE_EMBED_SLICE",
     "query_batching": "KINDEX_QUERY_BATCHING",

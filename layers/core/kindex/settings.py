@@ -99,6 +99,8 @@ class Settings(BaseModel):
     ingest_queue_url: str | None = None
     reindex_queue_url: str | None = None  # AWS: the reindex work queue (planner -> worker)
     reindex_interval_seconds: float = Field(default=3600.0, gt=0)
+    # The UTC hour whose reindex passes also recount every tenant's usage counters (-1: only full passes do).
+    usage_recount_hour: int = Field(default=0, ge=-1, le=23)
     # Local mode's ingest threads. One tenant may use all but one of them, so 3 keeps both cores of a small machine
     # busy with one tenant's work and still has a thread ready for another tenant's.
     ingest_workers: int = Field(default=3, ge=1, le=64)

@@ -144,7 +144,10 @@ class Services:
         from kindex.app.reindex.planner import ReindexPlanner
 
         a = self.adapters
-        return ReindexPlanner(a.metadata, a.metadata, a.metadata, a.reindex_queue)
+        hour = self.settings.usage_recount_hour
+        return ReindexPlanner(
+            a.metadata, a.metadata, a.metadata, a.reindex_queue, recount_hour=hour if hour >= 0 else None
+        )
 
     @cached_property
     def model_switch(self) -> ModelSwitch:

@@ -76,8 +76,10 @@ class ReindexTask(BaseModel):
     """One message of reindex work, bounded in size and in the work it asks for.
 
     kind `tenant`: delete blobs of collections that no longer exist, walking collection prefixes from `after` (a
-    blob key). kind `collection`: one collection's pass (documents needing attention, one bounded drift page, one
-    blob page; a sweep when its configuration changed). kind `sweep`: one page of a sweep, documents strictly after
+    blob key); with `recount`, first recount the tenant's usage counters from its records (it reads every document
+    item of the tenant, so the planner asks for it once a day and on full passes, not every hour). kind
+    `collection`: one collection's pass (documents needing attention, one bounded drift page, one blob page; a sweep
+    when its configuration changed). kind `sweep`: one page of a sweep, documents strictly after
     `after`; `total`/`done`/`enqueued` carry the counts of the sweep's earlier pages; `job` is the reindex job it
     reports to (POST .../reindex), `clean` rebuilds from scratch, `deep` reads every page's chunk items. kind
     `delete`: the next step of the delete job `job` (DELETE /v1/collections/{c}), after the step named by `after`
@@ -91,6 +93,7 @@ class ReindexTask(BaseModel):
     after: str | None = None
     clean: bool = False
     deep: bool = True  # a sweep page compares the chunk store too (False: only pages whose counts disagree)
+    recount: bool = False  # kind tenant: recount the usage counters (UsageService.reconcile)
     job: str | None = Field(default=None, max_length=64)
     total: int = Field(default=0, ge=0)
     done: int = Field(default=0, ge=0)

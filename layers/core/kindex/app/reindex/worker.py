@@ -65,7 +65,9 @@ class ReindexWorker:
         """One task's bounded work."""
         if task.kind == "tenant":
             # The first step also recounts the tenant's usage counters from its records (UsageService.reconcile).
-            repaired = task.after is None and self.usage is not None and self.usage.reconcile(task.tenant)
+            repaired = (
+                task.recount and task.after is None and self.usage is not None and self.usage.reconcile(task.tenant)
+            )
             report = self.orphans.step(task)
             if repaired:
                 report.repaired["usage_counters"] = 1

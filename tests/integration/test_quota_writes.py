@@ -33,6 +33,7 @@ class Backend:
     services: object
     drain: Callable[[], object]  # deliver every ingest event
     reindex_pass: Callable[[], object]  # the scheduled pass, and the tasks it sends
+    recount_pass: Callable[[], object]  # a full pass (`kindex reindex --full`), which recounts the usage counters
 
 
 @pytest.fixture(params=["local", "aws"])
@@ -43,14 +44,19 @@ def backend(request, monkeypatch) -> Iterator[Backend]:
         worker = build_worker()
         worker.backoff = 0.0
 
-        def local_pass():
-            services.reindex_planner.plan()
+        def local_pass(full: bool = False):
+            services.reindex_planner.plan(full=full)
             worker.drain()
 
-        yield Backend(services, worker.drain, local_pass)
+        yield Backend(services, worker.drain, local_pass, lambda: local_pass(full=True))
         return
     with aws_stack(monkeypatch, {"KINDEX_USAGE_PLANS": json.dumps(PLANS)}) as stack:
-        yield Backend(stack.services, stack.drain, stack.reindex_pass)
+
+        def full_pass():
+            stack.services.reindex_planner.plan(full=True)
+            stack.work_reindex()
+
+        yield Backend(stack.services, stack.drain, stack.reindex_pass, full_pass)
 
 
 def put(services, document_id: str, content: str, tenant: str = "t"):
@@ -97,7 +103,7 @@ def test_a_document_past_the_chunk_quota_fails_with_nothing_of_it_indexed(backen
     assert services.usage.report("t").chunks == 8
 
 
-def test_the_reindex_pass_repairs_drifted_counters_and_logs_it(backend, caplog):
+def test_the_recounting_reindex_pass_repairs_drifted_counters_and_logs_it(backend, caplog):
     # Given a tenant (with a key, so the planner finds it) whose counters drifted from its records
     services = backend.services
     services.keys.create("t", Role.ADMIN)
@@ -107,9 +113,9 @@ def test_the_reindex_pass_repairs_drifted_counters_and_logs_it(backend, caplog):
     truth = services.usage.report("t")
     bump_usage(services.adapters.metadata, "t", Usage(documents=7, bytes=-3))
     assert services.usage.report("t").documents == 8
-    # When the scheduled reindex pass runs
+    # When a pass that recounts runs (the daily one, or a full one)
     with caplog.at_level(logging.WARNING, logger="kindex.app.usage"):
-        backend.reindex_pass()
+        backend.recount_pass()
     # Then the counters are those of the records again, and the repair was logged with both counts
     repaired = services.usage.report("t")
     assert (
@@ -128,5 +134,5 @@ def test_the_reindex_pass_repairs_drifted_counters_and_logs_it(backend, caplog):
     # And a pass over counters that agree repairs and logs nothing
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="kindex.app.usage"):
-        backend.reindex_pass()
+        backend.recount_pass()
     assert not [r for r in caplog.records if "drifted" in r.getMessage()]
