@@ -55,8 +55,9 @@ $(BROWSER_DEPS): tests/browser/package.json tests/browser/package-lock.json | te
 # checkout already up (`make opensearch`) is used and left running. Naming the node makes its tests required: a node
 # that is not usable fails them, never skips them. OPENSEARCH_PORT picks the port (default 9200; when something else
 # holds it the node gets a free one); KINDEX_TEST_OPENSEARCH_URL names a node to use instead of starting one.
+# Two pytest workers (pytest-xdist): the suite waits on servers and the node as much as it computes.
 test: test-tools $(STAMP) $(BROWSER_DEPS)
-	JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20 $(PY) scripts/opensearch.py run -- $(PY) -m pytest -q
+	JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20 $(PY) scripts/opensearch.py run -- $(PY) -m pytest -q -n 2
 
 # Fast checks while working (none needs the CDK, Chromium or an OpenSearch node): `make check` is all three.
 lint: $(STAMP)
