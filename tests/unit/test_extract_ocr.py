@@ -16,6 +16,7 @@ import pytest
 from kindex.adapters.local.tesseract_ocr import DEFAULT_MAX_PIXELS, TesseractPageReader, render_scale
 from kindex.domain.errors import EmptyText
 from kindex.text.extract import APPLICATION_PDF, extract
+from kindex.text.extract.limits import ExtractLimits
 from tests.support import scans
 
 pytestmark = pytest.mark.unit
@@ -88,6 +89,18 @@ def test_a_file_of_scans_only_fails_saying_ocr_was_needed(original):
     assert "pages 1, 2 have no text layer and OCR was needed but unavailable (this server has no OCR engine)" in str(
         raised.value
     )
+
+
+def test_scanned_pages_past_the_ocr_budget_stay_empty_and_the_warning_names_them(original):
+    # Given a PDF of two scanned pages and a budget of one OCRed page per document
+    scan = scans.with_scanned_pages(scans.first_pages(original, 2), {0, 1})
+    limits = ExtractLimits(pdf_max_ocr_pages=1)
+    # When it is extracted with Tesseract
+    extracted = extract(scan, mimetype=APPLICATION_PDF, filename="scan.pdf", ocr=TesseractPageReader(), limits=limits)
+    # Then page 1 is read, page 2 stays empty (its number kept), and the warning says why
+    assert page_text(extracted, 1).strip() and not page_text(extracted, 2).strip()
+    assert "page 2 has no text layer" in extracted.warning
+    assert "only 1 scanned pages are OCRed per document" in extracted.warning
 
 
 def test_a_blank_page_is_not_a_scan(original):

@@ -32,6 +32,10 @@ class ExtractLimits:
     html_max_depth: int = 256  # libxml2's own default for XML; keeps every tree walk far from any recursion limit
     # PDF: pypdf decodes and tokenizes page content streams; decoded streams stay cached on the reader.
     pdf_max_pages: int = 10_000
+    # Scanned pages OCRed per document (the rest stay empty, named in the warning): without it a 10,000-page scan
+    # held a local ingest thread for days (Tesseract may take up to 120 s a page); on AWS the ingest function's
+    # 5 minutes end far sooner.
+    pdf_max_ocr_pages: int = 200
     pdf_max_stream_bytes: int = 16 * _MIB  # one decompressed stream (pypdf's default is 75 MB)
     pdf_max_stream_tokens: int = 1_000_000  # operands and operators in one content stream (pypdf: 2,000,000)
     pdf_max_content_bytes: int = 32 * _MIB  # decoded page content over the whole document: about a minute of work

@@ -55,7 +55,7 @@ def extract_pdf(
             raise LimitExceeded(f"PDF exceeds a parsing limit: {short_reason(exc)}") from exc
     warning = None
     if scanned:
-        unread = _read_scans(data, page_texts, scanned, ocr)
+        unread = _read_scans(data, page_texts, scanned, ocr, limits.pdf_max_ocr_pages)
         warning = _unread_warning(unread, ocr, no_ocr)
         if warning is not None and not any(text.strip() for text in page_texts):
             raise EmptyText(f"No text could be extracted: {warning}")
@@ -71,13 +71,18 @@ def extract_pdf(
     )
 
 
-def _read_scans(data: bytes, page_texts: list[str], scanned: list[int], ocr: PageReader | None) -> dict[int, str]:
-    """OCR the scanned pages into `page_texts` (in place); the pages left unread, with why (empty without `ocr`)."""
+def _read_scans(
+    data: bytes, page_texts: list[str], scanned: list[int], ocr: PageReader | None, budget: int
+) -> dict[int, str]:
+    """OCR the first `budget` scanned pages into `page_texts` (in place); the pages left unread, with why (empty
+    without `ocr`)."""
     if ocr is None:
         return {index: "" for index in scanned}
-    outcome = ocr.read_pages(data, scanned)
-    unread = {index: outcome.unread.get(index, "not read") for index in scanned if index not in outcome.texts}
-    for index in scanned:
+    read, past = scanned[:budget], scanned[budget:]
+    outcome = ocr.read_pages(data, read)
+    unread = {index: outcome.unread.get(index, "not read") for index in read if index not in outcome.texts}
+    unread.update(dict.fromkeys(past, f"only {budget} scanned pages are OCRed per document"))
+    for index in read:
         if index in outcome.texts:
             page_texts[index] = strip_nul(outcome.texts[index]).strip()
     return unread
