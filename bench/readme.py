@@ -80,9 +80,10 @@ def _range(spread: dict | None) -> str:
     return f"{fmt(spread['min'])} – {fmt(spread['max'])} (n={spread['n']})" if spread else ""
 
 
-def markdown_table(figures: list[dict], names: tuple[str, ...] | None = None) -> str:
+def markdown_table(figures: list[dict], names: tuple[str, ...] | None = None, run_commit: str | None = None) -> str:
     """Value (the median where there are several samples), its min – max, the reference, the ratio and the
-    paired ratios' min – max; an invalid figure is struck through with its reason."""
+    paired ratios' min – max; an invalid figure is struck through with its reason, and a figure measured at another
+    commit than `run_commit` (kept from another run, or from `make eval`) names its commit and date."""
     if names is not None:
         by_name = {f["name"]: f for f in figures}
         figures = [by_name[n] for n in names if n in by_name]
@@ -94,6 +95,8 @@ def markdown_table(figures: list[dict], names: tuple[str, ...] | None = None) ->
         name = f"`{f['name']}`"
         if f.get("valid") is False:
             name = f"~~{name}~~ invalid: {f.get('invalid_reason', '')}"
+        if run_commit and f.get("commit") and f["commit"] != run_commit:
+            name += f" (at {f['commit']}, {f.get('measured_at') or 'date unknown'})"
         lines.append(
             f"| {name} | {fmt(f['value'])} | {_range(f.get('spread'))} | {f['unit']} | "
             f"{f['reference_name'] or ''} | {fmt(f['reference_value'])} | {fmt(f['ratio'])} | "
@@ -119,7 +122,7 @@ def block(results: dict) -> str:
         f" {_load(machine.get('load_average_at_start'))} at the start and"
         f" {_load(machine.get('load_average_at_end'))} at the end; {results.get('wall_seconds')} s in all.",
         "",
-        markdown_table(results.get("figures", []), SUMMARY),
+        markdown_table(results.get("figures", []), SUMMARY, run_commit=versions.get("git_commit")),
         END,
     ]
     return "\n".join(lines)

@@ -191,13 +191,15 @@ def _vector_index_section(section: str, quick: bool) -> list[Figure]:
 
 
 def scifact_figures() -> tuple[list[dict], dict | None]:
-    """The last `make eval` results, marked as such; none when it has not been run."""
+    """The last `make eval` results, marked as such and stamped with that run's commit and date; none when it has not
+    been run."""
     if not SCIFACT_RESULTS_PATH.exists():
         return [], None
     data = json.loads(SCIFACT_RESULTS_PATH.read_text())
     provenance = {
         "produced_by": data.get("produced_by"),
         "generated_at": data.get("generated_at"),
+        "commit": (data.get("versions") or {}).get("git_commit"),
         "wall_seconds": data.get("wall_seconds"),
         "machine": data.get("machine"),
         "details": data.get("details"),
@@ -206,27 +208,44 @@ def scifact_figures() -> tuple[list[dict], dict | None]:
     for figure in data["figures"]:
         figure = dict(figure)
         figure["notes"] = f"from `make eval` at {data.get('generated_at')}; " + figure.get("notes", "")
-        figures.append(figure)
+        figures.append(stamped(figure, provenance["commit"], data.get("generated_at"), data.get("produced_by")))
     return figures, provenance
 
 
+def stamped(figure: dict, commit: str | None, measured_at: str | None, produced_by: str | None) -> dict:
+    """`figure` with the run that measured it (commit, date, command), unless it already names one."""
+    figure.setdefault("commit", commit)
+    figure.setdefault("measured_at", measured_at)
+    figure.setdefault("produced_by", produced_by)
+    return figure
+
+
 def carry_over(results: dict, previous: dict) -> dict:
-    """`results` plus the figures of `previous` it did not measure again, listed under `carried_over` with the run
-    they come from (its machine and load are in that run's file, not here)."""
+    """`results` plus the figures of `previous` it did not measure again. Each kept figure keeps the commit, date and
+    command of the run that measured it (stamped from `previous` when it carries none), and `carried_over` lists them
+    flat, one entry per figure: a figure is never nested inside another run's record."""
     measured = {figure["name"] for figure in results["figures"]}
-    kept = [figure for figure in previous["figures"] if figure["name"] not in measured]
+    kept = [
+        stamped(
+            dict(figure),
+            (previous.get("versions") or {}).get("git_commit"),
+            previous.get("generated_at"),
+            previous.get("produced_by"),
+        )
+        for figure in previous["figures"]
+        if figure["name"] not in measured
+    ]
     merged = dict(results, figures=results["figures"] + kept)
-    merged["section_seconds"] = {**previous.get("section_seconds", {}), **results["section_seconds"]}
-    merged["raw"] = {**previous.get("raw", {}), **results["raw"]}
+    merged["section_seconds"] = dict(results["section_seconds"])
+    merged["raw"] = dict(results["raw"])
     merged["carried_over"] = [
-        *previous.get("carried_over", []),
         {
-            "from_generated_at": previous.get("generated_at"),
-            "from_produced_by": previous.get("produced_by"),
-            "from_commit": previous.get("versions", {}).get("git_commit"),
-            "from_load_average_at_start": previous.get("machine", {}).get("load_average_at_start"),
-            "figures": [figure["name"] for figure in kept],
-        },
+            "figure": figure["name"],
+            "commit": figure["commit"],
+            "measured_at": figure["measured_at"],
+            "produced_by": figure["produced_by"],
+        }
+        for figure in kept
     ]
     merged["missing_required"] = [name for name in REQUIRED if name not in {f["name"] for f in merged["figures"]}]
     return merged
@@ -252,7 +271,15 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     machine = machine_info()
     measured, raw, seconds = run_sections(sections, args.quick)
-    figures = [f.to_json() for f in measured]
+    generated_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    produced_by = (
+        "make bench (python -m bench.run"
+        + (" --quick" if args.quick else "")
+        + (f" --only {args.only}" if args.only else "")
+        + ")"
+    )
+    run_versions = versions()
+    figures = [stamped(f.to_json(), run_versions.get("git_commit"), generated_at, produced_by) for f in measured]
     eval_figures, eval_provenance = scifact_figures()
     figures += eval_figures
     wall = time.perf_counter() - started
@@ -260,15 +287,12 @@ def main(argv: list[str] | None = None) -> int:
     machine["load_average_at_end"] = [round(x, 2) for x in load] if load else None
     missing = [name for name in REQUIRED if name not in {f["name"] for f in figures}]
     results = {
-        "produced_by": "make bench (python -m bench.run"
-        + (" --quick" if args.quick else "")
-        + (f" --only {args.only}" if args.only else "")
-        + ")",
-        "generated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "produced_by": produced_by,
+        "generated_at": generated_at,
         "wall_seconds": round(wall, 1),
         "section_seconds": seconds,
         "machine": machine,
-        "versions": versions(),
+        "versions": run_versions,
         "figures": figures,
         "scifact_source": eval_provenance,
         "missing_required": missing,
@@ -283,10 +307,10 @@ def main(argv: list[str] | None = None) -> int:
     from bench.plots import write_plots
 
     plots = write_plots(results, Path(args.output).resolve().parent)
-    print(markdown_table(figures))
+    print(markdown_table(figures, run_commit=run_versions.get("git_commit")))
     print()
     print("Summary (the README table):")
-    print(markdown_table(figures, SUMMARY))
+    print(markdown_table(figures, SUMMARY, run_commit=run_versions.get("git_commit")))
     print()
     print(f"wrote {args.output} and {', '.join(p.name for p in plots)} in {wall:.0f} s")
     invalid = [f["name"] for f in figures if f.get("valid") is False]

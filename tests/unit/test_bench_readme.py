@@ -44,3 +44,47 @@ def test_alternate_reverses_the_order_each_round_until_both_sides_did_enough_wor
     )
     assert order == ["a", "b", "b", "a", "a", "b", "b", "a"]
     assert [r["x"] for r in runs["a"]] == [1] * 4 and all("seconds" in r for r in runs["b"])
+
+
+def test_figures_kept_from_other_runs_say_their_own_commit_flat_never_nested():
+    from bench.run import carry_over
+
+    def run(commit: str, at: str, names: list[str], previous: dict | None = None) -> dict:
+        results = {
+            "produced_by": f"make bench at {commit}",
+            "generated_at": at,
+            "versions": {"git_commit": commit},
+            "section_seconds": {},
+            "raw": {},
+            "figures": [
+                {"name": n, "value": 1.0, "unit": "x", "reference_name": None, "reference_value": None, "ratio": None}
+                | {"commit": commit, "measured_at": at}
+                for n in names
+            ],
+        }
+        return carry_over(results, previous) if previous else results
+
+    # Given a vector1m run at c1, a full run at c2 that kept it, and a third run at c3 that measured only `a`
+    first = run("c1", "day1", ["vector_recall10_1m"])
+    # (an old file whose figures carry no stamps of their own is stamped from its run)
+    del first["figures"][0]["commit"], first["figures"][0]["measured_at"]
+    second = run("c2", "day2", ["a", "b"], first)
+    third = run("c3", "day3", ["a"], second)
+
+    # Then each figure names the run that measured it, and carried_over is one flat entry per kept figure
+    by_name = {f["name"]: f for f in third["figures"]}
+    assert (by_name["a"]["commit"], by_name["b"]["commit"], by_name["vector_recall10_1m"]["commit"]) == (
+        "c3",
+        "c2",
+        "c1",
+    )
+    assert by_name["vector_recall10_1m"]["measured_at"] == "day1"
+    assert sorted((e["figure"], e["commit"]) for e in third["carried_over"]) == [
+        ("b", "c2"),
+        ("vector_recall10_1m", "c1"),
+    ]
+    assert all(set(e) == {"figure", "commit", "measured_at", "produced_by"} for e in third["carried_over"])
+    # and the README table names the commit of every figure that is not the run's own
+    table = readme.markdown_table(third["figures"], run_commit="c3")
+    assert "`b` (at c2, day2)" in table and "`vector_recall10_1m` (at c1, day1)" in table
+    assert "`a` (at" not in table
