@@ -90,7 +90,9 @@ class Figure:
         return self
 
     def to_json(self) -> dict:
-        return asdict(self)
+        """The figure with the run that measured it: commit (`+dirty` with uncommitted changes), the run's start and
+        its command, so a figure folded into or kept in bench/results.json always says where it came from."""
+        return asdict(self) | this_run()
 
 
 def spread(samples: Sequence[float]) -> dict:
@@ -203,6 +205,21 @@ def machine_info() -> dict:
         "machine": platform.machine(),
         "load_average_at_start": [round(x, 2) for x in load] if load else None,
     }
+
+
+_STARTED_AT = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+@lru_cache(maxsize=1)
+def this_run() -> dict:
+    """commit, measured_at (this process's start) and produced_by of the figures this process measures."""
+    found = versions()
+    commit = found.get("git_commit")
+    if commit and found.get("git_dirty"):
+        commit += "+dirty"
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    command = f"python -m {spec.name}" if spec is not None else f"python {sys.argv[0]}"
+    return {"commit": commit, "measured_at": _STARTED_AT, "produced_by": " ".join([command, *sys.argv[1:]])}
 
 
 def versions() -> dict:
