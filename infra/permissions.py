@@ -44,13 +44,20 @@ ES_WRITE_PATHS = {
 # DynamoDB: what the adapters (kindex/adapters/aws/dynamodb_*.py) call. TransactWriteItems has no action of its
 # own: each Put and Delete inside it is authorized as PutItem and DeleteItem, and a ConditionCheck as
 # ConditionCheckItem (AWS, "Using IAM with DynamoDB transactions"): only a collection create has one (no deletion of
-# that id may be pending, dynamodb_metadata build_create_collection), and only the API creates collections. No adapter
-# calls UpdateItem, Scan or a stream.
+# that id may be pending, dynamodb_metadata build_create_collection), and only the API creates collections. An Update
+# inside a transaction is authorized as UpdateItem, like a plain UpdateItem: both touch only the tenant's usage
+# partition (USAGE_KEYS). No adapter calls Scan or a stream.
 DYNAMODB_READ = ["dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query"]
 DYNAMODB_WRITE = ["dynamodb:PutItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem"]
 # The query log's partitions (kindex/adapters/aws/dynamodb_query_log.py query_pk: `T#<tenant>#Q#<query id>`, tenant
 # and id escaped so neither holds a `#`): the only items the query function writes.
 QUERY_LOG_KEYS = ["T#*#Q#*"]
+# The usage partition (dynamodb_metadata usage_pk: `T#<tenant>#USAGE`, the tenant escaped): the only items any role
+# updates. A counted write (a document or collection created, grown, shrunk or deleted) adds to the tenant's
+# counters in the record's own transaction, a collection delete gives its documents' usage back, and queries and
+# embedding tokens are metered into the day's item. The pattern also matches the documents partition of a collection
+# named `USAGE` (`T#<tenant>#C#USAGE`), which a compromised function could then update; never a key item.
+USAGE_KEYS = ["T#*#USAGE"]
 S3_READ_OBJECTS = ["s3:GetObject", "s3:GetObjectVersion"]
 S3_LIST = ["s3:ListBucket", "s3:ListBucketVersions"]
 # Removing a blob removes every version of it (DeleteObjects with version ids), not just a delete marker.
@@ -81,7 +88,10 @@ def grant_least_privilege(
     authorizer, planner, worker = functions["authorizer"], functions["reindex"], functions["reindexworker"]
     router = functions["router"]
 
-    api.add_to_role(_dynamodb(table.table_arn, DYNAMODB_READ + DYNAMODB_WRITE + ["dynamodb:ConditionCheckItem"]))
+    api.add_to_role(
+        _dynamodb(table.table_arn, DYNAMODB_READ + DYNAMODB_WRITE + ["dynamodb:ConditionCheckItem"]),
+        _usage_updates(table.table_arn),
+    )
     ingest_queue.grant_send_messages(api.role)
     reindex_queue.grant_send_messages(api.role)
     api.add_to_role(
@@ -110,6 +120,7 @@ def grant_least_privilege(
             resources=[table.table_arn],
             conditions={"ForAllValues:StringLike": {"dynamodb:LeadingKeys": QUERY_LOG_KEYS}},
         ),
+        _usage_updates(table.table_arn),  # each query is metered (the day's count and embedding tokens)
         *_es(search, ES_QUERY_PATHS),
         _secrets(secrets.tenant_secrets_arn(), ["secretsmanager:GetSecretValue"]),
         _secrets(secrets.openai_key.secret_arn, ["secretsmanager:GetSecretValue"]),  # to embed the question
@@ -117,6 +128,7 @@ def grant_least_privilege(
 
     ingest.add_to_role(
         _dynamodb(table.table_arn, DYNAMODB_READ + DYNAMODB_WRITE),
+        _usage_updates(table.table_arn),
         _s3_objects(storage, S3_READ_OBJECTS + S3_DELETE),
         _s3_list(storage),
         *_es(search, ES_WRITE_PATHS),
@@ -138,6 +150,7 @@ def grant_least_privilege(
     ingest_queue.grant_send_messages(worker.role)
     worker.add_to_role(
         _dynamodb(table.table_arn, DYNAMODB_READ + DYNAMODB_WRITE),
+        _usage_updates(table.table_arn),
         # The sparse `attention` index: the only index any function reads (the documents needing a retry).
         _dynamodb(f"{table.table_arn}/index/{ATTENTION_INDEX}", ["dynamodb:Query"]),
         iam.PolicyStatement(actions=["sqs:SendMessage"], resources=[reindex_queue.queue_arn]),  # a sweep's next page
@@ -149,6 +162,14 @@ def grant_least_privilege(
 
 def _dynamodb(arn: str, actions: list[str]) -> iam.PolicyStatement:
     return iam.PolicyStatement(actions=actions, resources=[arn])
+
+
+def _usage_updates(arn: str) -> iam.PolicyStatement:
+    return iam.PolicyStatement(
+        actions=["dynamodb:UpdateItem"],
+        resources=[arn],
+        conditions={"ForAllValues:StringLike": {"dynamodb:LeadingKeys": USAGE_KEYS}},
+    )
 
 
 def _s3_objects(storage: Storage, actions: list[str]) -> iam.PolicyStatement:

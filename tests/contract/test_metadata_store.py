@@ -20,7 +20,7 @@ from kindex.adapters.local.sqlite_db import SqliteDatabase
 from kindex.adapters.local.sqlite_metadata import SqliteMetadataStore
 from kindex.domain.errors import Conflict, DependencyFailed, QuotaExceeded
 from kindex.domain.models import Collection, Document
-from kindex.domain.quotas import QuotaLimits, Quotas, Usage
+from kindex.domain.quotas import Metered, QuotaLimits, Quotas, Usage
 from tests.contract.mixins.collection_deletions import CollectionDeletionsContract
 from tests.contract.mixins.metadata_store import MetadataStoreContract, make_collection, make_document
 from tests.contract.mixins.reindex_ledger import ReindexLedgerContract
@@ -164,6 +164,23 @@ class TestDynamoDbMetadataStore(
         assert all(isinstance(o, (QuotaExceeded, Conflict)) for o in outcomes if o != "written"), outcomes
         assert store.usage("acme").documents == 10
         assert store.count_documents("acme", "docs") == 10
+
+    def test_a_query_meters_its_count_and_tokens_in_one_update_and_old_month_items_still_count(self, dynamodb):
+        # Given a store recording its UpdateItems, and tokens metered the old way (a month item of their own)
+        updates = []
+        dynamodb.meta.events.register(
+            "before-parameter-build.dynamodb.UpdateItem", lambda **kwargs: updates.append(kwargs["params"])
+        )
+        store = DynamoDbMetadataStore(TABLE, client=dynamodb)
+        dynamodb.put_item(
+            TableName=TABLE,
+            Item={"pk": {"S": "T#acme#USAGE"}, "sk": {"S": "M#2026-12"}, "embedding_tokens": {"N": "7"}},
+        )
+        # When a query with 12 tokens is metered
+        store.add_metered("acme", day="2026-12-02", month="2026-12", queries=1, embedding_tokens=12)
+        # Then it was one write to the day's item, and the month counts the day and the old month item
+        assert [u["Key"]["sk"]["S"] for u in updates] == ["D#2026-12-02"]
+        assert store.metered("acme", day="2026-12-02", month="2026-12") == Metered(1, 19)
 
     def test_a_counted_write_is_one_transaction_with_a_conditional_add(self, dynamodb):
         # Given a store recording its requests

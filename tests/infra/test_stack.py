@@ -249,19 +249,128 @@ def test_each_role_has_exactly_the_dynamodb_actions_its_code_calls_with_their_co
     )
     on_table = lambda names, condition="{}": {(a, "table", condition) for a in names}  # noqa: E731
     query_log_only = text({"ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["T#*#Q#*"]}})
+    usage_updates = {
+        ("dynamodb:UpdateItem", "table", text({"ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["T#*#USAGE"]}}))
+    }
     # Then each role gets the actions of the adapters it runs, on the table (never `index/*`), and nothing more:
-    # no Scan, UpdateItem, DescribeTable or stream reads (CDK's table grants would add them); ConditionCheckItem only
-    # for the API, whose collection create checks in its transaction that no deletion of that id is pending
-    assert dynamodb_grants(resources, "api") == on_table(READ | WRITE | {"dynamodb:ConditionCheckItem"})
-    assert dynamodb_grants(resources, "ingest") == on_table(READ | WRITE)
-    assert dynamodb_grants(resources, "reindexworker") == on_table(READ | WRITE) | {
+    # no Scan, DescribeTable or stream reads (CDK's table grants would add them); UpdateItem only on the usage
+    # partitions (counters and metering); ConditionCheckItem only for the API, whose collection create checks in its
+    # transaction that no deletion of that id is pending
+    assert dynamodb_grants(resources, "api") == on_table(READ | WRITE | {"dynamodb:ConditionCheckItem"}) | usage_updates
+    assert dynamodb_grants(resources, "ingest") == on_table(READ | WRITE) | usage_updates
+    assert dynamodb_grants(resources, "reindexworker") == on_table(READ | WRITE) | usage_updates | {
         ("dynamodb:Query", attention, "{}")
     }  # the only index read: the documents needing attention
-    # The query role reads, and writes only query-log items: a forged `KEY#...` (an admin key) is refused
-    assert dynamodb_grants(resources, "query") == on_table(READ) | {("dynamodb:PutItem", "table", query_log_only)}
+    # The query role reads, writes only query-log items (a forged `KEY#...`, an admin key, is refused) and meters
+    assert dynamodb_grants(resources, "query") == on_table(READ) | usage_updates | {
+        ("dynamodb:PutItem", "table", query_log_only)
+    }
     assert dynamodb_grants(resources, "authorizer") == on_table({"dynamodb:GetItem"})
     assert dynamodb_grants(resources, "reindex") == on_table({"dynamodb:Query"})
     assert dynamodb_grants(resources, "router") == set()
+
+
+def iam_requests(operation: str, params: dict) -> list[tuple[str, str]]:
+    """(IAM action, partition key) of one DynamoDB request: a transaction's items each as the action IAM authorizes
+    it as (AWS, "Using IAM with DynamoDB transactions"), a batch's items each under the batch's own action."""
+    key_of = lambda request: (request.get("Key") or request.get("Item"))["pk"]["S"]  # noqa: E731
+    if operation == "TransactWriteItems":
+        kinds = {
+            "Put": "PutItem",
+            "Update": "UpdateItem",
+            "Delete": "DeleteItem",
+            "ConditionCheck": "ConditionCheckItem",
+        }
+        return [
+            (f"dynamodb:{kinds[kind]}", key_of(body)) for item in params["TransactItems"] for kind, body in item.items()
+        ]
+    if operation == "BatchWriteItem":
+        return [
+            ("dynamodb:BatchWriteItem", key_of(next(iter(request.values()))))
+            for requests in params["RequestItems"].values()
+            for request in requests
+        ]
+    if operation == "BatchGetItem":
+        return [("dynamodb:BatchGetItem", key["pk"]["S"]) for t in params["RequestItems"].values() for key in t["Keys"]]
+    if operation == "Query":
+        return [("dynamodb:Query", params["ExpressionAttributeValues"][":pk"]["S"])]
+    return [(f"dynamodb:{operation}", key_of(params))]
+
+
+def granted(resources: dict, role: str, action: str, pk: str) -> bool:
+    """Whether a statement of the role allows `action` on the table for an item of partition `pk` (LeadingKeys)."""
+    from fnmatch import fnmatchcase
+
+    [table] = of_type(resources, "AWS::DynamoDB::Table")
+    for statement in statements(resources, role):
+        if action not in as_list(statement["Action"]):
+            continue
+        if text({"Fn::GetAtt": [table, "Arn"]}) not in [text(r) for r in as_list(statement["Resource"])]:
+            continue
+        patterns = statement.get("Condition", {}).get("ForAllValues:StringLike", {}).get("dynamodb:LeadingKeys")
+        if patterns is None or any(fnmatchcase(pk, pattern) for pattern in as_list(patterns)):
+            return True
+    return False
+
+
+def usage_writes_of(role: str, store, usage) -> None:
+    """What each role's code asks of the metadata store that counts or meters usage (kindex/app: the catalog for the
+    API, the ingest commit, the reindex worker's deletes, re-embeds and recounts, the query's meter)."""
+    from tests.contract.mixins.metadata_store import make_collection, make_document
+
+    limits = usage.limits_for("acme")
+    if role == "api":
+        store.put_collection("acme", make_collection("docs"), create=True, limits=limits)
+        store.put_document("acme", make_document("docs", "d1", revision=1), create=True, limits=limits)
+        document = store.get_document("acme", "docs", "d1")
+        store.delete_document("acme", "docs", "d1", revision=document.revision)
+        usage.report("acme")
+    elif role == "ingest":
+        store.put_document("acme", make_document("docs", "d1", revision=1), create=True)
+        document = store.get_document("acme", "docs", "d1")
+        grown = document.model_copy(update={"chunk_count": 12, "content_length": 900, "revision": 2})
+        store.put_document("acme", grown, create=False, previous=document, limits=limits)
+        usage.record_embedding_tokens("acme", 40)
+    elif role == "reindexworker":  # (the API created the collection this worker deletes)
+        store.put_document("acme", make_document("docs", "d1", revision=1, chunk_count=3), create=True)
+        usage.record_embedding_tokens("acme", 40)
+        usage.reconcile("acme")
+        store.delete_collection("acme", "docs")
+    elif role == "query":
+        usage.record_query("acme", embedding_tokens=12)
+
+
+@pytest.mark.parametrize("role", ["api", "ingest", "reindexworker", "query"])
+def test_every_dynamodb_request_that_counts_or_meters_usage_is_granted_to_the_role_that_sends_it(
+    resources, role, monkeypatch
+):
+    from moto import mock_aws
+
+    from kindex.adapters.aws.dynamodb_metadata import DynamoDbMetadataStore
+    from kindex.app.usage import UsageService
+    from tests.contract.mixins.metadata_store import make_collection
+    from tests.support.aws import TABLE, create_metadata_table, fake_aws_env, moto_client
+
+    # Given the metadata store over moto, recording every request it sends
+    fake_aws_env(monkeypatch)
+    sent: list[tuple[str, str]] = []
+    with mock_aws():
+        client = moto_client("dynamodb")
+        create_metadata_table(client)
+        store = DynamoDbMetadataStore(TABLE, client=client)
+        if role == "reindexworker":
+            store.put_collection("acme", make_collection("docs"), create=True)
+        client.meta.events.register(
+            "provide-client-params.dynamodb.*",
+            lambda params, model, **_: sent.extend(iam_requests(model.name, params)),
+        )
+        # When the role's code counts and meters usage
+        usage = UsageService(store, None)
+        usage_writes_of(role, store, usage)
+    # Then something was sent and the role's policy allows each request (a transaction's Update as UpdateItem)
+    assert sent
+    refused = [(action, pk) for action, pk in sent if not granted(resources, role, action, pk)]
+    assert not refused, f"{role} would be denied {refused}"
 
 
 def test_the_query_log_condition_admits_every_query_log_key_and_no_key_item():

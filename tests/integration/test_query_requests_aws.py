@@ -80,10 +80,10 @@ def check_requests_of_one_query(stack: AwsStack, k: int) -> None:
     # And the results' chunk texts came in batches of up to 100 (one, with k <= 100)
     chunk_batches = [pks for pks in batches if pks not in document_batches]
     assert len(chunk_batches) == math.ceil(k / 100)
-    # And the query log is one write, the usage meter two atomic adds (queries today, embedding tokens this month);
+    # And the query log is one write, the usage meter one atomic add (the day's queries and embedding tokens);
     # nothing else was sent
-    assert operations["PutItem"] == 1 and operations["UpdateItem"] == 2
-    assert sum(operations.values()) == len(COLLECTIONS) + len(document_batches) + len(chunk_batches) + 1 + 2
+    assert operations["PutItem"] == 1 and operations["UpdateItem"] == 1
+    assert sum(operations.values()) == len(COLLECTIONS) + len(document_batches) + len(chunk_batches) + 1 + 1
     print(
         f"k={k}: {sum(operations.values())} DynamoDB requests ({dict(operations)}) for {len(documents)} "
         "candidate documents"

@@ -13,8 +13,11 @@ and collections `revision`):
 | reindex state        | `T#{tenant}#REINDEX`                 | `{collection_id}`         |
 | collection deleting  | `T#{tenant}#DELETING`                | `{collection_id}`         |
 | stored usage         | `T#{tenant}#USAGE`                   | `STORED`                  |
-| queries of a day     | `T#{tenant}#USAGE`                   | `D#{yyyy-mm-dd}`          |
-| tokens of a month    | `T#{tenant}#USAGE`                   | `M#{yyyy-mm}`             |
+| metered day          | `T#{tenant}#USAGE`                   | `D#{yyyy-mm-dd}`          |
+| metered month (old)¹ | `T#{tenant}#USAGE`                   | `M#{yyyy-mm}`             |
+
+A metered day holds the day's query count and embedding tokens (one UpdateItem per query); a month's tokens are the
+sum of its days. ¹ Before 2026-12-02 a month's tokens had an item of their own; it is still read, never written.
 
 Key construction. Ids may contain '#', '%', spaces and any unicode, so the parts of a partition key are escaped:
 `%` becomes `%25` and `#` becomes `%23` (and nothing else changes). Escaped parts never contain '#', so the '#'
@@ -150,14 +153,37 @@ def build_usage_reset(table: str, tenant: str, usage: Usage, seen_writes: int | 
     return request
 
 
-def build_metered_add(table: str, tenant: str, sk: str, attribute: str, amount: int, expires_at: int) -> dict:
-    """An UpdateItem adding `amount` to one metered count (its item expires `expires_at`, epoch seconds)."""
+def build_metered_add(table: str, tenant: str, day: str, counts: dict[str, int], expires_at: int) -> dict:
+    """One UpdateItem adding every non-zero count of `counts` to the day's item (which expires `expires_at`, epoch
+    seconds): a query meters its count and its tokens in one write. A month's tokens are the sum of its days."""
+    added = {name: amount for name, amount in counts.items() if amount}
+    names = {f"#c{i}": name for i, name in enumerate(added)}
     return {
         "TableName": table,
-        "Key": item_key(usage_pk(tenant), sk),
-        "UpdateExpression": "ADD #count :amount SET #ttl = if_not_exists(#ttl, :expires)",
-        "ExpressionAttributeNames": {"#count": attribute, "#ttl": TTL_ATTRIBUTE},
-        "ExpressionAttributeValues": {":amount": {"N": str(amount)}, ":expires": {"N": str(expires_at)}},
+        "Key": item_key(usage_pk(tenant), f"D#{day}"),
+        "UpdateExpression": "ADD "
+        + ", ".join(f"#c{i} :c{i}" for i in range(len(added)))
+        + " SET #ttl = if_not_exists(#ttl, :expires)",
+        "ExpressionAttributeNames": {**names, "#ttl": TTL_ATTRIBUTE},
+        "ExpressionAttributeValues": {
+            **{f":c{i}": {"N": str(amount)} for i, amount in enumerate(added.values())},
+            ":expires": {"N": str(expires_at)},
+        },
+    }
+
+
+def build_month_days_query(table: str, tenant: str, month: str) -> dict:
+    """The day items of `month` (at most 31, a few dozen bytes each): one Query of the usage partition."""
+    return {
+        "TableName": table,
+        "KeyConditionExpression": "pk = :pk AND sk BETWEEN :first AND :last",
+        "ExpressionAttributeValues": {
+            ":pk": {"S": usage_pk(tenant)},
+            ":first": {"S": f"D#{month}-"},
+            ":last": {"S": f"D#{month}-~"},
+        },
+        "ProjectionExpression": "sk, queries, embedding_tokens",
+        "ConsistentRead": True,
     }
 
 
@@ -714,16 +740,14 @@ class DynamoDbMetadataStore(DynamoDbTable):
         return before, counted
 
     def add_metered(self, tenant: str, *, day: str, month: str, queries: int = 0, embedding_tokens: int = 0) -> None:
-        for sk, attribute, amount, period in (
-            (f"D#{day}", "queries", queries, day),
-            (f"M#{month}", "embedding_tokens", embedding_tokens, month),
-        ):
-            if amount:
-                expires = _period_start(period) + METERED_TTL_SECONDS
-                self._call("update_item", build_metered_add(self.table_name, tenant, sk, attribute, amount, expires))
+        if queries or embedding_tokens:
+            expires = _period_start(day) + METERED_TTL_SECONDS
+            counts = {"queries": queries, "embedding_tokens": embedding_tokens}
+            self._call("update_item", build_metered_add(self.table_name, tenant, day, counts, expires))
 
     def metered(self, tenant: str, *, day: str, month: str) -> Metered:
         pk = usage_pk(tenant)
+        # The day's item for its queries and, for tokens metered before a day's item held them, the month's own item
         found = {
             item["sk"]["S"]: item
             for item in self._batch_get(
@@ -732,9 +756,13 @@ class DynamoDbMetadataStore(DynamoDbTable):
                 consistent=True,
             )
         }
+        days = build_month_days_query(self.table_name, tenant, month)
+        month_items = [item for page in self._query_pages(days) for item in page["Items"]]
+        if f"M#{month}" in found:
+            month_items.append(found[f"M#{month}"])
         queries = found.get(f"D#{day}", {}).get("queries", {"N": "0"})["N"]
-        tokens = found.get(f"M#{month}", {}).get("embedding_tokens", {"N": "0"})["N"]
-        return Metered(queries_today=int(queries), embedding_tokens_month=int(tokens))
+        tokens = sum(int(item.get("embedding_tokens", {"N": "0"})["N"]) for item in month_items)
+        return Metered(queries_today=int(queries), embedding_tokens_month=tokens)
 
     def _write_key(self, key: ApiKey, *, create: bool) -> None:
         """The key item and its two listing copies, all or nothing."""
