@@ -325,6 +325,7 @@ def usage_writes_of(role: str, store, usage) -> None:
         document = store.get_document("acme", "docs", "d1")
         store.delete_document("acme", "docs", "d1", revision=document.revision)
         usage.report("acme")
+        store.mark_deleting("acme", store.get_collection("acme", "docs"), "job-1")  # DELETE of a collection
     elif role == "ingest":
         store.put_document("acme", make_document("docs", "d1", revision=1), create=True)
         document = store.get_document("acme", "docs", "d1")
@@ -336,6 +337,7 @@ def usage_writes_of(role: str, store, usage) -> None:
         usage.record_embedding_tokens("acme", 40)
         usage.reconcile("acme")
         store.delete_collection("acme", "docs")
+        store.end_deletion("acme", "docs", "job-1")
     elif role == "query":
         usage.record_query("acme", embedding_tokens=12)
 
@@ -358,8 +360,9 @@ def test_every_dynamodb_request_that_counts_or_meters_usage_is_granted_to_the_ro
         client = moto_client("dynamodb")
         create_metadata_table(client)
         store = DynamoDbMetadataStore(TABLE, client=client)
-        if role == "reindexworker":
+        if role == "reindexworker":  # a collection the API marked for deletion
             store.put_collection("acme", make_collection("docs"), create=True)
+            store.mark_deleting("acme", store.get_collection("acme", "docs"), "job-1")
         client.meta.events.register(
             "provide-client-params.dynamodb.*",
             lambda params, model, **_: sent.extend(iam_requests(model.name, params)),
