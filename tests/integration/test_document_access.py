@@ -237,6 +237,41 @@ def test_a_fields_only_put_rewrites_the_index_without_embedding(env):
     assert again.fields_version == done.fields_version and again.status is DocumentStatus.INDEXED
 
 
+def test_the_fields_only_puts_of_one_batch_share_its_one_keyword_commit(env, monkeypatch):
+    # Given five indexed documents, and the index's writes counted
+    env.catalog.put_collection("t", "c", CollectionInput(query_groups=["staff"], chunking_max_size=60))
+    for n in range(5):
+        put(env, "c", f"d{n}", content=f"penguin colony {n}. " * 12, attributes={"region": "us"})
+    env.worker.drain()
+    index = env.adapters.search_index
+    immediate: list[int] = []
+    commits: list[list[int]] = []
+    upsert, commit_deferred = index.upsert, index.commit_deferred
+    monkeypatch.setattr(
+        index, "upsert", lambda model, records: immediate.append(len(records)) or upsert(model, records)
+    )
+    monkeypatch.setattr(
+        index, "commit_deferred", lambda writes: commits.append(list(writes)) or commit_deferred(writes)
+    )
+    embedded = env.counting["hash:384"].texts
+    # When each gets new attributes, and the worker takes the five events in one batch
+    for n in range(5):
+        assert put(env, "c", f"d{n}", attributes={"region": "eu"}).fields_stale
+    assert env.worker.run_once() == 5
+    # Then their entries were written with one keyword commit for all five, none on its own, nothing embedded
+    assert immediate == [] and len(commits) == 1 and len(commits[0]) == 5
+    assert env.counting["hash:384"].texts == embedded
+    # And each is indexed with its new fields, which the index itself filters on
+    for n in range(5):
+        done = env.adapters.metadata.get_document("t", "c", f"d{n}")
+        assert done.status is DocumentStatus.INDEXED and not done.fields_stale
+    eu = SearchFilters(attributes=parse_filter({"region": "eu"}), principals=Principals(groups=("staff",)))
+    us = SearchFilters(attributes=parse_filter({"region": "us"}), principals=Principals(groups=("staff",)))
+    hits = index.keyword_search("hash:384", "t", ["c"], "penguin", 100, eu)
+    assert {h.document_id for h in hits} == {f"d{n}" for n in range(5)}
+    assert index.keyword_search("hash:384", "t", ["c"], "penguin", 100, us) == []
+
+
 def test_a_revocation_takes_effect_before_the_index_is_rewritten(env):
     # Given a document the user may see
     env.catalog.put_collection("t", "c", CollectionInput(query_groups=["staff"]))
