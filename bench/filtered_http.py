@@ -125,6 +125,7 @@ def prefill(data_dir: Path, vectors: np.ndarray, texts: list[str]) -> dict:
         for collection in (OPEN, LISTED):
             record, _ = services.catalog.put_collection(TENANT, collection, CollectionInput(allow_guests=True))
             pending: list[IndexRecord] = []
+            pending_chunks: list[StoredChunk] = []
             for d in range(documents):
                 document_id = _document_id(d)
                 fields = {} if d in later else _fields(collection, d)
@@ -148,7 +149,7 @@ def prefill(data_dir: Path, vectors: np.ndarray, texts: list[str]) -> dict:
                 content = "\n\n".join(texts[row] for row in rows).encode("utf-8")
                 source = keys.write_blob_key(TENANT, collection, document_id, CONTENT_FILENAME, version=1)
                 blobs.put_blob(source, content, "text/plain")
-                adapters.chunks.put_chunks(TENANT, stored)
+                pending_chunks += stored
                 pending += [
                     IndexRecord(
                         tenant=TENANT,
@@ -164,8 +165,10 @@ def prefill(data_dir: Path, vectors: np.ndarray, texts: list[str]) -> dict:
                     for chunk, row in zip(stored, rows)
                 ]
                 if len(pending) >= 20_000 or d == documents - 1:
+                    # Chunks and index entries go in batches (one store transaction, one keyword commit each).
+                    adapters.chunks.put_chunks(TENANT, pending_chunks)
                     adapters.search_index.upsert(MODEL, pending)
-                    pending = []
+                    pending, pending_chunks = [], []
                 adapters.metadata.put_document(
                     TENANT,
                     Document(
@@ -379,6 +382,8 @@ def run(documents: int = DOCUMENTS, queries: int = QUERIES, random: bool = False
                 raw["rights"] = measure_rights(server, rights_server, documents, query_texts)
                 log(f"filtered http rights: {raw['rights']}")
                 raw["load_average_during"] = [load, [round(x, 2) for x in os.getloadavg()]]
+            log("filtered http: server stopped")
+        log("filtered http: data dir removed")
     finally:
         rights_server.close()
     raw["p50_ratios"] = {

@@ -37,7 +37,7 @@ SECTION = "opensearch"
 BATCH = 5_000
 # Chunks per tenant when `make bench`'s filtered section runs this (two tenants written, then every configuration
 # alternated): what fits the section's ~6 minutes beside the HTTP half.
-FILTERED_SECTION_COUNT = 20_000
+FILTERED_SECTION_COUNT = 10_000
 
 
 def _records(vectors: np.ndarray, tenant: str) -> list:
