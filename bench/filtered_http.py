@@ -16,7 +16,7 @@ query in the same run; then the external rights check allowing 1 % of the docume
   documents' `attributes` (and `access`) are PUT over HTTP, as a user sets them: the server rewrites their index
   entries with the vectors of its embedding cache (no embedding) and the run waits until every document is
   `indexed` again. All fields through the API would take too long: the rewrite runs one keyword-index commit per
-  document (~6 documents/s on 2 loaded cores, so 20,000 PUTs ~1 hour); `documents_rewritten_per_s` says what this
+  document (2-6 documents/s on 2 loaded cores, so 20,000 PUTs 1-2 hours); `documents_rewritten_per_s` says what this
   run measured.
 - Vectors: `bench.model_vectors` (the default local model's sentence-sum vectors, cached on disk; the same chunks
   bench/filtered.py searches in process). `--random`: random unit vectors (a smoke run; figures not meaningful).
@@ -60,8 +60,8 @@ MODES = ("vector", "keyword", "hybrid")
 RIGHTS_BUCKETS = 10  # the external check allows documents whose bucket is below this: 1 %
 WRITERS = 4  # clients PUTting the documents' fields at once
 # Every API_EVERY-th document gets its fields by a PUT over HTTP, the others pre-filled: the server rewrites a
-# document's index entries at ~6 documents/s on 2 loaded cores (one keyword commit each), so 20,000 PUTs would take
-# the section ~1 hour; 100 of them measure that path (and its rate) within the section.
+# document's index entries at 2-6 documents/s on 2 loaded cores (one keyword commit each), so 20,000 PUTs would take
+# the section 1-2 hours; 100 of them measure that path (and its rate) within the section.
 API_EVERY = 200
 SECTION = "filtered search"
 DOCUMENTS, QUERIES = 10_000, 40  # the section's workload: 100k chunks a collection, 40 queries per configuration

@@ -56,7 +56,7 @@ ESTIMATED_SECONDS = {
     "cold": 20,
     "economy": 5,
     "keyword": 85,
-    "filtered": 360,  # extrapolated: 809 s at load 6-14 with 20k chunks a tenant on the node (now 10k)
+    "filtered": 360,  # extrapolated: 613 s at load 7-15 (155 s of it pre-fill, 117 s removing the data dir)
     "peers": 150,
     "vector1m": 710,
 }
