@@ -13,8 +13,8 @@ unfiltered query in the same run.
   its sentences' vectors from the default local model, queries embedded by the same model.
   `--random`: random unit vectors instead (no model run; a smoke test).
 - In process, through `LocalSearchIndex` (the adapter the local server uses): `knn_search` and `keyword_search`
-  with k = 10, one client. Not over HTTP: that needs the query service's filter and principals wiring, which is
-  not part of this change; the HTTP figures belong beside query_latency's once it is.
+  with k = 10, one client: the index alone, without the query service, embedding or HTTP. `make bench`'s
+  `filtered` section measures the same data over HTTP instead (bench/filtered_http.py); run this by hand.
 Each row: results returned, p50 and p99 of the wall time per call. Every query must return k results whenever k
 exist: `short` counts the queries that returned fewer than the same search with k = 200 (untimed) finds, capped at
 k - a keyword query whose words occur in fewer than k visible chunks has fewer than k answers (at 0.1 % often).

@@ -24,6 +24,7 @@ import time
 
 import numpy as np
 
+from bench import model_vectors
 from bench.common import Figure, alternate, log, median, percentile
 
 MODEL = "bench:filtered384"
@@ -34,6 +35,9 @@ SELECTIVITIES = {"100": 1000, "10": 100, "1": 10, "0.1": 1}  # percent -> bucket
 ACCESS_TENANT, ATTRIBUTE_TENANT = "acl", "attr"
 SECTION = "opensearch"
 BATCH = 5_000
+# Chunks per tenant when `make bench`'s filtered section runs this (two tenants written, then every configuration
+# alternated): what fits the section's ~6 minutes beside the HTTP half.
+FILTERED_SECTION_COUNT = 10_000
 
 
 def _records(vectors: np.ndarray, tenant: str) -> list:
@@ -86,7 +90,16 @@ def _truth(vectors: np.ndarray, queries: np.ndarray, kept: int) -> np.ndarray:
     return ids[np.argsort(-(normed @ subset.T), axis=1)[:, :K]]
 
 
-def run(count: int = 100_000, dims: int = 384, queries: int = 100, min_seconds: float = 10.0) -> list[Figure]:
+def run(
+    count: int = 100_000,
+    dims: int = 384,
+    queries: int = 100,
+    min_seconds: float = 10.0,
+    *,
+    model: bool = False,
+    section: str = SECTION,
+) -> list[Figure]:
+    """`model`: the default local model's chunk and query vectors (bench.model_vectors) instead of random ones."""
     from bench.opensearch_index import node_url
 
     url = node_url()
@@ -95,9 +108,12 @@ def run(count: int = 100_000, dims: int = 384, queries: int = 100, min_seconds: 
         return []
     from kindex.adapters.aws.opensearch_index import OpenSearchIndex, opensearch_client
 
-    rng = np.random.default_rng(384)
-    vectors = rng.standard_normal((count, dims), dtype=np.float32)
-    query_vectors = rng.standard_normal((queries, dims), dtype=np.float32)
+    if model:
+        vectors, query_vectors = model_vectors.chunks(count), model_vectors.queries(queries)
+    else:
+        rng = np.random.default_rng(384)
+        vectors = rng.standard_normal((count, dims), dtype=np.float32)
+        query_vectors = rng.standard_normal((queries, dims), dtype=np.float32)
     client = opensearch_client(url, sigv4=False)
     prefix = f"kindex-bench-filtered-{os.getpid()}"
     index = OpenSearchIndex(
@@ -143,10 +159,19 @@ def run(count: int = 100_000, dims: int = 384, queries: int = 100, min_seconds: 
         )
     finally:
         client.indices.delete(index=f"{prefix}-*")
-    return _figures(runs, vectors, query_vectors, count, queries)
+    described = f"{model_vectors.MODEL} sentence-sum" if model else "random 384-d"
+    return _figures(runs, vectors, query_vectors, count, queries, described, section)
 
 
-def _figures(runs: dict, vectors: np.ndarray, query_vectors: np.ndarray, count: int, queries: int) -> list[Figure]:
+def _figures(
+    runs: dict,
+    vectors: np.ndarray,
+    query_vectors: np.ndarray,
+    count: int,
+    queries: int,
+    described: str = "random 384-d",
+    section: str = SECTION,
+) -> list[Figure]:
     def samples(key: str) -> list[float]:
         return [ms for found in runs[key] for ms in found["ms"]]
 
@@ -154,7 +179,7 @@ def _figures(runs: dict, vectors: np.ndarray, query_vectors: np.ndarray, count: 
         return [len(hits) for found in runs[key] for hits in found["found"]]
 
     notes = (
-        f"{count} random 384-d chunks per tenant (one tenant with access lists groups=[g<i % 1000>], one with "
+        f"{count} {described} chunks per tenant (one tenant with access lists groups=[g<i % 1000>], one with "
         f"the attribute bucket=i % 1000), OpenSearch 2.19 node on this machine, lucene HNSW, one shard, no "
         f"replica; {queries} queries a round through OpenSearchIndex, k={K}, configurations alternated "
         f"({len(runs['knn:unfiltered'])} rounds); access path: a user in groups g0..g<n-1>; attribute path: "
@@ -169,7 +194,7 @@ def _figures(runs: dict, vectors: np.ndarray, query_vectors: np.ndarray, count: 
             "results",
             "k",
             K,
-            section=SECTION,
+            section=section,
             notes=notes + "; the fewest results any filtered query of either leg returned",
         )
     )
@@ -199,7 +224,7 @@ def _figures(runs: dict, vectors: np.ndarray, query_vectors: np.ndarray, count: 
                         "ms",
                         f"unfiltered {leg} p50",
                         median(base),
-                        section=SECTION,
+                        section=section,
                         notes=notes,
                         details=details,
                     )
@@ -219,8 +244,11 @@ def main() -> None:
     parser.add_argument("--count", type=int, default=10_000)
     parser.add_argument("--queries", type=int, default=30)
     parser.add_argument("--min-seconds", type=float, default=2.0)
+    parser.add_argument("--model", action="store_true", help="the default local model's vectors (bench.model_vectors)")
     options = parser.parse_args()
-    for figure in run(count=options.count, queries=options.queries, min_seconds=options.min_seconds):
+    for figure in run(
+        count=options.count, queries=options.queries, min_seconds=options.min_seconds, model=options.model
+    ):
         print(
             f"{figure.name}: {figure.value} {figure.unit} (reference {figure.reference_value}, ratio "
             f"{figure.ratio}) {figure.details or ''}"

@@ -214,3 +214,65 @@ def test_alternate_can_wait_for_the_timed_sides_only():
     assert len(alternate(sides, min_seconds=0.05, min_rounds=3, max_rounds=10)["fast"]) == 10
     with pytest.raises(ValueError):
         alternate(sides, timed=("other",))
+
+
+def _filtered_raw() -> dict:
+    from bench import filtered_http
+
+    def row(p50: float, **more) -> dict:
+        return {
+            "p50_ms": p50,
+            "p99_ms": p50 * 2,
+            "min_results": 10,
+            "mean_results": 10.0,
+            "short": 0,
+            "unexplained": 0,
+            "warnings": {},
+            "server_timing_ms_p50": {"search": p50 / 4},
+            **more,
+        }
+
+    raw: dict = {
+        "chunks_per_collection": 100,
+        "vectors": "random",
+        "queries": 5,
+        "prefill": {"fields_prefilled_documents": 9},
+        "fields": {"documents_put": 2, "documents_rewritten_per_s": 1.0},
+        "rights": {},
+    }
+    for mode in filtered_http.MODES:
+        raw[f"{mode}/unfiltered"] = row(10.0)
+        raw[f"{mode}/access_1"] = row(12.0)
+        raw["rights"][f"{mode}/unfiltered"] = row(10.0)
+        raw["rights"][f"{mode}/rights_1"] = row(30.0, rights_calls_mean=2.0)
+    raw["p50_ratios"] = {f"{mode}/access_1": 1.2 for mode in filtered_http.MODES}
+    return raw
+
+
+def test_filtered_http_figures_carry_the_ratio_to_the_unfiltered_query_and_are_valid_when_every_query_got_k():
+    from bench import filtered_http
+
+    figures = {f.name: f for f in filtered_http._figures(_filtered_raw())}
+    figure = figures["filtered_http_p50_ms_vector_access_1"]
+    assert (figure.value, figure.reference_value, figure.ratio, figure.valid) == (12.0, 10.0, 1.2, True)
+    assert figures["filtered_http_p50_ms_hybrid_rights_1"].ratio == 3.0
+    assert all(f.valid for f in figures.values())
+
+
+def test_filtered_http_figures_are_invalid_when_a_query_came_back_short():
+    from bench import filtered_http
+
+    # Given a keyword row with one query short of k although more existed, and a vector row with 9 results
+    raw = _filtered_raw()
+    raw["keyword/access_1"]["short"] = 1
+    raw["vector/access_1"]["min_results"] = 9
+    # And a rights row short of k without a stopped_early warning
+    raw["rights"]["hybrid/rights_1"]["unexplained"] = 1
+    figures = {f.name: f for f in filtered_http._figures(raw)}
+    # Then each says why it cannot stand, and the others stay valid
+    assert "although more existed" in figures["filtered_http_p50_ms_keyword_access_1"].invalid_reason
+    assert "fewer than 10" in figures["filtered_http_p50_ms_vector_access_1"].invalid_reason
+    assert "without a warning" in figures["filtered_http_p50_ms_hybrid_rights_1"].invalid_reason
+    assert figures["filtered_http_p50_ms_hybrid_access_1"].valid
+    # A rights row short of k *with* the warning is what the issue allows
+    assert figures["filtered_http_p50_ms_vector_rights_1"].valid
