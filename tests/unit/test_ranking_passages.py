@@ -1,5 +1,5 @@
-"""The pure parts of ranking and passages (kindex.app.query): weighted RRF, the per-document cap, passage plans and
-the text of consecutive chunks."""
+"""The pure parts of ranking and passages (kindex.app.query): the score fusion, weighted RRF, the per-document cap,
+passage plans and the text of consecutive chunks."""
 
 from __future__ import annotations
 
@@ -7,8 +7,16 @@ from dataclasses import replace
 
 import pytest
 
-from kindex.app.query import fill_passages, joined_text, per_document, plan_passages, reciprocal_rank_fusion
-from kindex.domain.query import Expand
+from kindex.app.query import (
+    fill_passages,
+    fuse_legs,
+    joined_text,
+    per_document,
+    plan_passages,
+    reciprocal_rank_fusion,
+    score_fusion,
+)
+from kindex.domain.query import Expand, HybridWeights, QueryRequest
 from kindex.domain.types import SearchHit, StoredChunk
 
 pytestmark = pytest.mark.unit
@@ -45,6 +53,45 @@ def test_weighted_rrf_scores_weight_over_k_plus_rank_and_a_zero_weight_leg_only_
     )
     # A leg of weight 0 leaves the other's order
     assert [h.chunk_id for h in reciprocal_rank_fusion([vector, keyword], weights=(1, 0))] == ["a", "b", "c"]
+
+
+def test_score_fusion_adds_the_weighted_cosine_to_the_weighted_bm25_over_the_best_bm25():
+    # Given a vector leg of cosines and a keyword leg of BM25 scores on another scale
+    vector = [hit("a", score=0.9), hit("b", score=0.8), hit("c", score=-0.2)]
+    keyword = [hit("c", score=12.0), hit("b", score=6.0), hit("d", score=3.0)]
+    # When they are fused with weights 1 and 0.5
+    fused = score_fusion(vector, keyword, (1.0, 0.5))
+    # Then each chunk scores 1 * cosine + 0.5 * BM25 / 12, a leg that missed it adding nothing
+    scores = {h.chunk_id: h.score for h in fused}
+    assert scores == pytest.approx({"a": 0.9, "b": 0.8 + 0.25, "c": -0.2 + 0.5, "d": 0.125})
+    assert [h.chunk_id for h in fused] == ["b", "a", "c", "d"]
+    # And a keyword leg of only zero scores (or none) adds nothing rather than dividing by zero
+    assert [h.score for h in score_fusion(vector, [hit("a", score=0.0)], (1.0, 1.0))] == pytest.approx([0.9, 0.8, -0.2])
+    assert score_fusion([], [], (1.0, 1.0)) == []
+
+
+def test_score_fusion_does_not_depend_on_how_deep_the_legs_were_read():
+    # Given legs read 3 deep and the same legs read 2 deep (what an earlier over-fetch round saw)
+    vector = [hit("a", score=0.9), hit("b", score=0.7), hit("c", score=0.1)]
+    keyword = [hit("b", score=8.0), hit("c", score=4.0), hit("a", score=1.0)]
+    deep = {h.chunk_id: h.score for h in score_fusion(vector, keyword, (1.0, 0.1))}
+    shallow = {h.chunk_id: h.score for h in score_fusion(vector[:2], keyword[:2], (1.0, 0.1))}
+    # Then a chunk both reads saw in both legs scores the same in both (min-max scaling would not)
+    assert shallow["b"] == pytest.approx(deep["b"])
+
+
+def test_hybrid_fuses_by_scores_by_default_and_by_ranks_when_asked_each_with_its_default_weights():
+    vector = [hit("a", score=0.9), hit("b", score=0.5)]
+    keyword = [hit("b", score=10.0), hit("a", score=1.0)]
+    by_default = fuse_legs(vector, keyword, QueryRequest(query="q"))
+    assert {h.chunk_id: h.score for h in by_default} == pytest.approx({"a": 0.9 + 0.01, "b": 0.5 + 0.1})
+    by_ranks = fuse_legs(vector, keyword, QueryRequest(query="q", hybrid=HybridWeights(fusion="ranks")))
+    assert {h.chunk_id: h.score for h in by_ranks} == pytest.approx({"a": 1 / 11 + 0.5 / 12, "b": 1 / 12 + 0.5 / 11})
+    # A weight given overrides only that weight's default
+    assert HybridWeights(fusion="ranks", keyword_weight=2).weights() == (1.0, 2)
+    assert HybridWeights(vector_weight=0.5).weights() == (0.5, 0.1)
+    with pytest.raises(ValueError, match="cannot both be 0"):
+        HybridWeights(vector_weight=0, keyword_weight=0)
 
 
 def test_per_document_keeps_the_best_n_of_each_document_in_order():
