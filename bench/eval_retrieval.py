@@ -257,7 +257,7 @@ def fusion_ndcg(
     fusion: str = "ranks",
 ) -> float:
     """nDCG@10 of hybrid mode's fusion over cached leg rankings (`ranks`: weighted RRF with `rrf_k`; `scores`: the
-    weighted sum of cosine and BM25 over the query's best BM25), cut at K_CHUNKS chunks as a query is."""
+    weighted sum of the legs' min-max scaled scores), cut at K_CHUNKS chunks as a query is."""
     import ir_measures
     from ir_measures import nDCG
 
@@ -276,7 +276,7 @@ def fusion_ndcg(
 # The grids swept on the train split: the keyword leg's weight against a vector weight of 1, and for weighted RRF its k.
 SWEEP_KEYWORD_WEIGHTS = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.2, 1.5)
 SWEEP_RRF_KS = (1, 5, 10, 20, 30, 40, 60, 80, 100)
-SWEEP_SCORE_KEYWORD_WEIGHTS = (0.02, 0.04, 0.06, 0.08, 0.1, 0.12, 0.15, 0.2, 0.3, 0.5, 1.0)
+SWEEP_SCORE_KEYWORD_WEIGHTS = (0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.2, 1.5)
 
 
 def sweep_fusion(services, model: str) -> dict:

@@ -194,20 +194,19 @@ def test_hybrid_weights_move_the_ranking_towards_the_weighted_leg(env, fusion):
     assert [r.score for r in doubled.results] == pytest.approx([2 * r.score for r in base.results], abs=2e-6)
 
 
-def test_min_score_in_hybrid_mode_is_the_weighted_cosine_plus_the_weighted_relative_bm25_by_default(env):
-    # Given one document, first in both legs of any query that finds it
+def test_min_score_in_hybrid_mode_is_the_weighted_sum_of_the_legs_scaled_scores_by_default(env):
+    # Given one document, first (and so best and last) in both legs of any query that finds it
     env.catalog.put_collection("t", "c", CollectionInput(query_groups=["staff"]))
     put(env, "c", "d", content="penguin colony antarctic")
     env.worker.drain()
-    (alone,) = ask(env, ["c"], query="penguin colony", mode="vector").results
-    # Then its hybrid score is vector_weight * its cosine + keyword_weight * 1 (it is the best BM25): 1 and 0.1 default
+    # Then its hybrid score is vector_weight * 1 + keyword_weight * 1: 1.7 with the defaults
     (result,) = ask(env, ["c"], query="penguin colony").results
-    assert result.score == pytest.approx(alone.score + 0.1, abs=2e-6)
+    assert result.score == pytest.approx(1.7, abs=2e-6)
     weighted = ask(env, ["c"], query="penguin colony", hybrid={"vector_weight": 2, "keyword_weight": 1}).results
-    assert weighted[0].score == pytest.approx(2 * alone.score + 1, abs=2e-6)
+    assert weighted[0].score == pytest.approx(3.0, abs=2e-6)
     # And min_score compares against that scale
-    assert ask(env, ["c"], query="penguin colony", min_score=result.score - 1e-4).results
-    assert ask(env, ["c"], query="penguin colony", min_score=result.score + 1e-4).results == []
+    assert ask(env, ["c"], query="penguin colony", min_score=1.7 - 1e-4).results
+    assert ask(env, ["c"], query="penguin colony", min_score=1.7 + 1e-4).results == []
 
 
 def test_min_score_in_hybrid_mode_with_fusion_by_ranks_is_the_weighted_fused_rank_score(env):

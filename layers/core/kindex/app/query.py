@@ -49,8 +49,9 @@ _search_pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="keyword-sea
 # small k lets the first ranks of each leg count for more than RRF's customary 60 does.
 RRF_K = 10
 # Each leg of a hybrid search reads at least this many candidates, whatever k, before the fusion cuts the fused list
-# to what the round wants: a chunk a leg ranks 40th can still rise on the other leg's score (SciFact train nDCG@10 of
-# the fused scores: 0.768 at the 30 a k = 10 query read, 0.775 at 100, 0.777 at 300; docs/decisions.md).
+# to what the round wants: a chunk a leg ranks 40th can still rise on the other leg's score (SciFact train nDCG@10,
+# weighted RRF: 0.764 at the 30 a k = 10 query read, 0.768 at 100; docs/decisions.md). It is also the window the
+# score fusion scales each leg's scores over.
 HYBRID_LEG_DEPTH = 100
 # The over-fetch for what the index cannot filter (the external rights check, documents not indexed, a record that
 # changed since its entries were written, min_score): each round asks for what the allow rate seen so far says k
@@ -97,24 +98,40 @@ def reciprocal_rank_fusion(
     return fused
 
 
+def min_max(ranking: Sequence[SearchHit], window: int, floor: float | None = None) -> list[float]:
+    """Each hit's score scaled so that the best of the ranking's first `window` hits is 1 and the last of them 0 (all
+    1 when they tie); hits past the window keep the same linear scale (below 0). A ranking shorter than the window
+    holds every chunk its search matched: then `floor`, when given, is the 0 instead (the score of a chunk the search
+    did not match), so that its last hit still counts for more than a chunk it did not find."""
+    head = [hit.score for hit in ranking[:window]]
+    if not head:
+        return []
+    low, high = min(head), max(head)
+    if floor is not None and len(ranking) < window:
+        low = min(low, floor)
+    if high <= low:
+        return [1.0 for _ in ranking]
+    return [(hit.score - low) / (high - low) for hit in ranking]
+
+
 def score_fusion(
-    vector: Sequence[SearchHit], keyword: Sequence[SearchHit], weights: tuple[float, float]
+    vector: Sequence[SearchHit],
+    keyword: Sequence[SearchHit],
+    weights: tuple[float, float],
+    window: int | None = None,
 ) -> list[SearchHit]:
-    """Fuse the two legs by a weighted sum of their scores: the vector leg's cosine as it is (already on a fixed
-    scale, -1 to 1), the keyword leg's BM25 divided by its best (BM25 has no fixed scale: its top hit becomes 1). A
-    leg that did not find a chunk adds nothing. Neither part depends on how deep a leg was read, so a chunk keeps its
-    score from one over-fetch round to the next."""
-    vector_weight, keyword_weight = weights
-    best = max((hit.score for hit in keyword), default=0.0)
+    """Fuse the two legs by a weighted sum of their min-max scaled scores: in each leg the best of its first `window`
+    hits (HYBRID_LEG_DEPTH) counts 1 and the last of them 0, so cosines and BM25 scores, on unrelated scales, become
+    comparable; a keyword leg shorter than the window (every chunk that matches a word) is scaled from BM25's own 0.
+    A leg that did not find a chunk adds nothing. The window is fixed, not the depth a round read, so a chunk keeps
+    its score from one over-fetch round to the next."""
+    window = HYBRID_LEG_DEPTH if window is None else window
     scores: dict[str, float] = {}
     first: dict[str, SearchHit] = {}
-    for hit in vector:
-        scores[hit.chunk_id] = scores.get(hit.chunk_id, 0.0) + vector_weight * hit.score
-        first.setdefault(hit.chunk_id, hit)
-    for hit in keyword:
-        part = hit.score / best if best > 0 else 0.0
-        scores[hit.chunk_id] = scores.get(hit.chunk_id, 0.0) + keyword_weight * part
-        first.setdefault(hit.chunk_id, hit)
+    for ranking, weight, floor in ((vector, weights[0], None), (keyword, weights[1], 0.0)):
+        for hit, scaled in zip(ranking, min_max(ranking, window, floor), strict=True):
+            scores[hit.chunk_id] = scores.get(hit.chunk_id, 0.0) + weight * scaled
+            first.setdefault(hit.chunk_id, hit)
     fused = [replace(first[chunk_id], score=score) for chunk_id, score in scores.items()]
     fused.sort(key=lambda hit: (-hit.score, hit.chunk_id))
     return fused

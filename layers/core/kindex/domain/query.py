@@ -20,7 +20,7 @@ MAX_EXPAND = 3
 Fusion = Literal["scores", "ranks"]
 DEFAULT_FUSION: Fusion = "scores"
 DEFAULT_VECTOR_WEIGHT = 1.0
-DEFAULT_KEYWORD_WEIGHT = 0.1
+DEFAULT_KEYWORD_WEIGHT = 0.7
 #: Weighted reciprocal rank fusion's default weights (`fusion: "ranks"`).
 DEFAULT_RANKS_VECTOR_WEIGHT = 1.0
 DEFAULT_RANKS_KEYWORD_WEIGHT = 0.5
@@ -56,12 +56,12 @@ class Expand(BaseModel):
 
 
 class HybridWeights(BaseModel):
-    """How hybrid mode fuses its two legs, and the weight of each. `fusion: "scores"` (the default): a chunk scores
-    `vector_weight * its cosine similarity + keyword_weight * its BM25 score / the best BM25 score among the query's
-    keyword candidates`; `fusion: "ranks"`: weighted reciprocal rank fusion,
-    `vector_weight / (RRF k + its vector rank) + keyword_weight / (RRF k + its keyword rank)`. A leg that did not find a
-    chunk adds nothing. Weights left out take the fusion's defaults. Only their ratio changes the order; both scale
-    `score` (and so what `min_score` means)."""
+    """How hybrid mode fuses its two legs, and the weight of each. `fusion: "scores"` (the default): each leg's scores
+    are min-max scaled over its first 100 hits (its best 1, its 100th or last 0) and a chunk scores
+    `vector_weight * its scaled cosine + keyword_weight * its scaled BM25`; `fusion: "ranks"`: weighted reciprocal rank
+    fusion, `vector_weight / (RRF k + its vector rank) + keyword_weight / (RRF k + its keyword rank)`. A leg that did
+    not find a chunk adds nothing. Weights left out take the fusion's defaults (scores: 1 and 0.7; ranks: 1 and 0.5,
+    RRF k 10). Only their ratio changes the order; both scale `score` (and so what `min_score` means)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -117,10 +117,10 @@ class QueryRequest(BaseModel):
             "Drop results scoring below this. What a score is depends on `mode`: `vector`, the cosine similarity of "
             "the query's and the chunk's embeddings (-1 to 1); `keyword`, the chunk's BM25 score (0 up, unbounded, "
             'not comparable across queries); `hybrid`, the fused score (see `hybrid`): by default (`fusion: "scores"`) '
-            "vector_weight * cosine + keyword_weight * BM25 / the query's best BM25, at most vector_weight + "
-            "keyword_weight (1.1 with the defaults), its keyword part relative to the query's best keyword match; "
-            'with `fusion: "ranks"` the weighted reciprocal rank fusion, at most (vector_weight + keyword_weight) '
-            "/ 11 (RRF k 10, a chunk first in both legs)."
+            "the weighted sum of each leg's min-max scaled score, at most vector_weight + keyword_weight (1.7 with the "
+            "defaults, a chunk best in both legs) and relative to the query's own candidates, so not comparable across "
+            'queries either; with `fusion: "ranks"` the weighted reciprocal rank fusion, at most (vector_weight + '
+            "keyword_weight) / 11 (RRF k 10, a chunk first in both legs)."
         ),
     )
     max_chunks_per_document: StrictCount | None = Field(
