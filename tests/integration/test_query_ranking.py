@@ -223,3 +223,18 @@ def test_min_score_in_hybrid_mode_with_fusion_by_ranks_is_the_weighted_fused_ran
     # And min_score compares against that scale
     assert ask(env, ["c"], query="penguin colony", hybrid=ranks, min_score=1.5 / 11 - 1e-4).results
     assert ask(env, ["c"], query="penguin colony", hybrid=ranks, min_score=1.5 / 11 + 1e-4).results == []
+
+
+def test_hybrid_with_max_chunks_per_document_looks_past_a_round_of_one_documents_chunks(env):
+    # Given one document whose 12 chunks all lead both legs, and two that mention the word once in other words
+    env.catalog.put_collection("t", "c", CollectionInput(query_groups=["staff"], chunking_max_size=40))
+    put(env, "c", "long", content=" ".join(f"Penguin penguin fact {i}." for i in range(12)))
+    for i in range(2):
+        put(env, "c", f"short-{i}", content=f"Some unrelated words on paper mention a penguin once, note {i}.")
+    env.worker.drain()
+    first_round = ask(env, ["c"], query="penguin penguin", k=9).results
+    assert {r.document_id for r in first_round} == {"long"}  # what a k = 3 query's first round (3 x 3) holds
+    # When a k = 3 hybrid query allows one result per document (the legs, fewer than 100 hits, are read whole)
+    diverse = ask(env, ["c"], query="penguin penguin", k=3, max_chunks_per_document=1).results
+    # Then later rounds reach the fused candidates past the first 9: every document appears once
+    assert sorted(r.document_id for r in diverse) == ["long", "short-0", "short-1"]
