@@ -45,6 +45,9 @@ from bench.common import (
 TENANT = "default"
 COLLECTION = "scifact"
 MODES = ("keyword", "vector", "hybrid")
+# Hybrid mode with weighted RRF (`hybrid.fusion: "ranks"`, the default before the score fusion): asked of the
+# default local model beside the default fusion, so that the two compare in one run.
+HYBRID_RANKS = "hybrid_ranks"
 LOCAL_MODEL = "local:bge-small-en-v1.5-q"  # the local default (kindex/settings.py)
 LOCAL_MODELS = ("local:bge-small-en-v1.5-q", "local:all-MiniLM-L6-v2", "local:multilingual-e5-small")
 SHORT_NAMES = {
@@ -192,17 +195,23 @@ def indexed_before(services, data_dir: Path) -> dict | None:
 
 
 def run_queries(services, queries: dict[str, str], mode: str) -> tuple[list, list[float]]:
+    """Every query through QueryService in `mode` (or HYBRID_RANKS: hybrid with weighted RRF)."""
     import ir_measures
 
-    from kindex.domain.query import QueryRequest
+    from kindex.domain.query import HybridWeights, QueryRequest
 
     run = []
     latencies = []
+    hybrid = HybridWeights(fusion="ranks") if mode == HYBRID_RANKS else None
     for query_id, text in queries.items():
         started = time.perf_counter()
-        response = services.query.query(
-            TENANT, [COLLECTION], QueryRequest(query=text[:8000], k=K_CHUNKS, mode=mode), multi=False
+        request = QueryRequest(
+            query=text[:8000],
+            k=K_CHUNKS,
+            mode="hybrid" if hybrid else mode,
+            hybrid=hybrid,  # type: ignore[arg-type]
         )
+        response = services.query.query(TENANT, [COLLECTION], request, multi=False)
         latencies.append((time.perf_counter() - started) * 1000)
         seen: list[str] = []
         for result in response.results:
@@ -240,49 +249,78 @@ def leg_rankings(services, model: str, queries: dict[str, str], depth: int) -> d
     return legs
 
 
-def fusion_ndcg(legs: dict[str, tuple[list, list]], qrels: list, weights: tuple[float, float], rrf_k: int) -> float:
-    """nDCG@10 of hybrid mode's weighted RRF over cached leg rankings, cut at K_CHUNKS chunks as a query is."""
+def fusion_ndcg(
+    legs: dict[str, tuple[list, list]],
+    qrels: list,
+    weights: tuple[float, float],
+    rrf_k: int = 10,
+    fusion: str = "ranks",
+) -> float:
+    """nDCG@10 of hybrid mode's fusion over cached leg rankings (`ranks`: weighted RRF with `rrf_k`; `scores`: the
+    weighted sum of the legs' min-max scaled scores), cut at K_CHUNKS chunks as a query is."""
     import ir_measures
     from ir_measures import nDCG
 
-    from kindex.app.query import reciprocal_rank_fusion
+    from kindex.app.query import reciprocal_rank_fusion, score_fusion
 
     run = []
-    for query_id, rankings in legs.items():
-        run += document_run(query_id, reciprocal_rank_fusion(rankings, k=rrf_k, weights=weights)[:K_CHUNKS])
+    for query_id, (vector, keyword) in legs.items():
+        if fusion == "scores":
+            fused = score_fusion(vector, keyword, weights)
+        else:
+            fused = reciprocal_rank_fusion([vector, keyword], k=rrf_k, weights=weights)
+        run += document_run(query_id, fused[:K_CHUNKS])
     return ir_measures.calc_aggregate([nDCG @ 10], qrels, run)[nDCG @ 10]
 
 
-# The grid swept on the train split: the keyword leg's weight against a vector weight of 1, and RRF's k.
+# The grids swept on the train split: the keyword leg's weight against a vector weight of 1, and for weighted RRF its k.
 SWEEP_KEYWORD_WEIGHTS = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.2, 1.5)
 SWEEP_RRF_KS = (1, 5, 10, 20, 30, 40, 60, 80, 100)
+SWEEP_SCORE_KEYWORD_WEIGHTS = (0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.2, 1.5)
 
 
 def sweep_fusion(services, model: str) -> dict:
-    """Hybrid fusion's weights and k swept on SciFact's train split (never the test split), over leg rankings
-    searched once (depth: the first over-fetch round of a k = K_CHUNKS query)."""
-    from kindex.app.query import FIRST_ROUND_FACTOR, RRF_K
-    from kindex.domain.query import DEFAULT_KEYWORD_WEIGHT, DEFAULT_VECTOR_WEIGHT
+    """Hybrid fusion swept on SciFact's train split (never the test split), over leg rankings searched once (depth:
+    the first over-fetch round of a k = K_CHUNKS query): weighted RRF's weights and k, and the score fusion's
+    keyword weight."""
+    from kindex.app.query import FIRST_ROUND_FACTOR, HYBRID_LEG_DEPTH, RRF_K
+    from kindex.domain.query import (
+        DEFAULT_FUSION,
+        DEFAULT_KEYWORD_WEIGHT,
+        DEFAULT_RANKS_KEYWORD_WEIGHT,
+        DEFAULT_RANKS_VECTOR_WEIGHT,
+        DEFAULT_VECTOR_WEIGHT,
+    )
 
     queries, qrels = load_queries("train")
     started = time.perf_counter()
-    legs = leg_rankings(services, model, queries, FIRST_ROUND_FACTOR * K_CHUNKS)
+    depth = max(FIRST_ROUND_FACTOR * K_CHUNKS, HYBRID_LEG_DEPTH)
+    legs = leg_rankings(services, model, queries, depth)
     log(f"scifact: {len(legs)} train queries' leg rankings in {time.perf_counter() - started:.0f} s")
     grid = [
         {"vector_weight": 1.0, "keyword_weight": w, "rrf_k": k, "ndcg10": fusion_ndcg(legs, qrels, (1.0, w), k)}
         for w in SWEEP_KEYWORD_WEIGHTS
         for k in SWEEP_RRF_KS
     ]
-    best = max(grid, key=lambda row: row["ndcg10"])
+    score_grid = [
+        {"vector_weight": 1.0, "keyword_weight": w, "ndcg10": fusion_ndcg(legs, qrels, (1.0, w), fusion="scores")}
+        for w in SWEEP_SCORE_KEYWORD_WEIGHTS
+    ]
+    ranks = (DEFAULT_RANKS_VECTOR_WEIGHT, DEFAULT_RANKS_KEYWORD_WEIGHT)
     chosen = (DEFAULT_VECTOR_WEIGHT, DEFAULT_KEYWORD_WEIGHT)
     return {
         "split": "train",
         "queries": len(queries),
         "judgements": len(qrels),
+        "depth": depth,
         "grid": grid,
-        "best": best,
-        "defaults": {"vector_weight": chosen[0], "keyword_weight": chosen[1], "rrf_k": RRF_K},
-        "ndcg10_defaults": fusion_ndcg(legs, qrels, chosen, RRF_K),
+        "best": max(grid, key=lambda row: row["ndcg10"]),
+        "score_grid": score_grid,
+        "score_best": max(score_grid, key=lambda row: row["ndcg10"]),
+        "defaults": {"fusion": DEFAULT_FUSION, "vector_weight": chosen[0], "keyword_weight": chosen[1]},
+        "ranks_defaults": {"vector_weight": ranks[0], "keyword_weight": ranks[1], "rrf_k": RRF_K},
+        "ndcg10_defaults": fusion_ndcg(legs, qrels, chosen, fusion=DEFAULT_FUSION),
+        "ndcg10_ranks": fusion_ndcg(legs, qrels, ranks, RRF_K),
         "ndcg10_before": fusion_ndcg(legs, qrels, (1.0, 1.0), 60),
         "ndcg10_vector": fusion_ndcg(legs, qrels, (1.0, 0.0), RRF_K),
         "ndcg10_keyword": fusion_ndcg(legs, qrels, (0.0, 1.0), RRF_K),
@@ -290,20 +328,31 @@ def sweep_fusion(services, model: str) -> dict:
 
 
 def sweep_figures(fusion: dict) -> list[Figure]:
-    """The train split's figures: hybrid at the chosen defaults beside hybrid as it was (equal weights, k 60), and
-    each leg alone. Train figures only: they chose the defaults, so they are not the reported quality (test is)."""
+    """The train split's figures: hybrid at the chosen defaults beside weighted RRF at its defaults (the fusion before
+    this one), equal-weight RRF k 60 (before that) and each leg alone. Train figures only: they chose the defaults, so
+    they are not the reported quality (test is)."""
     section = "retrieval quality (make eval)"
+    defaults, ranks = fusion["defaults"], fusion["ranks_defaults"]
     notes = (
         f"SciFact TRAIN split ({fusion['queries']} queries, {fusion['judgements']} judgements), used to choose the "
-        f"fusion defaults (weights {fusion['defaults']['vector_weight']}/{fusion['defaults']['keyword_weight']}, "
-        f"RRF k {fusion['defaults']['rrf_k']}; the whole grid is in details.fusion_sweep); not a test figure"
+        f"fusion defaults ({defaults['fusion']}, weights {defaults['vector_weight']}/{defaults['keyword_weight']}; "
+        f"the grids are in details.fusion_sweep); not a test figure"
     )
     return [
         Figure(
             "scifact_train_ndcg10_hybrid_local",
             fusion["ndcg10_defaults"],
             "score",
-            "equal weights, RRF k 60 (before)",
+            f"weighted RRF {ranks['vector_weight']}/{ranks['keyword_weight']}, k {ranks['rrf_k']} (before)",
+            fusion["ndcg10_ranks"],
+            section=section,
+            notes=notes,
+        ),
+        Figure(
+            "scifact_train_ndcg10_hybrid_ranks_local",
+            fusion["ndcg10_ranks"],
+            "score",
+            "equal weights, RRF k 60",
             fusion["ndcg10_before"],
             section=section,
             notes=notes,
@@ -365,7 +414,9 @@ def evaluate(
                     )
                 ]
             )
-            for mode in MODES:
+            # The RRF run first, so that the default fusion's figure can stand beside it.
+            modes = ("keyword", "vector", HYBRID_RANKS, "hybrid") if model == LOCAL_MODEL else MODES
+            for mode in modes:
                 if mode == "keyword" and model != LOCAL_MODEL:
                     continue  # BM25 does not depend on the embedding model
                 run, latencies = run_queries(services, queries, mode)
@@ -386,7 +437,13 @@ def evaluate(
                     + ("" if distractors is None else f"; REDUCED corpus: judged documents + {distractors} others")
                 )
                 for metric, value in (("ndcg10", ndcg), ("recall100", recall)):
-                    ref_name, ref_value = refs[(mode, metric)]
+                    if mode == "hybrid" and HYBRID_RANKS in details["modes"]:
+                        ref_name, ref_value = (
+                            "weighted RRF (hybrid_ranks, same run)",
+                            details["modes"][HYBRID_RANKS][metric],
+                        )
+                    else:
+                        ref_name, ref_value = refs[("hybrid" if mode == HYBRID_RANKS else mode, metric)]
                     figures.append(
                         Figure(
                             f"scifact_{metric}_{mode}{name_suffix}",

@@ -171,7 +171,8 @@ def test_max_chunks_per_document_lets_other_documents_fill_k(env):
     assert [r.chunk_id for r in diverse] == [c for c in order if c in {r.chunk_id for r in diverse}]
 
 
-def test_hybrid_weights_move_the_ranking_towards_the_weighted_leg(env):
+@pytest.mark.parametrize("fusion", ["scores", "ranks"])
+def test_hybrid_weights_move_the_ranking_towards_the_weighted_leg(env, fusion):
     # Given documents that one leg ranks differently from the other
     env.catalog.put_collection("t", "c", CollectionInput(query_groups=["staff"]))
     put(env, "c", "lexical", content="zebra crossing rules " + "unrelated filler words " * 30)
@@ -182,27 +183,58 @@ def test_hybrid_weights_move_the_ranking_towards_the_weighted_leg(env):
     vector = [r.chunk_id for r in ask(env, ["c"], query=query, mode="vector").results]
     keyword = [r.chunk_id for r in ask(env, ["c"], query=query, mode="keyword").results]
     # When one leg's weight is 0, hybrid ranks that leg's hits as the other leg alone would
-    only_vector = ask(env, ["c"], query=query, hybrid={"vector_weight": 1, "keyword_weight": 0}).results
-    only_keyword = ask(env, ["c"], query=query, hybrid={"vector_weight": 0, "keyword_weight": 1}).results
-    assert [r.chunk_id for r in only_vector][: len(vector)] == vector
-    assert [r.chunk_id for r in only_keyword][: len(keyword)] == keyword
-    # And the score is weight / (k + rank) summed: doubling both weights doubles every score, same order
-    base = ask(env, ["c"], query=query, hybrid={"vector_weight": 0.5, "keyword_weight": 0.7}).results
-    doubled = ask(env, ["c"], query=query, hybrid={"vector_weight": 1.0, "keyword_weight": 1.4}).results
-    assert [r.chunk_id for r in doubled] == [r.chunk_id for r in base]
-    assert [r.score for r in doubled] == pytest.approx([2 * r.score for r in base], abs=2e-6)
+    only_vector = ask(env, ["c"], query=query, hybrid={"fusion": fusion, "vector_weight": 1, "keyword_weight": 0})
+    only_keyword = ask(env, ["c"], query=query, hybrid={"fusion": fusion, "vector_weight": 0, "keyword_weight": 1})
+    assert [r.chunk_id for r in only_vector.results][: len(vector)] == vector
+    assert [r.chunk_id for r in only_keyword.results][: len(keyword)] == keyword
+    # And the score is linear in the weights: doubling both doubles every score, same order
+    base = ask(env, ["c"], query=query, hybrid={"fusion": fusion, "vector_weight": 0.5, "keyword_weight": 0.7})
+    doubled = ask(env, ["c"], query=query, hybrid={"fusion": fusion, "vector_weight": 1.0, "keyword_weight": 1.4})
+    assert [r.chunk_id for r in doubled.results] == [r.chunk_id for r in base.results]
+    assert [r.score for r in doubled.results] == pytest.approx([2 * r.score for r in base.results], abs=2e-6)
 
 
-def test_min_score_in_hybrid_mode_is_the_weighted_fused_rank_score(env):
+def test_min_score_in_hybrid_mode_is_the_weighted_sum_of_the_legs_scaled_scores_by_default(env):
+    # Given one document, first (and so best and last) in both legs of any query that finds it
+    env.catalog.put_collection("t", "c", CollectionInput(query_groups=["staff"]))
+    put(env, "c", "d", content="penguin colony antarctic")
+    env.worker.drain()
+    # Then its hybrid score is vector_weight * 1 + keyword_weight * 1: 1.7 with the defaults
+    (result,) = ask(env, ["c"], query="penguin colony").results
+    assert result.score == pytest.approx(1.7, abs=2e-6)
+    weighted = ask(env, ["c"], query="penguin colony", hybrid={"vector_weight": 2, "keyword_weight": 1}).results
+    assert weighted[0].score == pytest.approx(3.0, abs=2e-6)
+    # And min_score compares against that scale
+    assert ask(env, ["c"], query="penguin colony", min_score=1.7 - 1e-4).results
+    assert ask(env, ["c"], query="penguin colony", min_score=1.7 + 1e-4).results == []
+
+
+def test_min_score_in_hybrid_mode_with_fusion_by_ranks_is_the_weighted_fused_rank_score(env):
     # Given one document, first in both legs of any query that finds it
     env.catalog.put_collection("t", "c", CollectionInput(query_groups=["staff"]))
     put(env, "c", "d", content="penguin colony antarctic")
     env.worker.drain()
+    ranks = {"fusion": "ranks"}
     # Then its hybrid score is (vector_weight + keyword_weight) / (RRF k + 1): 1.5 / 11 with the defaults
-    (result,) = ask(env, ["c"], query="penguin colony").results
+    (result,) = ask(env, ["c"], query="penguin colony", hybrid=ranks).results
     assert result.score == pytest.approx(1.5 / 11, abs=1e-6)
-    weighted = ask(env, ["c"], query="penguin colony", hybrid={"vector_weight": 2, "keyword_weight": 1}).results
-    assert weighted[0].score == pytest.approx(3 / 11, abs=1e-6)
+    weighted = ask(env, ["c"], query="penguin colony", hybrid={**ranks, "vector_weight": 2, "keyword_weight": 1})
+    assert weighted.results[0].score == pytest.approx(3 / 11, abs=1e-6)
     # And min_score compares against that scale
-    assert ask(env, ["c"], query="penguin colony", min_score=1.5 / 11 - 1e-4).results
-    assert ask(env, ["c"], query="penguin colony", min_score=1.5 / 11 + 1e-4).results == []
+    assert ask(env, ["c"], query="penguin colony", hybrid=ranks, min_score=1.5 / 11 - 1e-4).results
+    assert ask(env, ["c"], query="penguin colony", hybrid=ranks, min_score=1.5 / 11 + 1e-4).results == []
+
+
+def test_hybrid_with_max_chunks_per_document_looks_past_a_round_of_one_documents_chunks(env):
+    # Given one document whose 12 chunks all lead both legs, and two that mention the word once in other words
+    env.catalog.put_collection("t", "c", CollectionInput(query_groups=["staff"], chunking_max_size=40))
+    put(env, "c", "long", content=" ".join(f"Penguin penguin fact {i}." for i in range(12)))
+    for i in range(2):
+        put(env, "c", f"short-{i}", content=f"Some unrelated words on paper mention a penguin once, note {i}.")
+    env.worker.drain()
+    first_round = ask(env, ["c"], query="penguin penguin", k=9).results
+    assert {r.document_id for r in first_round} == {"long"}  # what a k = 3 query's first round (3 x 3) holds
+    # When a k = 3 hybrid query allows one result per document (the legs, fewer than 100 hits, are read whole)
+    diverse = ask(env, ["c"], query="penguin penguin", k=3, max_chunks_per_document=1).results
+    # Then later rounds reach the fused candidates past the first 9: every document appears once
+    assert sorted(r.document_id for r in diverse) == ["long", "short-0", "short-1"]

@@ -1,5 +1,5 @@
-"""The pure parts of ranking and passages (kindex.app.query): weighted RRF, the per-document cap, passage plans and
-the text of consecutive chunks."""
+"""The pure parts of ranking and passages (kindex.app.query): the score fusion, weighted RRF, the per-document cap,
+passage plans and the text of consecutive chunks."""
 
 from __future__ import annotations
 
@@ -7,8 +7,16 @@ from dataclasses import replace
 
 import pytest
 
-from kindex.app.query import fill_passages, joined_text, per_document, plan_passages, reciprocal_rank_fusion
-from kindex.domain.query import Expand
+from kindex.app.query import (
+    fill_passages,
+    fuse_legs,
+    joined_text,
+    per_document,
+    plan_passages,
+    reciprocal_rank_fusion,
+    score_fusion,
+)
+from kindex.domain.query import Expand, HybridWeights, QueryRequest
 from kindex.domain.types import SearchHit, StoredChunk
 
 pytestmark = pytest.mark.unit
@@ -45,6 +53,60 @@ def test_weighted_rrf_scores_weight_over_k_plus_rank_and_a_zero_weight_leg_only_
     )
     # A leg of weight 0 leaves the other's order
     assert [h.chunk_id for h in reciprocal_rank_fusion([vector, keyword], weights=(1, 0))] == ["a", "b", "c"]
+
+
+def test_score_fusion_adds_the_legs_min_max_scaled_scores_weighted():
+    # Given a vector leg of cosines and a keyword leg of BM25 scores on another scale
+    vector = [hit("a", score=0.9), hit("b", score=0.8), hit("c", score=0.4)]
+    keyword = [hit("c", score=12.0), hit("b", score=6.0), hit("d", score=2.0)]
+    # When they are fused with weights 1 and 0.5, each leg scaled over its first 3 hits
+    fused = score_fusion(vector, keyword, (1.0, 0.5), window=3)
+    # Then each leg's best counts 1 and its last 0, linearly between, and a leg that missed a chunk adds nothing
+    scores = {h.chunk_id: h.score for h in fused}
+    assert scores == pytest.approx({"a": 1.0, "b": 0.8 + 0.5 * 0.4, "c": 0.0 + 0.5 * 1.0, "d": 0.0})
+    assert [h.chunk_id for h in fused] == ["a", "b", "c", "d"]
+    # And a vector leg whose scores all tie (one hit, or equal scores) counts 1 for each, never dividing by zero
+    tied = score_fusion([hit("a", score=0.5), hit("b", score=0.5)], [], (1.0, 1.0))
+    assert {h.chunk_id: h.score for h in tied} == pytest.approx({"a": 1.0, "b": 1.0})
+    assert score_fusion([], [], (1.0, 1.0)) == []
+
+
+def test_a_keyword_leg_shorter_than_the_window_is_scaled_from_bm25s_zero_so_its_last_hit_still_counts():
+    # Given a keyword leg that found only 3 chunks (every chunk holding a query word) and a vector leg of 4
+    vector = [hit("a", score=0.9), hit("b", score=0.8), hit("c", score=0.4), hit("d", score=0.5)]
+    keyword = [hit("c", score=12.0), hit("b", score=6.0), hit("d", score=3.0)]
+    # When they are fused with the keyword leg alone weighing
+    scores = {h.chunk_id: h.score for h in score_fusion(vector, keyword, (0.0, 1.0), window=100)}
+    # Then its scores are BM25 / the best BM25: its last hit, d, still ranks above a, which it did not find
+    assert scores == pytest.approx({"a": 0.0, "b": 0.5, "c": 1.0, "d": 0.25})
+    # And a single keyword hit counts 1
+    assert {h.chunk_id: h.score for h in score_fusion([], [hit("x", score=3.0)], (1.0, 1.0))} == {"x": 1.0}
+
+
+def test_score_fusion_scales_over_a_fixed_window_so_a_deeper_read_keeps_the_scores():
+    # Given a leg read 4 deep and the same leg read 3 deep, scaled over a window of its first 3 hits
+    vector = [hit("a", score=0.9), hit("b", score=0.7), hit("c", score=0.5), hit("d", score=0.1)]
+    keyword = [hit("b", score=8.0), hit("c", score=4.0), hit("a", score=2.0), hit("d", score=1.0)]
+    deep = {h.chunk_id: h.score for h in score_fusion(vector, keyword, (1.0, 1.0), window=3)}
+    shallow = {h.chunk_id: h.score for h in score_fusion(vector[:3], keyword[:3], (1.0, 1.0), window=3)}
+    # Then the chunks both reads saw score the same, and one past the window scales below 0
+    assert {c: deep[c] for c in shallow} == pytest.approx(shallow)
+    assert deep["d"] == pytest.approx(-1.0 + -1 / 6)
+
+
+def test_hybrid_fuses_by_scores_by_default_and_by_ranks_when_asked_each_with_its_default_weights():
+    vector = [hit("a", score=0.9), hit("b", score=0.5)]
+    keyword = [hit("b", score=10.0), hit("a", score=1.0)]
+    by_default = fuse_legs(vector, keyword, QueryRequest(query="q"))
+    # vector scaled 1 and 0 (min-max), keyword BM25 / 10 (a short leg, from its own 0), weights 1 and 0.7
+    assert {h.chunk_id: h.score for h in by_default} == pytest.approx({"a": 1.0 + 0.07, "b": 0.7})
+    by_ranks = fuse_legs(vector, keyword, QueryRequest(query="q", hybrid=HybridWeights(fusion="ranks")))
+    assert {h.chunk_id: h.score for h in by_ranks} == pytest.approx({"a": 1 / 11 + 0.5 / 12, "b": 1 / 12 + 0.5 / 11})
+    # A weight given overrides only that weight's default
+    assert HybridWeights(fusion="ranks", keyword_weight=2).weights() == (1.0, 2)
+    assert HybridWeights(vector_weight=0.5).weights() == (0.5, 0.7)
+    with pytest.raises(ValueError, match="cannot both be 0"):
+        HybridWeights(vector_weight=0, keyword_weight=0)
 
 
 def test_per_document_keeps_the_best_n_of_each_document_in_order():

@@ -15,10 +15,15 @@ MAX_ABS_MIN_SCORE = 1e6
 MAX_CITED_PAGE = 1_000_000
 #: How many neighbouring chunks `expand` may add on each side of a result.
 MAX_EXPAND = 3
-#: The hybrid legs' weights in the fused score when a query gives none: chosen on SciFact's train split
-#: (docs/decisions.md, "Ranking controls"), never on its test split.
+#: How hybrid mode fuses its legs when a query does not say, and each fusion's default weights: chosen on SciFact's
+#: train split (docs/decisions.md, "Ranking controls" and "Hybrid fusion by scores"), never on its test split.
+Fusion = Literal["scores", "ranks"]
+DEFAULT_FUSION: Fusion = "scores"
 DEFAULT_VECTOR_WEIGHT = 1.0
-DEFAULT_KEYWORD_WEIGHT = 0.5
+DEFAULT_KEYWORD_WEIGHT = 0.7
+#: Weighted reciprocal rank fusion's default weights (`fusion: "ranks"`).
+DEFAULT_RANKS_VECTOR_WEIGHT = 1.0
+DEFAULT_RANKS_KEYWORD_WEIGHT = 0.5
 MAX_WEIGHT = 100.0
 Weight = Annotated[float, Strict(), Field(ge=0, le=MAX_WEIGHT, allow_inf_nan=False)]
 
@@ -51,20 +56,35 @@ class Expand(BaseModel):
 
 
 class HybridWeights(BaseModel):
-    """The weight of each leg in hybrid mode's weighted reciprocal rank fusion: a chunk scores
-    `vector_weight / (RRF k + its vector rank) + keyword_weight / (RRF k + its keyword rank)` (a leg that did not
-    find it adds nothing). Only their ratio changes the order; both scale `score` (and so what `min_score` means)."""
+    """How hybrid mode fuses its two legs, and the weight of each. `fusion: "scores"` (the default): each leg's scores
+    are min-max scaled over its first 100 hits (its best 1, its 100th or last 0) and a chunk scores
+    `vector_weight * its scaled cosine + keyword_weight * its scaled BM25`; `fusion: "ranks"`: weighted reciprocal rank
+    fusion, `vector_weight / (RRF k + its vector rank) + keyword_weight / (RRF k + its keyword rank)`. A leg that did
+    not find a chunk adds nothing. Weights left out take the fusion's defaults (scores: 1 and 0.7; ranks: 1 and 0.5,
+    RRF k 10). Only their ratio changes the order; both scale `score` (and so what `min_score` means)."""
 
     model_config = ConfigDict(extra="forbid")
 
-    vector_weight: Weight = DEFAULT_VECTOR_WEIGHT
-    keyword_weight: Weight = DEFAULT_KEYWORD_WEIGHT
+    fusion: Fusion = DEFAULT_FUSION
+    vector_weight: Weight | None = None
+    keyword_weight: Weight | None = None
 
     @model_validator(mode="after")
     def _some_weight(self) -> HybridWeights:
-        if self.vector_weight == 0 and self.keyword_weight == 0:
+        if self.weights() == (0, 0):
             raise ValueError("hybrid: vector_weight and keyword_weight cannot both be 0 (use mode instead)")
         return self
+
+    def weights(self) -> tuple[float, float]:
+        """(vector, keyword): the given weights, else the fusion's defaults."""
+        if self.fusion == "ranks":
+            defaults = (DEFAULT_RANKS_VECTOR_WEIGHT, DEFAULT_RANKS_KEYWORD_WEIGHT)
+        else:
+            defaults = (DEFAULT_VECTOR_WEIGHT, DEFAULT_KEYWORD_WEIGHT)
+        return (
+            defaults[0] if self.vector_weight is None else self.vector_weight,
+            defaults[1] if self.keyword_weight is None else self.keyword_weight,
+        )
 
 
 class QueryRequest(BaseModel):
@@ -96,8 +116,11 @@ class QueryRequest(BaseModel):
         description=(
             "Drop results scoring below this. What a score is depends on `mode`: `vector`, the cosine similarity of "
             "the query's and the chunk's embeddings (-1 to 1); `keyword`, the chunk's BM25 score (0 up, unbounded, "
-            "not comparable across queries); `hybrid`, the weighted reciprocal rank fusion of the two legs' ranks "
-            "(see `hybrid`; with RRF k 10, at most (vector_weight + keyword_weight) / 11, a chunk first in both legs)."
+            'not comparable across queries); `hybrid`, the fused score (see `hybrid`): by default (`fusion: "scores"`) '
+            "the weighted sum of each leg's min-max scaled score, at most vector_weight + keyword_weight (1.7 with the "
+            "defaults, a chunk best in both legs) and relative to the query's own candidates, so not comparable across "
+            'queries either; with `fusion: "ranks"` the weighted reciprocal rank fusion, at most (vector_weight + '
+            "keyword_weight) / 11 (RRF k 10, a chunk first in both legs)."
         ),
     )
     max_chunks_per_document: StrictCount | None = Field(
@@ -107,7 +130,8 @@ class QueryRequest(BaseModel):
         description="At most this many results from one document (the best ones); more documents fill the k.",
     )
     hybrid: HybridWeights | None = Field(
-        default=None, description="The legs' weights in `hybrid` mode (ignored by the other modes)."
+        default=None,
+        description="How `hybrid` mode fuses its legs and their weights (ignored by the other modes).",
     )
     expand: Expand | None = Field(
         default=None,
