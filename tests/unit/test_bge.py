@@ -131,7 +131,7 @@ def test_bge_is_safe_to_share_between_threads(bge):
 
 def test_bge_int8_the_default_runs_each_window_alone_so_batching_changes_nothing():
     # Given the int8 graph, whose activations are quantised per run: a window's vector must not depend on the others
-    texts = [("alpha beta gamma " * (1 + (i * 37) % 200)) + f"item {i}" for i in range(20)] + ["", "x"]
+    texts = [("alpha beta gamma " * (1 + (i * 37) % 200)) + f"item {i}" for i in range(10)] + ["", "x"]
     default = BgeSmallEmbedder(LOCAL_BGE_SMALL_Q)
     assert default.batch_size == 1 and BgeSmallEmbedder(LOCAL_BGE_SMALL).batch_size == 8
     # When embedded in parallel by the default instance and one text at a time by a single worker
