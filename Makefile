@@ -67,9 +67,13 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(PY) -m mypy
 
-# The unit and contract tests on both cores (pytest-xdist); `make test` runs them too, with everything else.
+# The unit and contract tests on both cores (pytest-xdist); `make test` runs them too, with everything else. Left out
+# here, run by `make test`: the `tree` tests (tests/unit/test_architecture.py: ruff check, ruff format and mypy over
+# the whole tree), which are what `make lint` and `make typecheck` run, so `make check` still runs them once; cold,
+# mypy alone took minutes. langsmith's pytest plugin (installed with langchain-core for the LangChain retriever) is
+# not loaded: it costs each worker seconds of imports and no test here uses it.
 unit: $(STAMP)
-	$(PY) -m pytest -q -n 2 -m "unit or contract" tests/unit tests/contract
+	$(PY) -m pytest -q -n 2 -p no:langsmith_plugin -m "(unit or contract) and not tree" tests/unit tests/contract
 
 check: lint typecheck unit
 

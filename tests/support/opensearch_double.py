@@ -415,7 +415,11 @@ class _Evaluator:
         name, values = self._single_field("terms", spec)
         if not isinstance(values, list):
             raise DoubleError(400, "parsing_exception", "[terms] query needs an array of values")
-        wanted = self._term_sets.setdefault(id(values), (values, set(map(json.dumps, values))))[1]
+        # Looked up before it is built: `setdefault(key, build())` would build the set again for every document.
+        cached = self._term_sets.get(id(values))
+        if cached is None or cached[0] is not values:
+            cached = self._term_sets[id(values)] = (values, set(map(json.dumps, values)))
+        wanted = cached[1]
         return any(json.dumps(value) in wanted for value in self._values_of(doc, name)), 1.0
 
     def _q_range(self, spec: dict[str, Any], doc: StoredDoc) -> tuple[bool, float]:

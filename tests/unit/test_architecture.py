@@ -12,6 +12,11 @@ pytestmark = pytest.mark.unit
 
 REPO = Path(__file__).resolve().parents[2]
 
+# The whole-tree checks below are what `make lint` and `make typecheck` run (and `make check` runs both): marked
+# `tree` so that `make unit` can leave them out (cold mypy alone takes minutes on two busy cores); `make test` and a
+# plain `pytest` still run them.
+tree = pytest.mark.tree
+
 
 def tool(name: str) -> str:
     found = shutil.which(name, path=str(Path(sys.executable).parent)) or shutil.which(name)
@@ -28,11 +33,13 @@ def test_import_contracts_hold():
     assert "0 broken" in result.stdout
 
 
+@tree
 def test_ruff_is_clean():
     result = subprocess.run([tool("ruff"), "check", "--no-cache", "."], cwd=REPO, capture_output=True, text=True)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
 
 
+@tree
 def test_ruff_format_is_clean():
     """Given the code base formatted once with ruff format (2026-12-01). Then every file stays formatted."""
     result = subprocess.run(
@@ -43,6 +50,7 @@ def test_ruff_format_is_clean():
 
 # A cold run (no .mypy_cache) checks 180 files with the pydantic plugin and numpy's stubs: over a minute on a busy
 # machine, where pytest's default timeout would end it half-way; a warm run takes seconds.
+@tree
 @pytest.mark.timeout(900)
 def test_mypy_is_clean():
     """Given [tool.mypy] in pyproject.toml (the production code, pydantic plugin, unused ignores reported). Then mypy
