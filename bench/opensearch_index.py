@@ -216,6 +216,7 @@ def real_vectors(
             recall = {name: _recall(hits, truth) for name, hits in searched["found"].items()}
             recall_ef_k = _ef_k_recall(client, alias, query_vectors, truth)
             sweep = ef_search_sweep(client, alias, query_vectors, truth, (design.ef_search, *EF_SEARCH_SWEEP))
+            merged = _one_segment(url, client, alias, query_vectors, truth, (design.ef_search, *EF_SEARCH_SWEEP))
         finally:
             exact.close()
             hnsw.close()
@@ -226,6 +227,7 @@ def real_vectors(
         "bytes_per_chunk": round(store_bytes / docs),
         "segments": segments,
         "ef_search": sweep,
+        "one_segment": merged,
     }
     designs = {_design_label(design): shipped}
     for fields in DESIGN_SWEEP:
@@ -256,10 +258,12 @@ def real_vectors(
         f"with graph {rates['embedded_hnsw']:.0f}), p50 {median(ms['opensearch']):.2f} ms (embedded "
         f"{median(ms['embedded']):.2f}, with graph {median(ms['embedded_hnsw']):.2f}), recall@10 "
         f"{recall['opensearch']:.3f} (embedded {recall['embedded']:.3f}, with graph {recall['embedded_hnsw']:.3f}; "
-        f"ef = k: {recall_ef_k:.3f}; ef_search sweep {sweep}), {store_bytes / docs:.0f} bytes a chunk on disk"
+        f"ef = k: {recall_ef_k:.3f}; ef_search sweep {sweep}; merged to one segment {merged}), "
+        f"{store_bytes / docs:.0f} bytes a chunk on disk"
     )
     truth_note = "; truth: exact cosine (brute force, float64)"
     designs_note = (
+        "; details.one_segment: the same index force-merged to one segment, the sweep again (merge seconds)"
         "; details.designs: each design's own index of the same vectors (bulk build seconds with the refresh, "
         "bytes a chunk flushed and unmerged, searchable segments, recall@10 and p50 ms at each ef_search: one pass "
         "of the queries each, not alternated)"
@@ -310,6 +314,8 @@ def real_vectors(
                 "embedded_hnsw_recall10": recall["embedded_hnsw"],
                 # recall@10 and p50 (ms, one pass, not alternated) at each ef_search, sent as method_parameters
                 "ef_search_sweep": sweep,
+                # the same index force-merged to one segment (one graph of every chunk: a settled index's case)
+                "one_segment": merged,
                 "designs": designs,
                 "goal": 0.95,
             },
@@ -356,6 +362,23 @@ def real_vectors(
         ),
     ]
     return figures, searched["found"]
+
+
+def _one_segment(url: str, client, alias: str, queries: np.ndarray, truth: np.ndarray, ef_values: tuple) -> dict:
+    """The index force-merged to one segment, then the ef_search sweep again: the queries above search every
+    segment's graph (tens after a bulk load, each with its own candidate list), a long-lived index fewer and larger
+    ones, so this is the settled index's recall."""
+    import requests
+
+    started = time.perf_counter()
+    requests.post(f"{url}/{alias}/_forcemerge?max_num_segments=1", timeout=3600)
+    requests.post(f"{url}/{alias}/_refresh", timeout=300)
+    merge_s = time.perf_counter() - started
+    return {
+        "merge_s": round(merge_s, 1),
+        "segments": _segments(url, alias),
+        "ef_search": ef_search_sweep(client, alias, queries, truth, ef_values),
+    }
 
 
 def _design_label(design) -> str:
