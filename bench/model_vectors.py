@@ -6,10 +6,13 @@ peers, filtered), cached on disk keyed by model and text.
 - `chunks(n)`: the latency section's way to 100k chunks without embedding 100k texts: each chunk is 8 sentences
   drawn from the first 4,000 and its vector the normalised sum of theirs (bench/filtered.py builds the same).
 - `queries(n)`: question-like queries (a few content words of a real sentence, `SyntheticCorpus(seed=99)`), embedded.
+- `scifact_queries(n)`: the first n of SciFact's real questions (queries.jsonl, read in place), embedded.
 
-The model runs at ~60 sentences/s on 2 quiet cores, so the 10,000 sentences embedded take ~3 minutes once; after that
-they are read from the cache (`<venv>/share/kindex-bench/vectors`, or KINDEX_BENCH_CACHE), one .npy file per model and
-list of texts (the key is a digest of both, so another model or other texts never read a stale file).
+The model runs at ~60 sentences/s on 2 quiet cores, so 10,000 sentences take ~3 minutes once and all ~44,000 SciFact
+sentences ~12; after that they are read from the cache (`<venv>/share/kindex-bench/vectors`, or KINDEX_BENCH_CACHE),
+one .npy file per model and list of texts (the key is a digest of both, so another model or other texts never read a
+stale file). Sentences are embedded and cached in blocks of EMBEDDED_SENTENCES, so a section asking for the first
+10,000 and one asking for all of them share the first block.
 """
 
 from __future__ import annotations
@@ -27,8 +30,9 @@ from kindex.settings import LOCAL_DEFAULT_MODEL
 MODEL = LOCAL_DEFAULT_MODEL
 SENTENCE_POOL = 4_000  # the sentences chunks are drawn from (bench/filtered.py, bench/query_latency.py)
 SENTENCES_PER_CHUNK = 8
-# Sentences embedded in one go (and cached as one file): the pool of `chunks` is their prefix, and asking for fewer
-# slices this one file instead of embedding (and caching) another prefix.
+# Sentences embedded in one go (and cached as one file): sentence i is in block i // EMBEDDED_SENTENCES, the pool of
+# `chunks` is a prefix of the first block, and asking for any count slices whole blocks instead of embedding (and
+# caching) another prefix.
 EMBEDDED_SENTENCES = 10_000
 
 
@@ -49,25 +53,31 @@ def embedded(texts: list[str], model: str = MODEL) -> np.ndarray:
     vectors = np.asarray(create_embedder(model).embed(texts), dtype=np.float32)
     vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
     path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_suffix(".partial.npy")
+    partial = path.with_suffix(f".{os.getpid()}.partial.npy")  # two runs embedding the same texts never mix
     np.save(partial, vectors)
     partial.replace(path)  # a run stopped while writing leaves no truncated cache file behind
     return vectors
 
 
-def sentence_texts(count: int) -> list[str]:
+def sentence_texts(count: int | None = None) -> list[str]:
+    """The first `count` real sentences (all of them when None)."""
     found = list(real_sentences()[:count])
-    if len(found) < count:
+    if count is not None and len(found) < count:
         raise ValueError(f"only {len(found)} real sentences, {count} asked for")
     return found
 
 
-def sentences(count: int, model: str = MODEL) -> np.ndarray:
-    """The first `count` real sentences, each embedded alone (up to EMBEDDED_SENTENCES, a prefix of one cached
-    embedding run)."""
-    if count > EMBEDDED_SENTENCES:
-        return embedded(sentence_texts(count), model)
-    return embedded(sentence_texts(EMBEDDED_SENTENCES), model)[:count]
+def sentences(count: int | None = None, model: str = MODEL) -> np.ndarray:
+    """The first `count` real sentences (all ~44,000 when None), each embedded alone, from whole cached blocks of
+    EMBEDDED_SENTENCES."""
+    texts = sentence_texts()
+    wanted = len(texts) if count is None else count
+    if wanted > len(texts):
+        raise ValueError(f"only {len(texts)} real sentences, {count} asked for")
+    blocks = [
+        embedded(texts[start : start + EMBEDDED_SENTENCES], model) for start in range(0, wanted, EMBEDDED_SENTENCES)
+    ]
+    return np.concatenate(blocks)[:wanted]
 
 
 def chunk_plans(count: int, seed: int = 6) -> np.ndarray:
@@ -95,3 +105,23 @@ def query_texts(count: int) -> list[str]:
 
 def queries(count: int, model: str = MODEL) -> np.ndarray:
     return embedded(query_texts(count), model)
+
+
+def scifact_query_texts(count: int | None = None) -> list[str]:
+    """SciFact's questions in file order (all 1,109 when None), read in place."""
+    import json
+
+    from bench.common import SCIFACT_DIR
+
+    with open(SCIFACT_DIR / "queries.jsonl", encoding="utf-8") as f:
+        texts = [json.loads(line)["text"] for line in f if line.strip()]
+    if count is not None and len(texts) < count:
+        raise ValueError(f"only {len(texts)} SciFact queries, {count} asked for")
+    return texts[:count]
+
+
+def scifact_queries(count: int, model: str = MODEL) -> np.ndarray:
+    """The first `count` SciFact questions embedded: real queries of the sentences' domain (all 1,109 embedded and
+    cached once, sliced)."""
+    scifact_query_texts(count)  # fewer questions than asked for is an error, not a shorter list
+    return embedded(scifact_query_texts(), model)[:count]

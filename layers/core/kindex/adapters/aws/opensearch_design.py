@@ -38,6 +38,8 @@ class IndexDesign:
     # with a routing partition, number_of_shards (no split: see __post_init__).
     number_of_routing_shards: int = 0
     routing_partition_size: int = 1
+    # HNSW: on all ~44k SciFact sentences embedded by the default local model, SciFact's questions as queries, these
+    # give recall@10 0.994 on lucene (m=32: 0.997; ef_search 200: 0.9995); docs/decisions.md 2026-12-02.
     m: int = 16
     ef_construction: int = 128
     ef_search: int = 100
