@@ -15,10 +15,10 @@ each its own index, with its build time and bytes per chunk) - what tuning would
 
 Then, each on an index of its own, smaller: a harder case (sums of 8 of 4,000 sentences, near-duplicates of each
 other: harder for HNSW than real chunks), a stress case (random Gaussian vectors, HNSW's worst case), bytes per chunk
-once force-merged (the vector excluded from `_source`, beside keeping it), and the filtered figures of
-bench/opensearch_filtered.py (`opensearch_filtered_*`, 20k chunks a tenant). The section wrote ~420k documents
-before (30 min under load); now ~210k (44k + 10k, 44k for the m=32 design, 30k sums, 20k Gaussian, 2 x 10k merged,
-2 x 20k filtered), ~8 minutes on a quiet 2-core machine.
+once force-merged (the vector excluded from `_source`, beside keeping it). The filtered figures on the node
+(`opensearch_filtered_*`) are the `filtered` section's (bench/run.py, on the default model's vectors). The section
+wrote ~420k documents before (30 min under load); now ~170k (44k + 10k, 44k for the m=32 design, 30k sums, 20k
+Gaussian, 2 x 10k merged), ~7 minutes on a quiet 2-core machine.
 
 Skipped, with a log line, when no node answers at KINDEX_BENCH_OPENSEARCH_URL (default http://127.0.0.1:9200).
 """
@@ -53,7 +53,6 @@ DESIGN_SWEEP: tuple[dict, ...] = ({"m": 32},)
 SUMS = 30_000
 GAUSSIAN = 20_000
 MERGED = 10_000
-FILTERED = 20_000
 
 
 def node_url() -> str | None:
@@ -149,7 +148,6 @@ def run(
         + sums_recall(url, model_vectors.chunks(sums), model_vectors.queries(queries))
         + gaussian_stress(url, min(count, GAUSSIAN), dims, queries)
         + bytes_per_chunk(url, opensearch_client_for(url), vectors[: min(count, MERGED)])
-        + filtered(min(count, FILTERED), queries, quick=count < 100_000)
     )
 
 
@@ -518,15 +516,6 @@ def gaussian_stress(url: str, count: int, dims: int, queries: int) -> list[Figur
             details={"p50_ms": round(p50, 2), "ef_search_sweep": sweep},
         )
     ]
-
-
-def filtered(count: int, queries: int, *, quick: bool) -> list[Figure]:
-    """Attribute filters and access lists at 100 / 10 / 1 / 0.1 % beside the unfiltered query
-    (bench/opensearch_filtered.py), `count` chunks per tenant (20k: 20 chunks at 0.1 %, twice k); a quick run keeps
-    its rounds short."""
-    from bench import opensearch_filtered
-
-    return opensearch_filtered.run(count=count, queries=min(queries, 100), min_seconds=2.0 if quick else 5.0)
 
 
 def build_all(sides: dict, records: list, *, exact_side: str | None = None) -> dict:

@@ -51,7 +51,7 @@ ESTIMATED_SECONDS = {
     "query": 105,
     "concurrency": 260,  # two servers (batching on, and the way before) alternated
     "vector": 15,
-    "opensearch": 480,
+    "opensearch": 420,
     "chunking": 160,
     "cold": 20,
     "economy": 5,
