@@ -239,21 +239,34 @@ def stamped(figure: dict, commit: str | None, measured_at: str | None, produced_
     return figure
 
 
-def carry_over(results: dict, previous: dict) -> dict:
+def carry_over(results: dict, previous: dict, sections: tuple[str, ...] = ()) -> dict:
     """`results` plus the figures of `previous` it did not measure again. Each kept figure keeps the commit, date and
-    command of the run that measured it (stamped from `previous` when it carries none), and `carried_over` lists them
-    flat, one entry per figure: a figure is never nested inside another run's record."""
+    command of the run that measured it (from its own stamp; for a file written before figures carried stamps, from
+    the oldest of that file's run records that lists it, else from that file's run), and `carried_over` lists them
+    flat, one entry per figure: a figure is never nested inside another run's record. After a run of every default
+    section, a figure an earlier `make bench` of default sections measured and this run did not is gone from the
+    code (renamed or dropped), so it is not kept: what stays is what other commands measure (`--only vector1m`,
+    `make eval`, `make eval-docs`)."""
     measured = {figure["name"] for figure in results["figures"]}
+    origins: dict[str, tuple] = {}
+    for record in previous.get("carried_over", []):
+        if "figures" in record:  # a run record of the old, nested layout
+            for name in record["figures"]:
+                origins.setdefault(
+                    name, (record.get("from_commit"), record.get("from_generated_at"), record.get("from_produced_by"))
+                )
+    fallback = (
+        (previous.get("versions") or {}).get("git_commit"),
+        previous.get("generated_at"),
+        previous.get("produced_by"),
+    )
     kept = [
-        stamped(
-            dict(figure),
-            (previous.get("versions") or {}).get("git_commit"),
-            previous.get("generated_at"),
-            previous.get("produced_by"),
-        )
+        stamped(dict(figure), *origins.get(figure["name"], fallback))
         for figure in previous["figures"]
         if figure["name"] not in measured
     ]
+    if set(DEFAULT_SECTIONS) <= set(sections):
+        kept = [figure for figure in kept if not _default_sections_only(figure.get("produced_by"))]
     merged = dict(results, figures=results["figures"] + kept)
     merged["section_seconds"] = dict(results["section_seconds"])
     merged["raw"] = dict(results["raw"])
@@ -268,6 +281,17 @@ def carry_over(results: dict, previous: dict) -> dict:
     ]
     merged["missing_required"] = [name for name in REQUIRED if name not in {f["name"] for f in merged["figures"]}]
     return merged
+
+
+def _default_sections_only(produced_by: str | None) -> bool:
+    """Whether a figure's command was `make bench` over default sections only (so a full run would measure it)."""
+    if not produced_by or "bench.run" not in produced_by:
+        return False
+    words = produced_by.replace(")", " ").split()
+    if "--only" not in words:
+        return True
+    asked = words[words.index("--only") + 1].split(",")
+    return set(asked) <= set(DEFAULT_SECTIONS)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -318,7 +342,7 @@ def main(argv: list[str] | None = None) -> int:
         "raw": raw,
     }
     if args.keep_others and Path(args.output).exists():
-        results = carry_over(results, json.loads(Path(args.output).read_text()))
+        results = carry_over(results, json.loads(Path(args.output).read_text()), sections)
         figures = results["figures"]
     with open(args.output, "w") as handle:
         json.dump(results, handle, indent=2)

@@ -88,3 +88,51 @@ def test_figures_kept_from_other_runs_say_their_own_commit_flat_never_nested():
     table = readme.markdown_table(third["figures"], run_commit="c3")
     assert "`b` (at c2, day2)" in table and "`vector_recall10_1m` (at c1, day1)" in table
     assert "`a` (at" not in table
+
+
+def test_a_full_run_keeps_only_what_other_commands_measured_with_their_true_origin():
+    from bench.run import DEFAULT_SECTIONS, carry_over
+
+    def figure(name: str, **stamp) -> dict:
+        return {"name": name, "value": 1.0, "unit": "x", "reference_name": None, "reference_value": None} | stamp
+
+    # Given a file of the old layout: figures without stamps, their origins in nested run records
+    previous = {
+        "generated_at": "day3",
+        "produced_by": "make bench (python -m bench.run --only ingest,embedding)",
+        "versions": {"git_commit": "c3"},
+        "figures": [
+            figure("vector_recall10_1m"),
+            figure("opensearch_recall10_100k"),  # a name the opensearch section no longer writes
+            figure("scifact_ndcg10_hybrid_minilm"),  # folded by an old make eval, listed nowhere
+            figure("docs_top3_hybrid_both", commit="c4", measured_at="day4", produced_by="python -m bench.eval_docs"),
+            figure("query_p50_ms_10k_hybrid"),
+        ],
+        "carried_over": [
+            {
+                "from_commit": "c1",
+                "from_generated_at": "day1",
+                "from_produced_by": "make bench (python -m bench.run --only vector1m)",
+                "figures": ["vector_recall10_1m"],
+            },
+            {
+                "from_commit": "c2",
+                "from_generated_at": "day2",
+                "from_produced_by": "make bench (python -m bench.run --only chunking,opensearch)",
+                "figures": ["vector_recall10_1m", "opensearch_recall10_100k"],
+            },
+        ],
+    }
+    results = {"figures": [figure("query_p50_ms_10k_hybrid", commit="c5")], "section_seconds": {}, "raw": {}}
+    # When a run of every default section carries it over
+    merged = carry_over(results, previous, DEFAULT_SECTIONS)
+    # Then the one-million figure keeps its own run (the oldest record listing it), make eval-docs' figure its stamp,
+    # and the figures no command of today writes are gone
+    by_name = {f["name"]: f for f in merged["figures"]}
+    assert set(by_name) == {"query_p50_ms_10k_hybrid", "vector_recall10_1m", "docs_top3_hybrid_both"}
+    assert (by_name["vector_recall10_1m"]["commit"], by_name["vector_recall10_1m"]["measured_at"]) == ("c1", "day1")
+    assert by_name["docs_top3_hybrid_both"]["commit"] == "c4"
+    assert [e["figure"] for e in merged["carried_over"]] == ["vector_recall10_1m", "docs_top3_hybrid_both"]
+    # And a partial run keeps everything it did not measure (it cannot tell stale from not run)
+    partial = carry_over(results, previous, ("query",))
+    assert len(partial["figures"]) == 5
