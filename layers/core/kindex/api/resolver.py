@@ -10,6 +10,7 @@ sees only the request it is resolving. On Lambda it behaves exactly like its par
 
 from __future__ import annotations
 
+import threading
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,7 +36,24 @@ class IsolatedRestResolver(APIGatewayRestResolver):
 
     def __init__(self, *args: Any, **kwargs: Any):
         self._startup = _RequestState()  # what routes and routers register before any request (include_router)
+        self._stacks_built = False
+        self._stacks_lock = threading.Lock()
         super().__init__(*args, **kwargs)
+
+    def _build_route_stacks(self) -> None:
+        """Build every route's middleware stack once, under a lock, before the first request is served. Powertools
+        builds a route's stack lazily on its first call and unguarded: two threads calling a route for the first
+        time at once both wrap it, and the route answers 500 (`MiddlewareFrame.__call__() got an unexpected keyword
+        argument`) for the rest of the process - in `kindex serve`, whose request threads share this resolver."""
+        if self._stacks_built:
+            return
+        with self._stacks_lock:
+            if self._stacks_built:
+                return
+            for route in self._static_routes + self._dynamic_routes:
+                if not route._middleware_stack_built:
+                    route._build_middleware_stack(router_middlewares=self._router_middlewares, app=self)
+            self._stacks_built = True
 
     @property
     def _state(self) -> _RequestState:
@@ -75,6 +93,7 @@ class IsolatedRestResolver(APIGatewayRestResolver):
         self._state.processed_stack_frames = value
 
     def resolve(self, event: Any, context: Any) -> dict[str, Any]:
+        self._build_route_stacks()
         state = _RequestState(
             event=self._to_proxy_event(dict(event)), lambda_context=context, context=dict(self._startup.context)
         )
