@@ -243,6 +243,30 @@ def versions() -> dict:
     return found
 
 
+def document_chunks(tenant: str, collection: str, document_id: str, texts: Sequence[str]) -> list:
+    """The `StoredChunk`s of a document whose content is `texts` joined by blank lines (offsets into that content,
+    ids as ingest derives them), for the sections that write corpora straight into the stores."""
+    from kindex.app.embedding import text_sha256
+    from kindex.app.ingest import chunk_id
+    from kindex.domain.types import StoredChunk
+
+    stored, offset = [], 0
+    for index, text in enumerate(texts):
+        stored.append(
+            StoredChunk(
+                chunk_id=chunk_id(tenant, collection, document_id, index, text_sha256(text)),
+                collection=collection,
+                document_id=document_id,
+                index=index,
+                start=offset,
+                end=offset + len(text),
+                text=text,
+            )
+        )
+        offset += len(text) + 2
+    return stored
+
+
 # -- text read in place -------------------------------------------------------------------------------------------
 
 

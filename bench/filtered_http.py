@@ -46,7 +46,17 @@ from pathlib import Path
 import numpy as np
 
 from bench import model_vectors
-from bench.common import REPO, Figure, SyntheticCorpus, local_deployment, log, median, percentile, running_server
+from bench.common import (
+    REPO,
+    Figure,
+    SyntheticCorpus,
+    document_chunks,
+    local_deployment,
+    log,
+    median,
+    percentile,
+    running_server,
+)
 from kindex.settings import LOCAL_DEFAULT_MODEL
 
 TENANT = "default"
@@ -102,7 +112,6 @@ def prefill(data_dir: Path, vectors: np.ndarray, texts: list[str]) -> dict:
     from kindex.adapters.local.folder_blobs import FolderBlobStore
     from kindex.app.catalog import CONTENT_FILENAME
     from kindex.app.embedding import text_sha256
-    from kindex.app.ingest import chunk_id
     from kindex.domain import keys
     from kindex.domain.filters import Access
     from kindex.domain.models import CollectionInput, Document, DocumentStatus, utc_now
@@ -131,21 +140,7 @@ def prefill(data_dir: Path, vectors: np.ndarray, texts: list[str]) -> dict:
                 fields = {} if d in later else _fields(collection, d)
                 access = Access(groups=tuple(fields["access"]["groups"])) if "access" in fields else None
                 rows = range(d * CHUNKS_PER_DOCUMENT, (d + 1) * CHUNKS_PER_DOCUMENT)
-                stored, offset = [], 0
-                for index, row in enumerate(rows):
-                    text = texts[row]
-                    stored.append(
-                        StoredChunk(
-                            chunk_id=chunk_id(TENANT, collection, document_id, index, hashes[row]),
-                            collection=collection,
-                            document_id=document_id,
-                            index=index,
-                            start=offset,
-                            end=offset + len(text),
-                            text=text,
-                        )
-                    )
-                    offset += len(text) + 2
+                stored = document_chunks(TENANT, collection, document_id, [texts[row] for row in rows])
                 content = "\n\n".join(texts[row] for row in rows).encode("utf-8")
                 source = keys.write_blob_key(TENANT, collection, document_id, CONTENT_FILENAME, version=1)
                 blobs.put_blob(source, content, "text/plain")

@@ -16,7 +16,6 @@ requests from one client over a kept-alive connection; p50/p95/p99 of the wall t
 
 from __future__ import annotations
 
-import hashlib
 import sys
 import tempfile
 import time
@@ -24,7 +23,17 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.common import REPO, Figure, SyntheticCorpus, log, median, percentile, running_server, wait_indexed
+from bench.common import (
+    REPO,
+    Figure,
+    SyntheticCorpus,
+    document_chunks,
+    log,
+    median,
+    percentile,
+    running_server,
+    wait_indexed,
+)
 from kindex.settings import LOCAL_DEFAULT_MODEL
 
 TENANT = "default"
@@ -82,9 +91,8 @@ def write_directly(data_dir: Path, documents: int, model: str = MODEL, sentence_
     drawn from the first `sentence_pool` sentences (all by default), each embedded once with `model`."""
     from bench.common import local_deployment
     from kindex.adapters.embedders.registry import create_embedder
-    from kindex.app.ingest import chunk_id
     from kindex.domain.models import CollectionInput, Document, DocumentStatus
-    from kindex.domain.types import IndexRecord, StoredChunk
+    from kindex.domain.types import IndexRecord
 
     started = time.perf_counter()
     corpus = SyntheticCorpus(seed=6)
@@ -113,22 +121,7 @@ def write_directly(data_dir: Path, documents: int, model: str = MODEL, sentence_
             document_id = f"doc-{d:06d}"
             rows = plans[d * CHUNKS_PER_DOCUMENT : (d + 1) * CHUNKS_PER_DOCUMENT]
             texts = [" ".join(sentences[i] for i in plan) for plan in rows]
-            stored = []
-            offset = 0
-            for index, text in enumerate(texts):
-                digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
-                stored.append(
-                    StoredChunk(
-                        chunk_id=chunk_id(TENANT, COLLECTION, document_id, index, digest),
-                        collection=COLLECTION,
-                        document_id=document_id,
-                        index=index,
-                        start=offset,
-                        end=offset + len(text),
-                        text=text,
-                    )
-                )
-                offset += len(text) + 2
+            stored = document_chunks(TENANT, COLLECTION, document_id, texts)
             services.adapters.chunks.put_chunks(TENANT, stored)
             vectors = np.stack([sentence_vectors[[position[i] for i in plan]].sum(axis=0) for plan in rows])
             pending += [
