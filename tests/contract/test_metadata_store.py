@@ -182,6 +182,30 @@ class TestDynamoDbMetadataStore(
         assert [u["Key"]["sk"]["S"] for u in updates] == ["D#2026-12-02"]
         assert store.metered("acme", day="2026-12-02", month="2026-12") == Metered(1, 19)
 
+    def test_reading_the_meter_reads_the_day_once(self, dynamodb):
+        # Given a store recording the keys its reads name, with a day of this month metered
+        gets, queries = [], []
+        dynamodb.meta.events.register(
+            "before-parameter-build.dynamodb.BatchGetItem",
+            lambda **kwargs: gets.extend(
+                k["sk"]["S"] for t in kwargs["params"]["RequestItems"].values() for k in t["Keys"]
+            ),
+        )
+        dynamodb.meta.events.register(
+            "before-parameter-build.dynamodb.Query", lambda **kwargs: queries.append(kwargs["params"])
+        )
+        store = DynamoDbMetadataStore(TABLE, client=dynamodb)
+        store.add_metered("acme", day="2026-12-02", month="2026-12", queries=3, embedding_tokens=12)
+        # When the day and its month are read
+        assert store.metered("acme", day="2026-12-02", month="2026-12") == Metered(3, 12)
+        # Then one Query of the month's days (which holds the day) and one get of the old-style month item
+        assert len(queries) == 1
+        assert gets == ["M#2026-12"]
+        # And a day outside the month is read by its key
+        gets.clear()
+        assert store.metered("acme", day="2026-12-02", month="2027-01") == Metered(3, 0)
+        assert sorted(gets) == ["D#2026-12-02", "M#2027-01"]
+
     def test_a_counted_write_is_one_transaction_with_a_conditional_add(self, dynamodb):
         # Given a store recording its requests
         requests = []

@@ -747,20 +747,21 @@ class DynamoDbMetadataStore(DynamoDbTable):
 
     def metered(self, tenant: str, *, day: str, month: str) -> Metered:
         pk = usage_pk(tenant)
-        # The day's item for its queries and, for tokens metered before a day's item held them, the month's own item
-        found = {
-            item["sk"]["S"]: item
-            for item in self._batch_get(
-                [item_key(pk, f"D#{day}"), item_key(pk, f"M#{month}")],
-                projection="sk, queries, embedding_tokens",
-                consistent=True,
-            )
-        }
         days = build_month_days_query(self.table_name, tenant, month)
         month_items = [item for page in self._query_pages(days) for item in page["Items"]]
+        by_sk = {item["sk"]["S"]: item for item in month_items}
+        # The month's own item holds tokens metered before a day's item held them; the day is read apart only when it
+        # is not one of the month's (the query just read it otherwise).
+        in_month = day.startswith(f"{month}-")
+        keys = [item_key(pk, f"M#{month}")] + ([] if in_month else [item_key(pk, f"D#{day}")])
+        found = {
+            item["sk"]["S"]: item
+            for item in self._batch_get(keys, projection="sk, queries, embedding_tokens", consistent=True)
+        }
         if f"M#{month}" in found:
             month_items.append(found[f"M#{month}"])
-        queries = found.get(f"D#{day}", {}).get("queries", {"N": "0"})["N"]
+        day_item = by_sk.get(f"D#{day}") or found.get(f"D#{day}", {})
+        queries = day_item.get("queries", {"N": "0"})["N"]
         tokens = sum(int(item.get("embedding_tokens", {"N": "0"})["N"]) for item in month_items)
         return Metered(queries_today=int(queries), embedding_tokens_month=tokens)
 
