@@ -9,7 +9,6 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
 from html import escape
 
 from kindex.app.embedding import EmbeddingService
@@ -93,7 +92,16 @@ def reciprocal_rank_fusion(
         for rank, hit in enumerate(ranking, start=1):
             scores[hit.chunk_id] = scores.get(hit.chunk_id, 0.0) + weight / (k + rank)
             first.setdefault(hit.chunk_id, hit)
-    fused = [replace(first[chunk_id], score=score) for chunk_id, score in scores.items()]
+    return _rescored(first, scores)
+
+
+def _rescored(first: dict[str, SearchHit], scores: dict[str, float]) -> list[SearchHit]:
+    """Each chunk's first hit with its fused score, best first (ties by chunk id). Built directly: a
+    `dataclasses.replace` per hit was a third of a hybrid query's Python time (200 hits a query)."""
+    fused = []
+    for chunk_id, score in scores.items():
+        hit = first[chunk_id]
+        fused.append(SearchHit(chunk_id, hit.document_id, hit.collection, score))
     fused.sort(key=lambda hit: (-hit.score, hit.chunk_id))
     return fused
 
@@ -132,9 +140,7 @@ def score_fusion(
         for hit, scaled in zip(ranking, min_max(ranking, window, floor), strict=True):
             scores[hit.chunk_id] = scores.get(hit.chunk_id, 0.0) + weight * scaled
             first.setdefault(hit.chunk_id, hit)
-    fused = [replace(first[chunk_id], score=score) for chunk_id, score in scores.items()]
-    fused.sort(key=lambda hit: (-hit.score, hit.chunk_id))
-    return fused
+    return _rescored(first, scores)
 
 
 def fuse_legs(vector: Sequence[SearchHit], keyword: Sequence[SearchHit], request: QueryRequest) -> list[SearchHit]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from datetime import datetime, timezone
 from enum import Enum
@@ -49,9 +50,14 @@ def check_stored_id(value: str) -> str:
         raise ValueError(f"must be 1 to {ID_MAX_LENGTH} characters")
     if "/" in value:
         raise ValueError("must not contain '/'")
-    if any(unicodedata.category(ch) == "Cc" for ch in value):
+    if _CONTROL.search(value):
         raise ValueError("must not contain control characters")
     return value
+
+
+# Unicode's control characters (category Cc) are exactly these 65 code points; one regex search instead of a
+# category look-up per character (every stored id of every record read is checked: ~30 records per query).
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
 # Unicode categories a new id must not hold: control (Cc), format (Cf: zero-width characters, the bidi marks,
