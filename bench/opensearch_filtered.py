@@ -13,6 +13,11 @@ queries once a round, rounds alternate (`alternate`) until each has worked `min_
 returned (the minimum over all queries: it must be k), p50 / p99 over the adapter (HTTP to the node included),
 and the k-NN leg's recall@10 against the exact top 10 of the filtered set.
 
+`--access-variants` instead measures other shapes of the keyword leg's access clause for the user in 1,000 groups
+(`ACCESS_VARIANTS`, docs/decisions.md 2026-12-02 "A user in 1,000 groups on the node"), each body sent straight to
+the node beside the unfiltered query in the same rounds: p50, the median of the per-round ratios, and the node's
+`took`; `--force-merge` merges the index to one segment first (the per-segment cost of a 1,000-term set).
+
 Skipped, with a log line, when no node answers at KINDEX_BENCH_OPENSEARCH_URL (default http://127.0.0.1:9200).
 """
 
@@ -21,6 +26,7 @@ from __future__ import annotations
 import argparse
 import os
 import time
+from typing import Any
 
 import numpy as np
 
@@ -63,6 +69,17 @@ def _records(vectors: np.ndarray, tenant: str) -> list:
         )
         for i, vector in enumerate(vectors)
     ]
+
+
+def _write_tenants(index, vectors: np.ndarray) -> None:
+    """Both tenants' chunks through the adapter, then one refresh."""
+    started = time.perf_counter()
+    for tenant in (ACCESS_TENANT, ATTRIBUTE_TENANT):
+        records = _records(vectors, tenant)
+        for start in range(0, len(records), BATCH):
+            index.upsert(MODEL, records[start : start + BATCH])
+    index.refresh(MODEL)
+    log(f"opensearch filtered: written in {time.perf_counter() - started:.0f} s")
 
 
 def _configurations() -> dict[str, tuple[str, object]]:
@@ -125,13 +142,7 @@ def run(
         f"configurations x 2 legs x {queries} queries a round, >= {min_seconds:.0f} s each"
     )
     try:
-        started = time.perf_counter()
-        for tenant in (ACCESS_TENANT, ATTRIBUTE_TENANT):
-            records = _records(vectors, tenant)
-            for start in range(0, count, BATCH):
-                index.upsert(MODEL, records[start : start + BATCH])
-        index.refresh(MODEL)
-        log(f"opensearch filtered: written in {time.perf_counter() - started:.0f} s")
+        _write_tenants(index, vectors)
 
         def side(name: str, leg: str):
             tenant, filters = configurations[name]
@@ -239,13 +250,151 @@ def _figures(
     return figures
 
 
+# -- the keyword leg's access clause for a user in 1,000 groups, in other shapes ---------------------------------
+
+
+def _grant(user: str, groups: list[str]) -> list[dict]:
+    return [{"term": {"access_users": user}}, {"terms": {"access_groups": groups}}]
+
+
+def _deny(user: str, groups: list[str]) -> list[dict]:
+    return [{"term": {"access_deny_users": user}}, {"terms": {"access_deny_groups": groups}}]
+
+
+_HAS_LIST = {"term": {"access_set": True}}
+_NO_LIST = {"bool": {"must_not": [_HAS_LIST]}}
+
+# name -> the clause that replaces the access clause (None: no access clause at all). The first two admit exactly
+# what `kindex.domain.filters.admits` does for a user with groups (listed and not denied, or no list; a granted or
+# denied chunk always has a list; checked on the node, docs/decisions.md); the others are costs or lower bounds.
+ACCESS_VARIANTS: dict[str, Any] = {
+    "flat one bool": lambda user, groups: {
+        "bool": {
+            "should": [*_grant(user, groups), _NO_LIST],
+            "minimum_should_match": 1,
+            "must_not": _deny(user, groups),
+        }
+    },
+    "must_not form": lambda user, groups: {
+        "bool": {
+            "must_not": [*_deny(user, groups), {"bool": {"filter": [_HAS_LIST], "must_not": _grant(user, groups)}}]
+        }
+    },
+    "cost: one set each way (a principals field)": lambda user, groups: {
+        "bool": {
+            "should": [_grant(user, groups)[1], _NO_LIST],
+            "minimum_should_match": 1,
+            "must_not": [_deny(user, groups)[1]],
+        }
+    },
+    "bound: the groups set alone": lambda user, groups: _grant(user, groups)[1],
+    "bound: the deny clauses alone": lambda user, groups: {"bool": {"must_not": _deny(user, groups)}},
+    "bound: no access clause": lambda user, groups: None,
+}
+
+
+def run_access_variants(
+    count: int = 10_000, rounds_of: int = 10, min_seconds: float = 20.0, *, merge: bool = False
+) -> None:
+    """Write the two tenants as `run` does, then alternate the unfiltered keyword query, the shipped access clause
+    for a user in 1,000 groups and every `ACCESS_VARIANTS` shape, `rounds_of` queries of each a round; print p50,
+    the median per-round ratio to the unfiltered p50, the node's mean `took`, and the body's size."""
+    import json
+
+    from bench.opensearch_index import node_url
+
+    url = node_url()
+    if url is None:
+        log("opensearch access variants: no node answers (make opensearch); skipped")
+        return
+    from kindex.adapters.aws.opensearch_filters import build_access_filter
+    from kindex.adapters.aws.opensearch_index import OpenSearchIndex, opensearch_client
+    from kindex.adapters.aws.opensearch_requests import build_keyword_query, index_alias, routing_key
+    from kindex.domain.types import Principals, SearchFilters
+
+    client = opensearch_client(url, sigv4=False)
+    prefix = f"kindex-bench-access-variants-{os.getpid()}"
+    index = OpenSearchIndex(
+        client, index_prefix=prefix, engine="lucene", number_of_shards=1, number_of_replicas=0, refresh="false"
+    )
+    user, groups = "bench-user", [f"g{b}" for b in range(BUCKETS)]
+
+    def body(tenant: str, clause: Any) -> dict:
+        built = build_keyword_query(tenant, [COLLECTION], "common", K)
+        filters = built["query"]["bool"]["filter"]
+        assert filters[-1] == build_access_filter(None, (), required=False)  # the clause a query without principals has
+        filters.pop()
+        if clause is not None:
+            filters.append(clause)
+        return built
+
+    shipped = SearchFilters(principals=Principals(user, tuple(groups)))
+    bodies = {
+        "unfiltered": (ATTRIBUTE_TENANT, build_keyword_query(ATTRIBUTE_TENANT, [COLLECTION], "common", K)),
+        "shipped": (ACCESS_TENANT, build_keyword_query(ACCESS_TENANT, [COLLECTION], "common", K, shipped)),
+        **{name: (ACCESS_TENANT, body(ACCESS_TENANT, shape(user, groups))) for name, shape in ACCESS_VARIANTS.items()},
+    }
+    rng = np.random.default_rng(384)
+    try:
+        _write_tenants(index, rng.standard_normal((count, 384), dtype=np.float32))
+        alias = index_alias(prefix, MODEL, 384)
+        if merge:
+            client.indices.forcemerge(index=alias, max_num_segments=1, request_timeout=600)
+            client.indices.refresh(index=alias)
+        segments = len(client.cat.segments(index=alias, format="json"))
+
+        def side(tenant: str, sent: dict):
+            def one_round() -> dict:
+                ms, took = [], []
+                for _ in range(rounds_of):
+                    began = time.perf_counter()
+                    response = client.search(index=alias, body=sent, routing=routing_key(tenant))
+                    ms.append((time.perf_counter() - began) * 1000)
+                    took.append(response["took"])
+                    assert len(response["hits"]["hits"]) == K
+                return {"ms": ms, "took": took}
+
+            return one_round
+
+        for tenant, sent in bodies.values():  # warm every shape once
+            side(tenant, sent)()
+        load = os.getloadavg()[0]
+        runs = alternate(
+            {name: side(tenant, sent) for name, (tenant, sent) in bodies.items()}, min_seconds=min_seconds, min_rounds=3
+        )
+        # Lucene caches filters only on segments of 10,000 documents or more: say whether it did here.
+        cache = client.indices.stats(index=alias, metric="query_cache")["_all"]["primaries"]["query_cache"]
+    finally:
+        client.indices.delete(index=f"{prefix}-*")
+    base = [median(found["ms"]) for found in runs["unfiltered"]]
+    lines = []
+    for name, found in runs.items():
+        p50 = median([ms for one in found for ms in one["ms"]])
+        paired = median([median(one["ms"]) / reference for one, reference in zip(found, base)])
+        took = float(np.mean([t for one in found for t in one["took"]]))
+        lines.append(
+            f"{name:45s} p50 {p50:5.2f} ms, per-round ratio {paired:4.2f}x, took {took:4.2f} ms, "
+            f"body {len(json.dumps(bodies[name][1]))} B"
+        )
+    log(
+        f"opensearch access variants ({count} chunks a tenant, {segments} segments, {len(base)} rounds of "
+        f"{rounds_of}, load {load:.1f} -> {os.getloadavg()[0]:.1f}; query cache hits {cache['hit_count']}, misses "
+        f"{cache['miss_count']}, entries {cache['cache_count']}):\n  " + "\n  ".join(lines)
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--count", type=int, default=10_000)
     parser.add_argument("--queries", type=int, default=30)
     parser.add_argument("--min-seconds", type=float, default=2.0)
     parser.add_argument("--model", action="store_true", help="the default local model's vectors (bench.model_vectors)")
+    parser.add_argument("--access-variants", action="store_true", help="other shapes of the 1,000-group access clause")
+    parser.add_argument("--force-merge", action="store_true", help="with --access-variants: one segment first")
     options = parser.parse_args()
+    if options.access_variants:
+        run_access_variants(options.count, min_seconds=options.min_seconds, merge=options.force_merge)
+        return
     for figure in run(
         count=options.count, queries=options.queries, min_seconds=options.min_seconds, model=options.model
     ):
