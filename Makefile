@@ -70,10 +70,13 @@ typecheck: $(STAMP)
 # The unit and contract tests on both cores (pytest-xdist); `make test` runs them too, with everything else. Left out
 # here, run by `make test`: the `tree` tests (tests/unit/test_architecture.py: ruff check, ruff format and mypy over
 # the whole tree), which are what `make lint` and `make typecheck` run, so `make check` still runs them once; cold,
-# mypy alone took minutes. langsmith's pytest plugin (installed with langchain-core for the LangChain retriever) is
-# not loaded: it costs each worker seconds of imports and no test here uses it.
+# mypy alone took minutes. Nor the `node` tests (every test of the `opensearch_node` fixture, tests/conftest.py): the
+# same contracts run here against the double and the embedded index, and `make test` always runs them on its node
+# (with a node up on 9200 they took about half of this target's wall time, waiting on the node). langsmith's pytest
+# plugin (installed with langchain-core for the LangChain retriever) is not loaded: it costs each worker seconds of
+# imports and no test here uses it.
 unit: $(STAMP)
-	$(PY) -m pytest -q -n 2 -p no:langsmith_plugin -m "(unit or contract) and not tree" tests/unit tests/contract
+	$(PY) -m pytest -q -n 2 -p no:langsmith_plugin -m "(unit or contract) and not tree and not node" tests/unit tests/contract
 
 check: lint typecheck unit
 

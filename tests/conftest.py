@@ -36,6 +36,16 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         disable_socket(allow_unix_socket=True)
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test that reaches the real OpenSearch node (the `opensearch_node` fixture, asked for directly or by
+    another fixture) carries the `node` marker, so `make unit` can leave them out with `-m "not node"`; tryfirst:
+    before `-m` deselects."""
+    for item in items:
+        if "opensearch_node" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.node)
+
+
 def load_event(name: str) -> dict:
     return json.loads((EVENTS / name).read_text())
 

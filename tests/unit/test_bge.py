@@ -84,7 +84,7 @@ def test_bge_a_text_within_the_window_is_its_plain_cls_vector(bge):
 
 def test_bge_reads_text_past_its_512_token_window(bge):
     # Given two long texts that differ only far past the 512th token
-    head = " ".join(f"word{i % 50}" for i in range(700))
+    head = " ".join(f"word{i % 50}" for i in range(300))  # 600 word pieces
     cats, quarks = " cats and dogs play in the garden" * 30, " quantum chromodynamics describes quarks and gluons" * 30
     first, second, cats_alone = bge.embed([head + cats, head + quarks, cats])
     # Then each leans towards its own ending (a truncating model would give one vector twice)
@@ -108,9 +108,11 @@ def test_bge_takes_any_python_string(bge):
 
 
 def test_bge_length_sorted_parallel_batches_equal_the_unbatched_path():
-    # 14 texts out of length order, some past one window: two batches of 8 on two workers, each batch's windows
+    # 15 texts out of length order, one past one window: two batches of 8 on two workers, each batch's windows
     # sorted apart from their input order (a row written back to its sorted place fails here)
-    texts = [("alpha beta gamma " * (1 + (i * 37) % 200)) + f"item {i}" for i in range(12)] + ["", "x"]
+    texts = [("alpha beta gamma " * (1 + (i * 37) % 50)) + f"item {i}" for i in range(12)] + ["", "x"]
+    # one text of two windows (525 word pieces): 16 windows, so two full batches of 8
+    texts.append("alpha beta gamma " * 175 + "item 14")
     reference = BgeSmallEmbedder(batch_size=1, workers=1, bucketed=False).embed(texts)
     batched = BgeSmallEmbedder(batch_size=8, workers=2, bucketed=True).embed(texts)
     assert_unit_rows(batched, len(texts))
@@ -119,7 +121,8 @@ def test_bge_length_sorted_parallel_batches_equal_the_unbatched_path():
 
 
 def test_bge_is_safe_to_share_between_threads(bge):
-    texts = [f"document {i} about topic {i % 7} " * (3 + 20 * i) for i in range(9)]
+    # Eight short texts and one of two windows (550 word pieces): several batches per call, from every thread
+    texts = [f"document {i} about topic {i % 7} " * (3 + 4 * i) for i in range(8)] + ["document 8 about topic 1 " * 110]
     alone = bge.embed(texts)
     with ThreadPoolExecutor(4) as pool:
         together = list(pool.map(lambda i: bge.embed(texts) if i % 2 else bge.embed_queries(texts), range(4)))
@@ -131,7 +134,7 @@ def test_bge_is_safe_to_share_between_threads(bge):
 
 def test_bge_int8_the_default_runs_each_window_alone_so_batching_changes_nothing():
     # Given the int8 graph, whose activations are quantised per run: a window's vector must not depend on the others
-    texts = [("alpha beta gamma " * (1 + (i * 37) % 200)) + f"item {i}" for i in range(10)] + ["", "x"]
+    texts = [("alpha beta gamma " * (1 + (i * 37) % 60)) + f"item {i}" for i in range(10)] + ["", "x"]
     default = BgeSmallEmbedder(LOCAL_BGE_SMALL_Q)
     assert default.batch_size == 1 and BgeSmallEmbedder(LOCAL_BGE_SMALL).batch_size == 8
     # When embedded in parallel by the default instance and one text at a time by a single worker

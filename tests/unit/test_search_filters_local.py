@@ -162,9 +162,10 @@ def test_chunks_not_yet_rewritten_follow_their_documents_new_access_list_on_both
 
 
 def test_sixteen_searchers_never_see_a_document_after_its_revocation_returned(tmp_path):
-    # Given 40 documents visible to eng, searched by 16 threads on both legs
+    # Given 12 documents visible to eng, searched by 16 threads on both legs (every revocation below lands while
+    # all 16 search: each is a race of its own, so a dozen force it as surely as more would)
     index = LocalSearchIndex(tmp_path / "index")
-    for d in range(40):
+    for d in range(12):
         index.upsert(MODEL, chunks(f"d{d}", 3, seed=10 * d, access=Access(groups=("eng",))))
     revoked: set[str] = set()
     lock = threading.Lock()
@@ -191,7 +192,7 @@ def test_sixteen_searchers_never_see_a_document_after_its_revocation_returned(tm
     with ThreadPoolExecutor(max_workers=16) as pool:
         running = [pool.submit(search, i) for i in range(16)]
         # When the documents' access lists are changed to ops, one document at a time
-        for d in range(40):
+        for d in range(12):
             index.upsert(MODEL, chunks(f"d{d}", 3, seed=10 * d, access=Access(groups=("ops",))))
             with lock:
                 revoked.add(f"d{d}")
@@ -202,7 +203,7 @@ def test_sixteen_searchers_never_see_a_document_after_its_revocation_returned(tm
     assert violations == []
     assert searches[0] >= 16
     assert knn(index, SearchFilters(principals=ENG), k=200) == set()
-    assert len(knn(index, SearchFilters(principals=OPS), k=200)) == 120
+    assert len(knn(index, SearchFilters(principals=OPS), k=200)) == 36
     index.close()
 
 

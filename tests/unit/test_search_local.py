@@ -132,10 +132,10 @@ def files(root: Path, suffix: str) -> list[Path]:
 
 
 def test_many_upserts_and_deletes_replay_to_the_same_index_after_reopen(tmp_path):
-    # Given an index that saw a few hundred upserts and deletes, all still in the log (no compaction)
+    # Given an index that saw a hundred upserts, rewrites and deletes, all still in the log (no compaction)
     root = tmp_path / "search"
     index, reference = LocalSearchIndex(root), Reference()
-    random_history(index, reference, 300, seed=1)
+    random_history(index, reference, 100, seed=1)
     assert files(root, ".npz") == [] and len(files(root, ".log")) == 1
     before = [hits(index, ["handbook"], unit(9000 + q), 7) for q in range(5)]
     index.close()
@@ -178,7 +178,7 @@ def test_compaction_preserves_content_and_empties_the_log(tmp_path, monkeypatch)
     root = tmp_path / "search"
     index, reference = LocalSearchIndex(root), Reference()
     # When a long history of writes goes through several compactions
-    random_history(index, reference, 200, seed=2)
+    random_history(index, reference, 80, seed=2)  # about ten compactions
     # Then a snapshot exists, the log holds only the writes since the last compaction
     assert len(files(root, ".npz")) == 1
     assert all(len(log.read_bytes()) < 7 * 2_000 for log in files(root, ".log"))
