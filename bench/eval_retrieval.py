@@ -437,6 +437,28 @@ def seed_embedding_cache(data_dir: Path, sources: list[Path], model: str) -> int
         target.close()
 
 
+def variant_scores(legs: dict[str, dict[str, tuple[list, list]]], variant: str, qrels: list, sweep: bool) -> dict:
+    """A context variant's nDCG@10 from the leg rankings of each layout (`legs[layout][query]`: vector, keyword): its
+    vector leg from one layout, its keyword leg from another, fused with the default fusion and weights; with
+    `sweep` (the train split only, never test), the score fusion's keyword weight swept over that variant too."""
+    from kindex.domain.query import DEFAULT_FUSION, DEFAULT_KEYWORD_WEIGHT, DEFAULT_VECTOR_WEIGHT
+
+    vector_layout, keyword_layout = CONTEXT_VARIANTS[variant]
+    combined = {q: (legs[vector_layout][q][0], legs[keyword_layout][q][1]) for q in legs[vector_layout]}
+    scores = {
+        "vector_leg": vector_layout,
+        "keyword_leg": keyword_layout,
+        "hybrid": fusion_ndcg(combined, qrels, (DEFAULT_VECTOR_WEIGHT, DEFAULT_KEYWORD_WEIGHT), fusion=DEFAULT_FUSION),
+        "vector": fusion_ndcg(combined, qrels, (1.0, 0.0)),
+        "keyword": fusion_ndcg(combined, qrels, (0.0, 1.0)),
+    }
+    if sweep:
+        grid = {w: fusion_ndcg(combined, qrels, (1.0, w), fusion="scores") for w in SWEEP_SCORE_KEYWORD_WEIGHTS}
+        best = max(grid, key=lambda w: grid[w])
+        scores.update(best_keyword_weight=best, hybrid_at_best_weight=grid[best])
+    return scores
+
+
 def context_study(
     keep: Path,
     split: str = "train",
@@ -480,29 +502,20 @@ def context_study(
             started = time.perf_counter()
             legs[layout] = leg_rankings(services, model, queries, depth)
             log(f"scifact {layout}: {len(queries)} {split} queries' legs in {time.perf_counter() - started:.0f} s")
-    weights = (DEFAULT_VECTOR_WEIGHT, DEFAULT_KEYWORD_WEIGHT)
     results = {}
     for name in chosen:
-        vector_layout, keyword_layout = CONTEXT_VARIANTS[name]
-        combined = {q: (legs[vector_layout][q][0], legs[keyword_layout][q][1]) for q in queries}
-        score_grid = {w: fusion_ndcg(combined, qrels, (1.0, w), fusion="scores") for w in SWEEP_SCORE_KEYWORD_WEIGHTS}
-        best = max(score_grid, key=lambda w: score_grid[w])
-        results[name] = {
-            "vector_leg": vector_layout,
-            "keyword_leg": keyword_layout,
-            "hybrid": fusion_ndcg(combined, qrels, weights, fusion=DEFAULT_FUSION),
-            "vector": fusion_ndcg(combined, qrels, (1.0, 0.0)),
-            "keyword": fusion_ndcg(combined, qrels, (0.0, 1.0)),
-            "best_keyword_weight": best,
-            "hybrid_at_best_weight": score_grid[best],
-        }
+        results[name] = variant_scores(legs, name, qrels, sweep=split == "train")
         log(f"scifact {split} {name}: {results[name]}")
     return {
         "split": split,
         "queries": len(queries),
         "judgements": len(qrels),
         "depth": depth,
-        "fusion": {"fusion": DEFAULT_FUSION, "vector_weight": weights[0], "keyword_weight": weights[1]},
+        "fusion": {
+            "fusion": DEFAULT_FUSION,
+            "vector_weight": DEFAULT_VECTOR_WEIGHT,
+            "keyword_weight": DEFAULT_KEYWORD_WEIGHT,
+        },
         "ingest": ingests,
         "variants": results,
     }
