@@ -148,23 +148,61 @@ def select_corpus(limit: int | None = None, distractors: int | None = None) -> l
     return corpus[:limit] if limit else corpus
 
 
-def index_corpus(services, model: str, limit: int | None, distractors: int | None = None) -> dict:
+# How a SciFact document's title reaches its chunks (the context study, `--context-study`):
+# - inline: content `title + "\n\n" + text`, no heading (what make eval indexes): plain text has no headings, so no
+#   chunk has a section; the title is in the first chunk's text once and in no later chunk's;
+# - title_context: content `text`, the title a level-1 heading at its start, so every chunk's section (heading path)
+#   is the title, prepended to its text in the embedded and keyword-indexed text (`embedded_text`): the title as
+#   context, as a DOCX Title or an HTML h1 would give it;
+# - bare: content `text` alone, the title nowhere.
+LAYOUT_INLINE = "inline"
+LAYOUT_TITLE_CONTEXT = "title_context"
+LAYOUT_BARE = "bare"
+CONTENT_LAYOUTS = (LAYOUT_INLINE, LAYOUT_TITLE_CONTEXT, LAYOUT_BARE)
+
+
+def document_content(doc: dict, layout: str = LAYOUT_INLINE) -> str:
+    """A corpus document's content under `layout` (CONTENT_LAYOUTS)."""
+    return doc["title"] + "\n\n" + doc["text"] if layout == LAYOUT_INLINE else doc["text"]
+
+
+def titled_extract(titles: dict[str, str]):
+    """The ingest's extraction, with a level-1 heading at offset 0 for a text whose title `titles` knows (keyed by
+    the text): how the title_context layout gives every chunk the title as its heading path. A bench switch only:
+    the product takes headings from the file's own structure."""
+    from dataclasses import replace
+
+    from kindex.domain.types import Heading
+    from kindex.text.extract import extract
+
+    def extract_with_title(data: bytes, **options):
+        extracted = extract(data, **options)
+        title = titles.get(extracted.text)
+        if not title:
+            return extracted
+        return replace(extracted, headings=(Heading(start=0, level=1, title=title), *extracted.headings))
+
+    return extract_with_title
+
+
+def index_corpus(
+    services, model: str, limit: int | None, distractors: int | None = None, layout: str = LAYOUT_INLINE
+) -> dict:
     """Every selected corpus document through the real ingest path; returns counts and timings."""
     from kindex.domain.models import CollectionInput, DocumentInput
 
     corpus = select_corpus(limit, distractors)
     counted = CountingMetrics()
     services.adapters.__dict__["metrics"] = counted  # before the services that record metrics are built
+    if layout == LAYOUT_TITLE_CONTEXT:
+        services.ingest._extract = titled_extract({document_content(d, layout): d["title"] for d in corpus})
     services.catalog.put_collection(
         TENANT, COLLECTION, CollectionInput(title="BEIR SciFact", allow_guests=True, embedding_model=model)
     )
     started = time.perf_counter()
     for doc in corpus:
         services.catalog.put_document(
-            TENANT,
-            COLLECTION,
-            doc["_id"],
-            DocumentInput(title=doc["title"], content=doc["title"] + "\n\n" + doc["text"]),
+            TENANT, COLLECTION, doc["_id"], DocumentInput(title=doc["title"], content=document_content(doc, layout))
         )
     put_seconds = time.perf_counter() - started
     drain_worker()
@@ -362,6 +400,127 @@ def sweep_figures(fusion: dict) -> list[Figure]:
     ]
 
 
+# Which index each leg of a variant searches: (the vector leg's layout, the keyword leg's layout). title_context and
+# bare index the same content, so their chunks have the same ids and one variant can take its vector leg from one
+# and its keyword leg from the other: exactly the legs an index would hold that gave the heading path to one leg only.
+CONTEXT_VARIANTS = {
+    "inline": (LAYOUT_INLINE, LAYOUT_INLINE),
+    "title_context_both": (LAYOUT_TITLE_CONTEXT, LAYOUT_TITLE_CONTEXT),
+    "title_context_keyword_only": (LAYOUT_BARE, LAYOUT_TITLE_CONTEXT),
+    "title_context_vector_only": (LAYOUT_TITLE_CONTEXT, LAYOUT_BARE),
+    "no_title": (LAYOUT_BARE, LAYOUT_BARE),
+}
+
+
+def seed_embedding_cache(data_dir: Path, sources: list[Path], model: str) -> int:
+    """Copy `model`'s cached vectors of other data dirs (their kindex.sqlite3, read only) into `data_dir`'s cache,
+    so that a layout embeds only the texts no earlier layout embedded. Returns how many rows the cache gained."""
+    import sqlite3
+
+    from kindex.adapters.local.sqlite_embedding_cache import SCHEMA
+
+    target = sqlite3.connect(data_dir / "kindex.sqlite3")
+    try:
+        target.executescript(SCHEMA)  # the cache's own schema, as the deployment creates it
+        before = target.execute("SELECT count(*) FROM tenant_embedding_cache").fetchone()[0]
+        for number, source in enumerate(s for s in sources if s.exists() and s.parent != data_dir):
+            target.execute(f"ATTACH DATABASE ? AS source{number}", (f"file:{source}?mode=ro",))
+            target.execute(
+                f"INSERT OR IGNORE INTO tenant_embedding_cache SELECT * FROM source{number}.tenant_embedding_cache"
+                " WHERE model = ?",
+                (model,),
+            )
+            target.commit()
+            target.execute(f"DETACH DATABASE source{number}")
+        return target.execute("SELECT count(*) FROM tenant_embedding_cache").fetchone()[0] - before
+    finally:
+        target.close()
+
+
+def variant_scores(legs: dict[str, dict[str, tuple[list, list]]], variant: str, qrels: list, sweep: bool) -> dict:
+    """A context variant's nDCG@10 from the leg rankings of each layout (`legs[layout][query]`: vector, keyword): its
+    vector leg from one layout, its keyword leg from another, fused with the default fusion and weights; with
+    `sweep` (the train split only, never test), the score fusion's keyword weight swept over that variant too."""
+    from kindex.domain.query import DEFAULT_FUSION, DEFAULT_KEYWORD_WEIGHT, DEFAULT_VECTOR_WEIGHT
+
+    vector_layout, keyword_layout = CONTEXT_VARIANTS[variant]
+    combined = {q: (legs[vector_layout][q][0], legs[keyword_layout][q][1]) for q in legs[vector_layout]}
+    scores = {
+        "vector_leg": vector_layout,
+        "keyword_leg": keyword_layout,
+        "hybrid": fusion_ndcg(combined, qrels, (DEFAULT_VECTOR_WEIGHT, DEFAULT_KEYWORD_WEIGHT), fusion=DEFAULT_FUSION),
+        "vector": fusion_ndcg(combined, qrels, (1.0, 0.0)),
+        "keyword": fusion_ndcg(combined, qrels, (0.0, 1.0)),
+    }
+    if sweep:
+        grid = {w: fusion_ndcg(combined, qrels, (1.0, w), fusion="scores") for w in SWEEP_SCORE_KEYWORD_WEIGHTS}
+        best = max(grid, key=lambda w: grid[w])
+        scores.update(best_keyword_weight=best, hybrid_at_best_weight=grid[best])
+    return scores
+
+
+def context_study(
+    keep: Path,
+    split: str = "train",
+    variants: list[str] | None = None,
+    seeds: list[Path] | None = None,
+    model: str = LOCAL_MODEL,
+    limit: int | None = None,
+) -> dict:
+    """How much of the title goes into each leg, measured on one split: each layout the variants need is indexed
+    into keep/<layout> (reused when a run indexed it before; the embedding cache seeded from the other layouts' and
+    `seeds`, so only new texts are embedded), its legs searched once, then every variant's hybrid (the default
+    fusion and weights), vector and keyword nDCG@10 computed from its two legs."""
+    from kindex.app.query import FIRST_ROUND_FACTOR, HYBRID_LEG_DEPTH
+    from kindex.domain.query import DEFAULT_FUSION, DEFAULT_KEYWORD_WEIGHT, DEFAULT_VECTOR_WEIGHT
+
+    chosen = [name for name in variants or CONTEXT_VARIANTS]
+    layouts = [layout for layout in CONTENT_LAYOUTS if any(layout in CONTEXT_VARIANTS[name] for name in chosen)]
+    queries, qrels = load_queries(split)
+    depth = max(FIRST_ROUND_FACTOR * K_CHUNKS, HYBRID_LEG_DEPTH)
+    legs: dict[str, dict[str, tuple[list, list]]] = {}
+    ingests: dict[str, dict] = {}
+    for layout in layouts:
+        data_dir = keep / layout
+        with local_deployment(data_dir, model) as services:
+            ingest = indexed_before(services, data_dir)
+            if ingest is None:
+                others = [keep / other / "kindex.sqlite3" for other in CONTENT_LAYOUTS] + list(seeds or [])
+                seeded = seed_embedding_cache(data_dir, others, model)
+                log(f"scifact: indexing the {layout} layout with {model} ({seeded} cached vectors seeded)")
+                ingest = index_corpus(services, model, limit, layout=layout)
+                ingest["cache_seeded"] = seeded
+                chunks = [
+                    c
+                    for doc in select_corpus(limit)
+                    for c in services.adapters.chunks.list_chunks(TENANT, COLLECTION, doc["_id"])
+                ]
+                ingest["chunks_with_section"] = sum(1 for c in chunks if c.section)
+                (data_dir / "scifact-ingest.json").write_text(json.dumps(ingest))
+            log(f"scifact {layout}: {ingest}")
+            ingests[layout] = ingest
+            started = time.perf_counter()
+            legs[layout] = leg_rankings(services, model, queries, depth)
+            log(f"scifact {layout}: {len(queries)} {split} queries' legs in {time.perf_counter() - started:.0f} s")
+    results = {}
+    for name in chosen:
+        results[name] = variant_scores(legs, name, qrels, sweep=split == "train")
+        log(f"scifact {split} {name}: {results[name]}")
+    return {
+        "split": split,
+        "queries": len(queries),
+        "judgements": len(qrels),
+        "depth": depth,
+        "fusion": {
+            "fusion": DEFAULT_FUSION,
+            "vector_weight": DEFAULT_VECTOR_WEIGHT,
+            "keyword_weight": DEFAULT_KEYWORD_WEIGHT,
+        },
+        "ingest": ingests,
+        "variants": results,
+    }
+
+
 def evaluate(
     model: str,
     limit: int | None = None,
@@ -490,8 +649,47 @@ def main(argv: list[str] | None = None) -> int:
         help="index into (and on later runs reuse) DIR/<model> instead of a temp dir: the corpus is embedded once "
         "per model, and a run after a change of query code only searches (its ingest figures are the first run's)",
     )
+    parser.add_argument(
+        "--context-study",
+        action="store_true",
+        help="measure how much of the title goes into each leg (CONTEXT_VARIANTS) on --split, indexing each layout "
+        "into --keep DIR/<layout> (required); writes only --output",
+    )
+    parser.add_argument("--split", choices=("train", "test"), default="train", help="the context study's split")
+    parser.add_argument("--variants", help="comma-separated CONTEXT_VARIANTS to measure (default: all)")
+    parser.add_argument(
+        "--seed-cache",
+        type=Path,
+        action="append",
+        default=[],
+        help="a kindex.sqlite3 whose cached vectors the context study's layouts start from (read only; repeatable)",
+    )
     args = parser.parse_args(argv)
     started = time.perf_counter()
+    if args.context_study:
+        if args.keep is None:
+            parser.error("--context-study needs --keep DIR")
+        variants = [v for v in (args.variants or "").split(",") if v] or None
+        unknown = [v for v in variants or [] if v not in CONTEXT_VARIANTS]
+        if unknown:
+            parser.error(f"unknown variants {unknown}; expected some of {', '.join(CONTEXT_VARIANTS)}")
+        load_at_start = [round(x, 2) for x in os.getloadavg()]
+        study = context_study(args.keep, args.split, variants, args.seed_cache, limit=args.limit)
+        study.update(
+            load_average_at_start=load_at_start,
+            load_average_at_end=[round(x, 2) for x in os.getloadavg()],
+            produced_by=f"python -m bench.eval_retrieval --context-study --split {args.split}",
+            generated_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            wall_seconds=round(time.perf_counter() - started, 1),
+            machine=machine_info(),
+            versions=versions(),
+        )
+        args.output.write_text(json.dumps(study, indent=2) + "\n")
+        print(f"{'variant (' + args.split + ')':34} {'hybrid':>8} {'vector':>8} {'keyword':>8}")
+        for name, row in study["variants"].items():
+            print(f"{name:34} {row['hybrid']:8.4f} {row['vector']:8.4f} {row['keyword']:8.4f}")
+        print(f"wrote {args.output} in {study['wall_seconds']:.0f} s")
+        return 0
     models = [LOCAL_MODEL] + [m for m in args.models.split(",") if m and m != LOCAL_MODEL]
     runs: list[tuple[str, dict[str, str] | None]] = [(model, None) for model in models]
     if os.environ.get("OPENAI_API_KEY"):
