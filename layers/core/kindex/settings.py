@@ -110,10 +110,6 @@ class Settings(BaseModel):
     # Concurrent queries of one tenant and model embedded in one call (kindex.app.query_batching); false embeds each
     # query alone: the reference the concurrency benchmark measures beside it.
     query_batching: bool = True
-    # Local mode: requests computing at once (kindex.app.cpu_slots); a request waiting on the network or on another
-    # request's work gives its slot back. Unset: the cores this process may use, plus one. 0: no limit (every one of
-    # the server's 32 request threads computes at once: the reference the concurrency benchmark measures beside it).
-    cpu_slots: int | None = Field(default=None, ge=0, le=1024)
     table_name: str | None = None
     bucket_name: str | None = None
     bootstrap_tenant: str = "default"

@@ -28,7 +28,6 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 
-from kindex.app import cpu_slots
 from kindex.domain import budget
 from kindex.domain.errors import Conflict, InvalidInput
 from kindex.domain.metering import RIGHTS_CHECK_CALLS
@@ -244,8 +243,7 @@ class RightsSession:
         failed_deadlines: list[float] = []
         for cid, future in futures.items():
             try:
-                with cpu_slots.away():  # the endpoint's time is not this machine's: the request's slot is free
-                    status, payload = future.result(timeout=max(deadlines[cid] - clock() + JOIN_GRACE, 0))
+                status, payload = future.result(timeout=max(deadlines[cid] - clock() + JOIN_GRACE, 0))
                 allowed = parse_rights_response(status, payload, remote[cid])
                 if allowed is None:
                     raise RightsCallFailed("status" if status != 200 else "invalid_answer", str(status))
