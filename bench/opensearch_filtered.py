@@ -32,6 +32,7 @@ import numpy as np
 
 from bench import model_vectors
 from bench.common import Figure, alternate, log, median, percentile
+from kindex.adapters.aws.opensearch_filters import ACCESS_FIELDS, HAS_ACCESS
 
 MODEL = "bench:filtered384"
 COLLECTION = "c"
@@ -253,15 +254,19 @@ def _figures(
 # -- the keyword leg's access clause for a user in 1,000 groups, in other shapes ---------------------------------
 
 
+# The chunk fields the shipped clause reads (opensearch_filters.ACCESS_FIELDS, HAS_ACCESS), in that order.
+_USERS, _GROUPS, _DENY_USERS, _DENY_GROUPS = ACCESS_FIELDS
+
+
 def _grant(user: str, groups: list[str]) -> list[dict]:
-    return [{"term": {"access_users": user}}, {"terms": {"access_groups": groups}}]
+    return [{"term": {_USERS: user}}, {"terms": {_GROUPS: groups}}]
 
 
 def _deny(user: str, groups: list[str]) -> list[dict]:
-    return [{"term": {"access_deny_users": user}}, {"terms": {"access_deny_groups": groups}}]
+    return [{"term": {_DENY_USERS: user}}, {"terms": {_DENY_GROUPS: groups}}]
 
 
-_HAS_LIST = {"term": {"access_set": True}}
+_HAS_LIST = {"term": {HAS_ACCESS: True}}
 _NO_LIST = {"bool": {"must_not": [_HAS_LIST]}}
 
 # name -> the clause that replaces the access clause (None: no access clause at all). The first two admit exactly

@@ -101,7 +101,7 @@ def _rescored(first: dict[str, SearchHit], scores: dict[str, float]) -> list[Sea
     fused = []
     for chunk_id, score in scores.items():
         hit = first[chunk_id]
-        fused.append(SearchHit(chunk_id, hit.document_id, hit.collection, score))
+        fused.append(SearchHit(chunk_id=chunk_id, document_id=hit.document_id, collection=hit.collection, score=score))
     fused.sort(key=lambda hit: (-hit.score, hit.chunk_id))
     return fused
 
