@@ -55,14 +55,20 @@ def stored_chunk_rows(server) -> list[str]:
 
 
 def settled(session, server, timeout: float = 60.0) -> dict | None:
-    """The document once no write of it is still being indexed (None when it does not exist)."""
+    """The document once no write of it is still being indexed (None when it does not exist): neither pending nor
+    in progress, and, once indexed, cut by the collection's chunking. These imports name no chunking, so the ingest
+    of an import's content blob re-chunks it under the collection's rules while the document stays `indexed`."""
+    config_version = session.get(server.url(f"/v1/collections/{COLLECTION}")).json()["config_version"]
     deadline = time.monotonic() + timeout
     while True:
         response = session.get(server.url(f"/v1/collections/{COLLECTION}/documents/d"))
         if response.status_code == 404:
             return None
         document = response.json()
-        if document["status"] != "pending" or time.monotonic() > deadline:
+        working = document["status"] in ("pending", "in_progress") or (
+            document["status"] == "indexed" and document["indexed_config_version"] != config_version
+        )
+        if not working or time.monotonic() > deadline:
             return document
         time.sleep(0.1)
 

@@ -261,6 +261,7 @@ class IngestService:
         if found is None:
             return None
         document, adopted = found
+        ours: list[str] = []  # the chunk ids this event wrote (or rewrote the index entries of)
         try:
             refused: IngestError | None = too_large
             if refused is None and dropped:
@@ -270,16 +271,18 @@ class IngestService:
                     tenant, collection, document, adopted, failure_reason(refused), refused.retryable, refused
                 )
             assert data is not None  # read above: only a blob over the limit is not, and it failed (too_large)
-            return self._index(tenant, collection, document, adopted, data, filename, batch or IngestBatch(self.index))
+            return self._index(
+                tenant, collection, document, adopted, data, filename, batch or IngestBatch(self.index), ours
+            )
         except NotFound:
             # The document was deleted while we worked: remove what we wrote, so nothing is left behind.
             self.remover.remove_document(tenant, collection, document)
             return None
         except Conflict:
             # A newer write committed while this content was being indexed (on AWS, two events of one document can
-            # run at once): our chunks may have landed after the newer content's ingest cleaned up. Keep only the
-            # current content's, then let the message be retried (it is stale now, and will be ignored).
-            self._keep_only_current_chunks(tenant, collection_id, document_id)
+            # run at once): our chunks may have landed after the newer content's ingest cleaned up. Remove ours that
+            # the current content does not share, then let the message be retried (it is stale now, and ignored).
+            self._remove_stale_chunks(tenant, collection_id, document_id, ours)
             raise
 
     def object_removed(self, key: str) -> None:
@@ -413,42 +416,52 @@ class IngestService:
             return None  # the document's current source is another, existing blob: this event is stale
         return document, {"source": key, "mimetype": guess_mimetype(filename) or document.mimetype}
 
-    def _keep_only_current_chunks(self, tenant: str, collection_id: str, document_id: str) -> None:
-        """Delete the document's chunks and vectors that do not belong to its current content (chunk ids are
-        derived from the content, so the current content's ids are known without embedding anything)."""
+    def _remove_stale_chunks(self, tenant: str, collection_id: str, document_id: str, ours: list[str]) -> None:
+        """A write that lost to newer content: delete the chunks and vectors it wrote (`ours`) that the document's
+        current content does not share. Only its own: another writer's chunks are that writer's to keep or remove
+        (an import's chunks have ids no content write shares, see `import_chunk_id`, and removing "everything not
+        derived from the current blob" took a finished import's chunks with it)."""
+        if not ours:
+            return
         collection = self.collections.get_collection(tenant, collection_id)
         document = self.documents.get_document(tenant, collection_id, document_id)
-        if (
-            collection is not None
-            and document is not None
-            and not document.source
-            and not collection.switching
-            and document.status is DocumentStatus.IN_PROGRESS
-        ):
-            # An import run replaced the content meanwhile: only that run's chunks belong to the document now.
-            other = sorted(
-                c.chunk_id
-                for c in self.chunks.list_chunks(tenant, collection_id, document_id)
-                if c.chunk_id != import_chunk_id(tenant, document, c.index, text_sha256(c.text))
-            )
-            self.remover.remove_chunks(
-                tenant, collection_id, document_id, other, {collection.embedding_model, collection.query_model}
-            )
-            return
-        if collection is None or document is None or not document.source or collection.switching:
+        if collection is None or document is None or collection.switching:
             return  # gone (its removal cleans up), or a model switch keeps the old model's chunks until it ends
+        current = self._current_chunk_ids(tenant, collection, document)
+        if current is None:
+            return  # replaced again, or content that cannot be indexed: its own event decides
+        self.remover.remove_chunks(
+            tenant,
+            collection_id,
+            document_id,
+            sorted(set(ours) - current),
+            {collection.embedding_model, collection.query_model},
+        )
+
+    def _current_chunk_ids(self, tenant: str, collection: Collection, document: Document) -> set[str] | None:
+        """The chunk ids of the document's current content: an import run's own (in progress, or the run that
+        committed the record: one version before it), else those derived from its content blob; None when that
+        blob cannot be read or indexed."""
+        stored = self.chunks.list_chunks(tenant, collection.id, document.id)
+        runs = [document] if document.status is DocumentStatus.IN_PROGRESS else []
+        if document.version > 1:
+            runs.append(document.model_copy(update={"version": document.version - 1}))
+        imported = {
+            c.chunk_id
+            for c in stored
+            for run in runs
+            if c.chunk_id == import_chunk_id(tenant, run, c.index, text_sha256(c.text))
+        }
+        if imported or not document.source:
+            return imported
         parsed = keys.parse_blob_key(document.source)
         try:
             pieces = self._pieces(
                 collection, self.blobs.get_blob(document.source), parsed[3] if parsed else "", document.mimetype or None
             )
         except (NotFound, IngestError):
-            return  # replaced again, or content that cannot be indexed: its own event decides
-        current = {chunk_id(tenant, collection_id, document_id, p.index, text_sha256(p.text)) for p in pieces}
-        other = sorted({c.chunk_id for c in self.chunks.list_chunks(tenant, collection_id, document_id)} - current)
-        self.remover.remove_chunks(
-            tenant, collection_id, document_id, other, {collection.embedding_model, collection.query_model}
-        )
+            return None
+        return {chunk_id(tenant, collection.id, document.id, p.index, text_sha256(p.text)) for p in pieces}
 
     def _written_document(
         self,
@@ -488,16 +501,18 @@ class IngestService:
         data: bytes,
         filename: str,
         batch: IngestBatch,
+        ours: list[str],
     ) -> Document:
         """Index `stored` (the record as read) from `data`; `adopted` are changes the ingest makes besides its own
-        status fields (see `_document_for`). Every status write applies only the ingest's own fields (see `_save`)."""
+        status fields (see `_document_for`). Every status write applies only the ingest's own fields (see `_save`).
+        `ours` collects the chunk ids it writes, for the cleanup when newer content wins meanwhile."""
         digest = hashlib.sha256(data).hexdigest()
         model = collection.embedding_model
         document = stored.model_copy(update=adopted)
         if document.content_current(collection, digest) and not (adopted and document.fields_stale):
             # A duplicate event (nothing changed), or one that only rewrites the filter fields of the index entries
             # (attributes, access, language or mimetype changed): nothing to embed either way.
-            return self._rewrite_fields(tenant, collection, stored, batch) if document.fields_stale else document
+            return self._rewrite_fields(tenant, collection, stored, batch, ours) if document.fields_stale else document
         # Same content, new chunking or model: the document stays `indexed` (queries keep using what is there)
         # while its new chunks and vectors are built beside the old ones.
         rebuild_only = (
@@ -529,6 +544,12 @@ class IngestService:
             nonlocal stored
             stored = self._save(tenant, stored, {"chunk_count": total, "chunks_done": done})
 
+        def still_current() -> None:
+            # Before this content's write removes the chunks it replaces: the record must still hold this content.
+            # Chunks of a newer write (a PUT's, an import's) are only written after its record commits, so none of
+            # them is among those listed before ours were put unless this check sees that newer record.
+            same_content(stored, self.documents.get_document(tenant, stored.collection, stored.id), stored.id)
+
         try:
             models = [model]
             if collection.switching and not rebuild_only:
@@ -548,6 +569,8 @@ class IngestService:
                 batch,
                 memo,
                 None if rebuild_only else record_progress,
+                still_current,
+                ours,
             )
         except (IngestError, DependencyFailed, QuotaExceeded) as error:
             # A quota is not retried by the reindex: the document is indexed again when its content is written again
@@ -587,7 +610,7 @@ class IngestService:
         }
         if writes:
             # Their keyword commit is the batch's, at its end: only then may the document say `indexed`.
-            batch.defer(writes, partial(self._indexed_after_commit, tenant, collection, stored, indexed))
+            batch.defer(writes, partial(self._indexed_after_commit, tenant, collection, stored, indexed, ours))
             return stored
         return self._indexed(tenant, collection, stored, indexed)
 
@@ -611,7 +634,12 @@ class IngestService:
         return indexed
 
     def _rewrite_fields(
-        self, tenant: str, collection: Collection, stored: Document, batch: IngestBatch | None = None
+        self,
+        tenant: str,
+        collection: Collection,
+        stored: Document,
+        batch: IngestBatch | None = None,
+        ours: list[str] | None = None,
     ) -> Document:
         """Write the document's index entries again with its current filter fields, keeping its chunks and their
         vectors: the chunk texts come from the chunk store and the vectors from the tenant's embedding cache (then
@@ -622,8 +650,10 @@ class IngestService:
         In a `batch` that defers keyword commits (the ingest function's and the local worker's), the first round's
         writes wait for the batch's one commit, like an ingest's, and the record is written after it: a commit per
         document was most of a fields-only PUT's cost (about 140 of 170 ms on the embedded index)."""
+        ours = [] if ours is None else ours
         for _ in range(REWRITE_ROUNDS):
             chunks = self.chunks.list_chunks(tenant, collection.id, stored.id)
+            ours += [c.chunk_id for c in chunks]  # their entries are written again: ours to clean up if we lose
             models = [collection.embedding_model] + ([collection.query_model] if collection.switching else [])
             writes: list[int] = []
             for model in models:
@@ -636,7 +666,7 @@ class IngestService:
                     writes.append(written)
             if writes:
                 assert batch is not None
-                batch.defer(writes, partial(self._fields_after_commit, tenant, collection, stored, len(chunks)))
+                batch.defer(writes, partial(self._fields_after_commit, tenant, collection, stored, len(chunks), ours))
                 return stored
             stored = self._fields_rewritten(tenant, collection, stored, len(chunks))
             if not stored.fields_stale:
@@ -655,7 +685,9 @@ class IngestService:
         )
         return stored
 
-    def _fields_after_commit(self, tenant: str, collection: Collection, written: Document, chunks: int) -> None:
+    def _fields_after_commit(
+        self, tenant: str, collection: Collection, written: Document, chunks: int, ours: list[str]
+    ) -> None:
         """A deferred fields rewrite, once the batch's commit made its entries searchable: the record says so, and a
         PUT that committed newer fields meanwhile is rewritten at once. Its NotFound and Conflict end as
         `object_created` ends them (a deleted document leaves nothing behind; newer content retries the record)."""
@@ -667,8 +699,8 @@ class IngestService:
             self.remover.remove_document(tenant, collection, written)
         except Conflict:
             # Newer content committed meanwhile: its ingest may have removed these chunks before this commit put
-            # their entries back. Keep only the current content's, then let the record be retried (and ignored).
-            self._keep_only_current_chunks(tenant, collection.id, written.id)
+            # their entries back. Remove those the current content does not share, then let the record be retried.
+            self._remove_stale_chunks(tenant, collection.id, written.id, ours)
             raise
 
     def _records_with_fields(
@@ -707,7 +739,9 @@ class IngestService:
             access=document.access,
         )
 
-    def _indexed_after_commit(self, tenant: str, collection: Collection, stored: Document, fields: dict) -> None:
+    def _indexed_after_commit(
+        self, tenant: str, collection: Collection, stored: Document, fields: dict, ours: list[str]
+    ) -> None:
         """The `indexed` status write of a document whose chunks the batch's keyword commit made searchable; its
         NotFound and Conflict end as `object_created` ends them."""
         try:
@@ -715,7 +749,7 @@ class IngestService:
         except NotFound:
             self.remover.remove_document(tenant, collection, stored)  # deleted while we worked: nothing is left behind
         except Conflict:
-            self._keep_only_current_chunks(tenant, collection.id, stored.id)
+            self._remove_stale_chunks(tenant, collection.id, stored.id, ours)
             raise
 
     def _fail(
@@ -854,6 +888,8 @@ class IngestService:
         batch: IngestBatch,
         memo: Memo,
         record_progress: Callable[[int, int], None] | None,
+        still_current: Callable[[], None],
+        ours: list[str],
     ) -> tuple[int, list[int]]:
         """Write chunk texts, then embed and index them one slice at a time, recording progress after each slice
         but the last. While a model change is being built (`collection.switching`), a rebuild writes only the new
@@ -877,6 +913,7 @@ class IngestService:
             for p in pieces
         ]
         previous = {c.chunk_id for c in self.chunks.list_chunks(tenant, collection.id, document.id)}
+        ours += [c.chunk_id for c in stored]
         self.chunks.put_chunks(tenant, stored)
         step = self._slice(models)
         writes: list[int] = []
@@ -893,7 +930,8 @@ class IngestService:
             if record_progress is not None and done < len(stored):
                 record_progress(done, len(stored))
         gone = sorted(previous - {c.chunk_id for c in stored})
-        if not (collection.switching and rebuild_only):
+        if gone and not (collection.switching and rebuild_only):
+            still_current()  # else Conflict: `gone` may hold the chunks of the content that replaced this one
             self.remover.remove_chunks(tenant, collection.id, document.id, gone, models)
         return len(stored), writes
 
