@@ -4,6 +4,7 @@ which an import's chunks never are), and the document ends exactly as the import
 
 import pytest
 
+from kindex.domain.errors import Conflict
 from kindex.domain.models import CollectionInput, DocumentInput, DocumentStatus, PageRequest
 from kindex.domain.query import QueryRequest
 from kindex.domain.transfer import ImportRequest
@@ -81,3 +82,31 @@ def test_an_ingest_that_loses_to_a_finished_import_leaves_the_imports_chunks(loc
         multi=False,
     ).results
     assert found and {h.chunk_id for h in found} <= {c.chunk_id for c in chunks}
+
+
+def test_an_import_that_loses_to_a_put_indexed_meanwhile_leaves_the_puts_chunk(local_container):
+    services = local_container
+    collection, _ = services.catalog.put_collection(
+        "t", "c", CollectionInput(embedding_model="hash:8", query_groups=["g"])
+    )
+    # Given an import whose run of the document has begun when a content PUT commits and its ingest runs
+    transfer = services.transfer
+    begin = transfer._start_document
+
+    def begin_then_put(*args, **kwargs):
+        run = begin(*args, **kwargs)
+        services.catalog.put_document("t", "c", "d", DocumentInput(content="the words of the winning write."))
+        build_worker().drain()
+        return run
+
+    transfer._start_document = begin_then_put
+    # When the import goes on writing its chunks (one at the PUT's chunk's index), it loses: 409
+    with pytest.raises(Conflict):
+        transfer.import_batch("t", "c", import_request(collection))
+    transfer._start_document = begin
+    build_worker().drain()
+    # Then the document is the PUT's, its chunk included (the import once removed it as "replaced at its index")
+    document, _ = services.catalog.get_document("t", "c", "d")
+    chunks = services.catalog.list_chunks("t", "c", "d", PageRequest(number=100)).chunks
+    assert (document.status, document.chunk_count) == (DocumentStatus.INDEXED, 1)
+    assert [c.text for c in chunks] == ["the words of the winning write."]

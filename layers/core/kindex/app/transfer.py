@@ -564,10 +564,13 @@ class TransferService:
             for _, c in chunks
         ]
         incoming = {c.index: c.chunk_id for c in stored}
+        # Only this run's own chunks are replaced: a chunk of another write at the same index (a PUT that committed
+        # after this run began, whose ingest ran meanwhile) is that write's, and this run has lost to it.
         replaced = [
             c.chunk_id
             for c in self.chunks.list_chunks(tenant, collection.id, document_id)
             if incoming.get(c.index, c.chunk_id) != c.chunk_id
+            and c.chunk_id == import_chunk_id(tenant, run, c.index, text_sha256(c.text))
         ]
         self.remover.remove_chunks(tenant, collection.id, document_id, replaced, [collection.embedding_model])
         given = {text_sha256(embedded_text(c)): _unit_array(vectors[i]) for i, c in chunks if not must_embed(c, reuse)}
