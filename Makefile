@@ -74,9 +74,12 @@ typecheck: $(STAMP)
 # same contracts run here against the double and the embedded index, and `make test` always runs them on its node
 # (with a node up on 9200 they took about half of this target's wall time, waiting on the node). langsmith's pytest
 # plugin (installed with langchain-core for the LangChain retriever) is not loaded: it costs each worker seconds of
-# imports and no test here uses it.
+# imports and no test here uses it. Nor the `slow` tests (about 470 of 2,640, two thirds of the CPU time: the ONNX
+# models, Tesseract, worst-case inputs at the API's limits, scale and 16-thread cases); `make test` runs them.
+# PYTHONDONTWRITEBYTECODE (set on some machines) is unset here: without cached bytecode pytest rewrites every
+# test module's asserts again on each run, 10 s of each worker's start.
 unit: $(STAMP)
-	$(PY) -m pytest -q -n 2 -p no:langsmith_plugin -m "(unit or contract) and not tree and not node" tests/unit tests/contract
+	env -u PYTHONDONTWRITEBYTECODE $(PY) -m pytest -q -n 2 -p no:langsmith_plugin -m "(unit or contract) and not tree and not node and not slow" tests/unit tests/contract
 
 check: lint typecheck unit
 

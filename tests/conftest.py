@@ -165,7 +165,22 @@ def opensearch_node() -> Iterator[OpenSearchNode]:
     node.delete_indices(node.run_prefix)
 
 
-def pytest_terminal_summary(terminalreporter) -> None:
+# `make unit` stays under a minute by leaving out the `slow` tests; a test that takes this long without the marker
+# is named at the end of a run that left them out, so the fast loop does not slow down unseen.
+SLOW_CALL_SECONDS = 1.0
+_unmarked_slow: list[tuple[float, str]] = []
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if report.when == "call" and report.duration >= SLOW_CALL_SECONDS and "slow" not in report.keywords:
+        _unmarked_slow.append((report.duration, report.nodeid))
+
+
+def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
     """One line saying whether the real-node tests ran, so a skip cannot pass unnoticed among the dots."""
     if _node_outcome:
         terminalreporter.write_line(f"real OpenSearch node {_node_outcome[0]}")
+    if "not slow" in (config.option.markexpr or "") and _unmarked_slow:
+        terminalreporter.write_line(f"over {SLOW_CALL_SECONDS:.0f} s each without the `slow` marker (mark them):")
+        for duration, nodeid in sorted(_unmarked_slow, reverse=True):
+            terminalreporter.write_line(f"  {duration:.1f}s {nodeid}")

@@ -122,6 +122,7 @@ class TestDynamoDbChunkStore(ChunkStoreContract):
     def store(self, dynamodb) -> DynamoDbChunkStore:
         return DynamoDbChunkStore(TABLE, client=dynamodb)
 
+    @pytest.mark.slow
     def test_iter_chunks_fetches_texts_one_batch_at_a_time(self, dynamodb):
         # Given 250 chunks of one document
         store = DynamoDbChunkStore(TABLE, client=dynamodb)
@@ -134,6 +135,7 @@ class TestDynamoDbChunkStore(ChunkStoreContract):
         assert [c.index for c in taken] == list(range(101))
         assert gets == [100, 100]
 
+    @pytest.mark.slow
     def test_get_chunks_is_one_batch_read_per_hundred_refs(self, dynamodb):
         # Given 250 stored chunks of several documents
         store = DynamoDbChunkStore(TABLE, client=dynamodb)

@@ -42,6 +42,7 @@ class TestHashEmbedder(EmbedderContract):
         return create_embedder("hash:384")
 
 
+@pytest.mark.slow  # runs the ONNX model
 class TestMiniLMEmbedder(EmbedderContract):
     window_tokens = 256
 
@@ -50,6 +51,7 @@ class TestMiniLMEmbedder(EmbedderContract):
         return local_model(LOCAL_MINILM)
 
 
+@pytest.mark.slow  # runs the ONNX model
 class TestBgeSmallInt8Embedder(EmbedderContract):
     window_tokens = 512
     queries_differ = True
@@ -59,6 +61,7 @@ class TestBgeSmallInt8Embedder(EmbedderContract):
         return local_model(LOCAL_BGE_SMALL_Q)
 
 
+@pytest.mark.slow  # runs the ONNX model
 class TestBgeSmallEmbedder(EmbedderContract):
     window_tokens = 512
     queries_differ = True
@@ -68,6 +71,7 @@ class TestBgeSmallEmbedder(EmbedderContract):
         return local_model(LOCAL_BGE_SMALL)
 
 
+@pytest.mark.slow  # runs the ONNX model
 class TestE5SmallEmbedder(EmbedderContract):
     window_tokens = 512
     queries_differ = True
@@ -115,6 +119,7 @@ def _pinned(model: str) -> tuple[np.ndarray, np.ndarray]:
     return rows["passages"], rows["queries"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model", [LOCAL_MINILM, LOCAL_BGE_SMALL_Q, LOCAL_BGE_SMALL, LOCAL_E5_SMALL])
 def test_the_local_models_give_the_vectors_they_gave_before_the_shared_base(model):
     # Given the vectors each local model gave at 3d20d85 for short, non-ASCII and past-the-window texts

@@ -372,6 +372,7 @@ def test_the_document_table_forgets_replaced_and_removed_documents():
     assert list(table.mask(None, None, [], required=False, documents=1)) == [True]
 
 
+@pytest.mark.slow
 def test_tantivy_prefixes_of_every_ascii_character_match_the_reference():
     # Given titles made of every ASCII character (regex meta characters, controls, NUL) and some unicode
     import random

@@ -43,6 +43,7 @@ class TestDynamoDbJobStore(JobStoreContract):
         assert item["expires_at"] == {"N": str(int(T0) + 1 + JOB_TTL_SECONDS)}
         assert dynamodb.describe_time_to_live(TableName=TABLE)["TimeToLiveDescription"]["AttributeName"] == "expires_at"
 
+    @pytest.mark.slow
     def test_rewrite_extends_the_expiry(self, dynamodb, clock):
         store = DynamoDbJobStore(TABLE, client=dynamodb, clock=clock)
         store.put_job(make_job())

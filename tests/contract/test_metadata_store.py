@@ -146,6 +146,7 @@ class TestDynamoDbMetadataStore(
     def store(self, dynamodb) -> DynamoDbMetadataStore:
         return DynamoDbMetadataStore(TABLE, client=dynamodb, page_size=SMALL_PAGE)
 
+    @pytest.mark.slow
     def test_sixteen_concurrent_creates_at_the_limit_never_pass_it(self, dynamodb):
         # Given a plan of 10 documents and a tenant holding 9
         plan = QuotaLimits(plan="small", quotas=Quotas(documents=10))
@@ -236,6 +237,7 @@ class TestDynamoDbMetadataStore(
         store.put_document("acme", stored.model_copy(update={"revision": 2, "title": "t"}), create=False, limits=plan)
         assert len(requests) == count
 
+    @pytest.mark.slow
     def test_listing_really_spans_pages(self, dynamodb):
         # Given 30 documents and a store counting its Query calls
         calls = []
@@ -255,6 +257,7 @@ class TestDynamoDbMetadataStore(
         assert [d.id for d in store.list_documents("acme", "docs", after=None, offset=2, limit=1)] == ["d02"]
         assert [c["Limit"] for c in calls] == [3]
 
+    @pytest.mark.slow
     def test_a_page_of_document_records_is_one_query_without_item_reads(self, dynamodb):
         # Given 300 documents, written with a store that leaves DynamoDB's own page size alone
         store = DynamoDbMetadataStore(TABLE, client=dynamodb)
@@ -268,6 +271,7 @@ class TestDynamoDbMetadataStore(
         assert [(d.id, d.title) for d in listed] == [(f"d{i:03d}", f"title {i}") for i in range(50, 151)]
         assert calls == ["Query"]
 
+    @pytest.mark.slow
     def test_one_megabyte_pages_are_followed(self, dynamodb):
         # Given documents big enough that DynamoDB splits a query into 1 MB pages, and no page size of our own
         store = DynamoDbMetadataStore(TABLE, client=dynamodb)

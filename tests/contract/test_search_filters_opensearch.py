@@ -115,6 +115,7 @@ class OpenSearchFilters:
 
     # -- the table --------------------------------------------------------------------------------------------------
 
+    @pytest.mark.slow
     @pytest.mark.parametrize("raw", FILTERS, ids=[str(f) for f in FILTERS])
     def test_every_filter_returns_what_the_reference_says_on_both_legs(self, table, raw):
         # Given two tenants' chunks with attributes and access lists, and one filter
@@ -129,6 +130,7 @@ class OpenSearchFilters:
                 raw,
             )
 
+    @pytest.mark.slow
     @pytest.mark.parametrize(("user", "groups"), PRINCIPALS, ids=[f"{u}-{len(g)}" for u, g in PRINCIPALS])
     def test_access_lists_admit_exactly_whom_the_reference_admits_on_both_legs(self, table, user, groups):
         for tenant, required in itertools.product(("a", "b"), (False, True)):
@@ -153,6 +155,7 @@ class OpenSearchFilters:
 
     # -- tenants, principals, concurrency -----------------------------------------------------------------------------
 
+    @pytest.mark.slow
     def test_two_tenants_with_the_same_ids_and_the_same_keys_of_different_types_never_meet(self, fresh):
         # Given two tenants with the very same collection, document and chunk ids, principals and keys - `year` a
         # number for one, a string for the other, `tags` a list for one and a string for the other
@@ -202,6 +205,7 @@ class OpenSearchFilters:
         hits = index.knn_search(MODEL, "acme", [COLLECTION], QUERY, 10, SearchFilters(principals=staff))
         assert len(hits) == 3
 
+    @pytest.mark.slow
     def test_a_user_in_a_thousand_groups_is_admitted_by_the_last_one_and_denied_by_it_too(self, fresh):
         # Given a document listed for group g999 only, one that denies g999, and a user in 1,000 groups
         index = fresh()
@@ -247,6 +251,7 @@ class OpenSearchFilters:
         assert found("Zoe", ("グループ",), {"title": {"$starts_with": "Zoë"}}) == {"u1"}
         assert found("Zoe", ("グループ",), {"team": ""}) == {"u1"}
 
+    @pytest.mark.slow
     def test_sixteen_concurrent_users_each_get_their_own_documents_only(self, fresh):
         # Given 16 users, each listed on the 5 documents of their own among 80, in one tenant
         index = fresh()
@@ -290,6 +295,7 @@ class OpenSearchFilters:
         )
         return index
 
+    @pytest.mark.slow
     @pytest.mark.parametrize(("buckets", "expected"), [(10, 100), (1, 10)], ids=["1%", "0.1%"])
     def test_a_user_who_may_see_little_still_gets_k_results_on_both_legs(self, crowd, buckets, expected):
         k = 10

@@ -42,11 +42,15 @@ from __future__ import annotations
 
 import fnmatch
 import functools
+import hashlib
 import importlib.util
 import itertools
 import json
 import math
+import os
+import pickle
 import re
+import tempfile
 import threading
 from collections import Counter
 from dataclasses import dataclass, field
@@ -98,6 +102,30 @@ def _import_by_path(name: str, path: Path) -> ModuleType:
     return module
 
 
+def _load_spec(spec_file: Path) -> Any:
+    """The parsed spec. Parsing the 2.6 MB YAML takes ~2.5 s a process (each pytest worker pays it), so the result
+    is kept as a pickle in the user's cache folder, named by the SHA-256 of the YAML it came from: a changed spec
+    is parsed again, and a cache file is only ever read by the user who wrote it (owner-only folder)."""
+    text = spec_file.read_bytes()
+    folder = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "kindex-tests"
+    cached = folder / f"{spec_file.stem}-{hashlib.sha256(text).hexdigest()[:32]}.pickle"
+    try:
+        if cached.stat().st_uid == os.getuid() and folder.stat().st_mode & 0o077 == 0:
+            return pickle.loads(cached.read_bytes())
+    except (OSError, pickle.UnpicklingError, EOFError):
+        pass
+    spec = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    try:
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        os.chmod(folder, 0o700)
+        with tempfile.NamedTemporaryFile(dir=folder, delete=False) as handle:
+            handle.write(pickle.dumps(spec, protocol=pickle.HIGHEST_PROTOCOL))
+        os.replace(handle.name, cached)  # whole or not at all, whichever worker writes last
+    except OSError:
+        pass  # a read-only home: parse every time
+    return spec
+
+
 class SpecChecker:
     """Validates request bodies and query parameters against the OpenSearch API spec.
 
@@ -107,9 +135,7 @@ class SpecChecker:
 
     def __init__(self, spec_file: Path = SPEC_FILE):
         self._tool = _import_by_path("opensearch_validate_request_body", SPEC_DIR / "validate_request_body.py")
-        loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-        with open(spec_file, encoding="utf-8") as handle:
-            self.spec = yaml.load(handle, Loader=loader)
+        self.spec = _load_spec(spec_file)
         resource = self._tool.Resource.from_contents(self.spec, default_specification=self._tool.DRAFT202012)
         self._registry = self._tool.Registry().with_resource(SPEC_ID, resource)
         self._validators: dict[str, Any] = {}

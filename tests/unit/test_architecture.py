@@ -24,6 +24,7 @@ def tool(name: str) -> str:
     return found
 
 
+@pytest.mark.slow
 def test_import_contracts_hold():
     """Given the contracts in pyproject.toml: the domain imports no adapter, SDK or numpy; the use cases only the
     domain and text; the api no adapter and no composition root; the Lambda layer nothing of the local server;

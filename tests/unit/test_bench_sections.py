@@ -27,6 +27,7 @@ def test_row_cosines_compare_row_i_with_row_i():
         embedding.row_cosines(a, b[:2])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model", [embedding.BGE_Q, embedding.MINILM])
 def test_the_before_side_is_one_session_over_all_cores_in_sorted_batches_of_8(model):
     before = embedding.before_embedder(model)

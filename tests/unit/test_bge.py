@@ -12,7 +12,7 @@ from kindex.adapters.embedders.registry import clear_embedder_cache, create_embe
 from kindex.domain.embedding_models import LOCAL_BGE_SMALL, LOCAL_BGE_SMALL_Q, parse_embedding_model
 from kindex.domain.errors import DependencyFailed
 
-pytestmark = pytest.mark.unit
+pytestmark = [pytest.mark.unit, pytest.mark.slow]  # runs the ONNX model
 
 
 def cosine(a: np.ndarray, b: np.ndarray) -> float:

@@ -117,6 +117,7 @@ def test_sections_follow_the_heading_levels():
     assert by_start["run"] == "Guide > Use"
 
 
+@pytest.mark.slow
 def test_the_tokens_method_gets_sections_and_table_headers_too():
     text, table = _table_document(200)
     chunks = chunk_text(
@@ -160,6 +161,7 @@ def _sections(relative: str, max_size: int = 2000) -> list:
     )
 
 
+@pytest.mark.slow
 def test_docx_heading_styles_give_sections():
     extracted, chunks = _sections("docx/handbook-872p.docx")
     assert any(h.level == 3 and h.title == "1. CONFLICTS OF INTEREST" for h in extracted.headings)
@@ -168,6 +170,7 @@ def test_docx_heading_styles_give_sections():
     assert surety.section.startswith("CHAPTER 2")
 
 
+@pytest.mark.slow
 def test_html_headings_give_sections():
     extracted, chunks = _sections("html/wiki_duck.html", max_size=1000)
     assert [h.title for h in extracted.headings[:3]] == ["Duck", "Etymology", "Taxonomy"]
@@ -195,6 +198,7 @@ def test_markdown_front_matter_is_skipped_and_tables_are_found():
     assert extracted.text[table.end - len("8 | 2") : table.end] == "8 | 2"
 
 
+@pytest.mark.slow
 def test_pdf_outline_entries_give_sections():
     extracted, chunks = _sections("pdf/pdflatex-outline.pdf", max_size=500)
     assert [h.title for h in extracted.headings][:3] == ["Foo", "Foo", "Bar"] or {
@@ -208,6 +212,7 @@ def test_pdf_outline_entries_give_sections():
     assert {c.section for c in chunks} >= {"Foo", "Bar", "Baz"}
 
 
+@pytest.mark.slow
 def test_a_pdf_without_outline_has_no_sections():
     extracted, chunks = _sections("pdf/federal-register-2020-17221.pdf")
     assert extracted.headings == ()

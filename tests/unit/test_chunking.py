@@ -371,6 +371,7 @@ def prose() -> str:
     return (DOCS / "md" / "eng_spa_mult.md").read_text(encoding="utf-8")
 
 
+@pytest.mark.slow
 def test_tokens_chunks_fit_the_token_budget_and_offsets_are_exact(encoding):
     # Given real Markdown documentation
     text = (DOCS / "md" / "pypdf-extract-text.md").read_text(encoding="utf-8")

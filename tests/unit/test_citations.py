@@ -165,6 +165,7 @@ def test_tags_are_found_in_one_pass_over_a_hostile_answer():
     assert done.returncode == 0, done.stderr
 
 
+@pytest.mark.slow
 def test_the_html_of_a_hostile_answer_is_rendered_in_near_linear_time():
     # Given answers of the largest size the API takes, built from runs of '[' (Python-Markdown, used before, took
     # 19 s per 10,000 characters of them: hours for these)

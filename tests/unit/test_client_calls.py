@@ -215,6 +215,7 @@ def test_the_key_goes_only_to_the_api_in_the_authorization_header():
     assert "kdx_secret" not in json.dumps({k: v for k, v in args.items() if k != "headers"})
 
 
+@pytest.mark.slow
 def test_importing_the_sdk_loads_none_of_the_servers_dependencies():
     # Given a fresh interpreter that imports the SDK and builds a client
     forbidden = [

@@ -31,7 +31,7 @@ from kindex.adapters.embedders.registry import (
 )
 from kindex.domain.errors import EmbeddingFailed, InvalidInput
 
-pytestmark = pytest.mark.unit
+pytestmark = [pytest.mark.unit, pytest.mark.slow]  # runs the ONNX models
 
 
 def cosine(a: np.ndarray, b: np.ndarray) -> float:

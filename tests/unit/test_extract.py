@@ -87,6 +87,7 @@ PDF_PHRASES = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("relative", sorted(PDF_PHRASES))
 def test_pdf_page_spans_start_at_zero_increase_and_match_the_page_count(relative):
     # Given a real PDF and its page count from the manifest
@@ -208,6 +209,7 @@ def test_docx_headings_and_tables_keep_document_order():
     assert before < table < after
 
 
+@pytest.mark.slow
 def test_docx_large_handbook_extracts_all_body_text():
     # Given the 8,140-paragraph handbook (manifest: ~821k characters of body paragraphs)
     text = extract(_read("docx/handbook-872p.docx"), mimetype=DOCX, filename=None).text
@@ -233,6 +235,7 @@ def test_corrupt_docx_is_a_corrupt_file():
 # ----------------------------------------------------------------------------------------------- html
 
 
+@pytest.mark.slow
 def test_html_drops_scripts_and_navigation_and_keeps_headings_and_tables():
     # Given the saved Wikipedia "Duck" page with scripts, nav menus, headings and an infobox table
     text = extract(_read("html/wiki_duck.html"), mimetype="text/html", filename=None).text

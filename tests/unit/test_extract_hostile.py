@@ -118,6 +118,7 @@ def test_a_few_stray_control_characters_in_text_are_dropped_not_refused():
 # -------------------------------------------------------------------------------------------------- docx
 
 
+@pytest.mark.slow
 def test_docx_bomb_is_refused_from_its_central_directory_without_inflating_it():
     # Given a 300 MB document.xml squeezed into under 1 MB
     data = hostile.docx_bomb(300 * MIB)
@@ -130,6 +131,7 @@ def test_docx_bomb_is_refused_from_its_central_directory_without_inflating_it():
     assert peak < 16 * MIB and elapsed < 5
 
 
+@pytest.mark.slow
 def test_docx_entry_lying_about_its_size_is_never_inflated_in_full():
     # Given an entry that declares 4 KB but inflates to 256 MB (zipfile's read() would inflate it all)
     data = hostile.docx_lying_about_its_size(real_bytes=256 * MIB, declared_bytes=4096)
@@ -188,6 +190,7 @@ def test_deeply_nested_html_is_refused_before_a_tree_is_built():
     assert peak < 64 * MIB and elapsed < 10
 
 
+@pytest.mark.slow
 def test_html_with_too_many_elements_is_refused_before_a_tree_is_built():
     data = hostile.flat_html(DEFAULT_LIMITS.html_max_elements)
     outcome, peak, _ = measured(lambda: extract(data, mimetype=None, filename="flat.html"))
@@ -216,6 +219,7 @@ def test_html_over_the_html_size_limit_is_refused():
 # --------------------------------------------------------------------------------------------------- pdf
 
 
+@pytest.mark.slow
 def test_pdf_stream_bomb_is_stopped_by_the_decompression_limit():
     # Given a page whose content inflates to 64 MB from a few KB
     data = hostile.pdf_stream_bomb(pages=2, decompressed_per_page=64 * MIB)
@@ -226,6 +230,7 @@ def test_pdf_stream_bomb_is_stopped_by_the_decompression_limit():
     assert elapsed < 10
 
 
+@pytest.mark.slow
 def test_pdf_content_budget_covers_the_whole_document():
     # Given pages that are each within the stream limits but together exceed the document's content budget
     data = hostile.pdf_stream_bomb(pages=3, decompressed_per_page=64 * 1024)

@@ -19,7 +19,7 @@ from kindex.text.extract import APPLICATION_PDF, extract
 from kindex.text.extract.limits import ExtractLimits
 from tests.support import scans
 
-pytestmark = pytest.mark.unit
+pytestmark = [pytest.mark.unit, pytest.mark.slow]  # runs Tesseract
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-pytestmark = pytest.mark.unit
+pytestmark = [pytest.mark.unit, pytest.mark.slow]  # imports the CDK (infra/ingest.py): seconds before the first test
 
 
 @pytest.fixture(scope="module")

@@ -63,6 +63,7 @@ def test_attribute_terms_are_typed_and_lists_also_count_as_strings():
     assert attribute_terms(None) == {"attr_k": [], "attr_s": [], "attr_l": [], "attr_n": [], "attr_b": []}
 
 
+@pytest.mark.slow
 def test_a_hex_range_regex_holds_exactly_the_strings_in_the_range():
     # Given every pair of bounds over three hex digits (a sample) and the full 16-digit extremes
     every = [f"{i:03x}" for i in range(16**3)]

@@ -243,6 +243,7 @@ def test_depth_four_is_allowed():
     assert matches(parse_filter(nested(4)), {"a": 1})
 
 
+@pytest.mark.slow
 def test_a_filter_nested_thousands_deep_is_refused_not_a_recursion_error():
     # Given JSON nested 50,000 levels (json.loads handles it iteratively in a string this deep? build it directly)
     deep: dict = {"a": 1}
@@ -413,6 +414,7 @@ def random_json(rng, depth: int = 0):
     return {rng.choice(keys): random_json(rng, depth + 1) for _ in range(rng.randrange(4))}
 
 
+@pytest.mark.slow
 def test_arbitrary_json_is_parsed_or_refused_with_invalid_input_never_another_exception():
     import random
 

@@ -272,6 +272,7 @@ def test_a_stored_collection_with_a_model_that_is_now_refused_still_loads_and_is
     assert merge_collection(stored, "c", {"embedding_model": "hash:384"}, MODEL).embedding_model == "hash:384"
 
 
+@pytest.mark.slow
 def test_domain_models_and_model_names_import_no_numerical_library():
     script = (
         "import sys; import kindex.domain.models, kindex.domain.query; "

@@ -170,6 +170,7 @@ def test_the_engine_is_the_only_difference_between_a_faiss_and_a_lucene_index():
     assert lucene == faiss
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("engine", ["nmslib", "FAISS", "", "lucene "])
 def test_an_unknown_engine_is_refused_before_anything_is_sent(engine, double):
     # When asking for an engine other than faiss or lucene / Then it fails at once, naming the engine
@@ -320,6 +321,7 @@ def test_a_small_upsert_waits_for_its_refresh_in_one_request(double):
     assert len(index.chunk_ids(MODEL, "acme", "handbook")) == 20
 
 
+@pytest.mark.slow
 def test_a_backfill_writes_without_refreshing_and_refreshes_once_when_done(double):
     # Given an adapter for a bulk backfill
     index = OpenSearchIndex(double.client(), refresh="false", bulk_chunk_size=100)
@@ -569,6 +571,7 @@ def test_chunk_ids_query_pages_with_search_after_on_the_chunk_id():
     assert later["query"]["bool"]["filter"][0] == {"term": {"tenant": "acme"}}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "method, template, body",
     [
@@ -692,6 +695,7 @@ def many_records(count: int, tenant: str = "acme") -> list[IndexRecord]:
     return [record(f"c-{i:04d}", tuple(vectors[i]), tenant=tenant) for i in range(count)]
 
 
+@pytest.mark.slow
 def test_a_thousand_records_go_out_in_a_bounded_number_of_routed_bulk_requests(double):
     # Given an adapter sending at most 200 actions per bulk request
     index = OpenSearchIndex(double.client(), bulk_chunk_size=200)
@@ -787,6 +791,7 @@ def test_losing_the_index_creation_race_is_fine(double):
     assert index.chunk_ids(MODEL, "acme", "handbook") == {"c-1"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("failure", [503, 429, 500, "connection"])
 @pytest.mark.parametrize("operation", ["upsert", "knn", "keyword", "delete", "chunk_ids"])
 def test_cluster_failures_become_dependency_failed(double, failure, operation):
@@ -815,6 +820,7 @@ def test_a_rejected_index_creation_is_a_dependency_failure(double):
         OpenSearchIndex(double.client()).upsert(MODEL, [record("c-1")])
 
 
+@pytest.mark.slow
 def test_large_deletes_are_split_into_bounded_requests(double):
     # Given 1,500 chunks
     index = OpenSearchIndex(double.client())

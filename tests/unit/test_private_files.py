@@ -62,6 +62,7 @@ def test_an_older_wider_sqlite_database_is_narrowed_when_opened(tmp_path):
     assert SqliteMetadataStore(second).get_collection("t", "c2") is not None
 
 
+@pytest.mark.slow
 def test_search_index_keyword_database_vectors_and_snapshots_are_owner_only(tmp_path, monkeypatch):
     # Given compaction after a few records, so both logs and snapshots get written
     monkeypatch.setattr(search_log, "COMPACT_MAX_RECORDS", 3)

@@ -76,6 +76,7 @@ def test_ingest_sends_a_file_only_when_the_deployment_does_not_hold_these_bytes_
     assert client.uploaded == (["a.md"] if sent else [])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "stored, asked, reads",
     [

@@ -40,6 +40,7 @@ def test_the_first_request_builds_every_routes_stack():
     assert all(route._middleware_stack_built for route in resolver._static_routes + resolver._dynamic_routes)
 
 
+@pytest.mark.slow
 def test_sixteen_first_requests_at_once_all_answer_and_the_route_stays_sound():
     for _ in range(20):
         # Given a fresh resolver, and 16 threads that call the same route for the first time together

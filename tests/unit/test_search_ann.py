@@ -76,6 +76,7 @@ def index(tmp_path):
     adapter.close()
 
 
+@pytest.mark.slow
 def test_a_partition_gets_a_graph_at_the_threshold_and_finds_what_exact_search_finds(index):
     base = vectors(600, 1)
     index.upsert(MODEL, records(base[: THRESHOLD - 1]))
@@ -123,6 +124,7 @@ def test_a_partition_keeps_float16_rows_only_while_it_has_a_graph_and_small_ones
     reopened.close()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("deleted", [5, 200], ids=["row-by-row", "bulk"])
 def test_deleted_chunks_are_never_returned_after_the_graph_was_used(index, deleted):
     # Given a partition with a graph, searched once
@@ -154,6 +156,7 @@ def test_a_replaced_vector_is_found_at_its_new_place_only(index):
     assert "c10" not in hits(index, base[10], 3)
 
 
+@pytest.mark.slow
 def test_two_tenants_with_the_same_ids_each_search_their_own_graph(index):
     first, second = vectors(400, 5), vectors(400, 6)
     index.upsert(MODEL, records(first, tenant="acme") + records(second, tenant="globex"))
@@ -187,6 +190,7 @@ def test_filtered_searches_that_keep_few_rows_are_exact_and_never_ask_the_graph(
     assert len(set(broad) & set(exact({n: v for n, v in stored.items() if int(n[1:]) % 30 != 29}, query, 10))) >= 9
 
 
+@pytest.mark.slow
 def test_a_filter_the_graph_cannot_satisfy_falls_back_to_exact(index, monkeypatch):
     base = vectors(900, 9)
     index.upsert(MODEL, records(base, documents=2))
@@ -214,6 +218,7 @@ def test_the_graph_is_saved_with_its_snapshot_and_reloaded_not_rebuilt(tmp_path,
     second.close()
 
 
+@pytest.mark.slow
 def test_close_compacts_graph_partitions_so_the_next_open_replays_no_log(tmp_path, monkeypatch):
     # Given a graph partition with writes in its log since its last snapshot, and a small one without a graph
     base, more = vectors(500, 21), vectors(40, 22)
@@ -294,6 +299,7 @@ def _write_forever(root: str, ready) -> None:
         i += 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("delay", [0.5, 1.3, 2.1])
 def test_a_writer_killed_mid_write_leaves_a_consistent_partition_and_graph(tmp_path, delay):
     root = tmp_path / "index"
@@ -326,6 +332,7 @@ def test_a_writer_killed_mid_write_leaves_a_consistent_partition_and_graph(tmp_p
     index.close()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("first, second", [("usearch.index", "onnxruntime"), ("onnxruntime", "usearch.index")])
 def test_the_graph_library_and_the_embedding_runtime_load_into_one_process_in_either_order(first, second):
     # usearch 2.26.2-2.26.6 made a process that imported onnxruntime after it crash with SIGSEGV: the local server

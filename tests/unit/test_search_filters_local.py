@@ -107,6 +107,7 @@ def test_attributes_and_access_lists_survive_a_reopen(tmp_path, compacted):
     second.close()
 
 
+@pytest.mark.slow
 def test_an_attribute_only_rewrite_appends_no_vectors_and_leaves_the_graph_alone(tmp_path, monkeypatch):
     monkeypatch.setattr(ann, "MIN_ROWS", 200)
     monkeypatch.setattr(ann, "BUILD_THREADS", 1)
@@ -161,6 +162,7 @@ def test_chunks_not_yet_rewritten_follow_their_documents_new_access_list_on_both
     index.close()
 
 
+@pytest.mark.slow
 def test_sixteen_searchers_never_see_a_document_after_its_revocation_returned(tmp_path):
     # Given 12 documents visible to eng, searched by 16 threads on both legs (every revocation below lands while
     # all 16 search: each is a race of its own, so a dozen force it as surely as more would)
@@ -223,6 +225,7 @@ def _rewrite_forever(root: str, ready) -> None:
         i += 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("delay", [0.4, 1.1])
 def test_a_writer_killed_while_rewriting_access_lists_leaves_consistent_documents(tmp_path, delay):
     # Given a process rewriting documents' attributes and access lists, killed with SIGKILL at some point

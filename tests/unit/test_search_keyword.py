@@ -142,6 +142,7 @@ def test_words_match_across_case_and_diacritics_and_stopwords_are_left_out(index
     assert ids(index.keyword_search(MODEL, "acme", ["c"], "the café", 10)) == ["a"]
 
 
+@pytest.mark.slow
 def test_deleted_chunks_are_never_returned_even_among_many_segments(index):
     # Given a hundred small commits (many segments), then every other chunk deleted in separate calls
     for i in range(100):
@@ -154,6 +155,7 @@ def test_deleted_chunks_are_never_returned_even_among_many_segments(index):
     assert index.chunk_ids(MODEL, "acme", "c") == {f"c{i}" for i in range(1, 100, 2)}
 
 
+@pytest.mark.slow
 def test_an_older_fts5_keyword_database_is_migrated_once_and_removed(tmp_path):
     # Given a data directory whose keywords an older version kept in SQLite FTS5 (external content), beside the
     # vector partitions of the same chunks (a keyword hit must find its document in the vector half: fail closed)
@@ -201,6 +203,7 @@ def _write_forever(root: str, ready) -> None:
         i += 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("delay", [0.3, 0.7, 1.1])
 def test_a_writer_killed_mid_write_leaves_a_consistent_index_that_accepts_writes(tmp_path, delay):
     # Given a process that upserts batches and deletes half of each, killed with SIGKILL at some point after its
@@ -380,6 +383,7 @@ def scores(hits) -> list[tuple[str, str, float]]:
     return [(hit.document_id, hit.chunk_id, hit.score) for hit in hits]
 
 
+@pytest.mark.slow
 def test_a_tenants_scores_are_computed_over_its_own_documents_only(index, tmp_path):
     # Given evil's chunks holding its term, and the very same chunks alone in an index of their own
     mine = [
@@ -464,6 +468,7 @@ def test_one_tenants_failed_commit_loses_only_that_tenants_deferred_writes(index
     assert index.keyword_search(MODEL, "globex", ["c"], "crane", 10) == []
 
 
+@pytest.mark.slow
 def test_beyond_the_open_bound_indices_are_reopened_and_pending_writes_are_never_dropped(index, monkeypatch):
     from kindex.adapters.local.search import keyword
 
@@ -484,6 +489,7 @@ def test_beyond_the_open_bound_indices_are_reopened_and_pending_writes_are_never
     assert len(index._keywords._tenants) <= 2
 
 
+@pytest.mark.slow
 def test_sixteen_threads_of_eight_tenants_writing_deleting_and_searching_lose_nothing(index, monkeypatch):
     from kindex.adapters.local.search import keyword
     from tests.support.together import run_together
@@ -564,6 +570,7 @@ def chunk_store(path: Path, records: list[IndexRecord]):
     return store
 
 
+@pytest.mark.slow
 def test_a_keyword_index_shared_by_tenants_is_rebuilt_per_tenant_from_the_chunk_store(tmp_path):
     # Given a data directory of an older version: vectors per partition, and one keyword index for all tenants
     # holding two tenants' chunks with the same ids (and one chunk the chunk store no longer has)

@@ -131,6 +131,7 @@ def files(root: Path, suffix: str) -> list[Path]:
     return sorted((root / "vectors").glob(f"*{suffix}"))
 
 
+@pytest.mark.slow
 def test_many_upserts_and_deletes_replay_to_the_same_index_after_reopen(tmp_path):
     # Given an index that saw a hundred upserts, rewrites and deletes, all still in the log (no compaction)
     root = tmp_path / "search"
@@ -172,6 +173,7 @@ def test_an_upsert_appends_to_the_log_and_leaves_the_snapshot_alone(tmp_path, mo
     index.close()
 
 
+@pytest.mark.slow
 def test_compaction_preserves_content_and_empties_the_log(tmp_path, monkeypatch):
     # Given compaction every few records
     monkeypatch.setattr(search_log, "COMPACT_MAX_RECORDS", 7)
@@ -294,6 +296,7 @@ def test_deleting_everything_removes_the_files_and_stays_deleted(tmp_path):
     reopened.close()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "filters",
     [

@@ -128,6 +128,7 @@ def test_invalid_json_is_malformed(text):
     assert error.malformed and "not valid JSON" in str(error)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "hostile",
     [

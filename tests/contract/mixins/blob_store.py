@@ -46,6 +46,7 @@ class BlobStoreContract:
     def blobs(self) -> BlobStore:
         raise NotImplementedError(f"{type(self).__name__} must provide the `blobs` fixture")
 
+    @pytest.mark.slow
     def test_put_then_get_round_trips_bytes(self, blobs):
         # Given bytes that are not valid UTF-8 / When stored and read back / Then identical
         data = bytes(range(256)) * 10
@@ -174,6 +175,7 @@ class BlobStoreContract:
         assert blobs.list_blobs(collection_prefix("tenant é", "col #1")) == [other]
 
     # Keys at rest: every id has its own key, and nothing is hidden from the listing
+    @pytest.mark.slow
     def test_ids_that_differ_only_by_case_escaping_or_unicode_form_are_separate_blobs(self, blobs):
         # Given one blob per awkward document id (each also as a file name), each with its own content
         written = {blob_key("acme", "docs", doc, doc): doc.encode() for doc in AWKWARD_DOCUMENTS}

@@ -40,6 +40,7 @@ class ChunkStoreContract:
     def store(self) -> ChunkStore:
         raise NotImplementedError(f"{type(self).__name__} must provide the `store` fixture")
 
+    @pytest.mark.slow
     def test_chunks_round_trip_every_field(self, store):
         # Given chunks with and without pages, unicode, an empty text and a text of tens of KB
         chunks = [
@@ -81,6 +82,7 @@ class ChunkStoreContract:
         # When listing / Then index order
         assert [c.index for c in store.list_chunks("t", "c", "d1")] == list(range(12))
 
+    @pytest.mark.slow
     def test_iter_chunks_walks_index_then_id_order_from_any_position(self, store):
         # Given 250 chunks (more than one read batch) written out of order, two of them sharing an index (a document
         # being re-chunked holds old and new chunks for a moment), and a neighbouring document
@@ -152,6 +154,7 @@ class ChunkStoreContract:
             assert [c.text for c in found] == [f"{tenant} {i}" for i in range(3)]
         assert store.get_chunk_ranges("t3", [ChunkRange("c", "d1", 0, 2)]) == []
 
+    @pytest.mark.slow
     def test_many_chunk_ranges_in_one_call(self, store):
         # Given 150 documents of 3 chunks
         store.put_chunks("t", [chunk(f"d{n}", i) for n in range(150) for i in range(3)])
@@ -169,6 +172,7 @@ class ChunkStoreContract:
         assert store.get_chunks("t1", [ref(chunk("d1", 0))])["d1-0"].text == "one"
         assert store.get_chunks("t2", [ref(chunk("d1", 0))]) == {}
 
+    @pytest.mark.slow
     def test_many_chunks_round_trip(self, store):
         # Given more chunks than one BatchWriteItem (25) and one BatchGetItem (100) take
         chunks = [chunk("d1", i) for i in range(230)]
@@ -195,6 +199,7 @@ class ChunkStoreContract:
         assert len(store.list_chunks("t", "c", "d10")) == 1
         assert len(store.list_chunks("t", "c2", "d1")) == 1
 
+    @pytest.mark.slow
     def test_delete_a_collection_removes_every_document_and_only_those(self, store):
         # Given many documents in a collection, and neighbours sharing its id as a prefix or living in another tenant
         for i in range(30):
@@ -219,6 +224,7 @@ class ChunkStoreContract:
         store.delete_chunks("t", "c")
         assert store.list_chunks("t", "c", "d1") == []
 
+    @pytest.mark.slow
     @pytest.mark.parametrize("awkward", AWKWARD)
     def test_awkward_ids_round_trip_and_delete(self, store, awkward):
         # Given a chunk whose tenant, collection, document and chunk ids are all awkward (even the longest ones)

@@ -41,6 +41,7 @@ class EmbeddingCacheContract:
             assert found[key].dtype == np.float32
             assert found[key].tobytes() == vector.tobytes()
 
+    @pytest.mark.slow
     def test_missing_hashes_are_simply_absent(self, cache):
         cache.put_vectors("t", "m", vectors(2))
         wanted = list(vectors(2)) + [digest("never stored")]
@@ -79,6 +80,7 @@ class EmbeddingCacheContract:
         assert set(cache.get_vectors("acme", "m", list(one))) == set(one)
         assert set(cache.get_vectors("a#b%", "m", list(vectors(1, seed=1)))) == set(vectors(1, seed=1))
 
+    @pytest.mark.slow
     def test_many_vectors_round_trip(self, cache):
         # Given more vectors than one BatchWriteItem (25) and one BatchGetItem (100)
         stored = vectors(260, dims=64)

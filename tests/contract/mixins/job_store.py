@@ -41,6 +41,7 @@ class JobStoreContract:
     def jobs(self, clock) -> JobStore:
         raise NotImplementedError(f"{type(self).__name__} must provide the `jobs` fixture")
 
+    @pytest.mark.slow
     def test_job_round_trips_every_field(self, jobs):
         # Given a job with progress, repairs and timestamps / When stored and read back / Then it is equal
         job = make_job(clean=True, status="completed")

@@ -194,6 +194,7 @@ class CollectionStoreContract:
         # When listing all / Then ids come in code point order
         assert store.list_collections("acme", after=None, offset=0, limit=None) == sorted(MIXED_IDS)
 
+    @pytest.mark.slow
     def test_collection_listing_pages(self, store):
         # Given more collections than one DynamoDB page
         ids = [f"c{i:03d}" for i in range(40)]
@@ -249,6 +250,7 @@ class DocumentStoreContract:
     def test_missing_document_is_none(self, store):
         assert store.get_document("acme", "docs", "nope") is None
 
+    @pytest.mark.slow
     def test_batch_read_returns_the_existing_documents_of_any_collections(self, store):
         # Given 130 documents in "docs" (more than one DynamoDB batch), one in "other", and the same ids in another
         # tenant with other titles
@@ -501,6 +503,7 @@ class DocumentStoreContract:
             ("acme d2", DocumentStatus.FAILED, "acme broke"),
         }
 
+    @pytest.mark.slow
     def test_document_listing_pages(self, paged_store):
         # Given more documents than one DynamoDB page
         for after, offset, limit in PAGING_CASES:
@@ -509,6 +512,7 @@ class DocumentStoreContract:
                 paged_store.list_documents("acme", "docs", after=after, offset=offset, limit=limit)
             ) == expected_page(PAGED_IDS, after=after, offset=offset, limit=limit), (after, offset, limit)
 
+    @pytest.mark.slow
     def test_walking_pages_with_after_visits_every_document_once(self, paged_store):
         # Given many documents / When walking pages of 11 using the last id as `after`
         seen: list[str] = []
@@ -519,6 +523,7 @@ class DocumentStoreContract:
         # Then every id is seen once, in order
         assert seen == sorted(PAGED_IDS)
 
+    @pytest.mark.slow
     def test_count_documents_over_many_pages(self, paged_store):
         assert paged_store.count_documents("acme", "docs") == len(PAGED_IDS)
         assert paged_store.count_documents("acme", "other") == 1
@@ -547,6 +552,7 @@ class KeyStoreContract:
         assert store.get_key("k1").tenant == "acme"
         assert [k.key_id for k in store.list_keys()] == ["k1"]
 
+    @pytest.mark.slow
     def test_keys_list_oldest_first_by_tenant_and_all(self, store):
         # Given keys of two tenants written out of order, two of them created at the same second
         keys = [
@@ -581,6 +587,7 @@ class KeyStoreContract:
 class MetadataStoreContract(CollectionStoreContract, DocumentStoreContract, KeyStoreContract):
     """Subclass in a `Test*` class that provides `store`: a fresh, empty adapter of all three metadata ports."""
 
+    @pytest.mark.slow
     def test_deleting_a_collection_deletes_only_its_documents(self, store):
         # Given two collections of one tenant and the same collection id in another tenant, all with documents
         for tenant, collection_id in [("acme", "docs"), ("acme", "docs#2"), ("other", "docs")]:

@@ -78,6 +78,7 @@ class ReindexLedgerContract:
         store.delete_document("acme", "docs", "indexed")
         assert store.attention_documents("acme", "docs", after=None, limit=100) == ["failed-retry"]
 
+    @pytest.mark.slow
     def test_attention_pages_in_code_point_order_within_one_tenant_and_collection(self, store):
         for document_id in MIXED_IDS:
             put(store, "acme", "docs", document_id)  # pending

@@ -167,6 +167,7 @@ class SearchFiltersContract:
         assert knn == wanted | decoys
         assert keyword == wanted | decoys
 
+    @pytest.mark.slow
     @pytest.mark.parametrize("principals", PRINCIPALS, ids=lambda p: f"{p.user}-{len(p.groups)}-{p.required}")
     def test_an_access_list_applies_on_both_legs_before_the_top_k(self, index, principals):
         # Given documents with access lists (and some without), and decoys nearer the query visible to nobody here
@@ -242,6 +243,7 @@ class SearchFiltersContract:
                 set(),
             )
 
+    @pytest.mark.slow
     def test_a_user_in_a_thousand_groups_is_one_set_membership(self, index):
         # Given documents each visible to one of a thousand groups
         index.upsert(MODEL, [chunk(f"g{i}", 0, unit(i), access=Access(groups=(f"group-{i}",))) for i in range(40)])
@@ -251,6 +253,7 @@ class SearchFiltersContract:
         # Then exactly those three documents come back, on both legs
         assert knn == keyword == {"g3.0", "g17.0", "g39.0"}
 
+    @pytest.mark.slow
     @pytest.mark.parametrize("share, k", [(0.01, 10), (0.001, 5)])
     def test_a_user_who_may_see_a_small_share_still_gets_k_results(self, index, share, k):
         # Given 5,000 chunks (one a document) with a bucket attribute and a group, all holding the query word

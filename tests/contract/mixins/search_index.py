@@ -169,6 +169,7 @@ class SearchIndexContract:
         )
         assert index.knn_search(MODEL, "nobody", ["handbook"], unit(100).tolist(), 10) == []
 
+    @pytest.mark.slow
     @pytest.mark.parametrize("tenant", [",", "a,b", "a,", " spaced tenant ", "ünï,cøde"])
     def test_any_valid_tenant_id_finds_and_deletes_its_own_chunks(self, index, tenant):
         # Given chunks of a tenant whose id holds commas or spaces (valid ids), beside those of tenant "a"
@@ -203,6 +204,7 @@ class SearchIndexContract:
         assert {(h.chunk_id, h.collection) for h in words} == {("a", "alpha"), ("c", "gamma")}
         assert index.knn_search(MODEL, "acme", [], unit(2).tolist(), 10) == []
 
+    @pytest.mark.slow
     @pytest.mark.parametrize(
         "filters, expected",
         [
@@ -268,6 +270,7 @@ class SearchIndexContract:
         assert ids(hits) == ["c-1", "c-3"]
         assert hits[0].score > hits[1].score > 0
 
+    @pytest.mark.slow
     @pytest.mark.parametrize(
         "query",
         [
@@ -297,6 +300,7 @@ class SearchIndexContract:
         # Then it is just text: the budget chunk is found and nothing fails
         assert ids(hits)[:1] == ["c-1"]
 
+    @pytest.mark.slow
     @pytest.mark.parametrize("query", ["", "   ", "?!", '"" ()', "*", "---"])
     def test_keyword_query_without_words_returns_nothing(self, index, query):
         # Given indexed chunks
@@ -319,6 +323,7 @@ class SearchIndexContract:
             assert set(hit.__slots__) == {"chunk_id", "document_id", "collection", "score"}
             assert "bluebird" not in repr(hit)
 
+    @pytest.mark.slow
     def test_models_with_different_dimensions_are_separate(self, index):
         # Given the same chunk ids under two models of different dimensions
         index.upsert(MODEL, [record(f"c-{i}", unit(i, 16), text="first model") for i in range(3)])
@@ -334,6 +339,7 @@ class SearchIndexContract:
         assert index.chunk_ids(OTHER_MODEL, "acme", "handbook") == {"c-0", "c-1"}
         assert index.chunk_ids(MODEL, "acme", "handbook") == set()
 
+    @pytest.mark.slow
     def test_chunk_ids_lists_every_chunk_of_the_collection(self, index):
         # Given 2,500 chunks in one collection (more than one page) and one in another
         records = [record(f"chunk-{i:05d}", unit(i % 50), document_id=f"doc-{i // 10}") for i in range(2500)]
@@ -393,6 +399,7 @@ class SearchIndexContract:
         with pytest.raises(InvalidInput):
             index.knn_search(MODEL, "acme", ["handbook"], unit(1, 8).tolist(), 3)
 
+    @pytest.mark.slow
     def test_concurrent_writers_and_readers_do_not_lose_writes(self, index):
         # Given four threads each writing five batches to their own collection while searching
         def work(worker: int) -> None:

@@ -146,6 +146,7 @@ class UsageCountersContract:
         create(store, "acme", "d2", chunks=1)
         assert store.usage("acme") == Usage(2, 4, 30, 1)
 
+    @pytest.mark.slow
     def test_metered_counts_add_up_per_day_and_month_and_tenant(self, store):
         store.add_metered("acme", day="2026-12-01", month="2026-12", queries=1, embedding_tokens=10)
         store.add_metered("acme", day="2026-12-01", month="2026-12", queries=1)
