@@ -10,34 +10,17 @@ import time
 import pytest
 import requests
 
+from tests.support.import_bodies import two_chunk_import
 from tests.support.together import run_together
 
 pytestmark = pytest.mark.e2e
 
 COLLECTION = "race"
 ROUNDS = 10
-VECTOR = [1, 0, 0, 0, 0, 0, 0, 0]
 
 
 def import_body(round_: int, writer: int) -> dict:
-    first, second = f"imported r{round_} w{writer} part one. ", f"imported r{round_} w{writer} part two."
-    return {
-        "format_version": 1,
-        "embedding_model": "hash:8",
-        "dimensions": 8,
-        "documents": [{"id": "d", "chunk_count": 2}],
-        "chunks": [
-            {"document_id": "d", "index": 0, "start": 0, "end": len(first), "text": first, "vector": VECTOR},
-            {
-                "document_id": "d",
-                "index": 1,
-                "start": len(first),
-                "end": len(first) + len(second),
-                "text": second,
-                "vector": VECTOR,
-            },
-        ],
-    }
+    return two_chunk_import(f"imported r{round_} w{writer} part one. ", f"imported r{round_} w{writer} part two.")
 
 
 def stored_chunk_rows(server) -> list[str]:

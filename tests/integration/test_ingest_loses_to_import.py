@@ -9,34 +9,17 @@ from kindex.domain.models import CollectionInput, DocumentInput, DocumentStatus,
 from kindex.domain.query import QueryRequest
 from kindex.domain.transfer import ImportRequest
 from kindex_local.deployment import build_worker
+from tests.support.import_bodies import two_chunk_import
 
 pytestmark = pytest.mark.integration
 
-VECTOR = [1.0, 0, 0, 0, 0, 0, 0, 0]
 PARTS = ("imported part one. ", "imported part two.")
 
 
 def import_request(collection) -> ImportRequest:
     data = collection.model_dump(mode="json")
-    first, second = PARTS
-    return ImportRequest(
-        format_version=1,
-        embedding_model="hash:8",
-        dimensions=8,
-        chunking={name: data[name] for name in ("chunking_method", "chunking_max_size", "chunking_overlap_offset")},
-        documents=[{"id": "d", "chunk_count": 2}],
-        chunks=[
-            {"document_id": "d", "index": 0, "start": 0, "end": len(first), "text": first, "vector": VECTOR},
-            {
-                "document_id": "d",
-                "index": 1,
-                "start": len(first),
-                "end": len(first) + len(second),
-                "text": second,
-                "vector": VECTOR,
-            },
-        ],
-    )
+    chunking = {name: data[name] for name in ("chunking_method", "chunking_max_size", "chunking_overlap_offset")}
+    return ImportRequest(**two_chunk_import(*PARTS, chunking=chunking))
 
 
 def test_an_ingest_that_loses_to_a_finished_import_leaves_the_imports_chunks(local_container):
