@@ -6,6 +6,7 @@ with other values) never shows through. Skipped, with the reason, when no node i
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -13,8 +14,10 @@ from dataclasses import dataclass
 import pytest
 import requests
 
+from kindex.app.transfer import CHUNKING_FIELDS
 from kindex.domain.transfer import MAX_EMBED_TEXTS
 from tests.conftest import RunningServer, start_server
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -42,7 +45,7 @@ class Cluster:
         return response.json()["results"]
 
 
-def import_batch(tenant: str, numbers: range) -> dict:
+def import_batch(tenant: str, numbers: range, chunking: dict) -> dict:
     """One import batch of documents `numbers`, one chunk each, embedded by the server (hash:384). Every document
     holds every query word, so every document matches in every mode; its tenant is in its text."""
     share = VISIBLE[tenant]
@@ -62,6 +65,7 @@ def import_batch(tenant: str, numbers: range) -> dict:
         "format_version": 1,
         "embedding_model": "hash:384",
         "dimensions": 384,
+        "chunking": chunking,
         "documents": documents,
         "chunks": chunks,
     }
@@ -97,8 +101,13 @@ def cluster(opensearch_node, tmp_path_factory) -> Iterator[Cluster]:
             session.put(running.url(""), json={"allow_guests": True}).raise_for_status()
 
         def load(tenant: str) -> None:
+            # The collection's own chunking, as an export of it says: an import that names none is re-chunked under
+            # the collection's rules by its content blob's event (while it stays `indexed`), which is not what
+            # these tests are about.
+            described = admins[tenant].get(running.url(""), timeout=60).json()
+            chunking = {name: described[name] for name in CHUNKING_FIELDS}
             for start in range(0, DOCUMENTS, MAX_EMBED_TEXTS):
-                body = import_batch(tenant, range(start, min(start + MAX_EMBED_TEXTS, DOCUMENTS)))
+                body = import_batch(tenant, range(start, min(start + MAX_EMBED_TEXTS, DOCUMENTS)), chunking)
                 response = admins[tenant].post(running.url("/import"), json=body, timeout=120)
                 assert response.status_code == 200, response.text
 
@@ -107,10 +116,23 @@ def cluster(opensearch_node, tmp_path_factory) -> Iterator[Cluster]:
         for tenant, session in admins.items():
             found = statuses(session, running.url("/documents"))
             assert len(found) == DOCUMENTS and set(found.values()) == {"indexed"}, tenant
+        # The content blobs' events come after `indexed` (each finds its content current): wait until the worker
+        # has nothing left and the node has refreshed, so that no write is in flight when a test asks.
+        wait_until(lambda: waiting_messages(server) == 0, timeout=600, message="the ingest queue to drain")
+        requests.post(f"{opensearch_node.url}/{prefix}-*/_refresh", timeout=60).raise_for_status()
         yield running
     finally:
         server.stop()
         opensearch_node.delete_indices(prefix)
+
+
+def waiting_messages(server: RunningServer) -> int:
+    """Messages of the local ingest queue not yet done (dead letters aside)."""
+    db = sqlite3.connect(f"file:{server.data_dir / 'kindex.sqlite3'}?mode=ro", uri=True)
+    try:
+        return db.execute("SELECT count(*) FROM queue WHERE dead = 0").fetchone()[0]
+    finally:
+        db.close()
 
 
 def visible_ids(tenant: str) -> set[str]:
