@@ -298,29 +298,8 @@ ACCESS_VARIANTS: dict[str, Any] = {
 }
 
 
-def _merge_to_tier(client, index, alias: str, segments_per_tier: int, vectors: np.ndarray) -> None:
-    """The index's TieredMergePolicy set to `segments_per_tier` (a dynamic setting); one chunk written again and a
-    refresh, so that Lucene looks for merges under the new policy; then a wait until no merge runs: the segments an
-    index written with that policy settles at."""
-    client.indices.put_settings(index=alias, body={"index.merge.policy.segments_per_tier": segments_per_tier})
-    index.upsert(MODEL, _records(vectors[:1], ATTRIBUTE_TENANT))
-    client.indices.refresh(index=alias)
-    time.sleep(1)
-    for _ in range(600):
-        merges = client.indices.stats(index=alias, metric="merge")["_all"]["primaries"]["merges"]
-        if merges["current"] == 0:
-            break
-        time.sleep(0.5)
-    client.indices.refresh(index=alias)
-
-
 def run_access_variants(
-    count: int = 10_000,
-    rounds_of: int = 10,
-    min_seconds: float = 20.0,
-    *,
-    merge: bool = False,
-    segments_per_tier: int | None = None,
+    count: int = 10_000, rounds_of: int = 10, min_seconds: float = 20.0, *, merge: bool = False
 ) -> None:
     """Write the two tenants as `run` does, then alternate the unfiltered keyword query, the shipped access clause
     for a user in 1,000 groups and every `ACCESS_VARIANTS` shape, `rounds_of` queries of each a round; print p50,
@@ -362,14 +341,11 @@ def run_access_variants(
     }
     rng = np.random.default_rng(384)
     try:
-        vectors = rng.standard_normal((count, 384), dtype=np.float32)
-        _write_tenants(index, vectors)
+        _write_tenants(index, rng.standard_normal((count, 384), dtype=np.float32))
         alias = index_alias(prefix, MODEL, 384)
         if merge:
             client.indices.forcemerge(index=alias, max_num_segments=1, request_timeout=600)
             client.indices.refresh(index=alias)
-        if segments_per_tier:
-            _merge_to_tier(client, index, alias, segments_per_tier, vectors)
         segments = len(client.cat.segments(index=alias, format="json"))
 
         def side(tenant: str, sent: dict):
@@ -420,17 +396,9 @@ def main() -> None:
     parser.add_argument("--model", action="store_true", help="the default local model's vectors (bench.model_vectors)")
     parser.add_argument("--access-variants", action="store_true", help="other shapes of the 1,000-group access clause")
     parser.add_argument("--force-merge", action="store_true", help="with --access-variants: one segment first")
-    parser.add_argument(
-        "--segments-per-tier", type=int, help="with --access-variants: the merge policy's segments per tier first"
-    )
     options = parser.parse_args()
     if options.access_variants:
-        run_access_variants(
-            options.count,
-            min_seconds=options.min_seconds,
-            merge=options.force_merge,
-            segments_per_tier=options.segments_per_tier,
-        )
+        run_access_variants(options.count, min_seconds=options.min_seconds, merge=options.force_merge)
         return
     for figure in run(
         count=options.count, queries=options.queries, min_seconds=options.min_seconds, model=options.model
