@@ -6,7 +6,6 @@ with other values) never shows through. Skipped, with the reason, when no node i
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -17,6 +16,7 @@ import requests
 from kindex.app.transfer import CHUNKING_FIELDS
 from kindex.domain.transfer import MAX_EMBED_TEXTS
 from tests.conftest import RunningServer, start_server
+from tests.support.local_queue import server_queue_depth
 from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
@@ -118,21 +118,14 @@ def cluster(opensearch_node, tmp_path_factory) -> Iterator[Cluster]:
             assert len(found) == DOCUMENTS and set(found.values()) == {"indexed"}, tenant
         # The content blobs' events come after `indexed` (each finds its content current): wait until the worker
         # has nothing left and the node has refreshed, so that no write is in flight when a test asks.
-        wait_until(lambda: waiting_messages(server) == 0, timeout=600, message="the ingest queue to drain")
+        wait_until(
+            lambda: server_queue_depth(server.data_dir)[0] == 0, timeout=600, message="the ingest queue to drain"
+        )
         requests.post(f"{opensearch_node.url}/{prefix}-*/_refresh", timeout=60).raise_for_status()
         yield running
     finally:
         server.stop()
         opensearch_node.delete_indices(prefix)
-
-
-def waiting_messages(server: RunningServer) -> int:
-    """Messages of the local ingest queue not yet done (dead letters aside)."""
-    db = sqlite3.connect(f"file:{server.data_dir / 'kindex.sqlite3'}?mode=ro", uri=True)
-    try:
-        return db.execute("SELECT count(*) FROM queue WHERE dead = 0").fetchone()[0]
-    finally:
-        db.close()
 
 
 def visible_ids(tenant: str) -> set[str]:

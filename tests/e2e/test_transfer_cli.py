@@ -13,6 +13,7 @@ import pytest
 import requests
 
 from tests.conftest import SHARED_DATA, start_server
+from tests.support.local_queue import server_queue_depth
 from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
@@ -95,11 +96,7 @@ def cached_vectors(server, model):
 def unhandled_events(server) -> int:
     """Messages on the server's queue that its worker has not handled yet (waiting or in flight; a handled one is
     deleted, a dead-lettered one is counted too)."""
-    db = sqlite3.connect(server.data_dir / "kindex.sqlite3")
-    try:
-        return db.execute("SELECT COUNT(*) FROM queue").fetchone()[0]
-    finally:
-        db.close()
+    return sum(server_queue_depth(server.data_dir))
 
 
 @pytest.fixture(scope="module")

@@ -112,15 +112,20 @@ def _load_spec(spec_file: Path) -> Any:
     try:
         if cached.stat().st_uid == os.getuid() and folder.stat().st_mode & 0o077 == 0:
             return pickle.loads(cached.read_bytes())
-    except (OSError, pickle.UnpicklingError, EOFError):
+    except Exception:  # missing, or unreadable (another Python, a damaged file): parse the YAML again
         pass
     spec = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     try:
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         os.chmod(folder, 0o700)
-        with tempfile.NamedTemporaryFile(dir=folder, delete=False) as handle:
-            handle.write(pickle.dumps(spec, protocol=pickle.HIGHEST_PROTOCOL))
-        os.replace(handle.name, cached)  # whole or not at all, whichever worker writes last
+        with tempfile.NamedTemporaryFile(dir=folder, suffix=".partial", delete=False) as handle:
+            partial = Path(handle.name)
+            try:
+                handle.write(pickle.dumps(spec, protocol=pickle.HIGHEST_PROTOCOL))
+            except BaseException:
+                partial.unlink(missing_ok=True)
+                raise
+        os.replace(partial, cached)  # whole or not at all, whichever worker writes last
     except OSError:
         pass  # a read-only home: parse every time
     return spec
