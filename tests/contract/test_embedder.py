@@ -110,25 +110,28 @@ class TestOpenAIEmbedder(EmbedderContract):
         assert request.body["input"] == ["a\ufffdb \U0001f600"]
 
 
-def _pinned(model: str) -> tuple[np.ndarray, np.ndarray]:
-    vectors = json.loads(PINS.read_text())["vectors"][model]
-    rows = {
-        kind: np.vstack([np.frombuffer(base64.b64decode(row), dtype="<f4") for row in vectors[kind]])
-        for kind in ("passages", "queries")
-    }
-    return rows["passages"], rows["queries"]
+def _pinned(model: str) -> list[np.ndarray]:
+    """The model's pinned sets, one per CPU they were computed on: each the passages' vectors, then the queries'."""
+    pins = json.loads(PINS.read_text())
+    sets = [pins["vectors"][model]] + [
+        other["vectors"][model] for other in pins["other_cpus"] if model in other["vectors"]
+    ]
+    return [
+        np.vstack([np.frombuffer(base64.b64decode(row), dtype="<f4") for row in found["passages"] + found["queries"]])
+        for found in sets
+    ]
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("model", [LOCAL_MINILM, LOCAL_BGE_SMALL_Q, LOCAL_BGE_SMALL, LOCAL_E5_SMALL])
 def test_the_local_models_give_the_vectors_they_gave_before_the_shared_base(model):
-    # Given the vectors each local model gave at 3d20d85 for short, non-ASCII and past-the-window texts
-    passages, queries = _pinned(model)
+    # Given the vectors each local model gave at 3d20d85 for short, non-ASCII and past-the-window texts (for
+    # bge-small int8 on two CPUs, whose int8 kernels round differently)
+    pins = _pinned(model)
     embedder = local_model(model)
-    # When the same texts are embedded now / Then each vector is the same: cosine 1 within 1e-4, which rules out a
-    # changed pipeline (another pooling, window or prefix moves it by 1e-2 or more) but not another CPU's int8 kernels
-    for got, want in [
-        *zip(embedder.embed(PINNED_PASSAGES), passages),
-        *zip(embedder.embed_queries(PINNED_QUERIES), queries),
-    ]:
-        assert cosine(got, want) == pytest.approx(1.0, abs=1e-4)
+    # When the same texts are embedded now
+    got = np.vstack([embedder.embed(PINNED_PASSAGES), embedder.embed_queries(PINNED_QUERIES)])
+    # Then every vector is that of one pinned set: cosine 1 within 1e-4, which rules out a changed pipeline (another
+    # pooling, window or prefix moves it by 1e-2 or more)
+    closest = [min(cosine(a, b) for a, b in zip(got, pinned, strict=True)) for pinned in pins]
+    assert max(closest) == pytest.approx(1.0, abs=1e-4), closest

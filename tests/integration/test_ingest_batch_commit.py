@@ -236,6 +236,38 @@ def test_a_delete_in_the_batch_commits_at_once_and_carries_the_pending_writes(se
     assert 1 <= len(commits) <= 2  # the delete's commit, and the batch's own unless the delete carried it all
 
 
+def test_a_re_chunked_document_answers_from_its_old_chunks_until_the_batch_commit(services, monkeypatch):
+    from kindex.domain.query import QueryRequest
+
+    # Given a document indexed in several chunks, then the collection's chunking changed and a reindex job started
+    put(services, "d0", " ".join(text(f"quokka{i}") for i in range(6)))
+    first = services.adapters.queue.receive(10, 30)
+    assert run_batch(first)["batchItemFailures"] == []
+    for message in first:  # as the worker does: a local receive never hands out a document held in flight
+        services.adapters.queue.acknowledge(message.message_id)
+    old = {c.chunk_id for c in services.adapters.chunks.list_chunks("t", "c", "d0")}
+    assert len(old) > 1
+    services.catalog.put_collection("t", "c", CollectionInput(chunking_max_size=120, allow_guests=True))
+    services.reindex_jobs.start("t", "c", clean=False)
+
+    def keyword_answer() -> list[str]:
+        response = services.query.query("t", ["c"], QueryRequest(query="quokka3", k=3, mode="keyword"), multi=False)
+        return [result.document_id for result in response.results]
+
+    seen = []
+    before_the_commit(monkeypatch, services, lambda: seen.append(keyword_answer()))
+    # When the worker runs the job, whose ingest batch re-chunks it (new chunks written beside the old ones, their
+    # keyword entries not yet committed)
+    build_worker().drain()
+    # Then a keyword query just before the commit still found it (its old chunks and their rows still in place)
+    assert seen == [["d0"]]
+    # And afterwards it is indexed under the new chunking, found through its new chunks only: no old chunk is left
+    new = {c.chunk_id for c in services.adapters.chunks.list_chunks("t", "c", "d0")}
+    assert status(services, "d0") == "indexed" and len(new) > len(old) and not new & old
+    assert services.adapters.search_index.chunk_ids(MODEL, "t", "c") == new
+    assert keyword_answer() == ["d0"]
+
+
 def test_outside_a_batch_an_object_event_is_indexed_and_findable_on_return(services, commits):
     # Given a document, and its event handled without any ingest batch (tools, tests)
     document = put(services, "solo", text("quokka"))

@@ -499,12 +499,13 @@ class KeywordIndex:
             )
         searcher = keywords.index.searcher()
         found = searcher.search(tantivy.Query.boolean_query(clauses), k, count=False).hits
-        hits = []
-        for score, address in found:
-            document = searcher.doc(address)
-            _, _, collection, chunk_id = json.loads(document["chunk"][0])
-            document_id = json.loads(document["document"][0])[3]
-            hits.append(SearchHit(chunk_id=chunk_id, document_id=document_id, collection=collection, score=score))
+        stored = [searcher.doc(address) for _, address in found]
+        # Each stored key is a JSON array (`_key`): all of them parsed as one array, one parse per search.
+        keys = json.loads("[" + ",".join(f"{d['chunk'][0]},{d['document'][0]}" for d in stored) + "]")
+        hits = [
+            SearchHit(chunk_id=chunk[3], document_id=document[3], collection=chunk[2], score=score)
+            for (score, _), chunk, document in zip(found, keys[0::2], keys[1::2])
+        ]
         hits.sort(key=lambda hit: (-hit.score, hit.chunk_id))  # ties in a stable order, as the FTS5 index had
         return hits
 
