@@ -249,8 +249,12 @@ def test_external_rights_allow_a_subset_with_a_valid_signature(env, rights):
     assert response.warnings == []
 
 
-def test_rights_failures_fail_closed(env, rights):
+def test_rights_failures_fail_closed(env, rights, monkeypatch):
     everything = {f"d{i:02d}" for i in range(12)}
+    # A failed call costs its whole budget (a closed port must look like a filtered one): asked of this sleep, which
+    # records it instead of waiting the collection's 10 s for each failure
+    slept: list[float] = []
+    monkeypatch.setattr(env.services.rights_checks, "sleep", slept.append)
     # The endpoint denies everything; answers 500, or garbage, while "allowing" everything; or (last) cannot
     # verify the signature because the secret in Secrets Manager was replaced
     cases = {
@@ -271,6 +275,9 @@ def test_rights_failures_fail_closed(env, rights):
         # And only a valid answer that denies is silent
         expected = [] if case == "deny" else [("ext", "rights_check_failed")]
         assert [(w.collection, w.code) for w in response.warnings] == expected, case
+        # And a failed call waited until its deadline (most of the 10 s left), a valid answer not at all
+        assert (case == "deny") == (slept == []) and all(seconds > 5 for seconds in slept), (case, slept)
+        slept.clear()
     assert rights.bad_signatures > 0
 
 
