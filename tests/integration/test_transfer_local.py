@@ -294,6 +294,37 @@ def test_chunks_cut_by_other_rules_are_re_chunked_by_the_next_reindex(env):
     assert rebuilt.indexed_config_version == 1 and rebuilt.chunk_count < imported.chunk_count
 
 
+def test_chunks_imported_without_a_chunking_are_kept_as_they_are_and_never_embedded_again(env):
+    # Given an export imported into a collection that chunks at 100 characters, its batches naming no chunking (as
+    # chunks made elsewhere, by rules kindex cannot know), with their vectors
+    env.catalog.put_collection("t", "own", CollectionInput(chunking_max_size=100, query_groups=["staff"]))
+    pages = export_all(env, "t", "src")
+    for page in pages:
+        request = ImportRequest(
+            format_version=1,
+            embedding_model=page.embedding_model,
+            dimensions=page.dimensions,
+            documents=page.documents,
+            chunks=page.chunks,
+        )
+        assert env.transfer.import_batch("t", "own", request).texts_embedded == 0
+    given = {name: [(c.index, c.start, c.end, c.text) for c in chunks_of(env, "t", "src", name)] for name in TEXTS}
+    # When the content blobs' events and a reindex job have run
+    env.reindex_jobs.start("t", "own", clean=False)
+    build_worker().drain()
+    # Then every document is indexed, current under the collection's config, with the very chunks it was given, and
+    # no text reached the embedder
+    for name in TEXTS:
+        document, _ = env.catalog.get_document("t", "own", name)
+        assert document.status is DocumentStatus.INDEXED and document.indexed_config_version == 1
+        assert [(c.index, c.start, c.end, c.text) for c in chunks_of(env, "t", "own", name)] == given[name]
+    assert env.counter.texts == 0
+    # And a clean reindex cuts them by the collection's own rules
+    env.reindex_jobs.start("t", "own", clean=True)
+    build_worker().drain()
+    assert max(c.end - c.start for c in chunks_of(env, "t", "own", "penguin")) > 60
+
+
 def test_imported_vectors_never_stand_in_for_embeddings(env):
     # Given a tenant that imports a made-up vector for a text nobody has embedded yet
     env.catalog.put_collection("u", "c", CollectionInput(query_groups=["staff"]))

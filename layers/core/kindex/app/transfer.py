@@ -335,7 +335,10 @@ class TransferService:
         elif records:
             self.index.upsert(collection.embedding_model, records)
         result.texts_embedded = sum(must_embed(c, reuse) for c in request.chunks)
-        chunking_matches = request.chunking is not None and all(
+        # Chunks whose batch names no chunking were cut elsewhere, by rules it does not say: they are kept as they
+        # are (cutting them again would embed every chunk again, which an import exists to avoid; a clean reindex
+        # cuts them by the collection's rules). A named chunking other than the collection's: re-chunked after.
+        chunking_matches = request.chunking is None or all(
             request.chunking.get(name) == _plain(getattr(collection, name)) for name in CHUNKING_FIELDS
         )
         for document_id in dict.fromkeys([d.id for d in request.documents] + list(plan.chunks_by_document)):
@@ -641,7 +644,8 @@ class TransferService:
                 "indexed_version": version,
                 "indexed_model": collection.embedding_model,
                 "indexed_at": utc_now(),
-                # Chunks cut by other rules than the collection's: the next reindex pass re-chunks the document.
+                # Chunks cut by other rules than the collection's: the ingest of the content blob written here
+                # re-chunks the document (its imported chunks serve until the new ones are in).
                 "indexed_config_version": collection.config_version if chunking_matches else 0,
                 # The run's chunks carry its filter fields; a PUT of others meanwhile leaves them stale, and the
                 # content blob's event, finding the content current, rewrites them.

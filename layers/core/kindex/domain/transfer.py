@@ -124,7 +124,9 @@ class ImportRequest(BaseModel):
     embedding_model: EmbeddingModelName
     dimensions: Annotated[int, Strict(), Field(ge=1, le=HASH_MAX_DIMENSIONS)]
     #: The exporting collection's chunking (`chunking_method`, `chunking_max_size`, `chunking_overlap_offset`):
-    #: when it differs from the importing collection's, the next reindex pass re-chunks the imported documents.
+    #: when it differs from the importing collection's, the imported documents are re-chunked by the collection's
+    #: rules once imported (their chunks embedded again; the imported ones serve until then). None: chunks cut
+    #: elsewhere, kept as they are.
     chunking: dict[str, Any] | None = Field(default=None, max_length=3)
     documents: list[TransferDocument] = Field(default_factory=list, max_length=MAX_BATCH_DOCUMENTS)
     chunks: list[TransferChunk] = Field(default_factory=list, max_length=MAX_BATCH_CHUNKS)
