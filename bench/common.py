@@ -183,6 +183,25 @@ def _cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+# The x86 vector extensions the model kernels choose between (onnxruntime's int8 GEMMs, OpenBLAS): two "AMD EPYC"
+# machines differed 2-3x in embedding speed, and in int8 rounding, by these alone (docs/decisions.md, 2026-12-03).
+VECTOR_FLAGS = ("avx2", "avx512f", "avx512bw", "avx512_vnni", "avx_vnni", "amx_int8")
+
+
+def cpu_vector_flags(cpuinfo: str | None = None) -> list[str]:
+    """Which of VECTOR_FLAGS the CPU has, from /proc/cpuinfo's first `flags` line (empty where there is none)."""
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            return []
+    for line in cpuinfo.splitlines():
+        if line.startswith("flags"):
+            present = set(line.split(":", 1)[1].split())
+            return [flag for flag in VECTOR_FLAGS if flag in present]
+    return []
+
+
 def _memory_gib() -> float | None:
     try:
         for line in Path("/proc/meminfo").read_text().splitlines():
@@ -197,6 +216,7 @@ def machine_info() -> dict:
     load = os.getloadavg() if hasattr(os, "getloadavg") else None
     return {
         "cpu_model": _cpu_model(),
+        "cpu_vector_flags": cpu_vector_flags(),
         "cores": os.cpu_count(),
         "memory_gib": _memory_gib(),
         "python": platform.python_version(),

@@ -114,10 +114,12 @@ def block(results: dict) -> str:
     machine, versions = results.get("machine") or {}, results.get("versions") or {}
     commit = versions.get("git_commit") or "unknown"
     dirty = " (with uncommitted changes)" if versions.get("git_dirty") else ""
+    flags = machine.get("cpu_vector_flags")
+    vector = f", {' '.join(flags)}" if flags else ""  # absent in runs made before it was recorded
     lines = [
         START,
         f"From `{results.get('produced_by', 'make bench')}` at commit {commit}{dirty}, {results.get('generated_at')},"
-        f" on {machine.get('cpu_model', 'an unknown CPU')} ({machine.get('cores')} cores,"
+        f" on {machine.get('cpu_model', 'an unknown CPU')} ({machine.get('cores')} cores{vector},"
         f" {machine.get('memory_gib')} GiB, Python {machine.get('python')}); load average (1, 5, 15 min)"
         f" {_load(machine.get('load_average_at_start'))} at the start and"
         f" {_load(machine.get('load_average_at_end'))} at the end; {results.get('wall_seconds')} s in all.",

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from bench import readme
-from bench.common import RESULTS_PATH, Figure, alternate, spread
+from bench.common import RESULTS_PATH, Figure, alternate, cpu_vector_flags, spread
 
 pytestmark = pytest.mark.unit
 
@@ -16,6 +16,20 @@ def test_readme_shows_what_the_results_file_says():
     text = readme.README.read_text(encoding="utf-8")
     shown = text[text.index(readme.START) : text.index(readme.END) + len(readme.END)]
     assert shown == readme.block(json.loads(RESULTS_PATH.read_text()))
+
+
+def test_the_block_names_the_cpu_vector_extensions_a_run_recorded():
+    # Given /proc/cpuinfo of an AVX2-only machine and of one with AVX-512 VNNI
+    avx2 = "processor\t: 0\nmodel name\t: AMD EPYC\nflags\t\t: fpu sse4_2 avx avx2 fma bmi2\n"
+    vnni = "flags\t\t: avx avx2 avx512f avx512bw avx512_vnni\nflags\t\t: other\n"
+    # Then the recorded flags are those of the first flags line, in VECTOR_FLAGS order, none without a flags line
+    assert cpu_vector_flags(avx2) == ["avx2"]
+    assert cpu_vector_flags(vnni) == ["avx2", "avx512f", "avx512bw", "avx512_vnni"]
+    assert cpu_vector_flags("model name\t: something\n") == []
+    # And the README block names them beside the cores, and says nothing for a run made before they were recorded
+    run = {"machine": {"cpu_model": "AMD EPYC", "cores": 2, "cpu_vector_flags": ["avx2"]}, "versions": {}}
+    assert "on AMD EPYC (2 cores, avx2," in readme.block(run)
+    assert "on AMD EPYC (2 cores," in readme.block({**run, "machine": {"cpu_model": "AMD EPYC", "cores": 2}})
 
 
 def test_an_invalid_figure_is_struck_through_with_its_reason_and_spreads_are_shown():
