@@ -173,13 +173,17 @@ def log(message: str) -> None:
 # -- machine and versions -----------------------------------------------------------------------------------------
 
 
-def _cpu_model() -> str:
+def _cpuinfo() -> str:
     try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
+        return Path("/proc/cpuinfo").read_text()
     except OSError:
-        pass
+        return ""
+
+
+def _cpu_model(cpuinfo: str) -> str:
+    for line in cpuinfo.splitlines():
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
     return platform.processor() or platform.machine()
 
 
@@ -188,13 +192,8 @@ def _cpu_model() -> str:
 VECTOR_FLAGS = ("avx2", "avx512f", "avx512bw", "avx512_vnni", "avx_vnni", "amx_int8")
 
 
-def cpu_vector_flags(cpuinfo: str | None = None) -> list[str]:
+def cpu_vector_flags(cpuinfo: str) -> list[str]:
     """Which of VECTOR_FLAGS the CPU has, from /proc/cpuinfo's first `flags` line (empty where there is none)."""
-    if cpuinfo is None:
-        try:
-            cpuinfo = Path("/proc/cpuinfo").read_text()
-        except OSError:
-            return []
     for line in cpuinfo.splitlines():
         if line.startswith("flags"):
             present = set(line.split(":", 1)[1].split())
@@ -214,9 +213,10 @@ def _memory_gib() -> float | None:
 
 def machine_info() -> dict:
     load = os.getloadavg() if hasattr(os, "getloadavg") else None
+    cpuinfo = _cpuinfo()
     return {
-        "cpu_model": _cpu_model(),
-        "cpu_vector_flags": cpu_vector_flags(),
+        "cpu_model": _cpu_model(cpuinfo),
+        "cpu_vector_flags": cpu_vector_flags(cpuinfo),
         "cores": os.cpu_count(),
         "memory_gib": _memory_gib(),
         "python": platform.python_version(),

@@ -236,7 +236,7 @@ def test_a_delete_in_the_batch_commits_at_once_and_carries_the_pending_writes(se
     assert 1 <= len(commits) <= 2  # the delete's commit, and the batch's own unless the delete carried it all
 
 
-def test_a_re_chunked_document_answers_from_its_old_chunks_until_the_batch_commit(services, monkeypatch):
+def test_a_re_chunked_document_stays_findable_by_keyword_right_up_to_its_batch_commit(services, monkeypatch):
     from kindex.domain.query import QueryRequest
 
     # Given a document indexed in several chunks, then the collection's chunking changed and a reindex job started
@@ -254,13 +254,20 @@ def test_a_re_chunked_document_answers_from_its_old_chunks_until_the_batch_commi
         response = services.query.query("t", ["c"], QueryRequest(query="quokka3", k=3, mode="keyword"), multi=False)
         return [result.document_id for result in response.results]
 
+    def look() -> tuple[list[str], set[str], set[str]]:
+        hits = services.adapters.search_index.keyword_search(MODEL, "t", ["c"], "quokka3", 50)
+        rows = {c.chunk_id for c in services.adapters.chunks.list_chunks("t", "c", "d0")}
+        return keyword_answer(), {hit.chunk_id for hit in hits}, rows
+
     seen = []
-    before_the_commit(monkeypatch, services, lambda: seen.append(keyword_answer()))
-    # When the worker runs the job, whose ingest batch re-chunks it (new chunks written beside the old ones, their
-    # keyword entries not yet committed)
+    before_the_commit(monkeypatch, services, lambda: seen.append(look()))
+    # When the worker runs the job, whose ingest batch re-chunks it: new chunks written, the replaced ones removed
+    # (that removal's keyword commit carries the batch's pending writes), then the batch's own commit
     build_worker().drain()
-    # Then a keyword query just before the commit still found it (its old chunks and their rows still in place)
-    assert seen == [["d0"]]
+    # Then just before that commit a keyword query found it: every keyword hit was a chunk whose row exists (a hit
+    # whose row is gone is dropped, and the document would have vanished until the commit)
+    ((answer, hit_ids, rows),) = seen
+    assert answer == ["d0"] and hit_ids and hit_ids <= rows
     # And afterwards it is indexed under the new chunking, found through its new chunks only: no old chunk is left
     new = {c.chunk_id for c in services.adapters.chunks.list_chunks("t", "c", "d0")}
     assert status(services, "d0") == "indexed" and len(new) > len(old) and not new & old
