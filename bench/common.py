@@ -445,8 +445,8 @@ def local_deployment(data_dir: Path, model: str, extra_env: dict[str, str] | Non
     try:
         yield services
     finally:
-        if "search_index" in services.adapters.__dict__:
-            services.adapters.search_index.close()
+        if "embedded_index" in services.adapters.__dict__:  # a cluster's index (KINDEX_SEARCH_URL) has nothing to close
+            services.adapters.embedded_index.close()
         container.cache_clear()
         for name, value in saved.items():
             if value is None:

@@ -2,11 +2,12 @@
 of a collection's chunks, once through access lists and once through an attribute filter, beside the unfiltered
 query in the same run; then the external rights check allowing 1 % of the documents.
 
-    python -m bench.filtered_http [--documents 10000] [--queries 40] [--random]
+    python -m bench.filtered_http [--documents 10000] [--queries 40] [--random] [--node URL]
 
 - Two collections of `documents` documents, ten chunks each (100k chunks at the default 10,000): document d has the
   attribute `bucket` = d % 1000; in `filtered-listed` also the access list `groups: ["g<bucket>", "all"]`, so the
-  groups `all`, `g0..g99`, `g0..g9`, `g0` see 100 / 10 / 1 / 0.1 % and `bucket < 1000 / 100 / 10 / 1` keeps the same
+  groups `all`, `g0..g99`, `g0..g9`, `g0` see 100 / 10 / 1 / 0.1 % (and `g0..g999`, a user in 1,000 groups, 100 %
+  again: `access_100_1000groups`) and `bucket < 1000 / 100 / 10 / 1` keeps the same
   shares in `filtered-open` (a query that names nobody sees only documents without an access list, so the
   unfiltered reference and the attribute rows search the collection without them).
 - How the data is written: the chunks, their vectors (the index and the embedding cache) and indexed document
@@ -105,7 +106,7 @@ def over_http(documents: int) -> list[int]:
     return list(range(0, documents, API_EVERY))
 
 
-def prefill(data_dir: Path, vectors: np.ndarray, texts: list[str]) -> dict:
+def prefill(data_dir: Path, vectors: np.ndarray, texts: list[str], env: dict[str, str] | None = None) -> dict:
     """Both collections' documents as an ingest leaves them (content blob, chunks, index entries, vectors in the
     embedding cache, `indexed` records). Their filter fields too, as the server's rewrite writes them (in the index
     entries and the record), except the documents of `over_http`, whose fields come over HTTP."""
@@ -120,7 +121,9 @@ def prefill(data_dir: Path, vectors: np.ndarray, texts: list[str]) -> dict:
     started = time.perf_counter()
     documents = len(texts) // CHUNKS_PER_DOCUMENT
     later = set(over_http(documents))
-    with local_deployment(data_dir, MODEL) as services:
+    # On a node the backfill does not wait for a refresh after each bulk request (one refresh interval at most).
+    backfill = {**env, "KINDEX_OPENSEARCH_REFRESH": "false"} if env else None
+    with local_deployment(data_dir, MODEL, backfill) as services:
         adapters = services.adapters
         # The blobs as an ingest leaves them: written, their events consumed (the store the server opens, without
         # its queue notifier, so the server does not start with 20,000 duplicate events to skip).
@@ -254,6 +257,9 @@ def _configurations() -> dict[str, tuple[str, dict]]:
         groups = ["all"] if buckets == BUCKETS else [f"g{b}" for b in range(buckets)]
         found[f"access_{share}"] = (LISTED, {"user": "bench-user", "groups": groups})
         found[f"attribute_{share}"] = (OPEN, {"filters": {"attributes": {"bucket": {"$lt": buckets}}}})
+    # The same 100 % through the largest group list a query may carry: a user in 1,000 groups, each of which admits
+    # 0.1 % (the OR-chain trap of issue 23; the set's cost is per query and per segment, not per match).
+    found["access_100_1000groups"] = (LISTED, {"user": "bench-user", "groups": [f"g{b}" for b in range(BUCKETS)]})
     return found
 
 
@@ -342,7 +348,22 @@ def measure_rights(server, rights_server, documents: int, queries: list[str]) ->
     return {case: _summary(row) for case, row in found.items()}
 
 
-def run(documents: int = DOCUMENTS, queries: int = QUERIES, random: bool = False) -> tuple[list[Figure], dict]:
+def node_env(search_url: str) -> dict[str, str]:
+    """`kindex serve` on the node at `search_url` (KINDEX_SEARCH_URL) instead of the embedded index, in indices of
+    their own (one shard, no replica: a one-node cluster), as a user runs it on a cluster."""
+    return {
+        "KINDEX_SEARCH_URL": search_url,
+        "KINDEX_SEARCH_INDEX_PREFIX": f"kindex-bench-filtered-http-{os.getpid()}",
+        "KINDEX_OPENSEARCH_SHARDS": "1",
+        "KINDEX_OPENSEARCH_REPLICAS": "0",
+    }
+
+
+def run(
+    documents: int = DOCUMENTS, queries: int = QUERIES, random: bool = False, search_url: str | None = None
+) -> tuple[list[Figure], dict]:
+    """`search_url`: the server searches the OpenSearch node there (the `filtered_http_node_*` figures) instead of
+    the embedded index; its indices are deleted afterwards."""
     if str(REPO) not in sys.path:
         sys.path.insert(0, str(REPO))
     from tests.support.rights_server import RightsServer
@@ -353,14 +374,16 @@ def run(documents: int = DOCUMENTS, queries: int = QUERIES, random: bool = False
     query_texts = model_vectors.query_texts(queries)
     raw: dict = {"documents": documents, "chunks_per_collection": chunks, "queries": queries}
     raw["vectors"] = "random" if random else f"{MODEL} sentence sums (bench.model_vectors)"
-    log(f"filtered http: corpus of {chunks} chunks ready in {time.perf_counter() - started:.0f} s")
+    raw["engine"] = "embedded index" if search_url is None else "OpenSearch node (KINDEX_SEARCH_URL)"
+    env = node_env(search_url) if search_url else {}
+    log(f"filtered http ({raw['engine']}): corpus of {chunks} chunks ready in {time.perf_counter() - started:.0f} s")
     rights_server = RightsServer()
     try:
         with tempfile.TemporaryDirectory(prefix="kindex-bench-filtered-http-") as tmp:
             data_dir = Path(tmp) / "data"
-            raw["prefill"] = prefill(data_dir, vectors, texts)
+            raw["prefill"] = prefill(data_dir, vectors, texts, env)
             log(f"filtered http: pre-filled {raw['prefill']}")
-            with running_server(data_dir, {"KINDEX_DEFAULT_EMBEDDING_MODEL": MODEL}) as server:
+            with running_server(data_dir, {"KINDEX_DEFAULT_EMBEDDING_MODEL": MODEL, **env}) as server:
                 raw["fields"] = put_fields(server, documents)
                 log(f"filtered http: attributes and access lists PUT over HTTP: {raw['fields']}")
                 load = [round(x, 2) for x in os.getloadavg()]
@@ -381,6 +404,12 @@ def run(documents: int = DOCUMENTS, queries: int = QUERIES, random: bool = False
         log("filtered http: data dir removed")
     finally:
         rights_server.close()
+        if search_url:
+            from kindex.adapters.aws.opensearch_index import opensearch_client
+
+            # The pattern names the indices and their aliases, so an index can come up twice: gone is gone.
+            client = opensearch_client(search_url, sigv4=False)
+            client.indices.delete(index=f"{env['KINDEX_SEARCH_INDEX_PREFIX']}-*", ignore_unavailable=True)
     raw["p50_ratios"] = {
         case: round(raw[case]["p50_ms"] / raw[f"{case.split('/')[0]}/unfiltered"]["p50_ms"], 2)
         for case in cases
@@ -401,8 +430,11 @@ def run(documents: int = DOCUMENTS, queries: int = QUERIES, random: bool = False
 
 
 def _figures(raw: dict) -> list[Figure]:
+    node = raw["engine"] != "embedded index"
+    prefix = "filtered_http_node" if node else "filtered_http"
     how = (
-        f"over HTTP to kindex serve: {raw['chunks_per_collection']} chunks a collection ({raw['vectors']}), chunks, "
+        f"over HTTP to kindex serve{' on the OpenSearch node (KINDEX_SEARCH_URL, lucene)' if node else ''}: "
+        f"{raw['chunks_per_collection']} chunks a collection ({raw['vectors']}), chunks, "
         f"vectors and the fields of {raw['prefill']['fields_prefilled_documents']} documents a collection pre-filled "
         f"through the server's stores (as its rewrite writes them), the other documents' attributes/access PUT over "
         f"HTTP ({raw['fields']['documents_put']} PUTs, rewritten without embedding at "
@@ -446,9 +478,9 @@ def _figures(raw: dict) -> list[Figure]:
     for case in raw["p50_ratios"]:
         mode, name = case.split("/")
         add(
-            f"filtered_http_p50_ms_{mode}_{name.replace('.', '')}",
+            f"{prefix}_p50_ms_{mode}_{name.replace('.', '')}",
             raw[case],
-            f"filtered_http_p50_ms_{mode}_unfiltered",
+            f"{prefix}_p50_ms_{mode}_unfiltered",
             raw[f"{mode}/unfiltered"],
             how,
         )
@@ -457,9 +489,9 @@ def _figures(raw: dict) -> list[Figure]:
     rights = raw["rights"]
     for mode in MODES:
         add(
-            f"filtered_http_p50_ms_{mode}_rights_1",
+            f"{prefix}_p50_ms_{mode}_rights_1",
             rights[f"{mode}/rights_1"],
-            f"filtered_http_p50_ms_{mode}_unfiltered (alternated with it)",
+            f"{prefix}_p50_ms_{mode}_unfiltered (alternated with it)",
             rights[f"{mode}/unfiltered"],
             how + "; external rights check (RightsServer on 127.0.0.1, HMAC verified) allowing 1 % of the "
             "documents, asked by a user whose access list admits all, alternated with the unfiltered query; "
@@ -478,8 +510,9 @@ def main() -> None:
     parser.add_argument("--documents", type=int, default=DOCUMENTS)
     parser.add_argument("--queries", type=int, default=QUERIES)
     parser.add_argument("--random", action="store_true", help="random unit vectors instead of the model's")
+    parser.add_argument("--node", metavar="URL", help="kindex serve on the OpenSearch node at URL")
     options = parser.parse_args()
-    _, raw = run(options.documents, options.queries, options.random)
+    _, raw = run(options.documents, options.queries, options.random, options.node)
     print(json.dumps(raw, indent=1))
 
 

@@ -56,7 +56,7 @@ ESTIMATED_SECONDS = {
     "cold": 20,
     "economy": 5,
     "keyword": 85,
-    "filtered": 360,  # extrapolated: 613 s at load 7-15 (155 s of it pre-fill, 117 s removing the data dir)
+    "filtered": 960,  # 613 s at load 7-15 (155 s of it pre-fill, 117 s removing the data dir), + ~600 s on the node
     "peers": 150,
     "vector1m": 710,
 }
@@ -190,16 +190,21 @@ def _vector_index_section(section: str, quick: bool) -> list[Figure]:
 
 def _filtered_section(quick: bool) -> list[Figure]:
     """Filtered search over HTTP against `kindex serve` (access lists, attribute filters, the external rights check
-    at 1 %), then the same selectivities on the OpenSearch node when one answers. The in-process figures of the
-    embedded index alone (`python -m bench.filtered`) are not part of it: the section's time goes to the HTTP path
-    a user meets, whose per-row server timings show the search part."""
+    at 1 %), on the embedded index and - when a node answers - the same over HTTP with the server on the OpenSearch
+    node (`filtered_http_node_*`), then each leg of the OpenSearch adapter alone on the node. The in-process figures
+    of the embedded index alone (`python -m bench.filtered`) are not part of it: the section's time goes to the
+    HTTP path a user meets, whose per-row server timings show the search part."""
     from bench import filtered_http, opensearch_filtered
+    from bench.opensearch_index import node_url
 
-    figures = filtered_http.run(
-        documents=300 if quick else filtered_http.DOCUMENTS,
-        queries=4 if quick else filtered_http.QUERIES,
-        random=quick,
-    )[0]
+    documents = 300 if quick else filtered_http.DOCUMENTS
+    queries = 4 if quick else filtered_http.QUERIES
+    figures = filtered_http.run(documents, queries, random=quick)[0]
+    url = node_url()
+    if url is None:
+        log("filtered http: no OpenSearch node answers (make opensearch); the node's figures are skipped")
+    else:
+        figures += filtered_http.run(documents, queries, random=quick, search_url=url)[0]
     return figures + opensearch_filtered.run(
         count=2_000 if quick else opensearch_filtered.FILTERED_SECTION_COUNT,
         queries=5 if quick else 40,

@@ -236,6 +236,7 @@ def _filtered_raw() -> dict:
     raw: dict = {
         "chunks_per_collection": 100,
         "vectors": "random",
+        "engine": "embedded index",
         "queries": 5,
         "prefill": {"fields_prefilled_documents": 9},
         "fields": {"documents_put": 2, "documents_rewritten_per_s": 1.0},
@@ -258,6 +259,19 @@ def test_filtered_http_figures_carry_the_ratio_to_the_unfiltered_query_and_are_v
     assert (figure.value, figure.reference_value, figure.ratio, figure.valid) == (12.0, 10.0, 1.2, True)
     assert figures["filtered_http_p50_ms_hybrid_rights_1"].ratio == 3.0
     assert all(f.valid for f in figures.values())
+
+
+def test_filtered_http_figures_of_the_server_on_the_node_are_named_apart_and_say_so():
+    from bench import filtered_http
+
+    raw = _filtered_raw()
+    raw["engine"] = "OpenSearch node (KINDEX_SEARCH_URL)"
+    figures = {f.name: f for f in filtered_http._figures(raw)}
+    assert not any(name.startswith("filtered_http_p50") for name in figures)
+    figure = figures["filtered_http_node_p50_ms_keyword_access_1"]
+    assert figure.reference_name == "filtered_http_node_p50_ms_keyword_unfiltered" and figure.ratio == 1.2
+    assert "on the OpenSearch node" in figure.notes
+    assert "filtered_http_node_p50_ms_hybrid_rights_1" in figures
 
 
 def test_filtered_http_figures_are_invalid_when_a_query_came_back_short():

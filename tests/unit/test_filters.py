@@ -156,6 +156,36 @@ def test_a_query_with_a_thousand_groups_is_accepted_and_one_more_is_not():
 )
 def test_admits_lets_deny_win_and_fails_closed(access, user, groups, required, expected):
     assert admits(access, user, groups, required) is expected
+    # The same answer when the query's groups come as a set (what a query checking many records passes)
+    assert admits(access, user, frozenset(groups), required) is expected
+
+
+class CountingSet(frozenset):
+    """A set that counts the membership tests made on it and the names read from it."""
+
+    tests = 0
+
+    def __contains__(self, item: object) -> bool:
+        CountingSet.tests += 1
+        return super().__contains__(item)
+
+    def __iter__(self):
+        for item in super().__iter__():
+            CountingSet.tests += 1
+            yield item
+
+
+def test_a_record_check_for_a_user_in_a_thousand_groups_costs_the_document_s_lists_not_the_user_s_groups():
+    # Given a user in 1,000 groups, as a set, and documents that list two groups and deny one
+    groups = CountingSet([f"g{i}" for i in range(1000)])
+    listed = Access(groups=("x", "g999"), deny_groups=("y",))
+    unlisted = Access(groups=("x", "z"), deny_groups=("y",))
+    CountingSet.tests = 0
+    # Then each check tests only the document's three names against the user's groups
+    assert admits(listed, "bob", groups, False) and not admits(unlisted, "bob", groups, False)
+    assert CountingSet.tests <= 6
+    # And the same groups as a list give the same answers
+    assert admits(listed, "bob", list(groups), False) and not admits(unlisted, "bob", list(groups), False)
 
 
 # -- parsing ----------------------------------------------------------------------------------------------------
