@@ -16,6 +16,7 @@ import pytest
 import tantivy
 
 from kindex.adapters.local.search import ann
+from kindex.adapters.local.search import index as search_index
 from kindex.adapters.local.search import log as search_log
 from kindex.adapters.local.search.index import LocalSearchIndex
 from kindex.adapters.local.search.keyword import ANALYZER, base_schema_builder, tenant_folder, text_analyzer
@@ -144,7 +145,7 @@ def test_an_attribute_only_rewrite_appends_no_vectors_and_leaves_the_graph_alone
     index.close()
 
 
-def test_chunks_not_yet_rewritten_follow_their_documents_new_access_list_on_both_legs(tmp_path):
+def test_chunks_not_yet_rewritten_follow_their_documents_new_access_list_on_both_legs(tmp_path, monkeypatch):
     # Given a document of four chunks visible to eng
     index = LocalSearchIndex(tmp_path / "index")
     first = chunks("doc", 4, access=Access(groups=("eng",)))
@@ -152,11 +153,17 @@ def test_chunks_not_yet_rewritten_follow_their_documents_new_access_list_on_both
     # When its access list becomes ops-only, and only two of its chunks have been written again so far
     index.upsert(MODEL, [replace(record, access=Access(groups=("ops",))) for record in first[:2]])
     # Then eng sees none of its chunks on either leg (the keyword index still holds eng on the other two, but the
-    # document's new list is the word), and ops sees the rewritten ones on the keyword leg, all on the vector leg
+    # document's new list is the word), and ops sees all of them on the vector leg
     assert knn(index, SearchFilters(principals=ENG)) == set()
     assert words(index, SearchFilters(principals=ENG)) == set()
-    assert words(index, SearchFilters(principals=OPS)) == {"doc.0", "doc.1"}
     assert knn(index, SearchFilters(principals=OPS)) == {"doc.0", "doc.1", "doc.2", "doc.3"}
+    # And on the keyword leg too, as ops may see the whole collection: the words alone, then the document's list
+    assert words(index, SearchFilters(principals=OPS)) == {"doc.0", "doc.1", "doc.2", "doc.3"}
+    # While with the filter in the keyword index (what a user who may see little gets), ops sees the rewritten
+    # ones only: a chunk whose terms lag behind is missed until its rewrite, never shown to whom it no longer admits
+    monkeypatch.setattr(search_index, "WIDE_FILTER_SHARE", 2.0)
+    assert words(index, SearchFilters(principals=OPS)) == {"doc.0", "doc.1"}
+    assert words(index, SearchFilters(principals=ENG)) == set()
     # And a search by nobody sees none of them (a document with an access list needs a principal it admits)
     assert len(words(index, SearchFilters())) == 0 and len(knn(index, SearchFilters())) == 0
     index.close()
@@ -366,4 +373,94 @@ def test_a_filtered_search_of_float16_rows_scores_only_the_matching_rows(tmp_pat
     assert scored == [150]
     wanted = sorted(range(150), key=lambda i: -float(unit(i) @ unit(999)))[:5]
     assert found == {f"eng.{i}" for i in wanted}
+    index.close()
+
+
+# -- a filter that admits most chunks (the keyword leg over-fetches and lets the partition's values decide) -------
+
+
+def _one_chunk(document_id: str, text: str, access: Access) -> IndexRecord:
+    return replace(chunks(document_id, 1, access=access, text=text)[0], chunk_id=f"{document_id}.0")
+
+
+def _keyword_calls(index, monkeypatch) -> list[SearchFilters]:
+    """The filters of every tantivy search the index makes from here on."""
+    calls: list[SearchFilters] = []
+    search = index._keywords.search
+
+    def spy(model, tenant, collections, query, k, filters):
+        calls.append(filters)
+        return search(model, tenant, collections, query, k, filters)
+
+    monkeypatch.setattr(index._keywords, "search", spy)
+    return calls
+
+
+THOUSAND = Principals(user="bob", groups=tuple(f"g{i}" for i in range(1000)))
+SEEN, DENIED = Access(groups=("g5",)), Access(groups=("g5",), deny_groups=("g7",))
+
+
+def test_a_filter_that_admits_most_chunks_gives_the_keyword_leg_the_same_top_k_as_the_filter_in_the_index(
+    tmp_path, monkeypatch
+):
+    # Given 20 documents a user in 1,000 groups may see 16 of, the 4 denied ones the best keyword matches
+    index = LocalSearchIndex(tmp_path / "index")
+    records = [_one_chunk(f"no{i}", "tidal " * 4 + "survey", DENIED) for i in range(4)]
+    records += [_one_chunk(f"ok{i:02d}", "tidal " + "survey " * i, SEEN) for i in range(16)]
+    index.upsert(MODEL, records)
+    calls = _keyword_calls(index, monkeypatch)
+    # When the user asks for 5 by keyword
+    wide = index.keyword_search(MODEL, "acme", ["c"], "tidal", 5, SearchFilters(principals=THOUSAND))
+    # Then one tantivy search ran, without the access clause (the share admitted is 16 of 20 chunks)
+    assert [filters.principals for filters in calls] == [None]
+    # And the hits are the 5 best the user may see, the same hits and scores as with the filter in the index
+    shipped = search_index.WIDE_FILTER_SHARE
+    monkeypatch.setattr(search_index, "WIDE_FILTER_SHARE", 2.0)
+    narrow = index.keyword_search(MODEL, "acme", ["c"], "tidal", 5, SearchFilters(principals=THOUSAND))
+    assert calls[-1].principals == THOUSAND
+    assert [(hit.chunk_id, hit.score) for hit in wide] == [(hit.chunk_id, hit.score) for hit in narrow]
+    assert [hit.chunk_id for hit in wide] == ["ok00.0", "ok01.0", "ok02.0", "ok03.0", "ok04.0"]
+    # And a document denied to the user a moment ago, the best match of all, with one of its two chunks rewritten
+    # so far, is never among them: the partition's values are the word, not the chunk's own terms
+    monkeypatch.setattr(search_index, "WIDE_FILTER_SHARE", shipped)
+    revoked = chunks("rev", 2, access=SEEN, text="tidal " * 6)
+    index.upsert(MODEL, revoked)
+    index.upsert(MODEL, [replace(revoked[0], access=DENIED)])
+    calls.clear()
+    hits = index.keyword_search(MODEL, "acme", ["c"], "tidal", 5, SearchFilters(principals=THOUSAND))
+    assert [filters.principals for filters in calls] == [None]
+    assert [hit.chunk_id for hit in hits] == ["ok00.0", "ok01.0", "ok02.0", "ok03.0", "ok04.0"]
+    index.close()
+
+
+def test_when_the_over_fetched_hits_hold_too_few_admitted_the_keyword_leg_runs_the_filtered_query(
+    tmp_path, monkeypatch
+):
+    # Given 40 documents a user may see 24 of (60 %): the 16 denied ones all hold the word, strongly, and only 4
+    # of the visible ones hold it at all
+    index = LocalSearchIndex(tmp_path / "index")
+    records = [_one_chunk(f"no{i:02d}", "tidal " * 4, DENIED) for i in range(16)]
+    records += [_one_chunk(f"ok{i:02d}", "tidal " + "survey " * (i + 1), SEEN) for i in range(4)]
+    records += [_one_chunk(f"other{i:02d}", "harbour survey", SEEN) for i in range(20)]
+    index.upsert(MODEL, records)
+    calls = _keyword_calls(index, monkeypatch)
+    # When the user asks for 3 by keyword
+    hits = index.keyword_search(MODEL, "acme", ["c"], "tidal", 3, SearchFilters(principals=THOUSAND))
+    # Then the over-fetch (8 hits, all denied) came first, then the filtered query, and the 3 best visible came back
+    assert [filters.principals for filters in calls] == [None, THOUSAND]
+    assert [hit.chunk_id for hit in hits] == ["ok00.0", "ok01.0", "ok02.0"]
+    # And asked for more than exist, the user gets the 4 there are
+    assert len(index.keyword_search(MODEL, "acme", ["c"], "tidal", 10, SearchFilters(principals=THOUSAND))) == 4
+    index.close()
+
+
+def test_a_filter_that_admits_few_chunks_stays_in_the_keyword_index(tmp_path, monkeypatch):
+    # Given 10 documents a user may see 2 of
+    index = LocalSearchIndex(tmp_path / "index")
+    records = [_one_chunk(f"d{i}", "tidal survey", SEEN if i < 2 else DENIED) for i in range(10)]
+    index.upsert(MODEL, records)
+    calls = _keyword_calls(index, monkeypatch)
+    # Then a keyword query runs one tantivy search, with the access clause, and finds the 2
+    assert words(index, SearchFilters(principals=THOUSAND)) == {"d0.0", "d1.0"}
+    assert [filters.principals for filters in calls] == [THOUSAND]
     index.close()

@@ -49,6 +49,7 @@ import dataclasses
 import hashlib
 import json
 import logging
+import math
 import os
 import secrets
 import shutil
@@ -94,6 +95,11 @@ logger = logging.getLogger(__name__)
 
 # Chunk texts read from the chunk store per call while migrating the shared keyword index.
 MIGRATION_BATCH = 500
+# The keyword leg leaves the attribute and access filter to the partitions' values, over-fetching, when the filter
+# admits at least this share of the collections' chunks (bench filtered_http, a user in 1,000 groups: 15.4 ms of
+# search against 5.7 unfiltered with the filter in tantivy); it fetches `WIDE_FETCH * k / share` hits.
+WIDE_FILTER_SHARE = 0.5
+WIDE_FETCH = 1.5
 Key = tuple[str, str, str]
 
 
@@ -275,11 +281,51 @@ class LocalSearchIndex:
     ) -> list[SearchHit]:
         collections = list(dict.fromkeys(collections))
         filters = with_principals(filters)
+        share = self._admitted_share(model, tenant, collections, filters)
+        if share >= WIDE_FILTER_SHARE:
+            # A filter that admits most chunks costs tantivy more as a filter (a user in 1,000 groups: a bit set
+            # over every posting of the 1,000 terms) than it removes: the word query alone over-fetches, and the
+            # partitions' values (below) keep what they admit. The same top k when enough are admitted (a filter
+            # never changes a score); otherwise the filtered query runs after all, so k come back whenever k exist.
+            wide = dataclasses.replace(filters, attributes=None, principals=None)
+            fetch = math.ceil(k * WIDE_FETCH / share)
+            found = self._keywords.search(model, tenant, collections, query, fetch, wide)
+            kept = self._admitted_hits(model, tenant, found, filters)
+            if len(kept) >= k or len(found) < fetch:  # enough, or every chunk the words match was seen
+                return kept[:k]
         hits = self._keywords.search(model, tenant, collections, query, k, filters)
+        kept = self._admitted_hits(model, tenant, hits, filters)
+        if len(kept) < len(hits):
+            logger.info(
+                "search index: keyword hits whose document no longer passes the filter dropped",
+                extra={"dropped": len(hits) - len(kept)},
+            )
+        return kept
+
+    def _admitted_share(self, model: str, tenant: str, collections: Sequence[str], filters: SearchFilters) -> float:
+        """The share of the collections' chunks that the filters' attributes and principals admit, by the
+        partitions' per-document values (0 for a partition not loaded: fail closed, the filtered query runs)."""
+        if filters.attributes is None and filters.principals is None:
+            return 1.0
+        admitted = total = 0
+        for collection in collections:
+            key = (model, tenant, collection)
+            with self._slot(key).lock.reading():
+                partition = self._loaded(key)
+                if partition is None or not partition.size:
+                    continue
+                mask = partition.mask(filters)
+                total += partition.size
+                admitted += partition.size if mask is None else int(np.count_nonzero(mask))
+        return admitted / total if total else 0.0
+
+    def _admitted_hits(self, model: str, tenant: str, hits: list[SearchHit], filters: SearchFilters) -> list[SearchHit]:
+        """The hits whose document the partition's values admit, in order (none of a partition not loaded)."""
         if not hits:
             return hits
         # tantivy applied the filter to each chunk's own terms; the partition's per-document values are the
         # latest word (written first), so a chunk whose rewrite has not reached the keyword half yet is dropped.
+        groups = frozenset(filters.principals.groups) if filters.principals is not None else frozenset()
         admitted: set[tuple[str, str]] = set()
         for collection in {hit.collection for hit in hits}:
             key = (model, tenant, collection)
@@ -289,15 +335,9 @@ class LocalSearchIndex:
                     admitted.update(
                         (collection, hit.document_id)
                         for hit in hits
-                        if hit.collection == collection and partition.admits(hit.document_id, filters)
+                        if hit.collection == collection and partition.admits(hit.document_id, filters, groups)
                     )
-        kept = [hit for hit in hits if (hit.collection, hit.document_id) in admitted]
-        if len(kept) < len(hits):
-            logger.info(
-                "search index: keyword hits whose document no longer passes the filter dropped",
-                extra={"dropped": len(hits) - len(kept)},
-            )
-        return kept
+        return [hit for hit in hits if (hit.collection, hit.document_id) in admitted]
 
     def chunk_ids(
         self,

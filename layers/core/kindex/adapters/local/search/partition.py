@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 
 import numpy as np
 
@@ -214,9 +215,10 @@ class Partition:
         code = self.documents.codes.get(document_id)
         return self.table.values(code) if code is not None else (None, None)
 
-    def admits(self, document_id: str, filters: SearchFilters) -> bool:
+    def admits(self, document_id: str, filters: SearchFilters, groups: AbstractSet[str] | None = None) -> bool:
         """Do the document's attributes and access list pass `filters.attributes` and `.principals`? False for a
-        document the partition does not know (fail closed)."""
+        document the partition does not know (fail closed). `groups`: the principals' groups as a set, built once
+        by a caller that checks many hits."""
         code = self.documents.codes.get(document_id)
         if code is None:
             return False
@@ -225,7 +227,7 @@ class Partition:
             code,
             filters.attributes,
             principals.user if principals else None,
-            principals.groups if principals else (),
+            (principals.groups if groups is None else groups) if principals else (),
             check_access=principals is not None,
             required=principals.required if principals else False,
         )
