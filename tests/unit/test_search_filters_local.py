@@ -145,7 +145,7 @@ def test_an_attribute_only_rewrite_appends_no_vectors_and_leaves_the_graph_alone
     index.close()
 
 
-def test_chunks_not_yet_rewritten_follow_their_documents_new_access_list_on_both_legs(tmp_path, monkeypatch):
+def test_chunks_not_yet_rewritten_follow_their_documents_new_access_list_on_both_legs(tmp_path):
     # Given a document of four chunks visible to eng
     index = LocalSearchIndex(tmp_path / "index")
     first = chunks("doc", 4, access=Access(groups=("eng",)))
@@ -153,17 +153,21 @@ def test_chunks_not_yet_rewritten_follow_their_documents_new_access_list_on_both
     # When its access list becomes ops-only, and only two of its chunks have been written again so far
     index.upsert(MODEL, [replace(record, access=Access(groups=("ops",))) for record in first[:2]])
     # Then eng sees none of its chunks on either leg (the keyword index still holds eng on the other two, but the
-    # document's new list is the word), and ops sees all of them on the vector leg
+    # document's new list is the word), and ops sees the rewritten ones on the keyword leg, all on the vector leg
     assert knn(index, SearchFilters(principals=ENG)) == set()
     assert words(index, SearchFilters(principals=ENG)) == set()
-    assert knn(index, SearchFilters(principals=OPS)) == {"doc.0", "doc.1", "doc.2", "doc.3"}
-    # And on the keyword leg too, as ops may see the whole collection: the words alone, then the document's list
-    assert words(index, SearchFilters(principals=OPS)) == {"doc.0", "doc.1", "doc.2", "doc.3"}
-    # While with the filter in the keyword index (what a user who may see little gets), ops sees the rewritten
-    # ones only: a chunk whose terms lag behind is missed until its rewrite, never shown to whom it no longer admits
-    monkeypatch.setattr(search_index, "WIDE_FILTER_SHARE", 2.0)
     assert words(index, SearchFilters(principals=OPS)) == {"doc.0", "doc.1"}
-    assert words(index, SearchFilters(principals=ENG)) == set()
+    assert knn(index, SearchFilters(principals=OPS)) == {"doc.0", "doc.1", "doc.2", "doc.3"}
+    # And a user in ops and another group, who may see the whole collection, gets all four on the keyword leg too:
+    # the words alone, then the document's list (a filter of several groups that admits most chunks stays out of
+    # tantivy); one in eng and another group still sees none
+    assert words(index, SearchFilters(principals=Principals(groups=("ops", "qa")))) == {
+        "doc.0",
+        "doc.1",
+        "doc.2",
+        "doc.3",
+    }
+    assert words(index, SearchFilters(principals=Principals(groups=("eng", "qa")))) == set()
     # And a search by nobody sees none of them (a document with an access list needs a principal it admits)
     assert len(words(index, SearchFilters())) == 0 and len(knn(index, SearchFilters())) == 0
     index.close()
@@ -451,6 +455,19 @@ def test_when_the_over_fetched_hits_hold_too_few_admitted_the_keyword_leg_runs_t
     assert [hit.chunk_id for hit in hits] == ["ok00.0", "ok01.0", "ok02.0"]
     # And asked for more than exist, the user gets the 4 there are
     assert len(index.keyword_search(MODEL, "acme", ["c"], "tidal", 10, SearchFilters(principals=THOUSAND))) == 4
+    index.close()
+
+
+def test_a_lone_group_stays_in_the_keyword_index_without_a_share_computed(tmp_path, monkeypatch):
+    # Given 10 documents a user in one group may see all of
+    index = LocalSearchIndex(tmp_path / "index")
+    index.upsert(MODEL, [_one_chunk(f"d{i}", "tidal survey", SEEN) for i in range(10)])
+    calls = _keyword_calls(index, monkeypatch)
+    shares = []
+    monkeypatch.setattr(index, "_admitted_share", lambda *args: shares.append(args) or 1.0)
+    # Then its keyword query runs one tantivy search with its term query, and no row mask is built for it
+    assert len(words(index, SearchFilters(principals=Principals(groups=("g5",))))) == 10
+    assert [filters.principals for filters in calls] == [Principals(groups=("g5",))] and shares == []
     index.close()
 
 

@@ -281,7 +281,7 @@ class LocalSearchIndex:
     ) -> list[SearchHit]:
         collections = list(dict.fromkeys(collections))
         filters = with_principals(filters)
-        share = self._admitted_share(model, tenant, collections, filters)
+        share = self._admitted_share(model, tenant, collections, filters) if _set_filtered(filters) else 0.0
         if share >= WIDE_FILTER_SHARE:
             # A filter that admits most chunks costs tantivy more as a filter (a user in 1,000 groups: a bit set
             # over every posting of the 1,000 terms) than it removes: the word query alone over-fetches, and the
@@ -305,8 +305,6 @@ class LocalSearchIndex:
     def _admitted_share(self, model: str, tenant: str, collections: Sequence[str], filters: SearchFilters) -> float:
         """The share of the collections' chunks that the filters' attributes and principals admit, by the
         partitions' per-document values (0 for a partition not loaded: fail closed, the filtered query runs)."""
-        if filters.attributes is None and filters.principals is None:
-            return 1.0
         admitted = total = 0
         for collection in collections:
             key = (model, tenant, collection)
@@ -786,6 +784,14 @@ def _apply_record(
     elif op == OP_CLEAR and partition is not None:
         partition = Partition(partition.dims)
     return partition
+
+
+def _set_filtered(filters: SearchFilters) -> bool:
+    """Does tantivy evaluate the filter as set queries (an attribute expression, several groups), which build a bit
+    set over every posting of their terms? A lone user or group is a term query the words skip through, cheaper
+    than the share `keyword_search` would compute to leave it out (a row mask on every keyword query)."""
+    principals = filters.principals
+    return filters.attributes is not None or (principals is not None and len(principals.groups) > 1)
 
 
 def with_principals(filters: SearchFilters | None) -> SearchFilters:
