@@ -10,8 +10,10 @@ import re
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
+from kindex.adapters.embedders.windows import available_cores
 from kindex.adapters.local.private_files import private_data_dir
 from kindex.api.http import error_response
+from kindex.app.cpu_slots import CpuSlots
 from kindex.domain.errors import Conflict
 from kindex.domain.usage_plans import NamedPlan
 from kindex.settings import ENV_NAMES, Settings, SettingsError
@@ -177,6 +179,14 @@ def worker_lock(data_dir: Path):
     return handle
 
 
+def server_cpu_slots(settings: Settings) -> CpuSlots | None:
+    """The server's CPU slots: `cpu_slots` of them, by default the cores this process may use plus one (the most
+    queries/s measured on 2 cores: 3 slots against 2, 4, 6, 8 and 32; docs/decisions.md); 0 is no limit."""
+    if settings.cpu_slots == 0:
+        return None
+    return CpuSlots(settings.cpu_slots or available_cores() + 1)
+
+
 def start(settings: Settings) -> LocalServer:
     """Prepare the data directory, the first admin key, the server (bound, not yet serving) and its worker."""
     from kindex.compose import container, local_adapters
@@ -186,7 +196,7 @@ def start(settings: Settings) -> LocalServer:
     if lock is None:
         raise SettingsError(f"another kindex process is running on {settings.data_dir}")
     export_settings(settings)
-    server = LocalServer(build_gateway(settings), settings.host, settings.port)
+    server = LocalServer(build_gateway(settings), settings.host, settings.port, cpu_slots=server_cpu_slots(settings))
     host, port = server.address
     os.environ["KINDEX_PUBLIC_URL"] = settings.public_url or f"http://{host}:{port}"
     container.cache_clear()

@@ -19,6 +19,7 @@ from typing import Any, Protocol
 from urllib.parse import parse_qs
 
 from kindex.api.http import error_response
+from kindex.app.cpu_slots import CpuSlots
 
 logger = logging.getLogger(__name__)
 
@@ -193,9 +194,10 @@ class _BodyTooLarge(Exception):
 class AsgiGateway:
     """The ASGI application: reads a request (bounded), runs it through the gateway on the instance pool."""
 
-    def __init__(self, gateway: Gateway, concurrency: int = CONCURRENCY):
+    def __init__(self, gateway: Gateway, concurrency: int = CONCURRENCY, cpu_slots: CpuSlots | None = None):
         self.gateway = gateway
         self.instances = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="kindex-function")
+        self.cpu_slots = cpu_slots  # None: every instance computes at once
 
     async def __call__(self, scope: Mapping[str, Any], receive: Callable, send: Callable) -> None:
         if scope["type"] == "lifespan":
@@ -271,7 +273,7 @@ class AsgiGateway:
             return  # the client went away
         event = self.gateway.build_event(method, path, query, headers, body, client)
         del body
-        response = await self._run(self.gateway.dispatch, event)
+        response = await self._run(self._dispatch, event)
         await _send(send, response, head=method == "HEAD")
 
     async def _stream(
@@ -317,6 +319,13 @@ class AsgiGateway:
             await self._run(sink.abort)
             raise
         await _send(send, await self._run(sink.finish))
+
+    def _dispatch(self, event: dict[str, Any]) -> dict[str, Any]:
+        """A function's run, inside a CPU slot when the server has them (kindex.app.cpu_slots)."""
+        if self.cpu_slots is None:
+            return self.gateway.dispatch(event)
+        with self.cpu_slots.held():
+            return self.gateway.dispatch(event)
 
     async def _run(self, function: Callable, *args: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(self.instances, function, *args)
@@ -421,8 +430,10 @@ class LocalServer:
     """Hypercorn serving the gateway on a bound socket, plus the background threads local mode runs beside it
     (the ingest worker, the reindex scheduler)."""
 
-    def __init__(self, gateway: Gateway, host: str, port: int, concurrency: int = CONCURRENCY):
-        self.app = AsgiGateway(gateway, concurrency)
+    def __init__(
+        self, gateway: Gateway, host: str, port: int, concurrency: int = CONCURRENCY, cpu_slots: CpuSlots | None = None
+    ):
+        self.app = AsgiGateway(gateway, concurrency, cpu_slots)
         self.socket = bind_socket(host, port)
         self.background: list = []  # things with stop(), stopped on shutdown (the worker)
         self.closing: list[Callable[[], None]] = []  # called last on shutdown, once nothing else runs (the index)

@@ -14,6 +14,7 @@ import requests
 from kindex.adapters.aws.opensearch_index import OpenSearchIndex, opensearch_client
 from kindex.adapters.aws.opensearch_requests import index_alias
 from kindex.adapters.local.search.index import LocalSearchIndex
+from kindex.app.cpu_slots import CpuSlots, holding
 from kindex.compose import container
 from kindex.domain.errors import InvalidInput
 from tests.contract.mixins.search_filters import SearchFiltersContract
@@ -81,6 +82,30 @@ class TestOpenSearchIndexOnTheDouble(SearchIndexContract, SearchFiltersContract)
         yield OpenSearchIndex(double.client(), number_of_replicas=0)
         # A request the spec rejects must fail the test even if the adapter had swallowed the error.
         assert double.spec_violations == []
+
+    def test_a_search_gives_its_cpu_slot_back_while_the_cluster_answers(self):
+        # Given the adapter (its searches wait on the cluster, unlike the embedded index's) and a client that
+        # records whether the calling thread held a CPU slot while the cluster answered
+        double = OpenSearchDouble()
+        client = double.client()
+        index = OpenSearchIndex(client, number_of_replicas=0)
+        index.upsert(MODEL, corpus(3))
+        held_during = []
+        search = client.search
+
+        def recorded(*args, **kwargs):
+            held_during.append(holding())
+            return search(*args, **kwargs)
+
+        client.search = recorded
+        assert not index.computes_locally and LocalSearchIndex.computes_locally
+        # When a request of `kindex serve` (which holds a slot) searches both legs
+        with CpuSlots(1).held():
+            assert index.knn_search(MODEL, "acme", ["handbook"], unit(1).tolist(), 2)
+            index.keyword_search(MODEL, "acme", ["handbook"], "anything", 2)
+            # Then the slot was free during each call to the cluster, and is held again after it
+            assert holding()
+        assert held_during == [False, False]
 
     def test_a_query_racing_the_creation_of_its_index_finds_nothing_and_is_no_dimension_error(self):
         # Given a reader and a writer (another process) on one cluster, and no index for the model yet

@@ -1,9 +1,11 @@
 """Permission-aware retrieval on the local backend, with a real rights-check server on 127.0.0.1."""
 
+import threading
 import time
 
 import pytest
 
+from kindex.app.cpu_slots import CpuSlots
 from kindex.domain.errors import Conflict, Forbidden, NotFound
 from kindex.domain.models import CollectionInput, DocumentInput
 from kindex.domain.query import QueryRequest
@@ -133,6 +135,67 @@ def test_hybrid_finds_what_each_single_mode_misses(env):
     keyword, vector, hybrid = found("keyword"), found("vector"), found("hybrid")
     assert keyword == {"lexical"} and vector == {"fuzzy"}
     assert hybrid == relevant
+
+
+def _recording_legs(monkeypatch, index):
+    """Which thread ran each leg of the index's searches, in order."""
+    ran: list[tuple[str, int]] = []
+    for leg in ("knn_search", "keyword_search"):
+        search = getattr(index, leg)
+
+        def recorded(*args, _leg=leg, _search=search, **kwargs):
+            ran.append((_leg, threading.get_ident()))
+            return _search(*args, **kwargs)
+
+        monkeypatch.setattr(index, leg, recorded)
+    return ran
+
+
+def test_hybrid_legs_run_in_the_request_thread_under_a_cpu_slot(env, monkeypatch):
+    # Given an embedded index with documents both legs find, and each leg's thread recorded
+    collection, document, query, worker = env.helpers
+    collection("c", query_groups=["staff"])
+    for i, topic in enumerate(TOPICS):
+        document("c", f"doc-{i}", f"{topic}. " * 4)
+    worker.drain()
+    index = env.query.index
+    assert index.computes_locally
+    ran = _recording_legs(monkeypatch, index)
+    here = threading.get_ident()
+
+    def ask():
+        ran.clear()
+        response = query(["c"], query="penguin colony violin", k=5, mode="hybrid")
+        return [(r.chunk_id, r.score) for r in response.results], dict(ran)
+
+    # When a hybrid query runs without a slot, then holding one (as `kindex serve` runs a request)
+    overlapped, overlapped_threads = ask()
+    with CpuSlots(1).held():
+        in_slot, in_slot_threads = ask()
+
+    # Then without a slot the keyword leg ran on a second thread while the vector leg ran here; in a slot both ran
+    # here, one after the other; and the answer is the same
+    assert overlapped_threads["knn_search"] == here and overlapped_threads["keyword_search"] != here
+    assert in_slot_threads == {"knn_search": here, "keyword_search": here}
+    assert in_slot == overlapped and len(in_slot) == 5
+
+
+def test_hybrid_legs_of_a_remote_index_overlap_even_in_a_cpu_slot(env, monkeypatch):
+    # Given an index whose searches wait on a remote engine (as the OpenSearch adapter's do)
+    collection, document, query, worker = env.helpers
+    collection("c", query_groups=["staff"])
+    document("c", "d", "penguin colony antarctic")
+    worker.drain()
+    index = env.query.index
+    monkeypatch.setattr(index, "computes_locally", False)
+    ran = _recording_legs(monkeypatch, index)
+    # When a hybrid query runs holding a CPU slot
+    with CpuSlots(1).held():
+        response = query(["c"], query="penguin", k=1, mode="hybrid")
+    # Then the keyword leg still ran on a second thread
+    threads = dict(ran)
+    assert response.results and threads["knn_search"] == threading.get_ident()
+    assert threads["keyword_search"] != threading.get_ident()
 
 
 def test_min_score(env):

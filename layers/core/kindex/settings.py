@@ -110,6 +110,11 @@ class Settings(BaseModel):
     # Concurrent queries of one tenant and model embedded in one call (kindex.app.query_batching); false embeds each
     # query alone: the reference the concurrency benchmark measures beside it.
     query_batching: bool = True
+    # Local mode: requests computing at once (kindex.app.cpu_slots); a request waiting on the network (a rights check,
+    # a remote model, the OpenSearch node) gives its slot back. Unset: the cores this process may use, plus one. 0: no
+    # limit (every one of the server's 32 request threads computes at once, and a hybrid query's keyword leg runs on a
+    # second thread: the reference the concurrency benchmark measures beside it).
+    cpu_slots: int | None = Field(default=None, ge=0, le=1024)
     table_name: str | None = None
     bucket_name: str | None = None
     bootstrap_tenant: str = "default"

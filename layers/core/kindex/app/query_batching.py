@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from kindex.app import cpu_slots
+
 # One batch at most: the local server runs 32 requests at once, so a batch of 32 takes the whole queue.
 MAX_BATCH = 32
 
@@ -55,9 +57,12 @@ class QueryBatcher:
         self._lock = threading.Lock()
         self._keys: dict[Hashable, _Key] = {}
 
-    def embed(self, key: Hashable, text: str, run: Callable[[Sequence[str]], np.ndarray]) -> np.ndarray:
+    def embed(
+        self, key: Hashable, text: str, run: Callable[[Sequence[str]], np.ndarray], *, remote: bool = False
+    ) -> np.ndarray:
         """The vector of `text`: `run(texts)` returns one row per text, in order, for a batch of this key's queries
-        (this one alone when none of the key runs now)."""
+        (this one alone when none of the key runs now). `remote`: `run` waits on the network, so a query waiting
+        for its batch gives its CPU slot back (kindex.app.cpu_slots) meanwhile."""
         query = _Query(text)
         with self._lock:
             state = self._keys.setdefault(key, _Key())
@@ -69,7 +74,11 @@ class QueryBatcher:
                 state.running = True
                 query.batch = [query]
         if query.batch is None:
-            query.done.wait()  # until the batch holding this query ended, or this query is to run the next one
+            if remote:
+                with cpu_slots.away():
+                    query.done.wait()
+            else:
+                query.done.wait()  # until the batch holding this query ended, or this query is to run the next one
         if query.batch is not None:
             self._run(key, query.batch, run)
         if query.error is not None:

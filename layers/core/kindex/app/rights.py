@@ -28,6 +28,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 
+from kindex.app import cpu_slots
 from kindex.domain import budget
 from kindex.domain.errors import Conflict, InvalidInput
 from kindex.domain.metering import RIGHTS_CHECK_CALLS
@@ -243,7 +244,8 @@ class RightsSession:
         failed_deadlines: list[float] = []
         for cid, future in futures.items():
             try:
-                status, payload = future.result(timeout=max(deadlines[cid] - clock() + JOIN_GRACE, 0))
+                with cpu_slots.away():  # the endpoint's time is not this machine's: the request's slot is free
+                    status, payload = future.result(timeout=max(deadlines[cid] - clock() + JOIN_GRACE, 0))
                 allowed = parse_rights_response(status, payload, remote[cid])
                 if allowed is None:
                     raise RightsCallFailed("status" if status != 200 else "invalid_answer", str(status))

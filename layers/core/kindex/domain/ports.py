@@ -77,6 +77,10 @@ class SearchIndex(Protocol):
     not an error. Searches return ids and scores only, best first.
     """
 
+    #: True when searches compute on this machine's cores (the embedded index), False when they wait on a remote
+    #: engine: a hybrid query under a CPU slot runs the two legs of the former one after the other (QueryService).
+    computes_locally: bool
+
     def upsert(self, model: str, records: Sequence[IndexRecord]) -> None:
         """Insert or replace records (one batched write)."""
 

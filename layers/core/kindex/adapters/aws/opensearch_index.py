@@ -53,6 +53,7 @@ from kindex.adapters.aws.opensearch_requests import (
     routing_key,
     search_hits,
 )
+from kindex.app import cpu_slots
 from kindex.domain import budget
 from kindex.domain.errors import DependencyFailed, InvalidInput
 from kindex.domain.types import IndexRecord, SearchFilters, SearchHit
@@ -123,6 +124,8 @@ class OpenSearchIndex:
     and refreshes its index once at the end). `refresh="false"`: writes return at once and become searchable
     within the index's refresh interval - for bulk backfills, which call `refresh(model)` once when done.
     """
+
+    computes_locally = False  # the node searches; a query waits on the network
 
     def __init__(
         self,
@@ -389,7 +392,8 @@ class OpenSearchIndex:
     def _search(self, alias: str, tenant: str, body: dict[str, Any]) -> dict[str, Any]:
         with self._translate_errors("search", alias):
             try:
-                return self._client.search(index=alias, body=body, routing=routing_key(tenant), **_call_budget())
+                with cpu_slots.away():  # the node's time, not this machine's: under `kindex serve` the slot is free
+                    return self._client.search(index=alias, body=body, routing=routing_key(tenant), **_call_budget())
             except NotFoundError as error:
                 # No index yet for this model and dimension: nothing has been written, so nothing matches.
                 if _error_type(error) == "index_not_found_exception":

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from kindex.adapters.embedders.text_input import encodable
+from kindex.app import cpu_slots
 from kindex.domain import budget
 
 # The model table and dimension rules live with the model-name value type, which the API validates with too.
@@ -233,7 +234,8 @@ class OpenAIEmbedder:
         client = self._sdk_client()
         for batch in plan_batches(token_counts, self.max_batch_inputs, self.max_batch_tokens):
             request = build_embedding_request(self.model_name, [inputs[i] for i in batch], self.dimensions)
-            result[batch.start : batch.stop] = self._call_with_retries(client, request, len(batch))
+            with cpu_slots.away():  # the model's time is not this machine's: a request's CPU slot is free meanwhile
+                result[batch.start : batch.stop] = self._call_with_retries(client, request, len(batch))
         return result
 
     def _fit_inputs(self, texts: Sequence[str]) -> tuple[list[str], list[int]]:

@@ -118,6 +118,8 @@ class _Slot:
 class LocalSearchIndex:
     """`SearchIndex` for the local deployment: exact cosine k-NN (numpy) and BM25 (tantivy) under `root`."""
 
+    computes_locally = True  # both legs compute on this machine's cores
+
     def __init__(self, root: Path | str, chunks: ChunkStore | None = None):
         """`chunks` (the chunk store) is needed only to migrate a data directory whose keyword index all tenants
         shared; opening one without it raises before anything is changed."""
