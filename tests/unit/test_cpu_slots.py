@@ -174,3 +174,36 @@ def test_a_function_run_by_the_server_holds_a_slot_and_gives_it_back():
     assert not cpu_slots.holding()
     with slots.held():
         assert cpu_slots.holding()
+
+
+def test_threads_waiting_for_a_slot_get_it_in_the_order_they_came():
+    # Given one slot, held here, and two threads that queued for it one after the other
+    slots = CpuSlots(1)
+    order: list[str] = []
+
+    def work(name):
+        with slots.held():
+            order.append(name)
+
+    first, second = threading.Thread(target=work, args=("first",)), threading.Thread(target=work, args=("second",))
+    with slots.held():
+        first.start()
+        _until(lambda: slots.waiting == 1)
+        second.start()
+        _until(lambda: slots.waiting == 2)
+    # When this thread gives its slot back and at once asks for one again
+    with slots.held():
+        order.append("late")
+    first.join(WAIT)
+    second.join(WAIT)
+    # Then the threads already waiting went first, in their order: the late arrival took no freed slot before them
+    assert order == ["first", "second", "late"]
+
+
+def _until(condition) -> None:
+    done = threading.Event()
+    for _ in range(1000):
+        if condition():
+            return
+        done.wait(0.01)
+    raise AssertionError("condition not reached")

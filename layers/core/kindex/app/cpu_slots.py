@@ -21,6 +21,7 @@ index run one after the other there instead of on a second thread, which would c
 from __future__ import annotations
 
 import threading
+from collections import deque
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -28,14 +29,47 @@ from contextlib import contextmanager
 _holding = threading.local()
 
 
+class _Turns:
+    """A counting semaphore that serves its waiters in arrival order: a slot given back goes straight to the thread
+    that has waited longest, never to one that arrives meanwhile."""
+
+    def __init__(self, value: int):
+        self._lock = threading.Lock()
+        self._free = value
+        self._waiting: deque[threading.Lock] = deque()
+
+    def acquire(self) -> None:
+        with self._lock:
+            if self._free and not self._waiting:
+                self._free -= 1
+                return
+            turn = threading.Lock()
+            turn.acquire()
+            self._waiting.append(turn)
+        turn.acquire()  # released by the thread that hands this one its slot
+
+    def release(self) -> None:
+        with self._lock:
+            if self._waiting:
+                self._waiting.popleft().release()
+            else:
+                self._free += 1
+
+    @property
+    def waiting(self) -> int:
+        return len(self._waiting)
+
+
 class CpuSlots:
-    """At most `slots` threads inside `held` at once, not counting those `away`."""
+    """At most `slots` threads inside `held` at once, not counting those `away`; the others wait their turn, served in
+    the order they came (a plain semaphore let a late arrival take a freed slot before the threads already waiting:
+    16 clients' p99 314-367 ms against 196-263 served in order, at the same queries/s)."""
 
     def __init__(self, slots: int):
         if slots < 1:
             raise ValueError("slots must be at least 1")
         self.slots = slots
-        self._free = threading.Semaphore(slots)
+        self._free = _Turns(slots)
 
     @contextmanager
     def held(self) -> Iterator[None]:
@@ -49,6 +83,11 @@ class CpuSlots:
         finally:
             _holding.slots = None
             self._free.release()
+
+    @property
+    def waiting(self) -> int:
+        """Threads waiting for a slot now."""
+        return self._free.waiting
 
     def _away(self) -> None:
         _holding.slots = None
