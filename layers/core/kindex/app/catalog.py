@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -12,6 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from kindex.app import cpu_slots
 from kindex.app.chunk_removal import require_collection
 from kindex.app.collection_deletion import start_deletion
 from kindex.app.document_writes import Change, same_content, with_filter_fields, write_document
@@ -177,6 +179,11 @@ def merge_collection(
 
 #: Rounds of a document delete racing writers of that document before it gives up with 409.
 DELETE_ATTEMPTS = 8
+#: The pause before a delete's next round, doubled each round up to DELETE_PAUSE_MAX_SECONDS (~0.5 s in all): a
+#: round removes the chunks of whatever committed meanwhile, so rounds in a row without a pause kept removing the
+#: chunks of writers still racing, and the delete that then gave up left a record whose chunks were gone.
+DELETE_PAUSE_SECONDS = 0.005
+DELETE_PAUSE_MAX_SECONDS = 0.16
 
 
 class CatalogService:
@@ -202,7 +209,10 @@ class CatalogService:
         max_file_bytes: int = 50 * 1024 * 1024,
         ingest_trigger: IngestTrigger | None = None,
         usage: UsageService | None = None,
+        pause: Callable[[float], None] = time.sleep,
     ):
+        """`pause(seconds)`: how a document delete waits between its rounds (tests pass their own)."""
+        self.pause = pause
         self.collections = collections
         self.documents = documents
         self.blobs = blobs
@@ -587,7 +597,11 @@ class CatalogService:
         # committed meanwhile (an ingest or import that wrote chunks, a new upload) makes the delete look again, so
         # nothing it wrote outlives the record. A writer that commits after the record is gone finds it NotFound and
         # removes its own writes.
-        for _ in range(DELETE_ATTEMPTS):
+        for attempt in range(DELETE_ATTEMPTS):
+            if attempt:
+                # Let the racing writers finish first; the wait is not this machine's work (kindex.app.cpu_slots).
+                with cpu_slots.away():
+                    self.pause(min(DELETE_PAUSE_SECONDS * 2 ** (attempt - 1), DELETE_PAUSE_MAX_SECONDS))
             if self.on_document_removed:
                 self.on_document_removed(tenant, document, collection)
             self.blobs.delete_prefix(keys.document_prefix(tenant, collection_id, document_id))

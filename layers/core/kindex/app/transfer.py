@@ -15,7 +15,7 @@ import hashlib
 import json
 import logging
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timezone
 
 import numpy as np
 
@@ -512,7 +512,7 @@ class TransferService:
                 chunk_count=item.chunk_count,
                 chunks_done=0,
                 version=(current.version if current else 0) + 1,
-                created_at=utc_now(),
+                created_at=_run_started_at(),
             )
 
         current = read
@@ -618,18 +618,21 @@ class TransferService:
                 raise Conflict(f"document {document_id!r} changed meanwhile; send the batch again")
             return current
 
+        def commit(update: dict) -> None:
+            # Over the record as stored now, not the run's copy: a new run after a DELETE (or any record created
+            # again) starts at revision 1 again, and a commit over the copy's revision would land on it unchecked.
+            write_document(
+                self.documents,
+                tenant,
+                collection.id,
+                document_id,
+                self.documents.get_document(tenant, collection.id, document_id),
+                lambda current: still_this_run(current).model_copy(update=update),
+            )
+
         try:
             if sorted(c.index for c in stored) != list(range(run.chunk_count)):
-                write_document(
-                    self.documents,
-                    tenant,
-                    collection.id,
-                    document_id,
-                    run,
-                    lambda current: still_this_run(current).model_copy(
-                        update={"chunks_done": len(stored), "updated_at": utc_now()}
-                    ),
-                )
+                commit({"chunks_done": len(stored), "updated_at": utc_now()})
                 return False
             data = rebuilt_text(stored).encode("utf-8", "surrogatepass")
             version = run.version + 1
@@ -655,14 +658,7 @@ class TransferService:
             }
             self.blobs.put_blob(source, data, TEXT_MIMETYPE)
             try:
-                write_document(
-                    self.documents,
-                    tenant,
-                    collection.id,
-                    document_id,
-                    run,
-                    lambda current: still_this_run(current).model_copy(update=indexed),
-                )
+                commit(indexed)
             except (Conflict, NotFound):
                 self.blobs.delete_blob(source)  # the key is this write's own
                 raise
@@ -727,3 +723,13 @@ def _content(document: Document | None) -> tuple[int, str | None]:
 def _run(document: Document) -> tuple[int, datetime]:
     """One import run of a document: the version and creation time its in-progress record got when it started."""
     return document.version, document.created_at
+
+
+def _run_started_at() -> datetime:
+    """A run's creation time, to the microsecond (`utc_now` drops them). It is what tells two runs of one version
+    apart: a run that creates the document has version 1, so a run begun after a DELETE of an earlier run's record
+    has that run's version; in whole seconds, the earlier run took the newer one's record for its own and committed
+    `indexed` with the chunks the DELETE had removed (tests/integration/test_import_runs_across_a_delete.py). The
+    newer run reads the record only after the DELETE, which came after the earlier run's commit, so its time is
+    later."""
+    return datetime.now(timezone.utc)
