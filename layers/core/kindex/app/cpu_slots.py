@@ -106,7 +106,10 @@ def holding() -> bool:
 @contextmanager
 def away() -> Iterator[None]:
     """Around a wait that is not this machine's computing: the calling thread's slot, if it holds one, is free
-    meanwhile, and taken again (waiting for one if need be) before the caller goes on."""
+    meanwhile, and taken again (waiting for one if need be) before the caller goes on. Never around a wait inside a
+    lock that a slot holder may wait for (a SQLite write transaction, an index's write lock): taking the slot back
+    would wait for those holders while they wait for the lock. No caller does today: the rights calls, the remote
+    model, the OpenSearch search and a delete's pause all run outside any such lock."""
     slots = getattr(_holding, "slots", None)
     if slots is None:
         yield

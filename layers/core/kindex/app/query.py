@@ -494,8 +494,9 @@ class QueryService:
         """A hybrid search's vector and keyword rankings. The two are independent: the keyword search runs on a
         second thread while the vector search runs, unless the index computes both here and this request holds a
         CPU slot (kindex.app.cpu_slots), whose share of the cores a second thread would compute outside of: then one
-        after the other. Measured with 16 clients on 2 cores (docs/decisions.md): 1.3-1.5x the queries/s of the
-        overlapped legs, and one client no slower (the handover to the second thread cost what the overlap saved)."""
+        after the other. Measured with 16 clients on 2 cores, same runs against the reference (docs/decisions.md):
+        slots with the legs overlapped 1.35x, with the legs here 1.45-1.49x, and one client no slower (the handover
+        to the second thread cost what the overlap saved)."""
         if cpu_slots.holding() and self.index.computes_locally:
             return [
                 self.index.knn_search(model, tenant, ids, vector, depth, filters),
