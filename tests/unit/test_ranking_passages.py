@@ -94,6 +94,24 @@ def test_score_fusion_scales_over_a_fixed_window_so_a_deeper_read_keeps_the_scor
     assert deep["d"] == pytest.approx(-1.0 + -1 / 6)
 
 
+def test_a_fusion_with_a_limit_returns_the_first_hits_of_the_whole_fusion_ties_included():
+    # Given two legs of 60 hits that overlap by half, with tied scores (by chunk id then)
+    vector = [hit(f"v{i:02}", score=1.0 - (i // 3) / 20) for i in range(60)]
+    keyword = [hit(f"v{i:02}" if i % 2 else f"k{i:02}", score=30.0 - i // 4) for i in range(60)]
+    for fuse in (
+        lambda limit: score_fusion(vector, keyword, (1.0, 0.7), limit=limit),
+        lambda limit: reciprocal_rank_fusion([vector, keyword], weights=(1.0, 0.5), limit=limit),
+        lambda limit: fuse_legs(vector, keyword, QueryRequest(query="q"), limit=limit),
+        lambda limit: fuse_legs(vector, keyword, QueryRequest(query="q", hybrid=HybridWeights(fusion="ranks")), limit),
+    ):
+        whole = fuse(None)
+        assert len(whole) == 90
+        # When each is read with a limit, then it is the same prefix, scores and ties alike
+        for limit in (0, 1, 7, 31, 89, 90, 200):
+            assert fuse(limit) == whole[:limit]
+        assert whole == sorted(whole, key=lambda h: (-h.score, h.chunk_id))
+
+
 def test_hybrid_fuses_by_scores_by_default_and_by_ranks_when_asked_each_with_its_default_weights():
     vector = [hit("a", score=0.9), hit("b", score=0.5)]
     keyword = [hit("b", score=10.0), hit("a", score=1.0)]
