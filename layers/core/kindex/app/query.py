@@ -103,8 +103,9 @@ def reciprocal_rank_fusion(
 def _rescored(first: dict[str, SearchHit], scores: dict[str, float], limit: int | None = None) -> list[SearchHit]:
     """Each chunk's first hit with its fused score, best first (ties by chunk id), the first `limit` of them (all
     without it). Ranked as (-score, chunk id) pairs, and a hit built only for a rank returned: a hybrid query fuses
-    ~200 hits a round and reads 3 k of them, and building every hit (a frozen dataclass, ~2.5 us each on a 2.4 GHz
-    core) then sorting them by a key function was 0.75 ms of the 9 ms a query holds the GIL (16 clients, 2 cores)."""
+    ~200 hits a round and reads `wanted` of them (3 k in the first round), and building every hit (a frozen
+    dataclass, ~2.5 us each on a 2.4 GHz core) then sorting them by a key function was 0.75 ms of the 9 ms a query
+    holds the GIL (16 clients, 2 cores)."""
     ranked = sorted([(-score, chunk_id) for chunk_id, score in scores.items()])
     fused = []
     for negated, chunk_id in ranked if limit is None else ranked[:limit]:
