@@ -14,8 +14,8 @@ divided by the wall time of the phase, per round.
 
 Beside it, the same phases against a second server on a copy of the data the way before issue 27 (REFERENCE_ENV:
 KINDEX_QUERY_BATCHING=false, each query embedded alone, OpenBLAS's threads in every BLAS call, and no CPU slots:
-all 32 request threads compute at once, each hybrid query's keyword leg on a second thread), in the same rounds: the
-`_batching` figures compare the two.
+all 32 request threads compute at once, each hybrid query's keyword leg on a second thread; and no query processes:
+the server's one interpreter answers every query), in the same rounds: the `_batching` figures compare the two.
 """
 
 from __future__ import annotations
@@ -61,6 +61,7 @@ REFERENCE_ENV = {
     "KINDEX_QUERY_BATCHING": "false",
     "OPENBLAS_NUM_THREADS": str(available_cores()),
     "KINDEX_CPU_SLOTS": "0",
+    "KINDEX_QUERY_PROCESSES": "0",
 }
 # Each phase takes ~2-4 s; 20 s a side (issue 14: >= 20 s of work per measurement) is ~1 min per model.
 MIN_SECONDS = 20.0

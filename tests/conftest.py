@@ -111,8 +111,11 @@ class RunningServer:
         return out.stdout.strip().splitlines()[-1]
 
 
-def start_server(data_dir: Path, extra_env: dict[str, str | None] | None = None) -> RunningServer:
-    """`kindex serve` on a free port; `extra_env` adds variables, and a None value removes one."""
+def start_server(
+    data_dir: Path, extra_env: dict[str, str | None] | None = None, *, own_process_group: bool = False
+) -> RunningServer:
+    """`kindex serve` on a free port; `extra_env` adds variables, and a None value removes one. `own_process_group`:
+    the server leads a process group of its own (what a terminal's Ctrl-C reaches), not the tests'."""
     merged = {**os.environ, "KINDEX_DEFAULT_EMBEDDING_MODEL": "hash:384", **(extra_env or {})}
     env = {name: value for name, value in merged.items() if value is not None}
     env.pop("KINDEX_PORT", None)
@@ -122,6 +125,7 @@ def start_server(data_dir: Path, extra_env: dict[str, str | None] | None = None)
         stderr=subprocess.STDOUT,
         text=True,
         env=env,
+        process_group=0 if own_process_group else None,
     )
     lines = []
     for line in process.stdout:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import fcntl
 import hashlib
 import logging
@@ -17,6 +18,7 @@ from kindex.app.cpu_slots import CpuSlots
 from kindex.domain.errors import Conflict
 from kindex.domain.usage_plans import NamedPlan
 from kindex.settings import ENV_NAMES, Settings, SettingsError
+from kindex_local.query_processes import QueryProcesses, default_count
 from kindex_local.server import Gateway, LocalServer, Route
 from kindex_local.throttle import TenantThrottle
 
@@ -179,18 +181,55 @@ def worker_lock(data_dir: Path):
     return handle
 
 
-def server_cpu_slots(settings: Settings) -> CpuSlots | None:
+def server_cpu_slots(settings: Settings, query_processes: int = 0) -> CpuSlots | None:
     """The server's CPU slots: `cpu_slots` of them, by default the cores this process may use plus one (the most
-    queries/s measured on 2 cores: 3 slots against 2, 4, 6, 8 and 32; docs/decisions.md); 0 is no limit."""
+    queries/s measured on 2 cores: 3 slots against 2, 4, 6, 8 and 32; docs/decisions.md); 0 is no limit. In one of
+    `query_processes` query processes, the default is its share of the cores, at least one: on 2 cores, one slot in
+    each of two processes had the shortest tail at 16 clients (p99 271-292 ms against 297-328 with three, the same
+    queries/s or more; docs/decisions.md)."""
     if settings.cpu_slots == 0:
         return None
-    return CpuSlots(settings.cpu_slots or available_cores() + 1)
+    if settings.cpu_slots:
+        return CpuSlots(settings.cpu_slots)
+    cores = available_cores()
+    return CpuSlots(max(1, cores // query_processes) if query_processes else cores + 1)
+
+
+def query_process_count(settings: Settings) -> int:
+    """How many query processes `kindex serve` runs: `query_processes`, by default one per core this process may
+    use when it may use two or more (kindex_local.query_processes)."""
+    if settings.query_processes is not None:
+        return settings.query_processes
+    return default_count(available_cores())
+
+
+def start_query_processes(server: LocalServer, settings: Settings) -> None:
+    """The query function's routes answered by child processes, when there are to be any (after the settings were
+    exported: the children inherit them). Stopped with the server."""
+    count = query_process_count(settings)
+    if count == 0:
+        return
+    processes = QueryProcesses(count, settings.request_budget_s)
+    processes.start()
+    server.background.append(processes)
+    gateway = server.app.gateway
+    gateway.routes = [
+        dataclasses.replace(route, handler=processes.handler) if route.function_name == "kindex-query" else route
+        for route in gateway.routes
+    ]
+    source = ENV_NAMES["query_processes"]
+    if settings.query_processes is None:
+        source = f"one per core; {source}"
+    print(f"Query processes: {count} ({source})", flush=True)
 
 
 def start(settings: Settings) -> LocalServer:
-    """Prepare the data directory, the first admin key, the server (bound, not yet serving) and its worker."""
+    """Prepare the data directory, the first admin key, the server (bound, not yet serving), its worker and its
+    query processes."""
     from kindex.compose import container, local_adapters
 
+    if settings.index_follower:
+        raise SettingsError(f"{ENV_NAMES['index_follower']} is set by kindex serve for its query processes only")
     private_data_dir(settings.data_dir)  # 0700, and a data directory of an older version narrowed (files 0600)
     lock = worker_lock(settings.data_dir)
     if lock is None:
@@ -239,5 +278,6 @@ def start(settings: Settings) -> LocalServer:
     if not settings.search_url:
         # The embedded index compacts its graph partitions when closed, after the worker has stopped (shutdown).
         server.closing.append(local_adapters(services).embedded_index.close)
+    start_query_processes(server, settings)
     server.lock = lock
     return server

@@ -148,6 +148,17 @@ def test_the_server_has_cores_plus_one_slots_by_default_and_none_with_zero(tmp_p
     assert server_cpu_slots(Settings(data_dir=tmp_path, cpu_slots=0)) is None
 
 
+def test_a_query_process_has_its_share_of_the_cores_by_default(tmp_path, monkeypatch):
+    from kindex.settings import Settings
+    from kindex_local import deployment
+
+    monkeypatch.setattr(deployment, "available_cores", lambda: 4)
+    settings = Settings(data_dir=tmp_path)
+    assert [deployment.server_cpu_slots(settings, query_processes=n).slots for n in (1, 2, 4, 8)] == [4, 2, 1, 1]
+    assert deployment.server_cpu_slots(Settings(data_dir=tmp_path, cpu_slots=3), query_processes=2).slots == 3
+    assert deployment.server_cpu_slots(Settings(data_dir=tmp_path, cpu_slots=0), query_processes=2) is None
+
+
 def test_a_function_run_by_the_server_holds_a_slot_and_gives_it_back():
     from kindex_local.server import AsgiGateway
 

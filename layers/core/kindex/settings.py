@@ -115,6 +115,13 @@ class Settings(BaseModel):
     # limit (every one of the server's 32 request threads computes at once, and a hybrid query's keyword leg runs on a
     # second thread: the reference the concurrency benchmark measures beside it).
     cpu_slots: int | None = Field(default=None, ge=0, le=1024)
+    # Local mode: processes that answer `kindex serve`'s queries beside it (kindex_local.query_processes), each with its
+    # own interpreter and its own copy of the embedded index, which follows the server's writes. Unset: one per core
+    # this process may use when it may use two or more, else none. 0: the server answers queries on its own threads.
+    query_processes: int | None = Field(default=None, ge=0, le=64)
+    # Set by `kindex serve` in its query processes' environment only: open the embedded index as a follower (reads
+    # the server's files, never writes them; LocalSearchIndex `follower`). `kindex serve` refuses it.
+    index_follower: bool = False
     table_name: str | None = None
     bucket_name: str | None = None
     bootstrap_tenant: str = "default"

@@ -82,7 +82,9 @@ class LocalAdapters(AdapterSet):
         """The embedded index (what `search_index` is without `search_url`): the server and the CLI close it."""
         from kindex.adapters.local.search.index import LocalSearchIndex
 
-        return LocalSearchIndex(self.settings.data_dir / "index", chunks=self.chunks)
+        return LocalSearchIndex(
+            self.settings.data_dir / "index", chunks=self.chunks, follower=self.settings.index_follower
+        )
 
     @cached_property
     def search_index_prefix(self) -> str:

@@ -41,6 +41,12 @@ access list, language or mimetype changed) appends no vector rows and leaves the
 One process owns the folder. Writers are serialised by one lock; each partition has a reader/writer lock, taken
 alone by a write only while it changes that partition, shared by searches, so searches of one collection run side
 by side and a write to one collection never waits for searches of another.
+
+Other processes may read the folder as followers (`follower=True`: `kindex serve`'s query processes,
+kindex_local.query_processes). A follower never writes a file. Before it searches a partition it looks at the
+partition's snapshot and log and applies what the writer added since (follow.py); before it searches a tenant's
+keywords it reloads them if the index has a newer commit. A write acknowledged before a follower's search began is
+therefore seen by it, as in the writer's own process.
 """
 
 from __future__ import annotations
@@ -54,14 +60,15 @@ import os
 import secrets
 import shutil
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from kindex.adapters.local.private_files import FILE_MODE, private_dir, restrict_tree
-from kindex.adapters.local.search import ann
+from kindex.adapters.local.search import ann, follow
 from kindex.adapters.local.search import log as vector_log
 from kindex.adapters.local.search.ann import AnnGraph
 from kindex.adapters.local.search.keyword import (
@@ -105,14 +112,24 @@ Key = tuple[str, str, str]
 
 class _Slot:
     """One (model, tenant, collection)'s place: its reader/writer lock and, once loaded, its partition (None: no
-    data). Slots are never replaced, so a search and a write always agree on which lock guards a partition."""
+    data); in a follower, also the files it was read from. Slots are never replaced, so a search and a write always
+    agree on which lock guards a partition."""
 
-    __slots__ = ("lock", "loaded", "partition")
+    __slots__ = ("followed", "lock", "loaded", "partition")
 
     def __init__(self) -> None:
         self.lock = ReadWriteLock()
         self.loaded = False
         self.partition: Partition | None = None
+        self.followed: follow.Followed | None = None
+
+
+class _GraphGone(Exception):
+    """A follower found the graph its snapshot names removed: a newer compaction replaced both; read them again."""
+
+
+class FollowerWrite(RuntimeError):
+    """A write was asked of a follower (a query process), which only reads the writer's files."""
 
 
 class LocalSearchIndex:
@@ -120,12 +137,17 @@ class LocalSearchIndex:
 
     computes_locally = True  # both legs compute on this machine's cores
 
-    def __init__(self, root: Path | str, chunks: ChunkStore | None = None):
+    def __init__(self, root: Path | str, chunks: ChunkStore | None = None, *, follower: bool = False):
         """`chunks` (the chunk store) is needed only to migrate a data directory whose keyword index all tenants
-        shared; opening one without it raises before anything is changed."""
+        shared; opening one without it raises before anything is changed. `follower`: read a folder another
+        process (the writer, which opened it first) writes, and follow its writes (the module docstring)."""
         self.root = Path(root)
-        self._vector_dir = private_dir(self.root / "vectors")
-        restrict_tree(self.root)  # files written by a version that did not set modes (a few per collection)
+        self.follower = follower
+        if follower:
+            self._vector_dir = self.root / "vectors"
+        else:
+            self._vector_dir = private_dir(self.root / "vectors")
+            restrict_tree(self.root)  # files written by a version that did not set modes (a few per collection)
         # Writers take `_lock` then `_keyword_lock` (a deferred commit only the latter), and each partition's slot
         # lock alone while they change it. Searches take no index-wide lock: the slot's lock, shared (a tantivy
         # searcher is a consistent snapshot by itself).
@@ -134,14 +156,23 @@ class LocalSearchIndex:
         self._slots: dict[Key, _Slot] = {}
         self._slots_lock = threading.Lock()
         self._load_lock = threading.Lock()
-        self._keywords = KeywordIndex(self.root / "keywords")
-        self._migrate_keywords(chunks)
+        self._keywords = KeywordIndex(self.root / "keywords", follower=follower)
+        if not follower:
+            self._migrate_keywords(chunks)
 
     def close(self) -> None:
         """A clean shutdown: compact every loaded partition that has an HNSW graph and writes in its log (so the next
         open loads the saved graph instead of adding the log's rows to it one by one: a 1M-row partition opened in
         34 s that way), then release the keyword index's writer; the folder can then be reopened by a new
-        instance. A compaction that fails leaves its partition as it was (the log replays at the next open)."""
+        instance. A compaction that fails leaves its partition as it was (the log replays at the next open). A
+        follower closes the files it follows."""
+        if self.follower:
+            for slot in list(self._slots.values()):
+                with slot.lock.writing():
+                    if slot.followed is not None:
+                        slot.followed.close()
+                    slot.followed, slot.partition, slot.loaded = None, None, False
+            return
         with self._lock, self._keyword_lock:
             for key, slot in list(self._slots.items()):
                 partition = slot.partition
@@ -171,10 +202,16 @@ class LocalSearchIndex:
     def commit_deferred(self, writes: Sequence[int]) -> None:
         """Return once the deferred writes numbered `writes` are durable and visible to keyword search (one commit,
         or none when a later commit already carried them). KeywordWritesLost when a failed commit lost them."""
+        self._refuse_follower_write()
         with self._keyword_lock:
             self._keywords.commit_through(writes)
 
+    def _refuse_follower_write(self) -> None:
+        if self.follower:
+            raise FollowerWrite("this search index follows another process's writes; it does not write")
+
     def _upsert(self, model: str, records: Sequence[IndexRecord], *, commit: bool) -> int:
+        self._refuse_follower_write()
         if not records:
             return 0
         latest: dict[tuple[str, str, str], IndexRecord] = {}
@@ -224,6 +261,7 @@ class LocalSearchIndex:
         document_ids: Sequence[str] | None = None,
         chunk_ids: Sequence[str] | None = None,
     ) -> None:
+        self._refuse_follower_write()
         # An empty list means "nothing", never "everything": only (None, None) deletes the whole collection.
         if (document_ids is not None and not document_ids) or (chunk_ids is not None and not chunk_ids):
             return
@@ -255,8 +293,7 @@ class LocalSearchIndex:
         # is read under its own shared lock, one after another.
         for collection in dict.fromkeys(collections):
             key = (model, tenant, collection)
-            with self._slot(key).lock.reading():
-                partition = self._loaded(key)
+            with self._reading(key) as partition:
                 if partition is None or not len(partition):
                     continue
                 if partition.dims != len(query):
@@ -310,8 +347,7 @@ class LocalSearchIndex:
         admitted = total = 0
         for collection in collections:
             key = (model, tenant, collection)
-            with self._slot(key).lock.reading():
-                partition = self._loaded(key)
+            with self._reading(key) as partition:
                 if partition is None or not partition.size:
                     continue
                 mask = partition.mask(filters)
@@ -329,8 +365,7 @@ class LocalSearchIndex:
         admitted: set[tuple[str, str]] = set()
         for collection in {hit.collection for hit in hits}:
             key = (model, tenant, collection)
-            with self._slot(key).lock.reading():
-                partition = self._loaded(key)
+            with self._reading(key) as partition:
                 if partition is not None:
                     admitted.update(
                         (collection, hit.document_id)
@@ -357,8 +392,7 @@ class LocalSearchIndex:
         key = (model, tenant, collection)
         with self._lock, self._keyword_lock:
             found: set[str] = set()
-            with self._slot(key).lock.reading():
-                partition = self._loaded(key)
+            with self._reading(key) as partition:
                 if partition is not None:
                     # Python compares str by code point, as the metadata stores order document ids.
                     found.update(
@@ -383,6 +417,120 @@ class LocalSearchIndex:
             if slot is None:
                 slot = self._slots[key] = _Slot()
             return slot
+
+    @contextmanager
+    def _reading(self, key: Key) -> Iterator[Partition | None]:
+        """The partition of `key` under its lock, shared; a follower first applies what the writer added since it
+        last looked (under the lock alone, and only when the files changed: looking costs a few system calls)."""
+        slot = self._slot(key)
+        if self.follower:
+            with slot.lock.reading():
+                fresh = slot.loaded and follow.current(slot.followed, *self._paths(key)) == "same"
+            if not fresh:
+                with slot.lock.writing():
+                    self._follow(key, slot)
+            with slot.lock.reading():
+                yield slot.partition
+            return
+        with slot.lock.reading():
+            yield self._loaded(key)
+
+    def sweep(self) -> int:
+        """A follower lets go of the partitions whose files the writer replaced or removed since it last searched
+        them: the log it holds open (so a deleted collection's bytes leave the disk) and the rows in memory; the next
+        search of one reads its files again. Its keyword indices move to their last commits (KeywordIndex.sweep).
+        How many partitions it let go (the writer: none)."""
+        if not self.follower:
+            return 0
+        released = 0
+        for key, slot in list(self._slots.items()):
+            snapshot, log = self._paths(key)
+            with slot.lock.reading():
+                stale = slot.loaded and follow.current(slot.followed, snapshot, log) == "reload"
+            if not stale:
+                continue
+            with slot.lock.writing():
+                if slot.loaded and follow.current(slot.followed, snapshot, log) == "reload":
+                    if slot.followed is not None:
+                        slot.followed.close()
+                    slot.followed, slot.partition, slot.loaded = None, None, False
+                    released += 1
+        self._keywords.sweep()
+        return released
+
+    def _follow(self, key: Key, slot: _Slot) -> None:
+        """Bring a follower's partition up to the files (the caller holds the slot's lock alone): replay the log's
+        new records, or read snapshot and log again when they were replaced (follow.py). A failure leaves the slot
+        to be read again from the files by the next search."""
+        snapshot, log = self._paths(key)
+        state = follow.current(slot.followed, snapshot, log) if slot.loaded else "reload"
+        if state == "same":
+            return
+        try:
+            if state == "tail" and slot.followed is not None:
+                slot.partition = self._follow_log(key, slot.followed, slot.partition)
+            else:
+                self._follow_anew(key, slot)
+        except BaseException:
+            if slot.followed is not None:
+                slot.followed.close()
+            slot.followed, slot.partition, slot.loaded = None, None, False
+            raise
+        if slot.partition is not None and not len(slot.partition):
+            slot.partition = None
+        slot.loaded = True
+
+    def _follow_anew(self, key: Key, slot: _Slot) -> None:
+        snapshot, log = self._paths(key)
+        for _ in range(follow.ATTEMPTS):
+            pair, snapshot_fd = follow.open_pair(snapshot, log)
+            try:
+                partition = None
+                if snapshot_fd is not None:
+                    partition = self._snapshot_partition(key, snapshot_fd, pair, snapshot)
+                if pair.log is not None:
+                    partition = self._follow_log(key, pair, partition)
+            except _GraphGone:
+                pair.close()
+                continue
+            except BaseException:
+                pair.close()
+                raise
+            finally:
+                if snapshot_fd is not None:
+                    os.close(snapshot_fd)
+            if slot.followed is not None:
+                slot.followed.close()
+            slot.followed, slot.partition = pair, partition
+            return
+        raise RuntimeError(f"vector partition {snapshot.name} kept changing while a follower read it")
+
+    def _snapshot_partition(self, key: Key, fd: int, pair: follow.Followed, snapshot: Path) -> Partition:
+        """A follower's partition from the snapshot open as `fd`, with the graph it names (none when that graph is
+        missing: searched exactly, as the writer rebuilds and saves it)."""
+        with os.fdopen(os.dup(fd), "rb") as handle, np.load(handle, allow_pickle=False) as data:
+            partition, generation = _from_snapshot(key, data, snapshot)
+        if generation is not None and len(partition) >= ann.MIN_ROWS:
+            graph = AnnGraph.load(self._graph_path(key, generation), partition.dims, len(partition))
+            if graph is None and follow.identity(snapshot) != pair.snapshot:
+                raise _GraphGone
+            partition.attach_graph(graph)
+        return partition
+
+    def _follow_log(self, key: Key, followed: follow.Followed, partition: Partition | None) -> Partition | None:
+        """`partition` after the complete records of the followed log past what was applied (never truncated)."""
+        assert followed.log is not None
+        base = followed.applied
+        data = follow.read_from(followed.log, base)
+        start = 0
+        log = self._paths(key)[1]
+        for op, header, body, end in read_records(data):
+            partition = _apply_record(key, log, partition, op, header, body)
+            followed.last_record = (base + start, data[start : start + vector_log.FRAME.size])
+            followed.applied = base + end
+            start = end
+        followed.seen_size = base + len(data)
+        return partition
 
     def _loaded(self, key: Key) -> Partition | None:
         """The partition of `key`, loaded from disk the first time (the caller holds the slot's lock, shared or
@@ -409,17 +557,7 @@ class LocalSearchIndex:
         partition = None
         if snapshot.exists():
             with np.load(snapshot, allow_pickle=False) as data:
-                if list(data["key"]) != list(key):
-                    raise RuntimeError(f"vector partition {snapshot.name} belongs to another key")
-                partition = Partition.from_arrays(
-                    data["vectors"],
-                    data["chunk_ids"],
-                    data["document_ids"],
-                    data["languages"],
-                    data["mimetypes"],
-                    data["document_filters"] if "document_filters" in data.files else None,
-                )
-                generation = str(data["generation"]) if "generation" in data.files else None
+                partition, generation = _from_snapshot(key, data, snapshot)
             partition.snapshot_bytes = snapshot.stat().st_size
             if generation is not None and len(partition) >= ann.MIN_ROWS:
                 # The graph saved with this very snapshot; the log replayed below updates both alike.
@@ -759,6 +897,21 @@ def _grouped_chunks(
     for model, tenant, collection, document_id, chunk_id in listed:
         groups.setdefault((tenant, model, collection), []).append((document_id, chunk_id))
     return groups
+
+
+def _from_snapshot(key: Key, data: Mapping[str, Any], snapshot: Path) -> tuple[Partition, str | None]:
+    """The partition a snapshot's arrays hold, and the generation of the graph saved with it (None: none)."""
+    if list(data["key"]) != list(key):
+        raise RuntimeError(f"vector partition {snapshot.name} belongs to another key")
+    partition = Partition.from_arrays(
+        data["vectors"],
+        data["chunk_ids"],
+        data["document_ids"],
+        data["languages"],
+        data["mimetypes"],
+        data["document_filters"] if "document_filters" in data else None,
+    )
+    return partition, str(data["generation"]) if "generation" in data else None
 
 
 def _apply_record(

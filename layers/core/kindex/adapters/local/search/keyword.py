@@ -69,6 +69,9 @@ WRITER_HEAP_BYTES = 32_000_000
 ANALYZER = "kindex_text_en"
 # Tenant indices kept open at once (each holds its segment files mapped); more are reopened from disk as needed.
 MAX_OPEN_TENANTS = 64
+# A follower's reload that fails (a segment removed by a merge between its read of meta.json and its opening) is
+# tried again this many times in all.
+RELOAD_ATTEMPTS = 5
 
 # Lucene's classic English stop set. They carry almost no BM25 weight, yet OR-ing them in makes the engine score
 # nearly every chunk: leaving them out of the query keeps keyword search proportional to the rare terms.
@@ -162,16 +165,36 @@ def tenant_folder(tenant: str) -> str:
 
 class TenantKeywords:
     """One tenant's tantivy index: its searcher, its writer (open while writes are pending or being committed) and
-    the sequence numbers of the writes it holds uncommitted."""
+    the sequence numbers of the writes it holds uncommitted. A follower's (another process writes it) opens no
+    writer and changes no file mode."""
 
-    def __init__(self, path: Path, schema: tantivy.Schema):
-        self.path = private_dir(path)
+    def __init__(self, path: Path, schema: tantivy.Schema, *, follower: bool = False):
+        self.path = path if follower else private_dir(path)
         self.index = tantivy.Index(schema, path=str(self.path), reuse=True)
         self.index.register_tokenizer(ANALYZER, text_analyzer())
         self.writer: tantivy.IndexWriter | None = None
         self.pending: set[int] = set()
         self.held = False  # a write call is using it: it must not be evicted meanwhile
-        restrict_tree(self.path)
+        self.meta: bytes | None = None  # a follower's: the commit (meta.json) its searcher was last reloaded at
+        if not follower:
+            restrict_tree(self.path)
+
+    def follow(self) -> None:
+        """A follower's searcher moved to the writer's last commit, if it has a newer one than the last reload saw:
+        tantivy replaces `meta.json` (a new file) at every commit, so equal bytes are the same commit. Read before
+        the reload: a commit landing in between is seen by the next search. A reload that meets a segment the
+        writer's merge has just removed (it read an older `meta.json`) tries again."""
+        meta = (self.path / "meta.json").read_bytes()
+        if meta == self.meta:
+            return
+        for attempt in range(RELOAD_ATTEMPTS):
+            try:
+                self.index.reload()
+                break
+            except ValueError:
+                if attempt == RELOAD_ATTEMPTS - 1:
+                    raise
+        self.meta = meta
 
     @property
     def idle(self) -> bool:
@@ -187,8 +210,10 @@ class TenantKeywords:
 class KeywordIndex:
     """BM25 over chunk texts, one tantivy index per tenant under `path`; the keyword half of `LocalSearchIndex`."""
 
-    def __init__(self, path: Path):
-        self.path = private_dir(path)
+    def __init__(self, path: Path, *, follower: bool = False):
+        """`follower`: read an index another process writes (LocalSearchIndex `follower`); no write is made."""
+        self.follower = follower
+        self.path = path if follower else private_dir(path)
         self._schema = build_schema()
         self._filters = TantivyFilters(self._schema)
         self._analyzer = text_analyzer()
@@ -424,7 +449,7 @@ class KeywordIndex:
             if keywords is None:
                 if not create and not (self.path / name / "meta.json").exists():
                     return None
-                keywords = self._tenants[name] = TenantKeywords(self.path / name, self._schema)
+                keywords = self._tenants[name] = TenantKeywords(self.path / name, self._schema, follower=self.follower)
             self._tenants.move_to_end(name)
             keywords.held = keywords.held or hold
             self._evict()
@@ -453,6 +478,13 @@ class KeywordIndex:
         with self._tenants_lock:
             return list(self._tenants.values())
 
+    def sweep(self) -> None:
+        """A follower's open tenant indices moved to the writer's last commit, searched or not: the segments the
+        writer's merges removed are let go (an old searcher keeps their files mapped, and so on the disk)."""
+        if self.follower:
+            for keywords in self._open_tenants():
+                keywords.follow()
+
     # -- reads ----------------------------------------------------------------------------------------------
 
     def search(
@@ -465,6 +497,8 @@ class KeywordIndex:
         keywords = self._tenant(tenant, create=False)
         if keywords is None:
             return []
+        if self.follower:
+            keywords.follow()
         words = tantivy.Query.boolean_query(
             [(tantivy.Occur.Should, tantivy.Query.term_query(self._schema, "text", t)) for t in terms]
         )
