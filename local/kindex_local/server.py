@@ -440,6 +440,7 @@ class LocalServer:
         self.lock = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopping: asyncio.Event | None = None
+        self.stop_requested = False  # kept for a `serve_forever` not running yet: it then returns at once
 
     @property
     def address(self) -> tuple[str, int]:
@@ -467,12 +468,16 @@ class LocalServer:
         async def run() -> None:
             self._loop = asyncio.get_running_loop()
             self._stopping = asyncio.Event()
+            if self.stop_requested:  # asked before the loop ran (a signal right after the start)
+                self._stopping.set()
             await serve(self.app, self._config(), shutdown_trigger=self._stopping.wait, mode="asgi")
 
         asyncio.run(run())
 
     def request_stop(self) -> None:
-        """Ask `serve_forever` to return after in-flight requests finish (safe from a signal handler or a thread)."""
+        """Ask `serve_forever` to return after in-flight requests finish (safe from a signal handler or a thread, and
+        before `serve_forever` runs)."""
+        self.stop_requested = True
         if self._loop is not None and self._stopping is not None and not self._loop.is_closed():
             try:
                 self._loop.call_soon_threadsafe(self._stopping.set)

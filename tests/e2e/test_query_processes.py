@@ -44,6 +44,20 @@ def children_of(pid: int) -> set[int]:
     return found
 
 
+def query_processes_serving(data_dir: Path) -> set[int]:
+    """The query processes alive now of the server on `data_dir`, whoever their parent is now (an orphan's is 1)."""
+    found = set()
+    wanted = f"KINDEX_DATA_DIR={data_dir.resolve()}".encode()
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            if b"kindex_local.query_process" in cmdline.read_bytes():
+                if wanted in (cmdline.parent / "environ").read_bytes().split(b"\0"):
+                    found.add(int(cmdline.parent.name))
+        except OSError:
+            continue  # ended meanwhile, or not ours to read
+    return found
+
+
 def query(session: requests.Session, url: str, text: str) -> requests.Response:
     return session.post(url, json={"query": text, "k": 4}, timeout=60)
 
@@ -211,8 +225,31 @@ def test_ctrl_c_stops_the_server_and_its_query_processes(tmp_path):
         # When Ctrl-C reaches the whole group
         os.killpg(server.process.pid, signal.SIGINT)
         # Then the server stops, cleanly, and its query processes are gone with it (none orphaned)
-        assert server.process.wait(timeout=30) == 0
+        try:
+            code = server.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            pytest.fail("the server did not stop within 30 s of Ctrl-C:\n" + "".join(server.output[-40:]))
+        assert code == 0, "".join(server.output[-40:])
         wait_until(lambda: {pid for pid in children if Path(f"/proc/{pid}").exists()}, until=lambda alive: not alive)
+    finally:
+        if server.process.poll() is None:
+            server.stop()
+
+
+@pytest.mark.slow
+def test_ctrl_c_right_after_the_start_still_stops_everything_cleanly(tmp_path):
+    # Given a server that has just said it listens (its query processes still starting)
+    server = start_server(tmp_path / "data", {"KINDEX_QUERY_PROCESSES": "2"}, own_process_group=True)
+    try:
+        # When Ctrl-C reaches it at once
+        os.killpg(server.process.pid, signal.SIGINT)
+        # Then it stops as after a SIGTERM: exit code 0, and no query process left behind
+        try:
+            code = server.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            pytest.fail("the server did not stop within 30 s of Ctrl-C:\n" + "".join(server.output[-40:]))
+        assert code == 0, "".join(server.output[-40:])
+        wait_until(lambda: query_processes_serving(tmp_path / "data"), until=lambda alive: not alive)
     finally:
         if server.process.poll() is None:
             server.stop()
