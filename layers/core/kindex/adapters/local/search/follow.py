@@ -86,11 +86,6 @@ def current(followed: Followed | None, snapshot: Path, log: Path) -> str:
     return "same" if size == followed.seen_size else "tail"
 
 
-def gone(followed: Followed | None, log: Path) -> bool:
-    """Does the follower hold a log that is no longer at its path (compacted away, or the partition removed)?"""
-    return followed is not None and followed.log is not None and not same_file(followed.log, log)
-
-
 def _last_record_intact(followed: Followed) -> bool:
     if followed.last_record is None or followed.log is None:
         return True

@@ -154,6 +154,7 @@ class LocalSearchIndex:
         self._lock = threading.RLock()
         self._keyword_lock = threading.RLock()
         self._slots: dict[Key, _Slot] = {}
+        self._path_names: dict[Key, tuple[Path, Path]] = {}  # a pure function of the key: racing writes store equals
         self._slots_lock = threading.Lock()
         self._load_lock = threading.Lock()
         self._keywords = KeywordIndex(self.root / "keywords", follower=follower)
@@ -407,9 +408,12 @@ class LocalSearchIndex:
     # -- vectors ----------------------------------------------------------------------------------------------
 
     def _paths(self, key: tuple[str, str, str]) -> tuple[Path, Path]:
-        """The partition's snapshot and log files."""
-        name = hashlib.sha256(json.dumps(list(key)).encode("utf-8")).hexdigest()[:40]
-        return self._vector_dir / f"{name}.npz", self._vector_dir / f"{name}.log"
+        """The partition's snapshot and log files (named once per key: a follower looks at them every search)."""
+        paths = self._path_names.get(key)
+        if paths is None:
+            name = hashlib.sha256(json.dumps(list(key)).encode("utf-8")).hexdigest()[:40]
+            paths = self._path_names[key] = (self._vector_dir / f"{name}.npz", self._vector_dir / f"{name}.log")
+        return paths
 
     def _slot(self, key: Key) -> _Slot:
         with self._slots_lock:
