@@ -209,10 +209,11 @@ def start_query_processes(server: LocalServer, settings: Settings) -> None:
     count = query_process_count(settings)
     if count == 0:
         return
-    processes = QueryProcesses(count, settings.request_budget_s)
+    gateway = server.app.gateway
+    (local,) = {route.handler for route in gateway.routes if route.function_name == "kindex-query"}
+    processes = QueryProcesses(count, settings.request_budget_s, local=local)
     processes.start()
     server.background.append(processes)
-    gateway = server.app.gateway
     gateway.routes = [
         dataclasses.replace(route, handler=processes.handler) if route.function_name == "kindex-query" else route
         for route in gateway.routes

@@ -7,8 +7,11 @@ batching or GIL switch interval, and two server processes answered 25 % more que
 only writer of the embedded index); a child runs the query handler only, on the index as a follower (it reads the
 server's files and follows its writes, never writes: KINDEX_INDEX_FOLLOWER in its environment).
 
-A request goes to the ready child with the fewest requests in flight, the first of them on a tie (so one client
-keeps to one process and its warm caches); the server thread that carries it gives its CPU slot back while it waits
+A request that arrives while no other query is in flight is answered by the server itself (`local`, the handler
+it would run without children), on the index it writes: one client at a time pays neither the hop (~0.5 ms) nor
+the follower's checks, and its p50 is the server's own (docs/decisions.md). Any other request goes to the ready child
+with the fewest requests in flight, the first of them on a tie (so a light load keeps to one process and its warm
+caches); the server thread that carries it gives its CPU slot back while it waits
 (the child computes under its own slots: its share of the cores, deployment.server_cpu_slots). A child that dies
 fails its pending requests with the 502 a failing function gets, and is started again (at once after a long life,
 else after a pause that doubles up to 30 s); meanwhile the others answer, and with none ready a request waits for
@@ -24,7 +27,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
@@ -78,16 +81,25 @@ class _Child:
 
 
 class QueryProcesses:
-    """`count` query processes and `handler`, the query function's handler that hands each request to one of them.
-    `stop` ends them (the server's shutdown: LocalServer.background)."""
+    """`count` query processes and `handler`, the query function's handler that hands each request to one of them
+    (or to `local`, the server's own handler, when it is the only one in flight). `stop` ends them (the server's
+    shutdown: LocalServer.background)."""
 
-    def __init__(self, count: int, budget_s: float, command: Sequence[str] = CHILD_COMMAND):
+    def __init__(
+        self,
+        count: int,
+        budget_s: float,
+        command: Sequence[str] = CHILD_COMMAND,
+        local: Callable[[dict[str, Any], Any], dict[str, Any]] | None = None,
+    ):
         if count < 1:
             raise ValueError("count must be at least 1")
         self.budget_s = budget_s
         self._command = list(command)
+        self._local = local
         self._children = [_Child(number) for number in range(count)]
         self._changed = threading.Condition()  # a child became ready or went away; guards the children's state
+        self._in_flight = 0  # requests in `handler` now, answered here or by a child (under `_changed`)
         self._lifecycle = threading.Lock()  # `_stopping` against a process being started
         self._stopping = False
         self._stopped = threading.Event()  # cuts a restart delay short
@@ -105,7 +117,20 @@ class QueryProcesses:
             thread.start()
 
     def handler(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
-        """The query function, answered by a child. The calling thread's CPU slot is free while it waits."""
+        """The query function: answered here when it is the only query in flight and there is a `local` handler,
+        else by a child, while the calling thread's CPU slot is free."""
+        with self._changed:
+            alone = self._in_flight == 0
+            self._in_flight += 1
+        try:
+            if alone and self._local is not None:
+                return self._local(event, context)
+            return self._hand_over(event)
+        finally:
+            with self._changed:
+                self._in_flight -= 1
+
+    def _hand_over(self, event: dict[str, Any]) -> dict[str, Any]:
         request_id = next(self._ids)
         try:
             # Encoded once: a send that fails goes again, whole, to another child.

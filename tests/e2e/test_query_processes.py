@@ -58,6 +58,20 @@ def query_processes_serving(data_dir: Path) -> set[int]:
     return found
 
 
+def holds_a_vector_log(pid: int, data_dir: Path) -> bool:
+    """Whether process `pid` has a partition's log of the embedded index open: a query process opens the log of each
+    partition it searches (and keeps it open until the server replaces it), so this is true once it answered one."""
+    vectors = data_dir.resolve() / "index" / "vectors"
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            target = Path(os.readlink(fd))
+        except OSError:
+            continue  # closed meanwhile
+        if target.parent == vectors and target.suffix == ".log":
+            return True
+    return False
+
+
 def interrupt_and_expect_a_clean_stop(server: RunningServer, data_dir: Path) -> None:
     """Ctrl-C to the server's process group: it exits with 0 (within 30 s: a stop takes 1-2 s here, so the bound
     catches a Ctrl-C left unanswered), and no query process of its data directory is left, orphaned or not."""
@@ -100,14 +114,21 @@ def served(tmp_path_factory):
 @pytest.mark.slow
 def test_the_server_has_its_query_processes_and_they_answer(served):
     server, keys = served
+    url = server.url("/v1/collections/shared/query")
     # Given a server started with KINDEX_QUERY_PROCESSES=2: two child processes beside it
-    assert len(wait_until(lambda: children_of(server.process.pid), until=lambda found: len(found) == PROCESSES)) == 2
+    children = wait_until(lambda: children_of(server.process.pid), until=lambda found: len(found) == PROCESSES)
+    assert len(children) == 2
     assert any("Query processes: 2 (KINDEX_QUERY_PROCESSES)" in line for line in server.output)
-    # When a tenant queries its indexed documents
-    response = query(server.session(keys["alpha"]), server.url("/v1/collections/shared/query"), "paid leave")
-    # Then a query process answers, with results
-    assert response.status_code == 200, response.text
-    assert response.json()["results"][0]["document_id"] == "leave"
+    # When a tenant queries its indexed documents, once alone and then 16 times at once
+    alone = query(server.session(keys["alpha"]), url, "paid leave")
+    with ThreadPoolExecutor(CLIENTS) as pool:
+        at_once = list(pool.map(lambda _: query(server.session(keys["alpha"]), url, "paid leave"), range(CLIENTS)))
+    # Then every query is answered, with results (the one alone by the server itself, the others mostly by the
+    # query processes: each of them has searched the collection's partition, whose log it now holds open)
+    for response in [alone, *at_once]:
+        assert response.status_code == 200, response.text
+        assert response.json()["results"][0]["document_id"] == "leave"
+    assert all(holds_a_vector_log(pid, server.data_dir) for pid in children)
 
 
 @pytest.mark.slow

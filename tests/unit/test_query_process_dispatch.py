@@ -63,8 +63,8 @@ def fake_child(tmp_path: Path) -> list[str]:
 def processes(fake_child):
     started: list[QueryProcesses] = []
 
-    def make(count: int = 2, budget_s: float = WAIT) -> QueryProcesses:
-        running = QueryProcesses(count, budget_s, command=fake_child)
+    def make(count: int = 2, budget_s: float = WAIT, local=None) -> QueryProcesses:
+        running = QueryProcesses(count, budget_s, command=fake_child, local=local)
         running.start()
         started.append(running)
         return running
@@ -150,6 +150,46 @@ def test_requests_go_to_the_child_with_the_fewest_in_flight(processes):
     # one client is not slowed by alternating between two processes' copies of the model and the index)
     assert len(answered_by) == 2
     assert len(set(one_by_one)) == 1 and one_by_one[0] in answered_by
+
+
+def answer_here(event: dict, context) -> dict:
+    """The server's own query handler in these tests: it answers "here" after the event's `sleep`."""
+    time.sleep(event.get("sleep", 0))
+    if event.get("fail"):
+        raise RuntimeError("the handler failed")
+    return {"statusCode": 200, "body": "here"}
+
+
+@pytest.mark.slow
+def test_a_query_alone_is_answered_here_and_one_beside_another_by_a_child(processes):
+    running = processes(2, local=answer_here)
+    # Given two ready children (three slow queries at once: the first is answered here, the others one per child)
+    children = wait_ready(running, 3) - {"here"}
+    assert len(children) == 2
+    # When queries come one after another, then two at once, three at once, and one alone again
+    one_by_one = [ask(running)["body"] for _ in range(3)]
+    with ThreadPoolExecutor(3) as pool:
+        first = pool.submit(ask, running, sleep=0.5)
+        time.sleep(0.1)
+        beside = [pool.submit(ask, running, sleep=0.3) for _ in range(2)]
+        at_once = [first.result(timeout=WAIT)["body"], *(future.result(timeout=WAIT)["body"] for future in beside)]
+    after = ask(running)["body"]
+    # Then each query alone was answered here (no hop to a child); the first of those at once too, and the two that
+    # came while it ran went to the children, one each
+    assert one_by_one == ["here"] * 3 and after == "here"
+    assert at_once[0] == "here" and set(at_once[1:]) == children
+    assert "here" not in children
+
+
+@pytest.mark.slow
+def test_a_query_answered_here_that_fails_raises_as_the_handler_would_and_is_no_longer_in_flight(processes):
+    running = processes(1, local=answer_here)
+    wait_ready(running, 2)
+    # Given the server's own handler raising for a query alone (the gateway turns that into its 502)
+    with pytest.raises(RuntimeError):
+        ask(running, fail=True)
+    # Then the next query alone is answered here again: the failed one is not counted as in flight any more
+    assert ask(running)["body"] == "here"
 
 
 @pytest.mark.slow
