@@ -9,13 +9,12 @@ server's files and follows its writes, never writes: KINDEX_INDEX_FOLLOWER in it
 
 A request that arrives while no other query is in flight is answered by the server itself (`local`, the handler
 it would run without children), on the index it writes: one client at a time pays neither the hop (~0.5 ms) nor
-the follower's checks, and its p50 is the server's own (docs/decisions.md). Any other request goes to the ready child
-with the fewest requests in flight, the first of them on a tie (so a light load keeps to one process and its warm
-caches); the server thread that carries it gives its CPU slot back while it waits
-(the child computes under its own slots: its share of the cores, deployment.server_cpu_slots). A child that dies
-fails its pending requests with the 502 a failing function gets, and is started again (at once after a long life,
-else after a pause that doubles up to 30 s); meanwhile the others answer, and with none ready a request waits for
-one within its budget, then gets a 503 to retry."""
+the follower's checks (docs/decisions.md). Any other request goes to the ready child with the fewest requests in
+flight, the first of them on a tie (so a light load keeps to one process and its warm caches); the server thread
+that carries it gives its CPU slot back while it waits (the child computes under its own slots: its share of the
+cores, deployment.server_cpu_slots). A child that dies fails its pending requests with the 502 a failing function
+gets, and is started again (at once after a long life, else after a pause that doubles up to 30 s); meanwhile the
+others answer, and with none ready a request waits for one within its budget, then gets a 503 to retry."""
 
 from __future__ import annotations
 

@@ -152,39 +152,51 @@ def test_requests_go_to_the_child_with_the_fewest_in_flight(processes):
     assert len(set(one_by_one)) == 1 and one_by_one[0] in answered_by
 
 
-def answer_here(event: dict, context) -> dict:
-    """The server's own query handler in these tests: it answers "here" after the event's `sleep`."""
-    time.sleep(event.get("sleep", 0))
-    if event.get("fail"):
-        raise RuntimeError("the handler failed")
-    return {"statusCode": 200, "body": "here"}
+class AnswerHere:
+    """The server's own query handler in these tests: it answers "here" after the event's `sleep`, as the children
+    do; an event with `hold` waits, once `entered` is set, until the test sets `release`; one with `fail` raises."""
+
+    def __init__(self):
+        self.entered = threading.Event()
+        self.release = threading.Event()
+
+    def __call__(self, event: dict, context) -> dict:
+        if event.get("fail"):
+            raise RuntimeError("the handler failed")
+        if event.get("hold"):
+            self.entered.set()
+            assert self.release.wait(WAIT)
+        time.sleep(event.get("sleep", 0))
+        return {"statusCode": 200, "body": "here"}
 
 
 @pytest.mark.slow
 def test_a_query_alone_is_answered_here_and_one_beside_another_by_a_child(processes):
-    running = processes(2, local=answer_here)
+    here = AnswerHere()
+    running = processes(2, local=here)
     # Given two ready children (three slow queries at once: the first is answered here, the others one per child)
     children = wait_ready(running, 3) - {"here"}
     assert len(children) == 2
-    # When queries come one after another, then two at once, three at once, and one alone again
+    # When queries come one after another; then one that is held here while two more come beside it; then one alone
     one_by_one = [ask(running)["body"] for _ in range(3)]
     with ThreadPoolExecutor(3) as pool:
-        first = pool.submit(ask, running, sleep=0.5)
-        time.sleep(0.1)
+        first = pool.submit(ask, running, hold=True)
+        assert here.entered.wait(WAIT)
         beside = [pool.submit(ask, running, sleep=0.3) for _ in range(2)]
-        at_once = [first.result(timeout=WAIT)["body"], *(future.result(timeout=WAIT)["body"] for future in beside)]
+        answered_beside = {future.result(timeout=WAIT)["body"] for future in beside}
+        here.release.set()
+        held = first.result(timeout=WAIT)["body"]
     after = ask(running)["body"]
-    # Then each query alone was answered here (no hop to a child); the first of those at once too, and the two that
-    # came while it ran went to the children, one each
-    assert one_by_one == ["here"] * 3 and after == "here"
-    assert at_once[0] == "here" and set(at_once[1:]) == children
-    assert "here" not in children
+    # Then each query alone was answered here (no hop to a child), the held one too, and the two that came while it
+    # was in flight went to the children, one each
+    assert one_by_one == ["here"] * 3 and after == "here" and held == "here"
+    assert answered_beside == children
 
 
 @pytest.mark.slow
 def test_a_query_answered_here_that_fails_raises_as_the_handler_would_and_is_no_longer_in_flight(processes):
-    running = processes(1, local=answer_here)
-    wait_ready(running, 2)
+    running = processes(1, local=AnswerHere())
+    wait_ready(running, 2)  # its child is ready: a query counted as still in flight would go to it, not fail slowly
     # Given the server's own handler raising for a query alone (the gateway turns that into its 502)
     with pytest.raises(RuntimeError):
         ask(running, fail=True)
